@@ -1,0 +1,249 @@
+#include "gpu/context.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "core/error.h"
+
+namespace wgllm::gpu {
+namespace {
+
+std::string backend_name(WGPUBackendType b) {
+  switch (b) {
+    case WGPUBackendType_Vulkan: return "Vulkan";
+    case WGPUBackendType_Metal: return "Metal";
+    case WGPUBackendType_D3D12: return "D3D12";
+    case WGPUBackendType_OpenGL: return "OpenGL";
+    case WGPUBackendType_OpenGLES: return "OpenGLES";
+    case WGPUBackendType_Null: return "Null";
+    default: return "Unknown";
+  }
+}
+
+std::string adapter_type_name(WGPUAdapterType t) {
+  switch (t) {
+    case WGPUAdapterType_DiscreteGPU: return "DiscreteGPU";
+    case WGPUAdapterType_IntegratedGPU: return "IntegratedGPU";
+    case WGPUAdapterType_CPU: return "CPU";
+    default: return "Unknown";
+  }
+}
+
+std::string feature_name(uint32_t f) {
+  switch (f) {
+    case WGPUFeatureName_CoreFeaturesAndLimits: return "core-features-and-limits";
+    case WGPUFeatureName_DepthClipControl: return "depth-clip-control";
+    case WGPUFeatureName_Depth32FloatStencil8: return "depth32float-stencil8";
+    case WGPUFeatureName_TextureCompressionBC: return "texture-compression-bc";
+    case WGPUFeatureName_TextureCompressionETC2: return "texture-compression-etc2";
+    case WGPUFeatureName_TextureCompressionASTC: return "texture-compression-astc";
+    case WGPUFeatureName_TimestampQuery: return "timestamp-query";
+    case WGPUFeatureName_IndirectFirstInstance: return "indirect-first-instance";
+    case WGPUFeatureName_ShaderF16: return "shader-f16";
+    case WGPUFeatureName_RG11B10UfloatRenderable: return "rg11b10ufloat-renderable";
+    case WGPUFeatureName_BGRA8UnormStorage: return "bgra8unorm-storage";
+    case WGPUFeatureName_Float32Filterable: return "float32-filterable";
+    case WGPUFeatureName_Float32Blendable: return "float32-blendable";
+    case WGPUFeatureName_ClipDistances: return "clip-distances";
+    case WGPUFeatureName_DualSourceBlending: return "dual-source-blending";
+    case WGPUFeatureName_Subgroups: return "subgroups";
+    case WGPUNativeFeature_Immediates: return "native:immediates";
+    case WGPUNativeFeature_PipelineStatisticsQuery: return "native:pipeline-statistics-query";
+    case WGPUNativeFeature_ShaderF64: return "native:shader-f64";
+    case WGPUNativeFeature_ShaderI16: return "native:shader-i16";
+    case WGPUNativeFeature_Subgroup: return "native:subgroup";
+    case WGPUNativeFeature_SubgroupBarrier: return "native:subgroup-barrier";
+    case WGPUNativeFeature_TimestampQueryInsideEncoders: return "native:timestamp-query-inside-encoders";
+    case WGPUNativeFeature_TimestampQueryInsidePasses: return "native:timestamp-query-inside-passes";
+    case WGPUNativeFeature_MappablePrimaryBuffers: return "native:mappable-primary-buffers";
+    default: {
+      char b[32];
+      std::snprintf(b, sizeof b, "0x%08x", f);
+      return b;
+    }
+  }
+}
+
+WGPUInstance make_instance() {
+  WGPUInstanceExtras extras = {};
+  extras.chain.sType = (WGPUSType)WGPUSType_InstanceExtras;
+  extras.backends = WGPUInstanceBackend_Vulkan;  // never a GL or null fallback
+  WGPUInstanceDescriptor desc = WGPU_INSTANCE_DESCRIPTOR_INIT;
+  desc.nextInChain = &extras.chain;
+  WGPUInstance inst = wgpuCreateInstance(&desc);
+  if (!inst) throw Error("WebGPU: wgpuCreateInstance failed");
+  return inst;
+}
+
+std::vector<WGPUAdapter> enumerate(WGPUInstance inst) {
+  WGPUInstanceEnumerateAdapterOptions opts = {};
+  opts.backends = WGPUInstanceBackend_Vulkan;
+  size_t n = wgpuInstanceEnumerateAdapters(inst, &opts, nullptr);
+  std::vector<WGPUAdapter> out(n);
+  if (n) wgpuInstanceEnumerateAdapters(inst, &opts, out.data());
+  return out;
+}
+
+AdapterInfo describe(WGPUAdapter a) {
+  AdapterInfo r;
+  WGPUAdapterInfo info = WGPU_ADAPTER_INFO_INIT;
+  wgpuAdapterGetInfo(a, &info);
+  r.name = str(info.device);
+  r.vendor = str(info.vendor);
+  r.architecture = str(info.architecture);
+  r.driver = str(info.description);
+  r.backend = backend_name(info.backendType);
+  r.adapter_type = adapter_type_name(info.adapterType);
+  r.vendor_id = info.vendorID;
+  r.device_id = info.deviceID;
+  r.subgroup_min = info.subgroupMinSize;
+  r.subgroup_max = info.subgroupMaxSize;
+  wgpuAdapterInfoFreeMembers(info);
+  WGPUSupportedFeatures feats = WGPU_SUPPORTED_FEATURES_INIT;
+  wgpuAdapterGetFeatures(a, &feats);
+  for (size_t i = 0; i < feats.featureCount; ++i) r.features.push_back(feature_name(feats.features[i]));
+  wgpuSupportedFeaturesFreeMembers(feats);
+  wgpuAdapterGetLimits(a, &r.limits);
+  return r;
+}
+
+const char* kNoAdapterAdvice =
+    "no Vulkan adapter found. Install a GPU Vulkan driver, or on a CPU-only machine point the "
+    "Vulkan loader at a software driver, e.g. "
+    "VK_DRIVER_FILES=/usr/lib/chromium/vk_swiftshader_icd.json (Debian package chromium); "
+    "`make setup` installs it and `scripts/vulkan_env.sh` prints the setting";
+
+}  // namespace
+
+std::vector<AdapterInfo> Context::list_adapters() {
+  WGPUInstance inst = make_instance();
+  std::vector<AdapterInfo> out;
+  for (WGPUAdapter a : enumerate(inst)) {
+    out.push_back(describe(a));
+    wgpuAdapterRelease(a);
+  }
+  wgpuInstanceRelease(inst);
+  if (out.empty()) throw Error(std::string("WebGPU: ") + kNoAdapterAdvice);
+  return out;
+}
+
+std::unique_ptr<Context> Context::create(const ContextOptions& opts) {
+  std::unique_ptr<Context> ctx(new Context());
+  ctx->instance_ = make_instance();
+  std::vector<WGPUAdapter> adapters = enumerate(ctx->instance_);
+  if (adapters.empty()) throw Error(std::string("WebGPU: ") + kNoAdapterAdvice);
+  int pick = opts.adapter_index;
+  if (pick >= int(adapters.size()))
+    throw Error("WebGPU: adapter index " + std::to_string(pick) + " out of range (" +
+                std::to_string(adapters.size()) + " adapters; see `wgllm devices`)");
+  std::vector<AdapterInfo> infos;
+  for (WGPUAdapter a : adapters) infos.push_back(describe(a));
+  if (pick < 0) {
+    for (size_t i = 0; i < infos.size() && pick < 0; ++i)
+      if (!infos[i].is_software() && infos[i].backend == "Vulkan") pick = int(i);
+    for (size_t i = 0; i < infos.size() && pick < 0; ++i)
+      if (infos[i].backend == "Vulkan") pick = int(i);
+    if (pick < 0) throw Error(std::string("WebGPU: ") + kNoAdapterAdvice);
+  }
+  for (size_t i = 0; i < adapters.size(); ++i)
+    if (int(i) != pick) wgpuAdapterRelease(adapters[i]);
+  ctx->adapter_ = adapters[pick];
+  ctx->info_ = infos[pick];
+  if (ctx->info_.backend != "Vulkan")
+    throw Error("WebGPU: adapter '" + ctx->info_.name + "' uses backend " + ctx->info_.backend +
+                ", only Vulkan is supported natively");
+
+  // Features we use when present.
+  WGPUSupportedFeatures feats = WGPU_SUPPORTED_FEATURES_INIT;
+  wgpuAdapterGetFeatures(ctx->adapter_, &feats);
+  auto has = [&](uint32_t f) {
+    for (size_t i = 0; i < feats.featureCount; ++i)
+      if (uint32_t(feats.features[i]) == f) return true;
+    return false;
+  };
+  std::vector<uint32_t> want = {WGPUFeatureName_Subgroups};
+  if (opts.want_timestamps) {
+    want.push_back(WGPUFeatureName_TimestampQuery);
+    want.push_back(WGPUNativeFeature_TimestampQueryInsidePasses);
+    want.push_back(WGPUNativeFeature_TimestampQueryInsideEncoders);
+  }
+  for (uint32_t f : want)
+    if (has(f)) ctx->enabled_.push_back(WGPUFeatureName(f));
+  wgpuSupportedFeaturesFreeMembers(feats);
+  ctx->ts_inside_passes_ = ctx->has_feature(WGPUFeatureName(WGPUNativeFeature_TimestampQueryInsidePasses));
+
+  WGPULimits limits = ctx->info_.limits;  // ask for everything the adapter offers
+  WGPUDeviceDescriptor dd = WGPU_DEVICE_DESCRIPTOR_INIT;
+  dd.label = sv("wgllm");
+  dd.requiredFeatureCount = ctx->enabled_.size();
+  dd.requiredFeatures = ctx->enabled_.data();
+  dd.requiredLimits = &limits;
+  dd.deviceLostCallbackInfo.mode = WGPUCallbackMode_AllowSpontaneous;
+  dd.deviceLostCallbackInfo.callback = [](WGPUDevice const*, WGPUDeviceLostReason reason,
+                                          WGPUStringView msg, void* u1, void*) {
+    if (reason == WGPUDeviceLostReason_Destroyed || reason == WGPUDeviceLostReason_CallbackCancelled) return;
+    static_cast<Context*>(u1)->on_lost(str(msg));
+  };
+  dd.deviceLostCallbackInfo.userdata1 = ctx.get();
+  dd.uncapturedErrorCallbackInfo.callback = [](WGPUDevice const*, WGPUErrorType type,
+                                               WGPUStringView msg, void* u1, void*) {
+    static_cast<Context*>(u1)->on_error("WebGPU error (type " + std::to_string(int(type)) + "): " + str(msg));
+  };
+  dd.uncapturedErrorCallbackInfo.userdata1 = ctx.get();
+
+  struct Req { WGPUDevice dev = nullptr; std::string msg; bool done = false; } req;
+  WGPURequestDeviceCallbackInfo cb = WGPU_REQUEST_DEVICE_CALLBACK_INFO_INIT;
+  cb.mode = WGPUCallbackMode_AllowProcessEvents;
+  cb.callback = [](WGPURequestDeviceStatus status, WGPUDevice dev, WGPUStringView msg, void* u1, void*) {
+    auto* r = static_cast<Req*>(u1);
+    if (status == WGPURequestDeviceStatus_Success) r->dev = dev;
+    r->msg = str(msg);
+    r->done = true;
+  };
+  cb.userdata1 = &req;
+  wgpuAdapterRequestDevice(ctx->adapter_, &dd, cb);
+  for (int i = 0; !req.done && i < 100000; ++i) wgpuInstanceProcessEvents(ctx->instance_);
+  if (!req.dev) throw Error("WebGPU: requestDevice failed on '" + ctx->info_.name + "': " + req.msg);
+  ctx->device_ = req.dev;
+  ctx->queue_ = wgpuDeviceGetQueue(ctx->device_);
+  return ctx;
+}
+
+Context::~Context() {
+  if (queue_) wgpuQueueRelease(queue_);
+  if (device_) {
+    wgpuDeviceDestroy(device_);
+    wgpuDeviceRelease(device_);
+  }
+  if (adapter_) wgpuAdapterRelease(adapter_);
+  if (instance_) wgpuInstanceRelease(instance_);
+}
+
+bool Context::has_feature(WGPUFeatureName f) const {
+  for (auto e : enabled_)
+    if (e == f) return true;
+  return false;
+}
+
+void Context::on_error(const std::string& msg) {
+  if (error_.empty()) error_ = msg;
+}
+void Context::on_lost(const std::string& msg) {
+  lost_ = true;
+  if (error_.empty()) error_ = "WebGPU device lost: " + msg;
+}
+
+void Context::check() {
+  if (!error_.empty()) {
+    std::string e = error_;
+    if (!lost_) error_.clear();
+    throw Error(e);
+  }
+}
+
+void Context::wait_idle() {
+  wgpuDevicePoll(device_, true, nullptr);
+  check();
+}
+
+}  // namespace wgllm::gpu

@@ -1,0 +1,171 @@
+#include "gpu/recorder.h"
+
+#include <cstring>
+
+#include "core/error.h"
+#include "gpu/context.h"
+
+namespace wgllm::gpu {
+
+Recorder::Recorder(Context& ctx, uint32_t max_dispatches)
+    : ctx_(ctx),
+      max_dispatches_(max_dispatches),
+      params_(ctx, uint64_t(max_dispatches) * kParamSlot, BufferKind::Uniform, "kernel-params"),
+      params_cpu_(size_t(max_dispatches) * kParamSlot, 0) {}
+
+Recorder::~Recorder() {
+  if (pass_) wgpuComputePassEncoderRelease(pass_);
+  if (enc_) wgpuCommandEncoderRelease(enc_);
+  for (auto& [k, bg] : bind_groups_) wgpuBindGroupRelease(bg);
+  if (queries_) wgpuQuerySetRelease(queries_);
+}
+
+void Recorder::set_profiling(bool on) {
+  profiling_ = on && ctx_.timestamps_inside_passes();
+  if (profiling_ && !queries_) {
+    WGPUQuerySetDescriptor qd = WGPU_QUERY_SET_DESCRIPTOR_INIT;
+    qd.type = WGPUQueryType_Timestamp;
+    qd.count = 2 * max_dispatches_;
+    queries_ = wgpuDeviceCreateQuerySet(ctx_.device(), &qd);
+    query_resolve_ = Buffer(ctx_, uint64_t(qd.count) * 8, BufferKind::QueryResolve, "ts-resolve");
+    query_read_ = Buffer(ctx_, uint64_t(qd.count) * 8, BufferKind::Readback, "ts-read");
+  }
+}
+
+void Recorder::begin() {
+  if (enc_) throw Error("Recorder::begin called twice without submit");
+  enc_ = wgpuDeviceCreateCommandEncoder(ctx_.device(), nullptr);
+  n_dispatch_ = 0;
+  read_pending_ = false;
+  labels_.clear();
+}
+
+void Recorder::ensure_pass() {
+  if (!enc_) throw Error("Recorder: dispatch outside begin()/submit()");
+  if (!pass_) pass_ = wgpuCommandEncoderBeginComputePass(enc_, nullptr);
+}
+
+WGPUBindGroup Recorder::bind_group(const Pipeline& p, std::initializer_list<Binding> storage,
+                                   uint32_t slot) {
+  std::vector<uint64_t> key;
+  key.reserve(2 + 3 * storage.size());
+  key.push_back(reinterpret_cast<uintptr_t>(p.layout()));
+  key.push_back(slot);
+  for (const Binding& b : storage) {
+    key.push_back(reinterpret_cast<uintptr_t>(b.buf->handle()));
+    key.push_back(b.offset);
+    key.push_back(b.size);
+  }
+  auto it = bind_groups_.find(key);
+  if (it != bind_groups_.end()) return it->second;
+  std::vector<WGPUBindGroupEntry> es;
+  uint32_t i = 0;
+  for (const Binding& b : storage) {
+    WGPUBindGroupEntry e = WGPU_BIND_GROUP_ENTRY_INIT;
+    e.binding = i++;
+    e.buffer = b.buf->handle();
+    e.offset = b.offset;
+    e.size = b.size ? b.size : b.buf->size() - b.offset;
+    es.push_back(e);
+  }
+  WGPUBindGroupEntry u = WGPU_BIND_GROUP_ENTRY_INIT;
+  u.binding = i;
+  u.buffer = params_.handle();
+  u.offset = uint64_t(slot) * kParamSlot;
+  u.size = kParamSlot;
+  es.push_back(u);
+  WGPUBindGroupDescriptor d = WGPU_BIND_GROUP_DESCRIPTOR_INIT;
+  d.layout = p.layout();
+  d.entryCount = es.size();
+  d.entries = es.data();
+  WGPUBindGroup bg = wgpuDeviceCreateBindGroup(ctx_.device(), &d);
+  if (bind_groups_.size() > 65536) {  // bound the cache (e.g. many distinct prefill shapes)
+    for (auto& [k, g] : bind_groups_) wgpuBindGroupRelease(g);
+    bind_groups_.clear();
+  }
+  bind_groups_.emplace(std::move(key), bg);
+  return bg;
+}
+
+void Recorder::dispatch(const Pipeline& p, std::initializer_list<Binding> storage, const void* params,
+                        uint32_t params_size, uint32_t gx, uint32_t gy, uint32_t gz, const char* label) {
+  if (storage.size() + 1 != p.n_bindings())
+    throw Error("kernel '" + p.key() + "': expected " + std::to_string(p.n_bindings() - 1) +
+                " storage bindings, got " + std::to_string(storage.size()));
+  if (n_dispatch_ >= max_dispatches_) throw Error("Recorder: too many dispatches in one submission");
+  if (params_size > kParamSlot) throw Error("kernel params too large");
+  const uint32_t lim = ctx_.info().limits.maxComputeWorkgroupsPerDimension;
+  if (gx > lim || gy > lim || gz > lim)
+    throw Error("kernel '" + p.key() + "': grid " + std::to_string(gx) + "x" + std::to_string(gy) +
+                "x" + std::to_string(gz) + " exceeds maxComputeWorkgroupsPerDimension");
+  if (gx == 0 || gy == 0 || gz == 0) return;
+  ensure_pass();
+  const uint32_t slot = n_dispatch_++;
+  std::memcpy(params_cpu_.data() + size_t(slot) * kParamSlot, params, params_size);
+  WGPUBindGroup bg = bind_group(p, storage, slot);
+  if (profiling_) wgpuComputePassEncoderWriteTimestamp(pass_, queries_, 2 * slot);
+  wgpuComputePassEncoderSetPipeline(pass_, p.handle());
+  wgpuComputePassEncoderSetBindGroup(pass_, 0, bg, 0, nullptr);
+  wgpuComputePassEncoderDispatchWorkgroups(pass_, gx, gy, gz);
+  if (profiling_) {
+    wgpuComputePassEncoderWriteTimestamp(pass_, queries_, 2 * slot + 1);
+    labels_.push_back(label ? label : p.key());
+  }
+}
+
+void Recorder::copy(const Buffer& src, uint64_t so, const Buffer& dst, uint64_t dof, uint64_t size) {
+  if (!enc_) throw Error("Recorder: copy outside begin()/submit()");
+  if (pass_) {
+    wgpuComputePassEncoderEnd(pass_);
+    wgpuComputePassEncoderRelease(pass_);
+    pass_ = nullptr;
+  }
+  if (so + size > src.size() || dof + size > dst.size()) throw Error("Recorder::copy out of range");
+  wgpuCommandEncoderCopyBufferToBuffer(enc_, src.handle(), so, dst.handle(), dof, (size + 3) & ~uint64_t(3));
+}
+
+void Recorder::read_after(const Buffer& src, uint64_t off, uint64_t size) {
+  uint64_t sz = (size + 3) & ~uint64_t(3);
+  if (!staging_ || staging_.size() < sz) staging_ = Buffer(ctx_, std::max<uint64_t>(sz, 4096), BufferKind::Readback, "step-readback");
+  copy(src, off, staging_, 0, sz);
+  read_pending_ = true;
+  read_size_ = size;
+}
+
+void Recorder::submit(void* read_dst) {
+  if (!enc_) throw Error("Recorder::submit without begin()");
+  if (pass_) {
+    wgpuComputePassEncoderEnd(pass_);
+    wgpuComputePassEncoderRelease(pass_);
+    pass_ = nullptr;
+  }
+  const bool prof = profiling_ && n_dispatch_ > 0;
+  if (prof) {
+    wgpuCommandEncoderResolveQuerySet(enc_, queries_, 0, 2 * n_dispatch_, query_resolve_.handle(), 0);
+    wgpuCommandEncoderCopyBufferToBuffer(enc_, query_resolve_.handle(), 0, query_read_.handle(), 0,
+                                         uint64_t(2 * n_dispatch_) * 8);
+  }
+  if (n_dispatch_) params_.write(ctx_, 0, params_cpu_.data(), uint64_t(n_dispatch_) * kParamSlot);
+  WGPUCommandBuffer cmd = wgpuCommandEncoderFinish(enc_, nullptr);
+  wgpuCommandEncoderRelease(enc_);
+  enc_ = nullptr;
+  wgpuQueueSubmit(ctx_.queue(), 1, &cmd);
+  wgpuCommandBufferRelease(cmd);
+  last_dispatches_ = n_dispatch_;
+  ctx_.check();
+  if (read_pending_) {
+    if (!read_dst) throw Error("Recorder::submit: a read was scheduled but no destination given");
+    map_read(ctx_, staging_, read_dst, read_size_);
+    read_pending_ = false;
+  }
+  profile_.clear();
+  if (prof) {
+    std::vector<uint64_t> ts(2 * n_dispatch_);
+    map_read(ctx_, query_read_, ts.data(), ts.size() * 8);
+    const double period_ns = wgpuQueueGetTimestampPeriod(ctx_.queue());
+    for (uint32_t i = 0; i < n_dispatch_; ++i)
+      profile_.push_back({labels_[i], double(ts[2 * i + 1] - ts[2 * i]) * period_ns / 1000.0});
+  }
+}
+
+}  // namespace wgllm::gpu

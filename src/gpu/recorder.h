@@ -1,0 +1,92 @@
+// Recorder: records a whole forward pass (many dispatches) into one command encoder and one
+// compute pass, then submits once and optionally reads back one small result — the "one decode
+// step = one submission + one small readback" rule. Kernel parameters go into one uniform buffer
+// (256-byte slot per dispatch, written once per submission); bind groups are cached by
+// (layout, buffers, offsets, slot), so a decode step after the first creates no WebGPU objects.
+#pragma once
+#include <cstdint>
+#include <initializer_list>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "gpu/buffer.h"
+#include "gpu/pipeline.h"
+
+namespace wgllm::gpu {
+
+class Context;
+
+/// A storage binding: a buffer range (size 0 = to the end of the buffer).
+struct Binding {
+  const Buffer* buf = nullptr;
+  uint64_t offset = 0;
+  uint64_t size = 0;
+  Binding(const Buffer& b, uint64_t off = 0, uint64_t sz = 0) : buf(&b), offset(off), size(sz) {}
+};
+
+/// Per-dispatch GPU time from timestamp queries (when the device supports timestamps in passes).
+struct KernelTime {
+  std::string label;
+  double us = 0;
+};
+
+class Recorder {
+ public:
+  static constexpr uint32_t kParamSlot = 256;  // bytes; >= minUniformBufferOffsetAlignment
+  explicit Recorder(Context& ctx, uint32_t max_dispatches = 4096);
+  ~Recorder();
+  Recorder(const Recorder&) = delete;
+  Recorder& operator=(const Recorder&) = delete;
+
+  /// Starts a new command encoder + compute pass. Must be called before dispatch().
+  void begin();
+  /// Records one dispatch. `storage` are bindings 0..n-2 (n = pipeline bindings); the parameter
+  /// block (<= 256 bytes) is bound last as a uniform. `label` names it in profiles.
+  void dispatch(const Pipeline& p, std::initializer_list<Binding> storage, const void* params,
+                uint32_t params_size, uint32_t gx, uint32_t gy = 1, uint32_t gz = 1,
+                const char* label = nullptr);
+  template <class P>
+  void dispatch(const Pipeline& p, std::initializer_list<Binding> storage, const P& params,
+                uint32_t gx, uint32_t gy = 1, uint32_t gz = 1, const char* label = nullptr) {
+    static_assert(sizeof(P) <= kParamSlot && sizeof(P) % 4 == 0);
+    dispatch(p, storage, &params, sizeof(P), gx, gy, gz, label);
+  }
+  /// Buffer-to-buffer copy inside the same submission (ends and restarts the compute pass).
+  void copy(const Buffer& src, uint64_t src_off, const Buffer& dst, uint64_t dst_off, uint64_t size);
+  /// Schedules a read of src[off, off+size) at the end of this submission (size <= 16 MiB).
+  void read_after(const Buffer& src, uint64_t off, uint64_t size);
+  /// Ends recording and submits once. If a read was scheduled, waits and copies it to read_dst.
+  /// Throws wgllm::Error on any captured validation error or device loss.
+  void submit(void* read_dst = nullptr);
+
+  /// Per-dispatch timestamps for later submissions (no-op if the device lacks the feature).
+  void set_profiling(bool on);
+  bool profiling() const { return profiling_; }
+  /// Times of the last submitted recording (empty when profiling is off).
+  const std::vector<KernelTime>& last_profile() const { return profile_; }
+  uint32_t last_dispatch_count() const { return last_dispatches_; }
+
+ private:
+  WGPUBindGroup bind_group(const Pipeline& p, std::initializer_list<Binding> storage, uint32_t slot);
+  void ensure_pass();
+  Context& ctx_;
+  uint32_t max_dispatches_;
+  Buffer params_;
+  std::vector<uint8_t> params_cpu_;
+  uint32_t n_dispatch_ = 0, last_dispatches_ = 0;
+  WGPUCommandEncoder enc_ = nullptr;
+  WGPUComputePassEncoder pass_ = nullptr;
+  std::map<std::vector<uint64_t>, WGPUBindGroup> bind_groups_;
+  Buffer staging_;
+  bool read_pending_ = false;
+  uint64_t read_size_ = 0;
+  // profiling
+  bool profiling_ = false;
+  WGPUQuerySet queries_ = nullptr;
+  Buffer query_resolve_, query_read_;
+  std::vector<std::string> labels_;
+  std::vector<KernelTime> profile_;
+};
+
+}  // namespace wgllm::gpu
