@@ -1,5 +1,6 @@
 #include "gpu/buffer.h"
 
+#include <atomic>
 #include <cstring>
 #include <utility>
 
@@ -28,6 +29,8 @@ Buffer::Buffer(Context& ctx, uint64_t size, BufferKind kind, const std::string& 
   buf_ = wgpuDeviceCreateBuffer(ctx.device(), &d);
   if (!buf_) throw Error("GPU buffer '" + label + "': creation failed (" + std::to_string(size) + " bytes)");
   size_ = size;
+  static std::atomic<uint64_t> next_id{1};
+  id_ = next_id++;
   ctx.check();
 }
 
@@ -46,6 +49,7 @@ Buffer& Buffer::operator=(Buffer&& o) noexcept {
     }
     buf_ = std::exchange(o.buf_, nullptr);
     size_ = std::exchange(o.size_, 0);
+    id_ = std::exchange(o.id_, 0);
   }
   return *this;
 }

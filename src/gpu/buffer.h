@@ -31,6 +31,9 @@ class Buffer {
 
   WGPUBuffer handle() const { return buf_; }
   uint64_t size() const { return size_; }
+  /// Process-unique id of this allocation (never reused, unlike the handle's address); caches
+  /// keyed by buffers use it so a freed-and-reallocated handle cannot hit a stale entry.
+  uint64_t id() const { return id_; }
   explicit operator bool() const { return buf_ != nullptr; }
 
   /// Queue a CPU -> GPU write (ordered before later submissions). offset and size multiples of 4.
@@ -42,6 +45,7 @@ class Buffer {
  private:
   WGPUBuffer buf_ = nullptr;
   uint64_t size_ = 0;
+  uint64_t id_ = 0;
 };
 
 /// Maps a Readback buffer, copies `size` bytes to dst and unmaps (blocks until the GPU is done).

@@ -52,7 +52,7 @@ WGPUBindGroup Recorder::bind_group(const Pipeline& p, std::initializer_list<Bind
   key.push_back(reinterpret_cast<uintptr_t>(p.layout()));
   key.push_back(slot);
   for (const Binding& b : storage) {
-    key.push_back(reinterpret_cast<uintptr_t>(b.buf->handle()));
+    key.push_back(b.buf->id());
     key.push_back(b.offset);
     key.push_back(b.size);
   }

@@ -1,0 +1,95 @@
+#include "kernels/ops.h"
+
+#include "core/error.h"
+#include "kernels/wgsl.h"
+
+namespace wgllm::kernels {
+namespace {
+
+using gpu::Bind;
+
+const gpu::Pipeline& get(OpContext& o, const std::string& name, const Defines& defs,
+                         std::vector<Bind> binds) {
+  return o.pipelines.get(variant_key(name, defs), [&] {
+    return gpu::KernelSpec{"", specialize(wgsl_source(name), defs), std::move(binds)};
+  });
+}
+
+uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
+
+Defines weight_defines(const GpuWeight& W) {
+  return {{wformat_define(W.fmt), "1"}, {"BE", std::to_string(W.block)}};
+}
+
+}  // namespace
+
+void matmul(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, F32Ref y,
+            uint32_t y_stride, uint32_t T, bool accumulate, const char* label) {
+  const uint32_t tt = T > 1 ? std::max<uint32_t>(1, o.opt.prefill_tokens_per_workgroup) : 1;
+  const bool vec4 = o.opt.vec4_activations && x.off % 4 == 0 && x_stride % 4 == 0 && W.block % 4 == 0;
+  Defines d = weight_defines(W);
+  d["ROWS"] = std::to_string(o.opt.matmul_rows_per_workgroup);
+  d["LANES"] = std::to_string(o.opt.matmul_lanes_per_row);
+  d["TT"] = std::to_string(tt);
+  d["VEC4"] = vec4 ? "1" : "0";
+  d["ADD"] = accumulate ? "1" : "0";
+  const auto& p = get(o, "matmul", d, {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
+  struct { uint32_t K, N, T, nb, soff, x_off, x_stride, y_off, y_stride; } prm{
+      W.K, W.N, T, W.K / W.block, W.soff, x.off, x_stride, y.off, y_stride};
+  o.rec.dispatch(p, {W.buf, x.buf, y.buf}, prm, ceil_div(W.N, o.opt.matmul_rows_per_workgroup),
+                 ceil_div(T, tt), 1, label);
+}
+
+void embed(OpContext& o, const GpuWeight& table, const gpu::Buffer& tokens, uint32_t T, F32Ref y) {
+  const auto& p = get(o, "embed", weight_defines(table),
+                      {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
+  const uint32_t nb = table.K / table.block;
+  struct { uint32_t K, N, T, nb, soff, y_off; } prm{table.K, table.N, T, nb, table.soff, y.off};
+  o.rec.dispatch(p, {table.buf, tokens, y.buf}, prm, ceil_div(nb, 64), T, 1, "embed");
+}
+
+void rmsnorm(OpContext& o, F32Ref x, uint32_t x_stride, const gpu::Buffer& w, F32Ref y,
+             uint32_t y_stride, uint32_t T, uint32_t D, float eps, const char* label) {
+  const auto& p = get(o, "rmsnorm", {}, {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
+  struct { uint32_t D; float eps; uint32_t x_off, y_off, x_stride, y_stride; } prm{D, eps, x.off, y.off, x_stride, y_stride};
+  o.rec.dispatch(p, {x.buf, w, y.buf}, prm, T, 1, 1, label);
+}
+
+void rope(OpContext& o, F32Ref x, uint32_t stride, uint32_t T, uint32_t H, uint32_t HD, uint32_t rot,
+          uint32_t pos0, const gpu::Buffer& table, bool neox, const char* label) {
+  const auto& p = get(o, "rope", {{"NEOX", neox ? "1" : "0"}}, {Bind::ReadWrite, Bind::ReadOnly, Bind::Uniform});
+  struct { uint32_t T, H, HD, rot, pos0, off, stride, table_pairs; } prm{T, H, HD, rot, pos0, x.off, stride, rot / 2};
+  o.rec.dispatch(p, {x.buf, table}, prm, ceil_div(H * (rot / 2), 64), T, 1, label);
+}
+
+void kv_store(OpContext& o, const gpu::Buffer& src, uint32_t k_off, uint32_t v_off, uint32_t stride,
+              uint32_t T, uint32_t kv_dim, uint32_t pos0, const gpu::Buffer& kc, const gpu::Buffer& vc) {
+  const auto& p = get(o, "kv_store", {}, {Bind::ReadOnly, Bind::ReadWrite, Bind::ReadWrite, Bind::Uniform});
+  struct { uint32_t T, kv_dim, pos0, k_off, v_off, stride; } prm{T, kv_dim, pos0, k_off, v_off, stride};
+  o.rec.dispatch(p, {src, kc, vc}, prm, ceil_div(kv_dim, 64), T, 1, "kv_store");
+}
+
+void attention(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_stride,
+               const gpu::Buffer& kc, const gpu::Buffer& vc, F32Ref out, uint32_t o_stride) {
+  if (s.HD % 4 || s.HD > 256) throw Error("attention: head_dim must be a multiple of 4 and <= 256");
+  if (s.Hq % s.Hkv) throw Error("attention: query heads must be a multiple of KV heads");
+  const auto& p = get(o, "attention", {}, {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
+  struct { uint32_t T, pos0, Hq, Hkv, HD, q_off, q_stride, o_off, o_stride, kv_dim; float scale; uint32_t pad; } prm{
+      s.T, s.pos0, s.Hq, s.Hkv, s.HD, q.off, q_stride, out.off, o_stride, s.Hkv * s.HD, s.scale, 0};
+  o.rec.dispatch(p, {q.buf, kc, vc, out.buf}, prm, s.Hq, s.T, 1, "attention");
+}
+
+void silu_mul(OpContext& o, const gpu::Buffer& src, uint32_t g_off, uint32_t u_off, uint32_t in_stride,
+              uint32_t T, uint32_t F, F32Ref y) {
+  const auto& p = get(o, "silu_mul", {}, {Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
+  struct { uint32_t T, F, g_off, u_off, in_stride, y_off; } prm{T, F, g_off, u_off, in_stride, y.off};
+  o.rec.dispatch(p, {src, y.buf}, prm, ceil_div(F, 64), T, 1, "silu_mul");
+}
+
+void argmax(OpContext& o, F32Ref x, uint32_t n, const gpu::Buffer& out) {
+  const auto& p = get(o, "argmax", {}, {Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
+  struct { uint32_t n, off; } prm{n, x.off};
+  o.rec.dispatch(p, {x.buf, out}, prm, 1, 1, 1, "argmax");
+}
+
+}  // namespace wgllm::kernels

@@ -1,0 +1,75 @@
+// Op recording: each function records one kernel dispatch into a gpu::Recorder. Shapes are in
+// elements; offsets and strides are in f32 elements (not bytes). Activations are f32 row-major
+// [T, features]. CPU twins with the same semantics are in kernels/ref.h.
+#pragma once
+#include <cstdint>
+
+#include "gpu/context.h"
+#include "gpu/pipeline.h"
+#include "gpu/recorder.h"
+#include "kernels/weights.h"
+
+namespace wgllm::kernels {
+
+/// Performance switches of the kernels. Each field governs exactly one behaviour; none changes
+/// results beyond floating-point summation order (documented in docs/FLAGS.md).
+struct KernelOptions {
+  uint32_t matmul_rows_per_workgroup = 4;   // ROWS: output rows per workgroup
+  uint32_t matmul_lanes_per_row = 32;       // LANES: threads per output row (power of two)
+  uint32_t prefill_tokens_per_workgroup = 8;  // TT for T > 1 (1 disables token grouping)
+  bool vec4_activations = true;             // VEC4: vec4<f32> activation loads in matmul
+};
+
+/// Everything an op needs to record a dispatch.
+struct OpContext {
+  gpu::Context& ctx;
+  gpu::PipelineCache& pipelines;
+  gpu::Recorder& rec;
+  KernelOptions opt;
+};
+
+/// A buffer range holding f32 values: buf + element offset.
+struct F32Ref {
+  const gpu::Buffer& buf;
+  uint32_t off = 0;
+};
+
+/// y[t, n] (+)= sum_k W[n, k] x[t, k], t < T. x rows start at x.off + t * x_stride (x_stride,
+/// x.off multiples of 4), y rows at y.off + t * y_stride. accumulate: fused residual add.
+void matmul(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, F32Ref y,
+            uint32_t y_stride, uint32_t T, bool accumulate, const char* label = "matmul");
+
+/// y[t, :] = dequant(table row tokens[t]); tokens: u32 buffer of T ids; y: [T, K].
+void embed(OpContext& o, const GpuWeight& table, const gpu::Buffer& tokens, uint32_t T, F32Ref y);
+
+/// RMSNorm over rows of D: y[t] = x[t] / sqrt(mean(x[t]^2) + eps) * w.
+void rmsnorm(OpContext& o, F32Ref x, uint32_t x_stride, const gpu::Buffer& w, F32Ref y,
+             uint32_t y_stride, uint32_t T, uint32_t D, float eps, const char* label = "rmsnorm");
+
+/// In-place RoPE on H heads of head_dim HD (first rot dims rotated) for T tokens from pos0.
+/// table: [max_pos][rot/2] (cos, sin) pairs from rope_table(); neox selects the pair layout.
+void rope(OpContext& o, F32Ref x, uint32_t stride, uint32_t T, uint32_t H, uint32_t HD,
+          uint32_t rot, uint32_t pos0, const gpu::Buffer& table, bool neox, const char* label = "rope");
+
+/// Writes T rows of K and V (kv_dim each, at src offsets k_off/v_off with row stride) into the
+/// cache rows pos0 .. pos0+T-1.
+void kv_store(OpContext& o, const gpu::Buffer& src, uint32_t k_off, uint32_t v_off, uint32_t stride,
+              uint32_t T, uint32_t kv_dim, uint32_t pos0, const gpu::Buffer& kc, const gpu::Buffer& vc);
+
+struct AttentionShape {
+  uint32_t T, pos0, Hq, Hkv, HD;
+  float scale;
+};
+/// Causal GQA attention of T queries (rows q.off + t*q_stride, heads contiguous) over cache rows
+/// [0, pos0 + t]; output rows o.off + t*o_stride.
+void attention(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_stride,
+               const gpu::Buffer& kc, const gpu::Buffer& vc, F32Ref out, uint32_t o_stride);
+
+/// y[t, i] = silu(src[g_off + t*in_stride + i]) * src[u_off + t*in_stride + i], y: [T, F].
+void silu_mul(OpContext& o, const gpu::Buffer& src, uint32_t g_off, uint32_t u_off, uint32_t in_stride,
+              uint32_t T, uint32_t F, F32Ref y);
+
+/// out[0] = argmax(x[off .. off+n)) as u32 (lowest index on ties).
+void argmax(OpContext& o, F32Ref x, uint32_t n, const gpu::Buffer& out);
+
+}  // namespace wgllm::kernels

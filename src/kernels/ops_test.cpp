@@ -1,0 +1,262 @@
+// Every GPU op against its CPU twin (kernels/ref.h) on seeded random inputs at awkward sizes.
+// Tolerances are relative to the magnitude of the terms summed (floating-point order differs).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "core/half.h"
+#include "formats/dtype.h"
+#include "kernels/ops.h"
+#include "kernels/ref.h"
+#include "kernels/rope_table.h"
+
+using namespace wgllm;
+using namespace wgllm::kernels;
+
+namespace {
+
+struct Env {
+  std::unique_ptr<gpu::Context> ctx = gpu::Context::create();
+  gpu::PipelineCache cache{*ctx};
+  gpu::Recorder rec{*ctx};
+  OpContext op(KernelOptions o = {}) { return OpContext{*ctx, cache, rec, o}; }
+  gpu::Buffer upload(const std::vector<float>& v) {
+    gpu::Buffer b(*ctx, v.size() * 4, gpu::BufferKind::Storage, "t");
+    b.write(*ctx, 0, v.data(), v.size() * 4);
+    return b;
+  }
+  std::vector<float> download(const gpu::Buffer& b, size_t n) {
+    std::vector<float> v(n);
+    b.read(*ctx, 0, v.data(), n * 4);
+    return v;
+  }
+};
+Env& env() {
+  static Env e;
+  return e;
+}
+
+std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(g);
+  return v;
+}
+
+void put_f16(uint8_t* p, float v) {
+  uint16_t h = f32_to_f16(v);
+  p[0] = uint8_t(h);
+  p[1] = uint8_t(h >> 8);
+}
+
+// Random but well-formed blocks of type t for N rows of K: random quants, sane f16 scales.
+std::vector<uint8_t> random_blocks(DType t, uint32_t K, uint32_t N, uint32_t seed) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<float> sc(0.001f, 0.05f);
+  const size_t bb = dtype_block_bytes(t), be = dtype_block_elems(t);
+  const size_t nblocks = size_t(K) * N / be;
+  std::vector<uint8_t> d(nblocks * bb);
+  for (auto& b : d) b = uint8_t(g());
+  for (size_t i = 0; i < nblocks; ++i) {
+    uint8_t* b = d.data() + i * bb;
+    switch (t) {
+      case DType::F16:
+        put_f16(b, std::normal_distribution<float>(0, 1)(g));
+        break;
+      case DType::BF16: {
+        uint32_t u = bits_from_f32(std::normal_distribution<float>(0, 1)(g));
+        b[0] = uint8_t(u >> 16);
+        b[1] = uint8_t(u >> 24);
+        break;
+      }
+      case DType::F32: {
+        float v = std::normal_distribution<float>(0, 1)(g);
+        std::memcpy(b, &v, 4);
+        break;
+      }
+      case DType::Q4_0: case DType::Q8_0: put_f16(b, sc(g)); break;
+      case DType::Q4_1: put_f16(b, sc(g)); put_f16(b + 2, -sc(g) * 8); break;
+      case DType::Q4_K: put_f16(b, sc(g)); put_f16(b + 2, sc(g)); break;
+      case DType::Q6_K: put_f16(b + 208, sc(g) * 0.1f); break;
+      default: break;
+    }
+  }
+  return d;
+}
+
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, float rel, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size());
+  float mx = 0;
+  for (float v : want) mx = std::max(mx, std::fabs(v));
+  size_t bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!(std::fabs(got[i] - want[i]) <= rel * mx + 1e-6f)) {
+      if (++bad < 5) ADD_FAILURE() << what << " [" << i << "] gpu " << got[i] << " cpu " << want[i];
+    }
+  }
+  EXPECT_EQ(bad, 0u) << what;
+}
+
+}  // namespace
+
+class MatmulTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(MatmulTest, MatchesCpuReference) {
+  const DType t = GetParam();
+  auto& e = env();
+  const bool kq = dtype_block_elems(t) == 256;
+  for (uint32_t K : {kq ? 256u : 96u, 512u}) {
+    for (uint32_t N : {1u, 7u, 37u}) {
+      for (uint32_t T : {1u, 5u, 17u}) {
+        for (bool acc : {false, true}) {
+          auto blocks = random_blocks(t, K, N, K * 31 + N * 7 + T);
+          ref::Matrix M{K, N, std::vector<float>(size_t(K) * N)};
+          dequantize(t, blocks.data(), M.w.data(), uint64_t(K) * N);
+          auto W = upload_weight(*e.ctx, pack_weight(t, blocks.data(), K, N), "w");
+          const uint32_t xs = K + 4, ys = N + 3;  // strides larger than rows, as in the model
+          auto x = randn(size_t(T) * xs + 4, T + K);
+          auto y0 = randn(size_t(T) * ys + 2, N);
+          std::vector<float> want = y0;
+          ref::matmul(M, x.data() + 4, xs, want.data() + 2, ys, T, acc);
+          auto xb = e.upload(x), yb = e.upload(y0);
+          auto o = e.op();
+          e.rec.begin();
+          matmul(o, W, {xb, 4}, xs, {yb, 2}, ys, T, acc);
+          e.rec.submit();
+          expect_close(e.download(yb, y0.size()), want, 2e-5f,
+                       dtype_name(t) + " K=" + std::to_string(K) + " N=" + std::to_string(N) +
+                           " T=" + std::to_string(T) + " acc=" + std::to_string(acc));
+        }
+      }
+    }
+  }
+}
+INSTANTIATE_TEST_SUITE_P(AllTypes, MatmulTest,
+                         ::testing::Values(DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1,
+                                           DType::Q8_0, DType::Q4_K, DType::Q6_K),
+                         [](const auto& i) { return dtype_name(i.param); });
+
+TEST(Ops, MatmulSwitchesGiveSameResults) {
+  // Grouping prefill tokens, vec4 loads, rows and lanes per workgroup only change speed.
+  auto& e = env();
+  const uint32_t K = 256, N = 19, T = 11;
+  auto blocks = random_blocks(DType::Q4_1, K, N, 5);
+  auto W = upload_weight(*e.ctx, pack_weight(DType::Q4_1, blocks.data(), K, N), "w");
+  auto x = randn(size_t(T) * K, 3);
+  auto xb = e.upload(x);
+  std::vector<std::vector<float>> outs;
+  for (KernelOptions ko : {KernelOptions{4, 32, 8, true}, KernelOptions{1, 64, 1, false},
+                           KernelOptions{8, 16, 4, true}, KernelOptions{2, 32, 16, false}}) {
+    auto yb = e.upload(std::vector<float>(size_t(T) * N));
+    auto o = e.op(ko);
+    e.rec.begin();
+    matmul(o, W, {xb, 0}, K, {yb, 0}, N, T, false);
+    e.rec.submit();
+    outs.push_back(e.download(yb, size_t(T) * N));
+  }
+  for (size_t i = 1; i < outs.size(); ++i) expect_close(outs[i], outs[0], 2e-5f, "variant " + std::to_string(i));
+}
+
+TEST(Ops, EmbedRmsnormSiluArgmax) {
+  auto& e = env();
+  const uint32_t K = 96, N = 50, T = 3;
+  auto blocks = random_blocks(DType::Q8_0, K, N, 9);
+  std::vector<float> table(size_t(K) * N);
+  dequantize(DType::Q8_0, blocks.data(), table.data(), table.size());
+  auto W = upload_weight(*e.ctx, pack_weight(DType::Q8_0, blocks.data(), K, N), "emb");
+  std::vector<uint32_t> toks = {49, 0, 17};
+  gpu::Buffer tb(*e.ctx, 12, gpu::BufferKind::Storage, "tok");
+  tb.write(*e.ctx, 0, toks.data(), 12);
+  auto yb = e.upload(std::vector<float>(size_t(T) * K));
+  auto o = e.op();
+  e.rec.begin();
+  embed(o, W, tb, T, {yb, 0});
+  e.rec.submit();
+  auto got = e.download(yb, size_t(T) * K);
+  for (uint32_t t = 0; t < T; ++t)
+    for (uint32_t k = 0; k < K; ++k) ASSERT_EQ(got[t * K + k], table[toks[t] * K + k]);
+
+  const uint32_t D = 577;  // not a multiple of the workgroup size
+  auto x = randn(size_t(T) * D, 1, 3.0f), w = randn(D, 2);
+  auto xb = e.upload(x), wb = e.upload(w), nb = e.upload(std::vector<float>(x.size()));
+  e.rec.begin();
+  rmsnorm(o, {xb, 0}, D, wb, {nb, 0}, D, T, D, 1e-5f);
+  e.rec.submit();
+  std::vector<float> want(x.size());
+  for (uint32_t t = 0; t < T; ++t) ref::rmsnorm(x.data() + t * D, w.data(), want.data() + t * D, D, 1e-5f);
+  expect_close(e.download(nb, x.size()), want, 1e-5f, "rmsnorm");
+
+  const uint32_t F = 131;
+  auto gu = randn(size_t(T) * 2 * F, 4, 4.0f);
+  auto gb = e.upload(gu), sb = e.upload(std::vector<float>(size_t(T) * F));
+  e.rec.begin();
+  silu_mul(o, gb, 0, F, 2 * F, T, F, {sb, 0});
+  e.rec.submit();
+  std::vector<float> ws(size_t(T) * F);
+  for (uint32_t t = 0; t < T; ++t) ref::silu_mul(gu.data() + t * 2 * F, gu.data() + t * 2 * F + F, ws.data() + t * F, F);
+  expect_close(e.download(sb, ws.size()), ws, 1e-5f, "silu_mul");
+
+  for (uint32_t n : {1u, 255u, 1000u, 49152u}) {
+    auto v = randn(n + 3, n);
+    if (n > 10) { v[3 + 7] = 50.0f; v[3 + n - 1] = 50.0f; v[3 + 5] = NAN; }  // tie -> lowest index
+    auto vb = e.upload(v);
+    gpu::Buffer ob(*e.ctx, 4, gpu::BufferKind::Storage, "am");
+    e.rec.begin();
+    argmax(o, {vb, 3}, n, ob);
+    uint32_t got_i = 0;
+    e.rec.read_after(ob, 0, 4);
+    e.rec.submit(&got_i);
+    EXPECT_EQ(got_i, ref::argmax(v.data() + 3, n)) << n;
+  }
+}
+
+TEST(Ops, RopeBothLayouts) {
+  auto& e = env();
+  const uint32_t T = 5, H = 3, HD = 64, pos0 = 37;
+  for (uint32_t rot : {64u, 32u}) {
+    for (bool neox : {false, true}) {
+      auto table = rope_table(128, rot, 10000.0);
+      auto x = randn(size_t(T) * H * HD, rot + neox);
+      auto xb = e.upload(x), tb = e.upload(table);
+      auto o = e.op();
+      e.rec.begin();
+      rope(o, {xb, 0}, H * HD, T, H, HD, rot, pos0, tb, neox);
+      e.rec.submit();
+      std::vector<float> want = x;
+      for (uint32_t t = 0; t < T; ++t) ref::rope(want.data() + t * H * HD, H, HD, rot, pos0 + t, table.data(), neox);
+      expect_close(e.download(xb, x.size()), want, 1e-6f, "rope");
+    }
+  }
+}
+
+TEST(Ops, KvStoreAndAttentionGqa) {
+  auto& e = env();
+  for (uint32_t HD : {64u, 36u}) {
+    const uint32_t Hq = 6, Hkv = 2, kv_dim = Hkv * HD, pos0 = 70, T = 9, ctx_len = 128;
+    const float scale = 1.0f / std::sqrt(float(HD));
+    // Existing cache rows [0, pos0) plus T new rows written by kv_store from a [T, q|k|v] buffer.
+    auto cache_k = randn(size_t(ctx_len) * kv_dim, 1), cache_v = randn(size_t(ctx_len) * kv_dim, 2);
+    const uint32_t stride = Hq * HD + 2 * kv_dim;
+    auto qkv = randn(size_t(T) * stride, 3);
+    auto kb = e.upload(cache_k), vb = e.upload(cache_v), qb = e.upload(qkv);
+    auto ob = e.upload(std::vector<float>(size_t(T) * Hq * HD));
+    auto o = e.op();
+    e.rec.begin();
+    kv_store(o, qb, Hq * HD, Hq * HD + kv_dim, stride, T, kv_dim, pos0, kb, vb);
+    attention(o, {T, pos0, Hq, Hkv, HD, scale}, {qb, 0}, stride, kb, vb, {ob, 0}, Hq * HD);
+    e.rec.submit();
+    for (uint32_t t = 0; t < T; ++t)
+      for (uint32_t i = 0; i < kv_dim; ++i) {
+        cache_k[(pos0 + t) * kv_dim + i] = qkv[t * stride + Hq * HD + i];
+        cache_v[(pos0 + t) * kv_dim + i] = qkv[t * stride + Hq * HD + kv_dim + i];
+      }
+    EXPECT_EQ(e.download(kb, cache_k.size()), cache_k);
+    std::vector<float> want(size_t(T) * Hq * HD);
+    for (uint32_t t = 0; t < T; ++t)
+      ref::attention(qkv.data() + t * stride, cache_k.data(), cache_v.data(), want.data() + t * Hq * HD,
+                     pos0 + t, Hq, Hkv, HD, scale);
+    expect_close(e.download(ob, want.size()), want, 1e-5f, "attention HD=" + std::to_string(HD));
+  }
+}

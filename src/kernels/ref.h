@@ -1,0 +1,29 @@
+// CPU twins of the GPU ops (plain C++, f32 arithmetic with f32 accumulation from dequantized
+// weights). Same argument conventions as kernels/ops.h, on host arrays. This is the engine's CPU
+// reference backend; every GPU op is checked against it (ops_test.cpp).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace wgllm::kernels::ref {
+
+/// A dequantized weight matrix [N][K] in f32 (row-major).
+struct Matrix {
+  uint32_t K = 0, N = 0;
+  std::vector<float> w;
+};
+
+/// y[t*y_stride + n] (+)= dot(W[n], x[t*x_stride ...]). Parallel over rows (threads).
+void matmul(const Matrix& W, const float* x, uint32_t x_stride, float* y, uint32_t y_stride,
+            uint32_t T, bool accumulate);
+void rmsnorm(const float* x, const float* w, float* y, uint32_t D, float eps);
+/// table from rope_table(); x: one token's H heads of HD.
+void rope(float* x, uint32_t H, uint32_t HD, uint32_t rot, uint32_t pos, const float* table, bool neox);
+/// One query token at position pos over cache rows [0, pos]; kc/vc rows of Hkv*HD.
+void attention(const float* q, const float* kc, const float* vc, float* out, uint32_t pos,
+               uint32_t Hq, uint32_t Hkv, uint32_t HD, float scale);
+void silu_mul(const float* g, const float* u, float* y, uint32_t F);
+/// Lowest index of the maximum; NaN never wins; 0 for an all-NaN input.
+uint32_t argmax(const float* x, uint32_t n);
+
+}  // namespace wgllm::kernels::ref

@@ -1,0 +1,174 @@
+#include "kernels/weights.h"
+
+#include <cstring>
+
+#include "core/error.h"
+#include "core/half.h"
+#include "gpu/context.h"
+
+namespace wgllm::kernels {
+namespace {
+
+uint16_t rd16(const uint8_t* p) { return uint16_t(p[0] | (p[1] << 8)); }
+uint32_t rd32(const uint8_t* p) { uint32_t v; std::memcpy(&v, p, 4); return v; }
+
+// ggml get_scale_min_k4 (ggml-quants.c): 6-bit scale and min of Q4_K sub-block j.
+void scale_min_k4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
+  if (j < 4) {
+    *d = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+}  // namespace
+
+const char* wformat_define(WFormat f) {
+  switch (f) {
+    case WFormat::F32: return "FMT_F32";
+    case WFormat::Q4_0: return "FMT_Q4_0";
+    case WFormat::Q4_1: return "FMT_Q4_1";
+    case WFormat::Q4_AF32: return "FMT_Q4_AF32";
+    case WFormat::Q8_0: return "FMT_Q8_0";
+    case WFormat::Q8_F32: return "FMT_Q8_F32";
+  }
+  return "FMT_F32";
+}
+
+WFormat gpu_format_for(DType t) {
+  switch (t) {
+    case DType::F32: case DType::F16: case DType::BF16: return WFormat::F32;
+    case DType::Q4_0: return WFormat::Q4_0;
+    case DType::Q4_1: return WFormat::Q4_1;
+    case DType::Q4_K: return WFormat::Q4_AF32;
+    case DType::Q8_0: return WFormat::Q8_0;
+    case DType::Q6_K: return WFormat::Q8_F32;
+    default: throw Error("no GPU weight layout for tensor type " + dtype_name(t));
+  }
+}
+
+PackedWeight pack_weight(DType t, const uint8_t* data, uint32_t K, uint32_t N) {
+  PackedWeight pw;
+  pw.fmt = gpu_format_for(t);
+  pw.K = K;
+  pw.N = N;
+  const uint64_t n_el = uint64_t(K) * N;
+  pw.file_bytes = dtype_row_bytes(t, K) * N;
+  auto need_multiple = [&](uint32_t b) {
+    if (K % b) throw Error("weight row length " + std::to_string(K) + " is not a multiple of " + std::to_string(b) + " for type " + dtype_name(t));
+  };
+  switch (pw.fmt) {
+    case WFormat::F32: {
+      pw.block = K % 32 == 0 ? 32 : 4;
+      need_multiple(pw.block);
+      pw.words.resize(n_el);
+      if (t == DType::F32) {
+        std::memcpy(pw.words.data(), data, n_el * 4);
+      } else {
+        for (uint64_t i = 0; i < n_el; ++i) {
+          uint16_t h = rd16(data + 2 * i);
+          pw.words[i] = bits_from_f32(t == DType::F16 ? f16_to_f32(h) : bf16_to_f32(h));
+        }
+      }
+      pw.soff = uint32_t(n_el);
+      break;
+    }
+    case WFormat::Q4_0:
+    case WFormat::Q4_1:
+    case WFormat::Q8_0: {
+      need_multiple(32);
+      const uint64_t nb = n_el / 32;
+      const bool q8 = pw.fmt == WFormat::Q8_0;
+      const size_t bb = q8 ? 34 : (pw.fmt == WFormat::Q4_1 ? 20 : 18);
+      const size_t qw = q8 ? 8 : 4;           // quant words per block
+      const size_t hdr = pw.fmt == WFormat::Q4_1 ? 4 : 2;
+      const size_t sw = pw.fmt == WFormat::Q4_1 ? nb : (nb + 1) / 2;  // scale words
+      pw.soff = uint32_t(nb * qw);
+      pw.words.assign(nb * qw + sw, 0);
+      for (uint64_t b = 0; b < nb; ++b) {
+        const uint8_t* blk = data + b * bb;
+        std::memcpy(&pw.words[b * qw], blk + hdr, qw * 4);
+        if (pw.fmt == WFormat::Q4_1) {
+          pw.words[pw.soff + b] = rd32(blk);  // d | m << 16, as stored
+        } else {
+          pw.words[pw.soff + b / 2] |= uint32_t(rd16(blk)) << (16 * (b & 1));
+        }
+      }
+      break;
+    }
+    case WFormat::Q4_AF32: {  // Q4_K: 256-element super-blocks -> 8 sub-blocks of 32
+      need_multiple(256);
+      const uint64_t ns = n_el / 256, nb = ns * 8;
+      pw.soff = uint32_t(nb * 4);
+      pw.words.assign(nb * 4 + nb * 2, 0);
+      for (uint64_t s = 0; s < ns; ++s) {
+        const uint8_t* blk = data + s * 144;
+        const float d = f16_to_f32(rd16(blk)), dmin = f16_to_f32(rd16(blk + 2));
+        const uint8_t* sc = blk + 4;
+        const uint8_t* qs = blk + 16;
+        for (int g = 0; g < 4; ++g) {
+          for (int half = 0; half < 2; ++half) {
+            const int j = 2 * g + half;
+            uint8_t scv, mv;
+            scale_min_k4(j, sc, &scv, &mv);
+            const float d1 = d * float(scv), m1 = dmin * float(mv);
+            const uint64_t b = s * 8 + j;
+            uint8_t v[32];
+            for (int l = 0; l < 32; ++l) v[l] = half ? (qs[g * 32 + l] >> 4) : (qs[g * 32 + l] & 0xF);
+            uint8_t packed[16];
+            for (int l = 0; l < 16; ++l) packed[l] = uint8_t(v[l] | (v[l + 16] << 4));
+            std::memcpy(&pw.words[b * 4], packed, 16);
+            pw.words[pw.soff + 2 * b] = bits_from_f32(d1);
+            pw.words[pw.soff + 2 * b + 1] = bits_from_f32(-m1);
+          }
+        }
+      }
+      break;
+    }
+    case WFormat::Q8_F32: {  // Q6_K: 256-element super-blocks -> 16 sub-blocks of 16
+      need_multiple(256);
+      pw.block = 16;
+      const uint64_t ns = n_el / 256, nb = ns * 16;
+      pw.soff = uint32_t(nb * 4);
+      pw.words.assign(nb * 4 + nb, 0);
+      for (uint64_t s = 0; s < ns; ++s) {
+        const uint8_t* blk = data + s * 210;
+        const uint8_t* ql = blk;
+        const uint8_t* qh = blk + 128;
+        const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192);
+        const float d = f16_to_f32(rd16(blk + 208));
+        int8_t q[256];
+        for (int h = 0; h < 2; ++h) {
+          const uint8_t* l8 = ql + 64 * h;
+          const uint8_t* h8 = qh + 32 * h;
+          for (int l = 0; l < 32; ++l) {
+            q[128 * h + l + 0] = int8_t(((l8[l] & 0xF) | (((h8[l] >> 0) & 3) << 4)) - 32);
+            q[128 * h + l + 32] = int8_t(((l8[l + 32] & 0xF) | (((h8[l] >> 2) & 3) << 4)) - 32);
+            q[128 * h + l + 64] = int8_t(((l8[l] >> 4) | (((h8[l] >> 4) & 3) << 4)) - 32);
+            q[128 * h + l + 96] = int8_t(((l8[l + 32] >> 4) | (((h8[l] >> 6) & 3) << 4)) - 32);
+          }
+        }
+        std::memcpy(&pw.words[s * 16 * 4], q, 256);
+        for (int k = 0; k < 16; ++k) pw.words[pw.soff + s * 16 + k] = bits_from_f32(d * float(sc[k]));
+      }
+      break;
+    }
+  }
+  return pw;
+}
+
+GpuWeight upload_weight(gpu::Context& ctx, const PackedWeight& pw, const std::string& label) {
+  GpuWeight g;
+  g.fmt = pw.fmt;
+  g.K = pw.K;
+  g.N = pw.N;
+  g.block = pw.block;
+  g.soff = pw.soff;
+  g.buf = gpu::Buffer(ctx, uint64_t(pw.words.size()) * 4, gpu::BufferKind::Storage, label);
+  g.buf.write(ctx, 0, pw.words.data(), uint64_t(pw.words.size()) * 4);
+  return g;
+}
+
+}  // namespace wgllm::kernels

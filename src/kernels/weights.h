@@ -1,0 +1,47 @@
+// GPU weight layouts. A weight matrix W (N rows x K columns, GGUF shape {K, N}) is repacked at
+// upload from its file blocks into one of a few layouts that WGSL can read as array<u32> (GGUF's
+// 18- and 34-byte blocks are not 4-byte aligned). See wgsl/quant.wgsl for the exact layouts.
+// The repack keeps the stored bits of every quant and scale (K-quant sub-block scales are
+// expanded to f32 exactly as ggml computes them), so the GPU dequantizes to the same values as
+// the CPU reference up to the GPU's own fused multiply-add rounding.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "formats/dtype.h"
+#include "gpu/buffer.h"
+
+namespace wgllm::kernels {
+
+enum class WFormat { F32, Q4_0, Q4_1, Q4_AF32, Q8_0, Q8_F32 };
+const char* wformat_define(WFormat f);  // "FMT_Q4_1", ...
+
+/// Which GPU layout a file type maps to. Throws wgllm::Error for types without a GPU path.
+WFormat gpu_format_for(DType t);
+
+/// CPU-side repacked weight: words[0, soff) quants, words[soff, ...) scales.
+struct PackedWeight {
+  WFormat fmt = WFormat::F32;
+  uint32_t K = 0, N = 0;
+  uint32_t block = 32;  // elements per block (BE)
+  uint32_t soff = 0;    // first scale word
+  std::vector<uint32_t> words;
+  uint64_t file_bytes = 0;  // bytes of the original tensor (for traffic accounting)
+};
+
+/// Repacks N rows of K elements of type t starting at `data` (GGUF row-major blocks).
+/// Throws wgllm::Error if K is not a multiple of the type's block size.
+PackedWeight pack_weight(DType t, const uint8_t* data, uint32_t K, uint32_t N);
+
+/// A weight resident on the GPU.
+struct GpuWeight {
+  gpu::Buffer buf;
+  WFormat fmt = WFormat::F32;
+  uint32_t K = 0, N = 0, block = 32, soff = 0;
+  uint64_t bytes() const { return buf.size(); }
+};
+
+GpuWeight upload_weight(gpu::Context& ctx, const PackedWeight& pw, const std::string& label);
+
+}  // namespace wgllm::kernels

@@ -1,0 +1,81 @@
+// attention: causal scaled-dot-product attention with grouped-query heads (GQA, Ainslie et al.
+// 2023) over the KV cache, for T query tokens at positions pos0..pos0+T-1. One workgroup per
+// (query head, token); keys are processed in tiles of BK with an online softmax (Milakov &
+// Gimelshein 2018; as in FlashAttention), so any context length works with fixed shared memory.
+// Query head h reads KV head h / (Hq / Hkv). Key j is visible to token t iff j <= pos0 + t.
+struct P { T: u32, pos0: u32, Hq: u32, Hkv: u32, HD: u32, q_off: u32, q_stride: u32, o_off: u32,
+           o_stride: u32, kv_dim: u32, scale: f32 }
+@group(0) @binding(0) var<storage, read> q: array<f32>;
+@group(0) @binding(1) var<storage, read> kc: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> vc: array<f32>;
+@group(0) @binding(3) var<storage, read_write> o: array<f32>;
+@group(0) @binding(4) var<uniform> p: P;
+
+const BK: u32 = 64u;     // keys per tile = threads per workgroup
+const MAXD: u32 = 256u;  // largest head dim supported
+var<workgroup> qs: array<vec4<f32>, MAXD / 4u>;
+var<workgroup> ps: array<f32, BK>;
+var<workgroup> red: array<f32, BK>;
+
+@compute @workgroup_size(BK)
+fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u) {
+  let h = wid.x;
+  let t = wid.y;
+  let l = lid.x;
+  let hk = h / (p.Hq / p.Hkv);
+  let qb = p.q_off + t * p.q_stride + h * p.HD;
+  let d4 = p.HD / 4u;
+  for (var i = l; i < d4; i += BK) {
+    qs[i] = vec4<f32>(q[qb + 4u * i], q[qb + 4u * i + 1u], q[qb + 4u * i + 2u], q[qb + 4u * i + 3u]);
+  }
+  workgroupBarrier();
+  let n_keys = p.pos0 + t + 1u;
+  var m = -3.4028235e38;
+  var lsum = 0.0;
+  var acc = array<f32, 4>(0.0, 0.0, 0.0, 0.0);
+  for (var kb = 0u; kb < n_keys; kb += BK) {
+    let j = kb + l;
+    var s = -3.4028235e38;
+    if (j < n_keys) {
+      let kbase = (j * p.kv_dim + hk * p.HD) / 4u;
+      var dsum = 0.0;
+      for (var i = 0u; i < d4; i++) { dsum += dot(qs[i], kc[kbase + i]); }
+      s = dsum * p.scale;
+    }
+    red[l] = s;
+    workgroupBarrier();
+    for (var off = BK / 2u; off > 0u; off >>= 1u) {
+      if (l < off) { red[l] = max(red[l], red[l + off]); }
+      workgroupBarrier();
+    }
+    let m_new = max(m, red[0]);
+    workgroupBarrier();
+    var pj = 0.0;
+    if (j < n_keys) { pj = exp(s - m_new); }
+    ps[l] = pj;
+    red[l] = pj;
+    workgroupBarrier();
+    for (var off = BK / 2u; off > 0u; off >>= 1u) {
+      if (l < off) { red[l] += red[l + off]; }
+      workgroupBarrier();
+    }
+    let corr = exp(m - m_new);
+    lsum = lsum * corr + red[0];
+    let nk = min(BK, n_keys - kb);
+    for (var c = 0u; c < 4u; c++) {
+      let d = l + c * BK;
+      if (d < p.HD) {
+        var a = acc[c] * corr;
+        let vb = kb * p.kv_dim + hk * p.HD + d;
+        for (var jj = 0u; jj < nk; jj++) { a += ps[jj] * vc[vb + jj * p.kv_dim]; }
+        acc[c] = a;
+      }
+    }
+    m = m_new;
+    workgroupBarrier();
+  }
+  for (var c = 0u; c < 4u; c++) {
+    let d = l + c * BK;
+    if (d < p.HD) { o[p.o_off + t * p.o_stride + h * p.HD + d] = acc[c] / lsum; }
+  }
+}

@@ -1,0 +1,134 @@
+// Llama forward pass on the CPU reference backend: plain C++ with f32 accumulation over weights
+// dequantized once at load (kernels/ref.h). Same math as the WGSL path, op by op; this is the
+// engine's numerical reference for its own GPU kernels.
+#include "models/llama_cpu.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "kernels/ref.h"
+#include "kernels/rope_table.h"
+#include "models/llama_weights.h"
+#include "models/source.h"
+
+namespace wgllm {
+namespace {
+
+namespace ref = kernels::ref;
+
+ref::Matrix matrix(const TensorRef& t) {
+  ref::Matrix m;
+  m.K = uint32_t(t.shape[0]);
+  m.N = t.shape.size() > 1 ? uint32_t(t.shape[1]) : 1;
+  m.w = dequantize_tensor(t);
+  return m;
+}
+
+struct Layer {
+  std::vector<float> attn_norm, ffn_norm;
+  ref::Matrix wq, wk, wv, wo, gate, up, down;
+};
+
+class LlamaCpu final : public Model {
+ public:
+  LlamaCpu(const ModelSource& src, const ModelOptions& opt) : c_(src.config) {
+    ctx_len_ = std::min(opt.context_length ? opt.context_length : c_.max_context, c_.max_context);
+    LlamaRefs r = llama_refs(*src.tensors, c_, src.is_gguf());
+    embed_ = matrix(r.embed);
+    out_norm_ = dequantize_tensor(r.out_norm);
+    if (!c_.tied_embeddings) lm_head_ = matrix(r.lm_head);
+    for (auto& L : r.layers) {
+      layers_.push_back({dequantize_tensor(L.attn_norm), dequantize_tensor(L.ffn_norm), matrix(L.wq),
+                         matrix(L.wk), matrix(L.wv), matrix(L.wo), matrix(L.w_gate), matrix(L.w_up),
+                         matrix(L.w_down)});
+    }
+    rope_ = kernels::rope_table(ctx_len_, c_.rope_dims, c_.rope_base);
+    kc_.assign(c_.n_layers, std::vector<float>(size_t(ctx_len_) * c_.kv_dim()));
+    vc_ = kc_;
+  }
+
+  const ModelConfig& config() const override { return c_; }
+  std::string backend_name() const override { return "cpu"; }
+  uint32_t n_past() const override { return n_past_; }
+  uint32_t context_length() const override { return ctx_len_; }
+  void truncate(uint32_t n) override {
+    if (n > n_past_) throw Error("truncate beyond the current sequence length");
+    n_past_ = n;
+  }
+  MemoryReport memory() const override {
+    MemoryReport m;
+    auto mb = [](const ref::Matrix& x) { return uint64_t(x.w.size()) * 4; };
+    m.weights = mb(embed_) + mb(lm_head_);
+    for (auto& L : layers_) m.weights += mb(L.wq) + mb(L.wk) + mb(L.wv) + mb(L.wo) + mb(L.gate) + mb(L.up) + mb(L.down);
+    m.kv_cache = 2ull * c_.n_layers * ctx_len_ * c_.kv_dim() * 4;
+    return m;
+  }
+
+  void forward(std::span<const int32_t> toks, std::vector<float>* logits) override {
+    const uint32_t T = uint32_t(toks.size());
+    if (T == 0) throw Error("forward: no tokens");
+    if (uint64_t(n_past_) + T > ctx_len_)
+      throw Error("context length exceeded: " + std::to_string(n_past_) + " + " + std::to_string(T) +
+                  " tokens > " + std::to_string(ctx_len_));
+    for (int32_t t : toks)
+      if (t < 0 || uint32_t(t) >= c_.vocab) throw Error("token id " + std::to_string(t) + " out of range");
+    const uint32_t D = c_.d_model, Q = c_.q_dim(), KV = c_.kv_dim(), F = c_.ffn_dim;
+    std::vector<float> x(size_t(T) * D), h(size_t(T) * D), q(size_t(T) * Q), k(size_t(T) * KV),
+        v(size_t(T) * KV), att(size_t(T) * Q), g(size_t(T) * F), u(size_t(T) * F), a(size_t(T) * F);
+    for (uint32_t t = 0; t < T; ++t)
+      std::copy_n(embed_.w.data() + size_t(toks[t]) * D, D, x.data() + size_t(t) * D);
+    const float scale = 1.0f / std::sqrt(float(c_.head_dim));
+    for (uint32_t l = 0; l < c_.n_layers; ++l) {
+      Layer& L = layers_[l];
+      for (uint32_t t = 0; t < T; ++t) ref::rmsnorm(&x[size_t(t) * D], L.attn_norm.data(), &h[size_t(t) * D], D, c_.rms_eps);
+      ref::matmul(L.wq, h.data(), D, q.data(), Q, T, false);
+      ref::matmul(L.wk, h.data(), D, k.data(), KV, T, false);
+      ref::matmul(L.wv, h.data(), D, v.data(), KV, T, false);
+      for (uint32_t t = 0; t < T; ++t) {
+        const uint32_t pos = n_past_ + t;
+        ref::rope(&q[size_t(t) * Q], c_.n_heads, c_.head_dim, c_.rope_dims, pos, rope_.data(), c_.rope_neox);
+        ref::rope(&k[size_t(t) * KV], c_.n_kv_heads, c_.head_dim, c_.rope_dims, pos, rope_.data(), c_.rope_neox);
+        std::copy_n(&k[size_t(t) * KV], KV, &kc_[l][size_t(pos) * KV]);
+        std::copy_n(&v[size_t(t) * KV], KV, &vc_[l][size_t(pos) * KV]);
+      }
+      for (uint32_t t = 0; t < T; ++t)
+        ref::attention(&q[size_t(t) * Q], kc_[l].data(), vc_[l].data(), &att[size_t(t) * Q], n_past_ + t,
+                       c_.n_heads, c_.n_kv_heads, c_.head_dim, scale);
+      ref::matmul(L.wo, att.data(), Q, x.data(), D, T, true);
+      for (uint32_t t = 0; t < T; ++t) ref::rmsnorm(&x[size_t(t) * D], L.ffn_norm.data(), &h[size_t(t) * D], D, c_.rms_eps);
+      ref::matmul(L.gate, h.data(), D, g.data(), F, T, false);
+      ref::matmul(L.up, h.data(), D, u.data(), F, T, false);
+      for (uint32_t t = 0; t < T; ++t) ref::silu_mul(&g[size_t(t) * F], &u[size_t(t) * F], &a[size_t(t) * F], F);
+      ref::matmul(L.down, a.data(), F, x.data(), D, T, true);
+    }
+    n_past_ += T;
+    if (logits) {
+      std::vector<float> last(D);
+      ref::rmsnorm(&x[size_t(T - 1) * D], out_norm_.data(), last.data(), D, c_.rms_eps);
+      logits->assign(c_.vocab, 0.0f);
+      ref::matmul(c_.tied_embeddings ? embed_ : lm_head_, last.data(), D, logits->data(), c_.vocab, 1, false);
+    }
+  }
+
+  int32_t forward_argmax(std::span<const int32_t> toks) override {
+    std::vector<float> lg;
+    forward(toks, &lg);
+    return int32_t(ref::argmax(lg.data(), uint32_t(lg.size())));
+  }
+
+ private:
+  ModelConfig c_;
+  uint32_t ctx_len_ = 0, n_past_ = 0;
+  ref::Matrix embed_, lm_head_;
+  std::vector<float> out_norm_, rope_;
+  std::vector<Layer> layers_;
+  std::vector<std::vector<float>> kc_, vc_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> create_llama_cpu(const ModelSource& src, const ModelOptions& opt) {
+  return std::make_unique<LlamaCpu>(src, opt);
+}
+
+}  // namespace wgllm

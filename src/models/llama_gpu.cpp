@@ -1,0 +1,249 @@
+// Llama forward pass on WebGPU: every op is a WGSL kernel (kernels/ops.h); a forward of up to
+// prefill_chunk tokens is recorded into one command submission and ends with one small readback
+// (4 bytes for greedy argmax, or the vocab logits).
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+#include "gpu/context.h"
+#include "kernels/rope_table.h"
+#include "models/llama_cpu.h"
+#include "models/llama_weights.h"
+#include "models/source.h"
+
+namespace wgllm {
+namespace {
+
+using kernels::GpuWeight;
+using kernels::F32Ref;
+using gpu::Buffer;
+using gpu::BufferKind;
+
+struct Layer {
+  Buffer attn_norm, ffn_norm;
+  GpuWeight wqkv, wq, wk, wv;  // wqkv when fused, else wq/wk/wv
+  GpuWeight wo, wgu, wg, wu, wd;
+  Buffer kc, vc;  // KV cache [ctx, kv_dim] f32
+};
+
+class LlamaGpu final : public Model {
+ public:
+  LlamaGpu(const ModelSource& src, const ModelOptions& opt) : c_(src.config), opt_(opt) {
+    gpu::ContextOptions co;
+    co.adapter_index = opt.adapter_index;
+    ctx_ = gpu::Context::create(co);
+    pipes_ = std::make_unique<gpu::PipelineCache>(*ctx_);
+    rec_ = std::make_unique<gpu::Recorder>(*ctx_);
+    ctx_len_ = std::min(opt.context_length ? opt.context_length : c_.max_context, c_.max_context);
+    chunk_ = std::max<uint32_t>(1, std::min(opt.prefill_chunk, ctx_len_));
+    load(src);
+    alloc_scratch();
+  }
+
+  const ModelConfig& config() const override { return c_; }
+  std::string backend_name() const override { return "webgpu (" + ctx_->info().name + ")"; }
+  uint32_t n_past() const override { return n_past_; }
+  uint32_t context_length() const override { return ctx_len_; }
+  void truncate(uint32_t n) override {
+    if (n > n_past_) throw Error("truncate beyond the current sequence length");
+    n_past_ = n;
+  }
+  MemoryReport memory() const override { return mem_; }
+  void set_profiling(bool on) override { rec_->set_profiling(on); }
+  std::vector<gpu::KernelTime> last_profile() const override { return rec_->last_profile(); }
+
+  void forward(std::span<const int32_t> toks, std::vector<float>* logits) override {
+    run(toks, logits ? Out::Logits : Out::None, logits);
+  }
+  int32_t forward_argmax(std::span<const int32_t> toks) override { return run(toks, Out::Argmax, nullptr); }
+
+ private:
+  enum class Out { None, Logits, Argmax };
+
+  GpuWeight weight(const std::vector<const TensorRef*>& parts, const std::string& label) {
+    // Stacks the rows of several matrices with the same type and row length (fused projections).
+    const TensorRef& a = *parts[0];
+    uint32_t N = 0;
+    std::vector<uint8_t> joined;
+    for (const TensorRef* p : parts) {
+      if (p->type != a.type || p->shape[0] != a.shape[0]) throw Error("cannot fuse " + label);
+      N += uint32_t(p->shape[1]);
+      if (parts.size() > 1) joined.insert(joined.end(), p->data, p->data + p->nbytes);
+    }
+    const uint8_t* data = parts.size() > 1 ? joined.data() : a.data;
+    GpuWeight w = kernels::upload_weight(*ctx_, kernels::pack_weight(a.type, data, uint32_t(a.shape[0]), N), label);
+    mem_.weights += w.bytes();
+    return w;
+  }
+  Buffer f32_buffer(const TensorRef& t, const std::string& label) {
+    std::vector<float> v = dequantize_tensor(t);
+    Buffer b(*ctx_, v.size() * 4, BufferKind::Storage, label);
+    b.write(*ctx_, 0, v.data(), v.size() * 4);
+    mem_.weights += b.size();
+    return b;
+  }
+  static bool same_type(std::initializer_list<const TensorRef*> ts) {
+    for (auto* t : ts)
+      if (t->type != (*ts.begin())->type) return false;
+    return true;
+  }
+
+  void load(const ModelSource& src) {
+    LlamaRefs r = llama_refs(*src.tensors, c_, src.is_gguf());
+    embed_ = weight({&r.embed}, "token_embd");
+    if (!c_.tied_embeddings) lm_head_ = weight({&r.lm_head}, "output");
+    out_norm_ = f32_buffer(r.out_norm, "output_norm");
+    fused_qkv_ = opt_.fuse_qkv;
+    fused_gu_ = opt_.fuse_gate_up;
+    for (auto& L : r.layers) {
+      fused_qkv_ = fused_qkv_ && same_type({&L.wq, &L.wk, &L.wv});
+      fused_gu_ = fused_gu_ && same_type({&L.w_gate, &L.w_up});
+    }
+    const uint64_t kv_bytes = uint64_t(ctx_len_) * c_.kv_dim() * 4;
+    for (uint32_t i = 0; i < c_.n_layers; ++i) {
+      auto& R = r.layers[i];
+      const std::string p = "blk." + std::to_string(i) + ".";
+      Layer L;
+      L.attn_norm = f32_buffer(R.attn_norm, p + "attn_norm");
+      L.ffn_norm = f32_buffer(R.ffn_norm, p + "ffn_norm");
+      if (fused_qkv_) {
+        L.wqkv = weight({&R.wq, &R.wk, &R.wv}, p + "attn_qkv");
+      } else {
+        L.wq = weight({&R.wq}, p + "attn_q");
+        L.wk = weight({&R.wk}, p + "attn_k");
+        L.wv = weight({&R.wv}, p + "attn_v");
+      }
+      L.wo = weight({&R.wo}, p + "attn_output");
+      if (fused_gu_) {
+        L.wgu = weight({&R.w_gate, &R.w_up}, p + "ffn_gate_up");
+      } else {
+        L.wg = weight({&R.w_gate}, p + "ffn_gate");
+        L.wu = weight({&R.w_up}, p + "ffn_up");
+      }
+      L.wd = weight({&R.w_down}, p + "ffn_down");
+      L.kc = Buffer(*ctx_, kv_bytes, BufferKind::Storage, p + "k_cache");
+      L.vc = Buffer(*ctx_, kv_bytes, BufferKind::Storage, p + "v_cache");
+      mem_.kv_cache += 2 * kv_bytes;
+      layers_.push_back(std::move(L));
+    }
+    std::vector<float> table = kernels::rope_table(ctx_len_, c_.rope_dims, c_.rope_base);
+    rope_ = Buffer(*ctx_, table.size() * 4, BufferKind::Storage, "rope_table");
+    rope_.write(*ctx_, 0, table.data(), table.size() * 4);
+    ctx_->wait_idle();
+  }
+
+  void alloc_scratch() {
+    const uint64_t T = chunk_;
+    auto mk = [&](uint64_t floats, const char* name) {
+      mem_.scratch += floats * 4;
+      return Buffer(*ctx_, floats * 4, BufferKind::Storage, name);
+    };
+    x_ = mk(T * c_.d_model, "x");
+    h_ = mk(T * c_.d_model, "h");
+    qkv_ = mk(T * (c_.q_dim() + 2 * c_.kv_dim()), "qkv");
+    att_ = mk(T * c_.q_dim(), "attn_out");
+    gu_ = mk(T * 2 * c_.ffn_dim, "gate_up");
+    act_ = mk(T * c_.ffn_dim, "ffn_act");
+    logits_ = mk(c_.vocab, "logits");
+    tokens_ = mk(T, "tokens");
+    amax_ = mk(1, "argmax");
+  }
+
+  int32_t run(std::span<const int32_t> toks, Out out, std::vector<float>* logits) {
+    const uint32_t T = uint32_t(toks.size());
+    if (T == 0) throw Error("forward: no tokens");
+    if (uint64_t(n_past_) + T > ctx_len_)
+      throw Error("context length exceeded: " + std::to_string(n_past_) + " + " + std::to_string(T) +
+                  " tokens > " + std::to_string(ctx_len_));
+    for (int32_t t : toks)
+      if (t < 0 || uint32_t(t) >= c_.vocab) throw Error("token id " + std::to_string(t) + " out of range");
+    int32_t result = -1;
+    for (uint32_t s = 0; s < T; s += chunk_) {
+      const uint32_t n = std::min(chunk_, T - s);
+      const bool last = s + n == T;
+      result = chunk(toks.subspan(s, n), last ? out : Out::None, logits);
+    }
+    return result;
+  }
+
+  int32_t chunk(std::span<const int32_t> toks, Out out, std::vector<float>* logits) {
+    const uint32_t T = uint32_t(toks.size()), D = c_.d_model, Q = c_.q_dim(), KV = c_.kv_dim(),
+                   F = c_.ffn_dim, QKV = Q + 2 * KV, pos0 = n_past_;
+    tokens_.write(*ctx_, 0, toks.data(), uint64_t(T) * 4);
+    kernels::OpContext o{*ctx_, *pipes_, *rec_, opt_.kernels};
+    rec_->begin();
+    kernels::embed(o, embed_, tokens_, T, {x_, 0});
+    const kernels::AttentionShape as{T, pos0, c_.n_heads, c_.n_kv_heads, c_.head_dim,
+                                     1.0f / std::sqrt(float(c_.head_dim))};
+    for (Layer& L : layers_) {
+      kernels::rmsnorm(o, {x_, 0}, D, L.attn_norm, {h_, 0}, D, T, D, c_.rms_eps, "attn_norm");
+      if (fused_qkv_) {
+        kernels::matmul(o, L.wqkv, {h_, 0}, D, {qkv_, 0}, QKV, T, false, "attn_qkv");
+      } else {
+        kernels::matmul(o, L.wq, {h_, 0}, D, {qkv_, 0}, QKV, T, false, "attn_q");
+        kernels::matmul(o, L.wk, {h_, 0}, D, {qkv_, Q}, QKV, T, false, "attn_k");
+        kernels::matmul(o, L.wv, {h_, 0}, D, {qkv_, Q + KV}, QKV, T, false, "attn_v");
+      }
+      kernels::rope(o, {qkv_, 0}, QKV, T, c_.n_heads, c_.head_dim, c_.rope_dims, pos0, rope_, c_.rope_neox, "rope_q");
+      kernels::rope(o, {qkv_, Q}, QKV, T, c_.n_kv_heads, c_.head_dim, c_.rope_dims, pos0, rope_, c_.rope_neox, "rope_k");
+      kernels::kv_store(o, qkv_, Q, Q + KV, QKV, T, KV, pos0, L.kc, L.vc);
+      kernels::attention(o, as, {qkv_, 0}, QKV, L.kc, L.vc, {att_, 0}, Q);
+      kernels::matmul(o, L.wo, {att_, 0}, Q, {x_, 0}, D, T, true, "attn_output");
+      kernels::rmsnorm(o, {x_, 0}, D, L.ffn_norm, {h_, 0}, D, T, D, c_.rms_eps, "ffn_norm");
+      if (fused_gu_) {
+        kernels::matmul(o, L.wgu, {h_, 0}, D, {gu_, 0}, 2 * F, T, false, "ffn_gate_up");
+      } else {
+        kernels::matmul(o, L.wg, {h_, 0}, D, {gu_, 0}, 2 * F, T, false, "ffn_gate");
+        kernels::matmul(o, L.wu, {h_, 0}, D, {gu_, F}, 2 * F, T, false, "ffn_up");
+      }
+      kernels::silu_mul(o, gu_, 0, F, 2 * F, T, F, {act_, 0});
+      kernels::matmul(o, L.wd, {act_, 0}, F, {x_, 0}, D, T, true, "ffn_down");
+    }
+    int32_t result = -1;
+    if (out != Out::None) {
+      kernels::rmsnorm(o, {x_, (T - 1) * D}, D, out_norm_, {h_, 0}, D, 1, D, c_.rms_eps, "output_norm");
+      kernels::matmul(o, c_.tied_embeddings ? embed_ : lm_head_, {h_, 0}, D, {logits_, 0}, c_.vocab, 1, false, "output");
+      if (out == Out::Argmax) {
+        kernels::argmax(o, {logits_, 0}, c_.vocab, amax_);
+        rec_->read_after(amax_, 0, 4);
+        uint32_t id = 0;
+        rec_->submit(&id);
+        result = int32_t(id);
+      } else {
+        logits->resize(c_.vocab);
+        rec_->read_after(logits_, 0, uint64_t(c_.vocab) * 4);
+        rec_->submit(logits->data());
+      }
+    } else {
+      rec_->submit();
+    }
+    n_past_ += T;
+    return result;
+  }
+
+  ModelConfig c_;
+  ModelOptions opt_;
+  std::unique_ptr<gpu::Context> ctx_;
+  std::unique_ptr<gpu::PipelineCache> pipes_;
+  std::unique_ptr<gpu::Recorder> rec_;
+  uint32_t ctx_len_ = 0, chunk_ = 0, n_past_ = 0;
+  bool fused_qkv_ = false, fused_gu_ = false;
+  GpuWeight embed_, lm_head_;
+  Buffer out_norm_, rope_;
+  std::vector<Layer> layers_;
+  Buffer x_, h_, qkv_, att_, gu_, act_, logits_, tokens_, amax_;
+  MemoryReport mem_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> create_llama_gpu(const ModelSource& src, const ModelOptions& opt) {
+  return std::make_unique<LlamaGpu>(src, opt);
+}
+
+std::unique_ptr<Model> create_model(const ModelSource& src, const ModelOptions& opt) {
+  if (src.config.arch != "llama") throw Error("unsupported architecture '" + src.config.arch + "'");
+  return opt.backend == BackendKind::CPU ? create_llama_cpu(src, opt) : create_llama_gpu(src, opt);
+}
+
+}  // namespace wgllm
