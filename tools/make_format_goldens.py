@@ -10,6 +10,8 @@ Writes under tests/fixtures/formats/:
   smollm2_q4_1.json  metadata + dequantized samples of a few tensors of the real model:
                      values as float32 bit patterns (uint32), sha256 of the whole dequantized
                      tensor as float32 LE bytes.
+and tiny libFuzzer seeds under fuzz/corpus/{gguf,safetensors}/ (a mini GGUF with the real
+model's scalar metadata, a few vocab entries and one small tensor per supported type).
 Run once; the outputs are committed. Rerunning must reproduce them byte for byte.
 """
 import hashlib
@@ -135,6 +137,48 @@ def write_model_goldens(path):
         f.write("\n")
 
 
+def write_fuzz_seeds(path):
+    import struct
+    rng = np.random.default_rng(5)
+    r = gguf.GGUFReader(path)
+    seeds = os.path.join(ROOT, "fuzz", "corpus")
+    os.makedirs(os.path.join(seeds, "gguf"), exist_ok=True)
+    os.makedirs(os.path.join(seeds, "safetensors"), exist_ok=True)
+    out = os.path.join(seeds, "gguf", "smollm2_mini.gguf")
+    w = gguf.GGUFWriter(out, "llama")
+    for k, f in r.fields.items():
+        if k.startswith("GGUF.") or k == "general.architecture":
+            continue
+        t = f.types[0]
+        if t == gguf.GGUFValueType.ARRAY:
+            w.add_key_value(k, f.contents()[:12], t, sub_type=f.types[-1])
+        elif k != "tokenizer.chat_template":
+            w.add_key_value(k, f.contents(), t)
+    w.add_tensor("norm.weight", rng.standard_normal(32).astype(np.float32))
+    w.add_tensor("f16.weight", rng.standard_normal(32).astype(np.float16))
+    w.add_tensor("bf16.weight", rng.integers(0, 256, 64, dtype=np.uint8),
+                 raw_dtype=Q.BF16)
+    for qt in [Q.Q8_0, Q.Q4_0, Q.Q4_1, Q.Q4_K, Q.Q6_K]:
+        raw = make_quant_blocks(rng, qt, 1).reshape(-1)
+        be, _ = gguf.GGML_QUANT_SIZES[qt]
+        w.add_tensor(f"{qt.name.lower()}.weight", raw, raw_dtype=qt)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    hdr = json.dumps({
+        "__metadata__": {"format": "pt"},
+        "a": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]},
+        "b": {"dtype": "BF16", "shape": [4], "data_offsets": [16, 24]},
+        "c": {"dtype": "F16", "shape": [1, 2], "data_offsets": [24, 28]},
+        "d": {"dtype": "I64", "shape": [1], "data_offsets": [28, 36]},
+    }, separators=(",", ":")).encode()
+    hdr += b" " * (-len(hdr) % 8)
+    data = rng.integers(0, 256, 36, dtype=np.uint8).tobytes()
+    with open(os.path.join(seeds, "safetensors", "small.safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(hdr)) + hdr + data)
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     write_quant_fixtures()
@@ -142,6 +186,7 @@ def main():
     model = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
         cache, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
     write_model_goldens(model)
+    write_fuzz_seeds(model)
     print("wrote", OUT)
 
 

@@ -70,11 +70,15 @@ struct Reader {
     pos += sizeof(T);
     return v;
   }
-  std::string str(const std::string& field, const char* what) {
+  /// Reads a GGUF string; `idx` >= 0 names an array element in errors ("key[idx]").
+  std::string str(const std::string& field, const char* what, int64_t idx = -1) {
     const size_t at = pos;
+    if (idx >= 0 && remaining() < 8) {
+      need(8, field + "[" + std::to_string(idx) + "]", what);
+    }
     const uint64_t len = read<uint64_t>(field, what);
     if (len > remaining())
-      fail(field, std::string(what) + " length " + std::to_string(len) + " exceeds the " +
+      fail(idx >= 0 ? field + "[" + std::to_string(idx) + "]" : field, std::string(what) + " length " + std::to_string(len) + " exceeds the " +
                       std::to_string(remaining()) + " bytes left in the file",
            at);
     std::string s(reinterpret_cast<const char*>(p + pos), size_t(len));
@@ -130,7 +134,7 @@ GgufValue read_value(Reader& r, GgufType t, const std::string& key) {
     case GgufType::STRING: {
       std::vector<std::string> a;
       a.reserve(size_t(n));
-      for (uint64_t i = 0; i < n; ++i) a.push_back(r.str(key + "[" + std::to_string(i) + "]", "string"));
+      for (uint64_t i = 0; i < n; ++i) a.push_back(r.str(key, "string", int64_t(i)));
       out.v = std::move(a);
       break;
     }

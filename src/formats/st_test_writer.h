@@ -16,11 +16,12 @@ struct StTensor {
 
 /// Raw file from a header string and data buffer.
 inline std::vector<uint8_t> st_raw(const std::string& header, const std::vector<uint8_t>& data) {
-  std::vector<uint8_t> b(8);
+  std::vector<uint8_t> b;
+  b.reserve(8 + header.size() + data.size());
   const uint64_t n = header.size();
-  for (int i = 0; i < 8; ++i) b[i] = uint8_t(n >> (8 * i));
-  b.insert(b.end(), header.begin(), header.end());
-  b.insert(b.end(), data.begin(), data.end());
+  for (int i = 0; i < 8; ++i) b.push_back(uint8_t(n >> (8 * i)));
+  for (char c : header) b.push_back(uint8_t(c));
+  for (uint8_t c : data) b.push_back(c);
   return b;
 }
 
