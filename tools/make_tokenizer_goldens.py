@@ -12,6 +12,15 @@ Writes one JSON file per tokenizer into tests/fixtures/tokenizer/:
 Each file holds
   texts:   for each (tokenizer, text file) pair: sha256 of the text bytes, token count,
            sha256 of the ids as int32 little-endian, and the first N_FIRST ids;
+  llama2.json + llama2_vocab.txt (SentencePiece-style mode; optional, needs node + npm):
+           the LLaMA-2 vocabulary and ids from the pure-JS reference llama-tokenizer-js@1.2.2
+           (npm). It ships the HF LLaMA merges, not SentencePiece scores; HF's LlamaConverter
+           emits every split of every token ordered by the token's score, so
+           score(token) = -(lowest rank of a merge producing it) reproduces the score order.
+           llama2_vocab.txt holds the pieces (one per line, raw UTF-8); llama2.json the scores,
+           and for moby-dick and the tricky strings the JS ids (add_bos=false,
+           add_preceding_space=true; the JS library parses no special tokens, so the C++
+           test compares with parse_special=false).
   strings: ~50 tricky strings with full ids (parse_special=True, i.e. added tokens matched),
            ids_no_special (special added tokens treated as plain text: HF
            `encode_special_tokens = True`; non-special added tokens such as Qwen's <think> are
@@ -37,6 +46,9 @@ import os
 import struct
 import sys
 import time
+
+import subprocess
+import tempfile
 
 from tokenizers import Tokenizer
 
@@ -98,6 +110,12 @@ TRICKY = [
     "\x00\x01\x02 control \x1b[31mred\x1b[0m \x7f",
     "हिन्दी ภาษาไทย ქართული Հայերեն",
     "$100.00 €50 £20 ¥1000 ₹500 ₿0.5",
+    # Unicode edge cases where the regex engines (onig in HF, PCRE2 here) could disagree:
+    "it'\u017f 'K 'k '\u212a",  # long s / Kelvin sign vs case-insensitive (?i:'s)
+    "mongolian\u180evowel sep\u180e \u180e",
+    "\u01c5ungla \u01c8 \u1e9e titlecase",
+    "\U0001fae0 \U0001fae8 \U00010570\U00010571 \U00011f00 new scripts",
+    "\r\n\r\n  \n\t\n \u3000\n\u00a0\u00a0y",
 ]
 
 
@@ -162,12 +180,61 @@ def goldens(tok, name, texts):
     return out
 
 
+NODE_SCRIPT = r"""
+import tok from '%(js)s';
+import fs from 'fs';
+const inp = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
+const v = tok.vocabById;
+const rank = new Array(v.length).fill(null);
+for (const [k, p] of tok.merges) {         // p = 2*index+1 (merge priority)
+  const [a, b] = k.split(' ');
+  const t = tok.vocabByString.get(a + b);
+  if (t !== undefined && (rank[t] === null || rank[t] > p)) rank[t] = p;
+}
+const out = {vocab: v, rank: rank, texts: inp.texts.map(t => tok.encode(t, false, true)),
+             strings: inp.strings.map(t => tok.encode(t, false, true))};
+fs.writeFileSync(process.argv[3], JSON.stringify(out));
+"""
+
+
+def llama2_goldens(out_dir, texts):
+    work = tempfile.mkdtemp(prefix="wgllm_ltjs_")
+    subprocess.run(["npm", "pack", "-q", "llama-tokenizer-js@1.2.2"], cwd=work, check=True,
+                   stdout=subprocess.DEVNULL)
+    subprocess.run(["tar", "xzf", "llama-tokenizer-js-1.2.2.tgz"], cwd=work, check=True)
+    js = os.path.join(work, "package", "llama-tokenizer.js")
+    with open(os.path.join(work, "run.mjs"), "w") as fh:
+        fh.write(NODE_SCRIPT % {"js": js})
+    strings = [s for s in TRICKY if s]  # the JS encoder returns [] for "" only without prefix
+    with open(os.path.join(work, "in.json"), "w") as fh:
+        json.dump({"texts": [t for _, t in texts], "strings": strings}, fh)
+    subprocess.run(["node", "run.mjs", "in.json", "out.json"], cwd=work, check=True)
+    with open(os.path.join(work, "out.json")) as fh:
+        r = json.load(fh)
+    assert all("\n" not in p for p in r["vocab"])
+    with open(os.path.join(out_dir, "llama2_vocab.txt"), "w", encoding="utf-8") as fh:
+        fh.write("\n".join(r["vocab"]))
+    g = {"tokenizer": "llama2 (llama-tokenizer-js@1.2.2)", "generator": "tools/make_tokenizer_goldens.py",
+         "scores": [0 if x is None else -x for x in r["rank"]], "texts": [], "strings": []}
+    for (rel, data), ids in zip(texts, r["texts"]):
+        g["texts"].append({"path": rel, "text_sha256": hashlib.sha256(data.encode("utf-8")).hexdigest(),
+                           "count": len(ids), "ids_sha256": sha256_ids(ids), "first_ids": ids[:N_FIRST]})
+    for s, ids in zip(strings, r["strings"]):
+        g["strings"].append({"text": s, "ids_no_special": ids})
+    path = os.path.join(out_dir, "llama2.json")
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(g, fh, ensure_ascii=True, separators=(",", ":"))
+        fh.write("\n")
+    print(f"wrote {path} ({os.path.getsize(path)} bytes)", file=sys.stderr)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cache", default=os.environ.get("WGLLM_CACHE",
                                                       os.path.expanduser("~/.cache/wgllm")))
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "tests",
                                                   "fixtures", "tokenizer"))
+    ap.add_argument("--no-llama-js", action="store_true", help="skip the llama-tokenizer-js goldens")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
 
@@ -193,6 +260,8 @@ def main():
             json.dump(g, fh, ensure_ascii=True, separators=(",", ":"))
             fh.write("\n")
         print(f"wrote {path} ({os.path.getsize(path)} bytes)", file=sys.stderr)
+    if not a.no_llama_js:
+        llama2_goldens(a.out, texts[:2])
 
 
 if __name__ == "__main__":

@@ -161,5 +161,53 @@ TEST(GoldenMeta, SpecialIdsOfRealTokenizers) {
   }
 }
 
+// SentencePiece-style mode on the real LLaMA-2 vocabulary against the independent JS
+// implementation llama-tokenizer-js@1.2.2 (see tools/make_tokenizer_goldens.py for how the
+// scores are derived from its merges).
+TEST(GoldenLlama2, MatchesLlamaTokenizerJs) {
+  const std::string vocab_text = test::read_file(kFixtures + "llama2_vocab.txt");
+  if (vocab_text.empty()) GTEST_SKIP() << "no llama2 goldens (generated only when node is present)";
+  json g = load_golden("llama2");
+  TokenizerSpec spec;
+  spec.kind = TokenizerKind::SentencePieceBpe;
+  for (size_t b = 0, e; b <= vocab_text.size(); b = e + 1) {
+    e = vocab_text.find('\n', b);
+    if (e == std::string::npos) e = vocab_text.size();
+    spec.pieces.push_back(vocab_text.substr(b, e - b));
+  }
+  ASSERT_EQ(spec.pieces.size(), 32000u);
+  spec.scores = g.at("scores").get<std::vector<float>>();
+  spec.types.assign(spec.pieces.size(), TokenType::Normal);
+  spec.types[0] = TokenType::Unknown;
+  spec.types[1] = spec.types[2] = TokenType::Control;
+  for (int i = 3; i < 3 + 256; ++i) spec.types[i] = TokenType::Byte;
+  spec.unk = 0;
+  spec.bos = 1;
+  spec.eos = 2;
+  spec.add_bos = true;
+  spec.add_space_prefix = true;
+  auto tok = Tokenizer::from_spec(spec);
+  for (const json& t : g.at("texts")) {
+    const std::string rel = t.at("path");
+    SCOPED_TRACE(rel);
+    std::string text = golden_text(rel);
+    ASSERT_EQ(test::sha256_hex(text.data(), text.size()), t.at("text_sha256").get<std::string>());
+    std::vector<int32_t> ids = tok->encode(text, /*parse_special=*/false);
+    auto first = t.at("first_ids").get<std::vector<int32_t>>();
+    std::vector<int32_t> head(ids.begin(), ids.begin() + std::min(ids.size(), first.size()));
+    EXPECT_EQ(head, first);
+    EXPECT_EQ(ids.size(), t.at("count").get<size_t>());
+    EXPECT_EQ(test::sha256_ids(ids), t.at("ids_sha256").get<std::string>());
+    EXPECT_TRUE(tok->decode(ids) == text);
+  }
+  for (const json& s : g.at("strings")) {
+    const std::string text = s.at("text");
+    SCOPED_TRACE("text: " + text);
+    auto ids = tok->encode(text, false);
+    EXPECT_EQ(ids, s.at("ids_no_special").get<std::vector<int32_t>>());
+    EXPECT_EQ(tok->decode(ids), text);
+  }
+}
+
 }  // namespace
 }  // namespace wgllm

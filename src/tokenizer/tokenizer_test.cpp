@@ -10,6 +10,8 @@
 #include <random>
 
 #include "core/error.h"
+#include "formats/gguf.h"
+#include "formats/test_util.h"  // GgufWriter (test-only, owned by src/formats)
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_impl.h"
 
@@ -499,6 +501,66 @@ TEST(Loaders, RegexSplitKeepsGapsAndMatches) {
   seq.push_back(std::make_unique<tok::Regex>(tok::kGpt2Regex));
   tok::pre_tokenize(seq, "Hi  there 42x's", out);
   EXPECT_EQ(out, (std::vector<std::string_view>{"Hi", " ", " there", " ", "4", "2", "x", "'s"}));
+}
+
+// ---------------------------------------------------------------- GGUF metadata
+
+std::vector<uint8_t> spm_gguf(const TokenizerSpec& s, const std::string& model, bool prefix,
+                              size_t n_types) {
+  test::GgufWriter w;
+  std::vector<int32_t> types;
+  for (size_t i = 0; i < n_types; ++i) types.push_back(int32_t(s.types[i % s.types.size()]));
+  w.header(3, 0, 8);
+  w.kv_str("tokenizer.ggml.model", model);
+  w.kv_str_array("tokenizer.ggml.tokens", s.pieces);
+  w.kv_f32_array("tokenizer.ggml.scores", s.scores);
+  w.kv_i32_array("tokenizer.ggml.token_type", types);
+  w.kv_bool("tokenizer.ggml.add_space_prefix", prefix);
+  w.kv_u32("tokenizer.ggml.bos_token_id", 1);
+  w.kv_u32("tokenizer.ggml.eos_token_id", 2);
+  w.kv_u32("tokenizer.ggml.eot_token_id", 0);
+  w.pad(32);
+  return w.b;
+}
+
+TEST(Gguf, LlamaVocabularyMatchesSpec) {
+  for (bool prefix : {true, false}) {
+    SpmVocab v(true, prefix);
+    auto bytes = spm_gguf(v.spec, "llama", prefix, v.spec.pieces.size());
+    auto g = GgufFile::from_memory(bytes.data(), bytes.size(), "mem.gguf");
+    auto from_gguf = Tokenizer::from_gguf(*g);
+    auto from_spec = Tokenizer::from_spec(v.spec);
+    EXPECT_EQ(from_gguf->kind(), TokenizerKind::SentencePieceBpe);
+    EXPECT_TRUE(from_gguf->add_bos());  // llama default when the key is absent
+    EXPECT_EQ(from_gguf->bos_id(), 1);
+    EXPECT_TRUE(from_gguf->is_eog(0));  // eot_token_id
+    for (const char* s : {"abc abc", " ab  d", "<s>ca\xC3\xA9" "b</s>", "dddd"}) {
+      EXPECT_EQ(from_gguf->encode(s), from_spec->encode(s)) << s;
+      EXPECT_EQ(from_gguf->decode(from_gguf->encode(s)), s);
+    }
+  }
+}
+
+TEST(Gguf, ErrorsNameTheKey) {
+  SpmVocab v(false, true);
+  auto expect_error = [](const std::vector<uint8_t>& bytes, const std::string& needle) {
+    auto g = GgufFile::from_memory(bytes.data(), bytes.size(), "mem.gguf");
+    try {
+      Tokenizer::from_gguf(*g);
+      ADD_FAILURE() << "no error for " << needle;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect_error(spm_gguf(v.spec, "bert", true, v.spec.pieces.size()), "'bert'");
+  expect_error(spm_gguf(v.spec, "llama", true, 3), "token_type");
+  test::GgufWriter w;
+  w.header(3, 0, 4);
+  w.kv_str("tokenizer.ggml.model", "gpt2");
+  w.kv_str_array("tokenizer.ggml.tokens", {"a", "b", "ab"});
+  w.kv_str_array("tokenizer.ggml.merges", {"a b"});
+  w.kv_str("tokenizer.ggml.pre", "no-such-pre");
+  expect_error(w.b, "no-such-pre");
 }
 
 }  // namespace
