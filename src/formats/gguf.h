@@ -1,7 +1,14 @@
 // GGUF model file reader (memory-mapped).
 // Format: https://github.com/ggml-org/ggml/blob/master/docs/gguf.md (versions 2 and 3, little-endian).
 // All parsing errors throw wgllm::Error naming the file, the field (key or tensor name) and the byte
-// offset; a truncated, corrupt or unsupported file never crashes the process.
+// offset; a truncated, corrupt or unsupported file never crashes the process (fuzzed: fuzz/fuzz_gguf).
+// Tensor type policy: an unknown ggml type id fails at open; a known type the engine cannot
+// dequantize (q5_K, iq*, ...) opens fine with its size validated, and only dequantize() /
+// dequantize_tensor() of that tensor throws (naming tensor and type).
+// Validated at open: magic, version 2/3 (1, >=4 and big-endian are rejected), counts vs remaining
+// bytes, unique keys, unique tensor names, n_dims <= 4, element count fits int64, innermost dim a
+// multiple of the block size, general.alignment (uint32 power of two, default 32), offsets aligned,
+// data inside the file, no two tensors' data overlapping. Arrays of arrays are rejected.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -22,7 +29,9 @@ enum class GgufType : uint32_t {
 };
 
 /// One metadata value. Scalars are widened: integers to int64/uint64, floats to double.
-/// Arrays keep their element type; arrays of strings are std::vector<std::string>.
+/// Arrays keep their element type in elem_type; storage: strings -> std::vector<std::string>,
+/// integer and bool elements -> std::vector<int64_t> (a uint64 element > INT64_MAX is an error),
+/// float32/float64 elements -> std::vector<double>.
 struct GgufValue {
   GgufType type = GgufType::UINT8;
   GgufType elem_type = GgufType::UINT8;  // for ARRAY
@@ -39,7 +48,8 @@ struct GgufTensor {
   std::vector<uint64_t> shape;
   uint64_t offset = 0;      // relative to the start of the tensor data section
   uint64_t nbytes = 0;      // bytes of the stored (possibly quantized) data
-  const uint8_t* data = nullptr;  // points into the mapping; valid while the GgufFile lives
+  const uint8_t* data = nullptr;  // points into the mapping (aligned to alignment() relative to the
+                                  // file start); valid while the GgufFile lives
   uint64_t n_elements() const;
 };
 
