@@ -203,7 +203,9 @@ void encode_byte_level(const Tokenizer::Impl& t, std::string_view span, WordCach
         int32_t id = t.byte_to_id[c];
         if (id < 0) id = t.unk;
         if (id < 0) {
-          throw Error("tokenizer: byte 0x" + std::to_string(c) +
+          char hex[8];
+          std::snprintf(hex, sizeof hex, "0x%02X", c);
+          throw Error(std::string("tokenizer: byte ") + hex +
                       " has no byte-level token and there is no unknown token");
         }
         ids.push_back(id);

@@ -139,6 +139,7 @@ class Tokenizer {
   size_t vocab_size() const;
   TokenizerKind kind() const;
 
+  /// Internal state (tokenizer_impl.h); for StreamDecoder and white-box tests only.
   struct Impl;
   const Impl& impl() const { return *impl_; }
 
