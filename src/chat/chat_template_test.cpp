@@ -1,0 +1,187 @@
+// Chat templates and the Jinja2-subset interpreter against goldens rendered by Python jinja2 the
+// transformers way (tools/make_chat_goldens.py -> tests/fixtures/chat/), plus unit tests of the
+// API and error reporting.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "chat/chat_template.h"
+#include "core/error.h"
+
+namespace {
+
+using nlohmann::ordered_json;
+
+const std::string kFixtures = std::string(WGLLM_SOURCE_DIR) + "/tests/fixtures/chat/";
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw std::runtime_error("cannot open " + path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::vector<ordered_json> load_cases(const char* file) {
+  std::vector<ordered_json> out;
+  try {
+    for (auto& c : ordered_json::parse(read_file(kFixtures + file))) out.push_back(c);
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << e.what();
+  }
+  return out;
+}
+
+std::string test_name(std::string s) {
+  for (char& c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return s;
+}
+
+// ---------------------------------------------------------------- interpreter snippets
+class JinjaGolden : public ::testing::TestWithParam<ordered_json> {};
+
+TEST_P(JinjaGolden, MatchesJinja2) {
+  const ordered_json& c = GetParam();
+  const std::string src = c["source"];
+  SCOPED_TRACE(src);
+  if (c.contains("expected")) {
+    std::string got;
+    ASSERT_NO_THROW(got = wgllm::render_jinja(src, c["context"]));
+    EXPECT_EQ(got, c["expected"].get<std::string>());
+    return;
+  }
+  const std::string type = c["error_type"];
+  try {
+    std::string got = wgllm::render_jinja(src, c["context"]);
+    FAIL() << "expected " << type << " (" << c["error"] << "), got output: " << got;
+  } catch (const wgllm::Error& e) {
+    const std::string what = e.what();
+    if (type == "TemplateError") {  // raise_exception
+      EXPECT_EQ(what, c["error"].get<std::string>());
+    }
+    if (type == "TemplateSyntaxError") {
+      EXPECT_NE(what.find("syntax error at " + std::to_string(c["error_line"].get<int>()) + ":"), std::string::npos)
+          << what;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(chat_jinja_snippets, JinjaGolden, ::testing::ValuesIn(load_cases("jinja_goldens.json")),
+                         [](const auto& info) { return test_name(info.param["name"]); });
+
+// ---------------------------------------------------------------- real chat templates
+class ChatGolden : public ::testing::TestWithParam<ordered_json> {};
+
+TEST_P(ChatGolden, MatchesTransformersRendering) {
+  const ordered_json& c = GetParam();
+  const std::string name = c["template"];
+  wgllm::ChatTemplate tmpl(read_file(kFixtures + "templates/" + name + ".jinja"), c["bos_token"], c["eos_token"]);
+  // 0: render_ordered(context); 1: apply_ordered(); 2: apply() (sorted-key extra; skipped for tool
+  // schemas, whose key order tojson prints).
+  auto render = [&](int mode) {
+    if (mode == 0) return tmpl.render_ordered(c["context"]);
+    const auto& a = c["apply"];
+    std::vector<wgllm::ChatMessage> msgs;
+    for (const auto& m : a["messages"]) msgs.push_back({m["role"], m["content"]});
+    if (mode == 1) return tmpl.apply_ordered(msgs, a["add_generation_prompt"], a["extra"]);
+    return tmpl.apply(msgs, a["add_generation_prompt"], nlohmann::json::parse(a["extra"].dump()));
+  };
+  std::vector<int> modes = {0};
+  if (!c["apply"].is_null()) modes.push_back(1);
+  if (!c["apply"].is_null() && !c["apply"]["extra"].contains("tools")) modes.push_back(2);
+  for (int via_apply : modes) {
+    SCOPED_TRACE(via_apply == 0 ? "render_ordered" : (via_apply == 1 ? "apply_ordered" : "apply"));
+    if (c.contains("expected")) {
+      std::string got;
+      ASSERT_NO_THROW(got = render(via_apply));
+      EXPECT_EQ(got, c["expected"].get<std::string>());
+    } else {
+      try {
+        std::string got = render(via_apply);
+        FAIL() << "expected raise_exception(" << c["error"] << "), got: " << got;
+      } catch (const wgllm::Error& e) {
+        EXPECT_EQ(std::string(e.what()), c["error"].get<std::string>());
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(chat_templates, ChatGolden, ::testing::ValuesIn(load_cases("chat_goldens.json")),
+                         [](const auto& info) {
+                           return test_name(info.param["template"].template get<std::string>() + "_" +
+                                            info.param["case"].template get<std::string>());
+                         });
+
+// ---------------------------------------------------------------- API and errors
+std::string error_of(const std::string& src, const nlohmann::json& ctx = nlohmann::json::object()) {
+  try {
+    wgllm::render_jinja(src, ctx);
+  } catch (const wgllm::Error& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+TEST(chat_template_errors, SyntaxErrorsCarryLineAndColumn) {
+  EXPECT_NE(error_of("ok\n{{ 1 + }}").find("syntax error at 2:8"), std::string::npos) << error_of("ok\n{{ 1 + }}");
+  EXPECT_NE(error_of("a\nb\n  {% frobnicate %}").find("at 3:6"), std::string::npos)
+      << error_of("a\nb\n  {% frobnicate %}");
+  EXPECT_NE(error_of("{% for x in y %}\n{{ x }}").find("expected 'endfor' or 'else'"), std::string::npos);
+  EXPECT_NE(error_of("x {# open").find("1:3: missing end of comment tag"), std::string::npos);
+  EXPECT_NE(error_of("{{ (1 }}").find("unexpected '}'"), std::string::npos) << error_of("{{ (1 }}");
+  EXPECT_THROW(wgllm::ChatTemplate("{% if %}"), wgllm::Error);
+}
+
+TEST(chat_template_errors, RuntimeErrorsNameTheLine) {
+  std::string e = error_of("line1\n  {{ missing.attr }}");
+  EXPECT_NE(e.find("chat template error at 2:"), std::string::npos) << e;
+  EXPECT_NE(e.find("'missing' is undefined"), std::string::npos) << e;
+}
+
+TEST(chat_template_errors, RaiseExceptionMessageIsVerbatim) {
+  EXPECT_EQ(error_of("{% for m in messages %}{{ raise_exception('bad role: ' ~ m) }}{% endfor %}",
+                     {{"messages", {"x"}}}),
+            "bad role: x");
+}
+
+TEST(chat_template_errors, RecursionIsBounded) {
+  EXPECT_NE(error_of("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}").find("recursion"), std::string::npos);
+}
+
+TEST(chat_template_api, ApplyMatchesDocumentedContext) {
+  wgllm::ChatTemplate t(
+      "{{ bos_token }}{% for m in messages %}[{{ m.role }}:{{ m.content }}]{% endfor %}"
+      "{{ add_generation_prompt }}|{{ tools }}|{{ documents }}|{{ eos_token is defined }}|{{ extra }}",
+      "<s>");
+  EXPECT_EQ(t.apply({{"system", "S"}, {"user", "U"}}, true, {{"extra", 42}}),
+            "<s>[system:S][user:U]True|None|None|False|42");
+  EXPECT_EQ(t.bos_token(), "<s>");
+}
+
+TEST(chat_template_api, RenderIsReusableAndKeepsJsonKeyOrder) {
+  wgllm::ChatTemplate t("{{ d | tojson }}");
+  EXPECT_EQ(t.render({{"d", {{"b", 1}, {"a", 2}}}}), "{\"a\": 2, \"b\": 1}");  // nlohmann::json sorts keys
+  ordered_json ctx = ordered_json::object();
+  ctx["d"] = ordered_json::object();
+  ctx["d"]["b"] = 1;
+  ctx["d"]["a"] = 2;
+  EXPECT_EQ(t.render_ordered(ctx), "{\"b\": 1, \"a\": 2}");
+  EXPECT_EQ(t.render_ordered(ctx), "{\"b\": 1, \"a\": 2}");
+}
+
+TEST(chat_template_api, StrftimeNow) {
+  std::string y = wgllm::render_jinja("{{ strftime_now('%Y-%m-%d') }}", nlohmann::json::object());
+  EXPECT_TRUE(std::regex_match(y, std::regex(R"(\d{4}-\d{2}-\d{2})"))) << y;
+}
+
+TEST(chat_template_api, SmolLM2DefaultSystemPrompt) {
+  wgllm::ChatTemplate t(read_file(kFixtures + "templates/smollm2.jinja"), "<|im_start|>", "<|im_end|>");
+  EXPECT_EQ(t.apply({{"user", "Hi"}}, true),
+            "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+}
+
+}  // namespace
