@@ -1,8 +1,8 @@
 // Attribute/item access, iteration, tests and globals.
 #include "chat/jinja_builtins.h"
 
+#include <cmath>
 #include <ctime>
-#include <set>
 
 namespace wgllm::jinja {
 
@@ -135,24 +135,6 @@ bool contains(const Value& container, const Value& item) {
   }
 }
 
-bool is_test(const std::string& name) {
-  static const std::set<std::string> k = {
-      "defined", "undefined", "none", "boolean", "true", "false", "integer", "float", "number", "string",
-      "mapping", "iterable", "sequence", "callable", "escaped", "odd", "even", "divisibleby", "eq", "equalto",
-      "==", "ne", "!=", "lt", "lessthan", "<", "le", "<=", "gt", "greaterthan", ">", "ge", ">=", "in",
-      "lower", "upper", "sameas"};
-  return k.count(name) > 0;
-}
-
-bool is_filter(const std::string& name) {
-  static const std::set<std::string> k = {
-      "abs", "attr", "capitalize", "center", "count", "d", "default", "dictsort", "e", "escape", "forceescape", "first",
-      "float", "format", "indent", "int", "items", "join", "last", "length", "list", "lower", "map", "max",
-      "min", "reject", "rejectattr", "replace", "reverse", "round", "safe", "select", "selectattr", "sort",
-      "string", "sum", "title", "tojson", "trim", "unique", "upper", "wordcount"};
-  return k.count(name) > 0;
-}
-
 // ---- tests (jinja2/tests.py)
 bool apply_test(const std::string& name, const Value& v, const CallArgs& a) {
   auto arg = [&](size_t i, const char* n) -> const Value& {
@@ -183,6 +165,10 @@ bool apply_test(const std::string& name, const Value& v, const CallArgs& a) {
   }
   if (name == "divisibleby") {
     const Value& d = arg(0, "num");
+    if (v.is_float() || d.is_float()) {
+      if (d.as_double() == 0.0) fail("float modulo");
+      return std::fmod(v.as_double(), d.as_double()) == 0.0;
+    }
     if (d.as_int() == 0) fail("integer division or modulo by zero");
     return v.as_int() % d.as_int() == 0;
   }

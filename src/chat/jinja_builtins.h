@@ -26,10 +26,6 @@ bool contains(const Value& container, const Value& item);
 /// Throws the UndefinedError jinja2 raises when an Undefined is used in an operation.
 [[noreturn]] void undefined_error(const Value& u);
 
-/// Names accepted by apply_filter / apply_test (checked at parse time, as jinja2's compiler does).
-bool is_filter(const std::string& name);
-bool is_test(const std::string& name);
-
 Value apply_filter(const std::string& name, const Value& v, const CallArgs& args);
 bool apply_test(const std::string& name, const Value& v, const CallArgs& args);
 

@@ -178,8 +178,10 @@ Value do_map(const Value& seq, const CallArgs& a) {
 
 ValueList sorted(ValueList items, bool case_sensitive, const std::string& attribute, bool reverse) {
   auto key = [&](const Value& v) { return sort_key(attribute.empty() ? v : attr_path(v, attribute), case_sensitive); };
+  // jinja2 sorts by a one-element key list, so equal keys (even two Undefined) never reach '<'.
+  auto less = [](const Value& a, const Value& b) { return !py_eq(a, b) && py_cmp(a, b, "<") < 0; };
   std::stable_sort(items.begin(), items.end(), [&](const Value& x, const Value& y) {
-    return reverse ? py_cmp(key(y), key(x), "<") < 0 : py_cmp(key(x), key(y), "<") < 0;
+    return reverse ? less(key(y), key(x)) : less(key(x), key(y));
   });
   return items;
 }

@@ -191,6 +191,23 @@ class Lexer {
     out_.push_back(std::move(t));
   }
 
+  // Byte length of an identifier character at p (Python identifiers: ASCII letters, digits, '_',
+  // and non-ASCII letters / marks / digits / connectors), or 0.
+  size_t name_char(size_t p, bool start) const {
+    if (p >= s_.size()) return 0;
+    unsigned char c = static_cast<unsigned char>(s_[p]);
+    if (c < 0x80) return (is_name_start(static_cast<char>(c)) || (!start && is_digit(static_cast<char>(c)))) ? 1 : 0;
+    utf8proc_int32_t cp = 0;
+    auto k = utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(s_.data() + p),
+                              static_cast<utf8proc_ssize_t>(s_.size() - p), &cp);
+    if (k <= 0) return 0;
+    auto cat = utf8proc_category(cp);
+    bool letter = (cat >= UTF8PROC_CATEGORY_LU && cat <= UTF8PROC_CATEGORY_LO) || cat == UTF8PROC_CATEGORY_NL;
+    bool cont = cat == UTF8PROC_CATEGORY_MN || cat == UTF8PROC_CATEGORY_MC || cat == UTF8PROC_CATEGORY_ND ||
+                cat == UTF8PROC_CATEGORY_PC;
+    return (letter || (!start && cont)) ? static_cast<size_t>(k) : 0;
+  }
+
   static bool is_digit(char c) { return c >= '0' && c <= '9'; }
   static bool is_name_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
 
@@ -241,16 +258,34 @@ class Lexer {
           }
           if (is_float) e = f;
         }
+        int base = 10;
+        size_t skip = 0;
+        if (!is_float && c == '0') {  // jinja2 integer_re: 0b.. 0o.. 0x.., else "0" may only repeat
+          char k = p + 1 < n ? static_cast<char>(s_[p + 1] | 0x20) : 0;
+          base = k == 'b' ? 2 : (k == 'o' ? 8 : (k == 'x' ? 16 : 10));
+          if (base != 10) {
+            skip = 2;
+            e = p + 2;
+            auto ok = [&](char d) {
+              return base == 16 ? std::isxdigit(static_cast<unsigned char>(d)) != 0 : (d >= '0' && d < '0' + base);
+            };
+            while (e < n && (ok(s_[e]) || (s_[e] == '_' && e + 1 < n && ok(s_[e + 1])))) ++e;
+            if (e == p + 2) error(p, "invalid integer literal");
+          } else {
+            e = p + 1;
+            while (e < n && (s_[e] == '0' || (s_[e] == '_' && e + 1 < n && s_[e + 1] == '0'))) ++e;
+          }
+        }
         std::string num;
-        for (size_t i = p; i < e; ++i)
+        for (size_t i = p + skip; i < e; ++i)
           if (s_[i] != '_') num += s_[i];
         push(is_float ? Tok::Float : Tok::Int, p, num);
         if (is_float) out_.back().fval = std::strtod(num.c_str(), nullptr);
-        else out_.back().ival = std::strtoll(num.c_str(), nullptr, 10);
+        else out_.back().ival = std::strtoll(num.c_str(), nullptr, base);
         p = e;
-      } else if (is_name_start(c)) {
+      } else if (name_char(p, true)) {
         size_t e = p;
-        while (e < n && (is_name_start(s_[e]) || is_digit(s_[e]))) ++e;
+        while (size_t k = name_char(e, false)) e += k;
         push(Tok::Name, p, s_.substr(p, e - p));
         p = e;
       } else if (c == '\'' || c == '"') {
@@ -261,8 +296,10 @@ class Lexer {
         for (const char* o : two)
           if (s_.compare(p, 2, o) == 0) op = o;
         if (op.empty()) {
-          if (std::string_view("+-*/%~[](){}<>=.:|,;").find(c) == std::string_view::npos)
-            error(p, std::string("unexpected char '") + c + "'");
+          if (std::string_view("+-*/%~[](){}<>=.:|,;").find(c) == std::string_view::npos) {
+            std::u32string one = utf8_decode(std::string_view(s_).substr(p, 4)).substr(0, 1);
+            error(p, "unexpected char '" + utf8_encode(one) + "'");
+          }
           op = std::string(1, c);
           if (c == '(' || c == '[' || c == '{') {
             brackets.push_back(c);

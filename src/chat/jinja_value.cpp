@@ -55,6 +55,12 @@ Value Value::function(std::string name, Function fn) {
   return v;
 }
 
+int64_t Value::as_int() const {
+  if (t_ == Type::Int) return i_;
+  if (t_ == Type::Bool) return b_ ? 1 : 0;
+  fail("'" + type_name(*this) + "' object cannot be interpreted as an integer");
+}
+
 double Value::as_double() const {
   switch (t_) {
     case Type::Float: return f_;
@@ -257,6 +263,7 @@ std::string repr(const Value& v) {
       }
       return out + "}";
     }
+    case Type::Undefined: return "Undefined";
     default: return to_str(v);
   }
 }

@@ -86,8 +86,9 @@ class Value {
   bool is_callable() const { return t_ == Type::Function; }
 
   bool as_bool() const { return b_; }
-  /// int value; bools convert like Python (True == 1).
-  int64_t as_int() const { return t_ == Type::Bool ? (b_ ? 1 : 0) : i_; }
+  /// int value; bools convert like Python (True == 1); anything else is a TypeError, as when
+  /// Python needs an integer (`'str' object cannot be interpreted as an integer`).
+  int64_t as_int() const;
   double as_double() const;
   const std::string& str() const { return s_; }   // string payload, or Undefined hint / function name
   const ValueList& items() const { return *list_; }
