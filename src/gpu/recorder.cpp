@@ -21,11 +21,13 @@ Recorder::~Recorder() {
 }
 
 void Recorder::set_profiling(bool on) {
+  // WebGPU caps a query set at 4096 queries: profile at most 2048 dispatches per submission.
   profiling_ = on && ctx_.timestamps_inside_passes();
+  prof_cap_ = std::min<uint32_t>(max_dispatches_, 2048);
   if (profiling_ && !queries_) {
     WGPUQuerySetDescriptor qd = WGPU_QUERY_SET_DESCRIPTOR_INIT;
     qd.type = WGPUQueryType_Timestamp;
-    qd.count = 2 * max_dispatches_;
+    qd.count = 2 * prof_cap_;
     queries_ = wgpuDeviceCreateQuerySet(ctx_.device(), &qd);
     query_resolve_ = Buffer(ctx_, uint64_t(qd.count) * 8, BufferKind::QueryResolve, "ts-resolve");
     query_read_ = Buffer(ctx_, uint64_t(qd.count) * 8, BufferKind::Readback, "ts-read");
@@ -103,11 +105,12 @@ void Recorder::dispatch(const Pipeline& p, std::initializer_list<Binding> storag
   const uint32_t slot = n_dispatch_++;
   std::memcpy(params_cpu_.data() + size_t(slot) * kParamSlot, params, params_size);
   WGPUBindGroup bg = bind_group(p, storage, slot);
-  if (profiling_) wgpuComputePassEncoderWriteTimestamp(pass_, queries_, 2 * slot);
+  const bool prof = profiling_ && slot < prof_cap_;
+  if (prof) wgpuComputePassEncoderWriteTimestamp(pass_, queries_, 2 * slot);
   wgpuComputePassEncoderSetPipeline(pass_, p.handle());
   wgpuComputePassEncoderSetBindGroup(pass_, 0, bg, 0, nullptr);
   wgpuComputePassEncoderDispatchWorkgroups(pass_, gx, gy, gz);
-  if (profiling_) {
+  if (prof) {
     wgpuComputePassEncoderWriteTimestamp(pass_, queries_, 2 * slot + 1);
     labels_.push_back(label ? label : p.key());
   }
@@ -139,11 +142,12 @@ void Recorder::submit(void* read_dst) {
     wgpuComputePassEncoderRelease(pass_);
     pass_ = nullptr;
   }
-  const bool prof = profiling_ && n_dispatch_ > 0;
+  const uint32_t n_prof = profiling_ ? std::min(n_dispatch_, prof_cap_) : 0;
+  const bool prof = n_prof > 0;
   if (prof) {
-    wgpuCommandEncoderResolveQuerySet(enc_, queries_, 0, 2 * n_dispatch_, query_resolve_.handle(), 0);
+    wgpuCommandEncoderResolveQuerySet(enc_, queries_, 0, 2 * n_prof, query_resolve_.handle(), 0);
     wgpuCommandEncoderCopyBufferToBuffer(enc_, query_resolve_.handle(), 0, query_read_.handle(), 0,
-                                         uint64_t(2 * n_dispatch_) * 8);
+                                         uint64_t(2 * n_prof) * 8);
   }
   if (n_dispatch_) params_.write(ctx_, 0, params_cpu_.data(), uint64_t(n_dispatch_) * kParamSlot);
   WGPUCommandBuffer cmd = wgpuCommandEncoderFinish(enc_, nullptr);
@@ -160,10 +164,10 @@ void Recorder::submit(void* read_dst) {
   }
   profile_.clear();
   if (prof) {
-    std::vector<uint64_t> ts(2 * n_dispatch_);
+    std::vector<uint64_t> ts(2 * n_prof);
     map_read(ctx_, query_read_, ts.data(), ts.size() * 8);
     const double period_ns = wgpuQueueGetTimestampPeriod(ctx_.queue());
-    for (uint32_t i = 0; i < n_dispatch_; ++i)
+    for (uint32_t i = 0; i < n_prof; ++i)
       profile_.push_back({labels_[i], double(ts[2 * i + 1] - ts[2 * i]) * period_ns / 1000.0});
   }
 }

@@ -83,6 +83,7 @@ class Recorder {
   uint64_t read_size_ = 0;
   // profiling
   bool profiling_ = false;
+  uint32_t prof_cap_ = 0;
   WGPUQuerySet queries_ = nullptr;
   Buffer query_resolve_, query_read_;
   std::vector<std::string> labels_;

@@ -18,7 +18,8 @@ const gpu::Pipeline& get(OpContext& o, const std::string& name, const Defines& d
 uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
 
 Defines weight_defines(const GpuWeight& W) {
-  return {{wformat_define(W.fmt), "1"}, {"BE", std::to_string(W.block)}};
+  return {{wformat_define(W.fmt), "1"}, {"BE", std::to_string(W.block)}, {"BE16", W.block == 16 ? "1" : "0"},
+          {"BE32", W.block == 32 ? "1" : "0"}};
 }
 
 }  // namespace
@@ -27,16 +28,23 @@ void matmul(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, F32Re
             uint32_t y_stride, uint32_t T, bool accumulate, const char* label) {
   const uint32_t tt = T > 1 ? std::max<uint32_t>(1, o.opt.prefill_tokens_per_workgroup) : 1;
   const bool vec4 = o.opt.vec4_activations && x.off % 4 == 0 && x_stride % 4 == 0 && W.block % 4 == 0;
+  const bool sw = o.ctx.info().is_software();
+  const uint32_t rows = o.opt.matmul_rows_per_workgroup ? o.opt.matmul_rows_per_workgroup : (sw ? 64 : 4);
+  const uint32_t lanes = o.opt.matmul_lanes_per_row ? o.opt.matmul_lanes_per_row : (sw ? 1 : 32);
+  if (lanes & (lanes - 1)) throw Error("matmul lanes per row must be a power of two");
+  if (rows * lanes > o.ctx.info().limits.maxComputeInvocationsPerWorkgroup)
+    throw Error("matmul rows x lanes exceeds maxComputeInvocationsPerWorkgroup");
   Defines d = weight_defines(W);
-  d["ROWS"] = std::to_string(o.opt.matmul_rows_per_workgroup);
-  d["LANES"] = std::to_string(o.opt.matmul_lanes_per_row);
+  d["ROWS"] = std::to_string(rows);
+  d["LANES"] = std::to_string(lanes);
+  d["REDUCE"] = lanes > 1 ? "1" : "0";
   d["TT"] = std::to_string(tt);
   d["VEC4"] = vec4 ? "1" : "0";
   d["ADD"] = accumulate ? "1" : "0";
   const auto& p = get(o, "matmul", d, {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
   struct { uint32_t K, N, T, nb, soff, x_off, x_stride, y_off, y_stride; } prm{
       W.K, W.N, T, W.K / W.block, W.soff, x.off, x_stride, y.off, y_stride};
-  o.rec.dispatch(p, {W.buf, x.buf, y.buf}, prm, ceil_div(W.N, o.opt.matmul_rows_per_workgroup),
+  o.rec.dispatch(p, {W.buf, x.buf, y.buf}, prm, ceil_div(W.N, rows),
                  ceil_div(T, tt), 1, label);
 }
 

@@ -14,8 +14,10 @@ namespace wgllm::kernels {
 /// Performance switches of the kernels. Each field governs exactly one behaviour; none changes
 /// results beyond floating-point summation order (documented in docs/FLAGS.md).
 struct KernelOptions {
-  uint32_t matmul_rows_per_workgroup = 4;   // ROWS: output rows per workgroup
-  uint32_t matmul_lanes_per_row = 32;       // LANES: threads per output row (power of two)
+  // 0 = adapter default: hardware GPUs 4 rows x 32 lanes (a row's blocks spread over lanes, then a
+  // tree reduction); software (CPU) adapters 64 rows x 1 lane (no barriers, which are costly there).
+  uint32_t matmul_rows_per_workgroup = 0;   // ROWS: output rows per workgroup
+  uint32_t matmul_lanes_per_row = 0;        // LANES: threads per output row (power of two)
   uint32_t prefill_tokens_per_workgroup = 8;  // TT for T > 1 (1 disables token grouping)
   bool vec4_activations = true;             // VEC4: vec4<f32> activation loads in matmul
 };

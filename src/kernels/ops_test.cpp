@@ -148,7 +148,8 @@ TEST(Ops, MatmulSwitchesGiveSameResults) {
   auto xb = e.upload(x);
   std::vector<std::vector<float>> outs;
   for (KernelOptions ko : {KernelOptions{4, 32, 8, true}, KernelOptions{1, 64, 1, false},
-                           KernelOptions{8, 16, 4, true}, KernelOptions{2, 32, 16, false}}) {
+                           KernelOptions{8, 16, 4, true}, KernelOptions{2, 32, 16, false},
+                           KernelOptions{64, 1, 8, true}, KernelOptions{16, 1, 1, false}}) {
     auto yb = e.upload(std::vector<float>(size_t(T) * N));
     auto o = e.op(ko);
     e.rec.begin();

@@ -8,13 +8,22 @@ const BE: u32 = {{BE}}u;
 
 #include quant
 
+fn put(i: u32, v: vec4<f32>) { y[i] = v.x; y[i + 1u] = v.y; y[i + 2u] = v.z; y[i + 3u] = v.w; }
+
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) g: vec3u) {
   let b = g.x;
   let t = g.y;
   if (b >= p.nb || t >= p.T) { return; }
   let tok = min(tokens[t], p.N - 1u);  // ids are validated on the CPU; clamp keeps reads in bounds
-  var v: array<f32, BE>;
-  dequant_block(tok * p.nb + b, &v);
-  for (var i = 0u; i < BE; i++) { y[p.y_off + t * p.K + b * BE + i] = v[i]; }
+  let v = load_block(tok * p.nb + b);
+  let o = p.y_off + t * p.K + b * BE;
+  put(o, v.v0);
+#if BE16
+  put(o + 4u, v.v1); put(o + 8u, v.v2); put(o + 12u, v.v3);
+#endif
+#if BE32
+  put(o + 4u, v.v1); put(o + 8u, v.v2); put(o + 12u, v.v3);
+  put(o + 16u, v.v4); put(o + 20u, v.v5); put(o + 24u, v.v6); put(o + 28u, v.v7);
+#endif
 }

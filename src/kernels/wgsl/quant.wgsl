@@ -2,67 +2,73 @@
 // matrix of N rows x K columns in blocks of BE elements (nb = K / BE blocks per row, block index
 // bi = row * nb + block): packed quants first, then a scale region starting at word p.soff.
 // Formats (GPU layouts made at upload by kernels/weights.cpp from the GGUF blocks):
-//   FMT_F32    : w[row*K + k] = f32 bits (F32, F16, BF16 upcast exactly)
+//   FMT_F32    : w[row*K + k] = f32 bits (F32, F16, BF16 upcast exactly); BE = 32 or 4
 //   FMT_Q4_0   : 4 words of nibbles per block, f16 d packed 2 blocks/word; y = (q - 8) * d
 //   FMT_Q4_1   : 4 words of nibbles, one word (f16 d | f16 m << 16) per block; y = q * d + m
 //   FMT_Q4_AF32: 4 words of nibbles, 2 f32 words (s, b) per block; y = q * s + b (Q4_K sub-blocks)
 //   FMT_Q8_0   : 8 words of int8 per block, f16 d packed 2 blocks/word; y = q * d
 //   FMT_Q8_F32 : BE/4 words of int8 per block, 1 f32 word per block; y = q * s (Q6_K, BE = 16)
 // Nibble order follows ggml Q4_0/Q4_1: byte j holds element j (low) and element j + 16 (high).
+// A block is returned as named vec4 members (v0 = elements 0..3, ...), not an array: dynamically
+// indexed private arrays spill to scratch memory on some compilers (SwiftShader: ~100x slower).
 
-// Signed byte k of a word (sign-extended by an arithmetic shift).
-fn i8_at(word: u32, k: u32) -> i32 { return bitcast<i32>(word << (24u - 8u * k)) >> 24u; }
+struct Blk { v0: vec4<f32>, v1: vec4<f32>, v2: vec4<f32>, v3: vec4<f32>,
+             v4: vec4<f32>, v5: vec4<f32>, v6: vec4<f32>, v7: vec4<f32> }
 
-fn dequant_block(bi: u32, o: ptr<function, array<f32, BE>>) {
+fn lo4(word: u32) -> vec4<f32> {
+  return vec4<f32>(f32(word & 0xfu), f32((word >> 8u) & 0xfu), f32((word >> 16u) & 0xfu), f32((word >> 24u) & 0xfu));
+}
+fn hi4(word: u32) -> vec4<f32> {
+  return vec4<f32>(f32((word >> 4u) & 0xfu), f32((word >> 12u) & 0xfu), f32((word >> 20u) & 0xfu), f32(word >> 28u));
+}
+// The four signed bytes of a word (sign-extended by arithmetic shifts).
+fn i8x4(word: u32) -> vec4<f32> {
+  let s = bitcast<i32>(word);
+  return vec4<f32>(f32((s << 24u) >> 24u), f32((s << 16u) >> 24u), f32((s << 8u) >> 24u), f32(s >> 24u));
+}
+fn wf4(i: u32) -> vec4<f32> {
+  return vec4<f32>(bitcast<f32>(w[i]), bitcast<f32>(w[i + 1u]), bitcast<f32>(w[i + 2u]), bitcast<f32>(w[i + 3u]));
+}
+
+fn load_block(bi: u32) -> Blk {
+  var b: Blk;
 #if FMT_F32
-  for (var i = 0u; i < BE; i++) { (*o)[i] = bitcast<f32>(w[bi * BE + i]); }
+  let base = bi * BE;
+  b.v0 = wf4(base);
+#if BE32
+  b.v1 = wf4(base + 4u); b.v2 = wf4(base + 8u); b.v3 = wf4(base + 12u);
+  b.v4 = wf4(base + 16u); b.v5 = wf4(base + 20u); b.v6 = wf4(base + 24u); b.v7 = wf4(base + 28u);
+#endif
 #endif
 #if FMT_Q4_0
   let d = unpack2x16float(w[p.soff + bi / 2u])[bi & 1u];
-  for (var j = 0u; j < 4u; j++) {
-    let q = w[bi * 4u + j];
-    for (var k = 0u; k < 4u; k++) {
-      let byte = (q >> (8u * k)) & 0xffu;
-      (*o)[j * 4u + k] = (f32(byte & 0xfu) - 8.0) * d;
-      (*o)[j * 4u + k + 16u] = (f32(byte >> 4u) - 8.0) * d;
-    }
-  }
+  let q0 = w[bi * 4u]; let q1 = w[bi * 4u + 1u]; let q2 = w[bi * 4u + 2u]; let q3 = w[bi * 4u + 3u];
+  b.v0 = (lo4(q0) - 8.0) * d; b.v1 = (lo4(q1) - 8.0) * d; b.v2 = (lo4(q2) - 8.0) * d; b.v3 = (lo4(q3) - 8.0) * d;
+  b.v4 = (hi4(q0) - 8.0) * d; b.v5 = (hi4(q1) - 8.0) * d; b.v6 = (hi4(q2) - 8.0) * d; b.v7 = (hi4(q3) - 8.0) * d;
 #endif
 #if FMT_Q4_1
   let dm = unpack2x16float(w[p.soff + bi]);
-  for (var j = 0u; j < 4u; j++) {
-    let q = w[bi * 4u + j];
-    for (var k = 0u; k < 4u; k++) {
-      let byte = (q >> (8u * k)) & 0xffu;
-      (*o)[j * 4u + k] = f32(byte & 0xfu) * dm.x + dm.y;
-      (*o)[j * 4u + k + 16u] = f32(byte >> 4u) * dm.x + dm.y;
-    }
-  }
+  let q0 = w[bi * 4u]; let q1 = w[bi * 4u + 1u]; let q2 = w[bi * 4u + 2u]; let q3 = w[bi * 4u + 3u];
+  b.v0 = lo4(q0) * dm.x + dm.y; b.v1 = lo4(q1) * dm.x + dm.y; b.v2 = lo4(q2) * dm.x + dm.y; b.v3 = lo4(q3) * dm.x + dm.y;
+  b.v4 = hi4(q0) * dm.x + dm.y; b.v5 = hi4(q1) * dm.x + dm.y; b.v6 = hi4(q2) * dm.x + dm.y; b.v7 = hi4(q3) * dm.x + dm.y;
 #endif
 #if FMT_Q4_AF32
   let s = bitcast<f32>(w[p.soff + 2u * bi]);
-  let b = bitcast<f32>(w[p.soff + 2u * bi + 1u]);
-  for (var j = 0u; j < 4u; j++) {
-    let q = w[bi * 4u + j];
-    for (var k = 0u; k < 4u; k++) {
-      let byte = (q >> (8u * k)) & 0xffu;
-      (*o)[j * 4u + k] = f32(byte & 0xfu) * s + b;
-      (*o)[j * 4u + k + 16u] = f32(byte >> 4u) * s + b;
-    }
-  }
+  let o = bitcast<f32>(w[p.soff + 2u * bi + 1u]);
+  let q0 = w[bi * 4u]; let q1 = w[bi * 4u + 1u]; let q2 = w[bi * 4u + 2u]; let q3 = w[bi * 4u + 3u];
+  b.v0 = lo4(q0) * s + o; b.v1 = lo4(q1) * s + o; b.v2 = lo4(q2) * s + o; b.v3 = lo4(q3) * s + o;
+  b.v4 = hi4(q0) * s + o; b.v5 = hi4(q1) * s + o; b.v6 = hi4(q2) * s + o; b.v7 = hi4(q3) * s + o;
 #endif
 #if FMT_Q8_0
   let d = unpack2x16float(w[p.soff + bi / 2u])[bi & 1u];
-  for (var j = 0u; j < 8u; j++) {
-    let q = w[bi * 8u + j];
-    for (var k = 0u; k < 4u; k++) { (*o)[j * 4u + k] = f32(i8_at(q, k)) * d; }
-  }
+  let base = bi * 8u;
+  b.v0 = i8x4(w[base]) * d; b.v1 = i8x4(w[base + 1u]) * d; b.v2 = i8x4(w[base + 2u]) * d; b.v3 = i8x4(w[base + 3u]) * d;
+  b.v4 = i8x4(w[base + 4u]) * d; b.v5 = i8x4(w[base + 5u]) * d; b.v6 = i8x4(w[base + 6u]) * d; b.v7 = i8x4(w[base + 7u]) * d;
 #endif
 #if FMT_Q8_F32
   let s = bitcast<f32>(w[p.soff + bi]);
-  for (var j = 0u; j < BE / 4u; j++) {
-    let q = w[bi * (BE / 4u) + j];
-    for (var k = 0u; k < 4u; k++) { (*o)[j * 4u + k] = f32(i8_at(q, k)) * s; }
-  }
+  let base = bi * 4u;
+  b.v0 = i8x4(w[base]) * s; b.v1 = i8x4(w[base + 1u]) * s; b.v2 = i8x4(w[base + 2u]) * s; b.v3 = i8x4(w[base + 3u]) * s;
 #endif
+  return b;
 }

@@ -1,0 +1,205 @@
+// wgllm: command-line front end.
+//   wgllm run  [-m MODEL] -p PROMPT [sampling]   generate an answer (chat template applied)
+//   wgllm chat [-m MODEL]                         interactive multi-turn chat, streamed
+//   wgllm devices                                 list WebGPU adapters
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+
+#include <fstream>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "chat/jinja.h"
+#include "core/error.h"
+#include "gpu/context.h"
+#include "options.h"
+
+using namespace wgllm;
+
+namespace {
+
+struct Message {
+  std::string role, content;
+};
+
+std::string render_chat(const cli::Loaded& l, const std::vector<Message>& msgs, bool add_generation_prompt) {
+  nlohmann::json ctx;
+  ctx["messages"] = nlohmann::json::array();
+  for (auto& m : msgs) ctx["messages"].push_back({{"role", m.role}, {"content", m.content}});
+  ctx["add_generation_prompt"] = add_generation_prompt;
+  ctx["bos_token"] = l.tok->bos_id() >= 0 ? l.tok->token_text(l.tok->bos_id()) : "";
+  ctx["eos_token"] = l.tok->eos_id() >= 0 ? l.tok->token_text(l.tok->eos_id()) : "";
+  return render_jinja(l.chat_template, ctx);
+}
+
+void print_stats(const cli::Loaded& l, const GenerateStats& st) {
+  fmt::print(stderr, "\n[{}] load {:.0f} ms | prompt {} tokens, TTFT {:.1f} ms ({:.1f} tok/s) | "
+             "generated {} tokens, decode {:.2f} tok/s\n",
+             l.model->backend_name(), l.load_ms, st.n_prompt, st.ttft_ms, st.prefill_tokens_per_s(),
+             st.n_generated, st.decode_tokens_per_s());
+}
+
+void print_profile(const cli::Loaded& l) {
+  auto prof = l.model->last_profile();
+  if (prof.empty()) {
+    fmt::print(stderr, "(no kernel profile: the backend or device has no timestamp queries in passes)\n");
+    return;
+  }
+  std::map<std::string, std::pair<double, int>> by;
+  double total = 0;
+  for (auto& k : prof) {
+    by[k.label].first += k.us;
+    by[k.label].second++;
+    total += k.us;
+  }
+  fmt::print(stderr, "last step: {} dispatches, {:.1f} us GPU time\n", prof.size(), total);
+  for (auto& [name, v] : by) fmt::print(stderr, "  {:<16} x{:<4} {:>9.1f} us {:>5.1f}%\n", name, v.second, v.first, 100 * v.first / total);
+}
+
+int cmd_run(cli::CommonOptions& o, const std::string& prompt, const std::string& system, bool raw) {
+  cli::Loaded l = cli::load(o);
+  std::string text = prompt;
+  if (!raw && !l.chat_template.empty()) {
+    std::vector<Message> msgs;
+    if (!system.empty()) msgs.push_back({"system", system});
+    msgs.push_back({"user", prompt});
+    text = render_chat(l, msgs, true);
+  }
+  std::vector<int32_t> ids = l.tok->encode_prompt(text);
+  StreamDecoder dec(*l.tok, true);
+  GenerateStats st;
+  generate(*l.model, *l.tok, ids, o.gen, [&](int32_t t) {
+    std::cout << dec.push(t) << std::flush;
+    return true;
+  }, &st);
+  std::cout << dec.flush() << std::endl;
+  print_stats(l, st);
+  if (o.profile) print_profile(l);
+  return 0;
+}
+
+int cmd_chat(cli::CommonOptions& o, const std::string& system) {
+  cli::Loaded l = cli::load(o);
+  if (l.chat_template.empty()) throw Error("this model has no chat template; use `wgllm run --raw`");
+  std::vector<Message> msgs;
+  if (!system.empty()) msgs.push_back({"system", system});
+  std::vector<int32_t> in_cache;  // tokens whose KV rows are in the model
+  fmt::print(stderr, "wgllm chat on {} ({}). Empty line or Ctrl-D to quit.\n", l.src->config.name, l.model->backend_name());
+  std::string line;
+  while (true) {
+    std::cout << "\n> " << std::flush;
+    if (!std::getline(std::cin, line) || line.empty()) break;
+    msgs.push_back({"user", line});
+    std::vector<int32_t> ids = l.tok->encode_prompt(render_chat(l, msgs, true));
+    // Reuse the KV cache for the longest common prefix; process only the new tokens.
+    size_t common = 0;
+    while (common < in_cache.size() && common < ids.size() && in_cache[common] == ids[common]) ++common;
+    if (common == ids.size()) --common;  // at least one token must be processed to get logits
+    l.model->truncate(uint32_t(common));
+    in_cache.assign(ids.begin(), ids.begin() + common);
+    std::vector<int32_t> fresh(ids.begin() + common, ids.end());
+    StreamDecoder dec(*l.tok, true);
+    GenerateStats st;
+    std::vector<int32_t> reply = generate(*l.model, *l.tok, fresh, o.gen, [&](int32_t t) {
+      std::cout << dec.push(t) << std::flush;
+      return true;
+    }, &st);
+    std::cout << dec.flush() << std::endl;
+    in_cache.insert(in_cache.end(), fresh.begin(), fresh.end());
+    in_cache.insert(in_cache.end(), reply.begin(), reply.end());
+    // The last sampled token was not fed back; KV holds everything before it.
+    if (!reply.empty()) in_cache.pop_back();
+    l.model->truncate(uint32_t(in_cache.size()));
+    msgs.push_back({"assistant", l.tok->decode(reply, true)});
+    print_stats(l, st);
+  }
+  return 0;
+}
+
+int cmd_tokenize(cli::CommonOptions& o, const std::string& text, bool chat) {
+  o.backend = "cpu";
+  auto src = ModelSource::open(o.model.empty() ? cli::default_model_path() : o.model);
+  auto tok = src->is_gguf() ? Tokenizer::from_gguf(*src->gguf) : Tokenizer::from_hf_json(src->hf->tokenizer_json_path().value_or(""));
+  std::string in = text;
+  if (chat) {
+    nlohmann::json ctx;
+    ctx["messages"] = {{{"role", "user"}, {"content", text}}};
+    ctx["add_generation_prompt"] = true;
+    ctx["bos_token"] = tok->bos_id() >= 0 ? tok->token_text(tok->bos_id()) : "";
+    ctx["eos_token"] = tok->eos_id() >= 0 ? tok->token_text(tok->eos_id()) : "";
+    in = render_jinja(src->chat_template(), ctx);
+  }
+  nlohmann::json ids = tok->encode_prompt(in);
+  std::cout << ids.dump() << std::endl;
+  return 0;
+}
+
+int cmd_devices() {
+  auto list = gpu::Context::list_adapters();
+  for (size_t i = 0; i < list.size(); ++i) {
+    const auto& a = list[i];
+    fmt::print("[{}] {} ({}, {}), vendor 0x{:04x} device 0x{:04x}\n", i, a.name, a.backend, a.adapter_type, a.vendor_id, a.device_id);
+    fmt::print("    driver: {}\n", a.driver);
+    fmt::print("    subgroup size: {}..{}\n", a.subgroup_min, a.subgroup_max);
+    std::string feats;
+    for (auto& f : a.features) feats += (feats.empty() ? "" : ", ") + f;
+    fmt::print("    features: {}\n", feats);
+    const auto& L = a.limits;
+    fmt::print("    limits: maxBufferSize {} | maxStorageBufferBindingSize {} | maxComputeWorkgroupStorageSize {} | "
+               "maxComputeInvocationsPerWorkgroup {} | maxComputeWorkgroupsPerDimension {} | maxStorageBuffersPerShaderStage {}\n",
+               L.maxBufferSize, L.maxStorageBufferBindingSize, L.maxComputeWorkgroupStorageSize,
+               L.maxComputeInvocationsPerWorkgroup, L.maxComputeWorkgroupsPerDimension, L.maxStorageBuffersPerShaderStage);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"wgllm: LLM inference on WebGPU"};
+  app.require_subcommand(1);
+  cli::CommonOptions run_o, chat_o;
+  std::string prompt, system;
+  bool raw = false;
+  auto* run = app.add_subcommand("run", "generate a reply to one prompt");
+  cli::add_common(*run, run_o);
+  std::string prompt_file;
+  auto* popt = run->add_option("-p,--prompt", prompt, "the prompt (a user message; see --raw)");
+  run->add_option("-f,--prompt-file", prompt_file, "read the prompt from a file")->excludes(popt)->check(CLI::ExistingFile);
+  run->add_option("-s,--system", system, "system message");
+  run->add_flag("--raw", raw, "feed the prompt as is, without the chat template");
+  auto* chat = app.add_subcommand("chat", "interactive chat (template applied, tokens streamed)");
+  cli::add_common(*chat, chat_o);
+  chat->add_option("-s,--system", system, "system message");
+  auto* devices = app.add_subcommand("devices", "list WebGPU adapters with features and limits");
+  cli::CommonOptions tok_o;
+  std::string tok_text;
+  bool tok_chat = false;
+  auto* tokenize = app.add_subcommand("tokenize", "print the token ids of a text as JSON");
+  tokenize->add_option("-m,--model", tok_o.model, "GGUF file or HF directory");
+  tokenize->add_option("-p,--prompt", tok_text, "text")->required();
+  tokenize->add_flag("--chat", tok_chat, "wrap the text as a user message in the chat template");
+  CLI11_PARSE(app, argc, argv);
+  if (*run && prompt.empty() && prompt_file.empty()) {
+    fmt::print(stderr, "wgllm run: give a prompt with -p or -f\n");
+    return 1;
+  }
+  if (!prompt_file.empty()) {
+    std::ifstream in(prompt_file, std::ios::binary);
+    prompt.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  try {
+    if (*run) return cmd_run(run_o, prompt, system, raw);
+    if (*chat) return cmd_chat(chat_o, system);
+    if (*devices) return cmd_devices();
+    if (*tokenize) return cmd_tokenize(tok_o, tok_text, tok_chat);
+  } catch (const Error& e) {
+    fmt::print(stderr, "wgllm: error: {}\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "wgllm: internal error: {}\n", e.what());
+    return 2;
+  }
+  return 0;
+}

@@ -1,0 +1,77 @@
+#include "options.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+
+#include "core/error.h"
+
+namespace wgllm::cli {
+
+std::string default_model_path() {
+  std::string cache;
+  if (const char* c = std::getenv("WGLLM_CACHE"); c && *c)
+    cache = c;
+  else if (const char* h = std::getenv("HOME"))
+    cache = std::string(h) + "/.cache/wgllm";
+  return cache + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+}
+
+void add_common(CLI::App& app, CommonOptions& o) {
+  app.add_option("-m,--model", o.model, "GGUF file or Hugging Face model directory (default: SmolLM2-135M-Instruct from `make setup`)");
+  app.add_option("--backend", o.backend, "webgpu | cpu (CPU reference)")->check(CLI::IsMember({"webgpu", "cpu"}));
+  app.add_option("-c,--context", o.context, "KV cache length in tokens (capped by the model)");
+  app.add_option("--adapter", o.adapter, "WebGPU adapter index (see `wgllm devices`)");
+  app.add_option("-n,--max-tokens", o.gen.max_new_tokens, "maximum new tokens");
+  app.add_option("--temp", o.gen.sampler.temperature, "temperature (0 = greedy)");
+  app.add_option("--top-k", o.gen.sampler.top_k, "top-k (0 = off)");
+  app.add_option("--top-p", o.gen.sampler.top_p, "top-p (1 = off)");
+  app.add_option("--min-p", o.gen.sampler.min_p, "min-p (0 = off)");
+  app.add_option("--repeat-penalty", o.gen.sampler.repeat_penalty, "repetition penalty (1 = off)");
+  app.add_option("--repeat-last-n", o.gen.sampler.repeat_last_n, "tokens the repetition penalty looks at");
+  app.add_option("--seed", o.gen.sampler.seed, "sampling seed");
+  app.add_flag("!--ignore-eos", o.gen.stop_at_eog, "keep generating after end-of-generation tokens");
+  app.add_flag("--fuse-qkv,!--no-fuse-qkv", o.fuse_qkv, "one matmul for Q, K, V (default on)");
+  app.add_flag("--fuse-gate-up,!--no-fuse-gate-up", o.fuse_gate_up, "one matmul for gate and up (default on)");
+  app.add_flag("--vec4,!--no-vec4", o.vec4, "vec4 activation loads in matmul (default on)");
+  app.add_option("--prefill-tokens-per-wg", o.tokens_per_wg, "prefill tokens per matmul workgroup (1 = off)");
+  app.add_option("--matmul-rows", o.rows_per_wg, "matmul output rows per workgroup (0 = adapter default)");
+  app.add_option("--matmul-lanes", o.lanes, "matmul threads per output row, power of two (0 = adapter default)");
+  app.add_flag("--profile", o.profile, "print per-kernel GPU times of the last decode step");
+}
+
+ModelOptions model_options(const CommonOptions& o) {
+  ModelOptions mo;
+  mo.backend = o.backend == "cpu" ? BackendKind::CPU : BackendKind::WebGPU;
+  mo.context_length = o.context;
+  mo.adapter_index = o.adapter;
+  mo.fuse_qkv = o.fuse_qkv;
+  mo.fuse_gate_up = o.fuse_gate_up;
+  mo.kernels.vec4_activations = o.vec4;
+  mo.kernels.prefill_tokens_per_workgroup = o.tokens_per_wg;
+  mo.kernels.matmul_rows_per_workgroup = o.rows_per_wg;
+  mo.kernels.matmul_lanes_per_row = o.lanes;
+  return mo;
+}
+
+Loaded load(const CommonOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Loaded l;
+  const std::string path = o.model.empty() ? default_model_path() : o.model;
+  if (o.model.empty() && !std::filesystem::exists(path))
+    throw Error("default model not found at " + path + ": run `make setup` first, or pass -m");
+  l.src = ModelSource::open(path);
+  if (l.src->is_gguf()) {
+    l.tok = Tokenizer::from_gguf(*l.src->gguf);
+  } else {
+    if (!l.src->hf->tokenizer_json_path()) throw Error(path + ": no tokenizer.json in the model directory");
+    l.tok = Tokenizer::from_hf_json(*l.src->hf->tokenizer_json_path());
+  }
+  l.chat_template = l.src->chat_template();
+  l.model = create_model(*l.src, model_options(o));
+  l.model->set_profiling(o.profile);
+  l.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return l;
+}
+
+}  // namespace wgllm::cli

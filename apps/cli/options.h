@@ -1,0 +1,45 @@
+// Command-line options shared by the wgllm subcommands, and the objects built from them.
+#pragma once
+#include <memory>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "models/model.h"
+#include "models/source.h"
+#include "runtime/generate.h"
+#include "tokenizer/tokenizer.h"
+
+namespace wgllm::cli {
+
+struct CommonOptions {
+  std::string model;  // empty: the default model installed by `make setup`
+  std::string backend = "webgpu";
+  uint32_t context = 4096;
+  int adapter = -1;
+  GenerateOptions gen;
+  bool fuse_qkv = true, fuse_gate_up = true, vec4 = true;
+  uint32_t tokens_per_wg = 8;
+  uint32_t rows_per_wg = 0, lanes = 0;  // 0: adapter default
+  bool profile = false;
+};
+
+/// Registers -m, --backend, sampling and performance flags on a subcommand.
+void add_common(CLI::App& app, CommonOptions& o);
+
+/// $WGLLM_CACHE/models/SmolLM2-135M-Instruct.Q4_1.gguf (default cache ~/.cache/wgllm).
+std::string default_model_path();
+
+/// A model ready to generate: source (mapped files), tokenizer, backend model, chat template.
+struct Loaded {
+  std::unique_ptr<ModelSource> src;
+  std::unique_ptr<Tokenizer> tok;
+  std::unique_ptr<Model> model;
+  std::string chat_template;
+  double load_ms = 0;
+};
+Loaded load(const CommonOptions& o);
+
+ModelOptions model_options(const CommonOptions& o);
+
+}  // namespace wgllm::cli

@@ -1,0 +1,74 @@
+// Helpers for model parity tests: fixtures, model loading per backend, logit comparison.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "models/model.h"
+#include "models/source.h"
+
+namespace wgllm::test {
+
+// WGLLM_SOURCE_DIR / WGLLM_CACHE in the environment override the build-time paths (a test binary
+// run on another machine, e.g. the H200 device machine, from a copy of the repository).
+inline std::string env_or(const char* name, const char* def) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : def;
+}
+inline std::string fixture(const std::string& rel) { return env_or("WGLLM_SOURCE_DIR", WGLLM_SOURCE_DIR) + "/tests/fixtures/" + rel; }
+inline std::string cache_file(const std::string& rel) { return env_or("WGLLM_CACHE", WGLLM_CACHE_DIR) + "/" + rel; }
+
+inline nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("missing fixture " + path);
+  return nlohmann::json::parse(in);
+}
+
+inline std::vector<float> read_f32(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) throw std::runtime_error("missing fixture " + path);
+  std::vector<float> v(size_t(in.tellg()) / 4);
+  in.seekg(0);
+  in.read(reinterpret_cast<char*>(v.data()), std::streamsize(v.size() * 4));
+  return v;
+}
+
+/// Largest |a - b| over all entries, and the largest |b|.
+struct Diff {
+  float max_abs = 0, ref_max = 0;
+  size_t argmax_a = 0, argmax_b = 0;
+};
+inline Diff diff(const std::vector<float>& a, const std::vector<float>& b) {
+  Diff d;
+  EXPECT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    const float e = std::fabs(a[i] - b[i]);
+    d.max_abs = std::isnan(e) ? INFINITY : std::max(d.max_abs, e);
+    d.ref_max = std::max(d.ref_max, std::fabs(b[i]));
+    if (a[i] > a[d.argmax_a]) d.argmax_a = i;
+    if (b[i] > b[d.argmax_b]) d.argmax_b = i;
+  }
+  return d;
+}
+
+inline std::vector<int32_t> ids_of(const nlohmann::json& p) { return p["ids"].get<std::vector<int32_t>>(); }
+
+/// Greedy continuation of `prompt` for n steps (EOS not special), starting from an empty sequence.
+inline std::vector<int32_t> greedy(Model& m, const std::vector<int32_t>& prompt, int n) {
+  m.truncate(0);
+  std::vector<int32_t> out;
+  int32_t t = m.forward_argmax(prompt);
+  for (int i = 0; i < n; ++i) {
+    out.push_back(t);
+    if (i + 1 < n) t = m.forward_argmax(std::span<const int32_t>(&t, 1));
+  }
+  return out;
+}
+
+}  // namespace wgllm::test
