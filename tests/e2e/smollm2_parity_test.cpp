@@ -3,10 +3,11 @@
 //   - WebGPU backend vs CPU reference backend
 //   - greedy tokens identical (64 steps) for WebGPU, CPU and transformers
 //   - prefill(T) == prefill(T-1) + decode(1) and == arbitrary prefill splits, for a range of T
-// Tolerances are on last-token logits (values up to ~30), absolute:
-constexpr float kTolCpuVsRef = 2e-3f;   // f32 engine vs float64 transformers
-constexpr float kTolGpuVsCpu = 2e-3f;   // WebGPU f32 vs CPU f32 (summation order, GPU FMA)
-constexpr float kTolSplit = 1e-3f;      // same backend, different chunking of one sequence
+// Tolerances are on last-token logits (values up to ~30), absolute. Measured on the H200
+// (2026-11-29): |cpu - transformers fp64| <= 7.8e-5, |webgpu - cpu| <= 7.7e-5 over the 4 prompts.
+constexpr float kTolCpuVsRef = 5e-4f;   // f32 engine vs float64 transformers
+constexpr float kTolGpuVsCpu = 5e-4f;   // WebGPU f32 vs CPU f32 (summation order, GPU FMA)
+constexpr float kTolSplit = 5e-4f;      // same backend, different chunking of one sequence
 #include "parity_util.h"
 #include "core/error.h"
 
