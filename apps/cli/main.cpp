@@ -10,7 +10,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "chat/jinja.h"
 #include "core/error.h"
 #include "gpu/context.h"
 #include "options.h"
@@ -18,20 +17,6 @@
 using namespace wgllm;
 
 namespace {
-
-struct Message {
-  std::string role, content;
-};
-
-std::string render_chat(const cli::Loaded& l, const std::vector<Message>& msgs, bool add_generation_prompt) {
-  nlohmann::json ctx;
-  ctx["messages"] = nlohmann::json::array();
-  for (auto& m : msgs) ctx["messages"].push_back({{"role", m.role}, {"content", m.content}});
-  ctx["add_generation_prompt"] = add_generation_prompt;
-  ctx["bos_token"] = l.tok->bos_id() >= 0 ? l.tok->token_text(l.tok->bos_id()) : "";
-  ctx["eos_token"] = l.tok->eos_id() >= 0 ? l.tok->token_text(l.tok->eos_id()) : "";
-  return render_jinja(l.chat_template, ctx);
-}
 
 void print_stats(const cli::Loaded& l, const GenerateStats& st) {
   fmt::print(stderr, "\n[{}] load {:.0f} ms | prompt {} tokens, TTFT {:.1f} ms ({:.1f} tok/s) | "
@@ -60,11 +45,11 @@ void print_profile(const cli::Loaded& l) {
 int cmd_run(cli::CommonOptions& o, const std::string& prompt, const std::string& system, bool raw) {
   cli::Loaded l = cli::load(o);
   std::string text = prompt;
-  if (!raw && !l.chat_template.empty()) {
-    std::vector<Message> msgs;
+  if (!raw && l.chat) {
+    std::vector<ChatMessage> msgs;
     if (!system.empty()) msgs.push_back({"system", system});
     msgs.push_back({"user", prompt});
-    text = render_chat(l, msgs, true);
+    text = l.render(msgs, true);
   }
   std::vector<int32_t> ids = l.tok->encode_prompt(text);
   StreamDecoder dec(*l.tok, true);
@@ -81,8 +66,8 @@ int cmd_run(cli::CommonOptions& o, const std::string& prompt, const std::string&
 
 int cmd_chat(cli::CommonOptions& o, const std::string& system) {
   cli::Loaded l = cli::load(o);
-  if (l.chat_template.empty()) throw Error("this model has no chat template; use `wgllm run --raw`");
-  std::vector<Message> msgs;
+  if (!l.chat) throw Error("this model has no chat template; use `wgllm run --raw`");
+  std::vector<ChatMessage> msgs;
   if (!system.empty()) msgs.push_back({"system", system});
   std::vector<int32_t> in_cache;  // tokens whose KV rows are in the model
   fmt::print(stderr, "wgllm chat on {} ({}). Empty line or Ctrl-D to quit.\n", l.src->config.name, l.model->backend_name());
@@ -91,7 +76,7 @@ int cmd_chat(cli::CommonOptions& o, const std::string& system) {
     std::cout << "\n> " << std::flush;
     if (!std::getline(std::cin, line) || line.empty()) break;
     msgs.push_back({"user", line});
-    std::vector<int32_t> ids = l.tok->encode_prompt(render_chat(l, msgs, true));
+    std::vector<int32_t> ids = l.tok->encode_prompt(l.render(msgs, true));
     // Reuse the KV cache for the longest common prefix; process only the new tokens.
     size_t common = 0;
     while (common < in_cache.size() && common < ids.size() && in_cache[common] == ids[common]) ++common;
@@ -118,19 +103,8 @@ int cmd_chat(cli::CommonOptions& o, const std::string& system) {
 }
 
 int cmd_tokenize(cli::CommonOptions& o, const std::string& text, bool chat) {
-  o.backend = "cpu";
-  auto src = ModelSource::open(o.model.empty() ? cli::default_model_path() : o.model);
-  auto tok = src->is_gguf() ? Tokenizer::from_gguf(*src->gguf) : Tokenizer::from_hf_json(src->hf->tokenizer_json_path().value_or(""));
-  std::string in = text;
-  if (chat) {
-    nlohmann::json ctx;
-    ctx["messages"] = {{{"role", "user"}, {"content", text}}};
-    ctx["add_generation_prompt"] = true;
-    ctx["bos_token"] = tok->bos_id() >= 0 ? tok->token_text(tok->bos_id()) : "";
-    ctx["eos_token"] = tok->eos_id() >= 0 ? tok->token_text(tok->eos_id()) : "";
-    in = render_jinja(src->chat_template(), ctx);
-  }
-  nlohmann::json ids = tok->encode_prompt(in);
+  cli::Loaded l = cli::load_text(o);
+  nlohmann::json ids = l.tok->encode_prompt(chat ? l.render({{"user", text}}, true) : text);
   std::cout << ids.dump() << std::endl;
   return 0;
 }

@@ -54,8 +54,12 @@ ModelOptions model_options(const CommonOptions& o) {
   return mo;
 }
 
-Loaded load(const CommonOptions& o) {
-  const auto t0 = std::chrono::steady_clock::now();
+std::string Loaded::render(const std::vector<ChatMessage>& msgs, bool add_generation_prompt) const {
+  if (!chat) throw Error(src->path + ": the model has no chat template; use --raw");
+  return chat->apply(msgs, add_generation_prompt);
+}
+
+Loaded load_text(const CommonOptions& o) {
   Loaded l;
   const std::string path = o.model.empty() ? default_model_path() : o.model;
   if (o.model.empty() && !std::filesystem::exists(path))
@@ -67,7 +71,16 @@ Loaded load(const CommonOptions& o) {
     if (!l.src->hf->tokenizer_json_path()) throw Error(path + ": no tokenizer.json in the model directory");
     l.tok = Tokenizer::from_hf_json(*l.src->hf->tokenizer_json_path());
   }
-  l.chat_template = l.src->chat_template();
+  if (std::string t = l.src->chat_template(); !t.empty()) {
+    auto text = [&](int32_t id) { return id >= 0 ? l.tok->token_text(id) : std::string(); };
+    l.chat = std::make_unique<ChatTemplate>(t, text(l.tok->bos_id()), text(l.tok->eos_id()));
+  }
+  return l;
+}
+
+Loaded load(const CommonOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Loaded l = load_text(o);
   l.model = create_model(*l.src, model_options(o));
   l.model->set_profiling(o.profile);
   l.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

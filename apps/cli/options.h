@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "chat/chat_template.h"
 #include "models/model.h"
 #include "models/source.h"
 #include "runtime/generate.h"
@@ -34,11 +35,16 @@ std::string default_model_path();
 struct Loaded {
   std::unique_ptr<ModelSource> src;
   std::unique_ptr<Tokenizer> tok;
-  std::unique_ptr<Model> model;
-  std::string chat_template;
+  std::unique_ptr<Model> model;               // null from load_text()
+  std::unique_ptr<ChatTemplate> chat;         // null when the model has no chat template
   double load_ms = 0;
+  /// The chat template's rendering of `msgs` (throws if the model has no template).
+  std::string render(const std::vector<ChatMessage>& msgs, bool add_generation_prompt) const;
 };
+/// Opens the model file, tokenizer and chat template, and loads the weights on the backend.
 Loaded load(const CommonOptions& o);
+/// As load() without the weights (tokenizer and template only).
+Loaded load_text(const CommonOptions& o);
 
 ModelOptions model_options(const CommonOptions& o);
 
