@@ -1,7 +1,8 @@
 # wgllm front door. `make demo` and `make test` are the README quick start.
+# The Vulkan loader environment is computed inside each recipe (after setup has installed the
+# software driver on CPU-only machines), see scripts/vulkan_env.sh.
 BUILD ?= build
 JOBS ?= $(shell nproc)
-VK_ENV := $(shell scripts/vulkan_env.sh)
 PROMPT ?= What is the capital of France? Answer in one sentence.
 
 .PHONY: setup build test demo clean fuzz
@@ -14,10 +15,10 @@ build:
 	cmake --build $(BUILD) -j $(JOBS)
 
 test: setup build
-	cd $(BUILD) && env $(VK_ENV) ctest --output-on-failure -j $(JOBS) --timeout 1200
+	cd $(BUILD) && env $$(../scripts/vulkan_env.sh) ctest --output-on-failure -j $(JOBS) --timeout 1200
 
 demo: setup build
-	env $(VK_ENV) $(BUILD)/wgllm run -p "$(PROMPT)" -n 64
+	env $$(scripts/vulkan_env.sh) $(BUILD)/wgllm run -p "$(PROMPT)" -n 64
 
 fuzz:
 	cmake -S . -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang -DWGLLM_FUZZ=ON
