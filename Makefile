@@ -6,6 +6,7 @@ JOBS ?= $(shell nproc)
 PROMPT ?= What is the capital of France? Answer in one sentence.
 
 .PHONY: setup build test demo clean fuzz
+.NOTPARALLEL:
 
 setup:
 	scripts/setup.sh
@@ -15,7 +16,7 @@ build:
 	cmake --build $(BUILD) -j $(JOBS)
 
 test: setup build
-	cd $(BUILD) && env $$(../scripts/vulkan_env.sh) ctest --output-on-failure -j $(JOBS) --timeout 1200
+	cd $(BUILD) && env $$($(CURDIR)/scripts/vulkan_env.sh) ctest --output-on-failure -j $(JOBS) --timeout 1200
 
 demo: setup build
 	env $$(scripts/vulkan_env.sh) $(BUILD)/wgllm run -p "$(PROMPT)" -n 64
