@@ -54,7 +54,7 @@ int cmd_run(cli::CommonOptions& o, const std::string& prompt, const std::string&
   std::vector<int32_t> ids = l.tok->encode_prompt(text);
   StreamDecoder dec(*l.tok, true);
   GenerateStats st;
-  generate(*l.model, *l.tok, ids, o.gen, [&](int32_t t) {
+  generate(*l.model, *l.seq, *l.tok, ids, o.gen, [&](int32_t t) {
     std::cout << dec.push(t) << std::flush;
     return true;
   }, &st);
@@ -81,12 +81,12 @@ int cmd_chat(cli::CommonOptions& o, const std::string& system) {
     size_t common = 0;
     while (common < in_cache.size() && common < ids.size() && in_cache[common] == ids[common]) ++common;
     if (common == ids.size()) --common;  // at least one token must be processed to get logits
-    l.model->truncate(uint32_t(common));
+    l.seq->truncate(uint32_t(common));
     in_cache.assign(ids.begin(), ids.begin() + common);
     std::vector<int32_t> fresh(ids.begin() + common, ids.end());
     StreamDecoder dec(*l.tok, true);
     GenerateStats st;
-    std::vector<int32_t> reply = generate(*l.model, *l.tok, fresh, o.gen, [&](int32_t t) {
+    std::vector<int32_t> reply = generate(*l.model, *l.seq, *l.tok, fresh, o.gen, [&](int32_t t) {
       std::cout << dec.push(t) << std::flush;
       return true;
     }, &st);
@@ -95,7 +95,7 @@ int cmd_chat(cli::CommonOptions& o, const std::string& system) {
     in_cache.insert(in_cache.end(), reply.begin(), reply.end());
     // The last sampled token was not fed back; KV holds everything before it.
     if (!reply.empty()) in_cache.pop_back();
-    l.model->truncate(uint32_t(in_cache.size()));
+    l.seq->truncate(uint32_t(in_cache.size()));
     msgs.push_back({"assistant", l.tok->decode(reply, true)});
     print_stats(l, st);
   }

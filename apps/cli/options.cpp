@@ -82,6 +82,7 @@ Loaded load(const CommonOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   Loaded l = load_text(o);
   l.model = create_model(*l.src, model_options(o));
+  l.seq = l.model->new_sequence();
   l.model->set_profiling(o.profile);
   l.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return l;

@@ -36,6 +36,7 @@ struct Loaded {
   std::unique_ptr<ModelSource> src;
   std::unique_ptr<Tokenizer> tok;
   std::unique_ptr<Model> model;               // null from load_text()
+  std::unique_ptr<Sequence> seq;              // one sequence of o.context tokens
   std::unique_ptr<ChatTemplate> chat;         // null when the model has no chat template
   double load_ms = 0;
   /// The chat template's rendering of `msgs` (throws if the model has no template).

@@ -29,10 +29,24 @@ struct Layer {
   ref::Matrix wq, wk, wv, wo, gate, up, down;
 };
 
+struct CpuSeq final : Sequence {
+  CpuSeq(uint32_t ctx, uint32_t layers, uint32_t kv_dim) : Sequence(ctx) {
+    kc.assign(layers, std::vector<float>(size_t(ctx) * kv_dim));
+    vc = kc;
+  }
+  MemoryReport memory() const override {
+    MemoryReport m;
+    for (auto& k : kc) m.kv_cache += 2 * k.size() * 4;
+    return m;
+  }
+  std::vector<std::vector<float>> kc, vc;  // [layer][pos * kv_dim + i]
+  void advance(uint32_t n) { n_past_ += n; }
+};
+
 class LlamaCpu final : public Model {
  public:
   LlamaCpu(const ModelSource& src, const ModelOptions& opt) : c_(src.config) {
-    ctx_len_ = std::min(opt.context_length ? opt.context_length : c_.max_context, c_.max_context);
+    default_ctx_ = opt.context_length;
     LlamaRefs r = llama_refs(*src.tensors, c_, src.is_gguf());
     embed_ = matrix(r.embed);
     out_norm_ = dequantize_tensor(r.out_norm);
@@ -42,36 +56,27 @@ class LlamaCpu final : public Model {
                          matrix(L.wk), matrix(L.wv), matrix(L.wo), matrix(L.w_gate), matrix(L.w_up),
                          matrix(L.w_down)});
     }
-    rope_ = kernels::rope_table(ctx_len_, c_.rope_dims, c_.rope_base);
-    kc_.assign(c_.n_layers, std::vector<float>(size_t(ctx_len_) * c_.kv_dim()));
-    vc_ = kc_;
+    rope_ = kernels::rope_table(c_.max_context, c_.rope_dims, c_.rope_base);
   }
 
   const ModelConfig& config() const override { return c_; }
   std::string backend_name() const override { return "cpu"; }
-  uint32_t n_past() const override { return n_past_; }
-  uint32_t context_length() const override { return ctx_len_; }
-  void truncate(uint32_t n) override {
-    if (n > n_past_) throw Error("truncate beyond the current sequence length");
-    n_past_ = n;
+  std::unique_ptr<Sequence> new_sequence(uint32_t ctx) override {
+    ctx = ctx ? ctx : (default_ctx_ ? default_ctx_ : c_.max_context);
+    return std::make_unique<CpuSeq>(std::min(ctx, c_.max_context), c_.n_layers, c_.kv_dim());
   }
   MemoryReport memory() const override {
     MemoryReport m;
     auto mb = [](const ref::Matrix& x) { return uint64_t(x.w.size()) * 4; };
     m.weights = mb(embed_) + mb(lm_head_);
     for (auto& L : layers_) m.weights += mb(L.wq) + mb(L.wk) + mb(L.wv) + mb(L.wo) + mb(L.gate) + mb(L.up) + mb(L.down);
-    m.kv_cache = 2ull * c_.n_layers * ctx_len_ * c_.kv_dim() * 4;
     return m;
   }
 
-  void forward(std::span<const int32_t> toks, std::vector<float>* logits) override {
-    const uint32_t T = uint32_t(toks.size());
-    if (T == 0) throw Error("forward: no tokens");
-    if (uint64_t(n_past_) + T > ctx_len_)
-      throw Error("context length exceeded: " + std::to_string(n_past_) + " + " + std::to_string(T) +
-                  " tokens > " + std::to_string(ctx_len_));
-    for (int32_t t : toks)
-      if (t < 0 || uint32_t(t) >= c_.vocab) throw Error("token id " + std::to_string(t) + " out of range");
+  void forward(Sequence& sq, std::span<const int32_t> toks, std::vector<float>* logits) override {
+    check_forward(sq, toks, c_.vocab);
+    CpuSeq& seq = dynamic_cast<CpuSeq&>(sq);
+    const uint32_t T = uint32_t(toks.size()), n_past = seq.n_past();
     const uint32_t D = c_.d_model, Q = c_.q_dim(), KV = c_.kv_dim(), F = c_.ffn_dim;
     std::vector<float> x(size_t(T) * D), h(size_t(T) * D), q(size_t(T) * Q), k(size_t(T) * KV),
         v(size_t(T) * KV), att(size_t(T) * Q), g(size_t(T) * F), u(size_t(T) * F), a(size_t(T) * F);
@@ -85,14 +90,14 @@ class LlamaCpu final : public Model {
       ref::matmul(L.wk, h.data(), D, k.data(), KV, T, false);
       ref::matmul(L.wv, h.data(), D, v.data(), KV, T, false);
       for (uint32_t t = 0; t < T; ++t) {
-        const uint32_t pos = n_past_ + t;
+        const uint32_t pos = n_past + t;
         ref::rope(&q[size_t(t) * Q], c_.n_heads, c_.head_dim, c_.rope_dims, pos, rope_.data(), c_.rope_neox);
         ref::rope(&k[size_t(t) * KV], c_.n_kv_heads, c_.head_dim, c_.rope_dims, pos, rope_.data(), c_.rope_neox);
-        std::copy_n(&k[size_t(t) * KV], KV, &kc_[l][size_t(pos) * KV]);
-        std::copy_n(&v[size_t(t) * KV], KV, &vc_[l][size_t(pos) * KV]);
+        std::copy_n(&k[size_t(t) * KV], KV, &seq.kc[l][size_t(pos) * KV]);
+        std::copy_n(&v[size_t(t) * KV], KV, &seq.vc[l][size_t(pos) * KV]);
       }
       for (uint32_t t = 0; t < T; ++t)
-        ref::attention(&q[size_t(t) * Q], kc_[l].data(), vc_[l].data(), &att[size_t(t) * Q], n_past_ + t,
+        ref::attention(&q[size_t(t) * Q], seq.kc[l].data(), seq.vc[l].data(), &att[size_t(t) * Q], n_past + t,
                        c_.n_heads, c_.n_kv_heads, c_.head_dim, scale);
       ref::matmul(L.wo, att.data(), Q, x.data(), D, T, true);
       for (uint32_t t = 0; t < T; ++t) ref::rmsnorm(&x[size_t(t) * D], L.ffn_norm.data(), &h[size_t(t) * D], D, c_.rms_eps);
@@ -101,7 +106,7 @@ class LlamaCpu final : public Model {
       for (uint32_t t = 0; t < T; ++t) ref::silu_mul(&g[size_t(t) * F], &u[size_t(t) * F], &a[size_t(t) * F], F);
       ref::matmul(L.down, a.data(), F, x.data(), D, T, true);
     }
-    n_past_ += T;
+    seq.advance(T);
     if (logits) {
       std::vector<float> last(D);
       ref::rmsnorm(&x[size_t(T - 1) * D], out_norm_.data(), last.data(), D, c_.rms_eps);
@@ -110,19 +115,18 @@ class LlamaCpu final : public Model {
     }
   }
 
-  int32_t forward_argmax(std::span<const int32_t> toks) override {
+  int32_t forward_argmax(Sequence& seq, std::span<const int32_t> toks) override {
     std::vector<float> lg;
-    forward(toks, &lg);
+    forward(seq, toks, &lg);
     return int32_t(ref::argmax(lg.data(), uint32_t(lg.size())));
   }
 
  private:
   ModelConfig c_;
-  uint32_t ctx_len_ = 0, n_past_ = 0;
+  uint32_t default_ctx_ = 0;
   ref::Matrix embed_, lm_head_;
   std::vector<float> out_norm_, rope_;
   std::vector<Layer> layers_;
-  std::vector<std::vector<float>> kc_, vc_;
 };
 
 }  // namespace

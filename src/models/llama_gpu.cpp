@@ -23,7 +23,24 @@ struct Layer {
   Buffer attn_norm, ffn_norm;
   GpuWeight wqkv, wq, wk, wv;  // wqkv when fused, else wq/wk/wv
   GpuWeight wo, wgu, wg, wu, wd;
-  Buffer kc, vc;  // KV cache [ctx, kv_dim] f32
+};
+
+struct GpuSeq final : Sequence {
+  GpuSeq(gpu::Context& ctx, uint32_t ctx_len, uint32_t layers, uint32_t kv_dim) : Sequence(ctx_len) {
+    const uint64_t bytes = uint64_t(ctx_len) * kv_dim * 4;
+    for (uint32_t i = 0; i < layers; ++i) {
+      const std::string p = "blk." + std::to_string(i) + ".";
+      kc.emplace_back(ctx, bytes, BufferKind::Storage, p + "k_cache");
+      vc.emplace_back(ctx, bytes, BufferKind::Storage, p + "v_cache");
+    }
+  }
+  MemoryReport memory() const override {
+    MemoryReport m;
+    for (auto& b : kc) m.kv_cache += 2 * b.size();
+    return m;
+  }
+  std::vector<Buffer> kc, vc;  // per layer [ctx, kv_dim] f32
+  void advance(uint32_t n) { n_past_ += n; }
 };
 
 class LlamaGpu final : public Model {
@@ -34,28 +51,27 @@ class LlamaGpu final : public Model {
     ctx_ = gpu::Context::create(co);
     pipes_ = std::make_unique<gpu::PipelineCache>(*ctx_);
     rec_ = std::make_unique<gpu::Recorder>(*ctx_);
-    ctx_len_ = std::min(opt.context_length ? opt.context_length : c_.max_context, c_.max_context);
-    chunk_ = std::max<uint32_t>(1, std::min(opt.prefill_chunk, ctx_len_));
+    chunk_ = std::max<uint32_t>(1, std::min(opt.prefill_chunk, c_.max_context));
     load(src);
     alloc_scratch();
   }
 
   const ModelConfig& config() const override { return c_; }
   std::string backend_name() const override { return "webgpu (" + ctx_->info().name + ")"; }
-  uint32_t n_past() const override { return n_past_; }
-  uint32_t context_length() const override { return ctx_len_; }
-  void truncate(uint32_t n) override {
-    if (n > n_past_) throw Error("truncate beyond the current sequence length");
-    n_past_ = n;
+  std::unique_ptr<Sequence> new_sequence(uint32_t ctx) override {
+    ctx = ctx ? ctx : (opt_.context_length ? opt_.context_length : c_.max_context);
+    return std::make_unique<GpuSeq>(*ctx_, std::min(ctx, c_.max_context), c_.n_layers, c_.kv_dim());
   }
   MemoryReport memory() const override { return mem_; }
   void set_profiling(bool on) override { rec_->set_profiling(on); }
   std::vector<gpu::KernelTime> last_profile() const override { return rec_->last_profile(); }
 
-  void forward(std::span<const int32_t> toks, std::vector<float>* logits) override {
-    run(toks, logits ? Out::Logits : Out::None, logits);
+  void forward(Sequence& seq, std::span<const int32_t> toks, std::vector<float>* logits) override {
+    run(dynamic_cast<GpuSeq&>(seq), toks, logits ? Out::Logits : Out::None, logits);
   }
-  int32_t forward_argmax(std::span<const int32_t> toks) override { return run(toks, Out::Argmax, nullptr); }
+  int32_t forward_argmax(Sequence& seq, std::span<const int32_t> toks) override {
+    return run(dynamic_cast<GpuSeq&>(seq), toks, Out::Argmax, nullptr);
+  }
 
  private:
   enum class Out { None, Logits, Argmax };
@@ -99,7 +115,6 @@ class LlamaGpu final : public Model {
       fused_qkv_ = fused_qkv_ && same_type({&L.wq, &L.wk, &L.wv});
       fused_gu_ = fused_gu_ && same_type({&L.w_gate, &L.w_up});
     }
-    const uint64_t kv_bytes = uint64_t(ctx_len_) * c_.kv_dim() * 4;
     for (uint32_t i = 0; i < c_.n_layers; ++i) {
       auto& R = r.layers[i];
       const std::string p = "blk." + std::to_string(i) + ".";
@@ -121,12 +136,9 @@ class LlamaGpu final : public Model {
         L.wu = weight({&R.w_up}, p + "ffn_up");
       }
       L.wd = weight({&R.w_down}, p + "ffn_down");
-      L.kc = Buffer(*ctx_, kv_bytes, BufferKind::Storage, p + "k_cache");
-      L.vc = Buffer(*ctx_, kv_bytes, BufferKind::Storage, p + "v_cache");
-      mem_.kv_cache += 2 * kv_bytes;
       layers_.push_back(std::move(L));
     }
-    std::vector<float> table = kernels::rope_table(ctx_len_, c_.rope_dims, c_.rope_base);
+    std::vector<float> table = kernels::rope_table(c_.max_context, c_.rope_dims, c_.rope_base);
     rope_ = Buffer(*ctx_, table.size() * 4, BufferKind::Storage, "rope_table");
     rope_.write(*ctx_, 0, table.data(), table.size() * 4);
     ctx_->wait_idle();
@@ -149,33 +161,30 @@ class LlamaGpu final : public Model {
     amax_ = mk(1, "argmax");
   }
 
-  int32_t run(std::span<const int32_t> toks, Out out, std::vector<float>* logits) {
+  int32_t run(GpuSeq& seq, std::span<const int32_t> toks, Out out, std::vector<float>* logits) {
+    check_forward(seq, toks, c_.vocab);
     const uint32_t T = uint32_t(toks.size());
-    if (T == 0) throw Error("forward: no tokens");
-    if (uint64_t(n_past_) + T > ctx_len_)
-      throw Error("context length exceeded: " + std::to_string(n_past_) + " + " + std::to_string(T) +
-                  " tokens > " + std::to_string(ctx_len_));
-    for (int32_t t : toks)
-      if (t < 0 || uint32_t(t) >= c_.vocab) throw Error("token id " + std::to_string(t) + " out of range");
     int32_t result = -1;
     for (uint32_t s = 0; s < T; s += chunk_) {
       const uint32_t n = std::min(chunk_, T - s);
       const bool last = s + n == T;
-      result = chunk(toks.subspan(s, n), last ? out : Out::None, logits);
+      result = chunk(seq, toks.subspan(s, n), last ? out : Out::None, logits);
     }
     return result;
   }
 
-  int32_t chunk(std::span<const int32_t> toks, Out out, std::vector<float>* logits) {
+  int32_t chunk(GpuSeq& seq, std::span<const int32_t> toks, Out out, std::vector<float>* logits) {
     const uint32_t T = uint32_t(toks.size()), D = c_.d_model, Q = c_.q_dim(), KV = c_.kv_dim(),
-                   F = c_.ffn_dim, QKV = Q + 2 * KV, pos0 = n_past_;
+                   F = c_.ffn_dim, QKV = Q + 2 * KV, pos0 = seq.n_past();
     tokens_.write(*ctx_, 0, toks.data(), uint64_t(T) * 4);
     kernels::OpContext o{*ctx_, *pipes_, *rec_, opt_.kernels};
     rec_->begin();
     kernels::embed(o, embed_, tokens_, T, {x_, 0});
     const kernels::AttentionShape as{T, pos0, c_.n_heads, c_.n_kv_heads, c_.head_dim,
                                      1.0f / std::sqrt(float(c_.head_dim))};
-    for (Layer& L : layers_) {
+    for (uint32_t l = 0; l < c_.n_layers; ++l) {
+      Layer& L = layers_[l];
+      const Buffer &kc = seq.kc[l], &vc = seq.vc[l];
       kernels::rmsnorm(o, {x_, 0}, D, L.attn_norm, {h_, 0}, D, T, D, c_.rms_eps, "attn_norm");
       if (fused_qkv_) {
         kernels::matmul(o, L.wqkv, {h_, 0}, D, {qkv_, 0}, QKV, T, false, "attn_qkv");
@@ -186,8 +195,8 @@ class LlamaGpu final : public Model {
       }
       kernels::rope(o, {qkv_, 0}, QKV, T, c_.n_heads, c_.head_dim, c_.rope_dims, pos0, rope_, c_.rope_neox, "rope_q");
       kernels::rope(o, {qkv_, Q}, QKV, T, c_.n_kv_heads, c_.head_dim, c_.rope_dims, pos0, rope_, c_.rope_neox, "rope_k");
-      kernels::kv_store(o, qkv_, Q, Q + KV, QKV, T, KV, pos0, L.kc, L.vc);
-      kernels::attention(o, as, {qkv_, 0}, QKV, L.kc, L.vc, {att_, 0}, Q);
+      kernels::kv_store(o, qkv_, Q, Q + KV, QKV, T, KV, pos0, kc, vc);
+      kernels::attention(o, as, {qkv_, 0}, QKV, kc, vc, {att_, 0}, Q);
       kernels::matmul(o, L.wo, {att_, 0}, Q, {x_, 0}, D, T, true, "attn_output");
       kernels::rmsnorm(o, {x_, 0}, D, L.ffn_norm, {h_, 0}, D, T, D, c_.rms_eps, "ffn_norm");
       if (fused_gu_) {
@@ -217,7 +226,7 @@ class LlamaGpu final : public Model {
     } else {
       rec_->submit();
     }
-    n_past_ += T;
+    seq.advance(T);
     return result;
   }
 
@@ -226,7 +235,7 @@ class LlamaGpu final : public Model {
   std::unique_ptr<gpu::Context> ctx_;
   std::unique_ptr<gpu::PipelineCache> pipes_;
   std::unique_ptr<gpu::Recorder> rec_;
-  uint32_t ctx_len_ = 0, chunk_ = 0, n_past_ = 0;
+  uint32_t chunk_ = 0;
   bool fused_qkv_ = false, fused_gu_ = false;
   GpuWeight embed_, lm_head_;
   Buffer out_norm_, rope_;

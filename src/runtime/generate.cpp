@@ -7,7 +7,7 @@
 
 namespace wgllm {
 
-std::vector<int32_t> generate(Model& model, const Tokenizer& tok, std::span<const int32_t> prompt,
+std::vector<int32_t> generate(Model& model, Sequence& seq, const Tokenizer& tok, std::span<const int32_t> prompt,
                               const GenerateOptions& opt, const TokenCallback& on_token, GenerateStats* stats) {
   using clock = std::chrono::steady_clock;
   if (prompt.empty()) throw Error("generate: empty prompt");
@@ -16,15 +16,15 @@ std::vector<int32_t> generate(Model& model, const Tokenizer& tok, std::span<cons
   std::vector<float> logits;
   const bool dev = opt.sampler.device_argmax_ok();
   auto step = [&](std::span<const int32_t> in) {
-    if (dev) return model.forward_argmax(in);
-    model.forward(in, &logits);
+    if (dev) return model.forward_argmax(seq, in);
+    model.forward(seq, in, &logits);
     return sampler.sample(logits, history);
   };
   GenerateStats st;
   st.n_prompt = uint32_t(prompt.size());
   const auto t0 = clock::now();
   if (opt.max_new_tokens == 0) {
-    model.forward(prompt, nullptr);
+    model.forward(seq, prompt, nullptr);
     if (stats) *stats = st;
     return out;
   }
@@ -38,7 +38,7 @@ std::vector<int32_t> generate(Model& model, const Tokenizer& tok, std::span<cons
     history.push_back(next);
     if (on_token && !on_token(next)) break;
     if (out.size() >= opt.max_new_tokens) break;
-    if (model.n_past() + 1 > model.context_length()) break;  // context full: stop, documented
+    if (seq.n_past() + 1 > seq.context_length()) break;  // context full: stop, documented
     next = step(std::span<const int32_t>(&next, 1));
     t_last = clock::now();
     ++st.n_decode_steps;

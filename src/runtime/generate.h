@@ -31,9 +31,10 @@ struct GenerateStats {
 /// Called with each new token; return false to stop.
 using TokenCallback = std::function<bool(int32_t)>;
 
-/// Appends `prompt` to the model's sequence and generates. Returns the generated ids.
-/// The model keeps its state (KV cache) afterwards, so a caller can continue the sequence.
-std::vector<int32_t> generate(Model& model, const Tokenizer& tok, std::span<const int32_t> prompt,
+/// Appends `prompt` to `seq` and generates. Returns the generated ids. Afterwards seq holds the
+/// prompt and every generated token except the last one (which was sampled but not yet fed), so
+/// a caller can continue the sequence.
+std::vector<int32_t> generate(Model& model, Sequence& seq, const Tokenizer& tok, std::span<const int32_t> prompt,
                               const GenerateOptions& opt, const TokenCallback& on_token = nullptr,
                               GenerateStats* stats = nullptr);
 

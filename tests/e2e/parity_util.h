@@ -61,12 +61,12 @@ inline std::vector<int32_t> ids_of(const nlohmann::json& p) { return p["ids"].ge
 
 /// Greedy continuation of `prompt` for n steps (EOS not special), starting from an empty sequence.
 inline std::vector<int32_t> greedy(Model& m, const std::vector<int32_t>& prompt, int n) {
-  m.truncate(0);
+  auto seq = m.new_sequence();
   std::vector<int32_t> out;
-  int32_t t = m.forward_argmax(prompt);
+  int32_t t = m.forward_argmax(*seq, prompt);
   for (int i = 0; i < n; ++i) {
     out.push_back(t);
-    if (i + 1 < n) t = m.forward_argmax(std::span<const int32_t>(&t, 1));
+    if (i + 1 < n) t = m.forward_argmax(*seq, std::span<const int32_t>(&t, 1));
   }
   return out;
 }

@@ -43,9 +43,9 @@ Fixture& fx() {
 }
 
 std::vector<float> logits(Model& m, const std::vector<int32_t>& ids) {
-  m.truncate(0);
+  auto seq = m.new_sequence();
   std::vector<float> l;
-  m.forward(ids, &l);
+  m.forward(*seq, ids, &l);
   return l;
 }
 
@@ -87,13 +87,14 @@ TEST(SmolLM2Parity, PrefillEqualsPrefillPlusDecodeForEveryLength) {
   auto& f = fx();
   auto ids = ids_of(f.prompts[2]);  // moby_dick
   Model& m = *f.gpu;
+  auto seq = m.new_sequence();
   for (uint32_t T = 1; T <= 24; ++T) {
     std::vector<int32_t> pre(ids.begin(), ids.begin() + T);
     auto full = logits(m, pre);
-    m.truncate(0);
+    seq->truncate(0);  // reuses the same KV buffers: stale rows past n_past must not matter
     std::vector<float> step;
-    if (T > 1) m.forward(std::span<const int32_t>(pre.data(), T - 1), nullptr);
-    m.forward(std::span<const int32_t>(pre.data() + T - 1, 1), &step);
+    if (T > 1) m.forward(*seq, std::span<const int32_t>(pre.data(), T - 1), nullptr);
+    m.forward(*seq, std::span<const int32_t>(pre.data() + T - 1, 1), &step);
     Diff d = diff(step, full);
     EXPECT_LE(d.max_abs, kTolSplit) << "T=" << T;
     EXPECT_EQ(d.argmax_a, d.argmax_b) << "T=" << T;
@@ -102,12 +103,12 @@ TEST(SmolLM2Parity, PrefillEqualsPrefillPlusDecodeForEveryLength) {
   const std::vector<int32_t> pre(ids.begin(), ids.begin() + 61);
   auto full = logits(m, pre);
   for (std::vector<uint32_t> cuts : {std::vector<uint32_t>{1, 30}, {17, 18, 40}, {7, 8, 9, 33, 60}}) {
-    m.truncate(0);
+    seq->truncate(0);
     std::vector<float> l;
     uint32_t s = 0;
     cuts.push_back(61);
     for (uint32_t c : cuts) {
-      m.forward(std::span<const int32_t>(pre.data() + s, c - s), c == 61 ? &l : nullptr);
+      m.forward(*seq, std::span<const int32_t>(pre.data() + s, c - s), c == 61 ? &l : nullptr);
       s = c;
     }
     EXPECT_LE(diff(l, full).max_abs, kTolSplit) << "split " << cuts.size();
@@ -117,11 +118,31 @@ TEST(SmolLM2Parity, PrefillEqualsPrefillPlusDecodeForEveryLength) {
 TEST(SmolLM2Parity, ContextOverflowIsAClearErrorAndChangesNothing) {
   auto& f = fx();
   Model& m = *f.gpu;
-  m.truncate(0);
-  std::vector<int32_t> big(m.context_length() + 1, 1);
-  EXPECT_THROW(m.forward(big, nullptr), Error);
-  EXPECT_EQ(m.n_past(), 0u);
+  auto seq = m.new_sequence(64);
+  std::vector<int32_t> big(seq->context_length() + 1, 1);
+  EXPECT_THROW(m.forward(*seq, big, nullptr), Error);
+  EXPECT_EQ(seq->n_past(), 0u);
   std::vector<int32_t> bad = {1, int32_t(m.config().vocab)};
-  EXPECT_THROW(m.forward(bad, nullptr), Error);
-  EXPECT_EQ(m.n_past(), 0u);
+  EXPECT_THROW(m.forward(*seq, bad, nullptr), Error);
+  EXPECT_EQ(seq->n_past(), 0u);
+  EXPECT_THROW(seq->truncate(1), Error);
+}
+
+TEST(SmolLM2Parity, InterleavedSequencesDoNotLeak) {
+  // Two sequences on one model advanced alternately give exactly what each gives alone.
+  auto& f = fx();
+  Model& m = *f.gpu;
+  auto a_ids = ids_of(f.prompts[0]), b_ids = ids_of(f.prompts[2]);
+  const auto a_alone = greedy(m, a_ids, 8), b_alone = greedy(m, b_ids, 8);
+  auto sa = m.new_sequence(), sb = m.new_sequence();
+  std::vector<int32_t> a, b;
+  int32_t ta = m.forward_argmax(*sa, a_ids), tb = m.forward_argmax(*sb, b_ids);
+  for (int i = 0; i < 8; ++i) {
+    a.push_back(ta);
+    b.push_back(tb);
+    ta = m.forward_argmax(*sa, std::span<const int32_t>(&ta, 1));
+    tb = m.forward_argmax(*sb, std::span<const int32_t>(&tb, 1));
+  }
+  EXPECT_EQ(a, a_alone);
+  EXPECT_EQ(b, b_alone);
 }
