@@ -4,14 +4,37 @@
 
 #include "core/error.h"
 #include "formats/gguf.h"
+#include "models/registry.h"
 
 namespace wgllm {
 
 ModelConfig config_from_gguf(const GgufFile& f) {
+  const std::string arch = f.get_str("general.architecture");
+  const ArchEntry* e = find_arch_gguf(arch);
+  if (!e)
+    throw Error(f.path() + ": unsupported architecture '" + arch + "' (general.architecture); supported: " +
+                supported_architectures());
+  ModelConfig c = e->from_gguf(f);
+  c.arch = e->name;
+  validate(c, f.path());
+  return c;
+}
+
+ModelConfig config_from_hf(const nlohmann::json& j, const std::string& path) {
+  if (!j.is_object()) throw Error(path + ": config.json is not a JSON object");
+  const std::string type = j.contains("model_type") && j["model_type"].is_string() ? j["model_type"].get<std::string>() : "";
+  const ArchEntry* e = find_arch_hf(type);
+  if (!e)
+    throw Error(path + ": unsupported model_type '" + type + "' in config.json; supported: " + supported_architectures());
+  ModelConfig c = e->from_hf(j, path);
+  c.arch = e->name;
+  validate(c, path);
+  return c;
+}
+
+ModelConfig llama_config_from_gguf(const GgufFile& f) {
   ModelConfig c;
   c.arch = f.get_str("general.architecture");
-  if (c.arch != "llama")
-    throw Error(f.path() + ": unsupported architecture '" + c.arch + "' (general.architecture); supported: llama");
   const std::string a = c.arch + ".";
   c.name = f.get_str_or("general.name", c.arch);
   c.n_layers = uint32_t(f.get_u64(a + "block_count"));
@@ -32,11 +55,9 @@ ModelConfig config_from_gguf(const GgufFile& f) {
   if (emb.shape.size() != 2) throw Error(f.path() + ": token_embd.weight must be 2-D");
   c.vocab = uint32_t(emb.shape[1]);
   c.tied_embeddings = f.find("output.weight") == nullptr;
-  validate(c, f.path());
   return c;
 }
 
-namespace {
 template <class T>
 T need(const nlohmann::json& j, const char* key, const std::string& path) {
   if (!j.contains(key) || j[key].is_null()) throw Error(path + ": config.json has no '" + key + "'");
@@ -46,19 +67,15 @@ T need(const nlohmann::json& j, const char* key, const std::string& path) {
     throw Error(path + ": config.json field '" + key + "' has the wrong type: " + e.what());
   }
 }
-template <class T>
-T opt(const nlohmann::json& j, const char* key, T def, const std::string& path) {
-  if (!j.contains(key) || j[key].is_null()) return def;
-  return need<T>(j, key, path);
-}
-}  // namespace
+template uint32_t need<uint32_t>(const nlohmann::json&, const char*, const std::string&);
+template float need<float>(const nlohmann::json&, const char*, const std::string&);
+template double need<double>(const nlohmann::json&, const char*, const std::string&);
+template bool need<bool>(const nlohmann::json&, const char*, const std::string&);
+template std::string need<std::string>(const nlohmann::json&, const char*, const std::string&);
 
-ModelConfig config_from_hf(const nlohmann::json& j, const std::string& path) {
-  if (!j.is_object()) throw Error(path + ": config.json is not a JSON object");
+ModelConfig llama_config_from_hf(const nlohmann::json& j, const std::string& path) {
   ModelConfig c;
   c.arch = opt<std::string>(j, "model_type", "", path);
-  if (c.arch != "llama")
-    throw Error(path + ": unsupported model_type '" + c.arch + "' in config.json; supported: llama");
   c.name = opt<std::string>(j, "_name_or_path", c.arch, path);
   c.n_layers = need<uint32_t>(j, "num_hidden_layers", path);
   c.d_model = need<uint32_t>(j, "hidden_size", path);
@@ -76,7 +93,6 @@ ModelConfig config_from_hf(const nlohmann::json& j, const std::string& path) {
   c.rope_dims = c.head_dim;
   c.rope_neox = true;  // HF rotate_half layout
   c.tied_embeddings = opt<bool>(j, "tie_word_embeddings", false, path);
-  validate(c, path);
   return c;
 }
 

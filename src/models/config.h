@@ -4,14 +4,14 @@
 #include <cstdint>
 #include <string>
 
-#include <nlohmann/json_fwd.hpp>
+#include <nlohmann/json.hpp>
 
 namespace wgllm {
 
 class GgufFile;
 
 struct ModelConfig {
-  std::string arch;          // "llama" (GGUF general.architecture / HF model_type)
+  std::string arch;          // engine architecture name from the registry ("llama", ...)
   std::string name;          // human-readable model name
   uint32_t n_layers = 0;
   uint32_t d_model = 0;      // hidden size
@@ -30,10 +30,20 @@ struct ModelConfig {
   uint32_t kv_dim() const { return n_kv_heads * head_dim; }
 };
 
-/// Reads `general.architecture` and the `<arch>.*` keys. Throws wgllm::Error naming the key for a
+/// Reads a config.json field (throws wgllm::Error naming the field when missing or mistyped), and
+/// the same with a default when the field is absent or null. Shared by the architectures' parsers.
+template <class T>
+T need(const nlohmann::json& j, const char* key, const std::string& path);
+template <class T>
+T opt(const nlohmann::json& j, const char* key, T def, const std::string& path) {
+  if (!j.contains(key) || j[key].is_null()) return def;
+  return need<T>(j, key, path);
+}
+
+/// Dispatches on `general.architecture` through the registry (models/registry.h) and validates. Throws wgllm::Error naming the key for a
 /// missing/invalid value and for architectures the engine does not implement.
 ModelConfig config_from_gguf(const GgufFile& f);
-/// Reads a transformers config.json (model_type "llama"). Throws wgllm::Error naming the field.
+/// Dispatches on config.json `model_type` through the registry and validates.
 ModelConfig config_from_hf(const nlohmann::json& cfg, const std::string& path);
 /// Checks internal consistency (divisibility, sizes > 0). Throws wgllm::Error.
 void validate(const ModelConfig& c, const std::string& source);

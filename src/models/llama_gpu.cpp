@@ -250,9 +250,4 @@ std::unique_ptr<Model> create_llama_gpu(const ModelSource& src, const ModelOptio
   return std::make_unique<LlamaGpu>(src, opt);
 }
 
-std::unique_ptr<Model> create_model(const ModelSource& src, const ModelOptions& opt) {
-  if (src.config.arch != "llama") throw Error("unsupported architecture '" + src.config.arch + "'");
-  return opt.backend == BackendKind::CPU ? create_llama_cpu(src, opt) : create_llama_gpu(src, opt);
-}
-
 }  // namespace wgllm

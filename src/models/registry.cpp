@@ -1,0 +1,48 @@
+#include "models/registry.h"
+
+#include "core/error.h"
+#include "models/llama_cpu.h"
+#include "models/source.h"
+
+namespace wgllm {
+
+ModelConfig llama_config_from_gguf(const GgufFile& f);
+ModelConfig llama_config_from_hf(const nlohmann::json& j, const std::string& path);
+
+const std::vector<ArchEntry>& architectures() {
+  static const std::vector<ArchEntry> table = {
+      {"llama", {"llama"}, {"llama"}, llama_config_from_gguf, llama_config_from_hf, create_llama_cpu, create_llama_gpu},
+  };
+  return table;
+}
+
+const ArchEntry* find_arch_gguf(const std::string& a) {
+  for (auto& e : architectures())
+    for (auto& n : e.gguf_arch)
+      if (n == a) return &e;
+  return nullptr;
+}
+const ArchEntry* find_arch_hf(const std::string& t) {
+  for (auto& e : architectures())
+    for (auto& n : e.hf_model_type)
+      if (n == t) return &e;
+  return nullptr;
+}
+const ArchEntry* find_arch(const std::string& name) {
+  for (auto& e : architectures())
+    if (e.name == name) return &e;
+  return nullptr;
+}
+std::unique_ptr<Model> create_model(const ModelSource& src, const ModelOptions& opt) {
+  const ArchEntry* e = find_arch(src.config.arch);
+  if (!e) throw Error("unsupported architecture '" + src.config.arch + "'; supported: " + supported_architectures());
+  return opt.backend == BackendKind::CPU ? e->create_cpu(src, opt) : e->create_gpu(src, opt);
+}
+
+std::string supported_architectures() {
+  std::string s;
+  for (auto& e : architectures()) s += (s.empty() ? "" : ", ") + e.name;
+  return s;
+}
+
+}  // namespace wgllm
