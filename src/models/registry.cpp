@@ -2,6 +2,8 @@
 
 #include "core/error.h"
 #include "models/llama_cpu.h"
+#include "models/qwen35.h"
+#include "models/qwen35_weights.h"
 #include "models/source.h"
 
 namespace wgllm {
@@ -12,6 +14,8 @@ ModelConfig llama_config_from_hf(const nlohmann::json& j, const std::string& pat
 const std::vector<ArchEntry>& architectures() {
   static const std::vector<ArchEntry> table = {
       {"llama", {"llama"}, {"llama"}, llama_config_from_gguf, llama_config_from_hf, create_llama_cpu, create_llama_gpu},
+      {"qwen35", {"qwen35"}, {"qwen3_5_text", "qwen3_5"}, qwen35_config_from_gguf, qwen35_config_from_hf, create_qwen35_cpu,
+       create_qwen35_gpu},
   };
   return table;
 }

@@ -1,0 +1,192 @@
+#include "models/qwen35_weights.h"
+
+#include <cmath>
+#include <cstring>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "formats/gguf.h"
+#include "models/source.h"
+
+namespace wgllm {
+namespace {
+
+std::string shape_str(const std::vector<uint64_t>& s) {
+  std::string r = "{";
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + "}";
+}
+
+TensorRef need_t(const TensorStore& ts, const std::string& name, std::vector<uint64_t> shape) {
+  TensorRef t = ts.get(name);
+  if (t.shape != shape)
+    throw Error(ts.source() + ": tensor '" + name + "' has shape " + shape_str(t.shape) + ", expected " + shape_str(shape));
+  return t;
+}
+
+// The text config: the object itself (qwen3_5_text) or its "text_config" (qwen3_5).
+const nlohmann::json& text_config(const nlohmann::json& j, const std::string& path) {
+  const std::string type = opt<std::string>(j, "model_type", "", path);
+  if (type == "qwen3_5") {
+    if (!j.contains("text_config") || !j["text_config"].is_object())
+      throw Error(path + ": config.json of model_type 'qwen3_5' has no 'text_config' object");
+    return j["text_config"];
+  }
+  return j;
+}
+
+// rope_parameters.<key>, else the legacy top-level <key>, else def.
+template <class T>
+T rope_param(const nlohmann::json& t, const char* key, T def, const std::string& path) {
+  if (t.contains("rope_parameters") && t["rope_parameters"].is_object() && t["rope_parameters"].contains(key))
+    return opt<T>(t["rope_parameters"], key, def, path + " (rope_parameters)");
+  return opt<T>(t, key, def, path);
+}
+
+}  // namespace
+
+uint32_t Qwen35Params::n_linear() const {
+  uint32_t n = 0;
+  for (bool b : linear) n += b;
+  return n;
+}
+
+ModelConfig qwen35_config_from_hf(const nlohmann::json& j, const std::string& path) {
+  const nlohmann::json& t = text_config(j, path);
+  ModelConfig c;
+  c.name = opt<std::string>(j, "_name_or_path", "qwen3.5", path);
+  c.n_layers = need<uint32_t>(t, "num_hidden_layers", path);
+  c.d_model = need<uint32_t>(t, "hidden_size", path);
+  c.ffn_dim = need<uint32_t>(t, "intermediate_size", path);
+  c.n_heads = need<uint32_t>(t, "num_attention_heads", path);
+  c.n_kv_heads = opt<uint32_t>(t, "num_key_value_heads", c.n_heads, path);
+  if (c.n_heads == 0) throw Error(path + ": num_attention_heads is 0");
+  c.head_dim = opt<uint32_t>(t, "head_dim", c.d_model / c.n_heads, path);
+  c.vocab = need<uint32_t>(t, "vocab_size", path);
+  c.max_context = opt<uint32_t>(t, "max_position_embeddings", 2048, path);
+  c.rms_eps = opt<float>(t, "rms_norm_eps", 1e-6f, path);
+  if (opt<bool>(t, "attention_bias", false, path)) throw Error(path + ": attention_bias = true is not supported");
+  if (opt<std::string>(t, "hidden_act", "silu", path) != "silu")
+    throw Error(path + ": hidden_act '" + t["hidden_act"].get<std::string>() + "' is not supported (only silu)");
+  if (t.contains("rope_scaling") && !t["rope_scaling"].is_null()) throw Error(path + ": rope_scaling is not supported");
+  const std::string rope_type = rope_param<std::string>(t, "rope_type", "default", path);
+  if (rope_type != "default")
+    throw Error(path + ": rope_parameters.rope_type '" + rope_type + "' is not supported (only default)");
+  c.rope_base = rope_param<double>(t, "rope_theta", 10000.0, path);
+  const double prf = rope_param<double>(t, "partial_rotary_factor", 0.25, path);
+  if (!(prf > 0.0 && prf <= 1.0)) throw Error(path + ": partial_rotary_factor must be in (0, 1]");
+  c.rope_dims = uint32_t(double(c.head_dim) * prf);  // int(head_dim * factor), as in transformers
+  c.rope_neox = true;  // rotate_half layout
+  c.tied_embeddings = t.contains("tie_word_embeddings") ? opt<bool>(t, "tie_word_embeddings", false, path)
+                                                        : opt<bool>(j, "tie_word_embeddings", false, path);
+  qwen35_params_from_hf(j, path);  // validates the hybrid fields now, at open
+  return c;
+}
+
+Qwen35Params qwen35_params_from_hf(const nlohmann::json& j, const std::string& path) {
+  const nlohmann::json& t = text_config(j, path);
+  Qwen35Params p;
+  p.prefix = opt<std::string>(j, "model_type", "", path) == "qwen3_5" ? "model.language_model." : "model.";
+  const uint32_t n = need<uint32_t>(t, "num_hidden_layers", path);
+  if (t.contains("layer_types") && !t["layer_types"].is_null()) {
+    if (!t["layer_types"].is_array()) throw Error(path + ": layer_types must be a list of strings");
+    if (t["layer_types"].size() != n)
+      throw Error(path + ": layer_types has " + std::to_string(t["layer_types"].size()) + " entries, num_hidden_layers is " +
+                  std::to_string(n));
+    for (auto& e : t["layer_types"]) {
+      const std::string s = e.is_string() ? e.get<std::string>() : e.dump();
+      if (s == "linear_attention" || s == "mamba") p.linear.push_back(true);  // legacy names as transformers remaps
+      else if (s == "full_attention" || s == "attention") p.linear.push_back(false);
+      else throw Error(path + ": unknown layer type '" + s + "' in layer_types (expected linear_attention or full_attention)");
+    }
+  } else {
+    const uint32_t every = opt<uint32_t>(t, "full_attention_interval", 4, path);
+    if (every == 0) throw Error(path + ": full_attention_interval is 0");
+    for (uint32_t i = 0; i < n; ++i) p.linear.push_back((i + 1) % every != 0);
+  }
+  p.nk = opt<uint32_t>(t, "linear_num_key_heads", 16, path);
+  p.nv = opt<uint32_t>(t, "linear_num_value_heads", 32, path);
+  p.dk = opt<uint32_t>(t, "linear_key_head_dim", 128, path);
+  p.dv = opt<uint32_t>(t, "linear_value_head_dim", 128, path);
+  p.conv_k = opt<uint32_t>(t, "linear_conv_kernel_dim", 4, path);
+  if (p.n_linear()) {
+    if (!p.nk || !p.nv || !p.dk || !p.dv || !p.conv_k) throw Error(path + ": a linear_* size is zero");
+    if (p.nv % p.nk) throw Error(path + ": linear_num_value_heads must be a multiple of linear_num_key_heads");
+    if (p.dk > 256 || p.dv > 1024 || p.conv_k > 16) throw Error(path + ": linear head dims or conv kernel out of range");
+    if (p.value_dim() % 4) throw Error(path + ": linear_num_value_heads * linear_value_head_dim must be a multiple of 4");
+  }
+  return p;
+}
+
+ModelConfig qwen35_config_from_gguf(const GgufFile& f) {
+  throw Error(f.path() + ": GGUF qwen35 models are not supported yet; use the Hugging Face directory");
+}
+
+Qwen35Params qwen35_params(const ModelSource& src) {
+  if (!src.hf) throw Error(src.path + ": qwen3.5 is only supported from a Hugging Face directory");
+  return qwen35_params_from_hf(src.hf->config(), src.path + "/config.json");
+}
+
+Qwen35Refs qwen35_refs(const TensorStore& ts, const ModelConfig& c, const Qwen35Params& p) {
+  const uint64_t d = c.d_model, q = c.q_dim(), kv = c.kv_dim(), f = c.ffn_dim, v = c.vocab;
+  const std::string& P = p.prefix;
+  Qwen35Refs r;
+  r.embed = need_t(ts, P + "embed_tokens.weight", {d, v});
+  r.out_norm = need_t(ts, P + "norm.weight", {d});
+  r.lm_head = c.tied_embeddings ? r.embed : need_t(ts, "lm_head.weight", {d, v});
+  for (uint32_t i = 0; i < c.n_layers; ++i) {
+    const std::string l = P + "layers." + std::to_string(i) + ".";
+    Qwen35LayerRefs L;
+    L.attn_norm = need_t(ts, l + "input_layernorm.weight", {d});
+    L.ffn_norm = need_t(ts, l + "post_attention_layernorm.weight", {d});
+    L.w_gate = need_t(ts, l + "mlp.gate_proj.weight", {d, f});
+    L.w_up = need_t(ts, l + "mlp.up_proj.weight", {d, f});
+    L.w_down = need_t(ts, l + "mlp.down_proj.weight", {f, d});
+    if (p.linear[i]) {
+      const std::string a = l + "linear_attn.";
+      L.w_qkv = need_t(ts, a + "in_proj_qkv.weight", {d, p.conv_dim()});
+      L.w_z = need_t(ts, a + "in_proj_z.weight", {d, p.value_dim()});
+      L.w_b = need_t(ts, a + "in_proj_b.weight", {d, p.nv});
+      L.w_a = need_t(ts, a + "in_proj_a.weight", {d, p.nv});
+      L.w_out = need_t(ts, a + "out_proj.weight", {p.value_dim(), d});
+      L.conv = need_t(ts, a + "conv1d.weight", {p.conv_k, 1, p.conv_dim()});
+      L.a_log = need_t(ts, a + "A_log", {p.nv});
+      L.dt_bias = need_t(ts, a + "dt_bias", {p.nv});
+      L.gdn_norm = need_t(ts, a + "norm.weight", {p.dv});
+    } else {
+      const std::string a = l + "self_attn.";
+      L.wq = need_t(ts, a + "q_proj.weight", {d, 2 * q});
+      L.wk = need_t(ts, a + "k_proj.weight", {d, kv});
+      L.wv = need_t(ts, a + "v_proj.weight", {d, kv});
+      L.wo = need_t(ts, a + "o_proj.weight", {q, d});
+      L.q_norm = need_t(ts, a + "q_norm.weight", {c.head_dim});
+      L.k_norm = need_t(ts, a + "k_norm.weight", {c.head_dim});
+    }
+    r.layers.push_back(std::move(L));
+  }
+  return r;
+}
+
+std::vector<uint8_t> qwen35_deinterleave_q(const TensorRef& wq, uint32_t H, uint32_t hd) {
+  const uint64_t rows = uint64_t(2) * H * hd;
+  if (wq.shape.size() != 2 || wq.shape[1] != rows || wq.nbytes % rows)
+    throw Error("q_proj '" + wq.name + "': cannot split rows into per-head query and gate");
+  const uint64_t rb = wq.nbytes / rows;  // bytes per row
+  std::vector<uint8_t> out(wq.nbytes);
+  for (uint32_t h = 0; h < H; ++h)
+    for (uint32_t i = 0; i < hd; ++i) {
+      // file row h*2hd + i is query row h*hd + i; file row h*2hd + hd + i is gate row h*hd + i
+      std::memcpy(&out[(uint64_t(h) * hd + i) * rb], wq.data + (uint64_t(h) * 2 * hd + i) * rb, rb);
+      std::memcpy(&out[(uint64_t(H) * hd + uint64_t(h) * hd + i) * rb], wq.data + (uint64_t(h) * 2 * hd + hd + i) * rb, rb);
+    }
+  return out;
+}
+
+std::vector<float> qwen35_norm_weight(const TensorRef& w) {
+  std::vector<float> v = dequantize_tensor(w);
+  for (float& x : v) x = 1.0f + x;
+  return v;
+}
+
+}  // namespace wgllm
