@@ -4,6 +4,7 @@
 #include "models/llama_cpu.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "core/error.h"
 #include "kernels/ref.h"
@@ -30,7 +31,7 @@ struct Layer {
 };
 
 struct CpuSeq final : Sequence {
-  CpuSeq(uint32_t ctx, uint32_t layers, uint32_t kv_dim) : Sequence(ctx) {
+  CpuSeq(uint32_t ctx, uint32_t layers, uint32_t kv_dim) : Sequence(ctx), kv_dim_(kv_dim) {
     kc.assign(layers, std::vector<float>(size_t(ctx) * kv_dim));
     vc = kc;
   }
@@ -41,6 +42,36 @@ struct CpuSeq final : Sequence {
   }
   std::vector<std::vector<float>> kc, vc;  // [layer][pos * kv_dim + i]
   void advance(uint32_t n) { n_past_ += n; }
+
+ protected:
+  // KV-only: snapshots are lengths (base defaults); files get rows [0, n_past) of each layer.
+  std::vector<StateBlob> read_state() const override {
+    std::vector<StateBlob> out;
+    const size_t n = size_t(n_past_) * kv_dim_;
+    for (size_t l = 0; l < kc.size(); ++l)
+      for (auto [c, tag] : {std::pair{&kc[l], ".k"}, std::pair{&vc[l], ".v"}}) {
+        StateBlob b{"blk." + std::to_string(l) + tag, std::vector<uint8_t>(n * 4)};
+        std::memcpy(b.data.data(), c->data(), n * 4);
+        out.push_back(std::move(b));
+      }
+    return out;
+  }
+  void write_state(uint32_t rows, const std::vector<StateBlob>& blobs) override {
+    check_blob_count(blobs, 2 * kc.size());
+    const uint64_t bytes = uint64_t(rows) * kv_dim_ * 4;
+    std::vector<const StateBlob*> k, v;  // validate all before writing anything
+    for (size_t l = 0; l < kc.size(); ++l) {
+      k.push_back(&state_blob(blobs, "blk." + std::to_string(l) + ".k", bytes));
+      v.push_back(&state_blob(blobs, "blk." + std::to_string(l) + ".v", bytes));
+    }
+    for (size_t l = 0; l < kc.size(); ++l) {
+      std::memcpy(kc[l].data(), k[l]->data.data(), bytes);
+      std::memcpy(vc[l].data(), v[l]->data.data(), bytes);
+    }
+  }
+
+ private:
+  uint32_t kv_dim_ = 0;
 };
 
 class LlamaCpu final : public Model {

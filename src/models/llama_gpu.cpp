@@ -26,7 +26,8 @@ struct Layer {
 };
 
 struct GpuSeq final : Sequence {
-  GpuSeq(gpu::Context& ctx, uint32_t ctx_len, uint32_t layers, uint32_t kv_dim) : Sequence(ctx_len) {
+  GpuSeq(gpu::Context& ctx, uint32_t ctx_len, uint32_t layers, uint32_t kv_dim)
+      : Sequence(ctx_len), ctx_(&ctx), kv_dim_(kv_dim) {
     const uint64_t bytes = uint64_t(ctx_len) * kv_dim * 4;
     for (uint32_t i = 0; i < layers; ++i) {
       const std::string p = "blk." + std::to_string(i) + ".";
@@ -41,6 +42,39 @@ struct GpuSeq final : Sequence {
   }
   std::vector<Buffer> kc, vc;  // per layer [ctx, kv_dim] f32
   void advance(uint32_t n) { n_past_ += n; }
+
+ protected:
+  // KV-only: snapshots are lengths (base defaults); files get rows [0, n_past) of each layer,
+  // read back from the GPU (blocking; not on the generation path).
+  std::vector<StateBlob> read_state() const override {
+    std::vector<StateBlob> out;
+    const uint64_t bytes = uint64_t(n_past_) * kv_dim_ * 4;
+    for (size_t l = 0; l < kc.size(); ++l)
+      for (auto [c, tag] : {std::pair{&kc[l], ".k"}, std::pair{&vc[l], ".v"}}) {
+        StateBlob b{"blk." + std::to_string(l) + tag, std::vector<uint8_t>(bytes)};
+        if (bytes) c->read(*ctx_, 0, b.data.data(), bytes);
+        out.push_back(std::move(b));
+      }
+    return out;
+  }
+  void write_state(uint32_t rows, const std::vector<StateBlob>& blobs) override {
+    check_blob_count(blobs, 2 * kc.size());
+    const uint64_t bytes = uint64_t(rows) * kv_dim_ * 4;
+    std::vector<const StateBlob*> k, v;  // validate all before writing anything
+    for (size_t l = 0; l < kc.size(); ++l) {
+      k.push_back(&state_blob(blobs, "blk." + std::to_string(l) + ".k", bytes));
+      v.push_back(&state_blob(blobs, "blk." + std::to_string(l) + ".v", bytes));
+    }
+    if (bytes == 0) return;
+    for (size_t l = 0; l < kc.size(); ++l) {
+      kc[l].write(*ctx_, 0, k[l]->data.data(), bytes);
+      vc[l].write(*ctx_, 0, v[l]->data.data(), bytes);
+    }
+  }
+
+ private:
+  gpu::Context* ctx_ = nullptr;
+  uint32_t kv_dim_ = 0;
 };
 
 class LlamaGpu final : public Model {

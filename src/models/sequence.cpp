@@ -1,3 +1,6 @@
+#include <algorithm>
+#include <atomic>
+
 #include "core/error.h"
 #include "models/model.h"
 
@@ -11,13 +14,97 @@ void Sequence::truncate(uint32_t n) {
   n_past_ = n;
 }
 
-void check_forward(const Sequence& seq, std::span<const int32_t> toks, uint32_t vocab) {
+namespace {
+std::atomic<uint64_t> g_next_seq_id{1};
+}
+
+Sequence::Sequence(uint32_t ctx_len) : ctx_len_(ctx_len), id_(g_next_seq_id++), row_clock_(ctx_len, 0) {}
+
+void Sequence::mark_written(uint32_t n) {
+  ++clock_;
+  const uint32_t end = std::min<uint64_t>(uint64_t(n_past_) + n, ctx_len_);
+  std::fill(row_clock_.begin() + n_past_, row_clock_.begin() + end, clock_);
+}
+
+std::unique_ptr<SeqSnapshot> Sequence::snapshot() const {
+  std::unique_ptr<SeqSnapshot> s = capture();
+  s->n_past_ = n_past_;
+  s->seq_id_ = id_;
+  s->clock_ = clock_;
+  return s;
+}
+
+bool Sequence::restorable(const SeqSnapshot& s) const {
+  if (s.seq_id_ != id_ || s.n_past_ > ctx_len_) return false;
+  for (uint32_t i = 0; i < s.n_past_; ++i)
+    if (row_clock_[i] > s.clock_) return false;
+  return true;
+}
+
+void Sequence::restore(const SeqSnapshot& s) {
+  if (s.seq_id_ != id_) throw Error("restore: the snapshot was taken from another sequence");
+  if (!restorable(s))
+    throw Error("restore: KV rows below " + std::to_string(s.n_past_) +
+                " were rewritten after the snapshot was taken; recompute from an earlier point");
+  restore_recurrent(s);
+  n_past_ = s.n_past_;
+}
+
+void Sequence::import_state(uint32_t n, const std::vector<StateBlob>& blobs) {
+  if (n > ctx_len_)
+    throw Error("import_state: " + std::to_string(n) + " tokens do not fit a context of " + std::to_string(ctx_len_));
+  write_state(n, blobs);
+  // Rows [0, n) now hold the imported history; rows past n hold nothing usable.
+  ++clock_;
+  std::fill(row_clock_.begin(), row_clock_.begin() + n, clock_);
+  std::fill(row_clock_.begin() + n, row_clock_.end(), UINT64_MAX);
+  n_past_ = n;
+}
+
+std::unique_ptr<SeqSnapshot> Sequence::import_snapshot(uint32_t n, const std::vector<StateBlob>& blobs) {
+  std::unique_ptr<SeqSnapshot> s = snapshot_from_blobs(blobs);
+  s->n_past_ = n;
+  s->seq_id_ = id_;
+  s->clock_ = clock_;
+  return s;
+}
+
+std::unique_ptr<SeqSnapshot> Sequence::snapshot_from_blobs(const std::vector<StateBlob>& blobs) {
+  if (!blobs.empty()) throw Error("snapshot: unexpected recurrent state '" + blobs[0].name + "' for a KV-only model");
+  return std::make_unique<SeqSnapshot>();
+}
+
+std::vector<StateBlob> Sequence::read_state() const {
+  throw Error("this model's sequences cannot export their state");
+}
+
+void Sequence::write_state(uint32_t, const std::vector<StateBlob>&) {
+  throw Error("this model's sequences cannot import a state");
+}
+
+const StateBlob& state_blob(const std::vector<StateBlob>& blobs, const std::string& name, uint64_t bytes) {
+  for (const StateBlob& b : blobs)
+    if (b.name == name) {
+      if (b.data.size() != bytes)
+        throw Error("state '" + name + "' holds " + std::to_string(b.data.size()) + " bytes, expected " + std::to_string(bytes));
+      return b;
+    }
+  throw Error("state '" + name + "' is missing");
+}
+
+void check_blob_count(const std::vector<StateBlob>& blobs, size_t n) {
+  if (blobs.size() != n)
+    throw Error("state has " + std::to_string(blobs.size()) + " parts, this model expects " + std::to_string(n));
+}
+
+void check_forward(Sequence& seq, std::span<const int32_t> toks, uint32_t vocab) {
   if (toks.empty()) throw Error("forward: no tokens");
   if (uint64_t(seq.n_past()) + toks.size() > seq.context_length())
     throw Error("context length exceeded: " + std::to_string(seq.n_past()) + " + " + std::to_string(toks.size()) +
                 " tokens > " + std::to_string(seq.context_length()));
   for (int32_t t : toks)
     if (t < 0 || uint32_t(t) >= vocab) throw Error("token id " + std::to_string(t) + " out of range [0, " + std::to_string(vocab) + ")");
+  seq.mark_written(uint32_t(toks.size()));
 }
 
 }  // namespace wgllm

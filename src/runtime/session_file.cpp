@@ -1,0 +1,273 @@
+// Session files (save/load) and model fingerprints. Layout, all integers little-endian:
+//   [0, 8)    magic "WGLLMSES"
+//   [8, 12)   u32 format version (kSessionVersion)
+//   [12, 16)  u32 reserved (0)
+//   [16, 24)  u64 H = header bytes
+//   [24, 24+H) header: JSON (UTF-8) — fingerprint, tokens, turns, snapshot table, blob table
+//              (name, size, FNV-1a 64 of each blob)
+//   blobs, back to back in blob-table order (texts; live state: KV rows [0, n_past) of each layer
+//              and recurrent states; each kept snapshot's recurrent states)
+//   u64 FNV-1a 64 of every byte before it
+// Texts (messages, rendered conversation) travel as a blob, byte-exact (they need not be UTF-8:
+// a reply cut by max tokens can end inside a character).
+#include <cstring>
+#include <fstream>
+
+#include "models/source.h"
+#include "runtime/session.h"
+
+namespace wgllm {
+
+namespace {
+
+constexpr char kMagic[8] = {'W', 'G', 'L', 'L', 'M', 'S', 'E', 'S'};
+constexpr uint32_t kSessionVersion = 1;
+
+uint64_t fnv1a(const uint8_t* p, size_t n, uint64_t h = 0xcbf29ce484222325ull) {
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+uint64_t fnv1a(const std::string& s, uint64_t h = 0xcbf29ce484222325ull) {
+  return fnv1a(reinterpret_cast<const uint8_t*>(s.data()), s.size(), h);
+}
+
+std::string hex(uint64_t v) {
+  char b[17];
+  std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(v));
+  return b;
+}
+
+template <class T>
+void put(std::string& out, T v) {
+  out.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+template <class T>
+T get(const std::string& in, size_t off) {
+  T v;
+  std::memcpy(&v, in.data() + off, sizeof v);
+  return v;
+}
+
+std::string config_fingerprint(const ModelConfig& c) {
+  return c.arch + " L=" + std::to_string(c.n_layers) + " d=" + std::to_string(c.d_model) + " h=" + std::to_string(c.n_heads) +
+         " kv=" + std::to_string(c.n_kv_heads) + " hd=" + std::to_string(c.head_dim) + " ffn=" + std::to_string(c.ffn_dim) +
+         " vocab=" + std::to_string(c.vocab);
+}
+
+}  // namespace
+
+std::string model_fingerprint(const ModelSource& src) {
+  uint64_t h = fnv1a(std::string());
+  for (const std::string& name : src.tensors->names()) {
+    h = fnv1a(name + ";", h);
+    try {
+      if (auto t = src.tensors->find(name)) {
+        h = fnv1a(std::to_string(int(t->type)) + ":", h);
+        for (uint64_t d : t->shape) h = fnv1a(std::to_string(d) + ",", h);
+      }
+    } catch (const Error&) {
+      h = fnv1a("?", h);  // unusable dtype: the name alone identifies it
+    }
+  }
+  return config_fingerprint(src.config) + " tensors=" + hex(h);
+}
+
+void Session::save(const std::string& path) const {
+  using nlohmann::json;
+  std::vector<StateBlob> blobs;
+  json h;
+  h["format"] = "wgllm-session";
+  h["version"] = kSessionVersion;
+  h["fingerprint"] = opt_.fingerprint.empty() ? config_fingerprint(model_.config()) : opt_.fingerprint;
+  h["backend"] = model_.backend_name();
+  h["context_length"] = seq_->context_length();
+  h["n_past"] = seq_->n_past();
+  h["tokens"] = tokens_;
+  h["cache"] = cache_;
+  h["context_full"] = context_full_;
+  // Texts: rendered_ then each message's content, lengths in the header.
+  StateBlob text{"text", {}};
+  auto add_text = [&](const std::string& s) { text.data.insert(text.data.end(), s.begin(), s.end()); };
+  add_text(rendered_);
+  h["rendered_bytes"] = rendered_.size();
+  json msgs = json::array();
+  for (const ChatMessage& m : msgs_) {
+    msgs.push_back({{"role", m.role}, {"bytes", m.content.size()}});
+    add_text(m.content);
+  }
+  h["messages"] = msgs;
+  blobs.push_back(std::move(text));
+  json turns = json::array();
+  for (const Turn& t : turns_) turns.push_back({t.msgs_end, t.prompt_tokens, t.prompt_text, t.end_tokens, t.end_text});
+  h["turns"] = turns;
+  const size_t n_live = blobs.size();
+  for (StateBlob& b : seq_->export_state()) blobs.push_back({"state." + b.name, std::move(b.data)});
+  h["state_blobs"] = {n_live, blobs.size()};
+  // Snapshots whose KV rows are in the file (a prefix of the live cache); others cannot be used.
+  json snaps = json::array();
+  for (const Snap& s : snaps_) {
+    if (s.pinned || !s.state || s.tokens.size() > seq_->n_past() ||
+        !std::equal(s.tokens.begin(), s.tokens.end(), cache_.begin()))
+      continue;
+    const size_t first = blobs.size();
+    for (StateBlob& b : seq_->export_snapshot(*s.state)) blobs.push_back({"snap." + b.name, std::move(b.data)});
+    snaps.push_back({{"n", s.tokens.size()}, {"blobs", {first, blobs.size()}}, {"last_use", s.last_use}});
+  }
+  h["snapshots"] = snaps;
+  json table = json::array();
+  for (const StateBlob& b : blobs)
+    table.push_back({{"name", b.name}, {"size", b.data.size()}, {"fnv1a", hex(fnv1a(b.data.data(), b.data.size()))}});
+  h["blobs"] = table;
+
+  const std::string header = h.dump();
+  std::string head(kMagic, 8);
+  put<uint32_t>(head, kSessionVersion);
+  put<uint32_t>(head, 0);
+  put<uint64_t>(head, header.size());
+  head += header;
+  uint64_t sum = fnv1a(head);
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw Error("save: cannot write " + tmp);
+    out.write(head.data(), std::streamsize(head.size()));
+    for (const StateBlob& b : blobs) {
+      out.write(reinterpret_cast<const char*>(b.data.data()), std::streamsize(b.data.size()));
+      sum = fnv1a(b.data.data(), b.data.size(), sum);
+    }
+    std::string tail;
+    put<uint64_t>(tail, sum);
+    out.write(tail.data(), 8);
+    if (!out.flush()) throw Error("save: write to " + tmp + " failed");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw Error("save: cannot rename " + tmp + " to " + path);
+}
+
+void Session::load(const std::string& path) {
+  using nlohmann::json;
+  std::string f;
+  {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw Error("load: cannot open " + path);
+    f.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const std::string what = "load " + path + ": ";
+  if (f.size() < 8 || std::memcmp(f.data(), kMagic, 8) != 0) throw Error(what + "not a wgllm session file (bad magic)");
+  if (f.size() < 32) throw Error(what + "truncated file");
+  const uint32_t version = get<uint32_t>(f, 8);
+  if (version > kSessionVersion)
+    throw Error(what + "session format v" + std::to_string(version) + " is newer than this build reads (v" +
+                std::to_string(kSessionVersion) + ")");
+  if (version == 0) throw Error(what + "invalid format version 0");
+  if (fnv1a(reinterpret_cast<const uint8_t*>(f.data()), f.size() - 8) != get<uint64_t>(f, f.size() - 8))
+    throw Error(what + "checksum mismatch: the file is corrupt or truncated");
+  const uint64_t hn = get<uint64_t>(f, 16);
+  if (hn > f.size() - 32) throw Error(what + "header length out of range");
+  json h;
+  try {
+    h = json::parse(f.substr(24, hn));
+  } catch (const std::exception& e) {
+    throw Error(what + "header is not valid JSON: " + e.what());
+  }
+  try {
+    const std::string fp = opt_.fingerprint.empty() ? config_fingerprint(model_.config()) : opt_.fingerprint;
+    if (h.at("fingerprint").get<std::string>() != fp)
+      throw Error(what + "saved for another model (" + h["fingerprint"].get<std::string>() + "), this is " + fp);
+    // Blobs, checked one by one.
+    std::vector<StateBlob> blobs;
+    size_t off = 24 + hn;
+    for (const json& b : h.at("blobs")) {
+      const uint64_t n = b.at("size").get<uint64_t>();
+      if (n > f.size() - 8 - off) throw Error(what + "blob '" + b.at("name").get<std::string>() + "' runs past the end");
+      StateBlob sb{b.at("name").get<std::string>(), std::vector<uint8_t>(f.begin() + off, f.begin() + off + n)};
+      if (hex(fnv1a(sb.data.data(), n)) != b.at("fnv1a").get<std::string>()) throw Error(what + "blob '" + sb.name + "' is corrupt");
+      blobs.push_back(std::move(sb));
+      off += n;
+    }
+    if (off != f.size() - 8) throw Error(what + "unexpected bytes after the last blob");
+    auto group = [&](const json& range, const std::string& prefix) {
+      const size_t a = range.at(0).get<size_t>(), b = range.at(1).get<size_t>();
+      if (a > b || b > blobs.size()) throw Error(what + "blob range out of bounds");
+      std::vector<StateBlob> out;
+      for (size_t i = a; i < b; ++i) {
+        if (blobs[i].name.rfind(prefix, 0) != 0) throw Error(what + "blob '" + blobs[i].name + "' is not a " + prefix + " blob");
+        out.push_back({blobs[i].name.substr(prefix.size()), std::move(blobs[i].data)});
+      }
+      return out;
+    };
+    // Texts.
+    if (blobs.empty() || blobs[0].name != "text") throw Error(what + "missing text blob");
+    const std::string texts(blobs[0].data.begin(), blobs[0].data.end());
+    size_t pos = 0;
+    auto take = [&](size_t n) {
+      if (n > texts.size() - pos) throw Error(what + "text lengths exceed the text blob");
+      std::string s = texts.substr(pos, n);
+      pos += n;
+      return s;
+    };
+    std::string rendered = take(h.at("rendered_bytes").get<size_t>());
+    std::vector<ChatMessage> msgs;
+    for (const json& m : h.at("messages")) {
+      std::string role = m.at("role").get<std::string>();
+      msgs.push_back({role, take(m.at("bytes").get<size_t>())});
+    }
+    std::vector<Turn> turns;
+    for (const json& t : h.at("turns")) {
+      Turn x{t.at(0).get<size_t>(), t.at(1).get<size_t>(), t.at(2).get<size_t>(), t.at(3).get<size_t>(), t.at(4).get<size_t>()};
+      turns.push_back(x);
+    }
+    auto tokens = h.at("tokens").get<std::vector<int32_t>>();
+    auto cache = h.at("cache").get<std::vector<int32_t>>();
+    const uint32_t n_past = h.at("n_past").get<uint32_t>();
+    if (cache.size() != n_past) throw Error(what + "cache tokens do not match n_past");
+    for (const Turn& t : turns)
+      if (t.msgs_end > msgs.size() || t.end_tokens > tokens.size() || t.end_text > rendered.size() ||
+          t.prompt_tokens > t.end_tokens || t.prompt_text > t.end_text)
+        throw Error(what + "turn table out of range");
+    for (int32_t t : tokens)
+      if (t < 0 || uint32_t(t) >= model_.config().vocab) throw Error(what + "token id out of range");
+    for (int32_t t : cache)
+      if (t < 0 || uint32_t(t) >= model_.config().vocab) throw Error(what + "token id out of range");
+    std::vector<StateBlob> state = group(h.at("state_blobs"), "state.");
+    std::vector<std::pair<size_t, std::vector<StateBlob>>> snaps;
+    for (const json& s : h.at("snapshots")) {
+      const size_t n = s.at("n").get<size_t>();
+      if (n > n_past) throw Error(what + "snapshot past the saved cache");
+      snaps.emplace_back(n, group(s.at("blobs"), "snap."));
+    }
+    // Everything parsed: replace the state. A failure after the import leaves an empty session.
+    seq_->import_state(n_past, state);  // checks the layout before changing anything
+    try {
+      std::list<Snap> loaded;
+      for (auto& [n, b] : snaps) {
+        Snap s;
+        s.tokens.assign(cache.begin(), cache.begin() + n);
+        s.state = seq_->import_snapshot(uint32_t(n), b);
+        touch(s);
+        loaded.push_back(std::move(s));
+      }
+      snaps_.remove_if([](const Snap& s) { return !s.pinned; });
+      snaps_.splice(snaps_.end(), loaded);
+    } catch (...) {
+      snaps_.remove_if([](const Snap& s) { return !s.pinned; });
+      cache_.clear();
+      tokens_.clear();
+      rendered_.clear();
+      turns_.clear();
+      msgs_.clear();
+      seq_->restore(*snaps_.front().state);
+      throw;
+    }
+    msgs_ = std::move(msgs);
+    turns_ = std::move(turns);
+    tokens_ = std::move(tokens);
+    cache_ = std::move(cache);
+    rendered_ = std::move(rendered);
+    context_full_ = h.value("context_full", false);
+    evict();
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(what + "malformed header: " + e.what());
+  }
+}
+
+}  // namespace wgllm
