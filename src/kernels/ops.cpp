@@ -100,4 +100,28 @@ void argmax(OpContext& o, F32Ref x, uint32_t n, const gpu::Buffer& out) {
   o.rec.dispatch(p, {x.buf, out}, prm, 1, 1, 1, "argmax");
 }
 
+void causal_conv(OpContext& o, const CausalConvShape& s, F32Ref x, uint32_t x_stride, F32Rows gate_in,
+                 F32Rows gate_out, const gpu::Buffer& w, const gpu::Buffer* bias, F32Ref state, F32Ref y,
+                 uint32_t y_stride, const char* label) {
+  if (s.L < 2 || s.L > 64) throw Error("causal_conv: kernel width L must be in [2, 64]");
+  if (s.T == 0 || s.C == 0) throw Error("causal_conv: empty input");
+  for (const gpu::Buffer* b : {&x.buf, gate_in.buf, gate_out.buf, &w, bias})
+    if (b == &y.buf || b == &state.buf) throw Error("causal_conv: y and state must not alias another operand");
+  if (&y.buf == &state.buf) throw Error("causal_conv: y and state must be different buffers");
+  Defines d{{"GATE_IN", gate_in.buf ? "1" : "0"}, {"GATE_OUT", gate_out.buf ? "1" : "0"},
+            {"BIAS", bias ? "1" : "0"}, {"SILU", s.silu ? "1" : "0"}, {"UPDATE", "0"}};
+  const std::vector<Bind> binds{Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly,
+                                Bind::ReadWrite, Bind::ReadWrite, Bind::Uniform};
+  struct { uint32_t T, C, L, x_off, x_stride, gi_off, gi_stride, go_off, go_stride, s_off, y_off, y_stride; } prm{
+      s.T, s.C, s.L, x.off, x_stride, gate_in.off, gate_in.stride, gate_out.off, gate_out.stride, state.off, y.off, y_stride};
+  const gpu::Buffer& gi = gate_in.buf ? *gate_in.buf : x.buf;  // unused placeholders: read-only, may alias
+  const gpu::Buffer& go = gate_out.buf ? *gate_out.buf : x.buf;
+  const gpu::Buffer& b = bias ? *bias : w;
+  o.rec.dispatch(get(o, "causal_conv", d, binds), {x.buf, gi, go, w, b, state.buf, y.buf}, prm, ceil_div(s.C, 64), s.T, 1,
+                 label);
+  d = {{"GATE_IN", gate_in.buf ? "1" : "0"}, {"UPDATE", "1"}};
+  o.rec.dispatch(get(o, "causal_conv", d, binds), {x.buf, gi, go, w, b, state.buf, y.buf}, prm, ceil_div(s.C, 64), 1, 1,
+                 "causal_conv_state");
+}
+
 }  // namespace wgllm::kernels

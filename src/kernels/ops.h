@@ -74,4 +74,42 @@ void silu_mul(OpContext& o, const gpu::Buffer& src, uint32_t g_off, uint32_t u_o
 /// out[0] = argmax(x[off .. off+n)) as u32 (lowest index on ties).
 void argmax(OpContext& o, F32Ref x, uint32_t n, const gpu::Buffer& out);
 
+/// Optional f32 row operand: rows at buf[off + t * stride]; absent when buf is null.
+struct F32Rows {
+  const gpu::Buffer* buf = nullptr;
+  uint32_t off = 0, stride = 0;
+};
+
+/// Shape and variant of causal_conv.
+struct CausalConvShape {
+  uint32_t T = 1;     // new rows (tokens); 1 = decode step, > 1 = prefill chunk
+  uint32_t C = 0;     // channels (depthwise: one filter per channel)
+  uint32_t L = 0;     // kernel width, 2 <= L <= 64; the state keeps the last L-1 input rows
+  bool silu = false;  // SiLU after conv (+ bias), before the output gate (Gated DeltaNet conv1d)
+};
+
+/// Causal depthwise conv1d with a rolling per-sequence state, for prefill (T > 1) and decode
+/// (T = 1) alike: LFM2 ShortConv (transformers models/lfm2/modeling_lfm2.py, Lfm2ShortConv:
+/// y = C * conv(B * x), gate_in = B, gate_out = C, no SiLU) and the Mamba-style conv1d over q,k,v
+/// of Gated DeltaNet (models/qwen3_next/modeling_qwen3_next.py: silu(conv(qkv)), no gates).
+/// For t < T, c < C, with u[t,c] = x[t,c] * gate_in[t,c] (1 without gate_in) and the extended
+/// sequence E = [state rows 0..L-2 (oldest first); u rows 0..T-1]:
+///   a       = sum_{j=0..L-1} w[c*L + j] * E[t + j, c]  (+ bias[c])
+///   y[t,c]  = (silu ? a / (1 + exp(-a)) : a) * gate_out[t,c] (1 without gate_out)
+/// and afterwards state rows i = 0..L-2 hold E[T + i] (the last L-1 gated inputs), so that a later
+/// call continues the sequence exactly (prefill(T) == prefill(T-k) + prefill(k)).
+///   x:     rows x.off + t * x_stride, C channels, f32.
+///   w:     [C][L] f32 (transformers Conv1d weight [C, 1, L] / GGUF {L, C}: same memory order).
+///   bias:  [C] f32, or nullptr.
+///   state: [L-1][C] f32 at state.off; all zeros for an empty sequence (read, then overwritten).
+///   y:     rows y.off + t * y_stride, f32.
+/// x, gate_in and gate_out may share one buffer (all bound read-only, e.g. LFM2's in_proj output
+/// [B | C | x]); y and state must be buffers distinct from every other operand (WebGPU forbids a
+/// read_write binding aliasing another binding). Records two dispatches: the conv (one invocation
+/// per channel and row) then the state update (one per channel). Throws wgllm::Error for L out of
+/// range, T == 0 or an aliased y/state. CPU twin: ref::causal_conv.
+void causal_conv(OpContext& o, const CausalConvShape& s, F32Ref x, uint32_t x_stride, F32Rows gate_in,
+                 F32Rows gate_out, const gpu::Buffer& w, const gpu::Buffer* bias, F32Ref state, F32Ref y,
+                 uint32_t y_stride, const char* label = "causal_conv");
+
 }  // namespace wgllm::kernels

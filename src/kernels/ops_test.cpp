@@ -5,6 +5,7 @@
 #include <cmath>
 #include <random>
 
+#include "core/error.h"
 #include "core/half.h"
 #include "formats/dtype.h"
 #include "kernels/ops.h"
@@ -260,4 +261,77 @@ TEST(Ops, KvStoreAndAttentionGqa) {
                      pos0 + t, Hq, Hkv, HD, scale);
     expect_close(e.download(ob, want.size()), want, 1e-5f, "attention HD=" + std::to_string(HD));
   }
+}
+
+// causal_conv: GPU vs CPU twin over a chain of calls sharing one state (prefill, decode steps,
+// short prefills with T < L-1), every variant; and the CPU twin vs a direct zero-padded conv over
+// the whole sequence (independent of how the sequence was split).
+TEST(Ops, CausalConvChainedStateAllVariants) {
+  auto& e = env();
+  const std::vector<uint32_t> chunks = {7, 1, 1, 2, 5, 1};  // sum 17
+  const uint32_t Ttot = 17;
+  for (uint32_t L : {2u, 3u, 4u}) {
+    for (uint32_t C : {1u, 71u, 130u}) {
+      for (int variant = 0; variant < 6; ++variant) {
+        const bool gin = variant & 1, gout = variant & 2, silu = variant == 3 || variant == 4, bias = variant >= 4;
+        // One source buffer [T, 3C + 5] holding gate_in | gate_out | x (as LFM2's in_proj output).
+        const uint32_t S = 3 * C + 5;
+        auto src = randn(size_t(Ttot) * S, L * 100 + C + variant);
+        auto w = randn(size_t(C) * L, 7 + C), bv = randn(C, 8);
+        auto sb = e.upload(src), wb = e.upload(w), bb = e.upload(bv);
+        auto stb = e.upload(std::vector<float>(size_t(L - 1) * C + 3));  // state at offset 3
+        auto yb = e.upload(std::vector<float>(size_t(Ttot) * (C + 2)));
+        std::vector<float> st_cpu(size_t(L - 1) * C), y_cpu(size_t(Ttot) * (C + 2));
+        auto o = e.op();
+        uint32_t t0 = 0;
+        for (uint32_t T : chunks) {
+          const uint32_t base = t0 * S, ys = C + 2;
+          e.rec.begin();
+          causal_conv(o, {T, C, L, silu}, {sb, base + 2 * C}, S, gin ? F32Rows{&sb, base, S} : F32Rows{},
+                      gout ? F32Rows{&sb, base + C, S} : F32Rows{}, wb, bias ? &bb : nullptr, {stb, 3},
+                      {yb, t0 * ys}, ys);
+          e.rec.submit();
+          ref::causal_conv(src.data() + base + 2 * C, S, gin ? src.data() + base : nullptr, S,
+                           gout ? src.data() + base + C : nullptr, S, w.data(), bias ? bv.data() : nullptr,
+                           st_cpu.data(), y_cpu.data() + size_t(t0) * ys, ys, T, C, L, silu);
+          t0 += T;
+        }
+        const std::string what = "L=" + std::to_string(L) + " C=" + std::to_string(C) + " v=" + std::to_string(variant);
+        expect_close(e.download(yb, y_cpu.size()), y_cpu, 1e-5f, "causal_conv y " + what);
+        auto st_gpu = e.download(stb, st_cpu.size() + 3);
+        EXPECT_EQ(std::vector<float>(st_gpu.begin() + 3, st_gpu.end()), st_cpu) << what;
+        // Direct formula: y[t] = sum_j w[j] * u[t - (L-1) + j], u = 0 before the sequence start.
+        for (uint32_t t = 0; t < Ttot; ++t)
+          for (uint32_t c = 0; c < C; ++c) {
+            auto u = [&](int64_t r) {
+              if (r < 0) return 0.0f;
+              const float* row = src.data() + size_t(r) * S;
+              return row[2 * C + c] * (gin ? row[c] : 1.0f);
+            };
+            float a = 0;
+            for (uint32_t j = 0; j < L; ++j) a += w[c * L + j] * u(int64_t(t) - int64_t(L - 1) + j);
+            if (bias) a += bv[c];
+            if (silu) a = a / (1 + std::exp(-a));
+            if (gout) a *= src[size_t(t) * S + C + c];
+            ASSERT_NEAR(y_cpu[size_t(t) * (C + 2) + c], a, 1e-5f * (1 + std::fabs(a))) << what << " t=" << t;
+          }
+        for (uint32_t i = 0; i + 1 < L; ++i)  // final state = last L-1 gated inputs
+          for (uint32_t c = 0; c < C; ++c) {
+            const float* row = src.data() + size_t(Ttot - (L - 1) + i) * S;
+            ASSERT_EQ(st_cpu[size_t(i) * C + c], row[2 * C + c] * (gin ? row[c] : 1.0f)) << what;
+          }
+      }
+    }
+  }
+}
+
+TEST(Ops, CausalConvRejectsBadArguments) {
+  auto& e = env();
+  auto a = e.upload(std::vector<float>(64)), b = e.upload(std::vector<float>(64));
+  auto o = e.op();
+  e.rec.begin();
+  EXPECT_THROW(causal_conv(o, {1, 4, 1, false}, {a, 0}, 4, {}, {}, a, nullptr, {b, 0}, {b, 16}, 4), Error);
+  EXPECT_THROW(causal_conv(o, {1, 4, 3, false}, {a, 0}, 4, {}, {}, a, nullptr, {b, 0}, {b, 16}, 4), Error);
+  EXPECT_THROW(causal_conv(o, {1, 4, 3, false}, {a, 0}, 4, {}, {}, a, nullptr, {a, 0}, {b, 0}, 4), Error);
+  e.rec.submit();
 }

@@ -94,4 +94,23 @@ uint32_t argmax(const float* x, uint32_t n) {
   return best;
 }
 
+void causal_conv(const float* x, uint32_t x_stride, const float* gate_in, uint32_t gi_stride,
+                 const float* gate_out, uint32_t go_stride, const float* w, const float* bias, float* state,
+                 float* y, uint32_t y_stride, uint32_t T, uint32_t C, uint32_t L, bool silu) {
+  const uint32_t H = L - 1;
+  auto u = [&](uint32_t t, uint32_t c) { return x[size_t(t) * x_stride + c] * (gate_in ? gate_in[size_t(t) * gi_stride + c] : 1.0f); };
+  auto ext = [&](uint32_t e, uint32_t c) { return e < H ? state[size_t(e) * C + c] : u(e - H, c); };
+  for (uint32_t t = 0; t < T; ++t)
+    for (uint32_t c = 0; c < C; ++c) {
+      float a = 0.0f;
+      for (uint32_t j = 0; j < L; ++j) a += w[size_t(c) * L + j] * ext(t + j, c);
+      if (bias) a += bias[c];
+      if (silu) a = a / (1.0f + std::exp(-a));
+      if (gate_out) a *= gate_out[size_t(t) * go_stride + c];
+      y[size_t(t) * y_stride + c] = a;
+    }
+  for (uint32_t i = 0; i < H; ++i)  // ascending: row T+i is read before it can be overwritten
+    for (uint32_t c = 0; c < C; ++c) state[size_t(i) * C + c] = ext(T + i, c);
+}
+
 }  // namespace wgllm::kernels::ref

@@ -25,5 +25,12 @@ void attention(const float* q, const float* kc, const float* vc, float* out, uin
 void silu_mul(const float* g, const float* u, float* y, uint32_t F);
 /// Lowest index of the maximum; NaN never wins; 0 for an all-NaN input.
 uint32_t argmax(const float* x, uint32_t n);
+/// Twin of ops.h causal_conv (same formula and summation order j = 0..L-1): rows t < T of x at
+/// x + t*x_stride; gate_in / gate_out / bias null when absent; w [C][L]; state [L-1][C], read then
+/// updated in place to the last L-1 gated inputs; y rows at y + t*y_stride (must not alias x or
+/// state). L >= 2.
+void causal_conv(const float* x, uint32_t x_stride, const float* gate_in, uint32_t gi_stride,
+                 const float* gate_out, uint32_t go_stride, const float* w, const float* bias, float* state,
+                 float* y, uint32_t y_stride, uint32_t T, uint32_t C, uint32_t L, bool silu);
 
 }  // namespace wgllm::kernels::ref

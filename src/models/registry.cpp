@@ -2,6 +2,8 @@
 
 #include "core/error.h"
 #include "models/llama_cpu.h"
+#include "models/lfm2.h"
+#include "models/lfm2_weights.h"
 #include "models/qwen35.h"
 #include "models/qwen35_weights.h"
 #include "models/source.h"
@@ -16,6 +18,7 @@ const std::vector<ArchEntry>& architectures() {
       {"llama", {"llama"}, {"llama"}, llama_config_from_gguf, llama_config_from_hf, create_llama_cpu, create_llama_gpu},
       {"qwen35", {"qwen35"}, {"qwen3_5_text", "qwen3_5"}, qwen35_config_from_gguf, qwen35_config_from_hf, create_qwen35_cpu,
        create_qwen35_gpu},
+      {"lfm2", {"lfm2"}, {"lfm2"}, lfm2_config_from_gguf, lfm2_config_from_hf, create_lfm2_cpu, create_lfm2_gpu},
   };
   return table;
 }

@@ -1,0 +1,182 @@
+// LFM2 forward pass on the CPU reference backend: plain C++ with f32 accumulation over weights
+// dequantized once at load (kernels/ref.h), op for op the same as lfm2_gpu.cpp. Formulas:
+// transformers models/lfm2/modeling_lfm2.py (see models/lfm2_weights.h for the summary).
+#include <cmath>
+
+#include "core/error.h"
+#include "kernels/ref.h"
+#include "kernels/rope_table.h"
+#include "models/lfm2.h"
+#include "models/lfm2_weights.h"
+#include "models/source.h"
+
+namespace wgllm {
+namespace {
+
+namespace ref = kernels::ref;
+
+ref::Matrix matrix(const TensorRef& t) {
+  ref::Matrix m;
+  m.K = uint32_t(t.shape[0]);
+  m.N = uint32_t(t.n_elements() / t.shape[0]);
+  m.w = dequantize_tensor(t);
+  return m;
+}
+
+struct Layer {
+  bool attn = false;
+  std::vector<float> attn_norm, ffn_norm;
+  ref::Matrix gate, up, down;
+  ref::Matrix wq, wk, wv, wo;           // attention
+  std::vector<float> q_norm, k_norm;    // attention, {head_dim}
+  ref::Matrix in_proj, out_proj;        // ShortConv
+  std::vector<float> conv;              // ShortConv, [d][L]
+};
+
+/// KV caches (attention layers) and conv states (conv layers); the other kind's vectors are empty.
+struct CpuSeq final : Sequence {
+  CpuSeq(uint32_t ctx, const ModelConfig& c, const Lfm2Params& p) : Sequence(ctx) {
+    for (uint32_t l = 0; l < c.n_layers; ++l) {
+      kc.emplace_back(p.attn[l] ? size_t(ctx) * c.kv_dim() : 0);
+      vc.emplace_back(p.attn[l] ? size_t(ctx) * c.kv_dim() : 0);
+      conv.emplace_back(p.attn[l] ? 0 : size_t(p.conv_L - 1) * c.d_model, 0.0f);
+    }
+  }
+  MemoryReport memory() const override {
+    MemoryReport m;
+    for (size_t l = 0; l < kc.size(); ++l) {
+      m.kv_cache += (kc[l].size() + vc[l].size()) * 4;
+      m.recurrent += conv[l].size() * 4;
+    }
+    return m;
+  }
+  std::vector<std::vector<float>> kc, vc;  // [layer][pos * kv_dim + i]
+  std::vector<std::vector<float>> conv;    // [layer][(L-1) * d]: last L-1 rows of B*x, oldest first
+  void advance(uint32_t n) { n_past_ += n; }
+};
+
+class Lfm2Cpu final : public Model {
+ public:
+  Lfm2Cpu(const ModelSource& src, const ModelOptions& opt) : c_(src.config), p_(lfm2_params(src)) {
+    default_ctx_ = opt.context_length;
+    Lfm2Refs r = lfm2_refs(*src.tensors, c_, p_, src.is_gguf());
+    embed_ = matrix(r.embed);
+    out_norm_ = dequantize_tensor(r.out_norm);
+    if (!c_.tied_embeddings) lm_head_ = matrix(r.lm_head);
+    for (uint32_t i = 0; i < c_.n_layers; ++i) {
+      const Lfm2LayerRefs& R = r.layers[i];
+      Layer L;
+      L.attn = p_.attn[i];
+      L.attn_norm = dequantize_tensor(R.attn_norm);
+      L.ffn_norm = dequantize_tensor(R.ffn_norm);
+      L.gate = matrix(R.w_gate);
+      L.up = matrix(R.w_up);
+      L.down = matrix(R.w_down);
+      if (L.attn) {
+        L.wq = matrix(R.wq);
+        L.wk = matrix(R.wk);
+        L.wv = matrix(R.wv);
+        L.wo = matrix(R.wo);
+        L.q_norm = dequantize_tensor(R.q_norm);
+        L.k_norm = dequantize_tensor(R.k_norm);
+      } else {
+        L.in_proj = matrix(R.in_proj);
+        L.out_proj = matrix(R.out_proj);
+        L.conv = dequantize_tensor(R.conv);
+      }
+      layers_.push_back(std::move(L));
+    }
+    if (p_.n_attn()) rope_ = kernels::rope_table(c_.max_context, c_.rope_dims, c_.rope_base);
+  }
+
+  const ModelConfig& config() const override { return c_; }
+  std::string backend_name() const override { return "cpu"; }
+  std::unique_ptr<Sequence> new_sequence(uint32_t ctx) override {
+    ctx = ctx ? ctx : (default_ctx_ ? default_ctx_ : c_.max_context);
+    return std::make_unique<CpuSeq>(std::min(ctx, c_.max_context), c_, p_);
+  }
+  MemoryReport memory() const override {
+    MemoryReport m;
+    auto mb = [](const ref::Matrix& x) { return uint64_t(x.w.size()) * 4; };
+    m.weights = mb(embed_) + mb(lm_head_) + out_norm_.size() * 4;
+    for (auto& L : layers_)
+      m.weights += mb(L.wq) + mb(L.wk) + mb(L.wv) + mb(L.wo) + mb(L.gate) + mb(L.up) + mb(L.down) + mb(L.in_proj) +
+                   mb(L.out_proj) + 4 * (L.conv.size() + L.q_norm.size() + L.k_norm.size() + L.attn_norm.size() +
+                                         L.ffn_norm.size());
+    return m;
+  }
+
+  void forward(Sequence& sq, std::span<const int32_t> toks, std::vector<float>* logits) override {
+    check_forward(sq, toks, c_.vocab);
+    CpuSeq& seq = dynamic_cast<CpuSeq&>(sq);
+    const uint32_t T = uint32_t(toks.size()), n_past = seq.n_past();
+    const uint32_t D = c_.d_model, Q = c_.q_dim(), KV = c_.kv_dim(), F = c_.ffn_dim, HD = c_.head_dim;
+    std::vector<float> x(size_t(T) * D), h(size_t(T) * D), q(size_t(T) * Q), k(size_t(T) * KV), v(size_t(T) * KV),
+        att(size_t(T) * std::max(Q, D)), bcx(size_t(T) * 3 * D), g(size_t(T) * F), u(size_t(T) * F), a(size_t(T) * F);
+    for (uint32_t t = 0; t < T; ++t) std::copy_n(embed_.w.data() + size_t(toks[t]) * D, D, x.data() + size_t(t) * D);
+    const float scale = 1.0f / std::sqrt(float(HD));
+    for (uint32_t l = 0; l < c_.n_layers; ++l) {
+      Layer& L = layers_[l];
+      for (uint32_t t = 0; t < T; ++t) ref::rmsnorm(&x[size_t(t) * D], L.attn_norm.data(), &h[size_t(t) * D], D, c_.rms_eps);
+      if (L.attn) {
+        ref::matmul(L.wq, h.data(), D, q.data(), Q, T, false);
+        ref::matmul(L.wk, h.data(), D, k.data(), KV, T, false);
+        ref::matmul(L.wv, h.data(), D, v.data(), KV, T, false);
+        // Per-head RMSNorm of q and k (in place: ref::rmsnorm reads a row fully before writing it).
+        for (size_t r = 0; r < size_t(T) * c_.n_heads; ++r) ref::rmsnorm(&q[r * HD], L.q_norm.data(), &q[r * HD], HD, c_.rms_eps);
+        for (size_t r = 0; r < size_t(T) * c_.n_kv_heads; ++r) ref::rmsnorm(&k[r * HD], L.k_norm.data(), &k[r * HD], HD, c_.rms_eps);
+        for (uint32_t t = 0; t < T; ++t) {
+          const uint32_t pos = n_past + t;
+          ref::rope(&q[size_t(t) * Q], c_.n_heads, HD, c_.rope_dims, pos, rope_.data(), c_.rope_neox);
+          ref::rope(&k[size_t(t) * KV], c_.n_kv_heads, HD, c_.rope_dims, pos, rope_.data(), c_.rope_neox);
+          std::copy_n(&k[size_t(t) * KV], KV, &seq.kc[l][size_t(pos) * KV]);
+          std::copy_n(&v[size_t(t) * KV], KV, &seq.vc[l][size_t(pos) * KV]);
+        }
+        for (uint32_t t = 0; t < T; ++t)
+          ref::attention(&q[size_t(t) * Q], seq.kc[l].data(), seq.vc[l].data(), &att[size_t(t) * Q], n_past + t,
+                         c_.n_heads, c_.n_kv_heads, HD, scale);
+        ref::matmul(L.wo, att.data(), Q, x.data(), D, T, true);
+      } else {
+        // ShortConv: [B | C | xs] = in_proj(h); y = C * conv(B * xs); x += out_proj(y).
+        ref::matmul(L.in_proj, h.data(), D, bcx.data(), 3 * D, T, false);
+        ref::causal_conv(bcx.data() + 2 * D, 3 * D, bcx.data(), 3 * D, bcx.data() + D, 3 * D, L.conv.data(), nullptr,
+                         seq.conv[l].data(), att.data(), D, T, D, p_.conv_L, false);
+        ref::matmul(L.out_proj, att.data(), D, x.data(), D, T, true);
+      }
+      for (uint32_t t = 0; t < T; ++t) ref::rmsnorm(&x[size_t(t) * D], L.ffn_norm.data(), &h[size_t(t) * D], D, c_.rms_eps);
+      ref::matmul(L.gate, h.data(), D, g.data(), F, T, false);
+      ref::matmul(L.up, h.data(), D, u.data(), F, T, false);
+      for (uint32_t t = 0; t < T; ++t) ref::silu_mul(&g[size_t(t) * F], &u[size_t(t) * F], &a[size_t(t) * F], F);
+      ref::matmul(L.down, a.data(), F, x.data(), D, T, true);
+    }
+    seq.advance(T);
+    if (logits) {
+      std::vector<float> last(D);
+      ref::rmsnorm(&x[size_t(T - 1) * D], out_norm_.data(), last.data(), D, c_.rms_eps);
+      logits->assign(c_.vocab, 0.0f);
+      ref::matmul(c_.tied_embeddings ? embed_ : lm_head_, last.data(), D, logits->data(), c_.vocab, 1, false);
+    }
+  }
+
+  int32_t forward_argmax(Sequence& seq, std::span<const int32_t> toks) override {
+    std::vector<float> lg;
+    forward(seq, toks, &lg);
+    return int32_t(ref::argmax(lg.data(), uint32_t(lg.size())));
+  }
+
+ private:
+  ModelConfig c_;
+  Lfm2Params p_;
+  uint32_t default_ctx_ = 0;
+  ref::Matrix embed_, lm_head_;
+  std::vector<float> out_norm_, rope_;
+  std::vector<Layer> layers_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> create_lfm2_cpu(const ModelSource& src, const ModelOptions& opt) {
+  return std::make_unique<Lfm2Cpu>(src, opt);
+}
+
+}  // namespace wgllm

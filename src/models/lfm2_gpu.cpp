@@ -1,0 +1,286 @@
+// LFM2 forward pass on WebGPU: every op is a WGSL kernel (kernels/ops.h); a forward of up to
+// prefill_chunk tokens is one command submission ending with one small readback (4 bytes for
+// greedy argmax, or the vocab logits). Same op order as lfm2_cpu.cpp.
+// Activation layout of an attention layer (chunk of T tokens), chosen so that the per-head QK
+// RMSNorm is the plain rmsnorm kernel over T*heads rows of head_dim:
+//   raw_: [q: T x q_dim][k: T x kv_dim]            projections (three matmuls)
+//   qkv_: [q: T x q_dim][k: T x kv_dim][v: T x kv_dim]  normed + roped q and k, v (kv_store reads k
+//         and v with one row stride kv_dim), attention reads q with stride q_dim.
+// A conv layer: bcx_ [T, 3d] = in_proj output [B | C | x]; causal_conv -> att_ [T, d]; out_proj.
+#include <cmath>
+
+#include "core/error.h"
+#include "gpu/context.h"
+#include "kernels/rope_table.h"
+#include "models/lfm2.h"
+#include "models/lfm2_weights.h"
+#include "models/source.h"
+
+namespace wgllm {
+namespace {
+
+using gpu::Buffer;
+using gpu::BufferKind;
+using kernels::F32Ref;
+using kernels::F32Rows;
+using kernels::GpuWeight;
+
+struct Layer {
+  bool attn = false;
+  Buffer attn_norm, ffn_norm;
+  GpuWeight wgu, wg, wu, wd;       // wgu when gate/up are fused, else wg/wu
+  GpuWeight wq, wk, wv, wo;        // attention
+  Buffer q_norm, k_norm;           // attention
+  GpuWeight in_proj, out_proj;     // ShortConv
+  Buffer conv;                     // ShortConv [d][L] f32
+};
+
+/// Per layer: KV cache buffers (attention) or the conv state buffer (conv); the others empty.
+struct GpuSeq final : Sequence {
+  GpuSeq(gpu::Context& ctx, uint32_t ctx_len, const ModelConfig& c, const Lfm2Params& p) : Sequence(ctx_len) {
+    for (uint32_t i = 0; i < c.n_layers; ++i) {
+      const std::string pre = "blk." + std::to_string(i) + ".";
+      if (p.attn[i]) {
+        const uint64_t bytes = Lfm2Params::kv_bytes(c, ctx_len) / 2;
+        kc.emplace_back(ctx, bytes, BufferKind::Storage, pre + "k_cache");
+        vc.emplace_back(ctx, bytes, BufferKind::Storage, pre + "v_cache");
+        conv.emplace_back();
+      } else {
+        kc.emplace_back();
+        vc.emplace_back();
+        conv.emplace_back(ctx, p.conv_state_bytes(c), BufferKind::Storage, pre + "conv_state");  // zeroed
+      }
+    }
+  }
+  MemoryReport memory() const override {
+    MemoryReport m;
+    for (size_t l = 0; l < kc.size(); ++l) {
+      m.kv_cache += kc[l].size() + vc[l].size();
+      m.recurrent += conv[l].size();
+    }
+    return m;
+  }
+  std::vector<Buffer> kc, vc;  // attention layers: [ctx, kv_dim] f32
+  std::vector<Buffer> conv;    // conv layers: [L-1, d] f32
+  void advance(uint32_t n) { n_past_ += n; }
+};
+
+class Lfm2Gpu final : public Model {
+ public:
+  Lfm2Gpu(const ModelSource& src, const ModelOptions& opt) : c_(src.config), p_(lfm2_params(src)), opt_(opt) {
+    gpu::ContextOptions co;
+    co.adapter_index = opt.adapter_index;
+    ctx_ = gpu::Context::create(co);
+    pipes_ = std::make_unique<gpu::PipelineCache>(*ctx_);
+    rec_ = std::make_unique<gpu::Recorder>(*ctx_);
+    chunk_ = std::max<uint32_t>(1, std::min(opt.prefill_chunk, c_.max_context));
+    load(src);
+    alloc_scratch();
+  }
+
+  const ModelConfig& config() const override { return c_; }
+  std::string backend_name() const override { return "webgpu (" + ctx_->info().name + ")"; }
+  std::unique_ptr<Sequence> new_sequence(uint32_t ctx) override {
+    ctx = ctx ? ctx : (opt_.context_length ? opt_.context_length : c_.max_context);
+    return std::make_unique<GpuSeq>(*ctx_, std::min(ctx, c_.max_context), c_, p_);
+  }
+  MemoryReport memory() const override { return mem_; }
+  void set_profiling(bool on) override { rec_->set_profiling(on); }
+  std::vector<gpu::KernelTime> last_profile() const override { return rec_->last_profile(); }
+
+  void forward(Sequence& seq, std::span<const int32_t> toks, std::vector<float>* logits) override {
+    run(dynamic_cast<GpuSeq&>(seq), toks, logits ? Out::Logits : Out::None, logits);
+  }
+  int32_t forward_argmax(Sequence& seq, std::span<const int32_t> toks) override {
+    return run(dynamic_cast<GpuSeq&>(seq), toks, Out::Argmax, nullptr);
+  }
+
+ private:
+  enum class Out { None, Logits, Argmax };
+
+  GpuWeight weight(const std::vector<const TensorRef*>& parts, const std::string& label) {
+    // Stacks the rows of several matrices with the same type and row length (fused gate/up).
+    const TensorRef& a = *parts[0];
+    uint32_t N = 0;
+    std::vector<uint8_t> joined;
+    for (const TensorRef* p : parts) {
+      if (p->type != a.type || p->shape[0] != a.shape[0]) throw Error("cannot fuse " + label);
+      N += uint32_t(p->shape[1]);
+      if (parts.size() > 1) joined.insert(joined.end(), p->data, p->data + p->nbytes);
+    }
+    const uint8_t* data = parts.size() > 1 ? joined.data() : a.data;
+    GpuWeight w = kernels::upload_weight(*ctx_, kernels::pack_weight(a.type, data, uint32_t(a.shape[0]), N), label);
+    mem_.weights += w.bytes();
+    return w;
+  }
+  Buffer f32_buffer(const TensorRef& t, const std::string& label) {
+    std::vector<float> v = dequantize_tensor(t);
+    Buffer b(*ctx_, v.size() * 4, BufferKind::Storage, label);
+    b.write(*ctx_, 0, v.data(), v.size() * 4);
+    mem_.weights += b.size();
+    return b;
+  }
+
+  void load(const ModelSource& src) {
+    Lfm2Refs r = lfm2_refs(*src.tensors, c_, p_, src.is_gguf());
+    embed_ = weight({&r.embed}, "token_embd");
+    if (!c_.tied_embeddings) lm_head_ = weight({&r.lm_head}, "output");
+    out_norm_ = f32_buffer(r.out_norm, "token_embd_norm");
+    fused_gu_ = opt_.fuse_gate_up;
+    for (auto& L : r.layers) fused_gu_ = fused_gu_ && L.w_gate.type == L.w_up.type;
+    for (uint32_t i = 0; i < c_.n_layers; ++i) {
+      const Lfm2LayerRefs& R = r.layers[i];
+      const std::string p = "blk." + std::to_string(i) + ".";
+      Layer L;
+      L.attn = p_.attn[i];
+      L.attn_norm = f32_buffer(R.attn_norm, p + "attn_norm");
+      L.ffn_norm = f32_buffer(R.ffn_norm, p + "ffn_norm");
+      if (fused_gu_) {
+        L.wgu = weight({&R.w_gate, &R.w_up}, p + "ffn_gate_up");
+      } else {
+        L.wg = weight({&R.w_gate}, p + "ffn_gate");
+        L.wu = weight({&R.w_up}, p + "ffn_up");
+      }
+      L.wd = weight({&R.w_down}, p + "ffn_down");
+      if (L.attn) {
+        L.wq = weight({&R.wq}, p + "attn_q");
+        L.wk = weight({&R.wk}, p + "attn_k");
+        L.wv = weight({&R.wv}, p + "attn_v");
+        L.wo = weight({&R.wo}, p + "attn_output");
+        L.q_norm = f32_buffer(R.q_norm, p + "attn_q_norm");
+        L.k_norm = f32_buffer(R.k_norm, p + "attn_k_norm");
+      } else {
+        L.in_proj = weight({&R.in_proj}, p + "shortconv.in_proj");
+        L.out_proj = weight({&R.out_proj}, p + "shortconv.out_proj");
+        L.conv = f32_buffer(R.conv, p + "shortconv.conv");
+      }
+      layers_.push_back(std::move(L));
+    }
+    std::vector<float> table = p_.n_attn() ? kernels::rope_table(c_.max_context, c_.rope_dims, c_.rope_base)
+                                           : std::vector<float>(4);
+    rope_ = Buffer(*ctx_, table.size() * 4, BufferKind::Storage, "rope_table");
+    rope_.write(*ctx_, 0, table.data(), table.size() * 4);
+    ctx_->wait_idle();
+  }
+
+  void alloc_scratch() {
+    const uint64_t T = chunk_, D = c_.d_model, Q = c_.q_dim(), KV = c_.kv_dim(), F = c_.ffn_dim;
+    auto mk = [&](uint64_t floats, const char* name) {
+      mem_.scratch += floats * 4;
+      return Buffer(*ctx_, floats * 4, BufferKind::Storage, name);
+    };
+    x_ = mk(T * D, "x");
+    h_ = mk(T * D, "h");
+    raw_ = mk(T * (Q + KV), "qk_raw");
+    qkv_ = mk(T * (Q + 2 * KV), "qkv");
+    att_ = mk(T * std::max(Q, D), "mixer_out");
+    bcx_ = mk(T * 3 * D, "shortconv_bcx");
+    gu_ = mk(T * 2 * F, "gate_up");
+    act_ = mk(T * F, "ffn_act");
+    logits_ = mk(c_.vocab, "logits");
+    tokens_ = mk(T, "tokens");
+    amax_ = mk(1, "argmax");
+  }
+
+  int32_t run(GpuSeq& seq, std::span<const int32_t> toks, Out out, std::vector<float>* logits) {
+    check_forward(seq, toks, c_.vocab);
+    const uint32_t T = uint32_t(toks.size());
+    int32_t result = -1;
+    for (uint32_t s = 0; s < T; s += chunk_) {
+      const uint32_t n = std::min(chunk_, T - s);
+      result = chunk(seq, toks.subspan(s, n), s + n == T ? out : Out::None, logits);
+    }
+    return result;
+  }
+
+  void attention_layer(kernels::OpContext& o, Layer& L, GpuSeq& seq, uint32_t l, uint32_t T, uint32_t pos0) {
+    const uint32_t D = c_.d_model, Q = c_.q_dim(), KV = c_.kv_dim(), HD = c_.head_dim;
+    const uint32_t k_off = T * Q, v_off = T * (Q + KV);
+    kernels::matmul(o, L.wq, {h_, 0}, D, {raw_, 0}, Q, T, false, "attn_q");
+    kernels::matmul(o, L.wk, {h_, 0}, D, {raw_, k_off}, KV, T, false, "attn_k");
+    kernels::matmul(o, L.wv, {h_, 0}, D, {qkv_, v_off}, KV, T, false, "attn_v");
+    kernels::rmsnorm(o, {raw_, 0}, HD, L.q_norm, {qkv_, 0}, HD, T * c_.n_heads, HD, c_.rms_eps, "attn_q_norm");
+    kernels::rmsnorm(o, {raw_, k_off}, HD, L.k_norm, {qkv_, k_off}, HD, T * c_.n_kv_heads, HD, c_.rms_eps, "attn_k_norm");
+    kernels::rope(o, {qkv_, 0}, Q, T, c_.n_heads, HD, c_.rope_dims, pos0, rope_, c_.rope_neox, "rope_q");
+    kernels::rope(o, {qkv_, k_off}, KV, T, c_.n_kv_heads, HD, c_.rope_dims, pos0, rope_, c_.rope_neox, "rope_k");
+    kernels::kv_store(o, qkv_, k_off, v_off, KV, T, KV, pos0, seq.kc[l], seq.vc[l]);
+    const kernels::AttentionShape as{T, pos0, c_.n_heads, c_.n_kv_heads, HD, 1.0f / std::sqrt(float(HD))};
+    kernels::attention(o, as, {qkv_, 0}, Q, seq.kc[l], seq.vc[l], {att_, 0}, Q);
+    kernels::matmul(o, L.wo, {att_, 0}, Q, {x_, 0}, D, T, true, "attn_output");
+  }
+
+  void conv_layer(kernels::OpContext& o, Layer& L, GpuSeq& seq, uint32_t l, uint32_t T) {
+    const uint32_t D = c_.d_model;
+    kernels::matmul(o, L.in_proj, {h_, 0}, D, {bcx_, 0}, 3 * D, T, false, "shortconv_in_proj");
+    kernels::causal_conv(o, {T, D, p_.conv_L, false}, {bcx_, 2 * D}, 3 * D, F32Rows{&bcx_, 0, 3 * D},
+                         F32Rows{&bcx_, D, 3 * D}, L.conv, nullptr, {seq.conv[l], 0}, {att_, 0}, D, "shortconv_conv");
+    kernels::matmul(o, L.out_proj, {att_, 0}, D, {x_, 0}, D, T, true, "shortconv_out_proj");
+  }
+
+  int32_t chunk(GpuSeq& seq, std::span<const int32_t> toks, Out out, std::vector<float>* logits) {
+    const uint32_t T = uint32_t(toks.size()), D = c_.d_model, F = c_.ffn_dim, pos0 = seq.n_past();
+    tokens_.write(*ctx_, 0, toks.data(), uint64_t(T) * 4);
+    kernels::OpContext o{*ctx_, *pipes_, *rec_, opt_.kernels};
+    rec_->begin();
+    kernels::embed(o, embed_, tokens_, T, {x_, 0});
+    for (uint32_t l = 0; l < c_.n_layers; ++l) {
+      Layer& L = layers_[l];
+      kernels::rmsnorm(o, {x_, 0}, D, L.attn_norm, {h_, 0}, D, T, D, c_.rms_eps, "operator_norm");
+      if (L.attn)
+        attention_layer(o, L, seq, l, T, pos0);
+      else
+        conv_layer(o, L, seq, l, T);
+      kernels::rmsnorm(o, {x_, 0}, D, L.ffn_norm, {h_, 0}, D, T, D, c_.rms_eps, "ffn_norm");
+      if (fused_gu_) {
+        kernels::matmul(o, L.wgu, {h_, 0}, D, {gu_, 0}, 2 * F, T, false, "ffn_gate_up");
+      } else {
+        kernels::matmul(o, L.wg, {h_, 0}, D, {gu_, 0}, 2 * F, T, false, "ffn_gate");
+        kernels::matmul(o, L.wu, {h_, 0}, D, {gu_, F}, 2 * F, T, false, "ffn_up");
+      }
+      kernels::silu_mul(o, gu_, 0, F, 2 * F, T, F, {act_, 0});
+      kernels::matmul(o, L.wd, {act_, 0}, F, {x_, 0}, D, T, true, "ffn_down");
+    }
+    int32_t result = -1;
+    if (out != Out::None) {
+      kernels::rmsnorm(o, {x_, (T - 1) * D}, D, out_norm_, {h_, 0}, D, 1, D, c_.rms_eps, "output_norm");
+      kernels::matmul(o, c_.tied_embeddings ? embed_ : lm_head_, {h_, 0}, D, {logits_, 0}, c_.vocab, 1, false, "output");
+      if (out == Out::Argmax) {
+        kernels::argmax(o, {logits_, 0}, c_.vocab, amax_);
+        rec_->read_after(amax_, 0, 4);
+        uint32_t id = 0;
+        rec_->submit(&id);
+        result = int32_t(id);
+      } else {
+        logits->resize(c_.vocab);
+        rec_->read_after(logits_, 0, uint64_t(c_.vocab) * 4);
+        rec_->submit(logits->data());
+      }
+    } else {
+      rec_->submit();
+    }
+    seq.advance(T);
+    return result;
+  }
+
+  ModelConfig c_;
+  Lfm2Params p_;
+  ModelOptions opt_;
+  std::unique_ptr<gpu::Context> ctx_;
+  std::unique_ptr<gpu::PipelineCache> pipes_;
+  std::unique_ptr<gpu::Recorder> rec_;
+  uint32_t chunk_ = 0;
+  bool fused_gu_ = false;
+  GpuWeight embed_, lm_head_;
+  Buffer out_norm_, rope_;
+  std::vector<Layer> layers_;
+  Buffer x_, h_, raw_, qkv_, att_, bcx_, gu_, act_, logits_, tokens_, amax_;
+  MemoryReport mem_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> create_lfm2_gpu(const ModelSource& src, const ModelOptions& opt) {
+  return std::make_unique<Lfm2Gpu>(src, opt);
+}
+
+}  // namespace wgllm

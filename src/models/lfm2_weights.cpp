@@ -1,0 +1,242 @@
+#include "models/lfm2_weights.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "formats/gguf.h"
+#include "models/source.h"
+
+namespace wgllm {
+namespace {
+
+std::string shape_str(const std::vector<uint64_t>& s) {
+  std::string r = "{";
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + "}";
+}
+
+TensorRef need_t(const TensorStore& ts, const std::string& name, const std::vector<std::vector<uint64_t>>& shapes) {
+  std::optional<TensorRef> t = ts.find(name);
+  if (!t) throw Error(ts.source() + ": missing tensor '" + name + "'");
+  for (auto& s : shapes)
+    if (t->shape == s) return *t;
+  throw Error(ts.source() + ": tensor '" + name + "' has shape " + shape_str(t->shape) + ", expected " +
+              shape_str(shapes[0]));
+}
+
+void check_params(const Lfm2Params& p, const ModelConfig& c, const std::string& src) {
+  if (p.attn.size() != c.n_layers)
+    throw Error(src + ": layer pattern has " + std::to_string(p.attn.size()) + " entries for " +
+                std::to_string(c.n_layers) + " layers");
+  if (p.conv_L < 2 || p.conv_L > 64)
+    throw Error(src + ": conv kernel width (conv_L_cache / shortconv.l_cache) " + std::to_string(p.conv_L) +
+                " is out of range [2, 64]");
+}
+
+}  // namespace
+
+uint32_t Lfm2Params::n_attn() const { return uint32_t(std::count(attn.begin(), attn.end(), true)); }
+
+// ---- Hugging Face config.json ----
+
+Lfm2Params lfm2_params_from_hf(const nlohmann::json& j, const std::string& path) {
+  Lfm2Params p;
+  const uint32_t n = need<uint32_t>(j, "num_hidden_layers", path);
+  if (j.contains("layer_types") && !j["layer_types"].is_null()) {
+    const auto& lt = j["layer_types"];
+    if (!lt.is_array()) throw Error(path + ": config.json field 'layer_types' must be a list of strings");
+    if (lt.size() != n)
+      throw Error(path + ": config.json 'layer_types' has " + std::to_string(lt.size()) + " entries, num_hidden_layers is " +
+                  std::to_string(n));
+    for (size_t i = 0; i < lt.size(); ++i) {
+      const std::string t = lt[i].is_string() ? lt[i].get<std::string>() : lt[i].dump();
+      if (t != "conv" && t != "full_attention")
+        throw Error(path + ": config.json layer_types[" + std::to_string(i) + "] is '" + t +
+                    "' (expected \"conv\" or \"full_attention\")");
+      p.attn.push_back(t == "full_attention");
+    }
+  } else if (j.contains("full_attn_idxs") && !j["full_attn_idxs"].is_null()) {
+    const auto& ix = j["full_attn_idxs"];
+    if (!ix.is_array()) throw Error(path + ": config.json field 'full_attn_idxs' must be a list of layer indices");
+    p.attn.assign(n, false);
+    for (auto& v : ix) {
+      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= int64_t(n))
+        throw Error(path + ": config.json full_attn_idxs entry " + v.dump() + " is not a layer index in [0, " +
+                    std::to_string(n) + ")");
+      p.attn[v.get<size_t>()] = true;
+    }
+  } else {
+    p.attn.assign(n, true);  // Lfm2Config: full_attn_idxs defaults to every layer
+  }
+  p.conv_L = opt<uint32_t>(j, "conv_L_cache", 3, path);
+  if (opt<bool>(j, "conv_bias", false, path))
+    throw Error(path + ": config.json conv_bias = true is not supported (no released LFM2 model uses it)");
+  return p;
+}
+
+ModelConfig lfm2_config_from_hf(const nlohmann::json& j, const std::string& path) {
+  ModelConfig c;
+  c.arch = "lfm2";
+  c.name = opt<std::string>(j, "_name_or_path", "lfm2", path);
+  c.n_layers = need<uint32_t>(j, "num_hidden_layers", path);
+  c.d_model = need<uint32_t>(j, "hidden_size", path);
+  c.n_heads = need<uint32_t>(j, "num_attention_heads", path);
+  c.n_kv_heads = opt<uint32_t>(j, "num_key_value_heads", c.n_heads, path);
+  if (c.n_heads == 0) throw Error(path + ": config.json num_attention_heads is 0");
+  c.head_dim = opt<uint32_t>(j, "head_dim", c.d_model / c.n_heads, path);
+  c.vocab = need<uint32_t>(j, "vocab_size", path);
+  c.max_context = opt<uint32_t>(j, "max_position_embeddings", 128000, path);
+  c.rms_eps = opt<float>(j, "norm_eps", 1e-5f, path);
+  // FFN width: Lfm2MLP.__init__ (intermediate_size is block_ff_dim in older configs).
+  double ff = j.contains("intermediate_size") && !j["intermediate_size"].is_null()
+                  ? need<uint32_t>(j, "intermediate_size", path)
+                  : need<uint32_t>(j, "block_ff_dim", path);
+  if (opt<bool>(j, "block_auto_adjust_ff_dim", true, path)) {
+    ff = std::floor(2.0 * ff / 3.0);
+    if (j.contains("block_ffn_dim_multiplier") && !j["block_ffn_dim_multiplier"].is_null()) {
+      const double m = need<double>(j, "block_ffn_dim_multiplier", path);
+      const uint32_t mult = opt<uint32_t>(j, "block_multiple_of", 256, path);
+      if (mult == 0) throw Error(path + ": config.json block_multiple_of is 0");
+      ff = std::floor(m * ff);
+      ff = double(mult) * std::ceil(ff / mult);
+    }
+  }
+  if (ff < 1 || ff > 1e7) throw Error(path + ": config.json gives an FFN width out of range");
+  c.ffn_dim = uint32_t(ff);
+  // RoPE: transformers 5 rope_parameters, or a top-level rope_theta (older configs).
+  c.rope_base = 1000000.0;  // Lfm2Config.default_theta
+  if (j.contains("rope_parameters") && !j["rope_parameters"].is_null()) {
+    const auto& rp = j["rope_parameters"];
+    if (!rp.is_object()) throw Error(path + ": config.json rope_parameters must be an object");
+    const std::string type = opt<std::string>(rp, "rope_type", "default", path);
+    if (type != "default") throw Error(path + ": config.json rope_parameters.rope_type '" + type + "' is not supported");
+    c.rope_base = opt<double>(rp, "rope_theta", c.rope_base, path);
+  } else {
+    c.rope_base = opt<double>(j, "rope_theta", c.rope_base, path);
+  }
+  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
+    throw Error(path + ": config.json rope_scaling is not supported");
+  c.rope_dims = c.head_dim;
+  c.rope_neox = true;  // rotate_half
+  c.tied_embeddings = j.contains("tie_embedding") ? opt<bool>(j, "tie_embedding", true, path)
+                                                   : opt<bool>(j, "tie_word_embeddings", true, path);
+  const Lfm2Params p = lfm2_params_from_hf(j, path);
+  check_params(p, c, path);
+  if (p.n_attn() == 0) {  // attention sizes are unused; keep validate() meaningful
+    c.n_kv_heads = c.n_kv_heads ? c.n_kv_heads : c.n_heads;
+  }
+  return c;
+}
+
+// ---- GGUF ----
+
+Lfm2Params lfm2_params_from_gguf(const GgufFile& f) {
+  Lfm2Params p;
+  const uint32_t n = uint32_t(f.get_u64("lfm2.block_count"));
+  const std::string key = "lfm2.attention.head_count_kv";
+  auto it = f.metadata().find(key);
+  if (it != f.metadata().end() && it->second.type == GgufType::ARRAY) {
+    const auto& kv = f.get_int_array(key);
+    if (kv.size() != n)
+      throw Error(f.path() + ": " + key + " has " + std::to_string(kv.size()) + " entries for " + std::to_string(n) +
+                  " layers");
+    for (int64_t v : kv) p.attn.push_back(v != 0);
+  } else {
+    p.attn.assign(n, true);
+  }
+  if (!f.has("lfm2.shortconv.l_cache") && std::count(p.attn.begin(), p.attn.end(), false) > 0)
+    throw Error(f.path() + ": missing lfm2.shortconv.l_cache (conv kernel width)");
+  p.conv_L = uint32_t(f.get_u64_or("lfm2.shortconv.l_cache", 3));
+  return p;
+}
+
+ModelConfig lfm2_config_from_gguf(const GgufFile& f) {
+  ModelConfig c;
+  c.arch = "lfm2";
+  const std::string a = "lfm2.";
+  c.name = f.get_str_or("general.name", "lfm2");
+  c.n_layers = uint32_t(f.get_u64(a + "block_count"));
+  c.d_model = uint32_t(f.get_u64(a + "embedding_length"));
+  c.ffn_dim = uint32_t(f.get_u64(a + "feed_forward_length"));
+  c.n_heads = uint32_t(f.get_u64(a + "attention.head_count"));
+  if (c.n_heads == 0) throw Error(f.path() + ": " + a + "attention.head_count is 0");
+  const Lfm2Params p = lfm2_params_from_gguf(f);
+  auto it = f.metadata().find(a + "attention.head_count_kv");
+  if (it == f.metadata().end()) {
+    c.n_kv_heads = c.n_heads;
+  } else if (it->second.type == GgufType::ARRAY) {
+    for (int64_t v : f.get_int_array(a + "attention.head_count_kv")) {
+      if (v < 0) throw Error(f.path() + ": negative " + a + "attention.head_count_kv");
+      if (v && c.n_kv_heads && uint32_t(v) != c.n_kv_heads)
+        throw Error(f.path() + ": attention layers with different KV head counts are not supported");
+      if (v) c.n_kv_heads = uint32_t(v);
+    }
+    if (!c.n_kv_heads) c.n_kv_heads = c.n_heads;  // no attention layer
+  } else {
+    c.n_kv_heads = uint32_t(f.get_u64(a + "attention.head_count_kv"));
+  }
+  c.head_dim = uint32_t(f.get_u64_or(a + "attention.key_length", c.d_model / c.n_heads));
+  c.max_context = uint32_t(f.get_u64_or(a + "context_length", 128000));
+  c.rms_eps = float(f.get_f64_or(a + "attention.layer_norm_rms_epsilon", 1e-5));
+  c.rope_base = f.get_f64_or(a + "rope.freq_base", 1000000.0);
+  c.rope_dims = uint32_t(f.get_u64_or(a + "rope.dimension_count", c.head_dim));
+  c.rope_neox = true;
+  if (f.has(a + "rope.scaling.type") && f.get_str(a + "rope.scaling.type") != "none")
+    throw Error(f.path() + ": unsupported " + a + "rope.scaling.type '" + f.get_str(a + "rope.scaling.type") + "'");
+  const GgufTensor& emb = f.tensor("token_embd.weight");
+  if (emb.shape.size() != 2) throw Error(f.path() + ": token_embd.weight must be 2-D");
+  c.vocab = uint32_t(emb.shape[1]);
+  c.tied_embeddings = f.find("output.weight") == nullptr;
+  check_params(p, c, f.path());
+  return c;
+}
+
+Lfm2Params lfm2_params(const ModelSource& src) {
+  Lfm2Params p = src.gguf ? lfm2_params_from_gguf(*src.gguf) : lfm2_params_from_hf(src.hf->config(), src.path + "/config.json");
+  check_params(p, src.config, src.path);
+  return p;
+}
+
+// ---- tensors ----
+
+Lfm2Refs lfm2_refs(const TensorStore& ts, const ModelConfig& c, const Lfm2Params& p, bool g) {
+  const uint64_t d = c.d_model, q = c.q_dim(), kv = c.kv_dim(), f = c.ffn_dim, v = c.vocab, hd = c.head_dim,
+                 L = p.conv_L;
+  Lfm2Refs r;
+  r.embed = need_t(ts, g ? "token_embd.weight" : "model.embed_tokens.weight", {{d, v}});
+  r.out_norm = need_t(ts, g ? "token_embd_norm.weight" : "model.embedding_norm.weight", {{d}});
+  r.lm_head = c.tied_embeddings ? r.embed : need_t(ts, g ? "output.weight" : "lm_head.weight", {{d, v}});
+  for (uint32_t i = 0; i < c.n_layers; ++i) {
+    const std::string pre = g ? "blk." + std::to_string(i) + "." : "model.layers." + std::to_string(i) + ".";
+    auto n = [&](const char* gguf, const char* hf) { return pre + (g ? gguf : hf) + ".weight"; };
+    if (g) {  // a bias would be silently ignored: refuse it (conv_bias)
+      for (const char* b : {"shortconv.in_proj.bias", "shortconv.conv.bias", "shortconv.out_proj.bias"})
+        if (ts.has(pre + b)) throw Error(ts.source() + ": tensor '" + pre + b + "': conv biases are not supported");
+    }
+    Lfm2LayerRefs R;
+    R.attn_norm = need_t(ts, n("attn_norm", "operator_norm"), {{d}});
+    R.ffn_norm = need_t(ts, n("ffn_norm", "ffn_norm"), {{d}});
+    R.w_gate = need_t(ts, n("ffn_gate", "feed_forward.w1"), {{d, f}});
+    R.w_up = need_t(ts, n("ffn_up", "feed_forward.w3"), {{d, f}});
+    R.w_down = need_t(ts, n("ffn_down", "feed_forward.w2"), {{f, d}});
+    if (p.attn[i]) {
+      R.wq = need_t(ts, n("attn_q", "self_attn.q_proj"), {{d, q}});
+      R.wk = need_t(ts, n("attn_k", "self_attn.k_proj"), {{d, kv}});
+      R.wv = need_t(ts, n("attn_v", "self_attn.v_proj"), {{d, kv}});
+      R.wo = need_t(ts, n("attn_output", "self_attn.out_proj"), {{q, d}});
+      R.q_norm = need_t(ts, n("attn_q_norm", "self_attn.q_layernorm"), {{hd}});
+      R.k_norm = need_t(ts, n("attn_k_norm", "self_attn.k_layernorm"), {{hd}});
+    } else {
+      R.in_proj = need_t(ts, n("shortconv.in_proj", "conv.in_proj"), {{d, 3 * d}});
+      R.conv = need_t(ts, n("shortconv.conv", "conv.conv"), {{L, d}, {L, 1, d}});
+      R.out_proj = need_t(ts, n("shortconv.out_proj", "conv.out_proj"), {{d, d}});
+    }
+    r.layers.push_back(std::move(R));
+  }
+  return r;
+}
+
+}  // namespace wgllm
