@@ -20,6 +20,7 @@ struct KernelOptions {
   uint32_t matmul_lanes_per_row = 0;        // LANES: threads per output row (power of two)
   uint32_t prefill_tokens_per_workgroup = 8;  // TT for T > 1 (1 disables token grouping)
   bool vec4_activations = true;             // VEC4: vec4<f32> activation loads in matmul
+  uint32_t gdn_chunk = 64;                  // Gated DeltaNet prefill chunk (tokens); kernels/gdn_ops.h
 };
 
 /// Everything an op needs to record a dispatch.

@@ -1,5 +1,357 @@
+// Qwen3.5 text model on WebGPU (architecture: models/qwen35_weights.h). A forward of up to
+// prefill_chunk tokens is one submission. Gated DeltaNet layers: one fused input projection
+// [qkv | z | b | a], causal_conv (+SiLU, rolling state), L2 norm of q and k, gates, then the delta
+// rule: gdn_step for a one-token forward, the chunkwise parallel gdn_chunked otherwise
+// (KernelOptions::gdn_chunk tokens per chunk), gated RMSNorm, out_proj. Attention layers: fused
+// [q | gate | k | v] projection (q_proj rows de-interleaved at load), QK-norm, partial RoPE, KV
+// cache, GQA attention, sigmoid gate, o_proj. Per sequence: KV buffers for attention layers; conv
+// rows [(conv_k-1), conv_dim] and the fp32 DeltaNet state [nv, dk, dv] for linear layers.
+#include <cmath>
+#include <cstring>
+
 #include "core/error.h"
+#include "gpu/context.h"
+#include "kernels/gdn_ops.h"
+#include "kernels/rope_table.h"
 #include "models/qwen35.h"
+#include "models/qwen35_weights.h"
+#include "models/source.h"
+
 namespace wgllm {
-std::unique_ptr<Model> create_qwen35_gpu(const ModelSource&, const ModelOptions&) { throw Error("qwen35 on WebGPU: not yet"); }
+namespace {
+
+using gpu::Buffer;
+using gpu::BufferKind;
+using kernels::GpuWeight;
+
+struct Layer {
+  bool linear = false;
+  uint32_t slot = 0;  // index among layers of its kind
+  Buffer attn_norm, ffn_norm;
+  GpuWeight w_in;  // attention: [q | gate | k | v]; linear: [qkv | z | b | a] (fused) ...
+  std::vector<GpuWeight> w_parts;  // ... or one weight per part when types differ
+  GpuWeight wo, wgu, wd;           // o_proj / out_proj, fused gate|up, down
+  Buffer q_norm, k_norm;           // attention (1 + w)
+  Buffer conv, a_log, dt_bias, gdn_norm;  // linear
+};
+
+struct Qwen35GpuSnapshot final : SeqSnapshot {
+  std::vector<std::vector<float>> bufs;  // host copies of every recurrent buffer (conv, ssm per layer)
+  uint64_t bytes() const override {
+    uint64_t b = 0;
+    for (auto& v : bufs) b += v.size() * 4;
+    return b;
+  }
+};
+
+struct GpuSeq final : Sequence {
+  GpuSeq(gpu::Context& ctx, uint32_t ctx_len, uint32_t n_attn, uint32_t kv_dim, uint32_t n_lin, const Qwen35Params& p)
+      : Sequence(ctx_len), ctx_(ctx) {
+    const uint64_t kvb = uint64_t(ctx_len) * kv_dim * 4;
+    for (uint32_t i = 0; i < n_attn; ++i) {
+      kc.emplace_back(ctx, kvb, BufferKind::Storage, "attn." + std::to_string(i) + ".k_cache");
+      vc.emplace_back(ctx, kvb, BufferKind::Storage, "attn." + std::to_string(i) + ".v_cache");
+    }
+    for (uint32_t i = 0; i < n_lin; ++i) {  // WebGPU zero-initialises buffers: an empty state
+      conv.emplace_back(ctx, uint64_t(p.conv_k - 1) * p.conv_dim() * 4, BufferKind::Storage, "gdn." + std::to_string(i) + ".conv");
+      ssm.emplace_back(ctx, uint64_t(p.nv) * p.dk * p.dv * 4, BufferKind::Storage, "gdn." + std::to_string(i) + ".ssm");
+    }
+  }
+  MemoryReport memory() const override {
+    MemoryReport m;
+    for (auto& b : kc) m.kv_cache += 2 * b.size();
+    for (auto& b : conv) m.recurrent += b.size();
+    for (auto& b : ssm) m.recurrent += b.size();
+    return m;
+  }
+  std::vector<Buffer> kc, vc;  // per attention layer [ctx, kv_dim] f32
+  std::vector<Buffer> conv;    // per linear layer [conv_k - 1, conv_dim] f32, oldest row first
+  std::vector<Buffer> ssm;     // per linear layer [nv, dk, dv] f32
+  void advance(uint32_t n) { n_past_ += n; }
+
+ protected:
+  // Snapshots hold host copies of the recurrent buffers (read back once, written back on restore).
+  std::unique_ptr<SeqSnapshot> capture() const override {
+    auto s = std::make_unique<Qwen35GpuSnapshot>();
+    for (auto* v : {&conv, &ssm})
+      for (const Buffer& b : *v) {
+        s->bufs.emplace_back(b.size() / 4);
+        b.read(ctx_, 0, s->bufs.back().data(), b.size());
+      }
+    return s;
+  }
+  void restore_recurrent(const SeqSnapshot& s) override {
+    auto& q = dynamic_cast<const Qwen35GpuSnapshot&>(s);
+    size_t i = 0;
+    for (auto* v : {&conv, &ssm})
+      for (const Buffer& b : *v) b.write(ctx_, 0, q.bufs.at(i++).data(), b.size());
+  }
+
+ private:
+  gpu::Context& ctx_;
+};
+
+struct Part {  // rows of one matrix in a fused weight
+  const TensorRef* t;
+  const uint8_t* data;  // t->data, or re-ordered rows
+};
+
+class Qwen35Gpu final : public Model {
+ public:
+  Qwen35Gpu(const ModelSource& src, const ModelOptions& opt) : c_(src.config), p_(qwen35_params(src)), opt_(opt) {
+    gpu::ContextOptions co;
+    co.adapter_index = opt.adapter_index;
+    ctx_ = gpu::Context::create(co);
+    pipes_ = std::make_unique<gpu::PipelineCache>(*ctx_);
+    rec_ = std::make_unique<gpu::Recorder>(*ctx_);
+    chunk_ = std::max<uint32_t>(1, std::min(opt.prefill_chunk, c_.max_context));
+    if (opt.kernels.gdn_chunk < 1 || opt.kernels.gdn_chunk > 256) throw Error("gdn_chunk must be in [1, 256]");
+    load(src);
+    alloc_scratch();
+  }
+
+  const ModelConfig& config() const override { return c_; }
+  std::string backend_name() const override { return "webgpu (" + ctx_->info().name + ")"; }
+  std::unique_ptr<Sequence> new_sequence(uint32_t ctx) override {
+    ctx = ctx ? ctx : (opt_.context_length ? opt_.context_length : c_.max_context);
+    return std::make_unique<GpuSeq>(*ctx_, std::min(ctx, c_.max_context), n_attn_, c_.kv_dim(), n_lin_, p_);
+  }
+  MemoryReport memory() const override { return mem_; }
+  void set_profiling(bool on) override {
+    rec_->set_profiling(on);
+    rec_->set_traffic_log(on);
+  }
+  std::vector<gpu::KernelTime> last_dispatches() const override { return rec_->last_dispatches(); }
+  std::vector<gpu::KernelTime> last_profile() const override { return rec_->last_profile(); }
+
+  void forward(Sequence& seq, std::span<const int32_t> toks, std::vector<float>* logits) override {
+    run(dynamic_cast<GpuSeq&>(seq), toks, logits ? Out::Logits : Out::None, logits);
+  }
+  int32_t forward_argmax(Sequence& seq, std::span<const int32_t> toks) override {
+    return run(dynamic_cast<GpuSeq&>(seq), toks, Out::Argmax, nullptr);
+  }
+
+ private:
+  enum class Out { None, Logits, Argmax };
+
+  // Stacks the rows of several matrices with one type and row length into one GPU weight.
+  GpuWeight weight(const std::vector<Part>& parts, const std::string& label) {
+    const TensorRef& a = *parts[0].t;
+    uint32_t N = 0;
+    std::vector<uint8_t> joined;
+    for (const Part& p : parts) {
+      if (p.t->type != a.type || p.t->shape[0] != a.shape[0]) throw Error("cannot fuse " + label);
+      N += uint32_t(p.t->shape[1]);
+      if (parts.size() > 1) joined.insert(joined.end(), p.data, p.data + p.t->nbytes);
+    }
+    const uint8_t* data = parts.size() > 1 ? joined.data() : parts[0].data;
+    GpuWeight w = kernels::upload_weight(*ctx_, kernels::pack_weight(a.type, data, uint32_t(a.shape[0]), N), label);
+    mem_.weights += w.bytes();
+    return w;
+  }
+  // Fused when all types match (ModelOptions::fuse_qkv), else one weight per part.
+  void in_proj(Layer& L, const std::vector<Part>& parts, const std::string& label) {
+    bool same = opt_.fuse_qkv;
+    for (const Part& p : parts) same = same && p.t->type == parts[0].t->type;
+    if (same) return void(L.w_in = weight(parts, label));
+    for (size_t i = 0; i < parts.size(); ++i) L.w_parts.push_back(weight({parts[i]}, label + "." + std::to_string(i)));
+  }
+  Buffer f32_buffer(const std::vector<float>& v, const std::string& label) {
+    Buffer b(*ctx_, v.size() * 4, BufferKind::Storage, label);
+    b.write(*ctx_, 0, v.data(), v.size() * 4);
+    mem_.weights += b.size();
+    return b;
+  }
+
+  void load(const ModelSource& src) {
+    Qwen35Refs r = qwen35_refs(*src.tensors, c_, p_);
+    embed_ = weight({{&r.embed, r.embed.data}}, "token_embd");
+    if (!c_.tied_embeddings) lm_head_ = weight({{&r.lm_head, r.lm_head.data}}, "output");
+    out_norm_ = f32_buffer(qwen35_norm_weight(r.out_norm), "output_norm");
+    for (uint32_t i = 0; i < c_.n_layers; ++i) {
+      auto& R = r.layers[i];
+      const std::string p = "blk." + std::to_string(i) + ".";
+      Layer L;
+      L.linear = p_.linear[i];
+      L.attn_norm = f32_buffer(qwen35_norm_weight(R.attn_norm), p + "attn_norm");
+      L.ffn_norm = f32_buffer(qwen35_norm_weight(R.ffn_norm), p + "ffn_norm");
+      if (L.linear) {
+        L.slot = n_lin_++;
+        in_proj(L, {{&R.w_qkv, R.w_qkv.data}, {&R.w_z, R.w_z.data}, {&R.w_b, R.w_b.data}, {&R.w_a, R.w_a.data}},
+                p + "gdn_in");
+        L.wo = weight({{&R.w_out, R.w_out.data}}, p + "gdn_out");
+        L.conv = f32_buffer(dequantize_tensor(R.conv), p + "gdn_conv");
+        L.a_log = f32_buffer(dequantize_tensor(R.a_log), p + "gdn_a_log");
+        L.dt_bias = f32_buffer(dequantize_tensor(R.dt_bias), p + "gdn_dt_bias");
+        L.gdn_norm = f32_buffer(dequantize_tensor(R.gdn_norm), p + "gdn_norm");
+      } else {
+        L.slot = n_attn_++;
+        std::vector<uint8_t> q = qwen35_deinterleave_q(R.wq, c_.n_heads, c_.head_dim);
+        in_proj(L, {{&R.wq, q.data()}, {&R.wk, R.wk.data}, {&R.wv, R.wv.data}}, p + "attn_qgkv");
+        L.wo = weight({{&R.wo, R.wo.data}}, p + "attn_output");
+        L.q_norm = f32_buffer(qwen35_norm_weight(R.q_norm), p + "attn_q_norm");
+        L.k_norm = f32_buffer(qwen35_norm_weight(R.k_norm), p + "attn_k_norm");
+      }
+      if (opt_.fuse_gate_up && R.w_gate.type == R.w_up.type)
+        L.wgu = weight({{&R.w_gate, R.w_gate.data}, {&R.w_up, R.w_up.data}}, p + "ffn_gate_up");
+      else {
+        L.w_parts.push_back(weight({{&R.w_gate, R.w_gate.data}}, p + "ffn_gate"));
+        L.w_parts.push_back(weight({{&R.w_up, R.w_up.data}}, p + "ffn_up"));
+      }
+      L.wd = weight({{&R.w_down, R.w_down.data}}, p + "ffn_down");
+      layers_.push_back(std::move(L));
+    }
+    std::vector<float> table = kernels::rope_table(c_.max_context, c_.rope_dims, c_.rope_base);
+    rope_ = Buffer(*ctx_, table.size() * 4, BufferKind::Storage, "rope_table");
+    rope_.write(*ctx_, 0, table.data(), table.size() * 4);
+    ctx_->wait_idle();
+  }
+
+  void alloc_scratch() {
+    const uint64_t T = chunk_;
+    const uint32_t Q = c_.q_dim(), KV = c_.kv_dim();
+    proj_stride_ = std::max(n_attn_ ? 2 * Q + 2 * KV : 0, n_lin_ ? p_.conv_dim() + p_.value_dim() + 2 * p_.nv : 0);
+    proj_stride_ = (proj_stride_ + 3) / 4 * 4;
+    auto mk = [&](uint64_t floats, const char* name) {
+      mem_.scratch += std::max<uint64_t>(floats, 1) * 4;
+      return Buffer(*ctx_, std::max<uint64_t>(floats, 1) * 4, BufferKind::Storage, name);
+    };
+    x_ = mk(T * c_.d_model, "x");
+    h_ = mk(T * c_.d_model, "h");
+    proj_ = mk(T * proj_stride_, "proj");
+    att_ = mk(T * std::max(Q, p_.value_dim()), "mixer_out");
+    conv_ = mk(n_lin_ ? T * p_.conv_dim() : 0, "gdn_conv_out");
+    gates_ = mk(n_lin_ ? T * 2 * p_.nv : 0, "gdn_gates");
+    work_ = mk(n_lin_ ? kernels::gdn_chunk_work_floats(uint32_t(T), opt_.kernels.gdn_chunk, p_.nv, p_.dk, p_.dv) : 0,
+               "gdn_work");
+    gu_ = mk(T * 2 * c_.ffn_dim, "gate_up");
+    act_ = mk(T * c_.ffn_dim, "ffn_act");
+    logits_ = mk(c_.vocab, "logits");
+    tokens_ = mk(T, "tokens");
+    amax_ = mk(1, "argmax");
+  }
+
+  int32_t run(GpuSeq& seq, std::span<const int32_t> toks, Out out, std::vector<float>* logits) {
+    check_forward(seq, toks, c_.vocab);
+    const uint32_t T = uint32_t(toks.size());
+    int32_t result = -1;
+    for (uint32_t s = 0; s < T; s += chunk_) {
+      const uint32_t n = std::min(chunk_, T - s);
+      result = chunk(seq, toks.subspan(s, n), s + n == T ? out : Out::None, logits);
+    }
+    return result;
+  }
+
+  // Projections of one layer's input h into proj_ columns [0, ...) (fused or part by part).
+  void project(kernels::OpContext& o, Layer& L, uint32_t T, const char* label) {
+    if (!L.w_parts.empty() && L.w_in.N == 0) {
+      uint32_t off = 0;
+      const size_t n = L.linear ? 4 : 3;
+      for (size_t i = 0; i < n; ++i) {
+        kernels::matmul(o, L.w_parts[i], {h_, 0}, c_.d_model, {proj_, off}, proj_stride_, T, false, label);
+        off += L.w_parts[i].N;
+      }
+    } else {
+      kernels::matmul(o, L.w_in, {h_, 0}, c_.d_model, {proj_, 0}, proj_stride_, T, false, label);
+    }
+  }
+
+  void attention(kernels::OpContext& o, Layer& L, GpuSeq& seq, uint32_t T, uint32_t pos0) {
+    const uint32_t Q = c_.q_dim(), KV = c_.kv_dim(), HD = c_.head_dim, S = proj_stride_;
+    project(o, L, T, "attn_qgkv");
+    kernels::rmsnorm_heads(o, {proj_, 0}, S, HD, T, c_.n_heads, HD, L.q_norm, c_.rms_eps, "q_norm");
+    kernels::rmsnorm_heads(o, {proj_, 2 * Q}, S, HD, T, c_.n_kv_heads, HD, L.k_norm, c_.rms_eps, "k_norm");
+    kernels::rope(o, {proj_, 0}, S, T, c_.n_heads, HD, c_.rope_dims, pos0, rope_, c_.rope_neox, "rope_q");
+    kernels::rope(o, {proj_, 2 * Q}, S, T, c_.n_kv_heads, HD, c_.rope_dims, pos0, rope_, c_.rope_neox, "rope_k");
+    const Buffer &kc = seq.kc[L.slot], &vc = seq.vc[L.slot];
+    kernels::kv_store(o, proj_, 2 * Q, 2 * Q + KV, S, T, KV, pos0, kc, vc);
+    kernels::attention(o, {T, pos0, c_.n_heads, c_.n_kv_heads, HD, 1.0f / std::sqrt(float(HD))}, {proj_, 0}, S, kc, vc,
+                       {att_, 0}, Q);
+    kernels::sigmoid_gate(o, {att_, 0}, Q, {proj_, Q}, S, T, Q);
+    kernels::matmul(o, L.wo, {att_, 0}, Q, {x_, 0}, c_.d_model, T, true, "attn_output");
+  }
+
+  void delta_net(kernels::OpContext& o, Layer& L, GpuSeq& seq, uint32_t T) {
+    const uint32_t CD = p_.conv_dim(), VD = p_.value_dim(), KD = p_.key_dim(), nv = p_.nv, S = proj_stride_;
+    project(o, L, T, "gdn_in");
+    kernels::causal_conv(o, {T, CD, p_.conv_k, true}, {proj_, 0}, S, {}, {}, L.conv, nullptr, {seq.conv[L.slot], 0},
+                         {conv_, 0}, CD, "gdn_conv");
+    kernels::l2norm_heads(o, {conv_, 0}, CD, p_.dk, T, 2 * p_.nk, p_.dk, 1e-6f, "gdn_l2norm");
+    kernels::gdn_gates(o, proj_, CD + VD + nv, CD + VD, S, L.a_log, L.dt_bias, {gates_, 0}, 2 * nv, T, nv);
+    const kernels::GdnOperands a{conv_, 0, KD, 2 * KD, CD, gates_, 0, 2 * nv, seq.ssm[L.slot], att_, 0, VD,
+                                 T, p_.nk, nv, p_.dk, p_.dv, 1.0f / std::sqrt(float(p_.dk))};
+    if (T == 1)
+      kernels::gdn_step(o, a);
+    else
+      kernels::gdn_chunked(o, a, work_);
+    kernels::gated_rmsnorm(o, {att_, 0}, VD, {proj_, CD}, S, L.gdn_norm, T, nv, p_.dv, c_.rms_eps);
+    kernels::matmul(o, L.wo, {att_, 0}, VD, {x_, 0}, c_.d_model, T, true, "gdn_out");
+  }
+
+  int32_t chunk(GpuSeq& seq, std::span<const int32_t> toks, Out out, std::vector<float>* logits) {
+    const uint32_t T = uint32_t(toks.size()), D = c_.d_model, F = c_.ffn_dim, pos0 = seq.n_past();
+    tokens_.write(*ctx_, 0, toks.data(), uint64_t(T) * 4);
+    kernels::OpContext o{*ctx_, *pipes_, *rec_, opt_.kernels};
+    rec_->begin();
+    kernels::embed(o, embed_, tokens_, T, {x_, 0});
+    for (Layer& L : layers_) {
+      kernels::rmsnorm(o, {x_, 0}, D, L.attn_norm, {h_, 0}, D, T, D, c_.rms_eps, "attn_norm");
+      if (L.linear)
+        delta_net(o, L, seq, T);
+      else
+        attention(o, L, seq, T, pos0);
+      kernels::rmsnorm(o, {x_, 0}, D, L.ffn_norm, {h_, 0}, D, T, D, c_.rms_eps, "ffn_norm");
+      if (L.wgu.N) {
+        kernels::matmul(o, L.wgu, {h_, 0}, D, {gu_, 0}, 2 * F, T, false, "ffn_gate_up");
+      } else {
+        const size_t g = L.w_parts.size() - 2;
+        kernels::matmul(o, L.w_parts[g], {h_, 0}, D, {gu_, 0}, 2 * F, T, false, "ffn_gate");
+        kernels::matmul(o, L.w_parts[g + 1], {h_, 0}, D, {gu_, F}, 2 * F, T, false, "ffn_up");
+      }
+      kernels::silu_mul(o, gu_, 0, F, 2 * F, T, F, {act_, 0});
+      kernels::matmul(o, L.wd, {act_, 0}, F, {x_, 0}, D, T, true, "ffn_down");
+    }
+    int32_t result = -1;
+    if (out != Out::None) {
+      kernels::rmsnorm(o, {x_, (T - 1) * D}, D, out_norm_, {h_, 0}, D, 1, D, c_.rms_eps, "output_norm");
+      kernels::matmul(o, c_.tied_embeddings ? embed_ : lm_head_, {h_, 0}, D, {logits_, 0}, c_.vocab, 1, false, "output",
+                      gpu::Traffic::Logits);
+      if (out == Out::Argmax) {
+        kernels::argmax(o, {logits_, 0}, c_.vocab, amax_);
+        rec_->read_after(amax_, 0, 4);
+        uint32_t id = 0;
+        rec_->submit(&id);
+        result = int32_t(id);
+      } else {
+        logits->resize(c_.vocab);
+        rec_->read_after(logits_, 0, uint64_t(c_.vocab) * 4);
+        rec_->submit(logits->data());
+      }
+    } else {
+      rec_->submit();
+    }
+    seq.advance(T);
+    return result;
+  }
+
+  ModelConfig c_;
+  Qwen35Params p_;
+  ModelOptions opt_;
+  std::unique_ptr<gpu::Context> ctx_;
+  std::unique_ptr<gpu::PipelineCache> pipes_;
+  std::unique_ptr<gpu::Recorder> rec_;
+  uint32_t chunk_ = 0, proj_stride_ = 0, n_attn_ = 0, n_lin_ = 0;
+  GpuWeight embed_, lm_head_;
+  Buffer out_norm_, rope_;
+  std::vector<Layer> layers_;
+  Buffer x_, h_, proj_, att_, conv_, gates_, work_, gu_, act_, logits_, tokens_, amax_;
+  MemoryReport mem_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> create_qwen35_gpu(const ModelSource& src, const ModelOptions& opt) {
+  return std::make_unique<Qwen35Gpu>(src, opt);
 }
+
+}  // namespace wgllm

@@ -1,0 +1,132 @@
+#include "kernels/gdn_ops.h"
+
+#include "core/error.h"
+#include "kernels/wgsl.h"
+
+namespace wgllm::kernels {
+namespace {
+
+using gpu::Bind;
+using gpu::Traffic;
+using gpu::TrafficBytes;
+
+const gpu::Pipeline& get(OpContext& o, const std::string& name, const Defines& defs, std::vector<Bind> binds) {
+  return o.pipelines.get(variant_key(name, defs), [&] {
+    return gpu::KernelSpec{"", specialize(wgsl_source(name), defs), std::move(binds)};
+  });
+}
+
+uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
+
+void head_norm(OpContext& o, bool l2, F32Ref x, uint32_t stride, uint32_t hs, uint32_t T, uint32_t H, uint32_t D,
+               const gpu::Buffer* w, float eps, const char* label) {
+  if (w == &x.buf) throw Error("rmsnorm_heads: the weight must not alias x");
+  struct { uint32_t H, D, off, stride, hs; float eps; } prm{H, D, x.off, stride, hs, eps};
+  o.rec.declare(TrafficBytes().r(Traffic::Activations, 4ull * T * H * D).w(Traffic::Activations, 4ull * T * H * D));
+  if (l2)
+    o.rec.dispatch(get(o, "head_norm", {{"L2", "1"}}, {Bind::ReadWrite, Bind::Uniform}), {x.buf}, prm, H, T, 1, label);
+  else
+    o.rec.dispatch(get(o, "head_norm", {{"L2", "0"}}, {Bind::ReadWrite, Bind::ReadOnly, Bind::Uniform}), {x.buf, *w}, prm,
+                   H, T, 1, label);
+}
+
+struct GdnParams {
+  uint32_t T, NK, NV, DK, DV, C, q_off, k_off, v_off, qkv_stride, g_off, gb_stride, s_off, o_off, o_stride, a_off,
+      p_off, gc_off, w_off, u_off;
+  float scale;
+};
+
+GdnParams params(const GdnOperands& a, uint32_t C) {
+  if (!a.NK || !a.NV || a.NV % a.NK || !a.DK || !a.DV || !a.T) throw Error("gated delta rule: bad head shape");
+  if (&a.state == &a.out || &a.state == &a.qkv || &a.out == &a.qkv || &a.gates == &a.state || &a.gates == &a.out)
+    throw Error("gated delta rule: state and out must be buffers distinct from every other operand");
+  const uint64_t nch = ceil_div(a.T, C);
+  const uint64_t mats = nch * a.NV * C * C;
+  GdnParams p{a.T, a.NK, a.NV, a.DK, a.DV, C, a.q_off, a.k_off, a.v_off, a.qkv_stride, a.g_off, a.gb_stride, 0,
+              a.o_off, a.o_stride, 0, 0, 0, 0, 0, a.scale};
+  p.a_off = 0;
+  p.p_off = uint32_t(mats);
+  p.gc_off = uint32_t(2 * mats);
+  p.w_off = uint32_t(2 * mats + nch * a.NV * C);
+  p.u_off = uint32_t(p.w_off + uint64_t(a.T) * a.NV * a.DK);
+  return p;
+}
+
+}  // namespace
+
+void l2norm_heads(OpContext& o, F32Ref x, uint32_t stride, uint32_t hs, uint32_t T, uint32_t H, uint32_t D, float eps,
+                  const char* label) {
+  head_norm(o, true, x, stride, hs, T, H, D, nullptr, eps, label);
+}
+
+void rmsnorm_heads(OpContext& o, F32Ref x, uint32_t stride, uint32_t hs, uint32_t T, uint32_t H, uint32_t D,
+                   const gpu::Buffer& w, float eps, const char* label) {
+  head_norm(o, false, x, stride, hs, T, H, D, &w, eps, label);
+}
+
+void gated_rmsnorm(OpContext& o, F32Ref x, uint32_t x_stride, F32Ref z, uint32_t z_stride, const gpu::Buffer& w,
+                   uint32_t T, uint32_t H, uint32_t D, float eps) {
+  if (&x.buf == &z.buf || &x.buf == &w) throw Error("gated_rmsnorm: x must not alias z or w");
+  const auto& p = get(o, "gated_rmsnorm", {}, {Bind::ReadWrite, Bind::ReadOnly, Bind::ReadOnly, Bind::Uniform});
+  struct { uint32_t D; float eps; uint32_t x_off, x_stride, z_off, z_stride; } prm{D, eps, x.off, x_stride, z.off, z_stride};
+  o.rec.declare(TrafficBytes().r(Traffic::Activations, 8ull * T * H * D).w(Traffic::Activations, 4ull * T * H * D));
+  o.rec.dispatch(p, {x.buf, z.buf, w}, prm, H, T, 1, "gated_rmsnorm");
+}
+
+void sigmoid_gate(OpContext& o, F32Ref x, uint32_t x_stride, F32Ref g, uint32_t g_stride, uint32_t T, uint32_t N) {
+  if (&x.buf == &g.buf) throw Error("sigmoid_gate: x must not alias g");
+  const auto& p = get(o, "sigmoid_gate", {}, {Bind::ReadWrite, Bind::ReadOnly, Bind::Uniform});
+  struct { uint32_t T, N, x_off, x_stride, g_off, g_stride; } prm{T, N, x.off, x_stride, g.off, g_stride};
+  o.rec.declare(TrafficBytes().r(Traffic::Activations, 8ull * T * N).w(Traffic::Activations, 4ull * T * N));
+  o.rec.dispatch(p, {x.buf, g.buf}, prm, ceil_div(N, 64), T, 1, "sigmoid_gate");
+}
+
+void gdn_gates(OpContext& o, const gpu::Buffer& src, uint32_t a_off, uint32_t b_off, uint32_t src_stride,
+               const gpu::Buffer& a_log, const gpu::Buffer& dt_bias, F32Ref out, uint32_t out_stride, uint32_t T,
+               uint32_t NV) {
+  if (&out.buf == &src) throw Error("gdn_gates: out must not alias src");
+  const auto& p = get(o, "gdn_gates", {}, {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
+  struct { uint32_t T, NV, a_off, b_off, src_stride, out_off, out_stride; uint32_t pad; } prm{
+      T, NV, a_off, b_off, src_stride, out.off, out_stride, 0};
+  o.rec.declare(TrafficBytes().r(Traffic::Activations, 8ull * T * NV).r(Traffic::Weights, 8ull * NV)
+                    .w(Traffic::Activations, 8ull * T * NV));
+  o.rec.dispatch(p, {src, a_log, dt_bias, out.buf}, prm, ceil_div(NV, 64), T, 1, "gdn_gates");
+}
+
+void gdn_step(OpContext& o, const GdnOperands& a) {
+  if (a.T != 1) throw Error("gdn_step: exactly one token (use gdn_chunked for prefill)");
+  const GdnParams prm = params(a, 1);
+  const auto& p = get(o, "gdn_step", {}, {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::ReadWrite, Bind::Uniform});
+  const uint64_t sb = 4ull * a.NV * a.DK * a.DV;
+  o.rec.declare(TrafficBytes().r(Traffic::Activations, 4ull * (2 * a.NK * a.DK + a.NV * a.DV + 2 * a.NV))
+                    .r(Traffic::Recurrent, sb).w(Traffic::Recurrent, sb).w(Traffic::Activations, 4ull * a.NV * a.DV));
+  o.rec.dispatch(p, {a.qkv, a.gates, a.state, a.out}, prm, ceil_div(a.DV, 64), a.NV, 1, "gdn_step");
+}
+
+uint64_t gdn_chunk_work_floats(uint32_t T, uint32_t C, uint32_t NV, uint32_t DK, uint32_t DV) {
+  const uint64_t nch = ceil_div(T, C);
+  return 2 * nch * NV * C * C + nch * NV * C + uint64_t(T) * NV * (DK + DV);
+}
+
+void gdn_chunked(OpContext& o, const GdnOperands& a, const gpu::Buffer& work) {
+  const uint32_t C = o.opt.gdn_chunk;
+  if (C < 1 || C > 256) throw Error("gdn_chunk must be in [1, 256], got " + std::to_string(C));
+  const GdnParams prm = params(a, C);
+  if (work.size() < 4 * gdn_chunk_work_floats(a.T, C, a.NV, a.DK, a.DV)) throw Error("gdn_chunked: work buffer too small");
+  if (&work == &a.qkv || &work == &a.gates || &work == &a.state || &work == &a.out)
+    throw Error("gdn_chunked: work must be a distinct buffer");
+  const uint32_t nch = ceil_div(a.T, C);
+  const Defines d{{"C", std::to_string(C)}};
+  const uint64_t io = 4ull * a.T * (2 * a.NK * a.DK + a.NV * a.DV);
+  const uint64_t wk = 4ull * gdn_chunk_work_floats(a.T, C, a.NV, a.DK, a.DV), sb = 4ull * a.NV * a.DK * a.DV;
+  o.rec.declare(TrafficBytes().r(Traffic::Activations, io + 8ull * a.T * a.NV).w(Traffic::Activations, wk));
+  o.rec.dispatch(get(o, "gdn_chunk_prep", d, {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform}),
+                 {a.qkv, a.gates, work}, prm, nch, a.NV, 1, "gdn_chunk_prep");
+  o.rec.declare(TrafficBytes().r(Traffic::Activations, io + wk).r(Traffic::Recurrent, sb).w(Traffic::Recurrent, sb)
+                    .w(Traffic::Activations, 4ull * a.T * a.NV * a.DV));
+  o.rec.dispatch(get(o, "gdn_chunk_scan", d,
+                     {Bind::ReadOnly, Bind::ReadWrite, Bind::ReadWrite, Bind::ReadWrite, Bind::Uniform}),
+                 {a.qkv, work, a.state, a.out}, prm, ceil_div(a.DV, 64), a.NV, 1, "gdn_chunk_scan");
+}
+
+}  // namespace wgllm::kernels

@@ -1,0 +1,65 @@
+// Op recording for Gated DeltaNet and Qwen3.5 gated attention (one WGSL dispatch per call unless
+// stated). Same conventions as kernels/ops.h: shapes in elements, offsets/strides in f32 elements,
+// activations f32 row-major. CPU twins: kernels/gdn_ref.h. Formulas: transformers
+// models/qwen3_5/modeling_qwen3_5.py (cited per op).
+#pragma once
+#include <cstdint>
+
+#include "kernels/ops.h"
+
+namespace wgllm::kernels {
+
+/// In place per head: x <- x / sqrt(sum(x^2) + eps) for heads h < H of D values at
+/// x.off + t*stride + h*head_stride, t < T (wgsl/head_norm.wgsl, L2=1; twin ref::l2norm_heads).
+void l2norm_heads(OpContext& o, F32Ref x, uint32_t stride, uint32_t head_stride, uint32_t T, uint32_t H, uint32_t D,
+                  float eps, const char* label = "l2norm");
+/// In place per head: x <- (x / sqrt(mean(x^2) + eps)) * w, w: [D] f32 (QK-norm; twin
+/// ref::rmsnorm_heads). Same layout as l2norm_heads.
+void rmsnorm_heads(OpContext& o, F32Ref x, uint32_t stride, uint32_t head_stride, uint32_t T, uint32_t H, uint32_t D,
+                   const gpu::Buffer& w, float eps, const char* label = "qk_norm");
+/// Qwen3_5RMSNormGated in place: rows x.off + t*x_stride hold H heads of D contiguous values;
+/// x <- rmsnorm(x) * w * silu(z), z rows z.off + t*z_stride (same head layout), w: [D] f32.
+/// x and z must be different buffers (twin ref::gated_rmsnorm).
+void gated_rmsnorm(OpContext& o, F32Ref x, uint32_t x_stride, F32Ref z, uint32_t z_stride, const gpu::Buffer& w,
+                   uint32_t T, uint32_t H, uint32_t D, float eps);
+/// x[t, i] *= sigmoid(g[t, i]), i < N, t < T (gated attention output; twin ref::sigmoid_gate).
+/// x and g must be different buffers.
+void sigmoid_gate(OpContext& o, F32Ref x, uint32_t x_stride, F32Ref g, uint32_t g_stride, uint32_t T, uint32_t N);
+/// Gated DeltaNet gates for T tokens, NV heads: a, b at src[a_off|b_off + t*src_stride + h];
+/// out rows out.off + t*out_stride get [g (NV) | beta (NV)] (twin ref::gdn_gates).
+void gdn_gates(OpContext& o, const gpu::Buffer& src, uint32_t a_off, uint32_t b_off, uint32_t src_stride,
+               const gpu::Buffer& a_log, const gpu::Buffer& dt_bias, F32Ref out, uint32_t out_stride, uint32_t T,
+               uint32_t NV);
+
+/// Operands of the gated delta rule on the GPU (layout in wgsl/gdn_params.wgsl):
+///   qkv: the conv output; row t holds q (NK*DK) at q_off, k at k_off, v (NV*DV) at v_off, stride
+///        qkv_stride; q and k already L2-normalised.
+///   gates: rows g_off + t*gb_stride of [g (NV) | beta (NV)] (gdn_gates).
+///   state: [NV][DK][DV] f32 at offset 0, updated in place.
+///   out: rows o_off + t*o_stride of NV*DV.
+struct GdnOperands {
+  const gpu::Buffer& qkv;
+  uint32_t q_off, k_off, v_off, qkv_stride;
+  const gpu::Buffer& gates;
+  uint32_t g_off, gb_stride;
+  const gpu::Buffer& state;
+  const gpu::Buffer& out;
+  uint32_t o_off, o_stride;
+  uint32_t T, NK, NV, DK, DV;
+  float scale;  // DK^-1/2
+};
+
+/// One decode token (T must be 1): the per-token recurrence (wgsl/gdn_step.wgsl; twin
+/// ref::gated_delta_rule with T = 1). Throws wgllm::Error for T != 1.
+void gdn_step(OpContext& o, const GdnOperands& a);
+
+/// Floats of the work buffer gdn_chunked needs for T tokens with chunk size C.
+uint64_t gdn_chunk_work_floats(uint32_t T, uint32_t C, uint32_t NV, uint32_t DK, uint32_t DV);
+/// Chunkwise parallel prefill of T >= 1 tokens, chunk size o.opt.gdn_chunk (1..256): two
+/// dispatches, gdn_chunk_prep (all chunks and heads in parallel) then gdn_chunk_scan (sequential
+/// over chunks inside the kernel, parallel over heads and state columns). A partial last chunk
+/// uses only its real tokens. work: >= gdn_chunk_work_floats() floats of scratch.
+/// Twin: ref::gated_delta_rule_chunked (same order); equal to ref::gated_delta_rule up to rounding.
+void gdn_chunked(OpContext& o, const GdnOperands& a, const gpu::Buffer& work);
+
+}  // namespace wgllm::kernels
