@@ -12,6 +12,8 @@
 
 #include "core/error.h"
 #include "gpu/context.h"
+#include "bench_multiturn.h"
+#include "chat_session.h"
 #include "options.h"
 
 using namespace wgllm;
@@ -64,43 +66,7 @@ int cmd_run(cli::CommonOptions& o, const std::string& prompt, const std::string&
   return 0;
 }
 
-int cmd_chat(cli::CommonOptions& o, const std::string& system) {
-  cli::Loaded l = cli::load(o);
-  if (!l.chat) throw Error("this model has no chat template; use `wgllm run --raw`");
-  std::vector<ChatMessage> msgs;
-  if (!system.empty()) msgs.push_back({"system", system});
-  std::vector<int32_t> in_cache;  // tokens whose KV rows are in the model
-  fmt::print(stderr, "wgllm chat on {} ({}). Empty line or Ctrl-D to quit.\n", l.src->config.name, l.model->backend_name());
-  std::string line;
-  while (true) {
-    std::cout << "\n> " << std::flush;
-    if (!std::getline(std::cin, line) || line.empty()) break;
-    msgs.push_back({"user", line});
-    std::vector<int32_t> ids = l.tok->encode_prompt(l.render(msgs, true));
-    // Reuse the KV cache for the longest common prefix; process only the new tokens.
-    size_t common = 0;
-    while (common < in_cache.size() && common < ids.size() && in_cache[common] == ids[common]) ++common;
-    if (common == ids.size()) --common;  // at least one token must be processed to get logits
-    l.seq->truncate(uint32_t(common));
-    in_cache.assign(ids.begin(), ids.begin() + common);
-    std::vector<int32_t> fresh(ids.begin() + common, ids.end());
-    StreamDecoder dec(*l.tok, true);
-    GenerateStats st;
-    std::vector<int32_t> reply = generate(*l.model, *l.seq, *l.tok, fresh, o.gen, [&](int32_t t) {
-      std::cout << dec.push(t) << std::flush;
-      return true;
-    }, &st);
-    std::cout << dec.flush() << std::endl;
-    in_cache.insert(in_cache.end(), fresh.begin(), fresh.end());
-    in_cache.insert(in_cache.end(), reply.begin(), reply.end());
-    // The last sampled token was not fed back; KV holds everything before it.
-    if (!reply.empty()) in_cache.pop_back();
-    l.seq->truncate(uint32_t(in_cache.size()));
-    msgs.push_back({"assistant", l.tok->decode(reply, true)});
-    print_stats(l, st);
-  }
-  return 0;
-}
+int cmd_chat(cli::CommonOptions& o, const std::string& system) { return cli::run_chat(o, system); }
 
 int cmd_tokenize(cli::CommonOptions& o, const std::string& text, bool chat) {
   cli::Loaded l = cli::load_text(o);
@@ -154,6 +120,7 @@ int main(int argc, char** argv) {
   tokenize->add_option("-m,--model", tok_o.model, "GGUF file or HF directory");
   tokenize->add_option("-p,--prompt", tok_text, "text")->required();
   tokenize->add_flag("--chat", tok_chat, "wrap the text as a user message in the chat template");
+  auto multiturn_hook = cli::add_bench_multiturn(app);  // after `bench` is registered
   CLI11_PARSE(app, argc, argv);
   if (*run && prompt.empty() && prompt_file.empty()) {
     fmt::print(stderr, "wgllm run: give a prompt with -p or -f\n");
@@ -164,6 +131,7 @@ int main(int argc, char** argv) {
     prompt.assign(std::istreambuf_iterator<char>(in), {});
   }
   try {
+    if (int rc = multiturn_hook(); rc >= 0) return rc;
     if (*run) return cmd_run(run_o, prompt, system, raw);
     if (*chat) return cmd_chat(chat_o, system);
     if (*devices) return cmd_devices();

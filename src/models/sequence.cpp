@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <atomic>
+#include <typeinfo>
 
 #include "core/error.h"
 #include "models/model.h"
@@ -26,8 +27,18 @@ void Sequence::mark_written(uint32_t n) {
   std::fill(row_clock_.begin() + n_past_, row_clock_.begin() + end, clock_);
 }
 
+namespace {
+// A model with recurrent state that does not override the snapshot hooks would hand out plain
+// SeqSnapshots (KV length only) and silently restore the wrong states: refuse instead.
+void check_recurrent_hooks(const Sequence& seq, const SeqSnapshot& s) {
+  if (seq.memory().recurrent > 0 && typeid(s) == typeid(SeqSnapshot))
+    throw Error("this model's sequences have recurrent state but no snapshot support (Sequence::capture)");
+}
+}  // namespace
+
 std::unique_ptr<SeqSnapshot> Sequence::snapshot() const {
   std::unique_ptr<SeqSnapshot> s = capture();
+  check_recurrent_hooks(*this, *s);
   s->n_past_ = n_past_;
   s->seq_id_ = id_;
   s->clock_ = clock_;
@@ -46,6 +57,7 @@ void Sequence::restore(const SeqSnapshot& s) {
   if (!restorable(s))
     throw Error("restore: KV rows below " + std::to_string(s.n_past_) +
                 " were rewritten after the snapshot was taken; recompute from an earlier point");
+  check_recurrent_hooks(*this, s);
   restore_recurrent(s);
   n_past_ = s.n_past_;
 }
@@ -63,6 +75,7 @@ void Sequence::import_state(uint32_t n, const std::vector<StateBlob>& blobs) {
 
 std::unique_ptr<SeqSnapshot> Sequence::import_snapshot(uint32_t n, const std::vector<StateBlob>& blobs) {
   std::unique_ptr<SeqSnapshot> s = snapshot_from_blobs(blobs);
+  check_recurrent_hooks(*this, *s);
   s->n_past_ = n;
   s->seq_id_ = id_;
   s->clock_ = clock_;

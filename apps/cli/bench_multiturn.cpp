@@ -1,0 +1,127 @@
+// `wgllm bench multi-turn`: a conversation of equal-sized turns (a user message of --turn-tokens
+// tokens, a reply of exactly --reply-tokens tokens, end-of-generation ignored). For every turn it
+// measures the time to first token (TTFT) of
+//   - the session: only the new tokens are prefilled (the KV cache and snapshots hold the rest);
+//   - full recompute: the same prompt tokens prefilled from an empty sequence;
+// and checks both give the same first token (greedy). Writes JSON (--json, default stdout); plot
+// it with tools/plot_multiturn.py. Not a timed test: numbers depend on the machine.
+#include <fmt/core.h>
+
+#include <chrono>
+#include <fstream>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "bench_multiturn.h"
+#include "runtime/session.h"
+
+namespace wgllm::cli {
+
+namespace {
+
+struct MultiTurnOpts {
+  CommonOptions common;
+  uint32_t turns = 30, turn_tokens = 64, reply_tokens = 16;
+  std::string json_path;
+};
+
+/// A user message of exactly n tokens (alone), deterministic per turn.
+std::string user_message(const Tokenizer& tok, uint32_t turn, uint32_t n) {
+  static const char* words[] = {"river", "mountain", "lantern", "orbit", "violet", "harbor", "engine", "meadow",
+                                "signal", "copper", "willow", "canyon", "ember", "glacier", "pixel", "thunder"};
+  std::string s = "Question " + std::to_string(turn + 1) + ":";
+  for (uint32_t i = 0; tok.encode(s).size() < n; ++i) s += std::string(" ") + words[(turn * 7 + i * 3) % 16];
+  while (tok.encode(s).size() > n && s.find(' ') != std::string::npos) s.erase(s.rfind(' '));
+  return s;
+}
+
+int run_multiturn(const MultiTurnOpts& b) {
+  using clk = std::chrono::steady_clock;
+  Loaded l = load(b.common);
+  if (!l.chat) throw Error("bench multi-turn needs a model with a chat template");
+  l.seq.reset();
+  SessionOptions so;
+  so.context_length = b.common.context;
+  so.fingerprint = model_fingerprint(*l.src);
+  Session s(*l.model, *l.tok, l.chat.get(), so);
+  auto fresh = l.model->new_sequence(b.common.context);
+  GenerateOptions g = b.common.gen;
+  g.max_new_tokens = b.reply_tokens;
+  g.stop_at_eog = false;
+  g.sampler.temperature = 0;  // greedy: the recompute's first token must match
+
+  nlohmann::json turns = nlohmann::json::array();
+  uint32_t mismatches = 0;
+  // Warm-up (pipelines, caches) outside the measurement.
+  {
+    const std::vector<int32_t> w = l.tok->encode("warm up");
+    fresh->truncate(0);
+    l.model->forward_argmax(*fresh, w);
+  }
+  for (uint32_t t = 0; t < b.turns; ++t) {
+    const std::string msg = user_message(*l.tok, t, b.turn_tokens);
+    TurnResult r;
+    try {
+      r = s.send(msg, g);
+    } catch (const ContextFull& e) {
+      fmt::print(stderr, "turn {}: {} (stopping; raise --context)\n", t + 1, e.what());
+      break;
+    }
+    const uint32_t prompt_len = r.n_reused + r.n_new;
+    const std::vector<int32_t> prompt(s.tokens().begin(), s.tokens().begin() + prompt_len);
+    fresh->truncate(0);
+    const auto t0 = clk::now();
+    const int32_t first = l.model->forward_argmax(*fresh, prompt);
+    const double recompute_ms = std::chrono::duration<double, std::milli>(clk::now() - t0).count();
+    const bool match = !r.reply.empty() && first == r.reply[0];
+    mismatches += !match;
+    const SessionStats st = s.stats();
+    turns.push_back({{"turn", t + 1},
+                     {"prompt_tokens", prompt_len},
+                     {"new_tokens", r.n_new},
+                     {"ttft_session_ms", r.stats.ttft_ms},
+                     {"ttft_recompute_ms", recompute_ms},
+                     {"first_token_match", match},
+                     {"snapshot_bytes", st.snapshot_bytes},
+                     {"kv_bytes_in_use", s.snapshots().empty() ? 0 : s.snapshots().back().kv_bytes}});
+    fmt::print(stderr, "turn {:>2}: prompt {:>5} tokens (+{:>3} new) | TTFT session {:>8.1f} ms, recompute {:>8.1f} ms{}\n",
+               t + 1, prompt_len, r.n_new, r.stats.ttft_ms, recompute_ms, match ? "" : "  FIRST TOKEN DIFFERS");
+  }
+  nlohmann::json j = {{"benchmark", "multi-turn"},
+                      {"model", l.src->config.name},
+                      {"backend", l.model->backend_name()},
+                      {"turn_tokens", b.turn_tokens},
+                      {"reply_tokens", b.reply_tokens},
+                      {"context", s.context_length()},
+                      {"first_token_mismatches", mismatches},
+                      {"turns", turns}};
+  if (b.json_path.empty()) {
+    std::cout << j.dump(1) << std::endl;
+  } else {
+    std::ofstream(b.json_path) << j.dump(1) << "\n";
+    fmt::print(stderr, "wrote {} (plot: python3 tools/plot_multiturn.py {} out.png)\n", b.json_path, b.json_path);
+  }
+  return mismatches ? 3 : 0;
+}
+
+}  // namespace
+
+std::function<int()> add_bench_multiturn(CLI::App& app) {
+  CLI::App* bench = nullptr;
+  try {
+    bench = app.get_subcommand("bench");
+  } catch (const CLI::OptionNotFound&) {
+    bench = app.add_subcommand("bench", "benchmarks");
+  }
+  auto b = std::make_shared<MultiTurnOpts>();
+  auto* cmd = bench->add_subcommand("multi-turn", "per-turn TTFT of a multi-turn chat: session (snapshots) vs full recompute");
+  add_common(*cmd, b->common);
+  cmd->add_option("--turns", b->turns, "number of turns");
+  cmd->add_option("--turn-tokens", b->turn_tokens, "tokens of each user message");
+  cmd->add_option("--reply-tokens", b->reply_tokens, "tokens of each reply (end-of-generation ignored)");
+  cmd->add_option("--json", b->json_path, "write the results as JSON here (default: stdout)");
+  return [=]() -> int { return *cmd ? run_multiturn(*b) : -1; };
+}
+
+}  // namespace wgllm::cli
