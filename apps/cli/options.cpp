@@ -37,6 +37,7 @@ void add_common(CLI::App& app, CommonOptions& o) {
   app.add_option("--prefill-tokens-per-wg", o.tokens_per_wg, "prefill tokens per matmul workgroup (1 = off)");
   app.add_option("--matmul-rows", o.rows_per_wg, "matmul output rows per workgroup (0 = adapter default)");
   app.add_option("--matmul-lanes", o.lanes, "matmul threads per output row, power of two (0 = adapter default)");
+  app.add_option("--gdn-chunk", o.gdn_chunk, "Gated DeltaNet prefill chunk in tokens, 1..256 (default 64)");
   app.add_flag("--profile", o.profile, "print per-kernel GPU times of the last decode step");
 }
 
@@ -51,6 +52,7 @@ ModelOptions model_options(const CommonOptions& o) {
   mo.kernels.prefill_tokens_per_workgroup = o.tokens_per_wg;
   mo.kernels.matmul_rows_per_workgroup = o.rows_per_wg;
   mo.kernels.matmul_lanes_per_row = o.lanes;
+  mo.kernels.gdn_chunk = o.gdn_chunk;
   return mo;
 }
 

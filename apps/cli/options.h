@@ -21,6 +21,7 @@ struct CommonOptions {
   GenerateOptions gen;
   bool fuse_qkv = true, fuse_gate_up = true, vec4 = true;
   uint32_t tokens_per_wg = 8;
+  uint32_t gdn_chunk = 64;
   uint32_t rows_per_wg = 0, lanes = 0;  // 0: adapter default
   bool profile = false;
 };
