@@ -8,6 +8,7 @@ import json
 import sys
 
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -22,6 +23,7 @@ def main(src: str, out: str) -> None:
     ax.plot(x, [t["ttft_recompute_ms"] for t in turns], "o-", label="full recompute (whole conversation prefilled)")
     ax.plot(x, [t["ttft_session_ms"] for t in turns], "s-", label="session (new tokens only; snapshots)")
     ax.set_xlabel("turn")
+    ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     ax.set_ylabel("time to first token (ms)")
     ax.set_ylim(bottom=0)
     ax2 = ax.twinx()

@@ -391,16 +391,21 @@ TEST(Session, WebGPUSessionRollbackAndSaveLoad) {
   Model& m = fx().webgpu();
   const std::string path = tmp_path("c.wgs");
   Session s(m, *fx().tok, fx().tmpl.get(), sopts(false));
-  const auto r1 = s.send("Hi", greedy_opts(3)).reply;
+  s.send("Hi", greedy_opts(3));
+  const size_t r1_end = s.tokens().size();
   const auto r2 = s.send(kUser[1], greedy_opts(3)).reply;
   s.save(path);
   const size_t saved = s.tokens().size();
   s.rollback(1);
-  EXPECT_EQ(s.send(kUser[1], greedy_opts(3)).reply, r2);  // restored from the turn-1 snapshot
+  const TurnResult again = s.send(kUser[1], greedy_opts(3));
+  EXPECT_EQ(again.reply, r2);
+  EXPECT_EQ(again.n_reused, r1_end);  // restored from the turn-1 snapshot
+  EXPECT_EQ(s.sequence().n_past(), s.tokens().size());
   Session t(m, *fx().tok, fx().tmpl.get(), sopts(false));
   t.load(path);
   const auto cont = t.send(kUser[2], greedy_opts(3));
   EXPECT_EQ(cont.reply, s.send(kUser[2], greedy_opts(3)).reply);
   EXPECT_EQ(cont.n_reused, saved);  // nothing of the loaded conversation is recomputed
+  EXPECT_EQ(t.sequence().n_past(), t.tokens().size());
   std::filesystem::remove(path);
 }
