@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "gpu/context.h"
+#include "bench.h"
 #include "bench_multiturn.h"
 #include "chat_session.h"
 #include "options.h"
@@ -120,6 +121,7 @@ int main(int argc, char** argv) {
   tokenize->add_option("-m,--model", tok_o.model, "GGUF file or HF directory");
   tokenize->add_option("-p,--prompt", tok_text, "text")->required();
   tokenize->add_flag("--chat", tok_chat, "wrap the text as a user message in the chat template");
+  auto bench_hook = cli::add_bench(app, argv[0]);
   auto multiturn_hook = cli::add_bench_multiturn(app);  // after `bench` is registered
   CLI11_PARSE(app, argc, argv);
   if (*run && prompt.empty() && prompt_file.empty()) {
@@ -132,6 +134,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (int rc = multiturn_hook(); rc >= 0) return rc;
+    if (int rc = bench_hook(); rc >= 0) return rc;
     if (*run) return cmd_run(run_o, prompt, system, raw);
     if (*chat) return cmd_chat(chat_o, system);
     if (*devices) return cmd_devices();

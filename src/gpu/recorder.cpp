@@ -1,11 +1,29 @@
 #include "gpu/recorder.h"
 
 #include <cstring>
+#include <utility>
 
 #include "core/error.h"
 #include "gpu/context.h"
 
 namespace wgllm::gpu {
+
+const char* traffic_name(Traffic t) {
+  switch (t) {
+    case Traffic::Weights: return "weights";
+    case Traffic::Activations: return "activations";
+    case Traffic::KvCache: return "kv_cache";
+    case Traffic::Recurrent: return "recurrent_state";
+    case Traffic::Logits: return "logits";
+    default: return "?";
+  }
+}
+
+uint64_t TrafficBytes::total() const {
+  uint64_t s = 0;
+  for (size_t i = 0; i < size_t(Traffic::kCount); ++i) s += read[i] + written[i];
+  return s;
+}
 
 Recorder::Recorder(Context& ctx, uint32_t max_dispatches)
     : ctx_(ctx),
@@ -40,6 +58,7 @@ void Recorder::begin() {
   n_dispatch_ = 0;
   read_pending_ = false;
   labels_.clear();
+  cur_log_.clear();
 }
 
 void Recorder::ensure_pass() {
@@ -100,7 +119,9 @@ void Recorder::dispatch(const Pipeline& p, std::initializer_list<Binding> storag
   if (gx > lim || gy > lim || gz > lim)
     throw Error("kernel '" + p.key() + "': grid " + std::to_string(gx) + "x" + std::to_string(gy) +
                 "x" + std::to_string(gz) + " exceeds maxComputeWorkgroupsPerDimension");
+  const bool declared = std::exchange(next_declared_, false);
   if (gx == 0 || gy == 0 || gz == 0) return;
+  if (log_traffic_) cur_log_.push_back({label ? label : p.key(), 0.0, declared ? next_traffic_ : TrafficBytes{}, declared});
   ensure_pass();
   const uint32_t slot = n_dispatch_++;
   std::memcpy(params_cpu_.data() + size_t(slot) * kParamSlot, params, params_size);
@@ -156,6 +177,8 @@ void Recorder::submit(void* read_dst) {
   wgpuQueueSubmit(ctx_.queue(), 1, &cmd);
   wgpuCommandBufferRelease(cmd);
   last_dispatches_ = n_dispatch_;
+  dispatch_log_ = std::move(cur_log_);
+  cur_log_.clear();
   ctx_.check();
   if (read_pending_) {
     if (!read_dst) throw Error("Recorder::submit: a read was scheduled but no destination given");
@@ -167,8 +190,11 @@ void Recorder::submit(void* read_dst) {
     std::vector<uint64_t> ts(2 * n_prof);
     map_read(ctx_, query_read_, ts.data(), ts.size() * 8);
     const double period_ns = wgpuQueueGetTimestampPeriod(ctx_.queue());
-    for (uint32_t i = 0; i < n_prof; ++i)
-      profile_.push_back({labels_[i], double(ts[2 * i + 1] - ts[2 * i]) * period_ns / 1000.0});
+    for (uint32_t i = 0; i < n_prof; ++i) {
+      const double us = double(ts[2 * i + 1] - ts[2 * i]) * period_ns / 1000.0;
+      profile_.push_back({labels_[i], us, {}, false});
+      if (i < dispatch_log_.size()) dispatch_log_[i].us = us;
+    }
   }
 }
 

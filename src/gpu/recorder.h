@@ -25,10 +25,24 @@ struct Binding {
   Binding(const Buffer& b, uint64_t off = 0, uint64_t sz = 0) : buf(&b), offset(off), size(sz) {}
 };
 
-/// Per-dispatch GPU time from timestamp queries (when the device supports timestamps in passes).
+/// Bytes a dispatch moves, by what they are (declared by the op that records it; the minimum
+/// traffic: each input read once, each output written once).
+enum class Traffic : uint8_t { Weights, Activations, KvCache, Recurrent, Logits, kCount };
+const char* traffic_name(Traffic t);
+struct TrafficBytes {
+  uint64_t read[size_t(Traffic::kCount)] = {};
+  uint64_t written[size_t(Traffic::kCount)] = {};
+  TrafficBytes& r(Traffic t, uint64_t b) { read[size_t(t)] += b; return *this; }
+  TrafficBytes& w(Traffic t, uint64_t b) { written[size_t(t)] += b; return *this; }
+  uint64_t total() const;
+};
+
+/// One recorded dispatch: label, declared traffic and (when profiling) GPU time.
 struct KernelTime {
   std::string label;
   double us = 0;
+  TrafficBytes traffic;
+  bool declared = false;  // false: the op declared no traffic
 };
 
 class Recorder {
@@ -52,6 +66,12 @@ class Recorder {
     static_assert(sizeof(P) <= kParamSlot && sizeof(P) % 4 == 0);
     dispatch(p, storage, &params, sizeof(P), gx, gy, gz, label);
   }
+  /// Declares the traffic of the next dispatch (ops call this right before dispatch()).
+  void declare(const TrafficBytes& t) { next_traffic_ = t; next_declared_ = true; }
+  /// Keeps per-dispatch labels and declared traffic of each submission (see last_dispatches()).
+  void set_traffic_log(bool on) { log_traffic_ = on; }
+  /// Dispatches of the last submission with declared traffic (times filled when profiling).
+  const std::vector<KernelTime>& last_dispatches() const { return dispatch_log_; }
   /// Buffer-to-buffer copy inside the same submission (ends and restarts the compute pass).
   void copy(const Buffer& src, uint64_t src_off, const Buffer& dst, uint64_t dst_off, uint64_t size);
   /// Schedules a read of src[off, off+size) at the end of this submission (size <= 16 MiB).
@@ -88,6 +108,9 @@ class Recorder {
   Buffer query_resolve_, query_read_;
   std::vector<std::string> labels_;
   std::vector<KernelTime> profile_;
+  TrafficBytes next_traffic_;
+  bool next_declared_ = false, log_traffic_ = false;
+  std::vector<KernelTime> cur_log_, dispatch_log_;
 };
 
 }  // namespace wgllm::gpu

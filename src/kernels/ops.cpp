@@ -25,7 +25,7 @@ Defines weight_defines(const GpuWeight& W) {
 }  // namespace
 
 void matmul(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, F32Ref y,
-            uint32_t y_stride, uint32_t T, bool accumulate, const char* label) {
+            uint32_t y_stride, uint32_t T, bool accumulate, const char* label, gpu::Traffic y_kind) {
   const uint32_t tt = T > 1 ? std::max<uint32_t>(1, o.opt.prefill_tokens_per_workgroup) : 1;
   const bool vec4 = o.opt.vec4_activations && x.off % 4 == 0 && x_stride % 4 == 0 && W.block % 4 == 0;
   const bool sw = o.ctx.info().is_software();
@@ -44,6 +44,11 @@ void matmul(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, F32Re
   const auto& p = get(o, "matmul", d, {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
   struct { uint32_t K, N, T, nb, soff, x_off, x_stride, y_off, y_stride; } prm{
       W.K, W.N, T, W.K / W.block, W.soff, x.off, x_stride, y.off, y_stride};
+  gpu::TrafficBytes tb;
+  tb.r(gpu::Traffic::Weights, W.bytes()).r(gpu::Traffic::Activations, uint64_t(T) * W.K * 4);
+  tb.w(y_kind, uint64_t(T) * W.N * 4);
+  if (accumulate) tb.r(y_kind, uint64_t(T) * W.N * 4);
+  o.rec.declare(tb);
   o.rec.dispatch(p, {W.buf, x.buf, y.buf}, prm, ceil_div(W.N, rows),
                  ceil_div(T, tt), 1, label);
 }
@@ -53,6 +58,8 @@ void embed(OpContext& o, const GpuWeight& table, const gpu::Buffer& tokens, uint
                       {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
   const uint32_t nb = table.K / table.block;
   struct { uint32_t K, N, T, nb, soff, y_off; } prm{table.K, table.N, T, nb, table.soff, y.off};
+  o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Weights, table.bytes() / table.N * T).r(gpu::Traffic::Activations, 4ull * T)
+                    .w(gpu::Traffic::Activations, 4ull * T * table.K));
   o.rec.dispatch(p, {table.buf, tokens, y.buf}, prm, ceil_div(nb, 64), T, 1, "embed");
 }
 
@@ -60,6 +67,8 @@ void rmsnorm(OpContext& o, F32Ref x, uint32_t x_stride, const gpu::Buffer& w, F3
              uint32_t y_stride, uint32_t T, uint32_t D, float eps, const char* label) {
   const auto& p = get(o, "rmsnorm", {}, {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
   struct { uint32_t D; float eps; uint32_t x_off, y_off, x_stride, y_stride; } prm{D, eps, x.off, y.off, x_stride, y_stride};
+  o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Activations, 4ull * T * D).r(gpu::Traffic::Weights, 4ull * D)
+                    .w(gpu::Traffic::Activations, 4ull * T * D));
   o.rec.dispatch(p, {x.buf, w, y.buf}, prm, T, 1, 1, label);
 }
 
@@ -67,6 +76,8 @@ void rope(OpContext& o, F32Ref x, uint32_t stride, uint32_t T, uint32_t H, uint3
           uint32_t pos0, const gpu::Buffer& table, bool neox, const char* label) {
   const auto& p = get(o, "rope", {{"NEOX", neox ? "1" : "0"}}, {Bind::ReadWrite, Bind::ReadOnly, Bind::Uniform});
   struct { uint32_t T, H, HD, rot, pos0, off, stride, table_pairs; } prm{T, H, HD, rot, pos0, x.off, stride, rot / 2};
+  o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Activations, 4ull * T * H * rot).r(gpu::Traffic::Weights, 4ull * T * rot)
+                    .w(gpu::Traffic::Activations, 4ull * T * H * rot));
   o.rec.dispatch(p, {x.buf, table}, prm, ceil_div(H * (rot / 2), 64), T, 1, label);
 }
 
@@ -74,6 +85,7 @@ void kv_store(OpContext& o, const gpu::Buffer& src, uint32_t k_off, uint32_t v_o
               uint32_t T, uint32_t kv_dim, uint32_t pos0, const gpu::Buffer& kc, const gpu::Buffer& vc) {
   const auto& p = get(o, "kv_store", {}, {Bind::ReadOnly, Bind::ReadWrite, Bind::ReadWrite, Bind::Uniform});
   struct { uint32_t T, kv_dim, pos0, k_off, v_off, stride; } prm{T, kv_dim, pos0, k_off, v_off, stride};
+  o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Activations, 8ull * T * kv_dim).w(gpu::Traffic::KvCache, 8ull * T * kv_dim));
   o.rec.dispatch(p, {src, kc, vc}, prm, ceil_div(kv_dim, 64), T, 1, "kv_store");
 }
 
@@ -84,6 +96,10 @@ void attention(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_strid
   const auto& p = get(o, "attention", {}, {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
   struct { uint32_t T, pos0, Hq, Hkv, HD, q_off, q_stride, o_off, o_stride, kv_dim; float scale; uint32_t pad; } prm{
       s.T, s.pos0, s.Hq, s.Hkv, s.HD, q.off, q_stride, out.off, o_stride, s.Hkv * s.HD, s.scale, 0};
+  // KV rows read: each query token t sees pos0 + t + 1 rows of K and V (all KV heads).
+  const uint64_t rows = uint64_t(s.T) * s.pos0 + uint64_t(s.T) * (s.T + 1) / 2;
+  o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Activations, 4ull * s.T * s.Hq * s.HD)
+                    .r(gpu::Traffic::KvCache, rows * 8ull * s.Hkv * s.HD).w(gpu::Traffic::Activations, 4ull * s.T * s.Hq * s.HD));
   o.rec.dispatch(p, {q.buf, kc, vc, out.buf}, prm, s.Hq, s.T, 1, "attention");
 }
 
@@ -91,12 +107,14 @@ void silu_mul(OpContext& o, const gpu::Buffer& src, uint32_t g_off, uint32_t u_o
               uint32_t T, uint32_t F, F32Ref y) {
   const auto& p = get(o, "silu_mul", {}, {Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
   struct { uint32_t T, F, g_off, u_off, in_stride, y_off; } prm{T, F, g_off, u_off, in_stride, y.off};
+  o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Activations, 8ull * T * F).w(gpu::Traffic::Activations, 4ull * T * F));
   o.rec.dispatch(p, {src, y.buf}, prm, ceil_div(F, 64), T, 1, "silu_mul");
 }
 
 void argmax(OpContext& o, F32Ref x, uint32_t n, const gpu::Buffer& out) {
   const auto& p = get(o, "argmax", {}, {Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
   struct { uint32_t n, off; } prm{n, x.off};
+  o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Logits, 4ull * n).w(gpu::Traffic::Logits, 4));
   o.rec.dispatch(p, {x.buf, out}, prm, 1, 1, 1, "argmax");
 }
 
@@ -117,9 +135,15 @@ void causal_conv(OpContext& o, const CausalConvShape& s, F32Ref x, uint32_t x_st
   const gpu::Buffer& gi = gate_in.buf ? *gate_in.buf : x.buf;  // unused placeholders: read-only, may alias
   const gpu::Buffer& go = gate_out.buf ? *gate_out.buf : x.buf;
   const gpu::Buffer& b = bias ? *bias : w;
+  const uint64_t io = 4ull * s.T * s.C, sb = 4ull * (s.L - 1) * s.C;
+  o.rec.declare(gpu::TrafficBytes()
+                    .r(gpu::Traffic::Activations, io * (1 + (gate_in.buf ? 1 : 0) + (gate_out.buf ? 1 : 0)))
+                    .r(gpu::Traffic::Weights, 4ull * s.C * (s.L + (bias ? 1 : 0)))
+                    .r(gpu::Traffic::Recurrent, sb).w(gpu::Traffic::Activations, io));
   o.rec.dispatch(get(o, "causal_conv", d, binds), {x.buf, gi, go, w, b, state.buf, y.buf}, prm, ceil_div(s.C, 64), s.T, 1,
                  label);
   d = {{"GATE_IN", gate_in.buf ? "1" : "0"}, {"UPDATE", "1"}};
+  o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Activations, sb * (gate_in.buf ? 2 : 1)).w(gpu::Traffic::Recurrent, sb));
   o.rec.dispatch(get(o, "causal_conv", d, binds), {x.buf, gi, go, w, b, state.buf, y.buf}, prm, ceil_div(s.C, 64), 1, 1,
                  "causal_conv_state");
 }

@@ -37,10 +37,13 @@ struct F32Ref {
   uint32_t off = 0;
 };
 
+/// Every op declares its traffic (bytes read/written by category, see gpu::TrafficBytes) to the
+/// recorder right before its dispatch, for `wgllm bench --traffic`.
 /// y[t, n] (+)= sum_k W[n, k] x[t, k], t < T. x rows start at x.off + t * x_stride (x_stride,
 /// x.off multiples of 4), y rows at y.off + t * y_stride. accumulate: fused residual add.
 void matmul(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, F32Ref y,
-            uint32_t y_stride, uint32_t T, bool accumulate, const char* label = "matmul");
+            uint32_t y_stride, uint32_t T, bool accumulate, const char* label = "matmul",
+            gpu::Traffic y_kind = gpu::Traffic::Activations);
 
 /// y[t, :] = dequant(table row tokens[t]); tokens: u32 buffer of T ids; y: [T, K].
 void embed(OpContext& o, const GpuWeight& table, const gpu::Buffer& tokens, uint32_t T, F32Ref y);

@@ -97,7 +97,11 @@ class LlamaGpu final : public Model {
     return std::make_unique<GpuSeq>(*ctx_, std::min(ctx, c_.max_context), c_.n_layers, c_.kv_dim());
   }
   MemoryReport memory() const override { return mem_; }
-  void set_profiling(bool on) override { rec_->set_profiling(on); }
+  void set_profiling(bool on) override {
+    rec_->set_profiling(on);
+    rec_->set_traffic_log(on);
+  }
+  std::vector<gpu::KernelTime> last_dispatches() const override { return rec_->last_dispatches(); }
   std::vector<gpu::KernelTime> last_profile() const override { return rec_->last_profile(); }
 
   void forward(Sequence& seq, std::span<const int32_t> toks, std::vector<float>* logits) override {
@@ -245,7 +249,8 @@ class LlamaGpu final : public Model {
     int32_t result = -1;
     if (out != Out::None) {
       kernels::rmsnorm(o, {x_, (T - 1) * D}, D, out_norm_, {h_, 0}, D, 1, D, c_.rms_eps, "output_norm");
-      kernels::matmul(o, c_.tied_embeddings ? embed_ : lm_head_, {h_, 0}, D, {logits_, 0}, c_.vocab, 1, false, "output");
+      kernels::matmul(o, c_.tied_embeddings ? embed_ : lm_head_, {h_, 0}, D, {logits_, 0}, c_.vocab, 1, false, "output",
+                      gpu::Traffic::Logits);
       if (out == Out::Argmax) {
         kernels::argmax(o, {logits_, 0}, c_.vocab, amax_);
         rec_->read_after(amax_, 0, 4);

@@ -147,6 +147,9 @@ class Model {
   /// Per-kernel GPU times of the last submission when profiling is on (WebGPU only).
   virtual void set_profiling(bool on) {}
   virtual std::vector<gpu::KernelTime> last_profile() const { return {}; }
+  /// Dispatches of the last submission with their declared traffic (and GPU times when
+  /// profiling); recorded while profiling is on (WebGPU only).
+  virtual std::vector<gpu::KernelTime> last_dispatches() const { return {}; }
 };
 
 /// Creates the model for src.config.arch on the chosen backend, loading all weights.

@@ -1,0 +1,287 @@
+// `wgllm bench`: measures the product configuration (the same loader, defaults and flags as
+// `wgllm run`), with a pre-flight of who else uses the GPU, raw samples in JSON, and a Markdown
+// table.
+//   wgllm bench [-m M] [--prompt-lengths 512,4096] [--gen 256] [--reps 3] [--json F] [--md F]
+//   wgllm bench --traffic          per-kernel declared bytes of one decode step (+ GPU times)
+//   wgllm bench ab --a "ARGS" --b "ARGS" [--b-bin PATH] --metric decode_tok_s
+//                                  A/B in separate processes: two control arms + candidate,
+//                                  interleaved; B/A with bootstrap CI vs the measured noise band
+//   wgllm bench synthetic --work N  a fixed CPU workload (noise-meter self-tests)
+#include "bench.h"
+
+#include <fmt/core.h>
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/ab.h"
+#include "bench/preflight.h"
+#include "bench/stats.h"
+#include "core/error.h"
+#include "options.h"
+
+namespace wgllm::cli {
+namespace {
+
+using clk = std::chrono::steady_clock;
+double ms_since(clk::time_point t) { return std::chrono::duration<double, std::milli>(clk::now() - t).count(); }
+
+struct BenchOpts {
+  CommonOptions common;
+  std::vector<uint32_t> prompt_lengths = {512};
+  uint32_t gen = 128, reps = 3;
+  std::string json_path, md_path;
+  bool allow_busy = false, traffic = false;
+  double planted_slowdown = 0;  // non-product: busy-wait this fraction of each step (harness self-test)
+};
+
+/// Flags that differ from the product defaults (what `wgllm run` uses); empty = product config.
+std::vector<std::string> non_product(const BenchOpts& b) {
+  const CommonOptions d;
+  const CommonOptions& o = b.common;
+  std::vector<std::string> r;
+  if (o.backend != d.backend) r.push_back("--backend " + o.backend);
+  if (o.fuse_qkv != d.fuse_qkv) r.push_back("--no-fuse-qkv");
+  if (o.fuse_gate_up != d.fuse_gate_up) r.push_back("--no-fuse-gate-up");
+  if (o.vec4 != d.vec4) r.push_back("--no-vec4");
+  if (o.tokens_per_wg != d.tokens_per_wg) r.push_back("--prefill-tokens-per-wg " + std::to_string(o.tokens_per_wg));
+  if (o.rows_per_wg != d.rows_per_wg) r.push_back("--matmul-rows " + std::to_string(o.rows_per_wg));
+  if (o.lanes != d.lanes) r.push_back("--matmul-lanes " + std::to_string(o.lanes));
+  if (b.planted_slowdown > 0) r.push_back("--planted-slowdown");
+  return r;
+}
+
+std::vector<int32_t> prompt_tokens(const Tokenizer& tok, uint32_t n) {
+  // Public-domain text from the setup cache (Moby-Dick), repeated if needed, cut to n tokens.
+  std::string path = default_model_path();
+  path = path.substr(0, path.rfind("/models/")) + "/text/package/moby-dick/data/data.txt";
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  if (text.empty()) text = "The quick brown fox jumps over the lazy dog. ";
+  std::vector<int32_t> ids = tok.encode(text.substr(0, std::min<size_t>(text.size(), size_t(n) * 8 + 64)));
+  while (ids.size() < n) ids.insert(ids.end(), ids.begin(), ids.end());
+  ids.resize(n);
+  return ids;
+}
+
+void spin_for(double ms) {
+  const auto t = clk::now();
+  while (ms_since(t) < ms) {
+  }
+}
+
+nlohmann::json traffic_report(Loaded& l) {
+  // One decode step at position 256, with timestamps when the device has them.
+  auto seq = l.model->new_sequence();
+  auto ids = prompt_tokens(*l.tok, 256);
+  l.model->set_profiling(true);
+  int32_t t = l.model->forward_argmax(*seq, ids);
+  l.model->forward_argmax(*seq, std::span<const int32_t>(&t, 1));
+  auto ds = l.model->last_dispatches();
+  l.model->set_profiling(false);
+  nlohmann::json j;
+  std::map<std::string, std::pair<gpu::TrafficBytes, double>> by_kernel;
+  gpu::TrafficBytes total;
+  double total_us = 0;
+  for (auto& d : ds) {
+    auto& e = by_kernel[d.label];
+    for (size_t c = 0; c < size_t(gpu::Traffic::kCount); ++c) {
+      e.first.read[c] += d.traffic.read[c];
+      e.first.written[c] += d.traffic.written[c];
+      total.read[c] += d.traffic.read[c];
+      total.written[c] += d.traffic.written[c];
+    }
+    e.second += d.us;
+    total_us += d.us;
+    if (!d.declared) j["undeclared"].push_back(d.label);
+  }
+  for (auto& [k, v] : by_kernel) {
+    nlohmann::json row = {{"kernel", k}, {"bytes", v.first.total()}, {"gpu_us", v.second}};
+    for (size_t c = 0; c < size_t(gpu::Traffic::kCount); ++c)
+      row[gpu::traffic_name(gpu::Traffic(c))] = v.first.read[c] + v.first.written[c];
+    if (v.second > 0) row["achieved_GBps"] = double(v.first.total()) / (v.second * 1e3);
+    j["kernels"].push_back(row);
+  }
+  for (size_t c = 0; c < size_t(gpu::Traffic::kCount); ++c)
+    j["total"][gpu::traffic_name(gpu::Traffic(c))] = total.read[c] + total.written[c];
+  j["total"]["all"] = total.total();
+  j["dispatches"] = ds.size();
+  j["gpu_us"] = total_us;
+  return j;
+}
+
+int run_bench(BenchOpts& b) {
+  bench::Preflight pf = bench::preflight();
+  if (pf.gpu_busy && !b.allow_busy) {
+    fmt::print(stderr, "wgllm bench: refusing to measure: {} (use --allow-busy to measure anyway)\n", pf.busy_reason);
+    return 3;
+  }
+  const auto np = non_product(b);
+  const std::string label = np.empty() ? "product" : "NON-PRODUCT";
+  uint32_t need_ctx = b.gen + 8;
+  for (auto p : b.prompt_lengths) need_ctx = std::max(need_ctx, p + b.gen + 8);
+  b.common.context = std::max(b.common.context, need_ctx);
+  Loaded l = load(b.common);
+  nlohmann::json out;
+  out["preflight"] = pf.info;
+  out["configuration"] = label;
+  out["non_product_flags"] = np;
+  out["model"] = l.src->path;
+  out["backend"] = l.model->backend_name();
+  out["load_ms"] = l.load_ms;
+  auto mem = l.model->memory();
+  if (b.traffic) {
+    out["traffic_decode_step"] = traffic_report(l);
+  }
+  nlohmann::json rows = nlohmann::json::array();
+  for (uint32_t P : b.prompt_lengths) {
+    auto ids = prompt_tokens(*l.tok, P);
+    std::vector<double> ttft, decode_tps, lat_all;
+    for (uint32_t rep = 0; rep <= b.reps; ++rep) {  // rep 0 is warm-up (pipeline creation), not recorded
+      auto seq = l.model->new_sequence(P + b.gen + 8);
+      auto t0 = clk::now();
+      int32_t t = l.model->forward_argmax(*seq, ids);
+      const double tt = ms_since(t0);
+      if (b.planted_slowdown > 0) spin_for(tt * b.planted_slowdown);
+      std::vector<double> lat;
+      const auto d0 = clk::now();
+      for (uint32_t i = 1; i < b.gen; ++i) {
+        auto s0 = clk::now();
+        t = l.model->forward_argmax(*seq, std::span<const int32_t>(&t, 1));
+        double dt = ms_since(s0);
+        if (b.planted_slowdown > 0) {
+          spin_for(dt * b.planted_slowdown);
+          dt = ms_since(s0);
+        }
+        lat.push_back(dt);
+      }
+      const double dms = ms_since(d0);
+      if (rep == 0) continue;
+      ttft.push_back(tt * (1 + b.planted_slowdown));
+      decode_tps.push_back((b.gen - 1) / (dms / 1000.0));
+      lat_all.insert(lat_all.end(), lat.begin(), lat.end());
+      if (rep == b.reps) {
+        auto sm = seq->memory();
+        mem.kv_cache = sm.kv_cache;
+        mem.recurrent = sm.recurrent;
+        rows.push_back({{"n_prompt", P}, {"n_gen", b.gen}, {"ttft_ms", ttft}, {"decode_tok_s", decode_tps},
+                        {"decode_latency_ms_last_rep", lat}});
+      }
+    }
+    auto& r = rows.back();
+    r["ttft_ms_median"] = bench::median(ttft);
+    r["prefill_tok_s_median"] = P / (bench::median(ttft) / 1000.0);
+    r["decode_tok_s_median"] = bench::median(decode_tps);
+    r["decode_latency_ms_p50"] = bench::quantile(lat_all, 0.5);
+    r["decode_latency_ms_p90"] = bench::quantile(lat_all, 0.9);
+    r["decode_latency_ms_p99"] = bench::quantile(lat_all, 0.99);
+  }
+  out["runs"] = rows;
+  out["memory_bytes"] = {{"weights", mem.weights}, {"kv_cache", mem.kv_cache}, {"recurrent", mem.recurrent}, {"scratch", mem.scratch}};
+  // Markdown table
+  std::string md = fmt::format("| config | backend | prompt | TTFT ms (median) | prefill tok/s | decode tok/s | p50 ms | p90 ms | p99 ms |\n|---|---|---|---|---|---|---|---|---|\n");
+  for (auto& r : rows)
+    md += fmt::format("| {} | {} | {} | {:.1f} | {:.0f} | {:.1f} | {:.2f} | {:.2f} | {:.2f} |\n", label, l.model->backend_name(),
+                      r["n_prompt"].get<uint32_t>(), r["ttft_ms_median"].get<double>(), r["prefill_tok_s_median"].get<double>(),
+                      r["decode_tok_s_median"].get<double>(), r["decode_latency_ms_p50"].get<double>(),
+                      r["decode_latency_ms_p90"].get<double>(), r["decode_latency_ms_p99"].get<double>());
+  if (b.traffic) {
+    auto& t = out["traffic_decode_step"];
+    md += "\n| kernel | bytes/step | weights | activations | kv_cache | logits | GPU us | GB/s |\n|---|---|---|---|---|---|---|---|\n";
+    for (auto& k : t["kernels"])
+      md += fmt::format("| {} | {} | {} | {} | {} | {} | {:.1f} | {:.0f} |\n", k["kernel"].get<std::string>(), k["bytes"].get<uint64_t>(),
+                        k["weights"].get<uint64_t>(), k["activations"].get<uint64_t>(), k["kv_cache"].get<uint64_t>(),
+                        k["logits"].get<uint64_t>(), k["gpu_us"].get<double>(), k.value("achieved_GBps", 0.0));
+  }
+  std::cerr << md;
+  if (!b.md_path.empty()) std::ofstream(b.md_path) << md;
+  if (!b.json_path.empty()) std::ofstream(b.json_path) << out.dump(1) << "\n";
+  // Last stdout line: a compact summary object (what `bench ab` reads).
+  nlohmann::json summary = {{"configuration", label}};
+  if (!rows.empty()) {
+    summary["ttft_ms"] = rows[0]["ttft_ms_median"];
+    summary["decode_tok_s"] = rows[0]["decode_tok_s_median"];
+  }
+  std::cout << summary.dump() << std::endl;
+  return 0;
+}
+
+int run_synthetic(double work, bool constant) {
+  // A fixed amount of integer work, timed by process CPU time: a load with known relative cost.
+  timespec a{}, c{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a);
+  uint64_t x = 88172645463325252ull;
+  const uint64_t n = uint64_t(work * 1e6);
+  for (uint64_t i = 0; i < n; ++i) x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c);
+  const double ms = (c.tv_sec - a.tv_sec) * 1e3 + (c.tv_nsec - a.tv_nsec) / 1e6;
+  std::cout << nlohmann::json{{"time_ms", constant ? 100.0 : ms}, {"checksum", x & 0xffff}}.dump() << std::endl;
+  return 0;
+}
+
+}  // namespace
+
+std::function<int()> add_bench(CLI::App& app, const std::string& argv0) {
+  auto b = std::make_shared<BenchOpts>();
+  auto* cmd = app.add_subcommand("bench", "benchmark the product configuration (TTFT, decode, latency trace, traffic)");
+  add_common(*cmd, b->common);
+  cmd->add_option("--prompt-lengths", b->prompt_lengths, "prompt lengths in tokens")->delimiter(',');
+  cmd->add_option("--gen", b->gen, "decode steps per run");
+  cmd->add_option("--reps", b->reps, "measured repetitions (after one warm-up)");
+  cmd->add_option("--json", b->json_path, "write results (raw samples) as JSON");
+  cmd->add_option("--md", b->md_path, "write the Markdown table");
+  cmd->add_flag("--allow-busy", b->allow_busy, "measure even if another process uses the GPU");
+  cmd->add_flag("--traffic", b->traffic, "per-kernel bytes of one decode step by category (+ GPU times)");
+  cmd->add_option("--planted-slowdown", b->planted_slowdown, "NON-PRODUCT: add this fraction of busy time to each step (harness self-test)");
+
+  auto ab = std::make_shared<bench::AbSpec>();
+  auto a_args = std::make_shared<std::string>(), b_args = std::make_shared<std::string>(), b_bin = std::make_shared<std::string>();
+  auto ab_json = std::make_shared<std::string>();
+  auto* abc = cmd->add_subcommand("ab", "A/B comparison in separate processes with a measured noise band");
+  auto a_cmd = std::make_shared<std::string>(), b_cmd = std::make_shared<std::string>();
+  auto* oa = abc->add_option("--a", *a_args, "arguments of `wgllm` for arm A (control, run as two independent arms)");
+  auto* ob = abc->add_option("--b", *b_args, "arguments of `wgllm` for arm B (candidate)");
+  abc->add_option("--a-cmd", *a_cmd, "a whole shell command for arm A instead of --a (e.g. a peer engine wrapper)")->excludes(oa);
+  abc->add_option("--b-cmd", *b_cmd, "a whole shell command for arm B instead of --b")->excludes(ob);
+  abc->add_option("--b-bin", *b_bin, "binary for arm B (default: this binary)");
+  abc->add_option("--metric", ab->metrics, "JSON key(s) of the metric(s), comma-separated")->required()->delimiter(',');
+  abc->add_option("--rounds", ab->rounds, "runs per control arm (B runs twice as often)");
+  abc->add_option("--json", *ab_json, "write the A/B result as JSON");
+
+  auto work = std::make_shared<double>(50.0);
+  auto constant = std::make_shared<bool>(false);
+  auto* syn = cmd->add_subcommand("synthetic", "a fixed CPU workload printing {\"time_ms\": ...} (noise-meter self-tests)");
+  syn->add_option("--work", *work, "millions of iterations");
+  syn->add_flag("--constant", *constant, "print a constant time (a broken meter, for self-tests)");
+
+  return [=, &app]() -> int {
+    if (!*cmd) return -1;
+    if (*syn) return run_synthetic(*work, *constant);
+    if (*abc) {
+      if ((a_args->empty() && a_cmd->empty()) || (b_args->empty() && b_cmd->empty()))
+        throw Error("bench ab: give --a or --a-cmd, and --b or --b-cmd");
+      ab->cmd_a = a_cmd->empty() ? argv0 + " " + *a_args : *a_cmd;
+      ab->cmd_b = !b_cmd->empty() ? *b_cmd : (b_bin->empty() ? argv0 : *b_bin) + " " + *b_args;
+      auto r = bench::run_ab(*ab);
+      auto j = r.to_json(*ab);
+      if (!ab_json->empty()) std::ofstream(*ab_json) << j.dump(1) << "\n";
+      nlohmann::json summary;
+      for (auto& m : r.metrics) {
+        std::cerr << m.name << ": " << m.verdict.text << "\n";
+        summary[m.name] = {{"broken", m.verdict.broken}, {"detected", m.verdict.detected},
+                           {"noise", m.verdict.noise}, {"ratio", m.verdict.ratio.mid}};
+      }
+      if (r.metrics.size() == 1) summary = summary[r.metrics[0].name];
+      std::cout << summary.dump() << std::endl;
+      return 0;
+    }
+    return run_bench(*b);
+  };
+}
+
+}  // namespace wgllm::cli
