@@ -49,8 +49,23 @@ struct Qwen35CpuSnapshot final : SeqSnapshot {
   }
 };
 
+// Layer ids of the attention (KV) and linear (recurrent) layers, for state blob names.
+std::vector<uint32_t> layer_ids(const Qwen35Params& p, bool linear) {
+  std::vector<uint32_t> v;
+  for (uint32_t i = 0; i < p.linear.size(); ++i)
+    if (p.linear[i] == linear) v.push_back(i);
+  return v;
+}
+
+std::vector<uint8_t> bytes_of(const float* f, size_t n) {
+  std::vector<uint8_t> b(n * 4);
+  if (n) std::memcpy(b.data(), f, n * 4);
+  return b;
+}
+
 struct CpuSeq final : Sequence {
-  CpuSeq(uint32_t ctx, uint32_t n_attn, uint32_t kv_dim, uint32_t n_lin, const Qwen35Params& p) : Sequence(ctx) {
+  CpuSeq(uint32_t ctx, uint32_t n_attn, uint32_t kv_dim, uint32_t n_lin, const Qwen35Params& p)
+      : Sequence(ctx), kv_dim_(kv_dim), attn_ids_(layer_ids(p, false)), lin_ids_(layer_ids(p, true)) {
     kc.assign(n_attn, std::vector<float>(size_t(ctx) * kv_dim));
     vc = kc;
     conv.assign(n_lin, std::vector<float>(size_t(p.conv_k - 1) * p.conv_dim()));
@@ -80,6 +95,74 @@ struct CpuSeq final : Sequence {
     conv = q.conv;
     ssm = q.ssm;
   }
+  // Blobs: "blk.N.conv" / "blk.N.ssm" (f32, layouts as the members) for linear layer N, and
+  // "blk.N.k" / "blk.N.v" (rows [0, n_past) of [pos, kv_dim]) for attention layer N.
+  std::vector<StateBlob> recurrent_blobs(const std::vector<std::vector<float>>& c,
+                                         const std::vector<std::vector<float>>& s) const {
+    std::vector<StateBlob> out;
+    for (size_t i = 0; i < lin_ids_.size(); ++i) {
+      const std::string p = "blk." + std::to_string(lin_ids_[i]);
+      out.push_back({p + ".conv", bytes_of(c[i].data(), c[i].size())});
+      out.push_back({p + ".ssm", bytes_of(s[i].data(), s[i].size())});
+    }
+    return out;
+  }
+  // Validates every recurrent blob, then copies them into c and s.
+  void take_recurrent(const std::vector<StateBlob>& blobs, std::vector<std::vector<float>>& c,
+                      std::vector<std::vector<float>>& s) const {
+    std::vector<const StateBlob*> bc, bs;
+    for (size_t i = 0; i < lin_ids_.size(); ++i) {
+      const std::string p = "blk." + std::to_string(lin_ids_[i]);
+      bc.push_back(&state_blob(blobs, p + ".conv", conv[i].size() * 4));
+      bs.push_back(&state_blob(blobs, p + ".ssm", ssm[i].size() * 4));
+    }
+    c = conv;
+    s = ssm;
+    for (size_t i = 0; i < lin_ids_.size(); ++i) {
+      std::memcpy(c[i].data(), bc[i]->data.data(), bc[i]->data.size());
+      std::memcpy(s[i].data(), bs[i]->data.data(), bs[i]->data.size());
+    }
+  }
+  std::vector<StateBlob> snapshot_blobs(const SeqSnapshot& s) const override {
+    auto& q = dynamic_cast<const Qwen35CpuSnapshot&>(s);
+    return recurrent_blobs(q.conv, q.ssm);
+  }
+  std::unique_ptr<SeqSnapshot> snapshot_from_blobs(const std::vector<StateBlob>& blobs) override {
+    check_blob_count(blobs, 2 * lin_ids_.size());
+    auto s = std::make_unique<Qwen35CpuSnapshot>();
+    take_recurrent(blobs, s->conv, s->ssm);
+    return s;
+  }
+  std::vector<StateBlob> read_state() const override {
+    std::vector<StateBlob> out = recurrent_blobs(conv, ssm);
+    for (size_t i = 0; i < attn_ids_.size(); ++i) {
+      const std::string p = "blk." + std::to_string(attn_ids_[i]);
+      out.push_back({p + ".k", bytes_of(kc[i].data(), size_t(n_past_) * kv_dim_)});
+      out.push_back({p + ".v", bytes_of(vc[i].data(), size_t(n_past_) * kv_dim_)});
+    }
+    return out;
+  }
+  void write_state(uint32_t n, const std::vector<StateBlob>& blobs) override {
+    check_blob_count(blobs, 2 * (lin_ids_.size() + attn_ids_.size()));
+    std::vector<std::vector<float>> c, s;
+    take_recurrent(blobs, c, s);
+    std::vector<const StateBlob*> bk, bv;
+    const uint64_t kvb = uint64_t(n) * kv_dim_ * 4;
+    for (size_t i = 0; i < attn_ids_.size(); ++i) {
+      bk.push_back(&state_blob(blobs, "blk." + std::to_string(attn_ids_[i]) + ".k", kvb));
+      bv.push_back(&state_blob(blobs, "blk." + std::to_string(attn_ids_[i]) + ".v", kvb));
+    }
+    conv = std::move(c);
+    ssm = std::move(s);
+    for (size_t i = 0; i < attn_ids_.size() && kvb; ++i) {
+      std::memcpy(kc[i].data(), bk[i]->data.data(), kvb);
+      std::memcpy(vc[i].data(), bv[i]->data.data(), kvb);
+    }
+  }
+
+ private:
+  uint32_t kv_dim_ = 0;
+  std::vector<uint32_t> attn_ids_, lin_ids_;
 };
 
 class Qwen35Cpu final : public Model {

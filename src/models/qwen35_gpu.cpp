@@ -44,9 +44,16 @@ struct Qwen35GpuSnapshot final : SeqSnapshot {
   }
 };
 
+std::vector<uint32_t> layer_ids(const Qwen35Params& p, bool linear) {
+  std::vector<uint32_t> v;
+  for (uint32_t i = 0; i < p.linear.size(); ++i)
+    if (p.linear[i] == linear) v.push_back(i);
+  return v;
+}
+
 struct GpuSeq final : Sequence {
   GpuSeq(gpu::Context& ctx, uint32_t ctx_len, uint32_t n_attn, uint32_t kv_dim, uint32_t n_lin, const Qwen35Params& p)
-      : Sequence(ctx_len), ctx_(ctx) {
+      : Sequence(ctx_len), ctx_(ctx), kv_dim_(kv_dim), attn_ids_(layer_ids(p, false)), lin_ids_(layer_ids(p, true)) {
     const uint64_t kvb = uint64_t(ctx_len) * kv_dim * 4;
     for (uint32_t i = 0; i < n_attn; ++i) {
       kc.emplace_back(ctx, kvb, BufferKind::Storage, "attn." + std::to_string(i) + ".k_cache");
@@ -86,9 +93,62 @@ struct GpuSeq final : Sequence {
     for (auto* v : {&conv, &ssm})
       for (const Buffer& b : *v) b.write(ctx_, 0, q.bufs.at(i++).data(), b.size());
   }
+  // State blobs as on the CPU backend: "blk.N.conv" / "blk.N.ssm" per linear layer N (snapshot
+  // bufs hold all conv buffers, then all ssm buffers), "blk.N.k" / "blk.N.v" per attention layer.
+  std::string rec_name(size_t i) const {
+    const size_t n = lin_ids_.size();
+    return "blk." + std::to_string(lin_ids_[i % n]) + (i < n ? ".conv" : ".ssm");
+  }
+  const Buffer& rec_buf(size_t i) const { return i < conv.size() ? conv[i] : ssm[i - conv.size()]; }
+  std::vector<StateBlob> snapshot_blobs(const SeqSnapshot& s) const override {
+    auto& q = dynamic_cast<const Qwen35GpuSnapshot&>(s);
+    std::vector<StateBlob> out;
+    for (size_t i = 0; i < q.bufs.size(); ++i) {
+      StateBlob b{rec_name(i), std::vector<uint8_t>(q.bufs[i].size() * 4)};
+      std::memcpy(b.data.data(), q.bufs[i].data(), b.data.size());
+      out.push_back(std::move(b));
+    }
+    return out;
+  }
+  std::unique_ptr<SeqSnapshot> snapshot_from_blobs(const std::vector<StateBlob>& blobs) override {
+    check_blob_count(blobs, 2 * lin_ids_.size());
+    auto s = std::make_unique<Qwen35GpuSnapshot>();
+    for (size_t i = 0; i < 2 * lin_ids_.size(); ++i) {
+      const StateBlob& b = state_blob(blobs, rec_name(i), rec_buf(i).size());
+      s->bufs.emplace_back(b.data.size() / 4);
+      std::memcpy(s->bufs.back().data(), b.data.data(), b.data.size());
+    }
+    return s;
+  }
+  std::vector<StateBlob> read_state() const override {
+    auto snap = capture();
+    std::vector<StateBlob> out = snapshot_blobs(*snap);
+    const uint64_t kvb = uint64_t(n_past_) * kv_dim_ * 4;
+    for (size_t i = 0; i < attn_ids_.size(); ++i)
+      for (auto [buf, tag] : {std::pair{&kc[i], ".k"}, std::pair{&vc[i], ".v"}}) {
+        StateBlob b{"blk." + std::to_string(attn_ids_[i]) + tag, std::vector<uint8_t>(kvb)};
+        if (kvb) buf->read(ctx_, 0, b.data.data(), kvb);
+        out.push_back(std::move(b));
+      }
+    return out;
+  }
+  void write_state(uint32_t n, const std::vector<StateBlob>& blobs) override {
+    check_blob_count(blobs, 2 * (lin_ids_.size() + attn_ids_.size()));
+    const uint64_t kvb = uint64_t(n) * kv_dim_ * 4;
+    std::vector<std::pair<const Buffer*, const StateBlob*>> w;  // validate everything first
+    for (size_t i = 0; i < 2 * lin_ids_.size(); ++i) w.push_back({&rec_buf(i), &state_blob(blobs, rec_name(i), rec_buf(i).size())});
+    for (size_t i = 0; i < attn_ids_.size(); ++i) {
+      w.push_back({&kc[i], &state_blob(blobs, "blk." + std::to_string(attn_ids_[i]) + ".k", kvb)});
+      w.push_back({&vc[i], &state_blob(blobs, "blk." + std::to_string(attn_ids_[i]) + ".v", kvb)});
+    }
+    for (auto [buf, b] : w)
+      if (!b->data.empty()) buf->write(ctx_, 0, b->data.data(), b->data.size());
+  }
 
  private:
   gpu::Context& ctx_;
+  uint32_t kv_dim_ = 0;
+  std::vector<uint32_t> attn_ids_, lin_ids_;
 };
 
 struct Part {  // rows of one matrix in a fused weight
