@@ -1,7 +1,9 @@
 // LFM2 forward pass on the CPU reference backend: plain C++ with f32 accumulation over weights
 // dequantized once at load (kernels/ref.h), op for op the same as lfm2_gpu.cpp. Formulas:
 // transformers models/lfm2/modeling_lfm2.py (see models/lfm2_weights.h for the summary).
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "core/error.h"
 #include "kernels/ref.h"
@@ -33,7 +35,24 @@ struct Layer {
   std::vector<float> conv;              // ShortConv, [d][L]
 };
 
+std::vector<uint8_t> bytes_of(const float* f, size_t n) {
+  std::vector<uint8_t> b(n * 4);
+  if (n) std::memcpy(b.data(), f, n * 4);
+  return b;
+}
+
+struct Lfm2CpuSnapshot final : SeqSnapshot {
+  std::vector<std::vector<float>> conv;  // per layer (empty for attention layers)
+  uint64_t bytes() const override {
+    uint64_t b = 0;
+    for (auto& v : conv) b += v.size() * 4;
+    return b;
+  }
+};
+
 /// KV caches (attention layers) and conv states (conv layers); the other kind's vectors are empty.
+/// State blobs (files; same names and layouts as lfm2_gpu.cpp): "blk.N.conv" [L-1, d] f32 per
+/// conv layer N; "blk.N.k" / "blk.N.v" rows [0, n_past) of [pos, kv_dim] f32 per attention layer.
 struct CpuSeq final : Sequence {
   CpuSeq(uint32_t ctx, const ModelConfig& c, const Lfm2Params& p) : Sequence(ctx) {
     for (uint32_t l = 0; l < c.n_layers; ++l) {
@@ -53,6 +72,64 @@ struct CpuSeq final : Sequence {
   std::vector<std::vector<float>> kc, vc;  // [layer][pos * kv_dim + i]
   std::vector<std::vector<float>> conv;    // [layer][(L-1) * d]: last L-1 rows of B*x, oldest first
   void advance(uint32_t n) { n_past_ += n; }
+
+ protected:
+  std::unique_ptr<SeqSnapshot> capture() const override {
+    auto s = std::make_unique<Lfm2CpuSnapshot>();
+    s->conv = conv;
+    return s;
+  }
+  void restore_recurrent(const SeqSnapshot& s) override { conv = dynamic_cast<const Lfm2CpuSnapshot&>(s).conv; }
+  std::vector<StateBlob> snapshot_blobs(const SeqSnapshot& s) const override {
+    std::vector<StateBlob> out;
+    auto& c = dynamic_cast<const Lfm2CpuSnapshot&>(s).conv;
+    for (size_t l = 0; l < c.size(); ++l)
+      if (!conv[l].empty()) out.push_back({"blk." + std::to_string(l) + ".conv", bytes_of(c[l].data(), c[l].size())});
+    return out;
+  }
+  /// Validates every conv blob (count, names, sizes), then returns the states.
+  std::vector<std::vector<float>> take_conv(const std::vector<StateBlob>& blobs) const {
+    std::vector<std::vector<float>> c = conv;
+    for (size_t l = 0; l < c.size(); ++l)
+      if (!c[l].empty()) {
+        const StateBlob& b = state_blob(blobs, "blk." + std::to_string(l) + ".conv", c[l].size() * 4);
+        std::memcpy(c[l].data(), b.data.data(), b.data.size());
+      }
+    return c;
+  }
+  size_t n_conv() const { return size_t(std::count_if(conv.begin(), conv.end(), [](auto& v) { return !v.empty(); })); }
+  std::unique_ptr<SeqSnapshot> snapshot_from_blobs(const std::vector<StateBlob>& blobs) override {
+    check_blob_count(blobs, n_conv());
+    auto s = std::make_unique<Lfm2CpuSnapshot>();
+    s->conv = take_conv(blobs);
+    return s;
+  }
+  std::vector<StateBlob> read_state() const override {
+    std::vector<StateBlob> out = snapshot_blobs(*capture());
+    for (size_t l = 0; l < kc.size(); ++l)
+      if (!kc[l].empty()) {
+        const size_t n = size_t(n_past_) * (kc[l].size() / ctx_len_);
+        out.push_back({"blk." + std::to_string(l) + ".k", bytes_of(kc[l].data(), n)});
+        out.push_back({"blk." + std::to_string(l) + ".v", bytes_of(vc[l].data(), n)});
+      }
+    return out;
+  }
+  void write_state(uint32_t rows, const std::vector<StateBlob>& blobs) override {
+    size_t n_attn = 0;
+    for (auto& k : kc) n_attn += !k.empty();
+    check_blob_count(blobs, n_conv() + 2 * n_attn);
+    auto c = take_conv(blobs);
+    std::vector<std::pair<std::vector<float>*, const StateBlob*>> w;  // validate all before writing
+    for (size_t l = 0; l < kc.size(); ++l)
+      if (!kc[l].empty()) {
+        const uint64_t bytes = uint64_t(rows) * (kc[l].size() / ctx_len_) * 4;
+        w.push_back({&kc[l], &state_blob(blobs, "blk." + std::to_string(l) + ".k", bytes)});
+        w.push_back({&vc[l], &state_blob(blobs, "blk." + std::to_string(l) + ".v", bytes)});
+      }
+    conv = std::move(c);
+    for (auto [dst, b] : w)
+      if (!b->data.empty()) std::memcpy(dst->data(), b->data.data(), b->data.size());
+  }
 };
 
 class Lfm2Cpu final : public Model {

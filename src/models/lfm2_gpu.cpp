@@ -7,6 +7,7 @@
 //   qkv_: [q: T x q_dim][k: T x kv_dim][v: T x kv_dim]  normed + roped q and k, v (kv_store reads k
 //         and v with one row stride kv_dim), attention reads q with stride q_dim.
 // A conv layer: bcx_ [T, 3d] = in_proj output [B | C | x]; causal_conv -> att_ [T, d]; out_proj.
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -35,9 +36,21 @@ struct Layer {
   Buffer conv;                     // ShortConv [d][L] f32
 };
 
+struct Lfm2GpuSnapshot final : SeqSnapshot {
+  std::vector<std::vector<uint8_t>> conv;  // host copies of the conv state buffers, per layer (empty: attention)
+  uint64_t bytes() const override {
+    uint64_t b = 0;
+    for (auto& v : conv) b += v.size();
+    return b;
+  }
+};
+
 /// Per layer: KV cache buffers (attention) or the conv state buffer (conv); the others empty.
+/// Snapshots are host copies of the conv states (read back once, written back on restore); state
+/// blobs have the names and layouts of lfm2_cpu.cpp ("blk.N.conv", "blk.N.k", "blk.N.v").
 struct GpuSeq final : Sequence {
-  GpuSeq(gpu::Context& ctx, uint32_t ctx_len, const ModelConfig& c, const Lfm2Params& p) : Sequence(ctx_len) {
+  GpuSeq(gpu::Context& ctx, uint32_t ctx_len, const ModelConfig& c, const Lfm2Params& p)
+      : Sequence(ctx_len), ctx_(ctx), kv_row_(uint64_t(c.kv_dim()) * 4) {
     for (uint32_t i = 0; i < c.n_layers; ++i) {
       const std::string pre = "blk." + std::to_string(i) + ".";
       if (p.attn[i]) {
@@ -63,6 +76,70 @@ struct GpuSeq final : Sequence {
   std::vector<Buffer> kc, vc;  // attention layers: [ctx, kv_dim] f32
   std::vector<Buffer> conv;    // conv layers: [L-1, d] f32
   void advance(uint32_t n) { n_past_ += n; }
+
+ protected:
+  std::unique_ptr<SeqSnapshot> capture() const override {
+    auto s = std::make_unique<Lfm2GpuSnapshot>();
+    for (const Buffer& b : conv) {
+      s->conv.emplace_back(b.size());
+      if (b.size()) b.read(ctx_, 0, s->conv.back().data(), b.size());
+    }
+    return s;
+  }
+  void restore_recurrent(const SeqSnapshot& s) override {
+    auto& q = dynamic_cast<const Lfm2GpuSnapshot&>(s);
+    for (size_t l = 0; l < conv.size(); ++l)
+      if (conv[l].size()) conv[l].write(ctx_, 0, q.conv.at(l).data(), conv[l].size());
+  }
+  std::vector<StateBlob> snapshot_blobs(const SeqSnapshot& s) const override {
+    auto& q = dynamic_cast<const Lfm2GpuSnapshot&>(s);
+    std::vector<StateBlob> out;
+    for (size_t l = 0; l < conv.size(); ++l)
+      if (conv[l].size()) out.push_back({"blk." + std::to_string(l) + ".conv", q.conv.at(l)});
+    return out;
+  }
+  size_t n_conv() const { return size_t(std::count_if(conv.begin(), conv.end(), [](auto& b) { return b.size() > 0; })); }
+  std::unique_ptr<SeqSnapshot> snapshot_from_blobs(const std::vector<StateBlob>& blobs) override {
+    check_blob_count(blobs, n_conv());
+    auto s = std::make_unique<Lfm2GpuSnapshot>();
+    for (size_t l = 0; l < conv.size(); ++l)
+      s->conv.push_back(conv[l].size() ? state_blob(blobs, "blk." + std::to_string(l) + ".conv", conv[l].size()).data
+                                       : std::vector<uint8_t>());
+    return s;
+  }
+  std::vector<StateBlob> read_state() const override {
+    std::vector<StateBlob> out = snapshot_blobs(*capture());
+    const uint64_t kvb = n_past_ * kv_row_;
+    for (size_t l = 0; l < kc.size(); ++l)
+      if (kc[l].size())
+        for (auto [buf, tag] : {std::pair{&kc[l], ".k"}, std::pair{&vc[l], ".v"}}) {
+          StateBlob b{"blk." + std::to_string(l) + tag, std::vector<uint8_t>(kvb)};
+          if (kvb) buf->read(ctx_, 0, b.data.data(), kvb);
+          out.push_back(std::move(b));
+        }
+    return out;
+  }
+  void write_state(uint32_t rows, const std::vector<StateBlob>& blobs) override {
+    size_t n_attn = 0;
+    for (auto& k : kc) n_attn += k.size() > 0;
+    check_blob_count(blobs, n_conv() + 2 * n_attn);
+    const uint64_t kvb = rows * kv_row_;
+    std::vector<std::pair<const Buffer*, const StateBlob*>> w;  // validate everything first
+    for (size_t l = 0; l < conv.size(); ++l) {
+      const std::string p = "blk." + std::to_string(l);
+      if (conv[l].size()) w.push_back({&conv[l], &state_blob(blobs, p + ".conv", conv[l].size())});
+      if (kc[l].size()) {
+        w.push_back({&kc[l], &state_blob(blobs, p + ".k", kvb)});
+        w.push_back({&vc[l], &state_blob(blobs, p + ".v", kvb)});
+      }
+    }
+    for (auto [buf, b] : w)
+      if (!b->data.empty()) buf->write(ctx_, 0, b->data.data(), b->data.size());
+  }
+
+ private:
+  gpu::Context& ctx_;
+  uint64_t kv_row_ = 0;  // bytes per KV cache row
 };
 
 class Lfm2Gpu final : public Model {
