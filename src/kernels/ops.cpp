@@ -89,18 +89,53 @@ void kv_store(OpContext& o, const gpu::Buffer& src, uint32_t k_off, uint32_t v_o
   o.rec.dispatch(p, {src, kc, vc}, prm, ceil_div(kv_dim, 64), T, 1, "kv_store");
 }
 
+namespace {
+constexpr uint32_t kSplitMaxRows = 1024;   // split only when heads x tokens <= this many rows
+constexpr uint32_t kSplitTarget = 2048;    // aim for about this many workgroups in total
+constexpr uint32_t kSplitMax = 32;         // at most this many key splits per row
+}  // namespace
+
+uint64_t attention_split_floats(uint32_t max_T, uint32_t Hq, uint32_t HD) {
+  // rows * n_split <= rows * ceil(kSplitTarget / rows) < kSplitTarget + rows
+  const uint64_t rows = std::min<uint64_t>(uint64_t(max_T) * Hq, kSplitMaxRows);
+  return std::min<uint64_t>(rows * kSplitMax, kSplitTarget + rows) * (HD + 2);
+}
+
 void attention(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_stride,
-               const gpu::Buffer& kc, const gpu::Buffer& vc, F32Ref out, uint32_t o_stride) {
+               const gpu::Buffer& kc, const gpu::Buffer& vc, F32Ref out, uint32_t o_stride,
+               const gpu::Buffer* split_scratch) {
   if (s.HD % 4 || s.HD > 256) throw Error("attention: head_dim must be a multiple of 4 and <= 256");
   if (s.Hq % s.Hkv) throw Error("attention: query heads must be a multiple of KV heads");
-  const auto& p = get(o, "attention", {}, {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
-  struct { uint32_t T, pos0, Hq, Hkv, HD, q_off, q_stride, o_off, o_stride, kv_dim; float scale; uint32_t pad; } prm{
-      s.T, s.pos0, s.Hq, s.Hkv, s.HD, q.off, q_stride, out.off, o_stride, s.Hkv * s.HD, s.scale, 0};
+  // Split-K decision (the written condition): scratch given, switch on, at most kSplitMaxRows
+  // (head, token) rows, and more than two 64-key tiles in the longest row; then about
+  // kSplitTarget workgroups in total, each split a multiple of 64 keys.
+  const uint32_t rows = s.Hq * s.T, max_keys = s.pos0 + s.T;
+  uint32_t n_split = 1, split_len = max_keys;
+  if (split_scratch && o.opt.attention_split_keys && rows <= kSplitMaxRows && max_keys > 128) {
+    const uint32_t want = std::min(kSplitMax, (kSplitTarget + rows - 1) / rows);
+    split_len = ((max_keys + want - 1) / want + 63) / 64 * 64;
+    n_split = (max_keys + split_len - 1) / split_len;
+    if (uint64_t(rows) * n_split * (s.HD + 2) * 4 > split_scratch->size()) n_split = 1;
+  }
+  const bool split = n_split > 1;
+  const auto& p = get(o, "attention", {{"SPLIT", split ? "1" : "0"}},
+                      {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
+  struct { uint32_t T, pos0, Hq, Hkv, HD, q_off, q_stride, o_off, o_stride, kv_dim; float scale; uint32_t split_len, n_split, pad[3]; } prm{
+      s.T, s.pos0, s.Hq, s.Hkv, s.HD, q.off, q_stride, out.off, o_stride, s.Hkv * s.HD, s.scale, split_len, n_split, {0, 0, 0}};
   // KV rows read: each query token t sees pos0 + t + 1 rows of K and V (all KV heads).
-  const uint64_t rows = uint64_t(s.T) * s.pos0 + uint64_t(s.T) * (s.T + 1) / 2;
+  const uint64_t kv_rows = uint64_t(s.T) * s.pos0 + uint64_t(s.T) * (s.T + 1) / 2;
   o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Activations, 4ull * s.T * s.Hq * s.HD)
-                    .r(gpu::Traffic::KvCache, rows * 8ull * s.Hkv * s.HD).w(gpu::Traffic::Activations, 4ull * s.T * s.Hq * s.HD));
-  o.rec.dispatch(p, {q.buf, kc, vc, out.buf}, prm, s.Hq, s.T, 1, "attention");
+                    .r(gpu::Traffic::KvCache, kv_rows * 8ull * s.Hkv * s.HD).w(gpu::Traffic::Activations, 4ull * s.T * s.Hq * s.HD));
+  if (!split) {
+    o.rec.dispatch(p, {q.buf, kc, vc, out.buf}, prm, s.Hq, s.T, 1, "attention");
+    return;
+  }
+  o.rec.dispatch(p, {q.buf, kc, vc, *split_scratch}, prm, s.Hq, s.T, n_split, "attention");
+  const auto& c = get(o, "attention_combine", {}, {Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
+  struct { uint32_t T, Hq, HD, n_split, o_off, o_stride; } cp{s.T, s.Hq, s.HD, n_split, out.off, o_stride};
+  const uint64_t part_bytes = 4ull * rows * n_split * (s.HD + 2);
+  o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Activations, part_bytes).w(gpu::Traffic::Activations, 4ull * rows * s.HD));
+  o.rec.dispatch(c, {*split_scratch, out.buf}, cp, s.Hq, s.T, 1, "attention_combine");
 }
 
 void silu_mul(OpContext& o, const gpu::Buffer& src, uint32_t g_off, uint32_t u_off, uint32_t in_stride,

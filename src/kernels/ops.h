@@ -20,6 +20,7 @@ struct KernelOptions {
   uint32_t matmul_lanes_per_row = 0;        // LANES: threads per output row (power of two)
   uint32_t prefill_tokens_per_workgroup = 8;  // TT for T > 1 (1 disables token grouping)
   bool vec4_activations = true;             // VEC4: vec4<f32> activation loads in matmul
+  bool attention_split_keys = true;         // split-K attention (flash-decoding) for few rows
   uint32_t gdn_chunk = 64;                  // Gated DeltaNet prefill chunk (tokens); kernels/gdn_ops.h
 };
 
@@ -68,8 +69,14 @@ struct AttentionShape {
 };
 /// Causal GQA attention of T queries (rows q.off + t*q_stride, heads contiguous) over cache rows
 /// [0, pos0 + t]; output rows o.off + t*o_stride.
+/// With `split_scratch` (see attention_split_floats) and KernelOptions::attention_split_keys, a
+/// forward whose heads x tokens would leave the GPU idle (decode) splits each row's keys over
+/// workgroups and merges the partials with a second dispatch (flash-decoding).
 void attention(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_stride,
-               const gpu::Buffer& kc, const gpu::Buffer& vc, F32Ref out, uint32_t o_stride);
+               const gpu::Buffer& kc, const gpu::Buffer& vc, F32Ref out, uint32_t o_stride,
+               const gpu::Buffer* split_scratch = nullptr);
+/// f32 elements the split-K scratch needs for up to max_T query tokens of Hq heads of HD.
+uint64_t attention_split_floats(uint32_t max_T, uint32_t Hq, uint32_t HD);
 
 /// y[t, i] = silu(src[g_off + t*in_stride + i]) * src[u_off + t*in_stride + i], y: [T, F].
 void silu_mul(OpContext& o, const gpu::Buffer& src, uint32_t g_off, uint32_t u_off, uint32_t in_stride,

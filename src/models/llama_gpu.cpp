@@ -197,6 +197,7 @@ class LlamaGpu final : public Model {
     logits_ = mk(c_.vocab, "logits");
     tokens_ = mk(T, "tokens");
     amax_ = mk(1, "argmax");
+    attn_split_ = mk(kernels::attention_split_floats(chunk_, c_.n_heads, c_.head_dim), "attn_split");
   }
 
   int32_t run(GpuSeq& seq, std::span<const int32_t> toks, Out out, std::vector<float>* logits) {
@@ -234,7 +235,7 @@ class LlamaGpu final : public Model {
       kernels::rope(o, {qkv_, 0}, QKV, T, c_.n_heads, c_.head_dim, c_.rope_dims, pos0, rope_, c_.rope_neox, "rope_q");
       kernels::rope(o, {qkv_, Q}, QKV, T, c_.n_kv_heads, c_.head_dim, c_.rope_dims, pos0, rope_, c_.rope_neox, "rope_k");
       kernels::kv_store(o, qkv_, Q, Q + KV, QKV, T, KV, pos0, kc, vc);
-      kernels::attention(o, as, {qkv_, 0}, QKV, kc, vc, {att_, 0}, Q);
+      kernels::attention(o, as, {qkv_, 0}, QKV, kc, vc, {att_, 0}, Q, &attn_split_);
       kernels::matmul(o, L.wo, {att_, 0}, Q, {x_, 0}, D, T, true, "attn_output");
       kernels::rmsnorm(o, {x_, 0}, D, L.ffn_norm, {h_, 0}, D, T, D, c_.rms_eps, "ffn_norm");
       if (fused_gu_) {
@@ -279,7 +280,7 @@ class LlamaGpu final : public Model {
   GpuWeight embed_, lm_head_;
   Buffer out_norm_, rope_;
   std::vector<Layer> layers_;
-  Buffer x_, h_, qkv_, att_, gu_, act_, logits_, tokens_, amax_;
+  Buffer x_, h_, qkv_, att_, gu_, act_, logits_, tokens_, amax_, attn_split_;
   MemoryReport mem_;
 };
 

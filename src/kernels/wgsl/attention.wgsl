@@ -3,8 +3,12 @@
 // (query head, token); keys are processed in tiles of BK with an online softmax (Milakov &
 // Gimelshein 2018; as in FlashAttention), so any context length works with fixed shared memory.
 // Query head h reads KV head h / (Hq / Hkv). Key j is visible to token t iff j <= pos0 + t.
+// SPLIT (flash-decoding, Dao et al. 2023): workgroup z handles keys [z * split_len, (z+1) *
+// split_len) only and writes its unnormalised partial (m, l, acc[HD]) to `o` at
+// ((t * Hq + h) * n_split + z) * (HD + 2); attention_combine.wgsl merges the partials. Used when
+// (heads x tokens) alone would leave most of the GPU idle (decode).
 struct P { T: u32, pos0: u32, Hq: u32, Hkv: u32, HD: u32, q_off: u32, q_stride: u32, o_off: u32,
-           o_stride: u32, kv_dim: u32, scale: f32 }
+           o_stride: u32, kv_dim: u32, scale: f32, split_len: u32, n_split: u32 }
 @group(0) @binding(0) var<storage, read> q: array<f32>;
 @group(0) @binding(1) var<storage, read> kc: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> vc: array<f32>;
@@ -30,13 +34,20 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   }
   workgroupBarrier();
   let n_keys = p.pos0 + t + 1u;
+#if SPLIT
+  let k_begin = min(wid.z * p.split_len, n_keys);
+  let k_end = min(k_begin + p.split_len, n_keys);
+#else
+  let k_begin = 0u;
+  let k_end = n_keys;
+#endif
   var m = -3.4028235e38;
   var lsum = 0.0;
   var acc = array<f32, 4>(0.0, 0.0, 0.0, 0.0);
-  for (var kb = 0u; kb < n_keys; kb += BK) {
+  for (var kb = k_begin; kb < k_end; kb += BK) {
     let j = kb + l;
     var s = -3.4028235e38;
-    if (j < n_keys) {
+    if (j < k_end) {
       let kbase = (j * p.kv_dim + hk * p.HD) / 4u;
       var dsum = 0.0;
       for (var i = 0u; i < d4; i++) { dsum += dot(qs[i], kc[kbase + i]); }
@@ -51,7 +62,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     let m_new = max(m, red[0]);
     workgroupBarrier();
     var pj = 0.0;
-    if (j < n_keys) { pj = exp(s - m_new); }
+    if (j < k_end) { pj = exp(s - m_new); }
     ps[l] = pj;
     red[l] = pj;
     workgroupBarrier();
@@ -61,7 +72,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     }
     let corr = exp(m - m_new);
     lsum = lsum * corr + red[0];
-    let nk = min(BK, n_keys - kb);
+    let nk = min(BK, k_end - kb);
     for (var c = 0u; c < 4u; c++) {
       let d = l + c * BK;
       if (d < p.HD) {
@@ -74,8 +85,17 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     m = m_new;
     workgroupBarrier();
   }
+#if SPLIT
+  let pb = ((t * p.Hq + h) * p.n_split + wid.z) * (p.HD + 2u);
+  if (l == 0u) { o[pb] = m; o[pb + 1u] = lsum; }
+  for (var c = 0u; c < 4u; c++) {
+    let d = l + c * BK;
+    if (d < p.HD) { o[pb + 2u + d] = acc[c]; }
+  }
+#else
   for (var c = 0u; c < 4u; c++) {
     let d = l + c * BK;
     if (d < p.HD) { o[p.o_off + t * p.o_stride + h * p.HD + d] = acc[c] / lsum; }
   }
+#endif
 }
