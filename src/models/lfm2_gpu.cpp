@@ -15,6 +15,7 @@
 #include "kernels/rope_table.h"
 #include "models/lfm2.h"
 #include "models/lfm2_weights.h"
+#include "models/gpu_common.h"
 #include "models/source.h"
 
 namespace wgllm {
@@ -175,27 +176,12 @@ class Lfm2Gpu final : public Model {
  private:
   enum class Out { None, Logits, Argmax };
 
+  // Stacks the rows of several matrices with the same type and row length (fused projections).
   GpuWeight weight(const std::vector<const TensorRef*>& parts, const std::string& label) {
-    // Stacks the rows of several matrices with the same type and row length (fused gate/up).
-    const TensorRef& a = *parts[0];
-    uint32_t N = 0;
-    std::vector<uint8_t> joined;
-    for (const TensorRef* p : parts) {
-      if (p->type != a.type || p->shape[0] != a.shape[0]) throw Error("cannot fuse " + label);
-      N += uint32_t(p->shape[1]);
-      if (parts.size() > 1) joined.insert(joined.end(), p->data, p->data + p->nbytes);
-    }
-    const uint8_t* data = parts.size() > 1 ? joined.data() : a.data;
-    GpuWeight w = kernels::upload_weight(*ctx_, kernels::pack_weight(a.type, data, uint32_t(a.shape[0]), N), label);
-    mem_.weights += w.bytes();
-    return w;
+    return upload_matrix(*ctx_, parts, label, mem_);
   }
   Buffer f32_buffer(const TensorRef& t, const std::string& label) {
-    std::vector<float> v = dequantize_tensor(t);
-    Buffer b(*ctx_, v.size() * 4, BufferKind::Storage, label);
-    b.write(*ctx_, 0, v.data(), v.size() * 4);
-    mem_.weights += b.size();
-    return b;
+    return upload_f32(*ctx_, dequantize_tensor(t), label, mem_);
   }
 
   void load(const ModelSource& src) {
@@ -257,6 +243,7 @@ class Lfm2Gpu final : public Model {
     logits_ = mk(c_.vocab, "logits");
     tokens_ = mk(T, "tokens");
     amax_ = mk(1, "argmax");
+    attn_split_ = mk(kernels::attention_split_floats(chunk_, c_.n_heads, c_.head_dim), "attn_split");
   }
 
   int32_t run(GpuSeq& seq, std::span<const int32_t> toks, Out out, std::vector<float>* logits) {
@@ -282,7 +269,7 @@ class Lfm2Gpu final : public Model {
     kernels::rope(o, {qkv_, k_off}, KV, T, c_.n_kv_heads, HD, c_.rope_dims, pos0, rope_, c_.rope_neox, "rope_k");
     kernels::kv_store(o, qkv_, k_off, v_off, KV, T, KV, pos0, seq.kc[l], seq.vc[l]);
     const kernels::AttentionShape as{T, pos0, c_.n_heads, c_.n_kv_heads, HD, 1.0f / std::sqrt(float(HD))};
-    kernels::attention(o, as, {qkv_, 0}, Q, seq.kc[l], seq.vc[l], {att_, 0}, Q);
+    kernels::attention(o, as, {qkv_, 0}, Q, seq.kc[l], seq.vc[l], {att_, 0}, Q, &attn_split_);
     kernels::matmul(o, L.wo, {att_, 0}, Q, {x_, 0}, D, T, true, "attn_output");
   }
 
@@ -317,24 +304,9 @@ class Lfm2Gpu final : public Model {
       kernels::silu_mul(o, gu_, 0, F, 2 * F, T, F, {act_, 0});
       kernels::matmul(o, L.wd, {act_, 0}, F, {x_, 0}, D, T, true, "ffn_down");
     }
-    int32_t result = -1;
-    if (out != Out::None) {
-      kernels::rmsnorm(o, {x_, (T - 1) * D}, D, out_norm_, {h_, 0}, D, 1, D, c_.rms_eps, "output_norm");
-      kernels::matmul(o, c_.tied_embeddings ? embed_ : lm_head_, {h_, 0}, D, {logits_, 0}, c_.vocab, 1, false, "output");
-      if (out == Out::Argmax) {
-        kernels::argmax(o, {logits_, 0}, c_.vocab, amax_);
-        rec_->read_after(amax_, 0, 4);
-        uint32_t id = 0;
-        rec_->submit(&id);
-        result = int32_t(id);
-      } else {
-        logits->resize(c_.vocab);
-        rec_->read_after(logits_, 0, uint64_t(c_.vocab) * 4);
-        rec_->submit(logits->data());
-      }
-    } else {
-      rec_->submit();
-    }
+    const HeadOut head = out == Out::Argmax ? HeadOut::Argmax : out == Out::Logits ? HeadOut::Logits : HeadOut::None;
+    const int32_t result = finish_forward(o, c_, x_, (T - 1) * D,
+                                          {out_norm_, c_.tied_embeddings ? embed_ : lm_head_, h_, logits_, amax_}, head, logits);
     seq.advance(T);
     return result;
   }
@@ -350,7 +322,7 @@ class Lfm2Gpu final : public Model {
   GpuWeight embed_, lm_head_;
   Buffer out_norm_, rope_;
   std::vector<Layer> layers_;
-  Buffer x_, h_, raw_, qkv_, att_, bcx_, gu_, act_, logits_, tokens_, amax_;
+  Buffer x_, h_, raw_, qkv_, att_, bcx_, gu_, act_, logits_, tokens_, amax_, attn_split_;
   MemoryReport mem_;
 };
 

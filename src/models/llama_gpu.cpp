@@ -9,6 +9,7 @@
 #include "kernels/rope_table.h"
 #include "models/llama_cpu.h"
 #include "models/llama_weights.h"
+#include "models/gpu_common.h"
 #include "models/source.h"
 
 namespace wgllm {
@@ -114,27 +115,12 @@ class LlamaGpu final : public Model {
  private:
   enum class Out { None, Logits, Argmax };
 
+  // Stacks the rows of several matrices with the same type and row length (fused projections).
   GpuWeight weight(const std::vector<const TensorRef*>& parts, const std::string& label) {
-    // Stacks the rows of several matrices with the same type and row length (fused projections).
-    const TensorRef& a = *parts[0];
-    uint32_t N = 0;
-    std::vector<uint8_t> joined;
-    for (const TensorRef* p : parts) {
-      if (p->type != a.type || p->shape[0] != a.shape[0]) throw Error("cannot fuse " + label);
-      N += uint32_t(p->shape[1]);
-      if (parts.size() > 1) joined.insert(joined.end(), p->data, p->data + p->nbytes);
-    }
-    const uint8_t* data = parts.size() > 1 ? joined.data() : a.data;
-    GpuWeight w = kernels::upload_weight(*ctx_, kernels::pack_weight(a.type, data, uint32_t(a.shape[0]), N), label);
-    mem_.weights += w.bytes();
-    return w;
+    return upload_matrix(*ctx_, parts, label, mem_);
   }
   Buffer f32_buffer(const TensorRef& t, const std::string& label) {
-    std::vector<float> v = dequantize_tensor(t);
-    Buffer b(*ctx_, v.size() * 4, BufferKind::Storage, label);
-    b.write(*ctx_, 0, v.data(), v.size() * 4);
-    mem_.weights += b.size();
-    return b;
+    return upload_f32(*ctx_, dequantize_tensor(t), label, mem_);
   }
   static bool same_type(std::initializer_list<const TensorRef*> ts) {
     for (auto* t : ts)
@@ -247,25 +233,9 @@ class LlamaGpu final : public Model {
       kernels::silu_mul(o, gu_, 0, F, 2 * F, T, F, {act_, 0});
       kernels::matmul(o, L.wd, {act_, 0}, F, {x_, 0}, D, T, true, "ffn_down");
     }
-    int32_t result = -1;
-    if (out != Out::None) {
-      kernels::rmsnorm(o, {x_, (T - 1) * D}, D, out_norm_, {h_, 0}, D, 1, D, c_.rms_eps, "output_norm");
-      kernels::matmul(o, c_.tied_embeddings ? embed_ : lm_head_, {h_, 0}, D, {logits_, 0}, c_.vocab, 1, false, "output",
-                      gpu::Traffic::Logits);
-      if (out == Out::Argmax) {
-        kernels::argmax(o, {logits_, 0}, c_.vocab, amax_);
-        rec_->read_after(amax_, 0, 4);
-        uint32_t id = 0;
-        rec_->submit(&id);
-        result = int32_t(id);
-      } else {
-        logits->resize(c_.vocab);
-        rec_->read_after(logits_, 0, uint64_t(c_.vocab) * 4);
-        rec_->submit(logits->data());
-      }
-    } else {
-      rec_->submit();
-    }
+    const HeadOut head = out == Out::Argmax ? HeadOut::Argmax : out == Out::Logits ? HeadOut::Logits : HeadOut::None;
+    const int32_t result = finish_forward(o, c_, x_, (T - 1) * D,
+                                          {out_norm_, c_.tied_embeddings ? embed_ : lm_head_, h_, logits_, amax_}, head, logits);
     seq.advance(T);
     return result;
   }

@@ -15,6 +15,7 @@
 #include "kernels/rope_table.h"
 #include "models/qwen35.h"
 #include "models/qwen35_weights.h"
+#include "models/gpu_common.h"
 #include "models/source.h"
 
 namespace wgllm {
@@ -196,18 +197,12 @@ class Qwen35Gpu final : public Model {
 
   // Stacks the rows of several matrices with one type and row length into one GPU weight.
   GpuWeight weight(const std::vector<Part>& parts, const std::string& label) {
-    const TensorRef& a = *parts[0].t;
-    uint32_t N = 0;
-    std::vector<uint8_t> joined;
+    std::vector<RowBlock> blocks;
     for (const Part& p : parts) {
-      if (p.t->type != a.type || p.t->shape[0] != a.shape[0]) throw Error("cannot fuse " + label);
-      N += uint32_t(p.t->shape[1]);
-      if (parts.size() > 1) joined.insert(joined.end(), p.data, p.data + p.t->nbytes);
+      if (p.t->type != parts[0].t->type || p.t->shape[0] != parts[0].t->shape[0]) throw Error("cannot fuse " + label);
+      blocks.push_back({p.data, p.t->nbytes, uint32_t(p.t->shape[1])});
     }
-    const uint8_t* data = parts.size() > 1 ? joined.data() : parts[0].data;
-    GpuWeight w = kernels::upload_weight(*ctx_, kernels::pack_weight(a.type, data, uint32_t(a.shape[0]), N), label);
-    mem_.weights += w.bytes();
-    return w;
+    return upload_rows(*ctx_, parts[0].t->type, uint32_t(parts[0].t->shape[0]), blocks, label, mem_);
   }
   // Fused when all types match (ModelOptions::fuse_qkv), else one weight per part.
   void in_proj(Layer& L, const std::vector<Part>& parts, const std::string& label) {
@@ -216,12 +211,8 @@ class Qwen35Gpu final : public Model {
     if (same) return void(L.w_in = weight(parts, label));
     for (size_t i = 0; i < parts.size(); ++i) L.w_parts.push_back(weight({parts[i]}, label + "." + std::to_string(i)));
   }
-  Buffer f32_buffer(const std::vector<float>& v, const std::string& label) {
-    Buffer b(*ctx_, v.size() * 4, BufferKind::Storage, label);
-    b.write(*ctx_, 0, v.data(), v.size() * 4);
-    mem_.weights += b.size();
-    return b;
-  }
+  Buffer f32_buffer(const std::vector<float>& v, const std::string& label) { return upload_f32(*ctx_, v, label, mem_); }
+
 
   void load(const ModelSource& src) {
     Qwen35Refs r = qwen35_refs(*src.tensors, c_, p_);
@@ -289,6 +280,7 @@ class Qwen35Gpu final : public Model {
     logits_ = mk(c_.vocab, "logits");
     tokens_ = mk(T, "tokens");
     amax_ = mk(1, "argmax");
+    attn_split_ = mk(kernels::attention_split_floats(chunk_, c_.n_heads, c_.head_dim), "attn_split");
   }
 
   int32_t run(GpuSeq& seq, std::span<const int32_t> toks, Out out, std::vector<float>* logits) {
@@ -326,7 +318,7 @@ class Qwen35Gpu final : public Model {
     const Buffer &kc = seq.kc[L.slot], &vc = seq.vc[L.slot];
     kernels::kv_store(o, proj_, 2 * Q, 2 * Q + KV, S, T, KV, pos0, kc, vc);
     kernels::attention(o, {T, pos0, c_.n_heads, c_.n_kv_heads, HD, 1.0f / std::sqrt(float(HD))}, {proj_, 0}, S, kc, vc,
-                       {att_, 0}, Q);
+                       {att_, 0}, Q, &attn_split_);
     kernels::sigmoid_gate(o, {att_, 0}, Q, {proj_, Q}, S, T, Q);
     kernels::matmul(o, L.wo, {att_, 0}, Q, {x_, 0}, c_.d_model, T, true, "attn_output");
   }
@@ -371,25 +363,9 @@ class Qwen35Gpu final : public Model {
       kernels::silu_mul(o, gu_, 0, F, 2 * F, T, F, {act_, 0});
       kernels::matmul(o, L.wd, {act_, 0}, F, {x_, 0}, D, T, true, "ffn_down");
     }
-    int32_t result = -1;
-    if (out != Out::None) {
-      kernels::rmsnorm(o, {x_, (T - 1) * D}, D, out_norm_, {h_, 0}, D, 1, D, c_.rms_eps, "output_norm");
-      kernels::matmul(o, c_.tied_embeddings ? embed_ : lm_head_, {h_, 0}, D, {logits_, 0}, c_.vocab, 1, false, "output",
-                      gpu::Traffic::Logits);
-      if (out == Out::Argmax) {
-        kernels::argmax(o, {logits_, 0}, c_.vocab, amax_);
-        rec_->read_after(amax_, 0, 4);
-        uint32_t id = 0;
-        rec_->submit(&id);
-        result = int32_t(id);
-      } else {
-        logits->resize(c_.vocab);
-        rec_->read_after(logits_, 0, uint64_t(c_.vocab) * 4);
-        rec_->submit(logits->data());
-      }
-    } else {
-      rec_->submit();
-    }
+    const HeadOut head = out == Out::Argmax ? HeadOut::Argmax : out == Out::Logits ? HeadOut::Logits : HeadOut::None;
+    const int32_t result = finish_forward(o, c_, x_, (T - 1) * D,
+                                          {out_norm_, c_.tied_embeddings ? embed_ : lm_head_, h_, logits_, amax_}, head, logits);
     seq.advance(T);
     return result;
   }
@@ -404,7 +380,7 @@ class Qwen35Gpu final : public Model {
   GpuWeight embed_, lm_head_;
   Buffer out_norm_, rope_;
   std::vector<Layer> layers_;
-  Buffer x_, h_, proj_, att_, conv_, gates_, work_, gu_, act_, logits_, tokens_, amax_;
+  Buffer x_, h_, proj_, att_, conv_, gates_, work_, gu_, act_, logits_, tokens_, amax_, attn_split_;
   MemoryReport mem_;
 };
 

@@ -1,0 +1,63 @@
+#include "models/gpu_common.h"
+
+#include "core/error.h"
+#include "gpu/context.h"
+
+namespace wgllm {
+
+kernels::GpuWeight upload_rows(gpu::Context& ctx, DType type, uint32_t K, const std::vector<RowBlock>& blocks,
+                               const std::string& label, MemoryReport& mem) {
+  if (blocks.empty()) throw Error("upload of '" + label + "': no rows");
+  uint32_t N = 0;
+  std::vector<uint8_t> joined;
+  for (const RowBlock& b : blocks) {
+    N += b.rows;
+    if (blocks.size() > 1) joined.insert(joined.end(), b.data, b.data + b.nbytes);
+  }
+  const uint8_t* data = blocks.size() > 1 ? joined.data() : blocks[0].data;
+  kernels::GpuWeight w = kernels::upload_weight(ctx, kernels::pack_weight(type, data, K, N), label);
+  mem.weights += w.bytes();
+  return w;
+}
+
+kernels::GpuWeight upload_matrix(gpu::Context& ctx, const std::vector<const TensorRef*>& parts, const std::string& label,
+                                 MemoryReport& mem) {
+  const TensorRef& a = *parts.at(0);
+  std::vector<RowBlock> blocks;
+  for (const TensorRef* p : parts) {
+    if (p->type != a.type || p->shape[0] != a.shape[0]) throw Error("cannot fuse " + label);
+    blocks.push_back({p->data, p->nbytes, uint32_t(p->shape[1])});
+  }
+  return upload_rows(ctx, a.type, uint32_t(a.shape[0]), blocks, label, mem);
+}
+
+gpu::Buffer upload_f32(gpu::Context& ctx, const std::vector<float>& v, const std::string& label, MemoryReport& mem) {
+  gpu::Buffer b(ctx, v.size() * 4, gpu::BufferKind::Storage, label);
+  b.write(ctx, 0, v.data(), v.size() * 4);
+  mem.weights += b.size();
+  return b;
+}
+
+int32_t finish_forward(kernels::OpContext& o, const ModelConfig& c, const gpu::Buffer& x, uint32_t last_row,
+                       const HeadBuffers& hb, HeadOut out, std::vector<float>* logits) {
+  if (out == HeadOut::None) {
+    o.rec.submit();
+    return -1;
+  }
+  const uint32_t D = c.d_model;
+  kernels::rmsnorm(o, {x, last_row}, D, hb.out_norm, {hb.h, 0}, D, 1, D, c.rms_eps, "output_norm");
+  kernels::matmul(o, hb.lm_head, {hb.h, 0}, D, {hb.logits, 0}, c.vocab, 1, false, "output", gpu::Traffic::Logits);
+  if (out == HeadOut::Argmax) {
+    kernels::argmax(o, {hb.logits, 0}, c.vocab, hb.amax);
+    o.rec.read_after(hb.amax, 0, 4);
+    uint32_t id = 0;
+    o.rec.submit(&id);
+    return int32_t(id);
+  }
+  logits->resize(c.vocab);
+  o.rec.read_after(hb.logits, 0, uint64_t(c.vocab) * 4);
+  o.rec.submit(logits->data());
+  return -1;
+}
+
+}  // namespace wgllm
