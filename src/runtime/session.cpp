@@ -147,6 +147,16 @@ TurnResult Session::run_turn(const GenerateOptions& g, const TokenCallback& cb, 
     if (i < fed) rendered_ += piece;
     r.text += piece;
   }
+  if (validate_utf8(r.text).has_value()) {
+    // The reply ends inside a character (token limit) or holds bytes that are not UTF-8: the
+    // message must stay valid text (the next turn renders and encodes it), so invalid bytes become
+    // U+FFFD. The rendering then no longer extends rendered_ and the next turn falls back to the
+    // longest common token prefix (slower, never wrong).
+    StreamDecoder d(tok_, false);
+    std::string clean;
+    for (int32_t id : r.reply) clean += d.push(id);
+    r.text = clean + d.flush();
+  }
   r.context_full = seq_->n_past() >= seq_->context_length();
   context_full_ = r.context_full;
   msgs_.push_back({"assistant", r.text});
