@@ -49,9 +49,15 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     var s = -3.4028235e38;
     if (j < k_end) {
       let kbase = (j * p.kv_dim + hk * p.HD) / 4u;
-      var dsum = 0.0;
-      for (var i = 0u; i < d4; i++) { dsum += dot(qs[i], kc[kbase + i]); }
-      s = dsum * p.scale;
+      var d0 = 0.0;
+      var d1 = 0.0;
+      var i = 0u;
+      for (; i + 2u <= d4; i += 2u) {
+        d0 += dot(qs[i], kc[kbase + i]);
+        d1 += dot(qs[i + 1u], kc[kbase + i + 1u]);
+      }
+      if (i < d4) { d0 += dot(qs[i], kc[kbase + i]); }
+      s = (d0 + d1) * p.scale;
     }
     red[l] = s;
     workgroupBarrier();
@@ -76,10 +82,23 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     for (var c = 0u; c < 4u; c++) {
       let d = l + c * BK;
       if (d < p.HD) {
-        var a = acc[c] * corr;
+        // Four independent partial sums keep four V loads in flight (the loop is latency bound).
         let vb = kb * p.kv_dim + hk * p.HD + d;
-        for (var jj = 0u; jj < nk; jj++) { a += ps[jj] * vc[vb + jj * p.kv_dim]; }
-        acc[c] = a;
+        let kv = p.kv_dim;
+        var a0 = 0.0;
+        var a1 = 0.0;
+        var a2 = 0.0;
+        var a3 = 0.0;
+        var jj = 0u;
+        for (; jj + 4u <= nk; jj += 4u) {
+          let v = vb + jj * kv;
+          a0 += ps[jj] * vc[v];
+          a1 += ps[jj + 1u] * vc[v + kv];
+          a2 += ps[jj + 2u] * vc[v + 2u * kv];
+          a3 += ps[jj + 3u] * vc[v + 3u * kv];
+        }
+        for (; jj < nk; jj++) { a0 += ps[jj] * vc[vb + jj * kv]; }
+        acc[c] = acc[c] * corr + ((a0 + a1) + (a2 + a3));
       }
     }
     m = m_new;
