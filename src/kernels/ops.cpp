@@ -118,7 +118,7 @@ void attention(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_strid
     if (uint64_t(rows) * n_split * (s.HD + 2) * 4 > split_scratch->size()) n_split = 1;
   }
   const bool split = n_split > 1;
-  const auto& p = get(o, "attention", {{"SPLIT", split ? "1" : "0"}},
+  const auto& p = get(o, "attention", {{"SPLIT", split ? "1" : "0"}, {"ILP", o.opt.attention_ilp ? "1" : "0"}},
                       {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
   struct { uint32_t T, pos0, Hq, Hkv, HD, q_off, q_stride, o_off, o_stride, kv_dim; float scale; uint32_t split_len, n_split, pad[3]; } prm{
       s.T, s.pos0, s.Hq, s.Hkv, s.HD, q.off, q_stride, out.off, o_stride, s.Hkv * s.HD, s.scale, split_len, n_split, {0, 0, 0}};

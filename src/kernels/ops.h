@@ -21,6 +21,7 @@ struct KernelOptions {
   uint32_t prefill_tokens_per_workgroup = 8;  // TT for T > 1 (1 disables token grouping)
   bool vec4_activations = true;             // VEC4: vec4<f32> activation loads in matmul
   bool attention_split_keys = true;         // split-K attention (flash-decoding) for few rows
+  bool attention_ilp = true;                // independent partial sums in attention's loops
   uint32_t gdn_chunk = 64;                  // Gated DeltaNet prefill chunk (tokens); kernels/gdn_ops.h
 };
 

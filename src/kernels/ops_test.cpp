@@ -351,9 +351,11 @@ TEST(Ops, AttentionSplitKeysMatchesCpu) {
       for (uint32_t t = 0; t < T; ++t)
         ref::attention(q.data() + t * Hq * HD, ck.data(), cv.data(), want.data() + t * Hq * HD, pos0 + t, Hq, Hkv, HD, scale);
       gpu::Buffer scratch(*e.ctx, attention_split_floats(64, Hq, HD) * 4, gpu::BufferKind::Storage, "split");
-      for (bool split : {false, true}) {
+      for (int variant = 0; variant < 3; ++variant) {
+        const bool split = variant > 0;
         KernelOptions ko;
         ko.attention_split_keys = split;
+        ko.attention_ilp = variant != 2;
         auto o = e.op(ko);
         auto ob = e.upload(std::vector<float>(want.size(), NAN));
         e.rec.set_traffic_log(true);
@@ -364,7 +366,7 @@ TEST(Ops, AttentionSplitKeysMatchesCpu) {
         e.rec.set_traffic_log(false);
         EXPECT_EQ(n_disp, split && pos0 + T > 128 ? 2u : 1u) << "split path taken";
         expect_close(e.download(ob, want.size()), want, 1e-5f,
-                     "split=" + std::to_string(split) + " HD=" + std::to_string(HD) + " pos0=" + std::to_string(pos0));
+                     "variant=" + std::to_string(variant) + " HD=" + std::to_string(HD) + " pos0=" + std::to_string(pos0));
       }
     }
   }

@@ -7,6 +7,7 @@
 // split_len) only and writes its unnormalised partial (m, l, acc[HD]) to `o` at
 // ((t * Hq + h) * n_split + z) * (HD + 2); attention_combine.wgsl merges the partials. Used when
 // (heads x tokens) alone would leave most of the GPU idle (decode).
+// ILP: independent partial sums in the QK and PV loops (more loads in flight).
 struct P { T: u32, pos0: u32, Hq: u32, Hkv: u32, HD: u32, q_off: u32, q_stride: u32, o_off: u32,
            o_stride: u32, kv_dim: u32, scale: f32, split_len: u32, n_split: u32 }
 @group(0) @binding(0) var<storage, read> q: array<f32>;
@@ -52,11 +53,13 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
       var d0 = 0.0;
       var d1 = 0.0;
       var i = 0u;
+#if ILP
       for (; i + 2u <= d4; i += 2u) {
         d0 += dot(qs[i], kc[kbase + i]);
         d1 += dot(qs[i + 1u], kc[kbase + i + 1u]);
       }
-      if (i < d4) { d0 += dot(qs[i], kc[kbase + i]); }
+#endif
+      for (; i < d4; i++) { d0 += dot(qs[i], kc[kbase + i]); }
       s = (d0 + d1) * p.scale;
     }
     red[l] = s;
@@ -82,7 +85,8 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     for (var c = 0u; c < 4u; c++) {
       let d = l + c * BK;
       if (d < p.HD) {
-        // Four independent partial sums keep four V loads in flight (the loop is latency bound).
+        // ILP: four independent partial sums keep four V loads in flight (the loop is latency
+        // bound); without it, one running sum in key order.
         let vb = kb * p.kv_dim + hk * p.HD + d;
         let kv = p.kv_dim;
         var a0 = 0.0;
@@ -90,6 +94,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
         var a2 = 0.0;
         var a3 = 0.0;
         var jj = 0u;
+#if ILP
         for (; jj + 4u <= nk; jj += 4u) {
           let v = vb + jj * kv;
           a0 += ps[jj] * vc[v];
@@ -97,6 +102,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
           a2 += ps[jj + 2u] * vc[v + 2u * kv];
           a3 += ps[jj + 3u] * vc[v + 3u * kv];
         }
+#endif
         for (; jj < nk; jj++) { a0 += ps[jj] * vc[vb + jj * kv]; }
         acc[c] = acc[c] * corr + ((a0 + a1) + (a2 + a3));
       }
