@@ -10,7 +10,7 @@ W=/root/wg
 mkdir -p $W/models $W/bin
 case $stage in
 a)
-  cp .carry/model_part00 $W/; cp -r .carry/bin/* $W/bin/
+  cp .carry/model_part00 $W/; [ -d .carry/bin ] && cp -r .carry/bin/* $W/bin/
   for f in .gl/*.deb; do dpkg -x "$f" / 2>/dev/null; done; ldconfig
   mkdir -p $W/lcpp && tar xzf .carry/llama.cpp.tgz -C $W/lcpp
   cd $W/lcpp/llama.cpp
@@ -19,7 +19,9 @@ a)
     cmake --build build -j 16 --target llama-bench >> $W/lcpp.log 2>&1; echo BUILD_DONE \$? >> $W/lcpp.log" > /dev/null 2>&1 &
   sleep 2; tail -3 $W/lcpp.log; exit 0 ;;
 b)
-  cp .carry/model_part01 $W/; tail -2 $W/lcpp.log; exit 0 ;;
+  [ -f .carry/model_part01 ] && cp .carry/model_part01 $W/
+  [ -d .carry/bin ] && cp -r .carry/bin/* $W/bin/   # the binaries may travel here (64 MiB per call)
+  tail -2 $W/lcpp.log; exit 0 ;;
 esac
 # stage c
 for f in .gl/*.deb; do dpkg -x "$f" / 2>/dev/null; done; ldconfig
