@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs on the H200 device machine (see /work/.library/device) from a copy of the repository.
-# The default model (93 MB) is larger than one transfer, so it travels in two halves:
-#   stage a: carry .carry/bin .carry/model_a .gl .whl  -> keeps model_a in /root/wg, probes the machine
-#   stage b: carry .carry/model_b                      -> joins the model, runs references and checks
+# The default model (93 MB) is larger than one transfer (64 MiB), so it travels in three parts made
+# with `split -b 33000000 -d MODEL .carry/model_part`:
+#   stage a: carry .carry/bin .carry/model_part00 .gl .whl -> keeps them in /root/wg, probes the machine
+#   stage p: carry .carry/model_part01                    -> keeps it
+#   stage b: carry .carry/model_part02 .whl               -> joins the model, runs references and checks
 # .carry/bin holds wgllm, test binaries and their shared libraries built on a Debian 12 machine.
 set -u
 stage=${1:-b}
@@ -16,8 +18,9 @@ export LD_LIBRARY_PATH=$PWD/.carry/bin:${LD_LIBRARY_PATH:-}
 export WGLLM_CACHE=$W WGLLM_SOURCE_DIR=$PWD XDG_RUNTIME_DIR=/tmp
 B=.carry/bin
 GGUF=$W/models/SmolLM2-135M-Instruct.Q4_1.gguf
+if [ "$stage" = p ]; then cp .carry/model_part01 $W/; exit 0; fi
 if [ "$stage" = a ]; then
-  cp .carry/model_a $W/model_a
+  cp .carry/model_part00 $W/
   cp -r .carry/bin $W/bin
   cat /etc/os-release | head -2; ldd --version | head -1; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,utilization.gpu --format=csv
   ldd $B/wgllm | grep "not found"
@@ -26,7 +29,7 @@ if [ "$stage" = a ]; then
   exit 0
 fi
 [ -d $B ] || { mkdir -p .carry; cp -r $W/bin .carry/bin; }
-cat $W/model_a .carry/model_b > $GGUF
+cat $W/model_part00 $W/model_part01 .carry/model_part02 > $GGUF
 echo "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53  $GGUF" | sha256sum -c || exit 1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,utilization.gpu,memory.used --format=csv
 nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv
