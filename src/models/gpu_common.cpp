@@ -1,9 +1,65 @@
 #include "models/gpu_common.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "gpu/context.h"
 
 namespace wgllm {
+
+GpuModel::GpuModel(const ModelConfig& c, const ModelOptions& opt) : c_(c), opt_(opt) {
+  gpu::ContextOptions co;
+  co.adapter_index = opt.adapter_index;
+  ctx_ = gpu::Context::create(co);
+  pipes_ = std::make_unique<gpu::PipelineCache>(*ctx_);
+  rec_ = std::make_unique<gpu::Recorder>(*ctx_);
+  chunk_ = std::max<uint32_t>(1, std::min(opt.prefill_chunk, c_.max_context));
+}
+
+std::string GpuModel::backend_name() const { return "webgpu (" + ctx_->info().name + ")"; }
+
+void GpuModel::set_profiling(bool on) {
+  rec_->set_profiling(on);
+  rec_->set_traffic_log(on);
+}
+
+uint32_t GpuModel::sequence_length(uint32_t ctx) const {
+  ctx = ctx ? ctx : (opt_.context_length ? opt_.context_length : c_.max_context);
+  return std::min(ctx, c_.max_context);
+}
+
+void GpuModel::forward(Sequence& seq, std::span<const int32_t> toks, std::vector<float>* logits) {
+  run(seq, toks, logits ? HeadOut::Logits : HeadOut::None, logits);
+}
+
+int32_t GpuModel::forward_argmax(Sequence& seq, std::span<const int32_t> toks) {
+  return run(seq, toks, HeadOut::Argmax, nullptr);
+}
+
+int32_t GpuModel::run(Sequence& seq, std::span<const int32_t> toks, HeadOut out, std::vector<float>* logits) {
+  check_forward(seq, toks, c_.vocab);
+  const uint32_t T = uint32_t(toks.size());
+  int32_t result = -1;
+  for (uint32_t s = 0; s < T; s += chunk_) {
+    const uint32_t n = std::min(chunk_, T - s);
+    result = chunk(seq, toks.subspan(s, n), s + n == T ? out : HeadOut::None, logits);
+  }
+  return result;
+}
+
+void record_swiglu_ffn(kernels::OpContext& o, const ModelConfig& c, const FfnWeights& w, const gpu::Buffer& x,
+                       const gpu::Buffer& h, const gpu::Buffer& gu, const gpu::Buffer& act, uint32_t T) {
+  const uint32_t D = c.d_model, F = c.ffn_dim;
+  kernels::rmsnorm(o, {x, 0}, D, w.norm, {h, 0}, D, T, D, c.rms_eps, "ffn_norm");
+  if (w.gate_up) {
+    kernels::matmul(o, *w.gate_up, {h, 0}, D, {gu, 0}, 2 * F, T, false, "ffn_gate_up");
+  } else {
+    kernels::matmul(o, *w.gate, {h, 0}, D, {gu, 0}, 2 * F, T, false, "ffn_gate");
+    kernels::matmul(o, *w.up, {h, 0}, D, {gu, F}, 2 * F, T, false, "ffn_up");
+  }
+  kernels::silu_mul(o, gu, 0, F, 2 * F, T, F, {act, 0});
+  kernels::matmul(o, w.down, {act, 0}, F, {x, 0}, D, T, true, "ffn_down");
+}
 
 kernels::GpuWeight upload_rows(gpu::Context& ctx, DType type, uint32_t K, const std::vector<RowBlock>& blocks,
                                const std::string& label, MemoryReport& mem) {

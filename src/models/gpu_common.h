@@ -3,16 +3,58 @@
 // the one submission of the step).
 #pragma once
 #include <cstdint>
+#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "formats/tensor_store.h"
 #include "gpu/buffer.h"
+#include "gpu/context.h"
+#include "gpu/pipeline.h"
+#include "gpu/recorder.h"
 #include "kernels/ops.h"
 #include "kernels/weights.h"
 #include "models/model.h"
 
 namespace wgllm {
+
+enum class HeadOut { None, Logits, Argmax };
+
+/// What every WebGPU model shares: the device, pipeline cache and recorder, options, the
+/// memory report, profiling hooks, and forward() splitting a call into submissions of at most
+/// prefill_chunk tokens with the output head only on the last one. An architecture implements
+/// chunk(): record one submission for T <= chunk_ tokens and finish it with finish_forward().
+class GpuModel : public Model {
+ public:
+  const ModelConfig& config() const override { return c_; }
+  std::string backend_name() const override;
+  MemoryReport memory() const override { return mem_; }
+  void set_profiling(bool on) override;
+  std::vector<gpu::KernelTime> last_dispatches() const override { return rec_->last_dispatches(); }
+  std::vector<gpu::KernelTime> last_profile() const override { return rec_->last_profile(); }
+  void forward(Sequence& seq, std::span<const int32_t> toks, std::vector<float>* logits) override;
+  int32_t forward_argmax(Sequence& seq, std::span<const int32_t> toks) override;
+
+ protected:
+  /// Creates the device on opt.adapter_index (throws wgllm::Error without a usable adapter).
+  GpuModel(const ModelConfig& c, const ModelOptions& opt);
+  /// One submission for toks (size <= chunk_), appended to seq; the head runs when out != None.
+  virtual int32_t chunk(Sequence& seq, std::span<const int32_t> toks, HeadOut out, std::vector<float>* logits) = 0;
+  /// Context length for new_sequence(ctx): ctx, else the options' default, capped by the model.
+  uint32_t sequence_length(uint32_t ctx) const;
+
+  ModelConfig c_;
+  ModelOptions opt_;
+  std::unique_ptr<gpu::Context> ctx_;
+  std::unique_ptr<gpu::PipelineCache> pipes_;
+  std::unique_ptr<gpu::Recorder> rec_;
+  uint32_t chunk_ = 0;  // max tokens per submission (ModelOptions::prefill_chunk, capped)
+  MemoryReport mem_;
+
+ private:
+  int32_t run(Sequence& seq, std::span<const int32_t> toks, HeadOut out, std::vector<float>* logits);
+};
 
 /// A block of whole rows of one weight matrix as stored in the file (e.g. Q, K and V projections
 /// stacked into one fused matrix): `rows` rows of `data` (nbytes bytes).
@@ -32,8 +74,6 @@ kernels::GpuWeight upload_matrix(gpu::Context& ctx, const std::vector<const Tens
 /// An f32 vector (norm weights, tables) as a storage buffer; adds its bytes to mem.weights.
 gpu::Buffer upload_f32(gpu::Context& ctx, const std::vector<float>& v, const std::string& label, MemoryReport& mem);
 
-enum class HeadOut { None, Logits, Argmax };
-
 /// Buffers of the output head.
 struct HeadBuffers {
   const gpu::Buffer& out_norm;      // final RMSNorm weight [d_model]
@@ -48,5 +88,20 @@ struct HeadBuffers {
 /// back 4 bytes and returns the id; with Logits fills *logits; with None submits without a head.
 int32_t finish_forward(kernels::OpContext& o, const ModelConfig& c, const gpu::Buffer& x, uint32_t last_row,
                        const HeadBuffers& hb, HeadOut out, std::vector<float>* logits);
+
+/// Weights of a SwiGLU feed-forward block (Shazeer 2020): either the fused gate|up matrix or
+/// the two separate ones.
+struct FfnWeights {
+  const gpu::Buffer& norm;                  // pre-FFN RMSNorm weight [d_model]
+  const kernels::GpuWeight* gate_up;        // fused [2 * ffn, d_model], or nullptr
+  const kernels::GpuWeight* gate;           // [ffn, d_model] when not fused
+  const kernels::GpuWeight* up;             // [ffn, d_model] when not fused
+  const kernels::GpuWeight& down;           // [d_model, ffn]
+};
+
+/// Records x += down(silu(gate(h)) * up(h)) with h = rmsnorm(x) for T rows of x [T, d_model];
+/// h [T, d_model], gu [T, 2 * ffn] and act [T, ffn] are scratch buffers.
+void record_swiglu_ffn(kernels::OpContext& o, const ModelConfig& c, const FfnWeights& w, const gpu::Buffer& x,
+                       const gpu::Buffer& h, const gpu::Buffer& gu, const gpu::Buffer& act, uint32_t T);
 
 }  // namespace wgllm

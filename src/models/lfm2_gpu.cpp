@@ -143,38 +143,18 @@ struct GpuSeq final : Sequence {
   uint64_t kv_row_ = 0;  // bytes per KV cache row
 };
 
-class Lfm2Gpu final : public Model {
+class Lfm2Gpu final : public GpuModel {
  public:
-  Lfm2Gpu(const ModelSource& src, const ModelOptions& opt) : c_(src.config), p_(lfm2_params(src)), opt_(opt) {
-    gpu::ContextOptions co;
-    co.adapter_index = opt.adapter_index;
-    ctx_ = gpu::Context::create(co);
-    pipes_ = std::make_unique<gpu::PipelineCache>(*ctx_);
-    rec_ = std::make_unique<gpu::Recorder>(*ctx_);
-    chunk_ = std::max<uint32_t>(1, std::min(opt.prefill_chunk, c_.max_context));
+  Lfm2Gpu(const ModelSource& src, const ModelOptions& opt) : GpuModel(src.config, opt), p_(lfm2_params(src)) {
     load(src);
     alloc_scratch();
   }
 
-  const ModelConfig& config() const override { return c_; }
-  std::string backend_name() const override { return "webgpu (" + ctx_->info().name + ")"; }
   std::unique_ptr<Sequence> new_sequence(uint32_t ctx) override {
-    ctx = ctx ? ctx : (opt_.context_length ? opt_.context_length : c_.max_context);
-    return std::make_unique<GpuSeq>(*ctx_, std::min(ctx, c_.max_context), c_, p_);
-  }
-  MemoryReport memory() const override { return mem_; }
-  void set_profiling(bool on) override { rec_->set_profiling(on); }
-  std::vector<gpu::KernelTime> last_profile() const override { return rec_->last_profile(); }
-
-  void forward(Sequence& seq, std::span<const int32_t> toks, std::vector<float>* logits) override {
-    run(dynamic_cast<GpuSeq&>(seq), toks, logits ? Out::Logits : Out::None, logits);
-  }
-  int32_t forward_argmax(Sequence& seq, std::span<const int32_t> toks) override {
-    return run(dynamic_cast<GpuSeq&>(seq), toks, Out::Argmax, nullptr);
+    return std::make_unique<GpuSeq>(*ctx_, sequence_length(ctx), c_, p_);
   }
 
  private:
-  enum class Out { None, Logits, Argmax };
 
   // Stacks the rows of several matrices with the same type and row length (fused projections).
   GpuWeight weight(const std::vector<const TensorRef*>& parts, const std::string& label) {
@@ -246,17 +226,6 @@ class Lfm2Gpu final : public Model {
     attn_split_ = mk(kernels::attention_split_floats(chunk_, c_.n_heads, c_.head_dim), "attn_split");
   }
 
-  int32_t run(GpuSeq& seq, std::span<const int32_t> toks, Out out, std::vector<float>* logits) {
-    check_forward(seq, toks, c_.vocab);
-    const uint32_t T = uint32_t(toks.size());
-    int32_t result = -1;
-    for (uint32_t s = 0; s < T; s += chunk_) {
-      const uint32_t n = std::min(chunk_, T - s);
-      result = chunk(seq, toks.subspan(s, n), s + n == T ? out : Out::None, logits);
-    }
-    return result;
-  }
-
   void attention_layer(kernels::OpContext& o, Layer& L, GpuSeq& seq, uint32_t l, uint32_t T, uint32_t pos0) {
     const uint32_t D = c_.d_model, Q = c_.q_dim(), KV = c_.kv_dim(), HD = c_.head_dim;
     const uint32_t k_off = T * Q, v_off = T * (Q + KV);
@@ -281,8 +250,9 @@ class Lfm2Gpu final : public Model {
     kernels::matmul(o, L.out_proj, {att_, 0}, D, {x_, 0}, D, T, true, "shortconv_out_proj");
   }
 
-  int32_t chunk(GpuSeq& seq, std::span<const int32_t> toks, Out out, std::vector<float>* logits) {
-    const uint32_t T = uint32_t(toks.size()), D = c_.d_model, F = c_.ffn_dim, pos0 = seq.n_past();
+  int32_t chunk(Sequence& sq, std::span<const int32_t> toks, HeadOut out, std::vector<float>* logits) override {
+    GpuSeq& seq = dynamic_cast<GpuSeq&>(sq);
+    const uint32_t T = uint32_t(toks.size()), D = c_.d_model, pos0 = seq.n_past();
     tokens_.write(*ctx_, 0, toks.data(), uint64_t(T) * 4);
     kernels::OpContext o{*ctx_, *pipes_, *rec_, opt_.kernels};
     rec_->begin();
@@ -294,36 +264,20 @@ class Lfm2Gpu final : public Model {
         attention_layer(o, L, seq, l, T, pos0);
       else
         conv_layer(o, L, seq, l, T);
-      kernels::rmsnorm(o, {x_, 0}, D, L.ffn_norm, {h_, 0}, D, T, D, c_.rms_eps, "ffn_norm");
-      if (fused_gu_) {
-        kernels::matmul(o, L.wgu, {h_, 0}, D, {gu_, 0}, 2 * F, T, false, "ffn_gate_up");
-      } else {
-        kernels::matmul(o, L.wg, {h_, 0}, D, {gu_, 0}, 2 * F, T, false, "ffn_gate");
-        kernels::matmul(o, L.wu, {h_, 0}, D, {gu_, F}, 2 * F, T, false, "ffn_up");
-      }
-      kernels::silu_mul(o, gu_, 0, F, 2 * F, T, F, {act_, 0});
-      kernels::matmul(o, L.wd, {act_, 0}, F, {x_, 0}, D, T, true, "ffn_down");
+      record_swiglu_ffn(o, c_, {L.ffn_norm, fused_gu_ ? &L.wgu : nullptr, &L.wg, &L.wu, L.wd}, x_, h_, gu_, act_, T);
     }
-    const HeadOut head = out == Out::Argmax ? HeadOut::Argmax : out == Out::Logits ? HeadOut::Logits : HeadOut::None;
     const int32_t result = finish_forward(o, c_, x_, (T - 1) * D,
-                                          {out_norm_, c_.tied_embeddings ? embed_ : lm_head_, h_, logits_, amax_}, head, logits);
+                                          {out_norm_, c_.tied_embeddings ? embed_ : lm_head_, h_, logits_, amax_}, out, logits);
     seq.advance(T);
     return result;
   }
 
-  ModelConfig c_;
   Lfm2Params p_;
-  ModelOptions opt_;
-  std::unique_ptr<gpu::Context> ctx_;
-  std::unique_ptr<gpu::PipelineCache> pipes_;
-  std::unique_ptr<gpu::Recorder> rec_;
-  uint32_t chunk_ = 0;
   bool fused_gu_ = false;
   GpuWeight embed_, lm_head_;
   Buffer out_norm_, rope_;
   std::vector<Layer> layers_;
   Buffer x_, h_, raw_, qkv_, att_, bcx_, gu_, act_, logits_, tokens_, amax_, attn_split_;
-  MemoryReport mem_;
 };
 
 }  // namespace

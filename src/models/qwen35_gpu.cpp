@@ -157,43 +157,19 @@ struct Part {  // rows of one matrix in a fused weight
   const uint8_t* data;  // t->data, or re-ordered rows
 };
 
-class Qwen35Gpu final : public Model {
+class Qwen35Gpu final : public GpuModel {
  public:
-  Qwen35Gpu(const ModelSource& src, const ModelOptions& opt) : c_(src.config), p_(qwen35_params(src)), opt_(opt) {
-    gpu::ContextOptions co;
-    co.adapter_index = opt.adapter_index;
-    ctx_ = gpu::Context::create(co);
-    pipes_ = std::make_unique<gpu::PipelineCache>(*ctx_);
-    rec_ = std::make_unique<gpu::Recorder>(*ctx_);
-    chunk_ = std::max<uint32_t>(1, std::min(opt.prefill_chunk, c_.max_context));
+  Qwen35Gpu(const ModelSource& src, const ModelOptions& opt) : GpuModel(src.config, opt), p_(qwen35_params(src)) {
     if (opt.kernels.gdn_chunk < 1 || opt.kernels.gdn_chunk > 256) throw Error("gdn_chunk must be in [1, 256]");
     load(src);
     alloc_scratch();
   }
 
-  const ModelConfig& config() const override { return c_; }
-  std::string backend_name() const override { return "webgpu (" + ctx_->info().name + ")"; }
   std::unique_ptr<Sequence> new_sequence(uint32_t ctx) override {
-    ctx = ctx ? ctx : (opt_.context_length ? opt_.context_length : c_.max_context);
-    return std::make_unique<GpuSeq>(*ctx_, std::min(ctx, c_.max_context), n_attn_, c_.kv_dim(), n_lin_, p_);
-  }
-  MemoryReport memory() const override { return mem_; }
-  void set_profiling(bool on) override {
-    rec_->set_profiling(on);
-    rec_->set_traffic_log(on);
-  }
-  std::vector<gpu::KernelTime> last_dispatches() const override { return rec_->last_dispatches(); }
-  std::vector<gpu::KernelTime> last_profile() const override { return rec_->last_profile(); }
-
-  void forward(Sequence& seq, std::span<const int32_t> toks, std::vector<float>* logits) override {
-    run(dynamic_cast<GpuSeq&>(seq), toks, logits ? Out::Logits : Out::None, logits);
-  }
-  int32_t forward_argmax(Sequence& seq, std::span<const int32_t> toks) override {
-    return run(dynamic_cast<GpuSeq&>(seq), toks, Out::Argmax, nullptr);
+    return std::make_unique<GpuSeq>(*ctx_, sequence_length(ctx), n_attn_, c_.kv_dim(), n_lin_, p_);
   }
 
  private:
-  enum class Out { None, Logits, Argmax };
 
   // Stacks the rows of several matrices with one type and row length into one GPU weight.
   GpuWeight weight(const std::vector<Part>& parts, const std::string& label) {
@@ -283,17 +259,6 @@ class Qwen35Gpu final : public Model {
     attn_split_ = mk(kernels::attention_split_floats(chunk_, c_.n_heads, c_.head_dim), "attn_split");
   }
 
-  int32_t run(GpuSeq& seq, std::span<const int32_t> toks, Out out, std::vector<float>* logits) {
-    check_forward(seq, toks, c_.vocab);
-    const uint32_t T = uint32_t(toks.size());
-    int32_t result = -1;
-    for (uint32_t s = 0; s < T; s += chunk_) {
-      const uint32_t n = std::min(chunk_, T - s);
-      result = chunk(seq, toks.subspan(s, n), s + n == T ? out : Out::None, logits);
-    }
-    return result;
-  }
-
   // Projections of one layer's input h into proj_ columns [0, ...) (fused or part by part).
   void project(kernels::OpContext& o, Layer& L, uint32_t T, const char* label) {
     if (!L.w_parts.empty() && L.w_in.N == 0) {
@@ -340,8 +305,9 @@ class Qwen35Gpu final : public Model {
     kernels::matmul(o, L.wo, {att_, 0}, VD, {x_, 0}, c_.d_model, T, true, "gdn_out");
   }
 
-  int32_t chunk(GpuSeq& seq, std::span<const int32_t> toks, Out out, std::vector<float>* logits) {
-    const uint32_t T = uint32_t(toks.size()), D = c_.d_model, F = c_.ffn_dim, pos0 = seq.n_past();
+  int32_t chunk(Sequence& sq, std::span<const int32_t> toks, HeadOut out, std::vector<float>* logits) override {
+    GpuSeq& seq = dynamic_cast<GpuSeq&>(sq);
+    const uint32_t T = uint32_t(toks.size()), D = c_.d_model, pos0 = seq.n_past();
     tokens_.write(*ctx_, 0, toks.data(), uint64_t(T) * 4);
     kernels::OpContext o{*ctx_, *pipes_, *rec_, opt_.kernels};
     rec_->begin();
@@ -352,36 +318,23 @@ class Qwen35Gpu final : public Model {
         delta_net(o, L, seq, T);
       else
         attention(o, L, seq, T, pos0);
-      kernels::rmsnorm(o, {x_, 0}, D, L.ffn_norm, {h_, 0}, D, T, D, c_.rms_eps, "ffn_norm");
-      if (L.wgu.N) {
-        kernels::matmul(o, L.wgu, {h_, 0}, D, {gu_, 0}, 2 * F, T, false, "ffn_gate_up");
-      } else {
-        const size_t g = L.w_parts.size() - 2;
-        kernels::matmul(o, L.w_parts[g], {h_, 0}, D, {gu_, 0}, 2 * F, T, false, "ffn_gate");
-        kernels::matmul(o, L.w_parts[g + 1], {h_, 0}, D, {gu_, F}, 2 * F, T, false, "ffn_up");
-      }
-      kernels::silu_mul(o, gu_, 0, F, 2 * F, T, F, {act_, 0});
-      kernels::matmul(o, L.wd, {act_, 0}, F, {x_, 0}, D, T, true, "ffn_down");
+      const bool fused = L.wgu.N != 0;
+      const size_t g = fused ? 0 : L.w_parts.size() - 2;
+      record_swiglu_ffn(o, c_, {L.ffn_norm, fused ? &L.wgu : nullptr, fused ? nullptr : &L.w_parts[g],
+                                fused ? nullptr : &L.w_parts[g + 1], L.wd}, x_, h_, gu_, act_, T);
     }
-    const HeadOut head = out == Out::Argmax ? HeadOut::Argmax : out == Out::Logits ? HeadOut::Logits : HeadOut::None;
     const int32_t result = finish_forward(o, c_, x_, (T - 1) * D,
-                                          {out_norm_, c_.tied_embeddings ? embed_ : lm_head_, h_, logits_, amax_}, head, logits);
+                                          {out_norm_, c_.tied_embeddings ? embed_ : lm_head_, h_, logits_, amax_}, out, logits);
     seq.advance(T);
     return result;
   }
 
-  ModelConfig c_;
   Qwen35Params p_;
-  ModelOptions opt_;
-  std::unique_ptr<gpu::Context> ctx_;
-  std::unique_ptr<gpu::PipelineCache> pipes_;
-  std::unique_ptr<gpu::Recorder> rec_;
-  uint32_t chunk_ = 0, proj_stride_ = 0, n_attn_ = 0, n_lin_ = 0;
+  uint32_t proj_stride_ = 0, n_attn_ = 0, n_lin_ = 0;
   GpuWeight embed_, lm_head_;
   Buffer out_norm_, rope_;
   std::vector<Layer> layers_;
   Buffer x_, h_, proj_, att_, conv_, gates_, work_, gu_, act_, logits_, tokens_, amax_, attn_split_;
-  MemoryReport mem_;
 };
 
 }  // namespace
