@@ -10,6 +10,7 @@
 #include "kernels/rope_table.h"
 #include "models/lfm2.h"
 #include "models/lfm2_weights.h"
+#include "models/cpu_common.h"
 #include "models/source.h"
 
 namespace wgllm {
@@ -132,7 +133,7 @@ struct CpuSeq final : Sequence {
   }
 };
 
-class Lfm2Cpu final : public Model {
+class Lfm2Cpu final : public CpuModel {
  public:
   Lfm2Cpu(const ModelSource& src, const ModelOptions& opt) : c_(src.config), p_(lfm2_params(src)) {
     default_ctx_ = opt.context_length;
@@ -187,9 +188,9 @@ class Lfm2Cpu final : public Model {
     check_forward(sq, toks, c_.vocab);
     CpuSeq& seq = dynamic_cast<CpuSeq&>(sq);
     const uint32_t T = uint32_t(toks.size()), n_past = seq.n_past();
-    const uint32_t D = c_.d_model, Q = c_.q_dim(), KV = c_.kv_dim(), F = c_.ffn_dim, HD = c_.head_dim;
+    const uint32_t D = c_.d_model, Q = c_.q_dim(), KV = c_.kv_dim(), HD = c_.head_dim;
     std::vector<float> x(size_t(T) * D), h(size_t(T) * D), q(size_t(T) * Q), k(size_t(T) * KV), v(size_t(T) * KV),
-        att(size_t(T) * std::max(Q, D)), bcx(size_t(T) * 3 * D), g(size_t(T) * F), u(size_t(T) * F), a(size_t(T) * F);
+        att(size_t(T) * std::max(Q, D)), bcx(size_t(T) * 3 * D);
     for (uint32_t t = 0; t < T; ++t) std::copy_n(embed_.w.data() + size_t(toks[t]) * D, D, x.data() + size_t(t) * D);
     const float scale = 1.0f / std::sqrt(float(HD));
     for (uint32_t l = 0; l < c_.n_layers; ++l) {
@@ -220,25 +221,10 @@ class Lfm2Cpu final : public Model {
                          seq.conv[l].data(), att.data(), D, T, D, p_.conv_L, false);
         ref::matmul(L.out_proj, att.data(), D, x.data(), D, T, true);
       }
-      for (uint32_t t = 0; t < T; ++t) ref::rmsnorm(&x[size_t(t) * D], L.ffn_norm.data(), &h[size_t(t) * D], D, c_.rms_eps);
-      ref::matmul(L.gate, h.data(), D, g.data(), F, T, false);
-      ref::matmul(L.up, h.data(), D, u.data(), F, T, false);
-      for (uint32_t t = 0; t < T; ++t) ref::silu_mul(&g[size_t(t) * F], &u[size_t(t) * F], &a[size_t(t) * F], F);
-      ref::matmul(L.down, a.data(), F, x.data(), D, T, true);
+      cpu_swiglu_ffn(c_, L.ffn_norm, L.gate, L.up, L.down, x.data(), h.data(), T);
     }
     seq.advance(T);
-    if (logits) {
-      std::vector<float> last(D);
-      ref::rmsnorm(&x[size_t(T - 1) * D], out_norm_.data(), last.data(), D, c_.rms_eps);
-      logits->assign(c_.vocab, 0.0f);
-      ref::matmul(c_.tied_embeddings ? embed_ : lm_head_, last.data(), D, logits->data(), c_.vocab, 1, false);
-    }
-  }
-
-  int32_t forward_argmax(Sequence& seq, std::span<const int32_t> toks) override {
-    std::vector<float> lg;
-    forward(seq, toks, &lg);
-    return int32_t(ref::argmax(lg.data(), uint32_t(lg.size())));
+    if (logits) cpu_logits(c_, &x[size_t(T - 1) * D], out_norm_, c_.tied_embeddings ? embed_ : lm_head_, logits);
   }
 
  private:

@@ -10,6 +10,7 @@
 #include "kernels/ref.h"
 #include "kernels/rope_table.h"
 #include "models/llama_weights.h"
+#include "models/cpu_common.h"
 #include "models/source.h"
 
 namespace wgllm {
@@ -74,7 +75,7 @@ struct CpuSeq final : Sequence {
   uint32_t kv_dim_ = 0;
 };
 
-class LlamaCpu final : public Model {
+class LlamaCpu final : public CpuModel {
  public:
   LlamaCpu(const ModelSource& src, const ModelOptions& opt) : c_(src.config) {
     default_ctx_ = opt.context_length;
@@ -108,9 +109,9 @@ class LlamaCpu final : public Model {
     check_forward(sq, toks, c_.vocab);
     CpuSeq& seq = dynamic_cast<CpuSeq&>(sq);
     const uint32_t T = uint32_t(toks.size()), n_past = seq.n_past();
-    const uint32_t D = c_.d_model, Q = c_.q_dim(), KV = c_.kv_dim(), F = c_.ffn_dim;
+    const uint32_t D = c_.d_model, Q = c_.q_dim(), KV = c_.kv_dim();
     std::vector<float> x(size_t(T) * D), h(size_t(T) * D), q(size_t(T) * Q), k(size_t(T) * KV),
-        v(size_t(T) * KV), att(size_t(T) * Q), g(size_t(T) * F), u(size_t(T) * F), a(size_t(T) * F);
+        v(size_t(T) * KV), att(size_t(T) * Q);
     for (uint32_t t = 0; t < T; ++t)
       std::copy_n(embed_.w.data() + size_t(toks[t]) * D, D, x.data() + size_t(t) * D);
     const float scale = 1.0f / std::sqrt(float(c_.head_dim));
@@ -131,25 +132,10 @@ class LlamaCpu final : public Model {
         ref::attention(&q[size_t(t) * Q], seq.kc[l].data(), seq.vc[l].data(), &att[size_t(t) * Q], n_past + t,
                        c_.n_heads, c_.n_kv_heads, c_.head_dim, scale);
       ref::matmul(L.wo, att.data(), Q, x.data(), D, T, true);
-      for (uint32_t t = 0; t < T; ++t) ref::rmsnorm(&x[size_t(t) * D], L.ffn_norm.data(), &h[size_t(t) * D], D, c_.rms_eps);
-      ref::matmul(L.gate, h.data(), D, g.data(), F, T, false);
-      ref::matmul(L.up, h.data(), D, u.data(), F, T, false);
-      for (uint32_t t = 0; t < T; ++t) ref::silu_mul(&g[size_t(t) * F], &u[size_t(t) * F], &a[size_t(t) * F], F);
-      ref::matmul(L.down, a.data(), F, x.data(), D, T, true);
+      cpu_swiglu_ffn(c_, L.ffn_norm, L.gate, L.up, L.down, x.data(), h.data(), T);
     }
     seq.advance(T);
-    if (logits) {
-      std::vector<float> last(D);
-      ref::rmsnorm(&x[size_t(T - 1) * D], out_norm_.data(), last.data(), D, c_.rms_eps);
-      logits->assign(c_.vocab, 0.0f);
-      ref::matmul(c_.tied_embeddings ? embed_ : lm_head_, last.data(), D, logits->data(), c_.vocab, 1, false);
-    }
-  }
-
-  int32_t forward_argmax(Sequence& seq, std::span<const int32_t> toks) override {
-    std::vector<float> lg;
-    forward(seq, toks, &lg);
-    return int32_t(ref::argmax(lg.data(), uint32_t(lg.size())));
+    if (logits) cpu_logits(c_, &x[size_t(T - 1) * D], out_norm_, c_.tied_embeddings ? embed_ : lm_head_, logits);
   }
 
  private:

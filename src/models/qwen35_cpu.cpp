@@ -11,6 +11,7 @@
 #include "kernels/rope_table.h"
 #include "models/qwen35.h"
 #include "models/qwen35_weights.h"
+#include "models/cpu_common.h"
 #include "models/source.h"
 
 namespace wgllm {
@@ -165,7 +166,7 @@ struct CpuSeq final : Sequence {
   std::vector<uint32_t> attn_ids_, lin_ids_;
 };
 
-class Qwen35Cpu final : public Model {
+class Qwen35Cpu final : public CpuModel {
  public:
   Qwen35Cpu(const ModelSource& src, const ModelOptions& opt) : c_(src.config), p_(qwen35_params(src)) {
     default_ctx_ = opt.context_length;
@@ -229,8 +230,8 @@ class Qwen35Cpu final : public Model {
   void forward(Sequence& sq, std::span<const int32_t> toks, std::vector<float>* logits) override {
     check_forward(sq, toks, c_.vocab);
     CpuSeq& seq = dynamic_cast<CpuSeq&>(sq);
-    const uint32_t T = uint32_t(toks.size()), D = c_.d_model, F = c_.ffn_dim;
-    std::vector<float> x(size_t(T) * D), h(size_t(T) * D), g(size_t(T) * F), u(size_t(T) * F), a(size_t(T) * F);
+    const uint32_t T = uint32_t(toks.size()), D = c_.d_model;
+    std::vector<float> x(size_t(T) * D), h(size_t(T) * D);
     for (uint32_t t = 0; t < T; ++t)
       std::copy_n(embed_.w.data() + size_t(toks[t]) * D, D, x.data() + size_t(t) * D);
     for (Layer& L : layers_) {
@@ -239,25 +240,10 @@ class Qwen35Cpu final : public Model {
         delta_net(L, seq, h, x, T);
       else
         attention(L, seq, h, x, T);
-      for (uint32_t t = 0; t < T; ++t) ref::rmsnorm(&x[size_t(t) * D], L.ffn_norm.data(), &h[size_t(t) * D], D, c_.rms_eps);
-      ref::matmul(L.gate, h.data(), D, g.data(), F, T, false);
-      ref::matmul(L.up, h.data(), D, u.data(), F, T, false);
-      for (uint32_t t = 0; t < T; ++t) ref::silu_mul(&g[size_t(t) * F], &u[size_t(t) * F], &a[size_t(t) * F], F);
-      ref::matmul(L.down, a.data(), F, x.data(), D, T, true);
+      cpu_swiglu_ffn(c_, L.ffn_norm, L.gate, L.up, L.down, x.data(), h.data(), T);
     }
     seq.advance(T);
-    if (logits) {
-      std::vector<float> last(D);
-      ref::rmsnorm(&x[size_t(T - 1) * D], out_norm_.data(), last.data(), D, c_.rms_eps);
-      logits->assign(c_.vocab, 0.0f);
-      ref::matmul(c_.tied_embeddings ? embed_ : lm_head_, last.data(), D, logits->data(), c_.vocab, 1, false);
-    }
-  }
-
-  int32_t forward_argmax(Sequence& seq, std::span<const int32_t> toks) override {
-    std::vector<float> lg;
-    forward(seq, toks, &lg);
-    return int32_t(ref::argmax(lg.data(), uint32_t(lg.size())));
+    if (logits) cpu_logits(c_, &x[size_t(T - 1) * D], out_norm_, c_.tied_embeddings ? embed_ : lm_head_, logits);
   }
 
  private:

@@ -1,0 +1,32 @@
+#include "models/cpu_common.h"
+
+namespace wgllm {
+
+namespace ref = kernels::ref;
+
+int32_t CpuModel::forward_argmax(Sequence& seq, std::span<const int32_t> toks) {
+  std::vector<float> lg;
+  forward(seq, toks, &lg);
+  return int32_t(ref::argmax(lg.data(), uint32_t(lg.size())));
+}
+
+void cpu_swiglu_ffn(const ModelConfig& c, const std::vector<float>& norm, const ref::Matrix& gate,
+                    const ref::Matrix& up, const ref::Matrix& down, float* x, float* h, uint32_t T) {
+  const uint32_t D = c.d_model, F = c.ffn_dim;
+  std::vector<float> g(size_t(T) * F), u(size_t(T) * F), a(size_t(T) * F);
+  for (uint32_t t = 0; t < T; ++t) ref::rmsnorm(x + size_t(t) * D, norm.data(), h + size_t(t) * D, D, c.rms_eps);
+  ref::matmul(gate, h, D, g.data(), F, T, false);
+  ref::matmul(up, h, D, u.data(), F, T, false);
+  for (uint32_t t = 0; t < T; ++t) ref::silu_mul(&g[size_t(t) * F], &u[size_t(t) * F], &a[size_t(t) * F], F);
+  ref::matmul(down, a.data(), F, x, D, T, true);
+}
+
+void cpu_logits(const ModelConfig& c, const float* x_last, const std::vector<float>& out_norm,
+                const ref::Matrix& lm_head, std::vector<float>* logits) {
+  std::vector<float> last(c.d_model);
+  ref::rmsnorm(x_last, out_norm.data(), last.data(), c.d_model, c.rms_eps);
+  logits->assign(c.vocab, 0.0f);
+  ref::matmul(lm_head, last.data(), c.d_model, logits->data(), c.vocab, 1, false);
+}
+
+}  // namespace wgllm
