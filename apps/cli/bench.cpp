@@ -2,7 +2,8 @@
 // `wgllm run`), with a pre-flight of who else uses the GPU, raw samples in JSON, and a Markdown
 // table.
 //   wgllm bench [-m M] [--prompt-lengths 512,4096] [--gen 256] [--reps 3] [--json F] [--md F]
-//   wgllm bench --traffic          per-kernel declared bytes of one decode step (+ GPU times)
+//   wgllm bench --traffic          per-kernel declared bytes of one decode step (+ GPU times), and
+//                                  the measured copy bandwidth each kernel's GB/s is a fraction of
 //   wgllm bench ab --a "ARGS" --b "ARGS" [--b-bin PATH] --metric decode_tok_s
 //                                  A/B in separate processes: two control arms + candidate,
 //                                  interleaved; B/A with bootstrap CI vs the measured noise band
@@ -23,6 +24,8 @@
 #include "bench/preflight.h"
 #include "bench/stats.h"
 #include "core/error.h"
+#include "gpu/context.h"
+#include "kernels/bandwidth_probe.h"
 #include "options.h"
 
 namespace wgllm::cli {
@@ -37,6 +40,7 @@ struct BenchOpts {
   uint32_t gen = 128, reps = 3;
   std::string json_path, md_path;
   bool allow_busy = false, traffic = false;
+  uint32_t bw_mib = 0;  // copy-bandwidth probe buffer (MiB); 0: 256 on hardware, 16 on software adapters
   double planted_slowdown = 0;  // non-product: busy-wait this fraction of each step (harness self-test)
 };
 
@@ -75,6 +79,21 @@ void spin_for(double ms) {
   const auto t = clk::now();
   while (ms_since(t) < ms) {
   }
+}
+
+/// The copy-bandwidth probe on its own device (same adapter as the model), as JSON.
+nlohmann::json copy_bandwidth(const BenchOpts& b) {
+  gpu::ContextOptions co;
+  co.adapter_index = b.common.adapter;
+  auto ctx = gpu::Context::create(co);
+  kernels::BandwidthOptions o;
+  o.bytes = uint64_t(b.bw_mib ? b.bw_mib : (ctx->info().is_software() ? 16 : 256)) << 20;
+  const auto r = kernels::measure_bandwidth(*ctx, o);
+  auto fig = [](const kernels::BandwidthFigure& f) { return nlohmann::json{{"best_GBps", f.best_GBps}, {"median_GBps", f.median_GBps}}; };
+  return {{"copy_GBps", r.copy_GBps()}, {"bytes", r.bytes}, {"repeats", r.repeats},
+          {"timing_copy", r.copy_timestamps ? "timestamps" : "wall_clock"},
+          {"timing_kernels", r.kernel_timestamps ? "timestamps" : "wall_clock"},
+          {"copy_engine", fig(r.copy_engine)}, {"copy_kernel_vec4", fig(r.copy_kernel)}, {"read_kernel_vec4", fig(r.read_kernel)}};
 }
 
 nlohmann::json traffic_report(Loaded& l) {
@@ -139,6 +158,17 @@ int run_bench(BenchOpts& b) {
   auto mem = l.model->memory();
   if (b.traffic) {
     out["traffic_decode_step"] = traffic_report(l);
+    if (l.model->backend_name().rfind("webgpu", 0) == 0) {
+      auto& t = out["traffic_decode_step"];
+      t["copy_bandwidth"] = copy_bandwidth(b);
+      const double bw = t["copy_bandwidth"]["copy_GBps"].get<double>();
+      for (auto& k : t["kernels"])
+        if (k.contains("achieved_GBps")) k["fraction_of_copy_bw"] = k["achieved_GBps"].get<double>() / bw;
+      if (const double us = t["gpu_us"].get<double>(); us > 0) {
+        t["achieved_GBps"] = double(t["total"]["all"].get<uint64_t>()) / (us * 1e3);
+        t["fraction_of_copy_bw"] = t["achieved_GBps"].get<double>() / bw;
+      }
+    }
   }
   nlohmann::json rows = nlohmann::json::array();
   for (uint32_t P : b.prompt_lengths) {
@@ -194,11 +224,21 @@ int run_bench(BenchOpts& b) {
                       r["decode_latency_ms_p90"].get<double>(), r["decode_latency_ms_p99"].get<double>());
   if (b.traffic) {
     auto& t = out["traffic_decode_step"];
-    md += "\n| kernel | bytes/step | weights | activations | kv_cache | logits | GPU us | GB/s |\n|---|---|---|---|---|---|---|---|\n";
+    if (t.contains("copy_bandwidth")) {
+      auto& c = t["copy_bandwidth"];
+      md += fmt::format("\ncopy bandwidth {:.0f} GB/s (best of {}, {} MiB: copy engine {:.0f}, copy_vec4 {:.0f}, read_vec4 {:.0f} GB/s; "
+                        "timing {}/{}); whole decode step {:.0f} GB/s = {:.0f}% of it\n",
+                        c["copy_GBps"].get<double>(), c["repeats"].get<uint32_t>(), c["bytes"].get<uint64_t>() >> 20,
+                        c["copy_engine"]["best_GBps"].get<double>(), c["copy_kernel_vec4"]["best_GBps"].get<double>(),
+                        c["read_kernel_vec4"]["best_GBps"].get<double>(), c["timing_copy"].get<std::string>(),
+                        c["timing_kernels"].get<std::string>(), t.value("achieved_GBps", 0.0), 100 * t.value("fraction_of_copy_bw", 0.0));
+    }
+    md += "\n| kernel | bytes/step | weights | activations | kv_cache | logits | GPU us | GB/s | % of copy BW |\n|---|---|---|---|---|---|---|---|---|\n";
     for (auto& k : t["kernels"])
-      md += fmt::format("| {} | {} | {} | {} | {} | {} | {:.1f} | {:.0f} |\n", k["kernel"].get<std::string>(), k["bytes"].get<uint64_t>(),
+      md += fmt::format("| {} | {} | {} | {} | {} | {} | {:.1f} | {:.1f} | {:.1f} |\n", k["kernel"].get<std::string>(), k["bytes"].get<uint64_t>(),
                         k["weights"].get<uint64_t>(), k["activations"].get<uint64_t>(), k["kv_cache"].get<uint64_t>(),
-                        k["logits"].get<uint64_t>(), k["gpu_us"].get<double>(), k.value("achieved_GBps", 0.0));
+                        k["logits"].get<uint64_t>(), k["gpu_us"].get<double>(), k.value("achieved_GBps", 0.0),
+                        100 * k.value("fraction_of_copy_bw", 0.0));
   }
   std::cerr << md;
   if (!b.md_path.empty()) std::ofstream(b.md_path) << md;
@@ -238,7 +278,8 @@ std::function<int()> add_bench(CLI::App& app, const std::string& argv0) {
   cmd->add_option("--json", b->json_path, "write results (raw samples) as JSON");
   cmd->add_option("--md", b->md_path, "write the Markdown table");
   cmd->add_flag("--allow-busy", b->allow_busy, "measure even if another process uses the GPU");
-  cmd->add_flag("--traffic", b->traffic, "per-kernel bytes of one decode step by category (+ GPU times)");
+  cmd->add_flag("--traffic", b->traffic, "per-kernel bytes of one decode step by category (+ GPU times), vs the measured copy bandwidth");
+  cmd->add_option("--bw-mib", b->bw_mib, "copy-bandwidth probe buffer in MiB (default 256; 16 on software adapters)");
   cmd->add_option("--planted-slowdown", b->planted_slowdown, "NON-PRODUCT: add this fraction of busy time to each step (harness self-test)");
 
   auto ab = std::make_shared<bench::AbSpec>();

@@ -148,6 +148,32 @@ void Recorder::copy(const Buffer& src, uint64_t so, const Buffer& dst, uint64_t 
   wgpuCommandEncoderCopyBufferToBuffer(enc_, src.handle(), so, dst.handle(), dof, (size + 3) & ~uint64_t(3));
 }
 
+bool Recorder::copy_timed(const Buffer& src, uint64_t so, const Buffer& dst, uint64_t dof, uint64_t size,
+                          const char* label) {
+  const bool declared = std::exchange(next_declared_, false);
+  const bool timed = profiling_ && n_dispatch_ < prof_cap_ &&
+                     ctx_.has_feature(WGPUFeatureName(WGPUNativeFeature_TimestampQueryInsideEncoders));
+  if (!timed) {
+    copy(src, so, dst, dof, size);
+    return false;
+  }
+  if (!enc_) throw Error("Recorder: copy outside begin()/submit()");
+  if (n_dispatch_ >= max_dispatches_) throw Error("Recorder: too many dispatches in one submission");
+  if (so + size > src.size() || dof + size > dst.size()) throw Error("Recorder::copy_timed out of range");
+  const uint32_t slot = n_dispatch_++;  // a query pair (and an unused parameter slot)
+  if (log_traffic_) cur_log_.push_back({label, 0.0, declared ? next_traffic_ : TrafficBytes{}, declared});
+  labels_.push_back(label);
+  if (pass_) {
+    wgpuComputePassEncoderEnd(pass_);
+    wgpuComputePassEncoderRelease(pass_);
+    pass_ = nullptr;
+  }
+  wgpuCommandEncoderWriteTimestamp(enc_, queries_, 2 * slot);
+  copy(src, so, dst, dof, size);
+  wgpuCommandEncoderWriteTimestamp(enc_, queries_, 2 * slot + 1);
+  return true;
+}
+
 void Recorder::read_after(const Buffer& src, uint64_t off, uint64_t size) {
   uint64_t sz = (size + 3) & ~uint64_t(3);
   if (!staging_ || staging_.size() < sz) staging_ = Buffer(ctx_, std::max<uint64_t>(sz, 4096), BufferKind::Readback, "step-readback");

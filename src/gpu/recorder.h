@@ -74,6 +74,12 @@ class Recorder {
   const std::vector<KernelTime>& last_dispatches() const { return dispatch_log_; }
   /// Buffer-to-buffer copy inside the same submission (ends and restarts the compute pass).
   void copy(const Buffer& src, uint64_t src_off, const Buffer& dst, uint64_t dst_off, uint64_t size);
+  /// As copy(), and when profiling on a device with encoder-level timestamps
+  /// (native:timestamp-query-inside-encoders) the copy is timed and listed under `label` in
+  /// last_profile()/last_dispatches() like a dispatch (traffic from declare()); otherwise a plain
+  /// copy. Returns whether it was timed. Used by the copy-bandwidth probe.
+  bool copy_timed(const Buffer& src, uint64_t src_off, const Buffer& dst, uint64_t dst_off, uint64_t size,
+                  const char* label);
   /// Schedules a read of src[off, off+size) at the end of this submission (size <= 16 MiB).
   void read_after(const Buffer& src, uint64_t off, uint64_t size);
   /// Ends recording and submits once. If a read was scheduled, waits and copies it to read_dst.
