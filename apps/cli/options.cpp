@@ -34,8 +34,10 @@ void add_common(CLI::App& app, CommonOptions& o) {
   app.add_flag("--fuse-qkv,!--no-fuse-qkv", o.fuse_qkv, "one matmul for Q, K, V (default on)");
   app.add_flag("--fuse-gate-up,!--no-fuse-gate-up", o.fuse_gate_up, "one matmul for gate and up (default on)");
   app.add_flag("--vec4,!--no-vec4", o.vec4, "vec4 activation loads in matmul (default on)");
-  app.add_flag("--attn-split,!--no-attn-split", o.attn_split, "split-K attention for decode (flash-decoding; default on)");
+  app.add_flag("--attn-split,!--no-attn-split", o.attn_split, "split attention keys over workgroups when rows are few (flash-decoding; default on)");
   app.add_flag("--attn-ilp,!--no-attn-ilp", o.attn_ilp, "independent partial sums in attention loops (default on)");
+  app.add_flag("--attn-tiled,!--no-attn-tiled", o.attn_tiled,
+               "multi-query tiled attention for forwards of several tokens (prefill, new turn tokens; default on)");
   app.add_option("--prefill-tokens-per-wg", o.tokens_per_wg, "prefill tokens per matmul workgroup (1 = off)");
   app.add_option("--matmul-rows", o.rows_per_wg, "matmul output rows per workgroup (0 = adapter default)");
   app.add_option("--matmul-lanes", o.lanes, "matmul threads per output row, power of two (0 = adapter default)");
@@ -53,6 +55,7 @@ ModelOptions model_options(const CommonOptions& o) {
   mo.kernels.vec4_activations = o.vec4;
   mo.kernels.attention_split_keys = o.attn_split;
   mo.kernels.attention_ilp = o.attn_ilp;
+  mo.kernels.attention_tiled_prefill = o.attn_tiled;
   mo.kernels.prefill_tokens_per_workgroup = o.tokens_per_wg;
   mo.kernels.matmul_rows_per_workgroup = o.rows_per_wg;
   mo.kernels.matmul_lanes_per_row = o.lanes;

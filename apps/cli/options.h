@@ -19,7 +19,8 @@ struct CommonOptions {
   uint32_t context = 4096;
   int adapter = -1;
   GenerateOptions gen;
-  bool fuse_qkv = true, fuse_gate_up = true, vec4 = true, attn_split = true, attn_ilp = true;
+  bool fuse_qkv = true, fuse_gate_up = true, vec4 = true, attn_split = true, attn_ilp = true,
+       attn_tiled = true;
   uint32_t tokens_per_wg = 8;
   uint32_t gdn_chunk = 64;
   uint32_t rows_per_wg = 0, lanes = 0;  // 0: adapter default

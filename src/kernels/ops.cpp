@@ -93,19 +93,93 @@ namespace {
 constexpr uint32_t kSplitMaxRows = 1024;   // split only when heads x tokens <= this many rows
 constexpr uint32_t kSplitTarget = 2048;    // aim for about this many workgroups in total
 constexpr uint32_t kSplitMax = 32;         // at most this many key splits per row
+constexpr uint32_t kTiledThreads = 128;    // attention_tiled: threads per workgroup
+constexpr uint32_t kTiledSplitTarget = 512;  // attention_tiled: split keys until about this many workgroups
+
+// attention_tiled tile sizes for head dim HD: with H = HD rounded up to a power of two >= 64,
+// RW = 1024 / H rows and BK = 2048 / H keys per tile (16 x 32 for HD <= 64, 8 x 16 for <= 128,
+// 4 x 8 for <= 256), so that the Q tile, the K/V tile (rows padded by one vec4) and the score tile
+// take at most ~15.3 KiB of workgroup memory (WebGPU's default limit is 16 KiB).
+struct TiledShape {
+  uint32_t rows, keys;
+};
+TiledShape tiled_shape(uint32_t HD) {
+  uint32_t h = 64;
+  while (h < HD) h *= 2;
+  return {1024 / h, 2048 / h};
+}
 }  // namespace
 
 uint64_t attention_split_floats(uint32_t max_T, uint32_t Hq, uint32_t HD) {
-  // rows * n_split <= rows * ceil(kSplitTarget / rows) < kSplitTarget + rows
+  // Per-row kernel: rows * n_split <= rows * ceil(kSplitTarget / rows) < kSplitTarget + rows.
   const uint64_t rows = std::min<uint64_t>(uint64_t(max_T) * Hq, kSplitMaxRows);
-  return std::min<uint64_t>(rows * kSplitMax, kSplitTarget + rows) * (HD + 2);
+  const uint64_t per_row = std::min<uint64_t>(rows * kSplitMax, kSplitTarget + rows);
+  // Tiled kernel: splits only while row_tiles < kTiledSplitTarget, i.e. rows < target * RW, and
+  // rows * ceil(target / row_tiles) < target * RW + rows < 2 * target * RW.
+  const uint64_t all_rows = uint64_t(max_T) * Hq;
+  const uint64_t tiled = std::min<uint64_t>(all_rows * kSplitMax, 2ull * kTiledSplitTarget * tiled_shape(HD).rows);
+  return std::max(per_row, tiled) * (HD + 2);
 }
+
+namespace {
+// Merges the split-K partials (m, l, acc) of every (token, head) row into out.
+void attention_combine(OpContext& o, const AttentionShape& s, const gpu::Buffer& scratch, uint32_t n_split,
+                       F32Ref out, uint32_t o_stride) {
+  const auto& c = get(o, "attention_combine", {}, {Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
+  struct { uint32_t T, Hq, HD, n_split, o_off, o_stride; } cp{s.T, s.Hq, s.HD, n_split, out.off, o_stride};
+  const uint64_t rows = uint64_t(s.Hq) * s.T, part_bytes = 4ull * rows * n_split * (s.HD + 2);
+  o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Activations, part_bytes).w(gpu::Traffic::Activations, 4ull * rows * s.HD));
+  o.rec.dispatch(c, {scratch, out.buf}, cp, s.Hq, s.T, 1, "attention_combine");
+}
+
+// Multi-query tiled attention for T > 1 (attention_tiled.wgsl): one workgroup per (tile of RW
+// (token, head) rows of one KV head, KV head, key split).
+void attention_tiled(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_stride, const gpu::Buffer& kc,
+                     const gpu::Buffer& vc, F32Ref out, uint32_t o_stride, const gpu::Buffer* split_scratch) {
+  const TiledShape ts = tiled_shape(s.HD);
+  const uint32_t G = s.Hq / s.Hkv, row_tiles = ceil_div(s.T * G, ts.rows), max_keys = s.pos0 + s.T;
+  // Split-K decision (the written condition): scratch given, --attn-split on, fewer than
+  // kTiledSplitTarget workgroups without it and more than two key tiles in the longest row; then
+  // about kTiledSplitTarget workgroups (at most kSplitMax splits), each split >= 2 key tiles.
+  uint32_t n_split = 1, split_len = max_keys;
+  const uint32_t tiles = row_tiles * s.Hkv;
+  if (split_scratch && o.opt.attention_split_keys && tiles < kTiledSplitTarget && max_keys > 2 * ts.keys) {
+    const uint32_t want = std::min(kSplitMax, ceil_div(kTiledSplitTarget, tiles));
+    split_len = std::max(2 * ts.keys, ceil_div(ceil_div(max_keys, want), ts.keys) * ts.keys);
+    n_split = ceil_div(max_keys, split_len);
+    const uint64_t fit = split_scratch->size() / (4ull * s.T * s.Hq * (s.HD + 2));
+    if (n_split > fit) {
+      n_split = uint32_t(std::max<uint64_t>(fit, 1));
+      split_len = ceil_div(ceil_div(max_keys, n_split), ts.keys) * ts.keys;
+      n_split = ceil_div(max_keys, split_len);
+    }
+  }
+  const bool split = n_split > 1;
+  const Defines d{{"HD4", std::to_string(s.HD / 4)}, {"RW", std::to_string(ts.rows)}, {"BK", std::to_string(ts.keys)},
+                  {"NT", std::to_string(kTiledThreads)}, {"SPLIT", split ? "1" : "0"}};
+  const auto& p = get(o, "attention_tiled", d, {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
+  struct { uint32_t T, pos0, Hq, Hkv, HD, q_off, q_stride, o_off, o_stride, kv_dim; float scale; uint32_t split_len, n_split, pad[3]; } prm{
+      s.T, s.pos0, s.Hq, s.Hkv, s.HD, q.off, q_stride, out.off, o_stride, s.Hkv * s.HD, s.scale, split_len, n_split, {0, 0, 0}};
+  // KV rows read: each row tile reads K and V rows [0, its last token's position] of its KV head.
+  uint64_t kv_rows = 0;
+  for (uint32_t i = 0; i < row_tiles; ++i) kv_rows += s.pos0 + (std::min(s.T * G, (i + 1) * ts.rows) - 1) / G + 1;
+  o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Activations, 4ull * s.T * s.Hq * s.HD)
+                    .r(gpu::Traffic::KvCache, kv_rows * 8ull * s.Hkv * s.HD).w(gpu::Traffic::Activations, 4ull * s.T * s.Hq * s.HD));
+  if (!split) {
+    o.rec.dispatch(p, {q.buf, kc, vc, out.buf}, prm, row_tiles, s.Hkv, 1, "attention_tiled");
+    return;
+  }
+  o.rec.dispatch(p, {q.buf, kc, vc, *split_scratch}, prm, row_tiles, s.Hkv, n_split, "attention_tiled");
+  attention_combine(o, s, *split_scratch, n_split, out, o_stride);
+}
+}  // namespace
 
 void attention(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_stride,
                const gpu::Buffer& kc, const gpu::Buffer& vc, F32Ref out, uint32_t o_stride,
                const gpu::Buffer* split_scratch) {
   if (s.HD % 4 || s.HD > 256) throw Error("attention: head_dim must be a multiple of 4 and <= 256");
   if (s.Hq % s.Hkv) throw Error("attention: query heads must be a multiple of KV heads");
+  if (s.T > 1 && o.opt.attention_tiled_prefill) return attention_tiled(o, s, q, q_stride, kc, vc, out, o_stride, split_scratch);
   // Split-K decision (the written condition): scratch given, switch on, at most kSplitMaxRows
   // (head, token) rows, and more than two 64-key tiles in the longest row; then about
   // kSplitTarget workgroups in total, each split a multiple of 64 keys.
@@ -131,11 +205,7 @@ void attention(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_strid
     return;
   }
   o.rec.dispatch(p, {q.buf, kc, vc, *split_scratch}, prm, s.Hq, s.T, n_split, "attention");
-  const auto& c = get(o, "attention_combine", {}, {Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
-  struct { uint32_t T, Hq, HD, n_split, o_off, o_stride; } cp{s.T, s.Hq, s.HD, n_split, out.off, o_stride};
-  const uint64_t part_bytes = 4ull * rows * n_split * (s.HD + 2);
-  o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Activations, part_bytes).w(gpu::Traffic::Activations, 4ull * rows * s.HD));
-  o.rec.dispatch(c, {*split_scratch, out.buf}, cp, s.Hq, s.T, 1, "attention_combine");
+  attention_combine(o, s, *split_scratch, n_split, out, o_stride);
 }
 
 void silu_mul(OpContext& o, const gpu::Buffer& src, uint32_t g_off, uint32_t u_off, uint32_t in_stride,

@@ -22,6 +22,7 @@ struct KernelOptions {
   bool vec4_activations = true;             // VEC4: vec4<f32> activation loads in matmul
   bool attention_split_keys = true;         // split-K attention (flash-decoding) for few rows
   bool attention_ilp = true;                // independent partial sums in attention's loops
+  bool attention_tiled_prefill = true;      // T > 1: multi-query tiled attention (attention_tiled.wgsl)
   uint32_t gdn_chunk = 64;                  // Gated DeltaNet prefill chunk (tokens); kernels/gdn_ops.h
 };
 
@@ -76,6 +77,11 @@ struct AttentionShape {
 void attention(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_stride,
                const gpu::Buffer& kc, const gpu::Buffer& vc, F32Ref out, uint32_t o_stride,
                const gpu::Buffer* split_scratch = nullptr);
+/// With KernelOptions::attention_tiled_prefill and T > 1, records attention_tiled.wgsl instead: one
+/// workgroup per (tile of (token, query head) rows of one KV head, KV head), each K/V tile loaded
+/// once into workgroup memory for all the tile's rows (and split over keys as above when there are
+/// few tiles). Same results up to summation order. T = 1 (decode) always takes the per-row kernel.
+/// Throws wgllm::Error unless HD % 4 == 0, HD <= 256 and Hkv divides Hq.
 /// f32 elements the split-K scratch needs for up to max_T query tokens of Hq heads of HD.
 uint64_t attention_split_floats(uint32_t max_T, uint32_t Hq, uint32_t HD);
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "core/error.h"
@@ -356,6 +357,7 @@ TEST(Ops, AttentionSplitKeysMatchesCpu) {
         KernelOptions ko;
         ko.attention_split_keys = split;
         ko.attention_ilp = variant != 2;
+        ko.attention_tiled_prefill = false;  // this test covers the per-row kernel (tiled: below)
         auto o = e.op(ko);
         auto ob = e.upload(std::vector<float>(want.size(), NAN));
         e.rec.set_traffic_log(true);
@@ -369,5 +371,82 @@ TEST(Ops, AttentionSplitKeysMatchesCpu) {
                      "variant=" + std::to_string(variant) + " HD=" + std::to_string(HD) + " pos0=" + std::to_string(pos0));
       }
     }
+  }
+}
+
+TEST(Ops, AttentionTiledMatchesCpu) {
+  // Multi-query tiled attention (T > 1): head dims 24, 64 (and 256, Qwen3.5), GQA groups 1, 3, 4,
+  // T = 2..70 over cache lengths 0..300 (ragged row and key tiles, rows that see no key of a split),
+  // split over keys and not, q/out with strides and offsets like the models'. Must match the CPU
+  // reference, take the tiled kernel, and give bit-identical results when run twice.
+  auto& e = env();
+  struct Case { uint32_t HD, Hq, Hkv, T, pos0; };
+  const std::vector<Case> cases = {{24, 3, 3, 2, 0},   {24, 9, 3, 17, 37},  {24, 9, 3, 70, 300}, {64, 3, 3, 5, 1},
+                                   {64, 9, 3, 44, 300}, {64, 9, 3, 70, 0},  {64, 6, 2, 33, 129}, {256, 8, 2, 7, 90},
+                                   {36, 4, 1, 3, 65}};
+  for (const Case& c : cases) {
+    const uint32_t kv_dim = c.Hkv * c.HD, ctx_len = c.pos0 + c.T, Q = c.Hq * c.HD;
+    const uint32_t q_stride = Q + 2 * kv_dim, q_off = 4, o_stride = Q + 8, o_off = 3;  // as llama's qkv_
+    const float scale = 1.0f / std::sqrt(float(c.HD));
+    const std::string what = "HD=" + std::to_string(c.HD) + " Hq=" + std::to_string(c.Hq) + " Hkv=" +
+                             std::to_string(c.Hkv) + " T=" + std::to_string(c.T) + " pos0=" + std::to_string(c.pos0);
+    auto ck = randn(size_t(ctx_len) * kv_dim, c.T * 7 + 1), cv = randn(size_t(ctx_len) * kv_dim, c.T * 7 + 2);
+    auto q = randn(q_off + size_t(c.T) * q_stride, c.T * 7 + 3, 2.0f);
+    auto kb = e.upload(ck), vb = e.upload(cv), qb = e.upload(q);
+    std::vector<float> want(size_t(c.T) * Q);
+    for (uint32_t t = 0; t < c.T; ++t)
+      ref::attention(q.data() + q_off + t * q_stride, ck.data(), cv.data(), want.data() + t * Q, c.pos0 + t, c.Hq, c.Hkv,
+                     c.HD, scale);
+    gpu::Buffer scratch(*e.ctx, attention_split_floats(c.T, c.Hq, c.HD) * 4, gpu::BufferKind::Storage, "split");
+    for (bool split : {false, true}) {
+      KernelOptions ko;
+      ko.attention_split_keys = split;
+      auto o = e.op(ko);
+      std::vector<float> first;
+      for (int run = 0; run < 2; ++run) {
+        auto ob = e.upload(std::vector<float>(o_off + size_t(c.T) * o_stride, NAN));
+        e.rec.set_traffic_log(true);
+        e.rec.begin();
+        attention(o, {c.T, c.pos0, c.Hq, c.Hkv, c.HD, scale}, {qb, q_off}, q_stride, kb, vb, {ob, o_off}, o_stride, &scratch);
+        e.rec.submit();
+        const auto disp = e.rec.last_dispatches();
+        e.rec.set_traffic_log(false);
+        ASSERT_FALSE(disp.empty());
+        EXPECT_EQ(disp[0].label, "attention_tiled") << what;
+        if (!split) {
+          EXPECT_EQ(disp.size(), 1u) << what;
+        }
+        auto all = e.download(ob, o_off + size_t(c.T) * o_stride);
+        std::vector<float> got(want.size());
+        for (uint32_t t = 0; t < c.T; ++t) {
+          for (uint32_t i = 0; i < Q; ++i) got[t * Q + i] = all[o_off + t * o_stride + i];
+          for (uint32_t i = Q; i < o_stride; ++i) ASSERT_TRUE(std::isnan(all[o_off + t * o_stride + i])) << what << " wrote outside its row";
+        }
+        expect_close(got, want, 1e-5f, what + (split ? " split" : ""));
+        if (run == 0) first = got;
+        else EXPECT_EQ(std::memcmp(first.data(), got.data(), got.size() * 4), 0) << what << " not deterministic";
+      }
+    }
+  }
+}
+
+TEST(Ops, AttentionTiledSplitsWhenFewTiles) {
+  // The multi-turn shape (44 new tokens over a 1700-token cache, 9 heads over 3 KV heads) has 27
+  // row tiles: with --attn-split it must split over keys (2 dispatches), without it not.
+  auto& e = env();
+  const uint32_t HD = 64, Hq = 9, Hkv = 3, T = 44, pos0 = 1700, kv_dim = Hkv * HD;
+  auto kb = e.upload(randn(size_t(pos0 + T) * kv_dim, 1)), vb = e.upload(randn(size_t(pos0 + T) * kv_dim, 2));
+  auto qb = e.upload(randn(size_t(T) * Hq * HD, 3)), ob = e.upload(std::vector<float>(size_t(T) * Hq * HD));
+  gpu::Buffer scratch(*e.ctx, attention_split_floats(64, Hq, HD) * 4, gpu::BufferKind::Storage, "split");
+  for (bool split : {false, true}) {
+    KernelOptions ko;
+    ko.attention_split_keys = split;
+    auto o = e.op(ko);
+    e.rec.set_traffic_log(true);
+    e.rec.begin();
+    attention(o, {T, pos0, Hq, Hkv, HD, 0.125f}, {qb, 0}, Hq * HD, kb, vb, {ob, 0}, Hq * HD, &scratch);
+    e.rec.submit();
+    EXPECT_EQ(e.rec.last_dispatches().size(), split ? 2u : 1u);
+    e.rec.set_traffic_log(false);
   }
 }
