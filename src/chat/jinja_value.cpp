@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include <utf8proc.h>
 
@@ -111,8 +112,18 @@ std::string float_repr(double d) {
   if (std::isnan(d)) return "nan";
   if (std::isinf(d)) return d < 0 ? "-inf" : "inf";
   char buf[64];
+#if defined(__EMSCRIPTEN__)
+  // Emscripten 3.1.6's libc++ has no floating-point to_chars: the shortest %e form that
+  // round-trips is the same digit string as to_chars' shortest representation.
+  for (int prec = 0; prec <= 17; ++prec) {
+    std::snprintf(buf, sizeof buf, "%.*e", prec, d);
+    if (std::strtod(buf, nullptr) == d) break;
+  }
+  std::string s(buf);
+#else
   auto res = std::to_chars(buf, buf + sizeof buf, d, std::chars_format::scientific);
   std::string s(buf, res.ptr);
+#endif
   std::string out;
   if (s[0] == '-') {
     out = "-";

@@ -10,7 +10,7 @@ var<workgroup> bi: array<u32, WG>;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_id) lid: vec3u) {
-  var best = -3.4028235e38;
+  var best = -3.402823466e38;
   var idx = 0xffffffffu;
   for (var i = lid.x; i < p.n; i += WG) {
     let v = x[p.off + i];

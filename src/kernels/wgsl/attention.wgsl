@@ -42,12 +42,12 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   let k_begin = 0u;
   let k_end = n_keys;
 #endif
-  var m = -3.4028235e38;
+  var m = -3.402823466e38;
   var lsum = 0.0;
   var acc = array<f32, 4>(0.0, 0.0, 0.0, 0.0);
   for (var kb = k_begin; kb < k_end; kb += BK) {
     let j = kb + l;
-    var s = -3.4028235e38;
+    var s = -3.402823466e38;
     if (j < k_end) {
       let kbase = (j * p.kv_dim + hk * p.HD) / 4u;
       var d0 = 0.0;

@@ -12,7 +12,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   let t = wid.y;
   let base = (t * p.Hq + h) * p.n_split;
   let stride = p.HD + 2u;
-  var mx = -3.4028235e38;
+  var mx = -3.402823466e38;
   for (var s = 0u; s < p.n_split; s++) { mx = max(mx, part[(base + s) * stride]); }
   var den = 0.0;
   for (var s = 0u; s < p.n_split; s++) {

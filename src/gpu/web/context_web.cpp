@@ -1,0 +1,120 @@
+// gpu::Context for the WebAssembly build: the browser's WebGPU device, created by the page or
+// worker (web/worker.js) before the engine starts and handed over through the JS glue
+// (src/gpu/web/glue.js). Same interface as the native context.cpp; adapter selection, backends
+// and timestamp features do not apply in the browser. Validation errors and device loss arrive
+// as JS events and are re-thrown as wgllm::Error at the next check().
+#include <emscripten.h>
+
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "gpu/context.h"
+
+namespace wgllm::gpu {
+namespace {
+
+// clang-format off
+EM_JS(char*, wgjs_init_device, (), {
+  let s;
+  try { s = WG.init(); } catch (e) { s = JSON.stringify({error: String(e.message || e)}); }
+  const n = lengthBytesUTF8(s) + 1, p = _malloc(n);
+  stringToUTF8(s, p, n);
+  return p;
+});
+EM_JS(char*, wgjs_take_error, (), {
+  if (!WG.error) return 0;
+  const s = WG.error;
+  if (!WG.lost) WG.error = '';
+  const n = lengthBytesUTF8(s) + 1, p = _malloc(n);
+  stringToUTF8(s, p, n);
+  return p;
+});
+EM_JS(int, wgjs_is_lost, (), { return WG.lost ? 1 : 0; });
+EM_ASYNC_JS(void, wgjs_queue_idle, (), { await WG.get(2).onSubmittedWorkDone(); });
+// clang-format on
+
+std::string take(char* p) {
+  if (!p) return {};
+  std::string s(p);
+  std::free(p);
+  return s;
+}
+
+AdapterInfo describe(const nlohmann::json& j) {
+  AdapterInfo r;
+  r.name = j.value("name", "");
+  r.vendor = j.value("vendor", "");
+  r.architecture = j.value("architecture", "");
+  r.driver = j.value("driver", "");
+  r.backend = "browser";
+  r.adapter_type = j.value("isFallbackAdapter", false) ? "CPU" : "Unknown";
+  r.subgroup_min = j.value("subgroupMinSize", 0u);
+  r.subgroup_max = j.value("subgroupMaxSize", 0u);
+  for (const auto& f : j.at("features")) r.features.push_back(f.get<std::string>());
+  const auto& L = j.at("limits");
+  auto& o = r.limits;
+#define WGLLM_LIMIT(name) if (L.contains(#name)) o.name = L[#name].get<decltype(o.name)>();
+  WGLLM_LIMIT(maxBindGroups) WGLLM_LIMIT(maxBindingsPerBindGroup) WGLLM_LIMIT(maxStorageBuffersPerShaderStage)
+  WGLLM_LIMIT(maxUniformBuffersPerShaderStage) WGLLM_LIMIT(maxUniformBufferBindingSize)
+  WGLLM_LIMIT(maxStorageBufferBindingSize) WGLLM_LIMIT(minUniformBufferOffsetAlignment)
+  WGLLM_LIMIT(minStorageBufferOffsetAlignment) WGLLM_LIMIT(maxBufferSize)
+  WGLLM_LIMIT(maxComputeWorkgroupStorageSize) WGLLM_LIMIT(maxComputeInvocationsPerWorkgroup)
+  WGLLM_LIMIT(maxComputeWorkgroupSizeX) WGLLM_LIMIT(maxComputeWorkgroupSizeY) WGLLM_LIMIT(maxComputeWorkgroupSizeZ)
+  WGLLM_LIMIT(maxComputeWorkgroupsPerDimension)
+#undef WGLLM_LIMIT
+  return r;
+}
+
+nlohmann::json device_json() {
+  auto j = nlohmann::json::parse(take(wgjs_init_device()));
+  if (j.contains("error")) throw Error("WebGPU: " + j["error"].get<std::string>());
+  return j;
+}
+
+}  // namespace
+
+std::vector<AdapterInfo> Context::list_adapters() { return {describe(device_json())}; }
+
+std::unique_ptr<Context> Context::create(const ContextOptions& opts) {
+  std::unique_ptr<Context> ctx(new Context());
+  ctx->info_ = describe(device_json());
+  ctx->device_ = reinterpret_cast<WGPUDevice>(uintptr_t(1));  // glue table handles
+  ctx->queue_ = reinterpret_cast<WGPUQueue>(uintptr_t(2));
+  return ctx;
+}
+
+Context::~Context() = default;  // the device belongs to the page; it outlives the engine
+
+bool Context::has_feature(WGPUFeatureName f) const {
+  for (auto e : enabled_)
+    if (e == f) return true;
+  return false;
+}
+
+void Context::on_error(const std::string& msg) {
+  if (error_.empty()) error_ = msg;
+}
+void Context::on_lost(const std::string& msg) {
+  lost_ = true;
+  if (error_.empty()) error_ = "WebGPU device lost: " + msg;
+}
+
+void Context::check() {
+  if (std::string e = take(wgjs_take_error()); !e.empty()) {
+    if (wgjs_is_lost()) lost_ = true;
+    on_error(e);
+  }
+  if (!error_.empty()) {
+    std::string e = error_;
+    if (!lost_) error_.clear();
+    throw Error(e);
+  }
+}
+
+void Context::wait_idle() {
+  wgjs_queue_idle();
+  check();
+}
+
+}  // namespace wgllm::gpu

@@ -1,0 +1,130 @@
+// Demo page: loads a model with progress, then chats with streamed output, TTFT and tokens/s.
+// window.demo exposes load()/send()/turns for the headless tests (web/tests/browser_test.mjs).
+import { CreateEngine } from './wgllm.js';
+
+const $ = (id) => document.getElementById(id);
+const ui = { preset: $('model-preset'), url: $('model-url'), file: $('model-file'), load: $('load'),
+  progress: $('progress'), progressText: $('progress-text'), info: $('model-info'), status: $('status'),
+  log: $('log'), form: $('chat-form'), prompt: $('prompt'), send: $('send'), stop: $('stop'), reset: $('reset'), stats: $('stats') };
+
+const demo = { engine: null, messages: [], turns: [], busy: false };
+window.demo = demo;
+
+function status(text, isError = false) {
+  ui.status.textContent = text;
+  ui.status.className = isError ? 'error' : '';
+}
+const fmtMB = (b) => `${(b / 2 ** 20).toFixed(1)} MB`;
+
+function setReady(ready) {
+  ui.prompt.disabled = ui.send.disabled = ui.reset.disabled = !ready;
+  ui.stop.disabled = true;
+}
+
+demo.load = async (source) => {
+  setReady(false);
+  ui.load.disabled = true;
+  if (demo.engine) { demo.engine.unload(); demo.engine = null; }
+  demo.messages = []; demo.turns = []; ui.log.textContent = '';
+  status('Loading…');
+  try {
+    demo.engine = await CreateEngine(source, {
+      onProgress: (p) => {
+        ui.progress.value = p.percent ?? 0;
+        const what = { download: 'downloading', cache: 'reading from browser storage', file: 'reading file', init: 'loading on the GPU' }[p.phase] || p.phase;
+        ui.progressText.textContent = `${what}: ${fmtMB(p.loaded)}${p.total ? ` / ${fmtMB(p.total)}` : ''}` +
+          (p.percent != null ? ` (${p.percent.toFixed(0)}%)` : '');
+      },
+    });
+    const i = demo.engine.info;
+    ui.info.textContent = `${i.arch}, ${i.n_layers} layers, context ${i.context_length} · weights ${fmtMB(i.weights_bytes)} · ` +
+      `${i.adapter.description || i.adapter.vendor || 'GPU'}${i.adapter.isFallbackAdapter ? ' (software)' : ''} · ` +
+      `loaded in ${(i.load_ms / 1000).toFixed(1)} s${i.cached ? ' from browser storage' : ''}`;
+    status(i.storage_error ? `Ready (${i.storage_error})` : 'Ready.');
+    setReady(true);
+    return i;
+  } catch (e) {
+    status(`${e.kind ? `[${e.kind}] ` : ''}${e.message}`, true);
+    throw e;
+  } finally {
+    ui.load.disabled = false;
+  }
+};
+
+function bubble(role, text = '') {
+  const d = document.createElement('div');
+  d.className = `msg ${role}`;
+  d.textContent = text;
+  ui.log.appendChild(d);
+  ui.log.scrollTop = ui.log.scrollHeight;
+  return d;
+}
+
+demo.send = async (text, params = {}) => {
+  if (demo.busy) throw new Error('a reply is being generated');
+  demo.busy = true;
+  setReady(false);
+  ui.stop.disabled = false;
+  bubble('user', text);
+  const out = bubble('assistant');
+  const body = document.createElement('span');
+  out.appendChild(body);
+  demo.messages.push({ role: 'user', content: text });
+  let reply = '', last = null;
+  try {
+    const stream = await demo.engine.chat.completions.create({ messages: demo.messages, stream: true, max_tokens: 128, ...params });
+    for await (const chunk of stream) {
+      reply += chunk.choices[0].delta.content ?? '';
+      body.textContent = reply;
+      ui.log.scrollTop = ui.log.scrollHeight;
+      last = chunk;
+    }
+    demo.messages.push({ role: 'assistant', content: reply });
+    const u = last.usage, x = u.extra;
+    const meta = document.createElement('span');
+    meta.className = 'meta';
+    meta.textContent = `TTFT ${x.ttft_ms.toFixed(0)} ms · ${x.decode_tokens_per_s.toFixed(1)} tok/s · ` +
+      `${u.completion_tokens} tokens · prompt ${u.prompt_tokens} (processed ${x.prefill_tokens_processed}, reused ${x.reused_tokens})` +
+      (last.choices[0].finish_reason === 'abort' ? ' · stopped' : '');
+    out.appendChild(meta);
+    ui.stats.textContent = `TTFT ${x.ttft_ms.toFixed(0)} ms (page ${x.page_ttft_ms?.toFixed(0) ?? '—'} ms) · decode ` +
+      `${x.decode_tokens_per_s.toFixed(1)} tok/s · prefill ${x.prefill_tokens_processed} new tokens ` +
+      `(${x.prefill_tokens_per_s.toFixed(0)} tok/s), ${x.reused_tokens} reused`;
+    const turn = { usage: u, finish_reason: last.choices[0].finish_reason, token_ids: last.wgllm.token_ids, text: reply };
+    demo.turns.push(turn);
+    status('Ready.');
+    return turn;
+  } catch (e) {
+    demo.messages.pop();
+    status(`${e.kind ? `[${e.kind}] ` : ''}${e.message}`, true);
+    throw e;
+  } finally {
+    demo.busy = false;
+    setReady(true);
+  }
+};
+
+ui.preset.addEventListener('change', () => { ui.url.hidden = ui.preset.value !== ''; });
+ui.load.addEventListener('click', () => {
+  const file = ui.file.files[0];
+  const src = file ? file : (ui.preset.value || ui.url.value.trim());
+  if (!src) { status('Pick a model: a URL or a local .gguf file.', true); return; }
+  demo.load(src).catch(() => {});
+});
+ui.form.addEventListener('submit', (ev) => {
+  ev.preventDefault();
+  const text = ui.prompt.value.trim();
+  if (!text || !demo.engine) return;
+  ui.prompt.value = '';
+  demo.send(text).catch(() => {});
+});
+ui.prompt.addEventListener('keydown', (ev) => {
+  if (ev.key === 'Enter' && !ev.shiftKey) { ev.preventDefault(); ui.form.requestSubmit(); }
+});
+ui.stop.addEventListener('click', () => demo.engine && demo.engine.interruptGenerate());
+ui.reset.addEventListener('click', async () => {
+  await demo.engine.resetChat();
+  demo.messages = []; demo.turns = []; ui.log.textContent = '';
+  status('New conversation.');
+});
+if (!('gpu' in navigator)) status('[no_webgpu] This browser has no WebGPU (navigator.gpu is missing).', true);

@@ -1,0 +1,151 @@
+// wgllm in the browser: an OpenAI-shaped chat API over the engine running in a Web Worker.
+//
+//   import { CreateEngine } from './wgllm.js';
+//   const engine = await CreateEngine('/models/SmolLM2-135M-Instruct.Q4_1.gguf', {onProgress});
+//   for await (const chunk of await engine.chat.completions.create({messages, stream: true}))
+//     out += chunk.choices[0].delta.content ?? '';
+//
+// model: a URL string, a File (e.g. from <input type=file>), or {url} / {file}.
+// options: onProgress({phase, loaded, total, percent}), contextLength (KV cache tokens, default
+// 2048), workerUrl, moduleUrl (the Emscripten module, default ./build/wgllm.js beside the worker).
+// Requests: {messages, stream, temperature (default 0 = greedy), top_p, top_k, max_tokens (256),
+// seed, ignore_eos, signal (AbortSignal)}. The engine keeps the conversation between requests:
+// a request that appends to the previous conversation processes only its new tokens
+// (usage.extra.prefill_tokens_processed); see web/protocol.md for the rules.
+// Errors are WgllmError with .kind: no_webgpu, model_too_large, device_limits,
+// unsupported_architecture, network, storage, context_full, bad_request, no_model, engine.
+
+const PROTOCOL = 1;
+
+export class WgllmError extends Error {
+  constructor(kind, message) {
+    super(message);
+    this.name = 'WgllmError';
+    this.kind = kind;
+  }
+}
+
+// An async queue of streamed chunks.
+class ChunkStream {
+  constructor() { this.items = []; this.waiters = []; this.done = false; this.error = null; }
+  push(x) { const w = this.waiters.shift(); if (w) w.resolve({ value: x, done: false }); else this.items.push(x); }
+  end(err) {
+    this.done = true; this.error = err || null;
+    for (const w of this.waiters.splice(0)) err ? w.reject(err) : w.resolve({ value: undefined, done: true });
+  }
+  [Symbol.asyncIterator]() {
+    return {
+      next: () => {
+        if (this.items.length) return Promise.resolve({ value: this.items.shift(), done: false });
+        if (this.done) return this.error ? Promise.reject(this.error) : Promise.resolve({ value: undefined, done: true });
+        return new Promise((resolve, reject) => this.waiters.push({ resolve, reject }));
+      },
+    };
+  }
+}
+
+export class Engine {
+  constructor(worker, modelName) {
+    this.worker = worker;
+    this.modelName = modelName;
+    this.nextId = 1;
+    this.pending = new Map();  // id -> {resolve, reject, onEvent}
+    this.info = null;
+    this.chat = { completions: { create: (req) => this.#create(req) } };
+    worker.onmessage = (ev) => this.#onMessage(ev.data);
+    worker.onerror = (ev) => {
+      const err = new WgllmError('engine', `engine worker failed: ${ev.message || 'unknown error'}`);
+      for (const p of this.pending.values()) p.reject(err);
+      this.pending.clear();
+    };
+  }
+
+  #onMessage(msg) {
+    const p = this.pending.get(msg.id);
+    if (!p) return;
+    if (msg.type === 'result') { this.pending.delete(msg.id); p.resolve(msg.result); }
+    else if (msg.type === 'error') { this.pending.delete(msg.id); p.reject(new WgllmError(msg.kind, msg.message)); }
+    else if (p.onEvent) p.onEvent(msg);
+  }
+
+  request(type, fields = {}, onEvent = null) {
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve, reject, onEvent });
+      this.worker.postMessage({ v: PROTOCOL, id, type, ...fields });
+    });
+  }
+
+  /// Stops the generation in progress (its result has finish_reason "abort").
+  interruptGenerate() { this.worker.postMessage({ v: PROTOCOL, type: 'abort' }); }
+  /// Forgets the conversation; the next request starts a new one.
+  async resetChat() { await this.request('reset'); }
+  /// Terminates the worker (frees the GPU memory).
+  unload() { this.worker.terminate(); }
+
+  #create(req) {
+    if (!req || !Array.isArray(req.messages)) throw new WgllmError('bad_request', 'create(): messages must be an array');
+    const { stream, signal, ...request } = req;
+    const id = `chatcmpl-${Date.now().toString(36)}${Math.random().toString(36).slice(2, 8)}`;
+    const created = Math.floor(Date.now() / 1000);
+    const model = this.modelName;
+    const t0 = performance.now();
+    let firstTokenAt = null;
+    const onAbort = () => this.interruptGenerate();
+    if (signal) {
+      if (signal.aborted) throw new WgllmError('abort', 'the request was aborted before it started');
+      signal.addEventListener('abort', onAbort, { once: true });
+    }
+    const done = (r) => { if (signal) signal.removeEventListener('abort', onAbort); return r; };
+    const usageOf = (r) => ({ ...r.usage, extra: { ...r.usage.extra,
+      page_ttft_ms: firstTokenAt === null ? null : firstTokenAt - t0, page_total_ms: performance.now() - t0 } });
+    const onToken = (msg) => { if (msg.type === 'token' && firstTokenAt === null) firstTokenAt = performance.now(); };
+
+    if (!stream) {
+      return this.request('chat', { request }, onToken).then(done, (e) => { done(); throw e; }).then((r) => ({
+        id, object: 'chat.completion', created, model,
+        choices: [{ index: 0, message: { role: 'assistant', content: r.text }, finish_reason: r.finish_reason }],
+        usage: usageOf(r), wgllm: { token_ids: r.token_ids },
+      }));
+    }
+    const chunks = new ChunkStream();
+    const chunk = (delta, finish_reason = null, extra = {}) => ({
+      id, object: 'chat.completion.chunk', created, model,
+      choices: [{ index: 0, delta, finish_reason }], ...extra,
+    });
+    chunks.push(chunk({ role: 'assistant', content: '' }));
+    this.request('chat', { request }, (msg) => {
+      onToken(msg);
+      if (msg.type === 'token' && msg.text) chunks.push(chunk({ content: msg.text }, null, { wgllm: { token_id: msg.token_id } }));
+    }).then((r) => {
+      done();
+      chunks.push(chunk({}, r.finish_reason, { usage: usageOf(r), wgllm: { token_ids: r.token_ids } }));
+      chunks.end();
+    }, (e) => { done(); chunks.end(e); });
+    return Promise.resolve(chunks);
+  }
+}
+
+/// Starts the worker, fetches (or reads from storage) the model and loads it on the GPU.
+export async function CreateEngine(model, options = {}) {
+  const source = typeof model === 'string' ? { url: model }
+    : (typeof File !== 'undefined' && model instanceof File) ? { file: model } : model;
+  if (!source || (!source.url && !source.file)) throw new WgllmError('bad_request', 'CreateEngine: model must be a URL, a File, {url} or {file}');
+  if (!('gpu' in navigator))
+    throw new WgllmError('no_webgpu', 'WebGPU is not available in this browser (navigator.gpu is missing): use a ' +
+      'browser with WebGPU enabled (Chrome/Edge 113+, or Chromium started with --enable-unsafe-webgpu)');
+  const workerUrl = options.workerUrl || new URL('./worker.js', import.meta.url);
+  const worker = new Worker(workerUrl, { type: 'module' });
+  const name = source.url ? source.url.split('/').pop() : source.file.name;
+  const engine = new Engine(worker, name);
+  try {
+    engine.info = await engine.request('load', {
+      source, contextLength: options.contextLength || 0,
+      moduleUrl: options.moduleUrl ? String(options.moduleUrl) : undefined,
+    }, (msg) => { if (msg.type === 'progress' && options.onProgress) options.onProgress(msg); });
+  } catch (e) {
+    worker.terminate();
+    throw e;
+  }
+  return engine;
+}
