@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Plots a `wgllm bench --json` result: per-token decode latency trace (step changes stay visible)
-and, when the run used --traffic, a stacked bar of one decode step's bytes by category per kernel.
+with the p50/p90/p99 of all measured steps as horizontal lines, and, when the run used --traffic, a
+stacked bar of one decode step's bytes by category per kernel, annotated with each kernel's
+achieved GB/s as a percentage of the measured copy bandwidth (when the JSON has it).
 Usage: python3 tools/plot_bench.py RESULT.json OUT_PREFIX   (writes OUT_PREFIX_latency.png, OUT_PREFIX_traffic.png)
-Needs matplotlib (pip install matplotlib)."""
+or `make plots RESULT=r.json`. Needs matplotlib (scripts/setup_plots.sh installs the pinned version)."""
 import json
 import sys
 
@@ -19,7 +21,11 @@ def main():
     fig, ax = plt.subplots(figsize=(9, 4))
     for run in res["runs"]:
         lat = run["decode_latency_ms_last_rep"]
-        ax.plot(range(1, len(lat) + 1), lat, lw=1, label=f"prompt {run['n_prompt']}")
+        line, = ax.plot(range(1, len(lat) + 1), lat, lw=1, label=f"prompt {run['n_prompt']} (last rep)")
+        for q, style in (("p50", "--"), ("p90", "-."), ("p99", ":")):
+            v = run.get(f"decode_latency_ms_{q}")
+            if v is not None:
+                ax.axhline(v, color=line.get_color(), ls=style, lw=0.9, label=f"{q} {v:.2f} ms (all reps)")
     ax.set_xlabel("decode step")
     ax.set_ylabel("latency (ms)")
     ax.set_title("per-token decode latency, " + title, fontsize=9)
@@ -36,8 +42,14 @@ def main():
             vals = [k.get(c, 0) / 1e6 for k in ks]
             ax.bar([k["kernel"] for k in ks], vals, bottom=bottom, label=c)
             bottom = [b + v for b, v in zip(bottom, vals)]
+        bw = t.get("copy_bandwidth", {}).get("copy_GBps")
+        if bw:
+            for i, k in enumerate(ks):
+                if k.get("achieved_GBps"):
+                    ax.annotate(f"{100 * k['achieved_GBps'] / bw:.0f}%", (i, bottom[i]), ha="center", va="bottom", fontsize=7)
         ax.set_ylabel("MB per decode step")
-        ax.set_title(f"bytes moved per decode step by kernel and category ({t['total']['all'] / 1e6:.1f} MB), " + title, fontsize=9)
+        note = f"\nbar labels: achieved GB/s as % of the measured copy bandwidth ({bw:.0f} GB/s)" if bw else ""
+        ax.set_title(f"bytes moved per decode step by kernel and category ({t['total']['all'] / 1e6:.1f} MB), " + title + note, fontsize=9)
         ax.tick_params(axis="x", rotation=60, labelsize=8)
         ax.legend(fontsize=8)
         fig.tight_layout()
