@@ -34,6 +34,7 @@ struct GdnParams {
   uint32_t T, NK, NV, DK, DV, C, q_off, k_off, v_off, qkv_stride, g_off, gb_stride, s_off, o_off, o_stride, a_off,
       p_off, gc_off, w_off, u_off;
   float scale;
+  uint32_t tiled;  // GdnOperands::tiled_v_heads
 };
 
 GdnParams params(const GdnOperands& a, uint32_t C) {
@@ -43,7 +44,7 @@ GdnParams params(const GdnOperands& a, uint32_t C) {
   const uint64_t nch = ceil_div(a.T, C);
   const uint64_t mats = nch * a.NV * C * C;
   GdnParams p{a.T, a.NK, a.NV, a.DK, a.DV, C, a.q_off, a.k_off, a.v_off, a.qkv_stride, a.g_off, a.gb_stride, 0,
-              a.o_off, a.o_stride, 0, 0, 0, 0, 0, a.scale};
+              a.o_off, a.o_stride, 0, 0, 0, 0, 0, a.scale, a.tiled_v_heads ? 1u : 0u};
   p.a_off = 0;
   p.p_off = uint32_t(mats);
   p.gc_off = uint32_t(2 * mats);

@@ -47,6 +47,9 @@ struct GdnOperands {
   uint32_t o_off, o_stride;
   uint32_t T, NK, NV, DK, DV;
   float scale;  // DK^-1/2
+  /// Value head h reads key head h % NK ("tiled" order of llama.cpp's qwen35 GGUF files) instead
+  /// of h / (NV / NK) (transformers' repeat_interleave order). A property of the weights, no switch.
+  bool tiled_v_heads = false;
 };
 
 /// One decode token (T must be 1): the per-token recurrence (wgsl/gdn_step.wgsl; twin

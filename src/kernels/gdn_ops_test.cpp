@@ -193,3 +193,68 @@ TEST(GdnOps, DeltaRuleGpuMatchesCpu) {
       }
     }
 }
+
+// Tiled value-head order (llama.cpp qwen35 GGUF): moving every per-value-head quantity (v, g,
+// beta, state) from grouped position hk*rep + r to tiled position r*NK + hk and running with
+// tiled_v_heads must give the grouped result with outputs and states moved the same way.
+TEST(GdnOps, TiledValueHeadsEqualPermutedGroupedHeads) {
+  auto& e = env();
+  for (uint32_t T : {1u, 7u, 70u}) {
+    GdnCase c(T, 2, 6, 12, 20, 99 + T);
+    const uint32_t rep = c.NV / c.NK;
+    auto tiled_of = [&](uint32_t hg) { return (hg % rep) * c.NK + hg / rep; };  // grouped head -> tiled position
+    std::vector<float> rs = c.state, ro(size_t(T) * c.NV * c.DV);
+    ref::gated_delta_rule(c.args(rs.data(), ro.data()));  // grouped reference
+    GdnCase t = c;                                          // the same data in tiled order
+    for (uint32_t row = 0; row < c.rows; ++row)
+      for (uint32_t hg = 0; hg < c.NV; ++hg) {
+        const uint32_t ht = tiled_of(hg);
+        for (uint32_t j = 0; j < c.DV; ++j)
+          t.qkv[size_t(row) * c.stride() + 2 * c.NK * c.DK + ht * c.DV + j] =
+              c.qkv[size_t(row) * c.stride() + 2 * c.NK * c.DK + hg * c.DV + j];
+        t.gates[size_t(row) * 2 * c.NV + ht] = c.gates[size_t(row) * 2 * c.NV + hg];
+        t.gates[size_t(row) * 2 * c.NV + c.NV + ht] = c.gates[size_t(row) * 2 * c.NV + c.NV + hg];
+      }
+    for (uint32_t hg = 0; hg < c.NV; ++hg)
+      std::copy_n(&c.state[size_t(hg) * c.DK * c.DV], size_t(c.DK) * c.DV, &t.state[size_t(tiled_of(hg)) * c.DK * c.DV]);
+    // CPU twin with tiled heads
+    std::vector<float> ts = t.state, to(ro.size());
+    ref::GdnArgs ta = t.args(ts.data(), to.data());
+    ta.tiled_v_heads = true;
+    ref::gated_delta_rule(ta);
+    for (bool step : {false, true}) {
+      if (step && T != 1) continue;
+      auto qb = e.upload(t.qkv), gb = e.upload(t.gates), sb = e.upload(t.state);
+      auto ob = e.upload(std::vector<float>(ro.size(), NAN));
+      KernelOptions ko;
+      ko.gdn_chunk = 16;
+      auto wb = e.upload(std::vector<float>(gdn_chunk_work_floats(T, 16, c.NV, c.DK, c.DV), NAN));
+      auto o = e.op(ko);
+      GdnOperands a{qb, 0, c.NK * c.DK, 2 * c.NK * c.DK, c.stride(), gb, 0, 2 * c.NV, sb, ob, 0, c.NV * c.DV,
+                    T, c.NK, c.NV, c.DK, c.DV, 1.0f / std::sqrt(float(c.DK))};
+      a.tiled_v_heads = true;
+      e.rec.begin();
+      if (step) gdn_step(o, a);
+      else gdn_chunked(o, a, wb);
+      e.rec.submit();
+      const auto go = e.download(ob, ro.size()), gs = e.download(sb, rs.size());
+      // back to grouped order and compare with the grouped reference
+      std::vector<float> go_g(go.size()), gs_g(gs.size()), to_g(to.size()), ts_g(ts.size());
+      for (uint32_t hg = 0; hg < c.NV; ++hg) {
+        const uint32_t ht = tiled_of(hg);
+        for (uint32_t tt = 0; tt < T; ++tt)
+          for (uint32_t j = 0; j < c.DV; ++j) {
+            go_g[(size_t(tt) * c.NV + hg) * c.DV + j] = go[(size_t(tt) * c.NV + ht) * c.DV + j];
+            to_g[(size_t(tt) * c.NV + hg) * c.DV + j] = to[(size_t(tt) * c.NV + ht) * c.DV + j];
+          }
+        std::copy_n(&gs[size_t(ht) * c.DK * c.DV], size_t(c.DK) * c.DV, &gs_g[size_t(hg) * c.DK * c.DV]);
+        std::copy_n(&ts[size_t(ht) * c.DK * c.DV], size_t(c.DK) * c.DV, &ts_g[size_t(hg) * c.DK * c.DV]);
+      }
+      const std::string w = std::string(step ? "step" : "chunked") + " T=" + std::to_string(T);
+      expect_close(to_g, ro, 0.0f, "CPU tiled vs grouped out " + w);  // same arithmetic, moved heads
+      expect_close(ts_g, rs, 0.0f, "CPU tiled vs grouped state " + w);
+      expect_close(go_g, ro, 2e-5f, "GPU tiled out " + w);
+      expect_close(gs_g, rs, 2e-5f, "GPU tiled state " + w);
+    }
+  }
+}

@@ -51,12 +51,11 @@ void gdn_gates(const float* a, const float* b, const float* a_log, const float* 
 }
 
 void gated_delta_rule(const GdnArgs& a) {
-  const uint32_t rep = a.nv / a.nk;
   std::vector<float> kv(a.dv);
   for (uint32_t t = 0; t < a.T; ++t) {
     for (uint32_t h = 0; h < a.nv; ++h) {
-      const float* q = a.q + size_t(t) * a.qk_stride + size_t(h / rep) * a.dk;
-      const float* k = a.k + size_t(t) * a.qk_stride + size_t(h / rep) * a.dk;
+      const float* q = a.q + size_t(t) * a.qk_stride + size_t(a.key_head(h)) * a.dk;
+      const float* k = a.k + size_t(t) * a.qk_stride + size_t(a.key_head(h)) * a.dk;
       const float* v = a.v + size_t(t) * a.v_stride + size_t(h) * a.dv;
       const float decay = std::exp(a.g[size_t(t) * a.gb_stride + h]), beta = a.beta[size_t(t) * a.gb_stride + h];
       float* S = a.state + size_t(h) * a.dk * a.dv;
@@ -82,14 +81,14 @@ void gated_delta_rule(const GdnArgs& a) {
 }
 
 void gated_delta_rule_chunked(const GdnArgs& a, uint32_t C) {
-  const uint32_t rep = a.nv / a.nk, dk = a.dk, dv = a.dv;
+  const uint32_t dk = a.dk, dv = a.dv;
   std::vector<float> G(C), A(size_t(C) * C), P(size_t(C) * C), W(size_t(C) * dk), U(size_t(C) * dv);
   for (uint32_t h = 0; h < a.nv; ++h) {
     float* S = a.state + size_t(h) * dk * dv;
     for (uint32_t t0 = 0; t0 < a.T; t0 += C) {
       const uint32_t n = std::min(C, a.T - t0);
-      auto q = [&](uint32_t t) { return a.q + size_t(t0 + t) * a.qk_stride + size_t(h / rep) * dk; };
-      auto k = [&](uint32_t t) { return a.k + size_t(t0 + t) * a.qk_stride + size_t(h / rep) * dk; };
+      auto q = [&](uint32_t t) { return a.q + size_t(t0 + t) * a.qk_stride + size_t(a.key_head(h)) * dk; };
+      auto k = [&](uint32_t t) { return a.k + size_t(t0 + t) * a.qk_stride + size_t(a.key_head(h)) * dk; };
       auto v = [&](uint32_t t) { return a.v + size_t(t0 + t) * a.v_stride + size_t(h) * dv; };
       auto beta = [&](uint32_t t) { return a.beta[size_t(t0 + t) * a.gb_stride + h]; };
       // Phase 1 (state-independent; GPU kernel gdn_chunk_prep).

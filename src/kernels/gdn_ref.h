@@ -39,6 +39,8 @@ struct GdnArgs {
   uint32_t o_stride;
   uint32_t T, nk, nv, dk, dv;
   float scale;  // dk^-1/2
+  bool tiled_v_heads = false;  // key head of value head h: h % nk, else h / (nv / nk) (GdnOperands)
+  uint32_t key_head(uint32_t h) const { return tiled_v_heads ? h % nk : h / (nv / nk); }
 };
 
 /// The plain per-token recurrence (torch_recurrent_gated_delta_rule), per value head and token:

@@ -172,14 +172,14 @@ class Qwen35Cpu final : public CpuModel {
     default_ctx_ = opt.context_length;
     Qwen35Refs r = qwen35_refs(*src.tensors, c_, p_);
     embed_ = matrix(r.embed);
-    out_norm_ = qwen35_norm_weight(r.out_norm);
+    out_norm_ = qwen35_norm_weight(r.out_norm, p_);
     if (!c_.tied_embeddings) lm_head_ = matrix(r.lm_head);
     for (uint32_t i = 0; i < c_.n_layers; ++i) {
       auto& R = r.layers[i];
       Layer L;
       L.linear = p_.linear[i];
-      L.attn_norm = qwen35_norm_weight(R.attn_norm);
-      L.ffn_norm = qwen35_norm_weight(R.ffn_norm);
+      L.attn_norm = qwen35_norm_weight(R.attn_norm, p_);
+      L.ffn_norm = qwen35_norm_weight(R.ffn_norm, p_);
       L.gate = matrix(R.w_gate);
       L.up = matrix(R.w_up);
       L.down = matrix(R.w_down);
@@ -191,7 +191,7 @@ class Qwen35Cpu final : public CpuModel {
         L.w_a = matrix(R.w_a);
         L.w_out = matrix(R.w_out);
         L.conv = dequantize_tensor(R.conv);
-        L.a_log = dequantize_tensor(R.a_log);
+        L.a_log = qwen35_a_log(R.a_log, p_);
         L.dt_bias = dequantize_tensor(R.dt_bias);
         L.gdn_norm = dequantize_tensor(R.gdn_norm);
       } else {
@@ -203,8 +203,8 @@ class Qwen35Cpu final : public CpuModel {
         L.wk = matrix(R.wk);
         L.wv = matrix(R.wv);
         L.wo = matrix(R.wo);
-        L.q_norm = qwen35_norm_weight(R.q_norm);
-        L.k_norm = qwen35_norm_weight(R.k_norm);
+        L.q_norm = qwen35_norm_weight(R.q_norm, p_);
+        L.k_norm = qwen35_norm_weight(R.k_norm, p_);
       }
       layers_.push_back(std::move(L));
     }
@@ -293,7 +293,8 @@ class Qwen35Cpu final : public CpuModel {
                      &gb[size_t(t) * 2 * nv + nv], nv);
     }
     ref::GdnArgs g{cv.data(), cv.data() + KD, cv.data() + 2 * KD, gb.data(), gb.data() + nv, CD, CD, 2 * nv,
-                   seq.ssm[L.slot].data(), o.data(), VD, T, p_.nk, nv, p_.dk, p_.dv, 1.0f / std::sqrt(float(p_.dk))};
+                   seq.ssm[L.slot].data(), o.data(), VD, T, p_.nk, nv, p_.dk, p_.dv, 1.0f / std::sqrt(float(p_.dk)),
+                   p_.gguf_layout};
     ref::gated_delta_rule(g);
     for (uint32_t t = 0; t < T; ++t)
       ref::gated_rmsnorm(&o[size_t(t) * VD], &z[size_t(t) * VD], L.gdn_norm.data(), nv, p_.dv, c_.rms_eps);

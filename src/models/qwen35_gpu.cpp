@@ -194,21 +194,21 @@ class Qwen35Gpu final : public GpuModel {
     Qwen35Refs r = qwen35_refs(*src.tensors, c_, p_);
     embed_ = weight({{&r.embed, r.embed.data}}, "token_embd");
     if (!c_.tied_embeddings) lm_head_ = weight({{&r.lm_head, r.lm_head.data}}, "output");
-    out_norm_ = f32_buffer(qwen35_norm_weight(r.out_norm), "output_norm");
+    out_norm_ = f32_buffer(qwen35_norm_weight(r.out_norm, p_), "output_norm");
     for (uint32_t i = 0; i < c_.n_layers; ++i) {
       auto& R = r.layers[i];
       const std::string p = "blk." + std::to_string(i) + ".";
       Layer L;
       L.linear = p_.linear[i];
-      L.attn_norm = f32_buffer(qwen35_norm_weight(R.attn_norm), p + "attn_norm");
-      L.ffn_norm = f32_buffer(qwen35_norm_weight(R.ffn_norm), p + "ffn_norm");
+      L.attn_norm = f32_buffer(qwen35_norm_weight(R.attn_norm, p_), p + "attn_norm");
+      L.ffn_norm = f32_buffer(qwen35_norm_weight(R.ffn_norm, p_), p + "ffn_norm");
       if (L.linear) {
         L.slot = n_lin_++;
         in_proj(L, {{&R.w_qkv, R.w_qkv.data}, {&R.w_z, R.w_z.data}, {&R.w_b, R.w_b.data}, {&R.w_a, R.w_a.data}},
                 p + "gdn_in");
         L.wo = weight({{&R.w_out, R.w_out.data}}, p + "gdn_out");
         L.conv = f32_buffer(dequantize_tensor(R.conv), p + "gdn_conv");
-        L.a_log = f32_buffer(dequantize_tensor(R.a_log), p + "gdn_a_log");
+        L.a_log = f32_buffer(qwen35_a_log(R.a_log, p_), p + "gdn_a_log");
         L.dt_bias = f32_buffer(dequantize_tensor(R.dt_bias), p + "gdn_dt_bias");
         L.gdn_norm = f32_buffer(dequantize_tensor(R.gdn_norm), p + "gdn_norm");
       } else {
@@ -216,8 +216,8 @@ class Qwen35Gpu final : public GpuModel {
         std::vector<uint8_t> q = qwen35_deinterleave_q(R.wq, c_.n_heads, c_.head_dim);
         in_proj(L, {{&R.wq, q.data()}, {&R.wk, R.wk.data}, {&R.wv, R.wv.data}}, p + "attn_qgkv");
         L.wo = weight({{&R.wo, R.wo.data}}, p + "attn_output");
-        L.q_norm = f32_buffer(qwen35_norm_weight(R.q_norm), p + "attn_q_norm");
-        L.k_norm = f32_buffer(qwen35_norm_weight(R.k_norm), p + "attn_k_norm");
+        L.q_norm = f32_buffer(qwen35_norm_weight(R.q_norm, p_), p + "attn_q_norm");
+        L.k_norm = f32_buffer(qwen35_norm_weight(R.k_norm, p_), p + "attn_k_norm");
       }
       if (opt_.fuse_gate_up && R.w_gate.type == R.w_up.type)
         L.wgu = weight({{&R.w_gate, R.w_gate.data}, {&R.w_up, R.w_up.data}}, p + "ffn_gate_up");
@@ -296,7 +296,7 @@ class Qwen35Gpu final : public GpuModel {
     kernels::l2norm_heads(o, {conv_, 0}, CD, p_.dk, T, 2 * p_.nk, p_.dk, 1e-6f, "gdn_l2norm");
     kernels::gdn_gates(o, proj_, CD + VD + nv, CD + VD, S, L.a_log, L.dt_bias, {gates_, 0}, 2 * nv, T, nv);
     const kernels::GdnOperands a{conv_, 0, KD, 2 * KD, CD, gates_, 0, 2 * nv, seq.ssm[L.slot], att_, 0, VD,
-                                 T, p_.nk, nv, p_.dk, p_.dv, 1.0f / std::sqrt(float(p_.dk))};
+                                 T, p_.nk, nv, p_.dk, p_.dv, 1.0f / std::sqrt(float(p_.dk)), p_.gguf_layout};
     if (T == 1)
       kernels::gdn_step(o, a);
     else

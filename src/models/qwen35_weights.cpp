@@ -119,16 +119,120 @@ Qwen35Params qwen35_params_from_hf(const nlohmann::json& j, const std::string& p
   return p;
 }
 
+Qwen35Params qwen35_params_from_gguf(const GgufFile& f) {
+  const std::string a = "qwen35.";
+  Qwen35Params p;
+  p.gguf_layout = true;
+  const uint32_t n = uint32_t(f.get_u64(a + "block_count"));
+  if (f.has(a + "attention.recurrent_layers")) {
+    const auto& r = f.get_int_array(a + "attention.recurrent_layers");
+    if (r.size() < n)
+      throw Error(f.path() + ": " + a + "attention.recurrent_layers has " + std::to_string(r.size()) + " entries for " +
+                  std::to_string(n) + " layers");
+    for (uint32_t i = 0; i < n; ++i) p.linear.push_back(r[i] != 0);  // entries past n: MTP layers (not used)
+  } else {
+    const uint64_t every = f.get_u64_or(a + "full_attention_interval", 4);
+    if (every == 0) throw Error(f.path() + ": " + a + "full_attention_interval is 0");
+    for (uint32_t i = 0; i < n; ++i) p.linear.push_back((i + 1) % every != 0);
+  }
+  if (p.n_linear()) {
+    p.conv_k = uint32_t(f.get_u64(a + "ssm.conv_kernel"));
+    p.dk = uint32_t(f.get_u64(a + "ssm.state_size"));
+    p.nk = uint32_t(f.get_u64(a + "ssm.group_count"));
+    p.nv = uint32_t(f.get_u64(a + "ssm.time_step_rank"));
+    const uint64_t inner = f.get_u64(a + "ssm.inner_size");
+    if (!p.nk || !p.nv || !p.dk || !p.conv_k || inner == 0 || inner % p.nv)
+      throw Error(f.path() + ": " + a + "ssm.* sizes are zero or ssm.inner_size is not a multiple of ssm.time_step_rank");
+    p.dv = uint32_t(inner / p.nv);
+    if (p.nv % p.nk) throw Error(f.path() + ": " + a + "ssm.time_step_rank must be a multiple of ssm.group_count");
+    if (p.dk > 256 || p.dv > 1024 || p.conv_k > 16) throw Error(f.path() + ": linear head dims or conv kernel out of range");
+    if (p.value_dim() % 4) throw Error(f.path() + ": " + a + "ssm.inner_size must be a multiple of 4");
+  }
+  return p;
+}
+
 ModelConfig qwen35_config_from_gguf(const GgufFile& f) {
-  throw Error(f.path() + ": GGUF qwen35 models are not supported yet; use the Hugging Face directory");
+  const std::string a = "qwen35.";
+  ModelConfig c;
+  c.arch = "qwen35";
+  c.name = f.get_str_or("general.name", "qwen3.5");
+  c.n_layers = uint32_t(f.get_u64(a + "block_count"));
+  c.d_model = uint32_t(f.get_u64(a + "embedding_length"));
+  c.ffn_dim = uint32_t(f.get_u64(a + "feed_forward_length"));
+  c.n_heads = uint32_t(f.get_u64(a + "attention.head_count"));
+  if (c.n_heads == 0) throw Error(f.path() + ": " + a + "attention.head_count is 0");
+  c.n_kv_heads = uint32_t(f.get_u64_or(a + "attention.head_count_kv", c.n_heads));
+  c.head_dim = uint32_t(f.get_u64_or(a + "attention.key_length", c.d_model / c.n_heads));
+  if (f.get_u64_or(a + "attention.value_length", c.head_dim) != c.head_dim)
+    throw Error(f.path() + ": " + a + "attention.value_length != key_length is not supported");
+  c.max_context = uint32_t(f.get_u64_or(a + "context_length", 262144));
+  c.rms_eps = float(f.get_f64_or(a + "attention.layer_norm_rms_epsilon", 1e-6));
+  c.rope_base = f.get_f64_or(a + "rope.freq_base", 10000000.0);
+  c.rope_dims = uint32_t(f.get_u64_or(a + "rope.dimension_count", c.head_dim / 4));
+  if (c.rope_dims == 0 || c.rope_dims > c.head_dim || c.rope_dims % 2)
+    throw Error(f.path() + ": " + a + "rope.dimension_count must be even and in [2, head_dim]");
+  // Interleaved M-RoPE (rope.dimension_sections) with text positions (all sections at the same
+  // position) is the plain rotate_half RoPE of transformers' text path.
+  c.rope_neox = true;
+  if (f.has(a + "rope.scaling.type") && f.get_str(a + "rope.scaling.type") != "none")
+    throw Error(f.path() + ": unsupported " + a + "rope.scaling.type '" + f.get_str(a + "rope.scaling.type") + "'");
+  if (f.get_u64_or(a + "expert_count", 0) != 0) throw Error(f.path() + ": mixture-of-experts qwen35 files are not supported");
+  const GgufTensor& emb = f.tensor("token_embd.weight");
+  if (emb.shape.size() != 2) throw Error(f.path() + ": token_embd.weight must be 2-D");
+  c.vocab = uint32_t(emb.shape[1]);
+  c.tied_embeddings = f.find("output.weight") == nullptr;
+  qwen35_params_from_gguf(f);  // validates the hybrid fields now, at open
+  return c;
 }
 
 Qwen35Params qwen35_params(const ModelSource& src) {
-  if (!src.hf) throw Error(src.path + ": qwen3.5 is only supported from a Hugging Face directory");
+  if (src.gguf) return qwen35_params_from_gguf(*src.gguf);
   return qwen35_params_from_hf(src.hf->config(), src.path + "/config.json");
 }
 
+namespace {
+
+Qwen35Refs qwen35_refs_gguf(const TensorStore& ts, const ModelConfig& c, const Qwen35Params& p) {
+  const uint64_t d = c.d_model, q = c.q_dim(), kv = c.kv_dim(), f = c.ffn_dim, v = c.vocab;
+  Qwen35Refs r;
+  r.embed = need_t(ts, "token_embd.weight", {d, v});
+  r.out_norm = need_t(ts, "output_norm.weight", {d});
+  r.lm_head = c.tied_embeddings ? r.embed : need_t(ts, "output.weight", {d, v});
+  for (uint32_t i = 0; i < c.n_layers; ++i) {
+    const std::string l = "blk." + std::to_string(i) + ".";
+    Qwen35LayerRefs L;
+    L.attn_norm = need_t(ts, l + "attn_norm.weight", {d});
+    L.ffn_norm = need_t(ts, l + "post_attention_norm.weight", {d});
+    L.w_gate = need_t(ts, l + "ffn_gate.weight", {d, f});
+    L.w_up = need_t(ts, l + "ffn_up.weight", {d, f});
+    L.w_down = need_t(ts, l + "ffn_down.weight", {f, d});
+    if (p.linear[i]) {
+      L.w_qkv = need_t(ts, l + "attn_qkv.weight", {d, p.conv_dim()});
+      L.w_z = need_t(ts, l + "attn_gate.weight", {d, p.value_dim()});
+      L.w_b = need_t(ts, l + "ssm_beta.weight", {d, p.nv});
+      L.w_a = need_t(ts, l + "ssm_alpha.weight", {d, p.nv});
+      L.w_out = need_t(ts, l + "ssm_out.weight", {p.value_dim(), d});
+      L.conv = need_t(ts, l + "ssm_conv1d.weight", {p.conv_k, p.conv_dim()});
+      L.a_log = need_t(ts, l + "ssm_a", {p.nv});
+      L.dt_bias = need_t(ts, l + "ssm_dt.bias", {p.nv});
+      L.gdn_norm = need_t(ts, l + "ssm_norm.weight", {p.dv});
+    } else {
+      L.wq = need_t(ts, l + "attn_q.weight", {d, 2 * q});
+      L.wk = need_t(ts, l + "attn_k.weight", {d, kv});
+      L.wv = need_t(ts, l + "attn_v.weight", {d, kv});
+      L.wo = need_t(ts, l + "attn_output.weight", {q, d});
+      L.q_norm = need_t(ts, l + "attn_q_norm.weight", {c.head_dim});
+      L.k_norm = need_t(ts, l + "attn_k_norm.weight", {c.head_dim});
+    }
+    r.layers.push_back(std::move(L));
+  }
+  return r;
+}
+
+}  // namespace
+
 Qwen35Refs qwen35_refs(const TensorStore& ts, const ModelConfig& c, const Qwen35Params& p) {
+  if (p.gguf_layout) return qwen35_refs_gguf(ts, c, p);
   const uint64_t d = c.d_model, q = c.q_dim(), kv = c.kv_dim(), f = c.ffn_dim, v = c.vocab;
   const std::string& P = p.prefix;
   Qwen35Refs r;
@@ -183,9 +287,20 @@ std::vector<uint8_t> qwen35_deinterleave_q(const TensorRef& wq, uint32_t H, uint
   return out;
 }
 
-std::vector<float> qwen35_norm_weight(const TensorRef& w) {
+std::vector<float> qwen35_norm_weight(const TensorRef& w, const Qwen35Params& p) {
   std::vector<float> v = dequantize_tensor(w);
-  for (float& x : v) x = 1.0f + x;
+  if (!p.gguf_layout)
+    for (float& x : v) x = 1.0f + x;
+  return v;
+}
+
+std::vector<float> qwen35_a_log(const TensorRef& a, const Qwen35Params& p) {
+  std::vector<float> v = dequantize_tensor(a);
+  if (p.gguf_layout)
+    for (float& x : v) {
+      if (!(x < 0.0f)) throw Error("tensor '" + a.name + "': ssm_a must be negative (-exp(A_log)), got " + std::to_string(x));
+      x = float(std::log(-double(x)));
+    }
   return v;
 }
 

@@ -12,6 +12,15 @@
 //     q_norm/k_norm (1 + w), partial rotary on the first rope_dims dims (rotate_half layout),
 //     causal GQA softmax attention, output * sigmoid(gate), o_proj.
 // Shapes are ggml order {in, out}.
+//
+// GGUF (llama.cpp arch `qwen35`, written by convert_hf_to_gguf.py's Qwen3_5TextModel, llama.cpp
+// conversion/qwen.py Qwen3NextModel + _LinearAttentionVReorderBase): tensors renamed (blk.N.attn_qkv,
+// attn_gate = in_proj_z, ssm_alpha/ssm_beta = in_proj_a/b, ssm_out, ssm_conv1d {K, C}, ssm_dt.bias,
+// ssm_a, ssm_norm, attn_q (still [q | gate] per head), post_attention_norm); every Qwen3_5RMSNorm
+// weight stored as (1 + w) (the gated norm's plain w as is); ssm_a = -exp(A_log); and the value
+// heads of the linear layers in "tiled" order (value head j uses key head j % nk, instead of
+// j / (nv / nk)) in every per-value-head tensor, including ssm_out's input columns. The loader
+// keeps the file's layout (Qwen35Params::gguf_layout) and the kernels use the tiled head map.
 #pragma once
 #include <vector>
 
@@ -31,7 +40,9 @@ struct Qwen35Params {
   uint32_t nk = 0, nv = 0;   // linear_num_key_heads, linear_num_value_heads (nv % nk == 0)
   uint32_t dk = 0, dv = 0;   // linear_key_head_dim, linear_value_head_dim
   uint32_t conv_k = 0;       // linear_conv_kernel_dim
-  std::string prefix;        // tensor name prefix: "model." or "model.language_model."
+  std::string prefix;        // tensor name prefix: "model." or "model.language_model." (HF)
+  bool gguf_layout = false;  // llama.cpp qwen35 GGUF layout (see above): tiled value heads,
+                             // norms stored as (1 + w), ssm_a = -exp(A_log)
   uint32_t key_dim() const { return nk * dk; }
   uint32_t value_dim() const { return nv * dv; }
   uint32_t conv_dim() const { return 2 * key_dim() + value_dim(); }
@@ -43,9 +54,13 @@ struct Qwen35Params {
 /// type, layer_types length != num_hidden_layers, nv % nk != 0, rope type other than default, ...).
 ModelConfig qwen35_config_from_hf(const nlohmann::json& j, const std::string& path);
 Qwen35Params qwen35_params_from_hf(const nlohmann::json& j, const std::string& path);
-/// GGUF is not implemented yet (llama.cpp `qwen35`): throws wgllm::Error saying so.
+/// llama.cpp `qwen35` GGUF metadata (qwen35.block_count, .ssm.{conv_kernel, state_size = dk,
+/// group_count = nk, time_step_rank = nv, inner_size = nv * dv}, .attention.recurrent_layers or
+/// .full_attention_interval, .rope.dimension_count, ...). Throws wgllm::Error naming the key for
+/// missing or inconsistent values (and for rope scaling or value_length != key_length).
 ModelConfig qwen35_config_from_gguf(const GgufFile& f);
-/// The params of an opened source (HF only).
+Qwen35Params qwen35_params_from_gguf(const GgufFile& f);
+/// The params of an opened source (HF directory or GGUF).
 Qwen35Params qwen35_params(const ModelSource& src);
 
 struct Qwen35LayerRefs {
@@ -56,8 +71,8 @@ struct Qwen35LayerRefs {
   TensorRef q_norm, k_norm;                // {head_dim}; (1 + w)
   // Gated DeltaNet
   TensorRef w_qkv, w_z, w_b, w_a, w_out;   // {d, conv_dim}, {d, vd}, {d, nv}, {d, nv}, {vd, d}
-  TensorRef conv;                          // {conv_k, 1, conv_dim}: conv[c][j] at c*conv_k + j
-  TensorRef a_log, dt_bias;                // {nv}
+  TensorRef conv;                          // {conv_k, 1, conv_dim} (GGUF {conv_k, conv_dim}): conv[c][j] at c*conv_k + j
+  TensorRef a_log, dt_bias;                // {nv} (GGUF: ssm_a = -exp(A_log); see qwen35_a_log)
   TensorRef gdn_norm;                      // {dv}; applied as w (no +1)
 };
 
@@ -75,7 +90,11 @@ Qwen35Refs qwen35_refs(const TensorStore& ts, const ModelConfig& c, const Qwen35
 /// are whole blocks). Throws wgllm::Error when a row is not a whole number of bytes.
 std::vector<uint8_t> qwen35_deinterleave_q(const TensorRef& wq, uint32_t n_heads, uint32_t head_dim);
 
-/// (1 + w) of a Qwen3_5RMSNorm weight, as f32.
-std::vector<float> qwen35_norm_weight(const TensorRef& w);
+/// The multiplier of a Qwen3_5RMSNorm, as f32: 1 + w from a Hugging Face file, the stored value
+/// from a GGUF file (the converter already added 1).
+std::vector<float> qwen35_norm_weight(const TensorRef& w, const Qwen35Params& p);
+/// A_log per value head as f32: as stored (HF), or log(-ssm_a) (GGUF; throws wgllm::Error if an
+/// entry is not negative).
+std::vector<float> qwen35_a_log(const TensorRef& a, const Qwen35Params& p);
 
 }  // namespace wgllm

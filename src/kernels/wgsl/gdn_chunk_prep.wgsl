@@ -24,7 +24,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   let h = wid.y;
   let t0 = c * p.C;
   let n = min(p.C, p.T - t0);
-  let hk = h / (p.NV / p.NK);
+  let hk = key_head(h);
   let ch = c * p.NV + h;
   if (lid.x == 0u) {
     var cum = 0.0;

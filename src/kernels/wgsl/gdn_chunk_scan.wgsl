@@ -18,7 +18,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   let j = wid.x * WG + lid.x;
   let h = wid.y;
   if (j >= p.DV) { return; }
-  let hk = h / (p.NV / p.NK);
+  let hk = key_head(h);
   let sb = p.s_off + h * p.DK * p.DV + j;
   let nch = (p.T + p.C - 1u) / p.C;
   for (var c = 0u; c < nch; c++) {

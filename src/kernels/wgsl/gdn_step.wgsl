@@ -17,7 +17,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   let j = wid.x * WG + lid.x;
   let h = wid.y;
   if (j >= p.DV) { return; }
-  let hk = h / (p.NV / p.NK);
+  let hk = key_head(h);
   let qb = p.q_off + hk * p.DK;
   let kb = p.k_off + hk * p.DK;
   let decay = exp(gates[p.g_off + h]);
