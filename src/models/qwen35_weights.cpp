@@ -192,80 +192,69 @@ Qwen35Params qwen35_params(const ModelSource& src) {
 
 namespace {
 
-Qwen35Refs qwen35_refs_gguf(const TensorStore& ts, const ModelConfig& c, const Qwen35Params& p) {
-  const uint64_t d = c.d_model, q = c.q_dim(), kv = c.kv_dim(), f = c.ffn_dim, v = c.vocab;
-  Qwen35Refs r;
-  r.embed = need_t(ts, "token_embd.weight", {d, v});
-  r.out_norm = need_t(ts, "output_norm.weight", {d});
-  r.lm_head = c.tied_embeddings ? r.embed : need_t(ts, "output.weight", {d, v});
-  for (uint32_t i = 0; i < c.n_layers; ++i) {
-    const std::string l = "blk." + std::to_string(i) + ".";
-    Qwen35LayerRefs L;
-    L.attn_norm = need_t(ts, l + "attn_norm.weight", {d});
-    L.ffn_norm = need_t(ts, l + "post_attention_norm.weight", {d});
-    L.w_gate = need_t(ts, l + "ffn_gate.weight", {d, f});
-    L.w_up = need_t(ts, l + "ffn_up.weight", {d, f});
-    L.w_down = need_t(ts, l + "ffn_down.weight", {f, d});
-    if (p.linear[i]) {
-      L.w_qkv = need_t(ts, l + "attn_qkv.weight", {d, p.conv_dim()});
-      L.w_z = need_t(ts, l + "attn_gate.weight", {d, p.value_dim()});
-      L.w_b = need_t(ts, l + "ssm_beta.weight", {d, p.nv});
-      L.w_a = need_t(ts, l + "ssm_alpha.weight", {d, p.nv});
-      L.w_out = need_t(ts, l + "ssm_out.weight", {p.value_dim(), d});
-      L.conv = need_t(ts, l + "ssm_conv1d.weight", {p.conv_k, p.conv_dim()});
-      L.a_log = need_t(ts, l + "ssm_a", {p.nv});
-      L.dt_bias = need_t(ts, l + "ssm_dt.bias", {p.nv});
-      L.gdn_norm = need_t(ts, l + "ssm_norm.weight", {p.dv});
-    } else {
-      L.wq = need_t(ts, l + "attn_q.weight", {d, 2 * q});
-      L.wk = need_t(ts, l + "attn_k.weight", {d, kv});
-      L.wv = need_t(ts, l + "attn_v.weight", {d, kv});
-      L.wo = need_t(ts, l + "attn_output.weight", {q, d});
-      L.q_norm = need_t(ts, l + "attn_q_norm.weight", {c.head_dim});
-      L.k_norm = need_t(ts, l + "attn_k_norm.weight", {c.head_dim});
-    }
-    r.layers.push_back(std::move(L));
-  }
-  return r;
+// Tensor names of one layout: Hugging Face (prefix + transformers' names) or llama.cpp GGUF.
+struct Names {
+  std::string embed, out_norm, lm_head;
+  std::string attn_norm, ffn_norm, gate, up, down;                           // per layer
+  std::string qkv, z, b, a, out, conv, a_log, dt_bias, gdn_norm;            // linear attention
+  std::string q, k, v, o, q_norm, k_norm;                                   // full attention
+  std::string layer;                                                         // layer prefix stem
+};
+
+Names names(const Qwen35Params& p) {
+  if (p.gguf_layout)
+    return {"token_embd.weight", "output_norm.weight", "output.weight",
+            "attn_norm.weight", "post_attention_norm.weight", "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight",
+            "attn_qkv.weight", "attn_gate.weight", "ssm_beta.weight", "ssm_alpha.weight", "ssm_out.weight",
+            "ssm_conv1d.weight", "ssm_a", "ssm_dt.bias", "ssm_norm.weight",
+            "attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight", "attn_q_norm.weight",
+            "attn_k_norm.weight", "blk."};
+  return {p.prefix + "embed_tokens.weight", p.prefix + "norm.weight", "lm_head.weight",
+          "input_layernorm.weight", "post_attention_layernorm.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight",
+          "mlp.down_proj.weight",
+          "linear_attn.in_proj_qkv.weight", "linear_attn.in_proj_z.weight", "linear_attn.in_proj_b.weight",
+          "linear_attn.in_proj_a.weight", "linear_attn.out_proj.weight", "linear_attn.conv1d.weight",
+          "linear_attn.A_log", "linear_attn.dt_bias", "linear_attn.norm.weight",
+          "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight", "self_attn.o_proj.weight",
+          "self_attn.q_norm.weight", "self_attn.k_norm.weight", p.prefix + "layers."};
 }
 
 }  // namespace
 
 Qwen35Refs qwen35_refs(const TensorStore& ts, const ModelConfig& c, const Qwen35Params& p) {
-  if (p.gguf_layout) return qwen35_refs_gguf(ts, c, p);
   const uint64_t d = c.d_model, q = c.q_dim(), kv = c.kv_dim(), f = c.ffn_dim, v = c.vocab;
-  const std::string& P = p.prefix;
+  const Names n = names(p);
   Qwen35Refs r;
-  r.embed = need_t(ts, P + "embed_tokens.weight", {d, v});
-  r.out_norm = need_t(ts, P + "norm.weight", {d});
-  r.lm_head = c.tied_embeddings ? r.embed : need_t(ts, "lm_head.weight", {d, v});
+  r.embed = need_t(ts, n.embed, {d, v});
+  r.out_norm = need_t(ts, n.out_norm, {d});
+  r.lm_head = c.tied_embeddings ? r.embed : need_t(ts, n.lm_head, {d, v});
   for (uint32_t i = 0; i < c.n_layers; ++i) {
-    const std::string l = P + "layers." + std::to_string(i) + ".";
+    const std::string l = n.layer + std::to_string(i) + ".";
     Qwen35LayerRefs L;
-    L.attn_norm = need_t(ts, l + "input_layernorm.weight", {d});
-    L.ffn_norm = need_t(ts, l + "post_attention_layernorm.weight", {d});
-    L.w_gate = need_t(ts, l + "mlp.gate_proj.weight", {d, f});
-    L.w_up = need_t(ts, l + "mlp.up_proj.weight", {d, f});
-    L.w_down = need_t(ts, l + "mlp.down_proj.weight", {f, d});
+    L.attn_norm = need_t(ts, l + n.attn_norm, {d});
+    L.ffn_norm = need_t(ts, l + n.ffn_norm, {d});
+    L.w_gate = need_t(ts, l + n.gate, {d, f});
+    L.w_up = need_t(ts, l + n.up, {d, f});
+    L.w_down = need_t(ts, l + n.down, {f, d});
     if (p.linear[i]) {
-      const std::string a = l + "linear_attn.";
-      L.w_qkv = need_t(ts, a + "in_proj_qkv.weight", {d, p.conv_dim()});
-      L.w_z = need_t(ts, a + "in_proj_z.weight", {d, p.value_dim()});
-      L.w_b = need_t(ts, a + "in_proj_b.weight", {d, p.nv});
-      L.w_a = need_t(ts, a + "in_proj_a.weight", {d, p.nv});
-      L.w_out = need_t(ts, a + "out_proj.weight", {p.value_dim(), d});
-      L.conv = need_t(ts, a + "conv1d.weight", {p.conv_k, 1, p.conv_dim()});
-      L.a_log = need_t(ts, a + "A_log", {p.nv});
-      L.dt_bias = need_t(ts, a + "dt_bias", {p.nv});
-      L.gdn_norm = need_t(ts, a + "norm.weight", {p.dv});
+      L.w_qkv = need_t(ts, l + n.qkv, {d, p.conv_dim()});
+      L.w_z = need_t(ts, l + n.z, {d, p.value_dim()});
+      L.w_b = need_t(ts, l + n.b, {d, p.nv});
+      L.w_a = need_t(ts, l + n.a, {d, p.nv});
+      L.w_out = need_t(ts, l + n.out, {p.value_dim(), d});
+      // HF keeps the conv1d weight's middle dimension of 1; the GGUF converter squeezes it
+      L.conv = p.gguf_layout ? need_t(ts, l + n.conv, {p.conv_k, p.conv_dim()})
+                             : need_t(ts, l + n.conv, {p.conv_k, 1, p.conv_dim()});
+      L.a_log = need_t(ts, l + n.a_log, {p.nv});
+      L.dt_bias = need_t(ts, l + n.dt_bias, {p.nv});
+      L.gdn_norm = need_t(ts, l + n.gdn_norm, {p.dv});
     } else {
-      const std::string a = l + "self_attn.";
-      L.wq = need_t(ts, a + "q_proj.weight", {d, 2 * q});
-      L.wk = need_t(ts, a + "k_proj.weight", {d, kv});
-      L.wv = need_t(ts, a + "v_proj.weight", {d, kv});
-      L.wo = need_t(ts, a + "o_proj.weight", {q, d});
-      L.q_norm = need_t(ts, a + "q_norm.weight", {c.head_dim});
-      L.k_norm = need_t(ts, a + "k_norm.weight", {c.head_dim});
+      L.wq = need_t(ts, l + n.q, {d, 2 * q});
+      L.wk = need_t(ts, l + n.k, {d, kv});
+      L.wv = need_t(ts, l + n.v, {d, kv});
+      L.wo = need_t(ts, l + n.o, {q, d});
+      L.q_norm = need_t(ts, l + n.q_norm, {c.head_dim});
+      L.k_norm = need_t(ts, l + n.k_norm, {c.head_dim});
     }
     r.layers.push_back(std::move(L));
   }
