@@ -3,13 +3,15 @@
 // measures the time to first token (TTFT) of
 //   - the session: only the new tokens are prefilled (the KV cache and snapshots hold the rest);
 //   - full recompute: the same prompt tokens prefilled from an empty sequence;
-// and checks both give the same first token (greedy). Writes JSON (--json, default stdout); plot
+// and checks both give the same first token (greedy). host_ms: the turn's host work outside the
+// forwards (template rendering, tokenizing, seek, snapshot bookkeeping), which must stay flat. Writes JSON (--json, default stdout); plot
 // it with tools/plot_multiturn.py. Not a timed test: numbers depend on the machine.
 #include <fmt/core.h>
 
 #include <chrono>
 #include <fstream>
 #include <iostream>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
@@ -52,7 +54,7 @@ int run_multiturn(const MultiTurnOpts& b) {
   g.sampler.temperature = 0;  // greedy: the recompute's first token must match
 
   nlohmann::json turns = nlohmann::json::array();
-  uint32_t mismatches = 0;
+  uint32_t mismatches = 0, last_new = 0;
   // Warm-up (pipelines, caches) outside the measurement.
   {
     const std::vector<int32_t> w = l.tok->encode("warm up");
@@ -62,18 +64,24 @@ int run_multiturn(const MultiTurnOpts& b) {
   for (uint32_t t = 0; t < b.turns; ++t) {
     const std::string msg = user_message(*l.tok, t, b.turn_tokens);
     TurnResult r;
+    const auto ts0 = clk::now();
     try {
       r = s.send(msg, g);
     } catch (const ContextFull& e) {
       fmt::print(stderr, "turn {}: {} (stopping; raise --context)\n", t + 1, e.what());
       break;
     }
+    // Host work of the turn outside the model's forwards: template rendering, tokenizing the new
+    // text, seek, snapshot bookkeeping (send() wall time minus prefill-to-first-token and decode).
+    const double send_ms = std::chrono::duration<double, std::milli>(clk::now() - ts0).count();
+    const double host_ms = send_ms - r.stats.ttft_ms - r.stats.decode_ms;
     const uint32_t prompt_len = r.n_reused + r.n_new;
     const std::vector<int32_t> prompt(s.tokens().begin(), s.tokens().begin() + prompt_len);
     fresh->truncate(0);
     const auto t0 = clk::now();
     const int32_t first = l.model->forward_argmax(*fresh, prompt);
     const double recompute_ms = std::chrono::duration<double, std::milli>(clk::now() - t0).count();
+    last_new = r.n_new;
     const bool match = !r.reply.empty() && first == r.reply[0];
     mismatches += !match;
     const SessionStats st = s.stats();
@@ -82,11 +90,33 @@ int run_multiturn(const MultiTurnOpts& b) {
                      {"new_tokens", r.n_new},
                      {"ttft_session_ms", r.stats.ttft_ms},
                      {"ttft_recompute_ms", recompute_ms},
+                     {"host_ms", host_ms},
                      {"first_token_match", match},
                      {"snapshot_bytes", st.snapshot_bytes},
                      {"kv_bytes_in_use", s.snapshots().empty() ? 0 : s.snapshots().back().kv_bytes}});
-    fmt::print(stderr, "turn {:>2}: prompt {:>5} tokens (+{:>3} new) | TTFT session {:>8.1f} ms, recompute {:>8.1f} ms{}\n",
-               t + 1, prompt_len, r.n_new, r.stats.ttft_ms, recompute_ms, match ? "" : "  FIRST TOKEN DIFFERS");
+    fmt::print(stderr, "turn {:>2}: prompt {:>5} tokens (+{:>3} new) | TTFT session {:>8.1f} ms, recompute {:>8.1f} ms, host {:>5.2f} ms{}\n",
+               t + 1, prompt_len, r.n_new, r.stats.ttft_ms, recompute_ms, host_ms, match ? "" : "  FIRST TOKEN DIFFERS");
+  }
+  // --profile: per-kernel GPU time of one forward of the last turn's new tokens over the cache of
+  // everything before them (the recompute sequence cut back), the session's turn-prefill shape.
+  nlohmann::json profile = nlohmann::json::object();
+  if (b.common.profile && last_new > 0 && fresh->n_past() > last_new) {
+    const uint32_t n = fresh->n_past();
+    const std::vector<int32_t> tail(s.tokens().begin() + (n - last_new), s.tokens().begin() + n);
+    fresh->truncate(n - last_new);
+    l.model->forward_argmax(*fresh, tail);
+    std::map<std::string, std::pair<double, int>> by;
+    for (const auto& k : l.model->last_profile()) {
+      by[k.label].first += k.us;
+      by[k.label].second++;
+    }
+    fmt::print(stderr, "profile: forward of {} new tokens at position {}:\n", last_new, n - last_new);
+    for (const auto& [name, v] : by) {
+      profile[name] = {{"us", v.first}, {"dispatches", v.second}};
+      fmt::print(stderr, "  {:<20} x{:<4} {:>10.1f} us\n", name, v.second, v.first);
+    }
+    profile["new_tokens"] = last_new;
+    profile["position"] = n - last_new;
   }
   nlohmann::json j = {{"benchmark", "multi-turn"},
                       {"model", l.src->config.name},
@@ -94,8 +124,11 @@ int run_multiturn(const MultiTurnOpts& b) {
                       {"turn_tokens", b.turn_tokens},
                       {"reply_tokens", b.reply_tokens},
                       {"context", s.context_length()},
+                      {"attn_tiled", b.common.attn_tiled},
+                      {"attn_split", b.common.attn_split},
                       {"first_token_mismatches", mismatches},
-                      {"turns", turns}};
+                      {"turns", turns},
+                      {"profile_last_turn_forward", profile}};
   if (b.json_path.empty()) {
     std::cout << j.dump(1) << std::endl;
   } else {

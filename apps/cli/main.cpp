@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "gpu/context.h"
 #include "bench.h"
+#include "bench_attention.h"
 #include "bench_multiturn.h"
 #include "chat_session.h"
 #include "options.h"
@@ -123,6 +124,7 @@ int main(int argc, char** argv) {
   tokenize->add_flag("--chat", tok_chat, "wrap the text as a user message in the chat template");
   auto bench_hook = cli::add_bench(app, argv[0]);
   auto multiturn_hook = cli::add_bench_multiturn(app);  // after `bench` is registered
+  auto attention_hook = cli::add_bench_attention(app);
   CLI11_PARSE(app, argc, argv);
   if (*run && prompt.empty() && prompt_file.empty()) {
     fmt::print(stderr, "wgllm run: give a prompt with -p or -f\n");
@@ -134,6 +136,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (int rc = multiturn_hook(); rc >= 0) return rc;
+    if (int rc = attention_hook(); rc >= 0) return rc;
     if (int rc = bench_hook(); rc >= 0) return rc;
     if (*run) return cmd_run(run_o, prompt, system, raw);
     if (*chat) return cmd_chat(chat_o, system);

@@ -94,7 +94,7 @@ constexpr uint32_t kSplitMaxRows = 1024;   // split only when heads x tokens <= 
 constexpr uint32_t kSplitTarget = 2048;    // aim for about this many workgroups in total
 constexpr uint32_t kSplitMax = 32;         // at most this many key splits per row
 constexpr uint32_t kTiledThreads = 128;    // attention_tiled: threads per workgroup
-constexpr uint32_t kTiledSplitTarget = 512;  // attention_tiled: split keys until about this many workgroups
+constexpr uint32_t kTiledSplitTargetMax = 4096;  // attention_tiled: largest split target honoured
 
 // attention_tiled tile sizes for head dim HD: with H = HD rounded up to a power of two >= 64,
 // RW = 1024 / H rows and BK = 2048 / H keys per tile (16 x 32 for HD <= 64, 8 x 16 for <= 128,
@@ -110,14 +110,15 @@ TiledShape tiled_shape(uint32_t HD) {
 }
 }  // namespace
 
-uint64_t attention_split_floats(uint32_t max_T, uint32_t Hq, uint32_t HD) {
+uint64_t attention_split_floats(uint32_t max_T, uint32_t Hq, uint32_t HD, uint32_t tiled_split_target) {
   // Per-row kernel: rows * n_split <= rows * ceil(kSplitTarget / rows) < kSplitTarget + rows.
   const uint64_t rows = std::min<uint64_t>(uint64_t(max_T) * Hq, kSplitMaxRows);
   const uint64_t per_row = std::min<uint64_t>(rows * kSplitMax, kSplitTarget + rows);
-  // Tiled kernel: splits only while row_tiles < kTiledSplitTarget, i.e. rows < target * RW, and
+  // Tiled kernel: splits only while row_tiles < target (KernelOptions::attention_tiled_split_target),
+  // i.e. rows < target * RW, and
   // rows * ceil(target / row_tiles) < target * RW + rows < 2 * target * RW.
   const uint64_t all_rows = uint64_t(max_T) * Hq;
-  const uint64_t tiled = std::min<uint64_t>(all_rows * kSplitMax, 2ull * kTiledSplitTarget * tiled_shape(HD).rows);
+  const uint64_t tiled = std::min<uint64_t>(all_rows * kSplitMax, 2ull * std::min(tiled_split_target, kTiledSplitTargetMax) * tiled_shape(HD).rows);
   return std::max(per_row, tiled) * (HD + 2);
 }
 
@@ -138,13 +139,14 @@ void attention_tiled(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q
                      const gpu::Buffer& vc, F32Ref out, uint32_t o_stride, const gpu::Buffer* split_scratch) {
   const TiledShape ts = tiled_shape(s.HD);
   const uint32_t G = s.Hq / s.Hkv, row_tiles = ceil_div(s.T * G, ts.rows), max_keys = s.pos0 + s.T;
-  // Split-K decision (the written condition): scratch given, --attn-split on, fewer than
-  // kTiledSplitTarget workgroups without it and more than two key tiles in the longest row; then
-  // about kTiledSplitTarget workgroups (at most kSplitMax splits), each split >= 2 key tiles.
+  // Split-K decision (the written condition): scratch given, --attn-split on, fewer than `target`
+  // workgroups without it and more than two key tiles in the longest row; then about `target`
+  // workgroups (at most kSplitMax splits), each split >= 2 key tiles (and as many as fit the scratch).
+  const uint32_t target = std::min(o.opt.attention_tiled_split_target, kTiledSplitTargetMax);
   uint32_t n_split = 1, split_len = max_keys;
   const uint32_t tiles = row_tiles * s.Hkv;
-  if (split_scratch && o.opt.attention_split_keys && tiles < kTiledSplitTarget && max_keys > 2 * ts.keys) {
-    const uint32_t want = std::min(kSplitMax, ceil_div(kTiledSplitTarget, tiles));
+  if (split_scratch && o.opt.attention_split_keys && tiles < target && max_keys > 2 * ts.keys) {
+    const uint32_t want = std::min(kSplitMax, ceil_div(target, tiles));
     split_len = std::max(2 * ts.keys, ceil_div(ceil_div(max_keys, want), ts.keys) * ts.keys);
     n_split = ceil_div(max_keys, split_len);
     const uint64_t fit = split_scratch->size() / (4ull * s.T * s.Hq * (s.HD + 2));

@@ -1,0 +1,143 @@
+// `wgllm bench attention`: the attention op alone (kernels::attention, random Q and KV cache) for
+// one forward of --tokens query tokens after --cache cached tokens, per kernel variant: per-row
+// kernel (--no-attn-tiled) and multi-query tiled kernel, each with and without the key split (the
+// tiled one at each --split-targets value of KernelOptions::attention_tiled_split_target).
+// Default shape: SmolLM2-135M's layer (9 query heads, 3 KV heads, head dim 64), a session turn's
+// 44 new tokens over a 1700-token cache. GPU time per forward from timestamp queries when the
+// device has them inside passes, else wall time of submit + wait (includes the submit overhead).
+// Median of --reps after one warm-up. Writes JSON (--json, default stdout).
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bench_attention.h"
+#include "gpu/context.h"
+#include "kernels/ops.h"
+
+namespace wgllm::cli {
+
+namespace {
+
+struct AttnBenchOpts {
+  int adapter = -1;
+  uint32_t tokens = 44, cache = 1700, heads = 9, kv_heads = 3, head_dim = 64, reps = 5;
+  std::vector<uint32_t> split_targets = {512};  // KernelOptions::attention_tiled_split_target values
+  std::string json_path;
+};
+
+gpu::Buffer random_buffer(gpu::Context& ctx, size_t n, uint32_t seed, const char* name) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(g);
+  gpu::Buffer b(ctx, n * 4, gpu::BufferKind::Storage, name);
+  b.write(ctx, 0, v.data(), n * 4);
+  return b;
+}
+
+int run_attention_bench(const AttnBenchOpts& b) {
+  using clk = std::chrono::steady_clock;
+  gpu::ContextOptions co;
+  co.adapter_index = b.adapter;
+  auto ctx = gpu::Context::create(co);
+  gpu::PipelineCache pipes(*ctx);
+  gpu::Recorder rec(*ctx);
+  const bool ts = ctx->timestamps_inside_passes();
+  rec.set_profiling(ts);
+  const uint32_t T = b.tokens, Hq = b.heads, Hkv = b.kv_heads, HD = b.head_dim, kv_dim = Hkv * HD;
+  const size_t rows = size_t(b.cache) + T;
+  auto kc = random_buffer(*ctx, rows * kv_dim, 1, "k"), vc = random_buffer(*ctx, rows * kv_dim, 2, "v");
+  auto q = random_buffer(*ctx, size_t(T) * Hq * HD, 3, "q");
+  gpu::Buffer out(*ctx, size_t(T) * Hq * HD * 4, gpu::BufferKind::Storage, "out");
+  const uint32_t max_target = *std::max_element(b.split_targets.begin(), b.split_targets.end());
+  gpu::Buffer scratch(*ctx, kernels::attention_split_floats(T, Hq, HD, max_target) * 4, gpu::BufferKind::Storage, "split");
+  const kernels::AttentionShape s{T, b.cache, Hq, Hkv, HD, 1.0f / std::sqrt(float(HD))};
+  nlohmann::json variants = nlohmann::json::array();
+  fmt::print(stderr, "attention: {} tokens after {} cached, {} / {} heads, head dim {} on {} ({})\n", T, b.cache, Hq, Hkv,
+             HD, ctx->info().name, ts ? "timestamps" : "wall clock of submit + wait");
+  struct Variant { bool tiled, split; uint32_t target; };
+  std::vector<Variant> vs = {{false, false, 0}, {false, true, 0}, {true, false, 0}};
+  for (uint32_t t : b.split_targets) vs.push_back({true, true, t});
+  for (const Variant& v : vs) {
+    {
+      const bool tiled = v.tiled, split = v.split;
+      kernels::KernelOptions ko;
+      ko.attention_tiled_prefill = tiled;
+      ko.attention_split_keys = split;
+      if (v.target) ko.attention_tiled_split_target = v.target;
+      kernels::OpContext o{*ctx, pipes, rec, ko};
+      std::vector<double> us;
+      std::vector<std::string> labels;
+      float sink = 0;
+      for (uint32_t r = 0; r <= b.reps; ++r) {
+        rec.begin();
+        kernels::attention(o, s, {q, 0}, Hq * HD, kc, vc, {out, 0}, Hq * HD, &scratch);
+        rec.read_after(out, 0, 4);
+        const auto t0 = clk::now();
+        rec.submit(&sink);
+        const double wall = std::chrono::duration<double, std::micro>(clk::now() - t0).count();
+        double gpu = 0;
+        labels.clear();
+        for (const auto& k : rec.last_profile()) {
+          gpu += k.us;
+          labels.push_back(k.label);
+        }
+        if (r > 0) us.push_back(ts ? gpu : wall);  // r = 0: warm-up (pipeline creation)
+      }
+      std::sort(us.begin(), us.end());
+      const double med = us[us.size() / 2];
+      std::string joined;
+      for (const auto& x : labels) joined += (joined.empty() ? "  " : " + ") + x;
+      const std::string tgt = v.target ? fmt::format(" (target {} wgs)", v.target) : "";
+      fmt::print(stderr, "  {:<8} split {:<3}{}: {:>9.1f} us (min {:.1f}, max {:.1f}){}\n", tiled ? "tiled" : "per-row",
+                 split ? "on" : "off", tgt, med, us.front(), us.back(), joined);
+      variants.push_back({{"attn_tiled", tiled}, {"attn_split", split}, {"split_target", v.target}, {"median_us", med}, {"min_us", us.front()},
+                          {"max_us", us.back()}, {"samples_us", us}, {"kernels", labels}});
+    }
+  }
+  nlohmann::json j = {{"benchmark", "attention"}, {"adapter", ctx->info().name},
+                      {"timing", ts ? "timestamps" : "wall_clock_submit_wait"},
+                      {"tokens", T}, {"cache", b.cache}, {"heads", Hq}, {"kv_heads", Hkv}, {"head_dim", HD},
+                      {"reps", b.reps}, {"variants", variants}};
+  if (b.json_path.empty()) {
+    std::cout << j.dump(1) << std::endl;
+  } else {
+    std::ofstream(b.json_path) << j.dump(1) << "\n";
+    fmt::print(stderr, "wrote {}\n", b.json_path);
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::function<int()> add_bench_attention(CLI::App& app) {
+  CLI::App* bench = nullptr;
+  try {
+    bench = app.get_subcommand("bench");
+  } catch (const CLI::OptionNotFound&) {
+    bench = app.add_subcommand("bench", "benchmarks");
+  }
+  auto b = std::make_shared<AttnBenchOpts>();
+  auto* cmd = bench->add_subcommand("attention", "time the attention op alone: per-row vs tiled kernel, split on/off");
+  cmd->add_option("--adapter", b->adapter, "adapter index (wgllm devices); default: first hardware adapter");
+  cmd->add_option("--tokens", b->tokens, "query tokens of the forward (default 44: a session turn)");
+  cmd->add_option("--cache", b->cache, "cached tokens before them (default 1700)");
+  cmd->add_option("--heads", b->heads, "query heads (default 9)");
+  cmd->add_option("--kv-heads", b->kv_heads, "KV heads (default 3)");
+  cmd->add_option("--head-dim", b->head_dim, "head dim, multiple of 4, <= 256 (default 64)");
+  cmd->add_option("--split-targets", b->split_targets, "tiled + split: workgroup targets to try (default 512)")
+      ->delimiter(',')->check(CLI::Range(1u, 4096u));
+  cmd->add_option("--reps", b->reps, "measured repetitions after one warm-up (default 5)")->check(CLI::PositiveNumber);
+  cmd->add_option("--json", b->json_path, "write the results as JSON here (default: stdout)");
+  return [=]() -> int { return *cmd ? run_attention_bench(*b) : -1; };
+}
+
+}  // namespace wgllm::cli
