@@ -99,7 +99,7 @@ constexpr uint32_t kTiledSplitTargetMax = 4096;  // attention_tiled: largest spl
 // attention_tiled tile sizes for head dim HD: with H = HD rounded up to a power of two >= 64,
 // RW = 1024 / H rows and BK = 2048 / H keys per tile (16 x 32 for HD <= 64, 8 x 16 for <= 128,
 // 4 x 8 for <= 256), so that the Q tile, the K/V tile (rows padded by one vec4) and the score tile
-// take at most ~15.3 KiB of workgroup memory (WebGPU's default limit is 16 KiB).
+// and the per-thread partials take at most 16192 bytes of workgroup memory (WebGPU default: 16384).
 struct TiledShape {
   uint32_t rows, keys;
 };

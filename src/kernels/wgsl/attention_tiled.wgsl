@@ -7,9 +7,11 @@
 // all RW rows: the K/V reads of attention.wgsl (one workgroup per row) are divided by up to RW.
 // Key j is visible to token t iff j <= pos0 + t (causal mask per row). Every sum runs in a fixed
 // order (keys ascending, one thread per sum), so results are deterministic.
-// Phases per key tile (4 barriers): load K; scores S[r][j] (one thread per entry); online softmax
-// (one thread per row: running max m, running sum l, rescale factor); load V; acc[r] = acc[r] * corr
-// + sum_j P[r][j] V[j] (one thread per vec4 of a row's output).
+// Phases per key tile (4 barriers): load K; scores (NT / RW threads per row, each KPT keys) and
+// their partial maxes; online softmax (each thread of a row forms the row's new max m from the
+// partials, its probabilities and their partial sum; the row's running sum l is summed in order
+// by its first thread) while V is loaded; acc[r] = acc[r] * corr + sum_j P[r][j] V[j] (one thread
+// per vec4 of a row's output).
 // Variants (ops.cpp picks them, keeping workgroup memory under 16 KiB, WebGPU's default limit):
 //   HD4  head dim / 4 (compile time);  RW  rows per workgroup;  BK  keys per tile;  NT  threads.
 //   SPLIT as attention.wgsl: workgroup z handles keys [z * split_len, (z+1) * split_len) only and
@@ -29,10 +31,14 @@ const RW: u32 = {{RW}}u;
 const BK: u32 = {{BK}}u;
 const NT: u32 = {{NT}}u;
 const ACC: u32 = (RW * HD4 + NT - 1u) / NT;  // output vec4s per thread
+const TPR: u32 = NT / RW;                    // threads per row in the score and softmax phase
+const KPT: u32 = (BK + TPR - 1u) / TPR;      // keys per thread in that phase
 const NEG: f32 = -3.402823466e38;              // score of a masked key
 var<workgroup> qs: array<vec4<f32>, RW * HS>;
 var<workgroup> kvs: array<vec4<f32>, BK * HS>;
-var<workgroup> ss: array<f32, RW * BK>;  // scores, then probabilities, [row][key]
+var<workgroup> ss: array<f32, RW * BK>;  // probabilities [row][key]
+var<workgroup> part_max: array<f32, NT>; // per thread: max of its scores in the tile
+var<workgroup> part_sum: array<f32, NT>; // per thread: sum of its probabilities in the tile
 var<workgroup> rs: array<f32, RW>;       // per row: rescale factor of the tile, at the end l
 
 @compute @workgroup_size(NT)
@@ -63,8 +69,11 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   let k_begin = 0u;
   let k_end = n_keys;
 #endif
-  var m = NEG;     // thread r < RW: running max of row r
-  var lsum = 0.0;  // thread r < RW: running sum of row r
+  let r_own = l / TPR;  // score/softmax phase: this thread's row and its lane within the row
+  let sub = l % TPR;
+  let last_key = p.pos0 + (i0 + min(r_own, n_rows - 1u)) / G;  // last key visible to row r_own
+  var m = NEG;     // running max of row r_own (the same in all TPR threads of the row)
+  var lsum = 0.0;  // running sum of row r_own (kept by its sub == 0 thread)
   var acc: array<vec4<f32>, ACC>;
   for (var a = 0u; a < ACC; a++) { acc[a] = vec4<f32>(0.0); }
   for (var kb = k_begin; kb < k_end; kb += BK) {
@@ -77,35 +86,42 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
       kvs[j * HS + c] = v;
     }
     workgroupBarrier();
-    for (var e = l; e < RW * BK; e += NT) {
-      let r = e / BK;
-      let j = e % BK;
-      var s = NEG;
-      if (r < n_rows && j < nk && kb + j <= p.pos0 + (i0 + r) / G) {
-        var d = 0.0;
-        for (var c = 0u; c < HD4; c++) { d += dot(qs[r * HS + c], kvs[j * HS + c]); }
-        s = d * p.scale;
+    // Scores of row r_own for keys j = sub + TPR * k (KPT independent dot products, each summed
+    // over the head dim in order), and their max.
+    var sc: array<f32, KPT>;
+    for (var k = 0u; k < KPT; k++) { sc[k] = 0.0; }
+    if (r_own < n_rows) {
+      for (var c = 0u; c < HD4; c++) {
+        let qv = qs[r_own * HS + c];
+        for (var k = 0u; k < KPT; k++) { sc[k] += dot(qv, kvs[min(sub + TPR * k, BK - 1u) * HS + c]); }
       }
-      ss[e] = s;
     }
+    var pm = NEG;
+    for (var k = 0u; k < KPT; k++) {
+      let j = sub + TPR * k;
+      if (r_own < n_rows && j < nk && kb + j <= last_key) { sc[k] = sc[k] * p.scale; } else { sc[k] = NEG; }
+      pm = max(pm, sc[k]);
+    }
+    part_max[l] = pm;
     workgroupBarrier();
-    if (l < RW) {
-      var mx = m;
-      for (var j = 0u; j < nk; j++) { mx = max(mx, ss[l * BK + j]); }
-      var sum = 0.0;
-      for (var j = 0u; j < nk; j++) {
-        let s = ss[l * BK + j];
+    // Online softmax: every thread of the row forms the same new max from the TPR partial maxes.
+    var mx = m;
+    for (var u = 0u; u < TPR; u++) { mx = max(mx, part_max[r_own * TPR + u]); }
+    var ps = 0.0;
+    for (var k = 0u; k < KPT; k++) {
+      let j = sub + TPR * k;
+      if (j < BK) {
         var pj = 0.0;
-        if (s > NEG) { pj = exp(s - mx); }
-        ss[l * BK + j] = pj;
-        sum += pj;
+        if (sc[k] > NEG) { pj = exp(sc[k] - mx); }
+        ss[r_own * BK + j] = pj;
+        ps += pj;
       }
-      let corr = exp(m - mx);
-      lsum = lsum * corr + sum;
-      m = mx;
-      rs[l] = corr;
     }
-    for (var e = l; e < BK * HD4; e += NT) {
+    part_sum[l] = ps;
+    let corr = exp(m - mx);
+    m = mx;
+    if (sub == 0u) { rs[r_own] = corr; }
+    for (var e = l; e < BK * HD4; e += NT) {  // V tile into the same array (K reads are done)
       let j = e / HD4;
       let c = e % HD4;
       var v = vec4<f32>(0.0);
@@ -113,6 +129,11 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
       kvs[j * HS + c] = v;
     }
     workgroupBarrier();
+    if (sub == 0u) {
+      var su = 0.0;
+      for (var u = 0u; u < TPR; u++) { su += part_sum[r_own * TPR + u]; }
+      lsum = lsum * corr + su;
+    }
     for (var a = 0u; a < ACC; a++) {
       let e = l + a * NT;
       if (e < RW * HD4) {
@@ -126,14 +147,14 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     workgroupBarrier();
   }
 #if SPLIT
-  if (l < n_rows) {
-    let i = i0 + l;
+  if (sub == 0u && r_own < n_rows) {
+    let i = i0 + r_own;
     let pb = (((i / G) * p.Hq + hk * G + i % G) * p.n_split + wid.z) * (p.HD + 2u);
     o[pb] = m;
     o[pb + 1u] = lsum;
   }
 #else
-  if (l < RW) { rs[l] = lsum; }
+  if (sub == 0u) { rs[r_own] = lsum; }
   workgroupBarrier();
 #endif
   for (var a = 0u; a < ACC; a++) {
