@@ -5,7 +5,8 @@ import { CreateEngine } from './wgllm.js';
 const $ = (id) => document.getElementById(id);
 const ui = { preset: $('model-preset'), url: $('model-url'), file: $('model-file'), load: $('load'),
   progress: $('progress'), progressText: $('progress-text'), info: $('model-info'), status: $('status'),
-  log: $('log'), form: $('chat-form'), prompt: $('prompt'), send: $('send'), stop: $('stop'), reset: $('reset'), stats: $('stats') };
+  log: $('log'), form: $('chat-form'), prompt: $('prompt'), send: $('send'), stop: $('stop'), reset: $('reset'), stats: $('stats'),
+  maxTokens: $('max-tokens'), temperature: $('temperature') };
 
 const demo = { engine: null, messages: [], turns: [], busy: false };
 window.demo = demo;
@@ -37,6 +38,8 @@ demo.load = async (source) => {
       },
     });
     const i = demo.engine.info;
+    ui.progress.value = 100;
+    ui.progressText.textContent = 'loaded';
     ui.info.textContent = `${i.arch}, ${i.n_layers} layers, context ${i.context_length} · weights ${fmtMB(i.weights_bytes)} · ` +
       `${i.adapter.description || i.adapter.vendor || 'GPU'}${i.adapter.isFallbackAdapter ? ' (software)' : ''} · ` +
       `loaded in ${(i.load_ms / 1000).toFixed(1)} s${i.cached ? ' from browser storage' : ''}`;
@@ -72,7 +75,8 @@ demo.send = async (text, params = {}) => {
   demo.messages.push({ role: 'user', content: text });
   let reply = '', last = null;
   try {
-    const stream = await demo.engine.chat.completions.create({ messages: demo.messages, stream: true, max_tokens: 128, ...params });
+    const stream = await demo.engine.chat.completions.create({ messages: demo.messages, stream: true,
+      max_tokens: Number(ui.maxTokens.value) || 256, temperature: Number(ui.temperature.value) || 0, ...params });
     for await (const chunk of stream) {
       reply += chunk.choices[0].delta.content ?? '';
       body.textContent = reply;

@@ -7,7 +7,8 @@
 //
 // model: a URL string, a File (e.g. from <input type=file>), or {url} / {file}.
 // options: onProgress({phase, loaded, total, percent}), contextLength (KV cache tokens, default
-// 2048), workerUrl, moduleUrl (the Emscripten module, default ./build/wgllm.js beside the worker).
+// 2048), warmup (default true: compile the GPU kernels while loading, see web/wasm/engine.cpp),
+// workerUrl, moduleUrl (the Emscripten module, default ./build/wgllm.js beside the worker).
 // Requests: {messages, stream, temperature (default 0 = greedy), top_p, top_k, max_tokens (256),
 // seed, ignore_eos, signal (AbortSignal)}. The engine keeps the conversation between requests:
 // a request that appends to the previous conversation processes only its new tokens
@@ -140,7 +141,7 @@ export async function CreateEngine(model, options = {}) {
   const engine = new Engine(worker, name);
   try {
     engine.info = await engine.request('load', {
-      source, contextLength: options.contextLength || 0,
+      source, contextLength: options.contextLength || 0, warmup: options.warmup !== false,
       moduleUrl: options.moduleUrl ? String(options.moduleUrl) : undefined,
     }, (msg) => { if (msg.type === 'progress' && options.onProgress) options.onProgress(msg); });
   } catch (e) {

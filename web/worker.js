@@ -57,7 +57,8 @@ async function handleLoad(id, msg) {
     printErr: (s) => console.warn('[wgllm]', s),
   });
   engine.FS.writeFile('/model.gguf', bytes);
-  const info = await call('wgllm_load', ['string', 'number'], ['/model.gguf', msg.contextLength || 0]);
+  const info = await call('wgllm_load', ['string', 'number', 'number'],
+    ['/model.gguf', msg.contextLength || 0, msg.warmup === false ? 0 : 1]);
   info.cached = cached;
   if (storageError) info.storage_error = storageError;
   info.adapter = { description: adapter.info.description, vendor: adapter.info.vendor,

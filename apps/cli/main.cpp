@@ -46,7 +46,7 @@ void print_profile(const cli::Loaded& l) {
   for (auto& [name, v] : by) fmt::print(stderr, "  {:<16} x{:<4} {:>9.1f} us {:>5.1f}%\n", name, v.second, v.first, 100 * v.first / total);
 }
 
-int cmd_run(cli::CommonOptions& o, const std::string& prompt, const std::string& system, bool raw) {
+int cmd_run(cli::CommonOptions& o, const std::string& prompt, const std::string& system, bool raw, bool print_ids) {
   cli::Loaded l = cli::load(o);
   std::string text = prompt;
   if (!raw && l.chat) {
@@ -58,11 +58,12 @@ int cmd_run(cli::CommonOptions& o, const std::string& prompt, const std::string&
   std::vector<int32_t> ids = l.tok->encode_prompt(text);
   StreamDecoder dec(*l.tok, true);
   GenerateStats st;
-  generate(*l.model, *l.seq, *l.tok, ids, o.gen, [&](int32_t t) {
+  const std::vector<int32_t> out = generate(*l.model, *l.seq, *l.tok, ids, o.gen, [&](int32_t t) {
     std::cout << dec.push(t) << std::flush;
     return true;
   }, &st);
   std::cout << dec.flush() << std::endl;
+  if (print_ids) std::cout << "token_ids: " << nlohmann::json(out).dump() << std::endl;
   print_stats(l, st);
   if (o.profile) print_profile(l);
   return 0;
@@ -111,6 +112,8 @@ int main(int argc, char** argv) {
   run->add_option("-f,--prompt-file", prompt_file, "read the prompt from a file")->excludes(popt)->check(CLI::ExistingFile);
   run->add_option("-s,--system", system, "system message");
   run->add_flag("--raw", raw, "feed the prompt as is, without the chat template");
+  bool print_ids = false;
+  run->add_flag("--print-ids", print_ids, "after the reply, print a line `token_ids: [...]` (generated ids, JSON)");
   auto* chat = app.add_subcommand("chat", "interactive chat (template applied, tokens streamed)");
   cli::add_common(*chat, chat_o);
   chat->add_option("-s,--system", system, "system message");
@@ -138,7 +141,7 @@ int main(int argc, char** argv) {
     if (int rc = multiturn_hook(); rc >= 0) return rc;
     if (int rc = attention_hook(); rc >= 0) return rc;
     if (int rc = bench_hook(); rc >= 0) return rc;
-    if (*run) return cmd_run(run_o, prompt, system, raw);
+    if (*run) return cmd_run(run_o, prompt, system, raw, print_ids);
     if (*chat) return cmd_chat(chat_o, system);
     if (*devices) return cmd_devices();
     if (*tokenize) return cmd_tokenize(tok_o, tok_text, tok_chat);

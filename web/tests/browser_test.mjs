@@ -1,0 +1,161 @@
+#!/usr/bin/env node
+// Browser end-to-end test of wgllm (run by `make test` through `make web-test`):
+//   1. the native engine (`wgllm run --print-ids`) computes N greedy tokens for a prompt;
+//   2. headless Chromium (Debian's, SwiftShader WebGPU) loads the demo page, downloads the model
+//      into the origin's storage, and generates N greedy tokens for the same prompt through the JS
+//      API: they must be identical;
+//   3. a page reload loads the model from the origin's storage (no download);
+//   4. a two-turn chat typed into the demo page: turn 2 must process only its new tokens;
+//   5. clear errors: a missing model URL is a 'network' error, a non-GGUF file an engine error;
+//   6. a screenshot of the page after the replies is written to --out (path printed).
+// Usage: node web/tests/browser_test.mjs --wgllm build/wgllm [--wasm-dir build-wasm/web]
+//          [--model ~/.cache/wgllm/models/SmolLM2-135M-Instruct.Q4_1.gguf] [--tokens 32]
+//          [--out build-wasm/web-test] [--chromium /usr/bin/chromium]
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, rmSync, existsSync, writeFileSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
+import { homedir } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+import { startServer } from '../serve.mjs';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+const args = Object.fromEntries(process.argv.slice(2).reduce((a, x, i, all) => (i % 2 ? a : [...a, [x.replace(/^--/, ''), all[i + 1]]]), []));
+const cache = process.env.WGLLM_CACHE || join(homedir(), '.cache', 'wgllm');
+const opt = {
+  wgllm: resolve(args.wgllm || join(ROOT, 'build', 'wgllm')),
+  wasmDir: resolve(args['wasm-dir'] || join(ROOT, 'build-wasm', 'web')),
+  model: resolve(args.model || join(cache, 'models', 'SmolLM2-135M-Instruct.Q4_1.gguf')),
+  tokens: Number(args.tokens || 32),
+  out: resolve(args.out || join(ROOT, 'build-wasm', 'web-test')),
+  chromium: args.chromium || '/usr/bin/chromium',
+  context: 2048,
+};
+const PROMPT = 'Write a short story about a robot who learns to paint.';
+const TURN1 = 'Name one planet of the solar system.';
+const TURN2 = 'How far is it from the sun?';
+
+let failures = 0;
+const log = (...a) => console.log('[browser-test]', ...a);
+function check(ok, what, detail = '') {
+  log(`${ok ? 'PASS' : 'FAIL'} ${what}${detail ? `: ${detail}` : ''}`);
+  if (!ok) failures++;
+}
+
+for (const [what, p] of [['native wgllm binary', opt.wgllm], ['wasm engine (make web)', join(opt.wasmDir, 'wgllm.wasm')],
+  ['model', opt.model], ['chromium', opt.chromium]]) {
+  if (!existsSync(p)) { console.error(`[browser-test] ${what} not found: ${p}`); process.exit(2); }
+}
+rmSync(opt.out, { recursive: true, force: true });
+mkdirSync(opt.out, { recursive: true });
+
+// 1. Native reference tokens, on the same software Vulkan driver the browser uses (SwiftShader).
+const env = { ...process.env, XDG_RUNTIME_DIR: process.env.XDG_RUNTIME_DIR || '/tmp' };
+if (existsSync('/usr/lib/chromium/vk_swiftshader_icd.json')) {
+  env.VK_DRIVER_FILES = '/usr/lib/chromium/vk_swiftshader_icd.json';
+  delete env.VK_ICD_FILENAMES;
+}
+const t0 = Date.now();
+const nat = spawnSync(opt.wgllm, ['run', '-m', opt.model, '-p', PROMPT, '-n', String(opt.tokens), '--ignore-eos',
+  '-c', String(opt.context), '--print-ids'], { env, encoding: 'utf8', timeout: 600000 });
+const m = /^token_ids: (\[.*\])$/m.exec(nat.stdout || '');
+if (nat.status !== 0 || !m) {
+  console.error(`[browser-test] native run failed (status ${nat.status}):\n${nat.stdout}\n${nat.stderr}`);
+  process.exit(1);
+}
+const nativeIds = JSON.parse(m[1]);
+log(`native: ${nativeIds.length} tokens in ${((Date.now() - t0) / 1000).toFixed(1)} s: ${nativeIds.join(',')}`);
+log(`native stats: ${(nat.stderr.match(/\[.*TTFT.*\]?.*$/m) || [''])[0].trim()}`);
+
+// 2..6 in the browser.
+const server = await startServer({ port: 0, wasmDir: opt.wasmDir, modelsDir: dirname(opt.model), quiet: true });
+const modelUrl = `/models/${basename(opt.model)}`;
+const browser = await chromium.launch({
+  executablePath: opt.chromium, headless: true,
+  args: ['--enable-unsafe-webgpu', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+});
+const summary = { native_ids: nativeIds };
+try {
+  const context = await browser.newContext({ viewport: { width: 900, height: 800 } });
+  const page = await context.newPage();
+  page.on('pageerror', (e) => log(`page error: ${e.message}`));
+  page.on('console', (msg) => { if (msg.type() === 'error' && !/favicon|404/.test(msg.text())) log(`console: ${msg.text()}`); });
+  await page.goto(server.url);
+
+  // 5a. A missing model is a clear network error.
+  const missing = await page.evaluate(async () => {
+    try { await window.demo.load('/models/no-such-model.gguf'); return null; } catch (e) { return { kind: e.kind, message: e.message }; }
+  });
+  check(missing && missing.kind === 'network' && /404/.test(missing.message), 'missing model URL -> network error', JSON.stringify(missing));
+  // 5b. A file that is not GGUF is refused by the engine with a message naming the problem.
+  const notGguf = await page.evaluate(async () => {
+    const f = new File([new Uint8Array(64).fill(7)], 'junk.gguf');
+    try { await window.demo.load(f); return null; } catch (e) { return { kind: e.kind, message: e.message }; }
+  });
+  check(notGguf && notGguf.kind === 'engine' && /gguf|magic/i.test(notGguf.message), 'non-GGUF file -> engine error', JSON.stringify(notGguf));
+
+  // 2. Download, store, load; greedy tokens equal to the native engine's.
+  let t = Date.now();
+  const info = await page.evaluate((u) => window.demo.load(u), modelUrl);
+  log(`loaded in ${((Date.now() - t) / 1000).toFixed(1)} s: ${JSON.stringify(info)}`);
+  check(info.cached === false && !info.storage_error, 'first load downloads and stores the model', `cached=${info.cached} ${info.storage_error || ''}`);
+  t = Date.now();
+  const greedy = await page.evaluate(async ({ prompt, n }) => {
+    const r = await window.demo.engine.chat.completions.create({
+      messages: [{ role: 'user', content: prompt }], temperature: 0, max_tokens: n, ignore_eos: true });
+    return { ids: r.wgllm.token_ids, usage: r.usage, text: r.choices[0].message.content };
+  }, { prompt: PROMPT, n: opt.tokens });
+  log(`browser: ${greedy.ids.length} tokens in ${((Date.now() - t) / 1000).toFixed(1)} s: ${greedy.ids.join(',')}`);
+  log(`browser text: ${JSON.stringify(greedy.text)}`);
+  const firstDiff = nativeIds.findIndex((x, i) => greedy.ids[i] !== x);
+  check(greedy.ids.length === opt.tokens && JSON.stringify(greedy.ids) === JSON.stringify(nativeIds),
+    `${opt.tokens} greedy tokens identical to the native engine`, firstDiff < 0 ? '' : `first difference at ${firstDiff}`);
+  summary.greedy = greedy;
+
+  // 3. A reload reads the model from the origin's storage.
+  await page.reload();
+  t = Date.now();
+  const info2 = await page.evaluate((u) => window.demo.load(u), modelUrl);
+  check(info2.cached === true, 'second visit loads the model from browser storage (OPFS)', `${((Date.now() - t) / 1000).toFixed(1)} s`);
+
+  // 4. Two turns typed into the demo page (short replies: each token is ~1-3 s on SwiftShader).
+  await page.fill('#max-tokens', '20');
+  const type = async (text, n) => {
+    await page.fill('#prompt', text);
+    await page.press('#prompt', 'Enter');
+    await page.waitForFunction((k) => window.demo.turns.length === k && !window.demo.busy, n, { timeout: 0, polling: 250 });
+  };
+  await type(TURN1, 1);
+  await type(TURN2, 2);
+  const turns = await page.evaluate(() => window.demo.turns);
+  const [a, b] = turns.map((x) => x.usage);
+  log(`turn 1: ${JSON.stringify(turns[0].text)} usage ${JSON.stringify(a)}`);
+  log(`turn 2: ${JSON.stringify(turns[1].text)} usage ${JSON.stringify(b)}`);
+  check(a.extra.reused_tokens === 0 && a.extra.prefill_tokens_processed === a.prompt_tokens, 'turn 1 processes its whole prompt');
+  // Turn 2's prompt = turn 1's prompt + reply + the template's closing text + the new message.
+  // Everything up to the reply must be reused; only the rest is processed.
+  const history = a.prompt_tokens + a.completion_tokens;
+  check(b.extra.reused_tokens >= history - 1 && b.extra.prefill_tokens_processed === b.prompt_tokens - b.extra.reused_tokens &&
+    b.extra.prefill_tokens_processed < b.prompt_tokens - a.prompt_tokens,
+  'turn 2 processes only its new tokens',
+  `processed ${b.extra.prefill_tokens_processed} of ${b.prompt_tokens} prompt tokens (reused ${b.extra.reused_tokens}; turn 1 history ${history})`);
+  summary.turns = turns;
+
+  // 6. Screenshot after the replies.
+  const shot = join(opt.out, 'web-demo.png');
+  await page.screenshot({ path: shot, fullPage: true });
+  const shown = await page.textContent('#stats');
+  log(`page stats line: ${shown}`);
+  log(`screenshot: ${shot}`);
+  summary.stats_line = shown;
+  summary.screenshot = shot;
+} catch (e) {
+  check(false, 'browser run', e.stack || e.message);
+} finally {
+  await browser.close();
+  await server.close();
+}
+writeFileSync(join(opt.out, 'summary.json'), JSON.stringify(summary, null, 1));
+log(failures ? `${failures} check(s) FAILED` : 'all checks passed', `(summary: ${join(opt.out, 'summary.json')})`);
+process.exit(failures ? 1 : 0);
