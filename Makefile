@@ -5,7 +5,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 PROMPT ?= What is the capital of France? Answer in one sentence.
 
-.PHONY: setup build test demo clean fuzz plots
+.PHONY: setup build test demo clean fuzz web web-serve web-test plots
 .NOTPARALLEL:
 
 setup:
@@ -15,8 +15,9 @@ build:
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release
 	cmake --build $(BUILD) -j $(JOBS)
 
-test: setup build
+test: setup build web
 	cd $(BUILD) && env $$($(CURDIR)/scripts/vulkan_env.sh) ctest --output-on-failure -j $(JOBS) --timeout 1200
+	$(MAKE) web-test
 
 demo: setup build
 	env $$(scripts/vulkan_env.sh) $(BUILD)/wgllm run -p "$(PROMPT)" -n 64
@@ -32,9 +33,25 @@ plots:
 	  env $$(scripts/vulkan_env.sh) $(BUILD)/wgllm bench --prompt-lengths 128 --gen 32 --reps 1 --traffic --allow-busy --json $(BUILD)/bench.json)
 	python3 tools/plot_bench.py $(or $(RESULT),$(BUILD)/bench.json) $(basename $(or $(RESULT),$(BUILD)/bench.json))
 
+# Browser build (web/protocol.md): the engine compiled to WebAssembly with Debian's Emscripten.
+# NODE_PATH lets Emscripten's JS optimiser find Debian's acorn.
+WASM_BUILD ?= build-wasm
+PORT ?= 8080
+web: setup
+	test -f $(WASM_BUILD)/build.ninja || NODE_PATH=/usr/share/nodejs emcmake cmake -S . -B $(WASM_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release
+	NODE_PATH=/usr/share/nodejs cmake --build $(WASM_BUILD) -j $(JOBS)
+
+web-serve: web
+	node web/serve.mjs --port $(PORT) --wasm-dir $(WASM_BUILD)/web
+
+# Headless Chromium test: native vs browser greedy tokens, OPFS reload, two-turn chat, errors,
+# screenshot in $(WASM_BUILD)/web-test/web-demo.png.
+web-test:
+	node web/tests/browser_test.mjs --wgllm $(BUILD)/wgllm --wasm-dir $(WASM_BUILD)/web --out $(WASM_BUILD)/web-test
+
 fuzz:
 	cmake -S . -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang -DWGLLM_FUZZ=ON
 	cmake --build build-fuzz -j $(JOBS) --target fuzz_gguf fuzz_safetensors
 
 clean:
-	rm -rf $(BUILD) build-fuzz
+	rm -rf $(BUILD) build-fuzz $(WASM_BUILD)
