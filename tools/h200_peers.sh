@@ -66,7 +66,8 @@ a)
 b)
   cp .carry/model_part01 $W/
   gl_and_env
-  cat .carry/llama-vk.tar.xz.part* | xz -d | tar xf - -C $W || { echo "llama-vk unpack failed"; exit 1; }
+  unxz() { if command -v xz >/dev/null; then xz -d; else python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.stdin.buffer), sys.stdout.buffer)'; fi; }
+  cat .carry/llama-vk.tar.xz.part* | unxz | tar xf - -C $W || { echo "llama-vk unpack failed"; exit 1; }
   # The carried libgomp is only a fallback: the system's wins when there is one.
   ldconfig -p | grep -q "libgomp.so.1 " && rm -f $W/llama-vk/libgomp.so.1
   ldd $LB_VK | grep -E "not found|vulkan|gomp"
