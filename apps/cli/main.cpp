@@ -2,6 +2,7 @@
 //   wgllm run  [-m MODEL] -p PROMPT [sampling]   generate an answer (chat template applied)
 //   wgllm chat [-m MODEL]                         interactive multi-turn chat, streamed
 //   wgllm devices                                 list WebGPU adapters
+//   wgllm perplexity [-m MODEL] -f TEXT           perplexity of a text (one window)
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
@@ -17,6 +18,7 @@
 #include "bench_multiturn.h"
 #include "chat_session.h"
 #include "options.h"
+#include "perplexity_cmd.h"
 
 using namespace wgllm;
 
@@ -128,6 +130,7 @@ int main(int argc, char** argv) {
   auto bench_hook = cli::add_bench(app, argv[0]);
   auto multiturn_hook = cli::add_bench_multiturn(app);  // after `bench` is registered
   auto attention_hook = cli::add_bench_attention(app);
+  auto perplexity_hook = cli::add_perplexity(app);
   CLI11_PARSE(app, argc, argv);
   if (*run && prompt.empty() && prompt_file.empty()) {
     fmt::print(stderr, "wgllm run: give a prompt with -p or -f\n");
@@ -140,6 +143,7 @@ int main(int argc, char** argv) {
   try {
     if (int rc = multiturn_hook(); rc >= 0) return rc;
     if (int rc = attention_hook(); rc >= 0) return rc;
+    if (int rc = perplexity_hook(); rc >= 0) return rc;
     if (int rc = bench_hook(); rc >= 0) return rc;
     if (*run) return cmd_run(run_o, prompt, system, raw, print_ids);
     if (*chat) return cmd_chat(chat_o, system);
