@@ -2,8 +2,7 @@
 // picked, kept in the origin's private file system (OPFS) so the next visit loads from disk.
 // Progress events: {phase: 'cache' | 'download' | 'file', loaded, total, percent}.
 // Errors carry a kind: 'network' (fetch failed / HTTP status), 'model_too_large', 'storage'.
-// A failure to *store* is not fatal: the model still loads, and storageError says why it was not
-// kept.
+// A failure to *store* is not fatal: the model still loads, and keep() says why it was not kept.
 
 class StoreError extends Error {
   constructor(kind, message) { super(message); this.kind = kind; }
@@ -82,7 +81,8 @@ function checkSize(size, maxBytes, what) {
       `device and the 32-bit WebAssembly heap can hold (${(maxBytes / 2 ** 20).toFixed(0)} MiB)`);
 }
 
-/// source: {url: string} or {file: File}. Returns {bytes: Uint8Array, cached: bool, storageError?}.
+/// source: {url: string} or {file: File}. Returns {bytes: Uint8Array, cached: bool, keep?}: keep()
+/// stores bytes read from the network or a file (call it once the engine has loaded them).
 export async function loadModelBytes(source, { onProgress = () => {}, maxBytes = 2 ** 31 } = {}) {
   let key, what;
   if (source && typeof source.url === 'string') {
@@ -119,10 +119,15 @@ export async function loadModelBytes(source, { onProgress = () => {}, maxBytes =
     }
     checkSize(bytes.byteLength, maxBytes, what);
   }
-  try {
-    await store(key, bytes);
-    return { bytes, cached: false };
-  } catch (e) {
-    return { bytes, cached: false, storageError: `the model could not be stored for the next visit: ${e.message || e}` };
-  }
+  // Stored only once the engine has accepted the bytes (keep()), so a file that fails to load is
+  // not kept. keep() resolves to null or to the reason it could not store (not fatal).
+  const keep = async () => {
+    try {
+      await store(key, bytes);
+      return null;
+    } catch (e) {
+      return `the model could not be stored for the next visit: ${e.message || e}`;
+    }
+  };
+  return { bytes, cached: false, keep };
 }

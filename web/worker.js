@@ -44,7 +44,7 @@ async function initGpu() {
 async function handleLoad(id, msg) {
   const { adapter, device } = await initGpu();
   const limits = device.limits;
-  const { bytes, cached, storageError } = await loadModelBytes(msg.source, {
+  const { bytes, cached, keep } = await loadModelBytes(msg.source, {
     onProgress: (p) => post({ type: 'progress', id, ...p }),
     maxBytes: Math.min(2 ** 31, 4 * limits.maxBufferSize),
   });
@@ -60,7 +60,10 @@ async function handleLoad(id, msg) {
   const info = await call('wgllm_load', ['string', 'number', 'number'],
     ['/model.gguf', msg.contextLength || 0, msg.warmup === false ? 0 : 1]);
   info.cached = cached;
-  if (storageError) info.storage_error = storageError;
+  if (keep) {
+    const storageError = await keep();
+    if (storageError) info.storage_error = storageError;
+  }
   info.adapter = { description: adapter.info.description, vendor: adapter.info.vendor,
     architecture: adapter.info.architecture, isFallbackAdapter: !!adapter.info.isFallbackAdapter };
   return info;

@@ -6,8 +6,10 @@
 //      API: they must be identical;
 //   3. a page reload loads the model from the origin's storage (no download);
 //   4. a two-turn chat typed into the demo page: turn 2 must process only its new tokens;
-//   5. clear errors: a missing model URL is a 'network' error, a non-GGUF file an engine error;
-//   6. a screenshot of the page after the replies is written to --out (path printed).
+//   5. clear errors: a missing model URL is a 'network' error, a non-GGUF file an engine error,
+//      an unknown architecture 'unsupported_architecture', a browser without WebGPU 'no_webgpu';
+//   6. a screenshot of the page after the replies is written to --out (path printed);
+//   7. an AbortSignal stops a reply early.
 // Usage: node web/tests/browser_test.mjs --wgllm build/wgllm [--wasm-dir build-wasm/web]
 //          [--model ~/.cache/wgllm/models/SmolLM2-135M-Instruct.Q4_1.gguf] [--tokens 32]
 //          [--out build-wasm/web-test] [--chromium /usr/bin/chromium]
@@ -95,6 +97,20 @@ try {
   });
   check(notGguf && notGguf.kind === 'engine' && /gguf|magic/i.test(notGguf.message), 'non-GGUF file -> engine error', JSON.stringify(notGguf));
 
+  // 5c. A GGUF of an architecture the engine does not know is refused by name.
+  const foreign = await page.evaluate(async () => {
+    const enc = new TextEncoder();
+    const num = (v, n) => { const b = new Uint8Array(n); const d = new DataView(b.buffer);
+      if (n === 4) d.setUint32(0, v, true); else d.setBigUint64(0, BigInt(v), true); return b; };
+    const str = (x) => { const e = enc.encode(x); return [num(e.length, 8), e]; };
+    // GGUF v3: magic, version, 0 tensors, 1 key: general.architecture = "gpt2" (type 8 = string)
+    const f = new File([enc.encode('GGUF'), num(3, 4), num(0, 8), num(1, 8), ...str('general.architecture'), num(8, 4),
+      ...str('gpt2')], 'gpt2.gguf');
+    try { await window.demo.load(f); return null; } catch (e) { return { kind: e.kind, message: e.message }; }
+  });
+  check(foreign && foreign.kind === 'unsupported_architecture' && /gpt2/.test(foreign.message),
+    'unknown architecture -> unsupported_architecture error', JSON.stringify(foreign));
+
   // 2. Download, store, load; greedy tokens equal to the native engine's.
   let t = Date.now();
   const info = await page.evaluate((u) => window.demo.load(u), modelUrl);
@@ -150,11 +166,48 @@ try {
   log(`screenshot: ${shot}`);
   summary.stats_line = shown;
   summary.screenshot = shot;
+
+  // 7. Abort (AbortSignal -> interruptGenerate) during a third turn: the reply stops early.
+  const aborted = await page.evaluate(async () => {
+    const engine = window.demo.engine, ac = new AbortController();
+    const messages = [...window.demo.messages, { role: 'user', content: 'Tell me more about it.' }];
+    const stream = await engine.chat.completions.create({ messages, stream: true, max_tokens: 64, signal: ac.signal });
+    let pieces = 0, last = null;
+    for await (const c of stream) {
+      if (c.choices[0].delta.content && ++pieces === 2) ac.abort();
+      last = c;
+    }
+    return { finish: last.choices[0].finish_reason, usage: last.usage };
+  });
+  check(aborted.finish === 'abort' && aborted.usage.completion_tokens < 64 && aborted.usage.extra.reused_tokens > 0,
+    'abort stops the reply (and turn 3 reused the conversation)', JSON.stringify(aborted));
 } catch (e) {
   check(false, 'browser run', e.stack || e.message);
 } finally {
   await browser.close();
   await server.close();
+}
+// 5d. Without WebGPU (Chromium without --enable-unsafe-webgpu on this machine, or any browser
+// whose adapter request fails) loading is refused with kind 'no_webgpu', and the page says so.
+{
+  const server2 = await startServer({ port: 0, wasmDir: opt.wasmDir, modelsDir: dirname(opt.model), quiet: true });
+  const plain = await chromium.launch({ executablePath: opt.chromium, headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync', '--disable-features=WebGPU,Vulkan'] });
+  try {
+    const page = await plain.newPage();
+    await page.goto(server2.url);
+    const r = await page.evaluate(async (u) => {
+      try { await window.demo.load(u); return { loaded: true }; } catch (e) { return { kind: e.kind, message: e.message }; }
+    }, modelUrl);
+    const shown = await page.textContent('#status');
+    check(r.kind === 'no_webgpu' && /no_webgpu/.test(shown), 'no WebGPU -> no_webgpu error on the page', `${JSON.stringify(r)} | page: ${shown}`);
+  } catch (e) {
+    check(false, 'no-WebGPU run', e.stack || e.message);
+  } finally {
+    await plain.close();
+    await server2.close();
+  }
 }
 writeFileSync(join(opt.out, 'summary.json'), JSON.stringify(summary, null, 1));
 log(failures ? `${failures} check(s) FAILED` : 'all checks passed', `(summary: ${join(opt.out, 'summary.json')})`);
