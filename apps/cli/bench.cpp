@@ -55,6 +55,10 @@ std::vector<std::string> non_product(const BenchOpts& b) {
   if (o.vec4 != d.vec4) r.push_back("--no-vec4");
   if (o.attn_split != d.attn_split) r.push_back("--no-attn-split");
   if (o.attn_ilp != d.attn_ilp) r.push_back("--no-attn-ilp");
+  if (o.attn_tiled != d.attn_tiled) r.push_back("--no-attn-tiled");
+  if (o.gdn_chunk != d.gdn_chunk) r.push_back("--gdn-chunk " + std::to_string(o.gdn_chunk));
+  if (o.warmup != d.warmup) r.push_back("--no-warmup");
+  if (o.profile != d.profile) r.push_back("--profile");
   if (o.tokens_per_wg != d.tokens_per_wg) r.push_back("--prefill-tokens-per-wg " + std::to_string(o.tokens_per_wg));
   if (o.rows_per_wg != d.rows_per_wg) r.push_back("--matmul-rows " + std::to_string(o.rows_per_wg));
   if (o.lanes != d.lanes) r.push_back("--matmul-lanes " + std::to_string(o.lanes));

@@ -1,10 +1,13 @@
 #include "options.h"
 
+#include "runtime/warmup.h"
+
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 
 #include "core/error.h"
+#include "runtime/warmup.h"
 
 namespace wgllm::cli {
 
@@ -43,6 +46,8 @@ void add_common(CLI::App& app, CommonOptions& o) {
   app.add_option("--matmul-lanes", o.lanes, "matmul threads per output row, power of two (0 = adapter default)");
   app.add_option("--gdn-chunk", o.gdn_chunk, "Gated DeltaNet prefill chunk in tokens, 1..256 (default 64)");
   app.add_flag("--profile", o.profile, "print per-kernel GPU times of the last decode step");
+  app.add_flag("--warmup,!--no-warmup", o.warmup,
+               "compile every kernel variant at load with throwaway forwards, so no request pays a pipeline compile (default on)");
 }
 
 ModelOptions model_options(const CommonOptions& o) {
@@ -91,6 +96,7 @@ Loaded load(const CommonOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   Loaded l = load_text(o);
   l.model = create_model(*l.src, model_options(o));
+  if (o.warmup) l.warmup_ms = warm_up(*l.model);
   l.seq = l.model->new_sequence();
   l.model->set_profiling(o.profile);
   l.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

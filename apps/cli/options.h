@@ -25,6 +25,7 @@ struct CommonOptions {
   uint32_t gdn_chunk = 64;
   uint32_t rows_per_wg = 0, lanes = 0;  // 0: adapter default
   bool profile = false;
+  bool warmup = true;  // compile every kernel variant at load (runtime/warmup.h)
 };
 
 /// Registers -m, --backend, sampling and performance flags on a subcommand.
@@ -40,7 +41,8 @@ struct Loaded {
   std::unique_ptr<Model> model;               // null from load_text()
   std::unique_ptr<Sequence> seq;              // one sequence of o.context tokens
   std::unique_ptr<ChatTemplate> chat;         // null when the model has no chat template
-  double load_ms = 0;
+  double load_ms = 0;                         // includes warmup_ms
+  double warmup_ms = 0;                       // kernel warm-up at load (0 with --no-warmup or on the CPU)
   /// The chat template's rendering of `msgs` (throws if the model has no template).
   std::string render(const std::vector<ChatMessage>& msgs, bool add_generation_prompt) const;
 };

@@ -23,7 +23,7 @@ struct KernelOptions {
   bool attention_split_keys = true;         // split-K attention (flash-decoding) for few rows
   bool attention_ilp = true;                // independent partial sums in attention's loops
   bool attention_tiled_prefill = true;      // T > 1: multi-query tiled attention (attention_tiled.wgsl)
-  uint32_t attention_tiled_split_target = 512;  // tiled + split: split keys until ~this many workgroups
+  uint32_t attention_tiled_split_target = 2048;  // tiled + split: split keys until ~this many workgroups
   uint32_t gdn_chunk = 64;                  // Gated DeltaNet prefill chunk (tokens); kernels/gdn_ops.h
 };
 
@@ -86,7 +86,7 @@ void attention(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_strid
 /// f32 elements the split-K scratch needs for up to max_T query tokens of Hq heads of HD, for both
 /// kernels (the tiled one at KernelOptions::attention_tiled_split_target = tiled_split_target; with
 /// a smaller scratch it splits into fewer parts).
-uint64_t attention_split_floats(uint32_t max_T, uint32_t Hq, uint32_t HD, uint32_t tiled_split_target = 512);
+uint64_t attention_split_floats(uint32_t max_T, uint32_t Hq, uint32_t HD, uint32_t tiled_split_target = 2048);
 
 /// y[t, i] = silu(src[g_off + t*in_stride + i]) * src[u_off + t*in_stride + i], y: [T, F].
 void silu_mul(OpContext& o, const gpu::Buffer& src, uint32_t g_off, uint32_t u_off, uint32_t in_stride,

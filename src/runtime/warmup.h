@@ -1,0 +1,20 @@
+// Kernel warm-up at load: WebGPU compiles a compute pipeline at its first use, and the engine
+// specialises kernels by shape class (attention with or without its key split and combine pass,
+// DeltaNet chunked prefill vs one-step decode, ...), so without a warm-up the first request that
+// reaches a new shape class pays the compilation inside its TTFT (measured on the H200: +4 ms at
+// turn 2 of a conversation, when a turn first crosses the split threshold).
+#pragma once
+#include "models/model.h"
+
+namespace wgllm {
+
+/// Runs four throwaway forwards on a scratch sequence (discarded; the model's other sequences and
+/// all results are unaffected) that reach every kernel variant a conversation uses: a 2-token
+/// prefill and a decode step near position 0 (no key split), then, after jumping the scratch
+/// sequence to position 150 with zero KV rows (Sequence::import_state; no 150-token forward), a
+/// 2-token prefill and a decode step there (tiled and per-row attention with their key split and
+/// combine passes); head outputs as argmax and as logits. Returns the milliseconds it took. A
+/// no-op (0) on the CPU backend. Throws what forward() throws (e.g. device loss).
+double warm_up(Model& m);
+
+}  // namespace wgllm
