@@ -77,8 +77,8 @@ async function readStream(stream, total, phase, onProgress) {
 
 function checkSize(size, maxBytes, what) {
   if (size > maxBytes)
-    throw new StoreError('model_too_large', `${what} is ${(size / 2 ** 20).toFixed(0)} MiB: larger than this ` +
-      `device and the 32-bit WebAssembly heap can hold (${(maxBytes / 2 ** 20).toFixed(0)} MiB)`);
+    throw new StoreError('model_too_large', `${what} is ${(size / 2 ** 20).toFixed(0)} MiB: larger than the ` +
+      `browser engine can hold (${(maxBytes / 2 ** 20).toFixed(0)} MiB: the 32-bit WebAssembly heap holds a copy of the file)`);
 }
 
 /// source: {url: string} or {file: File}. Returns {bytes: Uint8Array, cached: bool, keep?}: keep()

@@ -43,10 +43,9 @@ async function initGpu() {
 
 async function handleLoad(id, msg) {
   const { adapter, device } = await initGpu();
-  const limits = device.limits;
   const { bytes, cached, keep } = await loadModelBytes(msg.source, {
     onProgress: (p) => post({ type: 'progress', id, ...p }),
-    maxBytes: Math.min(2 ** 31, 4 * limits.maxBufferSize),
+    maxBytes: 2 ** 31,  // the model is mapped into the 32-bit wasm heap (4 GiB) with the engine's own memory
   });
   post({ type: 'progress', id, phase: 'init', loaded: bytes.byteLength, total: bytes.byteLength, percent: 100 });
   const createWgllmModule = (await import(msg.moduleUrl || './build/wgllm.js')).default;
@@ -57,8 +56,15 @@ async function handleLoad(id, msg) {
     printErr: (s) => console.warn('[wgllm]', s),
   });
   engine.FS.writeFile('/model.gguf', bytes);
-  const info = await call('wgllm_load', ['string', 'number', 'number'],
-    ['/model.gguf', msg.contextLength || 0, msg.warmup === false ? 0 : 1]);
+  let info;
+  try {
+    info = await call('wgllm_load', ['string', 'number', 'number'],
+      ['/model.gguf', msg.contextLength || 0, msg.warmup === false ? 0 : 1]);
+  } finally {
+    // The engine reads the file through mmap, which in Emscripten's MEMFS is a copy in the wasm
+    // heap: the file itself is no longer needed (frees one copy of the model).
+    engine.FS.unlink('/model.gguf');
+  }
   info.cached = cached;
   if (keep) {
     const storageError = await keep();
