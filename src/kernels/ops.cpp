@@ -93,6 +93,7 @@ namespace {
 constexpr uint32_t kSplitMaxRows = 1024;   // split only when heads x tokens <= this many rows
 constexpr uint32_t kSplitTarget = 2048;    // aim for about this many workgroups in total
 constexpr uint32_t kSplitMax = 32;         // at most this many key splits per row
+static_assert(kSplitMax <= 64, "attention_combine.wgsl holds at most 64 splits in workgroup memory");
 constexpr uint32_t kTiledThreads = 128;    // attention_tiled: threads per workgroup
 constexpr uint32_t kTiledSplitTargetMax = 4096;  // attention_tiled: largest split target honoured
 
