@@ -219,20 +219,6 @@ Context::~Context() {
   if (instance_) wgpuInstanceRelease(instance_);
 }
 
-bool Context::has_feature(WGPUFeatureName f) const {
-  for (auto e : enabled_)
-    if (e == f) return true;
-  return false;
-}
-
-void Context::on_error(const std::string& msg) {
-  if (error_.empty()) error_ = msg;
-}
-void Context::on_lost(const std::string& msg) {
-  lost_ = true;
-  if (error_.empty()) error_ = "WebGPU device lost: " + msg;
-}
-
 void Context::check() {
   if (!error_.empty()) {
     std::string e = error_;

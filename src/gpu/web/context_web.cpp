@@ -86,20 +86,6 @@ std::unique_ptr<Context> Context::create(const ContextOptions& opts) {
 
 Context::~Context() = default;  // the device belongs to the page; it outlives the engine
 
-bool Context::has_feature(WGPUFeatureName f) const {
-  for (auto e : enabled_)
-    if (e == f) return true;
-  return false;
-}
-
-void Context::on_error(const std::string& msg) {
-  if (error_.empty()) error_ = msg;
-}
-void Context::on_lost(const std::string& msg) {
-  lost_ = true;
-  if (error_.empty()) error_ = "WebGPU device lost: " + msg;
-}
-
 void Context::check() {
   if (std::string e = take(wgjs_take_error()); !e.empty()) {
     if (wgjs_is_lost()) lost_ = true;
