@@ -37,11 +37,12 @@ const PROMPT = 'Write a short story about a robot who learns to paint.';
 const TURN1 = 'Name one planet of the solar system.';
 const TURN2 = 'How far is it from the sun?';
 
-let failures = 0;
+let failures = 0, passes = 0;
 const log = (...a) => console.log('[browser-test]', ...a);
 function check(ok, what, detail = '') {
   log(`${ok ? 'PASS' : 'FAIL'} ${what}${detail ? `: ${detail}` : ''}`);
   if (!ok) failures++;
+  else passes++;
 }
 
 for (const [what, p] of [['native wgllm binary', opt.wgllm], ['wasm engine (make web)', join(opt.wasmDir, 'wgllm.wasm')],
@@ -211,4 +212,5 @@ try {
 }
 writeFileSync(join(opt.out, 'summary.json'), JSON.stringify(summary, null, 1));
 log(failures ? `${failures} check(s) FAILED` : 'all checks passed', `(summary: ${join(opt.out, 'summary.json')})`);
+console.log(`browser: ${passes} passed, ${failures} failed`);  // the plain closing line CI reads
 process.exit(failures ? 1 : 0);

@@ -21,6 +21,7 @@
 #include "models/model.h"
 #include "models/source.h"
 #include "runtime/session.h"
+#include "runtime/warmup.h"
 #include "tokenizer/tokenizer.h"
 #include "web_chat.h"
 
@@ -85,10 +86,10 @@ extern "C" {
 EMSCRIPTEN_KEEPALIVE void wgllm_free(char* p) { std::free(p); }
 
 /// Loads the GGUF file at `path` (MEMFS) with a KV cache of `context` tokens (0: 2048).
-/// warmup != 0: compiles the prefill and decode kernels at load time by running a 2-token prefill
-/// and a 1-token decode on a scratch sequence (WebGPU compiles a pipeline at its first use; on a
-/// software adapter that takes seconds and would otherwise land in the first reply's TTFT and
-/// tokens/s). Results are unaffected: the scratch sequence is discarded.
+/// warmup != 0: compiles every kernel variant at load time (runtime/warmup.h: throwaway forwards
+/// on a scratch sequence; WebGPU compiles a pipeline at its first use, and on a software adapter
+/// that takes seconds that would otherwise land in a reply's TTFT and tokens/s). Results are
+/// unaffected: the scratch sequence is discarded.
 EMSCRIPTEN_KEEPALIVE char* wgllm_load(const char* path, int context, int warmup) {
   return guarded([&] {
     const auto t0 = std::chrono::steady_clock::now();
@@ -107,16 +108,7 @@ EMSCRIPTEN_KEEPALIVE char* wgllm_load(const char* path, int context, int warmup)
     mo.context_length = context > 0 ? uint32_t(context) : 2048;
     e->model = create_model(*e->src, mo);
     e->context = mo.context_length;
-    double warmup_ms = 0;
-    if (warmup) {
-      const auto tw = std::chrono::steady_clock::now();
-      auto seq = e->model->new_sequence(8);
-      const int32_t t = e->tok->bos_id() >= 0 ? e->tok->bos_id() : 0;
-      const int32_t two[2] = {t, t};
-      e->model->forward_argmax(*seq, two);
-      e->model->forward_argmax(*seq, std::span<const int32_t>(two, 1));
-      warmup_ms = ms_since(tw);
-    }
+    const double warmup_ms = warmup ? warm_up(*e->model) : 0;  // runtime/warmup.h, as in the native CLI
     e->conv.open(*e->model, *e->tok, *e->chat, e->context);
     const auto mem = e->model->memory();
     const auto& c = e->model->config();
