@@ -90,9 +90,11 @@ int run_multiturn(const MultiTurnOpts& b) {
                      {"host_ms", host_ms},
                      {"first_token_match", true},
                      {"snapshot_bytes", st.snapshot_bytes},
+                     {"snapshot_us", st.last_snapshot_us},
                      {"kv_bytes_in_use", s.snapshots().empty() ? 0 : s.snapshots().back().kv_bytes}});
-    fmt::print(stderr, "turn {:>2}: prompt {:>5} tokens (+{:>3} new) | TTFT session {:>8.1f} ms, host {:>5.2f} ms\n",
-               t + 1, prompt_len, r.n_new, r.stats.ttft_ms, host_ms);
+    fmt::print(stderr, "turn {:>2}: prompt {:>5} tokens (+{:>3} new) | TTFT session {:>8.1f} ms, host {:>5.2f} ms | "
+               "snapshot {:.1f} us, {} B live\n", t + 1, prompt_len, r.n_new, r.stats.ttft_ms, host_ms, st.last_snapshot_us,
+               st.snapshot_bytes);
   }
   // The full-recompute arm runs after the whole conversation, not between its turns: interleaved,
   // each recompute (up to a 1,800-token prefill) perturbed the next session turn's timing (H200:

@@ -2,6 +2,7 @@
 #include "runtime/session.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "tokenizer/tokenizer.h"
 
@@ -201,6 +202,7 @@ std::vector<int32_t> Session::seek(const std::vector<int32_t>& target) {
 }
 
 void Session::take_snapshot() {
+  const auto t0 = std::chrono::steady_clock::now();
   // One snapshot per point: replace an older one of the same tokens.
   for (auto it = snaps_.begin(); it != snaps_.end();) {
     if (!it->pinned && it->tokens == cache_) it = snaps_.erase(it);
@@ -212,6 +214,7 @@ void Session::take_snapshot() {
   touch(s);
   snaps_.push_back(std::move(s));
   evict();
+  stats_.last_snapshot_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
 }
 
 void Session::evict() {

@@ -81,6 +81,8 @@ struct SessionStats {
   uint64_t snapshot_bytes = 0;  // live snapshot copies, bytes
   uint32_t snapshots = 0, evictions = 0;
   uint64_t recomputed_tokens = 0;  // tokens re-fed because no cached/snapshotted state covered them
+  double last_snapshot_us = 0;     // wall time of the latest end-of-turn snapshot: bookkeeping plus
+                                   // recording the recurrent-state copies (Sequence::snapshot())
 };
 
 /// "llama L=30 d=576 ... tensors=<hash of names, types and shapes>" for SessionOptions::fingerprint.
