@@ -272,6 +272,14 @@ int run_synthetic(double work, bool constant) {
 
 }  // namespace
 
+CLI::App* bench_subcommand(CLI::App& app) {
+  try {
+    return app.get_subcommand("bench");
+  } catch (const CLI::OptionNotFound&) {
+    return app.add_subcommand("bench", "benchmarks");
+  }
+}
+
 std::function<int()> add_bench(CLI::App& app, const std::string& argv0) {
   auto b = std::make_shared<BenchOpts>();
   auto* cmd = app.add_subcommand("bench", "benchmark the product configuration (TTFT, decode, latency trace, traffic)");

@@ -6,4 +6,7 @@ namespace wgllm::cli {
 /// Registers `bench` (with `ab` and `synthetic` subcommands) on the app; returns the run hook to
 /// call after parsing (returns -1 when bench was not selected, else the exit code).
 std::function<int()> add_bench(CLI::App& app, const std::string& argv0);
+/// The `bench` subcommand of app, created (without its own options) if add_bench() has not run:
+/// where `bench multi-turn`, `bench attention` and other bench modes attach.
+CLI::App* bench_subcommand(CLI::App& app);
 }  // namespace wgllm::cli

@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench.h"
 #include "bench_attention.h"
 #include "gpu/context.h"
 #include "kernels/ops.h"
@@ -119,12 +120,7 @@ int run_attention_bench(const AttnBenchOpts& b) {
 }  // namespace
 
 std::function<int()> add_bench_attention(CLI::App& app) {
-  CLI::App* bench = nullptr;
-  try {
-    bench = app.get_subcommand("bench");
-  } catch (const CLI::OptionNotFound&) {
-    bench = app.add_subcommand("bench", "benchmarks");
-  }
+  CLI::App* bench = bench_subcommand(app);
   auto b = std::make_shared<AttnBenchOpts>();
   auto* cmd = bench->add_subcommand("attention", "time the attention op alone: per-row vs tiled kernel, split on/off");
   cmd->add_option("--adapter", b->adapter, "adapter index (wgllm devices); default: first hardware adapter");

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench.h"
 #include "bench_multiturn.h"
 #include "runtime/session.h"
 
@@ -161,12 +162,7 @@ int run_multiturn(const MultiTurnOpts& b) {
 }  // namespace
 
 std::function<int()> add_bench_multiturn(CLI::App& app) {
-  CLI::App* bench = nullptr;
-  try {
-    bench = app.get_subcommand("bench");
-  } catch (const CLI::OptionNotFound&) {
-    bench = app.add_subcommand("bench", "benchmarks");
-  }
+  CLI::App* bench = bench_subcommand(app);
   auto b = std::make_shared<MultiTurnOpts>();
   auto* cmd = bench->add_subcommand("multi-turn", "per-turn TTFT of a multi-turn chat: session (snapshots) vs full recompute");
   add_common(*cmd, b->common);
