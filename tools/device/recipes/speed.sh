@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Decode/prefill speed on the H200: this build (wgllm) vs a baseline build (wgllm-base) and vs
+# llama.cpp CUDA built there from the llama-cpp-python 0.3.36 sdist, SmolLM2-135M-Instruct Q4_1,
+# product configuration, `wgllm bench ab` (two control arms, interleaved, bootstrap CI).
+# Staging (here): python3 tools/device/pack.py --bin wgllm kernels_test smollm2_parity_test \
+#     /path/to/base/wgllm=wgllm-base --model ~/.cache/wgllm/models/SmolLM2-135M-Instruct.Q4_1.gguf \
+#     --gl --llamacpp
+# then the planned calls back to back: `bash tools/device/recipes/speed.sh store` for every call
+# but the last (the first one also starts the llama.cpp CUDA build), `... speed.sh measure` last.
+# MEASURE (space-separated, default all): parity traffic base cuda hybrids.
+set -u
+stage=${1:-measure}
+source tools/device/remote.sh
+T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
+LB=$W/lcpp/llama.cpp/build/bin/llama-bench
+if [ -f $W/llama.cpp.tgz ] && [ ! -d $W/lcpp ]; then
+  mkdir -p $W/lcpp && tar xzf $W/llama.cpp.tgz -C $W/lcpp
+  (cd $W/lcpp/llama.cpp && setsid nohup bash -c "cmake -B build -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+    -DLLAMA_CURL=OFF -DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
+    > $W/lcpp.log 2>&1 && cmake --build build -j 16 --target llama-bench >> $W/lcpp.log 2>&1; \
+    echo BUILD_DONE \$? >> $W/lcpp.log" > /dev/null 2>&1 &)
+  el "llama.cpp CUDA build started"
+fi
+[ "$stage" = store ] && { $B devices 2>&1 | head -4; exit 0; }
+
+GGUF=$(wg_model SmolLM2-135M-Instruct.Q4_1.gguf) || exit 1
+mkdir -p $W/text/package/moby-dick/data && cp tests/fixtures/parity/prompt_256.txt $W/text/package/moby-dick/data/data.txt
+R=$W/res; rm -rf $R; mkdir -p $R; M=${MEASURE:-parity traffic base cuda hybrids}
+wg_gpu_check | tee $R/gpu.txt
+# Results travel back as one archive ($OUT returns at most 8 files), also when a step times out.
+trap 'tar czf $OUT/results.tgz -C $R .' EXIT
+has() { [[ " $M " == *" $1 "* ]]; }
+if has parity; then
+  for t in kernels_test smollm2_parity_test; do [ -x $W/bin/$t ] && { $W/bin/$t 2>&1 | tail -2; el "$t"; }; done
+fi
+if has traffic; then
+  $B bench --prompt-lengths 512 --gen 256 --reps 3 --traffic --json $R/wgllm_p512_g256.json --md $R/wgllm_p512_g256.md 2>&1 \
+    | grep -E "^\| product|copy bandwidth|dispatch" | head -8
+  $B bench --prompt-lengths 4096 --gen 64 --reps 2 --json $R/wgllm_p4096_g64.json 2>&1 | grep -E "^\| product"
+  el "bench"
+fi
+ab() {  # NAME, then bench ab arguments
+  local n=$1; shift
+  timeout 280 "$@" --rounds 3 --json $R/$n.json 2>&1 | tail -4; el "$n"
+}
+if has base && [ -x $W/bin/wgllm-base ]; then
+  ab new_vs_base_p512 $W/bin/wgllm-base bench ab --a "bench --prompt-lengths 512 --gen 128 --reps 1" \
+    --b "bench --prompt-lengths 512 --gen 128 --reps 1" --b-bin $B --metric ttft_ms,decode_tok_s
+fi
+if has cuda; then
+  for i in $(seq 1 60); do grep -q BUILD_DONE $W/lcpp.log 2>/dev/null && break; sleep 5; done
+  if grep -q "BUILD_DONE 0" $W/lcpp.log; then
+    ab vs_llamacpp_cuda_p512 $B bench ab --a "bench --prompt-lengths 512 --gen 256 --reps 1" \
+      --b-cmd "bash tools/peer_llamacpp.sh $LB $GGUF 512 256" --metric ttft_ms,decode_tok_s
+    ab vs_llamacpp_cuda_p4096 $B bench ab --a "bench --prompt-lengths 4096 --gen 64 --reps 1" \
+      --b-cmd "bash tools/peer_llamacpp.sh $LB $GGUF 4096 64" --metric ttft_ms,decode_tok_s
+  else tail -5 $W/lcpp.log; fi
+fi
+if has hybrids; then
+  for m in tests/fixtures/qwen35_trained/qwen35_trained.bf16.gguf tests/fixtures/lfm2_trained/lfm2_trained.bf16.gguf; do
+    $B bench -m $m --prompt-lengths 512 --gen 64 --reps 2 --json $R/$(basename $m .bf16.gguf).json 2>&1 | grep -E "^\| product|dispatch"
+    [ -x $W/bin/wgllm-base ] && $W/bin/wgllm-base bench -m $m --prompt-lengths 512 --gen 64 --reps 2 \
+      --json $R/$(basename $m .bf16.gguf)_base.json 2>&1 | grep -E "^\| product"
+  done
+  el "hybrids"
+fi

@@ -1,0 +1,38 @@
+# Sourced at the start of every device recipe (bash): stores what this call carried, sets up the
+# Vulkan loader and the environment, and joins model slices once all of them have arrived.
+# Pieces persist in $W (/root/wg) while the machine stays warm (released ~30 s after a call), so
+# the calls planned by tools/device/pack.py must be issued back to back.
+#   $W/bin     wgllm and test binaries with their shared libraries (.carry/bin)
+#   $W/models  joined models, checked against .carry/models.sha256
+# After sourcing: $B (wgllm), $W, wg_model NAME (path of a joined model, or fails), wg_gpu_check
+# (prints the GPU's clocks, utilisation and other processes: benchmarks are refused on a busy GPU).
+W=/root/wg
+mkdir -p $W/bin $W/models $W/parts
+if [ -d .gl ]; then for f in .gl/*.deb; do dpkg -x "$f" / 2>/dev/null; done; ldconfig; fi
+[ -d .carry/bin ] && cp -r .carry/bin/. $W/bin/
+for p in .carry/*.part[0-9][0-9]; do [ -f "$p" ] && cp "$p" $W/parts/; done
+[ -f .carry/llama.cpp.tgz ] && cp .carry/llama.cpp.tgz $W/
+ICD=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+[ -f $ICD ] && export VK_DRIVER_FILES=$ICD
+export LD_LIBRARY_PATH=$W/bin:${LD_LIBRARY_PATH:-} WGLLM_CACHE=$W WGLLM_SOURCE_DIR=$PWD XDG_RUNTIME_DIR=/tmp
+B=$W/bin/wgllm
+mkdir -p "${OUT:-/tmp/out}"
+# Joins and checks every model whose slices have all arrived.
+if [ -f .carry/models.sha256 ]; then
+  while read -r sum name parts; do
+    [ -f $W/models/$name ] && continue
+    have=$(ls $W/parts/$name.part* 2>/dev/null | wc -l)
+    [ "$have" = "$parts" ] || { echo "[remote] $name: $have of $parts slices so far"; continue; }
+    cat $(ls $W/parts/$name.part* | sort) > $W/models/$name.tmp
+    if echo "$sum  $W/models/$name.tmp" | sha256sum -c --quiet; then
+      mv $W/models/$name.tmp $W/models/$name; rm -f $W/parts/$name.part*; echo "[remote] $name joined, sha256 ok"
+    else echo "[remote] $name: sha256 mismatch"; rm -f $W/models/$name.tmp; fi
+  done < .carry/models.sha256
+fi
+wg_model() { [ -f "$W/models/$1" ] && echo "$W/models/$1" || { echo "[remote] model $1 missing" >&2; return 1; }; }
+wg_gpu_check() {
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,utilization.gpu,memory.used --format=csv
+  nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv
+}
+# The default model where the engine looks for it ($WGLLM_CACHE/models).
+[ -f $W/models/SmolLM2-135M-Instruct.Q4_1.gguf ] || true
