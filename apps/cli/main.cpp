@@ -86,7 +86,19 @@ int cmd_devices() {
     const auto& a = list[i];
     fmt::print("[{}] {} ({}, {}), vendor 0x{:04x} device 0x{:04x}\n", i, a.name, a.backend, a.adapter_type, a.vendor_id, a.device_id);
     fmt::print("    driver: {}\n", a.driver);
-    fmt::print("    subgroup size: {}..{}\n", a.subgroup_min, a.subgroup_max);
+    // The adapter info leaves subgroup sizes at 0 on wgpu-native: measure them on a device.
+    std::string sg = "none (no subgroup feature)";
+    try {
+      gpu::ContextOptions co;
+      co.adapter_index = int(i);
+      co.want_timestamps = false;
+      auto ctx = gpu::Context::create(co);
+      auto [lo, hi] = ctx->measured_subgroup_sizes();
+      if (lo) sg = lo == hi ? std::to_string(lo) : std::to_string(lo) + ".." + std::to_string(hi);
+    } catch (const std::exception& e) {
+      sg = std::string("not measured (") + e.what() + ")";
+    }
+    fmt::print("    subgroup size: {}\n", sg);
     std::string feats;
     for (auto& f : a.features) feats += (feats.empty() ? "" : ", ") + f;
     fmt::print("    features: {}\n", feats);

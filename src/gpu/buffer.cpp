@@ -79,7 +79,7 @@ void map_read(Context& ctx, const Buffer& staging, void* dst, uint64_t size) {
   uint64_t sz = (size + 3) & ~uint64_t(3);
   wgpuBufferMapAsync(staging.handle(), WGPUMapMode_Read, 0, sz, cb);
   while (!st.done) {
-    wgpuDevicePoll(ctx.device(), true, nullptr);
+    ctx.poll_wait();
     ctx.check();
   }
   if (st.status != WGPUMapAsyncStatus_Success) throw Error("GPU readback failed: " + st.msg);

@@ -2,8 +2,17 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 
 #include "core/error.h"
+#include "gpu/buffer.h"
+#include "gpu/pipeline.h"
+#include "gpu/recorder.h"
 
 namespace wgllm::gpu {
 namespace {
@@ -148,6 +157,7 @@ std::unique_ptr<Context> Context::create(const ContextOptions& opts) {
   for (size_t i = 0; i < adapters.size(); ++i)
     if (int(i) != pick) wgpuAdapterRelease(adapters[i]);
   ctx->adapter_ = adapters[pick];
+  ctx->wait_timeout_s_ = opts.wait_timeout_s;
   ctx->info_ = infos[pick];
   if (ctx->info_.backend != "Vulkan")
     throw Error("WebGPU: adapter '" + ctx->info_.name + "' uses backend " + ctx->info_.backend +
@@ -161,7 +171,10 @@ std::unique_ptr<Context> Context::create(const ContextOptions& opts) {
       if (uint32_t(feats.features[i]) == f) return true;
     return false;
   };
-  std::vector<uint32_t> want = {WGPUFeatureName_Subgroups};
+  // Subgroup operations: the standard feature, or wgpu-native's own where the adapter only
+  // reports that one (lavapipe); either lets WGSL use the subgroup builtins (naga in wgpu-native
+  // 0.32 rejects `enable subgroups;` and needs no enable directive).
+  std::vector<uint32_t> want = {WGPUFeatureName_Subgroups, WGPUNativeFeature_Subgroup};
   if (opts.want_timestamps) {
     want.push_back(WGPUFeatureName_TimestampQuery);
     want.push_back(WGPUNativeFeature_TimestampQueryInsidePasses);
@@ -181,8 +194,10 @@ std::unique_ptr<Context> Context::create(const ContextOptions& opts) {
   dd.deviceLostCallbackInfo.mode = WGPUCallbackMode_AllowSpontaneous;
   dd.deviceLostCallbackInfo.callback = [](WGPUDevice const*, WGPUDeviceLostReason reason,
                                           WGPUStringView msg, void* u1, void*) {
-    if (reason == WGPUDeviceLostReason_Destroyed || reason == WGPUDeviceLostReason_CallbackCancelled) return;
-    static_cast<Context*>(u1)->on_lost(str(msg));
+    auto* c = static_cast<Context*>(u1);
+    if (reason == WGPUDeviceLostReason_CallbackCancelled) return;
+    if (reason == WGPUDeviceLostReason_Destroyed && !c->destroy_is_loss_) return;  // our own teardown
+    c->on_lost(str(msg).empty() ? "device destroyed" : str(msg));
   };
   dd.deviceLostCallbackInfo.userdata1 = ctx.get();
   dd.uncapturedErrorCallbackInfo.callback = [](WGPUDevice const*, WGPUErrorType type,
@@ -227,9 +242,122 @@ void Context::check() {
   }
 }
 
-void Context::wait_idle() {
+namespace {
+
+// GPU wait watchdog. wgpuDevicePoll(wait = true) has no timeout, so a hung device would hang the
+// process silently. One background thread watches the armed deadline; when a wait outlives it
+// the process exits with a clear message (the blocked driver call cannot be interrupted).
+class Watchdog {
+ public:
+  static Watchdog& get() {
+    static Watchdog* w = new Watchdog();  // never destroyed: the thread outlives static teardown
+    return *w;
+  }
+  void arm(double seconds, const std::string& what) {
+    std::lock_guard<std::mutex> lk(m_);
+    deadline_ = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                        std::chrono::duration<double>(seconds));
+    seconds_ = seconds;
+    what_ = what;
+    armed_ = true;
+    cv_.notify_all();
+  }
+  void disarm() {
+    std::lock_guard<std::mutex> lk(m_);
+    armed_ = false;
+  }
+
+ private:
+  Watchdog() { std::thread([this] { loop(); }).detach(); }
+  void loop() {
+    std::unique_lock<std::mutex> lk(m_);
+    for (;;) {
+      if (!armed_) {
+        cv_.wait(lk);
+        continue;
+      }
+      auto dl = deadline_;
+      if (cv_.wait_until(lk, dl) == std::cv_status::timeout && armed_ && deadline_ == dl) {
+        std::fprintf(stderr,
+                     "wgllm: GPU timeout: %s did not finish within %.3g s (the device hung or was lost); "
+                     "exiting. Set WGLLM_GPU_TIMEOUT_S to allow longer submissions.\n",
+                     what_.c_str(), seconds_);
+        std::fflush(stderr);
+        std::_Exit(kGpuTimeoutExitCode);
+      }
+    }
+  }
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::chrono::steady_clock::time_point deadline_{};
+  double seconds_ = 0;
+  std::string what_;
+  bool armed_ = false;
+};
+
+}  // namespace
+
+void Context::lose_device_for_testing() {
+  destroy_is_loss_ = true;
+  wgpuDeviceDestroy(device_);
+  wgpuDevicePoll(device_, false, nullptr);  // deliver the lost callback
+  if (!lost_) on_lost("device destroyed (simulated loss)");
+}
+
+double Context::wait_timeout_s() const {
+  if (const char* e = std::getenv("WGLLM_GPU_TIMEOUT_S")) {
+    char* end = nullptr;
+    double v = std::strtod(e, &end);
+    if (end != e && *end == '\0' && std::isfinite(v) && v > 0) return v;
+  }
+  if (wait_timeout_s_ > 0) return wait_timeout_s_;
+  // Software adapters run a long prefill on the CPU (minutes on a busy 2-core machine).
+  return info_.is_software() ? 1800.0 : 120.0;
+}
+
+void Context::poll_wait() {
+  Watchdog::get().arm(wait_timeout_s(), "a GPU submission on '" + info_.name + "'");
   wgpuDevicePoll(device_, true, nullptr);
+  Watchdog::get().disarm();
+}
+
+void Context::wait_idle() {
+  poll_wait();
   check();
+}
+
+bool Context::has_subgroups() const {
+  return has_feature(WGPUFeatureName_Subgroups) || has_feature(WGPUFeatureName(WGPUNativeFeature_Subgroup));
+}
+
+std::pair<uint32_t, uint32_t> Context::measured_subgroup_sizes() {
+  if (!has_subgroups()) return {0, 0};
+  if (subgroup_measured_.first) return subgroup_measured_;
+  // The adapter info's subgroupMinSize/MaxSize are 0 on wgpu-native 0.32 (not filled in), so ask
+  // the shader compiler: every invocation of a 256-wide workgroup writes its subgroup_size.
+  const uint32_t n = 256;
+  KernelSpec spec{"probe_subgroup_size",
+                  "struct P { n: u32, pad0: u32, pad1: u32, pad2: u32 }\n"
+                  "@group(0) @binding(0) var<storage, read_write> o: array<u32>;\n"
+                  "@group(0) @binding(1) var<uniform> p: P;\n"
+                  "@compute @workgroup_size(256)\n"
+                  "fn main(@builtin(subgroup_size) s: u32, @builtin(local_invocation_index) i: u32) {\n"
+                  "  if (i < p.n) { o[i] = s; }\n"
+                  "}\n",
+                  {Bind::ReadWrite, Bind::Uniform}};
+  Pipeline pipe(*this, spec);
+  Buffer out(*this, n * 4, BufferKind::Storage, "subgroup-probe");
+  Recorder rec(*this, 1);
+  struct { uint32_t n, pad0, pad1, pad2; } prm{n, 0, 0, 0};
+  rec.begin();
+  rec.dispatch(pipe, {Binding(out)}, prm, 1);
+  std::vector<uint32_t> sizes(n);
+  rec.read_after(out, 0, n * 4);
+  rec.submit(sizes.data());
+  auto [lo, hi] = std::minmax_element(sizes.begin(), sizes.end());
+  if (*lo == 0 || *hi > 1024) throw Error("subgroup-size probe returned " + std::to_string(*lo) + ".." + std::to_string(*hi));
+  subgroup_measured_ = {*lo, *hi};
+  return subgroup_measured_;
 }
 
 }  // namespace wgllm::gpu

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gpu/webgpu.h"
@@ -27,7 +28,14 @@ struct AdapterInfo {
 struct ContextOptions {
   int adapter_index = -1;   // -1: first hardware Vulkan adapter, else first software one
   bool want_timestamps = true;  // request timestamp-query features when the adapter has them
+  /// Longest a blocking GPU wait may take before the process exits with a clear error (a hung
+  /// device cannot be interrupted). 0: 120 s on hardware adapters, 1800 s on software ones. The
+  /// environment variable WGLLM_GPU_TIMEOUT_S (seconds, > 0) overrides both.
+  double wait_timeout_s = 0;
 };
+
+/// Exit status of a process whose GPU wait timed out (see ContextOptions::wait_timeout_s).
+inline constexpr int kGpuTimeoutExitCode = 75;
 
 /// Owns the device. Move-only; not copyable.
 class Context {
@@ -46,13 +54,29 @@ class Context {
   WGPUQueue queue() const { return queue_; }
   const AdapterInfo& info() const { return info_; }
   bool has_feature(WGPUFeatureName f) const;
+  /// True when WGSL may use subgroup builtins (the standard feature or wgpu-native's own).
+  bool has_subgroups() const;
+  /// Smallest and largest subgroup size seen by a probe kernel (one 256-invocation workgroup;
+  /// measured once, then cached); {0, 0} without subgroup support. Native builds only. The
+  /// adapter info's own subgroup sizes are not filled in by wgpu-native 0.32.
+  std::pair<uint32_t, uint32_t> measured_subgroup_sizes();
   bool timestamps_inside_passes() const { return ts_inside_passes_; }
 
   /// Blocks until all submitted work is done, then throws the first captured validation error or
   /// device-loss message (if any).
   void wait_idle();
+  /// One blocking wgpuDevicePoll under the wait watchdog (exits the process with
+  /// kGpuTimeoutExitCode and a message on stderr past wait_timeout_s()). Native builds only.
+  void poll_wait();
+  /// The timeout in force for blocking waits, in seconds.
+  double wait_timeout_s() const;
   /// Throws if a validation error or device loss was recorded; cheap.
   void check();
+
+  /// Destroys the device as a driver reset would (tests of device-loss handling): afterwards
+  /// every synchronisation point throws wgllm::Error "WebGPU device lost: ...". Native only.
+  void lose_device_for_testing();
+  bool lost() const { return lost_; }
 
   // Called from WebGPU callbacks.
   void on_error(const std::string& msg);
@@ -69,6 +93,9 @@ class Context {
   bool ts_inside_passes_ = false;
   std::string error_;
   bool lost_ = false;
+  std::pair<uint32_t, uint32_t> subgroup_measured_{0, 0};
+  double wait_timeout_s_ = 0;
+  bool destroy_is_loss_ = false;  // set by lose_device_for_testing(); read by the lost callback
 };
 
 }  // namespace wgllm::gpu

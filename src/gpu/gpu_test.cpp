@@ -63,3 +63,82 @@ TEST(Gpu, BadShaderIsAClearError) {
     EXPECT_NE(std::string(e.what()).find("broken"), std::string::npos) << e.what();
   }
 }
+
+TEST(Gpu, SubgroupSizeIsMeasured) {
+  auto ctx = Context::create();
+  auto [lo, hi] = ctx->measured_subgroup_sizes();
+  if (!ctx->has_subgroups()) GTEST_SKIP() << "adapter without subgroups";
+  EXPECT_GE(lo, 1u);
+  EXPECT_LE(lo, hi);
+  EXPECT_LE(hi, 256u);
+  EXPECT_EQ(hi & (hi - 1), 0u) << "subgroup sizes are powers of two";
+}
+
+// Submits a kernel that runs far longer than a microsecond and waits for it.
+static void wait_for_long_kernel() {
+  auto ctx = Context::create();
+  PipelineCache cache(*ctx);
+  const auto& p = cache.get("spin", [] {
+    return KernelSpec{"", R"(
+@group(0) @binding(0) var<storage, read_write> o: array<f32>;
+struct P { n: u32, pad: u32 }
+@group(0) @binding(1) var<uniform> p: P;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3u) {
+  var a = f32(g.x);
+  for (var i = 0u; i < p.n; i++) { a = a * 0.999 + 1.0; }
+  o[g.x] = a;
+})",
+                      {Bind::ReadWrite, Bind::Uniform}};
+  });
+  Buffer o(*ctx, 64 * 64 * 4, BufferKind::Storage, "o");
+  Recorder rec(*ctx);
+  struct { uint32_t n, pad; } prm{1u << 20, 0};
+  rec.begin();
+  rec.dispatch(p, {Binding(o)}, prm, 64);
+  rec.submit();
+  ctx->wait_idle();
+}
+
+// A submission that outlives the wait timeout ends the process with a clear message instead of
+// hanging it (a hung device cannot be interrupted). The child re-executes this test binary.
+TEST(GpuDeathTest, WaitTimeoutExitsWithClearError) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        setenv("WGLLM_GPU_TIMEOUT_S", "0.000001", 1);
+        wait_for_long_kernel();
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(kGpuTimeoutExitCode), "GPU timeout: .* did not finish within");
+}
+
+// Device loss (a driver reset, a removed GPU): work after the loss is a clear wgllm::Error at the
+// next synchronisation point, never a crash or a hang.
+TEST(Gpu, DeviceLossIsAClearError) {
+  auto ctx = Context::create();
+  PipelineCache cache(*ctx);
+  const auto& p = cache.get("add_one", [] {
+    return KernelSpec{"", kAddOne, {Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform}};
+  });
+  Buffer a(*ctx, 256, BufferKind::Storage, "a"), b(*ctx, 256, BufferKind::Storage, "b");
+  ctx->lose_device_for_testing();
+  EXPECT_TRUE(ctx->lost());
+  auto work = [&] {
+    Recorder rec(*ctx);
+    struct { uint32_t n; float add; } prm{64, 1.0f};
+    rec.begin();
+    rec.dispatch(p, {Binding(a), Binding(b)}, prm, 1);
+    std::vector<float> out(64);
+    rec.read_after(b, 0, 256);
+    rec.submit(out.data());
+  };
+  try {
+    work();
+    FAIL() << "work on a lost device did not throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("device lost"), std::string::npos) << e.what();
+  }
+  // Still an error the second time (the loss is sticky), and creating buffers does not crash.
+  EXPECT_THROW(work(), Error);
+}

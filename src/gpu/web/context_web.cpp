@@ -103,4 +103,9 @@ void Context::wait_idle() {
   check();
 }
 
+// The browser has no blocking waits to watch (mapAsync promises are awaited through asyncify;
+// a lost device rejects them): poll_wait() is the plain shim poll and there is no timeout.
+void Context::poll_wait() { wgpuDevicePoll(device_, true, nullptr); }
+double Context::wait_timeout_s() const { return 0; }
+
 }  // namespace wgllm::gpu
