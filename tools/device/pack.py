@@ -85,7 +85,10 @@ def stage_gl():
     os.makedirs("/tmp/amd64/partial", exist_ok=True)
     o = ["-oAPT::Architecture=amd64", "-oAPT::Architectures=amd64", "-oDir::State::Lists=/tmp/amd64"]
     subprocess.run(["apt-get", *o, "update"], check=True, capture_output=True)
-    subprocess.run(["apt-get", *o, "download", "libvulkan1"], cwd=gl, check=True)
+    # The NVIDIA Vulkan ICD lives in libGLX_nvidia, which needs the GL vendor-neutral dispatch
+    # libraries too (the list in /work/.library/device/README.md).
+    subprocess.run(["apt-get", *o, "download", "libvulkan1", "libegl1", "libglvnd0", "libopengl0", "libgl1",
+                    "libglx0", "libgles2"], cwd=gl, check=True)
 
 
 def stage_llamacpp():
