@@ -18,6 +18,7 @@
 #include "bench.h"
 #include "bench_multiturn.h"
 #include "runtime/session.h"
+#include "validate.h"
 
 namespace wgllm::cli {
 
@@ -166,10 +167,11 @@ std::function<int()> add_bench_multiturn(CLI::App& app) {
   auto b = std::make_shared<MultiTurnOpts>();
   auto* cmd = bench->add_subcommand("multi-turn", "per-turn TTFT of a multi-turn chat: session (snapshots) vs full recompute");
   add_common(*cmd, b->common);
-  cmd->add_option("--turns", b->turns, "number of turns");
-  cmd->add_option("--turn-tokens", b->turn_tokens, "tokens of each user message");
-  cmd->add_option("--reply-tokens", b->reply_tokens, "tokens of each reply (end-of-generation ignored)");
-  cmd->add_option("--json", b->json_path, "write the results as JSON here (default: stdout)");
+  cmd->add_option("--turns", b->turns, "number of turns, 1..100000")->transform(integer(1, 100000));
+  cmd->add_option("--turn-tokens", b->turn_tokens, "tokens of each user message, 1..16384")->transform(integer(1, 16384));
+  cmd->add_option("--reply-tokens", b->reply_tokens, "tokens of each reply (end-of-generation ignored), 1..16384")
+      ->transform(integer(1, 16384));
+  cmd->add_option("--json", b->json_path, "write the results as JSON here (default: stdout)")->check(OutputFile);
   cmd->add_flag("--session-only", b->session_only, "skip the full-recompute comparison (ttft_recompute_ms = 0)");
   return [=]() -> int { return *cmd ? run_multiturn(*b) : -1; };
 }
