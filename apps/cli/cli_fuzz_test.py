@@ -191,6 +191,10 @@ def pinned_cases(e):
         Case(["chat", "-m", e.hf, "--backend", "cpu"], "chat with a model without a chat template", {1},
              "chat template", loads=True),
         Case(["run", "-m", e.garbage, "--backend", "cpu", "-p", "x"], "garbage model file", {1}, "error", loads=True),
+        Case(["run", "-m", e.gguf, "--backend", "webgpu", "--no-warmup", "-p", "x", "-n", "1", "--matmul-rows", "1024",
+              "--matmul-lanes", "1024"], "webgpu: matmul workgroup over the device limit", {1}, "error", loads=True),
+        Case(["run"] + tiny + ["-p", "Hi", "-c", "4"], "run: prompt longer than the context", {1}, "raise --context",
+             loads=True),
         Case(["run", "-m", e.dir, "--backend", "cpu", "-p", "x"], "directory without a model", {1}, "error",
              loads=True),
     ]

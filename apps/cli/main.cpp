@@ -60,6 +60,10 @@ int cmd_run(cli::CommonOptions& o, const std::string& prompt, const std::string&
     text = l.render(msgs, true);
   }
   std::vector<int32_t> ids = l.tok->encode_prompt(text);
+  if (ids.empty()) throw Error("the prompt is empty (no tokens)");
+  if (ids.size() >= l.seq->context_length())
+    throw Error(fmt::format("the prompt is {} tokens and the context holds {} (raise --context; the model allows up to {})",
+                            ids.size(), l.seq->context_length(), l.model->config().max_context));
   StreamDecoder dec(*l.tok, true);
   GenerateStats st;
   const std::vector<int32_t> out = generate(*l.model, *l.seq, *l.tok, ids, o.gen, [&](int32_t t) {
