@@ -8,6 +8,7 @@
 // it with tools/plot_multiturn.py. Not a timed test: numbers depend on the machine.
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <iostream>
@@ -61,9 +62,10 @@ int run_multiturn(const MultiTurnOpts& b) {
   std::vector<int32_t> first_tokens;  // per turn: the session's first reply token
   // Warm-up (pipelines, caches) outside the measurement.
   {
-    const std::vector<int32_t> w = l.tok->encode("warm up");
+    std::vector<int32_t> w = l.tok->encode("warm up");
     fresh = l.model->new_sequence(b.common.context);  // (truncate() refuses recurrent state)
-    l.model->forward_argmax(*fresh, w);
+    w.resize(std::min<size_t>(w.size(), fresh->context_length()));  // (a tiny --context: the first turn reports it)
+    if (!w.empty()) l.model->forward_argmax(*fresh, w);
   }
   for (uint32_t t = 0; t < b.turns; ++t) {
     const std::string msg = user_message(*l.tok, t, b.turn_tokens);
@@ -72,6 +74,10 @@ int run_multiturn(const MultiTurnOpts& b) {
     try {
       r = s.send(msg, g);
     } catch (const ContextFull& e) {
+      // No turn measured is no result (an empty table with status 0 would read as a success).
+      if (t == 0)
+        throw Error(fmt::format("bench multi-turn: the first turn does not fit the context of {} tokens ({}); raise --context",
+                                s.context_length(), e.what()));
       fmt::print(stderr, "turn {}: {} (stopping; raise --context)\n", t + 1, e.what());
       break;
     }

@@ -193,6 +193,8 @@ def pinned_cases(e):
         Case(["run", "-m", e.garbage, "--backend", "cpu", "-p", "x"], "garbage model file", {1}, "error", loads=True),
         Case(["run", "-m", e.gguf, "--backend", "webgpu", "--no-warmup", "-p", "x", "-n", "1", "--matmul-rows", "1024",
               "--matmul-lanes", "1024"], "webgpu: matmul workgroup over the device limit", {1}, "error", loads=True),
+        Case(["bench", "multi-turn"] + tiny + ["--turns", "2", "--turn-tokens", "4", "--reply-tokens", "1", "-c", "4"],
+             "bench multi-turn: no turn fits the context", {1}, "raise --context", loads=True),
         Case(["run"] + tiny + ["-p", "Hi", "-c", "4"], "run: prompt longer than the context", {1}, "raise --context",
              loads=True),
         Case(["run", "-m", e.dir, "--backend", "cpu", "-p", "x"], "directory without a model", {1}, "error",
