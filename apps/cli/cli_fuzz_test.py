@@ -13,7 +13,8 @@ for: `bench --reps 0`, `bench --gen 0/1`, `bench attention --kv-heads 0`).
 Most cases are refused at parse time (milliseconds); the few that load a model use the tiny
 fixtures on --backend cpu. Deterministic: a fixed seed (--seed) picks the random cases.
 
-usage: cli_fuzz_test.py WGLLM SOURCE_DIR [--seed N] [--random-cases N] [--timeout S] [--jobs N]
+usage: cli_fuzz_test.py WGLLM SOURCE_DIR [--seed N] [--random-cases N] [--combinations N] [--timeout S]
+                       [--jobs N] [--pinned-only] [--verbose]
 """
 import argparse
 import os
@@ -220,7 +221,7 @@ def without(base, opt):
     return out
 
 
-def generated_cases(e, rng, n_random):
+def generated_cases(e, rng, n_random, n_combos):
     """Every option of every subcommand with every boundary value (on top of the fast base args,
     so an accepted value runs a tiny model), then random multi-option mutations and unknown flags."""
     cases = []
@@ -260,6 +261,15 @@ def generated_cases(e, rng, n_random):
         elif name in ("bench synthetic", "bench attention", "bench ab", "devices"):
             argv += ["--bogus-guard"]  # never runs the workload: an unknown flag is always refused
         cases.append(Case(argv, f"random {i}: {name}"))
+    # Random combinations of boundary values on the tiny model (unguarded: a valid combination
+    # runs). Safe for time: every value in values() that passes validation is small for a size.
+    for i in range(n_combos):
+        name = rng.choice(names)
+        prefix, base, opts = sp[name]
+        argv = list(base)
+        for opt in rng.sample(sorted(opts), min(len(opts), rng.randrange(2, 5))):
+            argv = without(argv, opt) + [opt, rng.choice(values(opts[opt], e, rng))]
+        cases.append(Case(prefix + argv, f"combination {i}: {name}", loads=True))
     # Unknown and misspelt subcommands at every level.
     for w in ["", "x", "runn", "Bench", "bench bench", "-", "--", "-1", "nan", "devices devices"]:
         cases.append(Case(w.split(" ") if w else [""], f"command {w!r}"))
@@ -305,7 +315,8 @@ def main():
     ap.add_argument("wgllm")
     ap.add_argument("source_dir")
     ap.add_argument("--seed", type=int, default=12)
-    ap.add_argument("--random-cases", type=int, default=300)
+    ap.add_argument("--random-cases", type=int, default=300, help="random arguments, refused before a model loads")
+    ap.add_argument("--combinations", type=int, default=80, help="random combinations of boundary values that may run")
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds per process")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--pinned-only", action="store_true")
@@ -315,7 +326,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="wgllm_cli_fuzz_")
     try:
         e = Env(os.path.abspath(a.wgllm), os.path.abspath(a.source_dir), tmp)
-        cases = pinned_cases(e) + ([] if a.pinned_only else generated_cases(e, rng, a.random_cases))
+        cases = pinned_cases(e) + ([] if a.pinned_only else generated_cases(e, rng, a.random_cases, a.combinations))
         t0 = time.monotonic()
         with ThreadPoolExecutor(max_workers=a.jobs) as pool:
             results = list(pool.map(lambda c: run_case(e, c, a.timeout), cases))
