@@ -12,6 +12,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -27,6 +28,7 @@
 #include "gpu/context.h"
 #include "kernels/bandwidth_probe.h"
 #include "options.h"
+#include "validate.h"
 
 namespace wgllm::cli {
 namespace {
@@ -150,8 +152,15 @@ int run_bench(BenchOpts& b) {
   const std::string label = np.empty() ? "product" : "NON-PRODUCT";
   uint32_t need_ctx = b.gen + 8;
   for (auto p : b.prompt_lengths) need_ctx = std::max(need_ctx, p + b.gen + 8);
+  if (b.traffic) need_ctx = std::max(need_ctx, 256u + 2);  // traffic_report(): 256 prompt tokens + one step
   b.common.context = std::max(b.common.context, need_ctx);
   Loaded l = load(b.common);
+  // The model caps the context at its trained length: refuse a run that would not fit, before
+  // measuring anything.
+  if (const uint32_t have = l.model->new_sequence(need_ctx)->context_length(); have < need_ctx)
+    throw Error(fmt::format("bench: a prompt of {} tokens plus {} generated needs {} positions; the model holds {} "
+                            "(lower --prompt-lengths or --gen)", *std::max_element(b.prompt_lengths.begin(), b.prompt_lengths.end()),
+                            b.gen, need_ctx, have));
   nlohmann::json out;
   out["preflight"] = pf.info;
   out["configuration"] = label;
@@ -284,15 +293,21 @@ std::function<int()> add_bench(CLI::App& app, const std::string& argv0) {
   auto b = std::make_shared<BenchOpts>();
   auto* cmd = app.add_subcommand("bench", "benchmark the product configuration (TTFT, decode, latency trace, traffic)");
   add_common(*cmd, b->common);
-  cmd->add_option("--prompt-lengths", b->prompt_lengths, "prompt lengths in tokens")->delimiter(',');
-  cmd->add_option("--gen", b->gen, "decode steps per run");
-  cmd->add_option("--reps", b->reps, "measured repetitions (after one warm-up)");
-  cmd->add_option("--json", b->json_path, "write results (raw samples) as JSON");
-  cmd->add_option("--md", b->md_path, "write the Markdown table");
+  cmd->add_option("--prompt-lengths", b->prompt_lengths, "prompt lengths in tokens, comma-separated")
+      ->delimiter(',')->transform(integer(1, kMaxTokens));
+  // gen >= 2: the first token comes from the prefill (TTFT); decode speed and latency are timed
+  // over the other gen - 1 tokens, so a run of 0 or 1 tokens has no decode to measure.
+  cmd->add_option("--gen", b->gen, "tokens generated per run, >= 2 (the first from the prefill, then gen - 1 timed decode steps)")
+      ->transform(integer(2, kMaxTokens));
+  cmd->add_option("--reps", b->reps, "measured repetitions (after one warm-up), 1..100000")->transform(integer(1, 100000));
+  cmd->add_option("--json", b->json_path, "write results (raw samples) as JSON")->check(OutputFile);
+  cmd->add_option("--md", b->md_path, "write the Markdown table")->check(OutputFile);
   cmd->add_flag("--allow-busy", b->allow_busy, "measure even if another process uses the GPU");
   cmd->add_flag("--traffic", b->traffic, "per-kernel bytes of one decode step by category (+ GPU times), vs the measured copy bandwidth");
-  cmd->add_option("--bw-mib", b->bw_mib, "copy-bandwidth probe buffer in MiB (default 256; 16 on software adapters)");
-  cmd->add_option("--planted-slowdown", b->planted_slowdown, "NON-PRODUCT: add this fraction of busy time to each step (harness self-test)");
+  cmd->add_option("--bw-mib", b->bw_mib, "copy-bandwidth probe buffer in MiB, 0..16384 (0: 256; 16 on software adapters)")
+      ->transform(integer(0, 16384));
+  cmd->add_option("--planted-slowdown", b->planted_slowdown, "NON-PRODUCT: add this fraction of busy time to each step (harness self-test)")
+      ->check(real(0, 100));
 
   auto ab = std::make_shared<bench::AbSpec>();
   auto a_args = std::make_shared<std::string>(), b_args = std::make_shared<std::string>(), b_bin = std::make_shared<std::string>();
@@ -303,15 +318,17 @@ std::function<int()> add_bench(CLI::App& app, const std::string& argv0) {
   auto* ob = abc->add_option("--b", *b_args, "arguments of `wgllm` for arm B (candidate)");
   abc->add_option("--a-cmd", *a_cmd, "a whole shell command for arm A instead of --a (e.g. a peer engine wrapper)")->excludes(oa);
   abc->add_option("--b-cmd", *b_cmd, "a whole shell command for arm B instead of --b")->excludes(ob);
-  abc->add_option("--b-bin", *b_bin, "binary for arm B (default: this binary)");
-  abc->add_option("--metric", ab->metrics, "JSON key(s) of the metric(s), comma-separated")->required()->delimiter(',');
-  abc->add_option("--rounds", ab->rounds, "runs per control arm (B runs twice as often)");
-  abc->add_option("--json", *ab_json, "write the A/B result as JSON");
+  abc->add_option("--b-bin", *b_bin, "binary for arm B (default: this binary)")->check(CLI::ExistingFile);
+  abc->add_option("--metric", ab->metrics, "JSON key(s) of the metric(s), comma-separated")
+      ->required()->delimiter(',')->check(NonEmpty);
+  // >= 2: the noise band comes from the spread within and between the control arms.
+  abc->add_option("--rounds", ab->rounds, "runs per control arm, 2..10000 (B runs twice as often)")->transform(integer(2, 10000));
+  abc->add_option("--json", *ab_json, "write the A/B result as JSON")->check(OutputFile);
 
   auto work = std::make_shared<double>(50.0);
   auto constant = std::make_shared<bool>(false);
   auto* syn = cmd->add_subcommand("synthetic", "a fixed CPU workload printing {\"time_ms\": ...} (noise-meter self-tests)");
-  syn->add_option("--work", *work, "millions of iterations");
+  syn->add_option("--work", *work, "millions of iterations, 0..10000")->check(real(0, 10000));
   syn->add_flag("--constant", *constant, "print a constant time (a broken meter, for self-tests)");
 
   return [=, &app]() -> int {

@@ -20,8 +20,10 @@
 
 #include "bench.h"
 #include "bench_attention.h"
+#include "core/error.h"
 #include "gpu/context.h"
 #include "kernels/ops.h"
+#include "validate.h"
 
 namespace wgllm::cli {
 
@@ -55,11 +57,19 @@ int run_attention_bench(const AttnBenchOpts& b) {
   rec.set_profiling(ts);
   const uint32_t T = b.tokens, Hq = b.heads, Hkv = b.kv_heads, HD = b.head_dim, kv_dim = Hkv * HD;
   const size_t rows = size_t(b.cache) + T;
+  // Every buffer must fit one storage binding of this device (a clear error, not a device error).
+  const uint64_t limit = ctx->info().limits.maxStorageBufferBindingSize;
+  const uint32_t max_target = *std::max_element(b.split_targets.begin(), b.split_targets.end());
+  const uint64_t scratch_floats = kernels::attention_split_floats(T, Hq, HD, max_target);
+  for (auto [what, bytes] : {std::pair<const char*, uint64_t>{"the K and V caches", uint64_t(rows) * kv_dim * 4},
+                             {"the queries", uint64_t(T) * Hq * HD * 4}, {"the split-keys scratch", scratch_floats * 4}})
+    if (bytes > limit)
+      throw Error(fmt::format("bench attention: {} take {} bytes, over this device's maxStorageBufferBindingSize {} "
+                              "(lower --cache, --tokens, --heads, --kv-heads or --head-dim)", what, bytes, limit));
   auto kc = random_buffer(*ctx, rows * kv_dim, 1, "k"), vc = random_buffer(*ctx, rows * kv_dim, 2, "v");
   auto q = random_buffer(*ctx, size_t(T) * Hq * HD, 3, "q");
   gpu::Buffer out(*ctx, size_t(T) * Hq * HD * 4, gpu::BufferKind::Storage, "out");
-  const uint32_t max_target = *std::max_element(b.split_targets.begin(), b.split_targets.end());
-  gpu::Buffer scratch(*ctx, kernels::attention_split_floats(T, Hq, HD, max_target) * 4, gpu::BufferKind::Storage, "split");
+  gpu::Buffer scratch(*ctx, scratch_floats * 4, gpu::BufferKind::Storage, "split");
   const kernels::AttentionShape s{T, b.cache, Hq, Hkv, HD, 1.0f / std::sqrt(float(HD))};
   nlohmann::json variants = nlohmann::json::array();
   fmt::print(stderr, "attention: {} tokens after {} cached, {} / {} heads, head dim {} on {} ({})\n", T, b.cache, Hq, Hkv,
@@ -123,16 +133,24 @@ std::function<int()> add_bench_attention(CLI::App& app) {
   CLI::App* bench = bench_subcommand(app);
   auto b = std::make_shared<AttnBenchOpts>();
   auto* cmd = bench->add_subcommand("attention", "time the attention op alone: per-row vs tiled kernel, split on/off");
-  cmd->add_option("--adapter", b->adapter, "adapter index (wgllm devices); default: first hardware adapter");
-  cmd->add_option("--tokens", b->tokens, "query tokens of the forward (default 44: a session turn)");
-  cmd->add_option("--cache", b->cache, "cached tokens before them (default 1700)");
-  cmd->add_option("--heads", b->heads, "query heads (default 9)");
-  cmd->add_option("--kv-heads", b->kv_heads, "KV heads (default 3)");
-  cmd->add_option("--head-dim", b->head_dim, "head dim, multiple of 4, <= 256 (default 64)");
-  cmd->add_option("--split-targets", b->split_targets, "tiled + split: workgroup targets to try (default 512)")
-      ->delimiter(',')->check(CLI::Range(1u, 4096u));
-  cmd->add_option("--reps", b->reps, "measured repetitions after one warm-up (default 5)")->check(CLI::PositiveNumber);
-  cmd->add_option("--json", b->json_path, "write the results as JSON here (default: stdout)");
+  cmd->add_option("--adapter", b->adapter, "adapter index (wgllm devices); default: first hardware adapter")->transform(integer(-1, 1023));
+  cmd->add_option("--tokens", b->tokens, "query tokens of the forward, 1..65536 (default 44: a session turn)")
+      ->transform(integer(1, 65536));
+  cmd->add_option("--cache", b->cache, "cached tokens before them, 0..1048576 (default 1700)")->transform(integer(0, 1u << 20));
+  cmd->add_option("--heads", b->heads, "query heads, 1..256, a multiple of --kv-heads (default 9)")->transform(integer(1, 256));
+  cmd->add_option("--kv-heads", b->kv_heads, "KV heads, 1..256 (default 3)")->transform(integer(1, 256));
+  cmd->add_option("--head-dim", b->head_dim, "head dim, a multiple of 4 in 4..256 (default 64)")
+      ->transform(integer(4, 256, /*multiple_of=*/4));
+  cmd->add_option("--split-targets", b->split_targets, "tiled + split: workgroup targets to try, 1..4096 (default 512)")
+      ->delimiter(',')->transform(integer(1, 4096));
+  cmd->add_option("--reps", b->reps, "measured repetitions after one warm-up, 1..100000 (default 5)")->transform(integer(1, 100000));
+  cmd->add_option("--json", b->json_path, "write the results as JSON here (default: stdout)")->check(OutputFile);
+  // Grouped-query attention: every KV head serves heads / kv_heads query heads. Checked at parse
+  // time (a ValidationError from the callback is a command-line error like the ones above).
+  cmd->parse_complete_callback([b] {
+    if (b->heads % b->kv_heads)
+      throw CLI::ValidationError("--heads", fmt::format("{} is not a multiple of --kv-heads {}", b->heads, b->kv_heads));
+  });
   return [=]() -> int { return *cmd ? run_attention_bench(*b) : -1; };
 }
 

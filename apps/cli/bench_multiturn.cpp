@@ -8,6 +8,7 @@
 // it with tools/plot_multiturn.py. Not a timed test: numbers depend on the machine.
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <iostream>
@@ -18,6 +19,7 @@
 #include "bench.h"
 #include "bench_multiturn.h"
 #include "runtime/session.h"
+#include "validate.h"
 
 namespace wgllm::cli {
 
@@ -60,9 +62,10 @@ int run_multiturn(const MultiTurnOpts& b) {
   std::vector<int32_t> first_tokens;  // per turn: the session's first reply token
   // Warm-up (pipelines, caches) outside the measurement.
   {
-    const std::vector<int32_t> w = l.tok->encode("warm up");
+    std::vector<int32_t> w = l.tok->encode("warm up");
     fresh = l.model->new_sequence(b.common.context);  // (truncate() refuses recurrent state)
-    l.model->forward_argmax(*fresh, w);
+    w.resize(std::min<size_t>(w.size(), fresh->context_length()));  // (a tiny --context: the first turn reports it)
+    if (!w.empty()) l.model->forward_argmax(*fresh, w);
   }
   for (uint32_t t = 0; t < b.turns; ++t) {
     const std::string msg = user_message(*l.tok, t, b.turn_tokens);
@@ -71,6 +74,10 @@ int run_multiturn(const MultiTurnOpts& b) {
     try {
       r = s.send(msg, g);
     } catch (const ContextFull& e) {
+      // No turn measured is no result (an empty table with status 0 would read as a success).
+      if (t == 0)
+        throw Error(fmt::format("bench multi-turn: the first turn does not fit the context of {} tokens ({}); raise --context",
+                                s.context_length(), e.what()));
       fmt::print(stderr, "turn {}: {} (stopping; raise --context)\n", t + 1, e.what());
       break;
     }
@@ -166,10 +173,11 @@ std::function<int()> add_bench_multiturn(CLI::App& app) {
   auto b = std::make_shared<MultiTurnOpts>();
   auto* cmd = bench->add_subcommand("multi-turn", "per-turn TTFT of a multi-turn chat: session (snapshots) vs full recompute");
   add_common(*cmd, b->common);
-  cmd->add_option("--turns", b->turns, "number of turns");
-  cmd->add_option("--turn-tokens", b->turn_tokens, "tokens of each user message");
-  cmd->add_option("--reply-tokens", b->reply_tokens, "tokens of each reply (end-of-generation ignored)");
-  cmd->add_option("--json", b->json_path, "write the results as JSON here (default: stdout)");
+  cmd->add_option("--turns", b->turns, "number of turns, 1..100000")->transform(integer(1, 100000));
+  cmd->add_option("--turn-tokens", b->turn_tokens, "tokens of each user message, 1..16384")->transform(integer(1, 16384));
+  cmd->add_option("--reply-tokens", b->reply_tokens, "tokens of each reply (end-of-generation ignored), 1..16384")
+      ->transform(integer(1, 16384));
+  cmd->add_option("--json", b->json_path, "write the results as JSON here (default: stdout)")->check(OutputFile);
   cmd->add_flag("--session-only", b->session_only, "skip the full-recompute comparison (ttft_recompute_ms = 0)");
   return [=]() -> int { return *cmd ? run_multiturn(*b) : -1; };
 }

@@ -3,6 +3,7 @@
 //   wgllm chat [-m MODEL]                         interactive multi-turn chat, streamed
 //   wgllm devices                                 list WebGPU adapters
 //   wgllm perplexity [-m MODEL] -f TEXT           perplexity of a text (one window)
+//   wgllm bench [ab|synthetic|multi-turn|attention] benchmarks (bench.cpp)
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
@@ -19,6 +20,7 @@
 #include "chat_session.h"
 #include "options.h"
 #include "perplexity_cmd.h"
+#include "validate.h"
 
 using namespace wgllm;
 
@@ -58,6 +60,10 @@ int cmd_run(cli::CommonOptions& o, const std::string& prompt, const std::string&
     text = l.render(msgs, true);
   }
   std::vector<int32_t> ids = l.tok->encode_prompt(text);
+  if (ids.empty()) throw Error("the prompt is empty (no tokens)");
+  if (ids.size() >= l.seq->context_length())
+    throw Error(fmt::format("the prompt is {} tokens and the context holds {} (raise --context; the model allows up to {})",
+                            ids.size(), l.seq->context_length(), l.model->config().max_context));
   StreamDecoder dec(*l.tok, true);
   GenerateStats st;
   const std::vector<int32_t> out = generate(*l.model, *l.seq, *l.tok, ids, o.gen, [&](int32_t t) {
@@ -111,10 +117,74 @@ int cmd_devices() {
   return 0;
 }
 
+/// The deepest selected subcommand of app (app itself when none was selected).
+CLI::App* selected(CLI::App* app) {
+  for (CLI::App* sub : app->get_subcommands())
+    if (sub->parsed()) return selected(sub);
+  return app;
+}
+
+/// "wgllm bench attention" for the subcommand c.
+std::string command_path(const CLI::App* c) {
+  std::string path;
+  for (; c; c = c->get_parent()) path = c->get_name() + (path.empty() ? "" : " " + path);
+  return path;
+}
+
+/// An option of c given more often than it takes values (null if none).
+const CLI::Option* repeated(const CLI::App* c) {
+  for (const CLI::Option* o : c->get_options())
+    if (o->get_items_expected_max() >= 1 && int(o->count()) > o->get_items_expected_max()) return o;
+  return nullptr;
+}
+
+/// A parse error as one line on stderr; exit status 2. An unknown subcommand or option gets the
+/// closest known name ("did you mean") and, for subcommands, the list of them.
+int usage_error(CLI::App& app, const CLI::ParseError& e) {
+  CLI::App* cur = selected(&app);
+  const std::string path = command_path(cur);
+  std::vector<std::string> rest;
+  try {
+    rest = app.remaining(true);
+  } catch (...) {
+  }
+  const std::string first = rest.empty() ? "" : rest.front();
+  std::vector<std::string> subs;
+  for (const CLI::App* sub : cur->get_subcommands({})) subs.push_back(sub->get_name());
+  std::string msg;
+  if (!first.empty() && first[0] != '-' && !subs.empty()) {
+    std::string list;
+    for (const auto& n : subs) list += (list.empty() ? "" : ", ") + n;
+    const std::string near = cli::closest(first, subs);
+    msg = fmt::format("unknown command '{}'{}; commands: {}", first, near.empty() ? "" : "; did you mean '" + near + "'?", list);
+  } else if (first.size() > 1 && first[0] == '-' && first.find_first_not_of("-0123456789.") != std::string::npos) {
+    std::vector<std::string> names;
+    for (const CLI::Option* o : cur->get_options()) {
+      for (const auto& l : o->get_lnames()) names.push_back("--" + l);
+      for (const auto& sn : o->get_snames()) names.push_back("-" + sn);
+    }
+    const std::string flag = first.substr(0, first.find('='));
+    const std::string near = cli::closest(flag, names);
+    msg = fmt::format("unknown option '{}'{}", flag, near.empty() ? "" : "; did you mean '" + near + "'?");
+  } else if (dynamic_cast<const CLI::ArgumentMismatch*>(&e) && repeated(cur)) {
+    // CLI11's own text ("At Most 1 required but received 2") does not name the option.
+    msg = fmt::format("{} was given {} times (give it once)", repeated(cur)->get_name(), repeated(cur)->count());
+  } else if (cur == &app && dynamic_cast<const CLI::RequiredError*>(&e)) {
+    msg = "give a command";
+  } else {
+    msg = cli::one_line(e.what());
+  }
+  fmt::print(stderr, "{}: error: {} (see `{} --help`)\n", path, msg, path);
+  return 2;
+}
+
 }  // namespace
 
+// Exit status: 0 success; 1 an error (bad model file, context full, ...); 2 a command-line error
+// (reported before any model loads); 3 `bench` refused a busy GPU or `bench multi-turn` saw a
+// first-token mismatch; 70 an internal error (a bug: please report it).
 int main(int argc, char** argv) {
-  CLI::App app{"wgllm: LLM inference on WebGPU"};
+  CLI::App app{"wgllm: LLM inference on WebGPU", "wgllm"};
   app.require_subcommand(1);
   cli::CommonOptions run_o, chat_o;
   std::string prompt, system;
@@ -136,23 +206,34 @@ int main(int argc, char** argv) {
   std::string tok_text;
   bool tok_chat = false;
   auto* tokenize = app.add_subcommand("tokenize", "print the token ids of a text as JSON");
-  tokenize->add_option("-m,--model", tok_o.model, "GGUF file or HF directory");
+  tokenize->add_option("-m,--model", tok_o.model, "GGUF file or HF directory")->check(cli::ModelPath);
   tokenize->add_option("-p,--prompt", tok_text, "text")->required();
   tokenize->add_flag("--chat", tok_chat, "wrap the text as a user message in the chat template");
   auto bench_hook = cli::add_bench(app, argv[0]);
   auto multiturn_hook = cli::add_bench_multiturn(app);  // after `bench` is registered
   auto attention_hook = cli::add_bench_attention(app);
   auto perplexity_hook = cli::add_perplexity(app);
-  CLI11_PARSE(app, argc, argv);
-  if (*run && prompt.empty() && prompt_file.empty()) {
-    fmt::print(stderr, "wgllm run: give a prompt with -p or -f\n");
-    return 1;
-  }
-  if (!prompt_file.empty()) {
-    std::ifstream in(prompt_file, std::ios::binary);
-    prompt.assign(std::istreambuf_iterator<char>(in), {});
+  if (argc <= 1) {  // no command: the usage, as an error
+    fmt::print(stderr, "{}", app.help());
+    return 2;
   }
   try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return usage_error(app, e);
+  }
+  try {
+    if (*run && prompt.empty() && prompt_file.empty()) {
+      fmt::print(stderr, "wgllm run: error: give a prompt with -p or -f (see `wgllm run --help`)\n");
+      return 2;
+    }
+    if (!prompt_file.empty()) prompt = cli::read_file(prompt_file);
     if (int rc = multiturn_hook(); rc >= 0) return rc;
     if (int rc = attention_hook(); rc >= 0) return rc;
     if (int rc = perplexity_hook(); rc >= 0) return rc;
@@ -162,11 +243,17 @@ int main(int argc, char** argv) {
     if (*devices) return cmd_devices();
     if (*tokenize) return cmd_tokenize(tok_o, tok_text, tok_chat);
   } catch (const Error& e) {
-    fmt::print(stderr, "wgllm: error: {}\n", e.what());
+    fmt::print(stderr, "wgllm: error: {}\n", cli::one_line(e.what()));
+    return 1;
+  } catch (const std::bad_alloc&) {
+    fmt::print(stderr, "wgllm: error: out of memory (try a smaller --context or model)\n");
     return 1;
   } catch (const std::exception& e) {
-    fmt::print(stderr, "wgllm: internal error: {}\n", e.what());
-    return 2;
+    fmt::print(stderr, "wgllm: internal error: {}\n", cli::one_line(e.what()));
+    return 70;
+  } catch (...) {
+    fmt::print(stderr, "wgllm: internal error: an unknown exception\n");
+    return 70;
   }
   return 0;
 }

@@ -1,13 +1,14 @@
 #include "options.h"
 
-#include "runtime/warmup.h"
-
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "core/error.h"
 #include "runtime/warmup.h"
+#include "validate.h"
 
 namespace wgllm::cli {
 
@@ -21,18 +22,22 @@ std::string default_model_path() {
 }
 
 void add_common(CLI::App& app, CommonOptions& o) {
-  app.add_option("-m,--model", o.model, "GGUF file or Hugging Face model directory (default: SmolLM2-135M-Instruct from `make setup`)");
+  app.add_option("-m,--model", o.model, "GGUF file or Hugging Face model directory (default: SmolLM2-135M-Instruct from `make setup`)")
+      ->check(ModelPath);
   app.add_option("--backend", o.backend, "webgpu | cpu (CPU reference)")->check(CLI::IsMember({"webgpu", "cpu"}));
-  app.add_option("-c,--context", o.context, "KV cache length in tokens (capped by the model)");
-  app.add_option("--adapter", o.adapter, "WebGPU adapter index (see `wgllm devices`)");
-  app.add_option("-n,--max-tokens", o.gen.max_new_tokens, "maximum new tokens");
-  app.add_option("--temp", o.gen.sampler.temperature, "temperature (0 = greedy)");
-  app.add_option("--top-k", o.gen.sampler.top_k, "top-k (0 = off)");
-  app.add_option("--top-p", o.gen.sampler.top_p, "top-p (1 = off)");
-  app.add_option("--min-p", o.gen.sampler.min_p, "min-p (0 = off)");
-  app.add_option("--repeat-penalty", o.gen.sampler.repeat_penalty, "repetition penalty (1 = off)");
-  app.add_option("--repeat-last-n", o.gen.sampler.repeat_last_n, "tokens the repetition penalty looks at");
-  app.add_option("--seed", o.gen.sampler.seed, "sampling seed");
+  app.add_option("-c,--context", o.context, "KV cache length in tokens (capped by the model)")->transform(integer(1, kMaxTokens));
+  app.add_option("--adapter", o.adapter, "WebGPU adapter index (see `wgllm devices`; -1: first hardware adapter)")
+      ->transform(integer(-1, 1023));
+  app.add_option("-n,--max-tokens", o.gen.max_new_tokens, "maximum new tokens (0: prefill only)")->transform(integer(0, kMaxTokens));
+  app.add_option("--temp", o.gen.sampler.temperature, "temperature (0 = greedy)")->check(real(0, 1e6));
+  app.add_option("--top-k", o.gen.sampler.top_k, "top-k (0 = off)")->transform(integer(0, UINT32_MAX));
+  app.add_option("--top-p", o.gen.sampler.top_p, "top-p (1 = off)")->check(real(0, 1, /*lo_open=*/true));
+  app.add_option("--min-p", o.gen.sampler.min_p, "min-p (0 = off)")->check(real(0, 1));
+  app.add_option("--repeat-penalty", o.gen.sampler.repeat_penalty, "repetition penalty (1 = off)")
+      ->check(real(0, 1e6, /*lo_open=*/true));
+  app.add_option("--repeat-last-n", o.gen.sampler.repeat_last_n, "tokens the repetition penalty looks at")
+      ->transform(integer(0, UINT32_MAX));
+  app.add_option("--seed", o.gen.sampler.seed, "sampling seed")->transform(integer(0, UINT64_MAX));
   app.add_flag("!--ignore-eos", o.gen.stop_at_eog, "keep generating after end-of-generation tokens");
   app.add_flag("--fuse-qkv,!--no-fuse-qkv", o.fuse_qkv, "one matmul for Q, K, V (default on)");
   app.add_flag("--fuse-gate-up,!--no-fuse-gate-up", o.fuse_gate_up, "one matmul for gate and up (default on)");
@@ -41,10 +46,13 @@ void add_common(CLI::App& app, CommonOptions& o) {
   app.add_flag("--attn-ilp,!--no-attn-ilp", o.attn_ilp, "independent partial sums in attention loops (default on)");
   app.add_flag("--attn-tiled,!--no-attn-tiled", o.attn_tiled,
                "multi-query tiled attention for forwards of several tokens (prefill, new turn tokens; default on)");
-  app.add_option("--prefill-tokens-per-wg", o.tokens_per_wg, "prefill tokens per matmul workgroup (1 = off)");
-  app.add_option("--matmul-rows", o.rows_per_wg, "matmul output rows per workgroup (0 = adapter default)");
-  app.add_option("--matmul-lanes", o.lanes, "matmul threads per output row, power of two (0 = adapter default)");
-  app.add_option("--gdn-chunk", o.gdn_chunk, "Gated DeltaNet prefill chunk in tokens, 1..256 (default 64)");
+  app.add_option("--prefill-tokens-per-wg", o.tokens_per_wg, "prefill tokens per matmul workgroup, 1..64 (1 = off)")
+      ->transform(integer(1, 64));
+  app.add_option("--matmul-rows", o.rows_per_wg, "matmul output rows per workgroup, 0..1024 (0 = adapter default)")
+      ->transform(integer(0, 1024));
+  app.add_option("--matmul-lanes", o.lanes, "matmul threads per output row, power of two up to 1024 (0 = adapter default)")
+      ->transform(zero_or_power_of_two(1024));
+  app.add_option("--gdn-chunk", o.gdn_chunk, "Gated DeltaNet prefill chunk in tokens, 1..256 (default 64)")->transform(integer(1, 256));
   app.add_flag("--profile", o.profile, "print per-kernel GPU times of the last decode step");
   app.add_flag("--warmup,!--no-warmup", o.warmup,
                "compile every kernel variant at load with throwaway forwards, so no request pays a pipeline compile (default on)");
@@ -66,6 +74,14 @@ ModelOptions model_options(const CommonOptions& o) {
   mo.kernels.matmul_lanes_per_row = o.lanes;
   mo.kernels.gdn_chunk = o.gdn_chunk;
   return mo;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in.is_open()) throw Error(path + ": cannot open the file");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad() || std::filesystem::is_directory(path)) throw Error(path + ": cannot read the file");
+  return text;
 }
 
 std::string Loaded::render(const std::vector<ChatMessage>& msgs, bool add_generation_prompt) const {

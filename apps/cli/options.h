@@ -13,6 +13,11 @@
 
 namespace wgllm::cli {
 
+/// Upper bound of every token-count option (context, prompt lengths, decode steps, ...): 16 Mi
+/// tokens, beyond any supported model's trained context, and small enough that the sum of a few
+/// such counts cannot wrap a uint32_t.
+inline constexpr uint32_t kMaxTokens = 1u << 24;
+
 struct CommonOptions {
   std::string model;  // empty: the default model installed by `make setup`
   std::string backend = "webgpu";
@@ -28,7 +33,8 @@ struct CommonOptions {
   bool warmup = true;  // compile every kernel variant at load (runtime/warmup.h)
 };
 
-/// Registers -m, --backend, sampling and performance flags on a subcommand.
+/// Registers -m, --backend, sampling and performance flags on a subcommand, each with a
+/// validator (validate.h): a value out of range is a parse error, before any model loads.
 void add_common(CLI::App& app, CommonOptions& o);
 
 /// $WGLLM_CACHE/models/SmolLM2-135M-Instruct.Q4_1.gguf (default cache ~/.cache/wgllm).
@@ -52,5 +58,8 @@ Loaded load(const CommonOptions& o);
 Loaded load_text(const CommonOptions& o);
 
 ModelOptions model_options(const CommonOptions& o);
+
+/// The bytes of a file; throws wgllm::Error naming the path when it cannot be read.
+std::string read_file(const std::string& path);
 
 }  // namespace wgllm::cli

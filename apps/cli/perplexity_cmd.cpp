@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "options.h"
 #include "runtime/perplexity.h"
+#include "validate.h"
 
 namespace wgllm::cli {
 
@@ -28,12 +29,11 @@ std::function<int()> add_perplexity(CLI::App& app) {
   auto* cmd = app.add_subcommand("perplexity", "perplexity of a text file under the model (one window)");
   add_common(*cmd, s->o);
   cmd->add_option("-f,--file", s->file, "text file (UTF-8)")->required()->check(CLI::ExistingFile);
-  cmd->add_option("--window", s->max_tokens, "score at most this many tokens (the window length; default 512)")->check(CLI::Range(2u, 1u << 20));
-  cmd->add_option("--json", s->json, "also write the result as JSON to this file");
+  cmd->add_option("--window", s->max_tokens, "score at most this many tokens (the window length; default 512)")->transform(integer(2, 1u << 20));
+  cmd->add_option("--json", s->json, "also write the result as JSON to this file")->check(OutputFile);
   return [s, cmd]() -> int {
     if (!*cmd) return -1;
-    std::ifstream in(s->file, std::ios::binary);
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string text = read_file(s->file);
     CommonOptions o = s->o;
     o.context = std::max(o.context, s->max_tokens);
     Loaded l = load(o);

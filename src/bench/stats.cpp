@@ -8,7 +8,10 @@
 namespace wgllm::bench {
 
 double quantile(std::vector<double> v, double q) {
-  if (v.empty()) return NAN;
+  // (!(q >= 0 && q <= 1) also catches a NaN q; a NaN sample has no place in the order, and would
+  // break std::sort's strict weak ordering.)
+  if (v.empty() || !(q >= 0 && q <= 1) || std::any_of(v.begin(), v.end(), [](double x) { return std::isnan(x); }))
+    return NAN;
   std::sort(v.begin(), v.end());
   const double pos = q * double(v.size() - 1);
   const size_t i = size_t(pos);

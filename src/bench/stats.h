@@ -7,7 +7,8 @@
 
 namespace wgllm::bench {
 
-/// q-quantile (0..1) with linear interpolation between order statistics; NaN for empty input.
+/// q-quantile (0..1) with linear interpolation between order statistics; NaN for empty input, for
+/// q outside [0, 1] (or NaN), and when any sample is NaN.
 double quantile(std::vector<double> v, double q);
 double median(const std::vector<double>& v);
 

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 
 using namespace wgllm::bench;
@@ -22,6 +23,27 @@ TEST(BenchStats, Quantiles) {
   EXPECT_DOUBLE_EQ(quantile(v, 0), 1);
   EXPECT_DOUBLE_EQ(quantile(v, 1), 5);
   EXPECT_DOUBLE_EQ(quantile(v, 0.25), 2);
+}
+
+// Out-of-domain arguments give NaN (documented), never a read outside the samples: q < 0 used
+// to index element SIZE_MAX, q > 1 past the end, NaN samples broke std::sort's ordering.
+TEST(BenchStats, QuantileOutsideItsDomainIsNaN) {
+  const std::vector<double> v = {5, 1, 3, 2, 4};
+  for (double q : {-0.5, -1e300, 1.5, 1e300, double(NAN), double(INFINITY), -double(INFINITY)})
+    EXPECT_TRUE(std::isnan(quantile(v, q))) << "q = " << q;
+  EXPECT_TRUE(std::isnan(quantile({}, 0.5)));
+  EXPECT_TRUE(std::isnan(median({1, NAN, 3})));
+  std::vector<double> many(1000, 1.0);
+  for (size_t i = 0; i < many.size(); i += 3) many[i] = NAN;
+  EXPECT_TRUE(std::isnan(quantile(many, 0.9)));
+  EXPECT_DOUBLE_EQ(quantile({7}, 0.99), 7);
+}
+
+TEST(BenchStats, EmptyArmsAreABrokenMeasurement) {
+  const Verdict v = ab_verdict({}, {}, {});
+  EXPECT_TRUE(v.broken);
+  EXPECT_FALSE(v.detected);
+  EXPECT_TRUE(std::isnan(v.ratio.mid));
 }
 
 TEST(BenchStats, PlantedTenPercentIsDetected) {
