@@ -19,6 +19,7 @@
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <thread>
 
 #include "chat_session.h"
 #include "models/model.h"
@@ -233,6 +234,33 @@ TEST(ChatLoop, FailedLoadLeavesTheConversation) {
   std::filesystem::remove(path + ".bad");
 }
 
+TEST(FdLineSource, LinesInterruptsAndEndOfInput) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  SigintCatcher sigint;
+  FdLineSource in(fds[0], &sigint);
+  const std::string a = "one\r\ntw", b = "o\nthree";
+  ASSERT_EQ(write(fds[1], a.data(), a.size()), ssize_t(a.size()));
+  std::string line;
+  ASSERT_EQ(in.read_line(line), Input::Line);
+  EXPECT_EQ(line, "one");
+  // Blocked in poll() with half a line buffered: a SIGINT from another thread wakes it.
+  std::thread t([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    kill(getpid(), SIGINT);
+  });
+  EXPECT_EQ(in.read_line(line), Input::Interrupted);
+  t.join();
+  ASSERT_EQ(write(fds[1], b.data(), b.size()), ssize_t(b.size()));
+  close(fds[1]);
+  ASSERT_EQ(in.read_line(line), Input::Line);
+  EXPECT_EQ(line, "two");  // nothing read before the interrupt was lost
+  ASSERT_EQ(in.read_line(line), Input::Line);
+  EXPECT_EQ(line, "three");  // a last line without "\n"
+  EXPECT_EQ(in.read_line(line), Input::Eof);
+  close(fds[0]);
+}
+
 // --- the binary ---
 
 namespace {
@@ -361,4 +389,21 @@ TEST(ChatBinary, CtrlCStopsTheReplyTheSessionGoesOnEofExitsCleanly) {
   ASSERT_NE(st, -1) << "no exit after EOF:\n" << p.out;
   EXPECT_TRUE(WIFEXITED(st)) << "killed by signal " << (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
   EXPECT_EQ(WEXITSTATUS(st), 0) << p.out;
+}
+
+TEST(ChatBinary, CtrlCTwiceAtThePromptQuitsCleanly) {
+  Proc p({"chat", "--backend", "cpu", "-m", kTiny, "-n", "2"});
+  ASSERT_TRUE(p.wait_for("\n> ", 60)) << p.out;
+  ASSERT_EQ(kill(p.pid(), SIGINT), 0);
+  ASSERT_TRUE(p.wait_for("Ctrl-C again", 30)) << p.out;
+  const size_t mark = p.out.size();
+  p.write("hi\n");  // a message in between: the next Ctrl-C is a first one again
+  ASSERT_TRUE(p.wait_for("generated 2 tokens", 30, mark)) << p.out;
+  ASSERT_TRUE(p.wait_for("\n> ", 30, p.out.find("generated 2 tokens", mark))) << p.out;
+  ASSERT_EQ(kill(p.pid(), SIGINT), 0);
+  ASSERT_TRUE(p.wait_for("Ctrl-C again", 30, mark)) << p.out;
+  ASSERT_EQ(kill(p.pid(), SIGINT), 0);
+  const int st = p.wait_exit(30);
+  ASSERT_NE(st, -1) << "no exit after two Ctrl-C:\n" << p.out;
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << p.out;
 }

@@ -149,6 +149,7 @@ TurnResult Session::run_turn(const GenerateOptions& g, const TokenCallback& cb, 
   const size_t known = common_prefix(cache_, prompt);  // what was processed before, in this order
   GenerateOptions gen = g;
   gen.sampler.seed = generation_seed(g.sampler.seed, generations_);
+  Sampler{gen.sampler};  // invalid sampling options: an error before anything changes
   try {
     std::vector<int32_t> fresh = seek(prompt);
     const size_t start = prompt.size() - fresh.size();

@@ -135,7 +135,8 @@ class Session {
   uint32_t context_length() const { return seq_->context_length(); }
   std::vector<SnapshotInfo> snapshots() const;
   SessionStats stats() const;
-  /// Replies generated so far: generation k samples with generation_seed(seed, k) (see above).
+  /// Generations started so far (sends, regenerates, edits that got past the checks): generation
+  /// k samples with generation_seed(seed, k) (see the header comment).
   uint64_t generations() const { return generations_; }
 
   /// Writes the session to `path` (see the header comment for the format). Throws wgllm::Error.
@@ -198,7 +199,7 @@ class Session {
   uint64_t use_clock_ = 0;
   SessionStats stats_;
   bool context_full_ = false;
-  uint64_t generations_ = 0;  // replies generated (the next one's generation_seed index)
+  uint64_t generations_ = 0;  // generations started (the next one's generation_seed index)
 };
 
 }  // namespace wgllm
