@@ -167,14 +167,17 @@ void Session::load(const std::string& path) {
   try {
     std::ifstream in(path, std::ios::binary);
     if (!in) throw Error(what + "cannot open the file");
-    f.assign(std::istreambuf_iterator<char>(in), {});
+    // The magic first: a wrong file (a model, say) is refused without reading it whole.
+    f.resize(8);
+    in.read(f.data(), 8);
+    if (in.gcount() != 8 || std::memcmp(f.data(), kMagic, 8) != 0) throw Error(what + "not a wgllm session file (bad magic)");
+    f.append(std::istreambuf_iterator<char>(in), {});
     if (in.bad()) throw Error(what + "read error");
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
     throw Error(what + "cannot read the file: " + e.what());
   }
-  if (f.size() < 8 || std::memcmp(f.data(), kMagic, 8) != 0) throw Error(what + "not a wgllm session file (bad magic)");
   if (f.size() < 32) throw Error(what + "truncated file");
   const uint32_t version = get<uint32_t>(f, 8);
   if (version > kSessionVersion)
