@@ -14,11 +14,11 @@
 // states copied, the KV cache by length only). A sequence that cannot be truncated (recurrent
 // state, or kv_truncate off) is also snapshotted at the end of each prompt minus its last token,
 // before the reply (SessionOptions::prompt_snapshot), so regenerate() re-feeds one token, as a
-// KV-only model does by truncating, instead of the whole last user message. A snapshot of length n is used only if the cache
-// still holds its n tokens (Sequence::restorable and the token prefix agree). Rolling back to a
-// point: KV-only models truncate the cache (any length, free) when `kv_truncate` is on; otherwise
-// the nearest usable snapshot at or before the point is restored and the tokens after it are
-// recomputed. Snapshots over the caps (bytes of recurrent copies, count) are evicted least
+// KV-only model does by truncating, instead of the whole last user message. A snapshot of length
+// n is used only if the cache still holds its n tokens (Sequence::restorable and the token prefix
+// agree). Rolling back to a point: KV-only models truncate the cache (any length, free) when
+// `kv_truncate` is on; otherwise the nearest usable snapshot at or before the point is restored
+// and the tokens after it are recomputed. Snapshots over the caps (bytes of recurrent copies, count) are evicted least
 // recently used first; an evicted point is recomputed from the nearest earlier one (slower,
 // never wrong). The initial (empty) state is a pinned snapshot outside the caps.
 //

@@ -3,8 +3,8 @@
 //   [8, 12)   u32 format version (kSessionVersion)
 //   [12, 16)  u32 reserved (0)
 //   [16, 24)  u64 H = header bytes
-//   [24, 24+H) header: JSON (UTF-8) — fingerprint, tokens, turns, snapshot table, blob table
-//              (name, size, FNV-1a 64 of each blob)
+//   [24, 24+H) header: JSON (UTF-8) — fingerprint, tokens, turns, generation counter, snapshot
+//              table, blob table (name, size, FNV-1a 64 of each blob)
 //   blobs, back to back in blob-table order (texts; live state: KV rows [0, n_past) of each layer
 //              and recurrent states; each kept snapshot's recurrent states)
 //   u64 FNV-1a 64 of every byte before it
