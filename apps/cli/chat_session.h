@@ -16,8 +16,8 @@
 //   /history  /stats  /help  /quit
 // Any error in a command or turn is reported as one line on the log stream; the chat goes on with
 // the conversation as it was.
-// Ctrl-C. During a reply: stops it; the partial reply is kept as the turn's reply (/regen for a
-// new one, /undo to drop the turn). At the prompt: the first press says how to quit (and drops an
+// Ctrl-C. During a reply: stops it at the next token (a long prompt's prefill finishes first);
+// the partial reply is kept as the turn's reply (/regen for a new one, /undo to drop the turn). At the prompt: the first press says how to quit (and drops an
 // unfinished """ block), a second press in a row quits. End of input (Ctrl-D) quits.
 #pragma once
 #include <signal.h>

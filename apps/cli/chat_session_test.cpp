@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -32,7 +33,14 @@ using nlohmann::json;
 
 namespace {
 
-const std::string kSrc = WGLLM_SOURCE_DIR;
+// WGLLM_SOURCE_DIR / WGLLM_BIN in the environment override the build-time paths (e.g. to run the
+// binary tests against another build).
+std::string env_or(const char* name, const char* def) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : def;
+}
+const std::string kSrc = env_or("WGLLM_SOURCE_DIR", WGLLM_SOURCE_DIR);
+const std::string kBin = env_or("WGLLM_BIN", WGLLM_BIN);
 const std::string kTiny = kSrc + "/tests/fixtures/lfm2_tiny/hf";
 
 struct Fixture {
@@ -278,10 +286,10 @@ class Proc {
       dup2(out[1], 2);
       for (int fd : {in[0], in[1], out[0], out[1]}) close(fd);
       std::vector<char*> argv;
-      argv.push_back(const_cast<char*>(WGLLM_BIN));
+      argv.push_back(const_cast<char*>(kBin.c_str()));
       for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
       argv.push_back(nullptr);
-      execv(WGLLM_BIN, argv.data());
+      execv(kBin.c_str(), argv.data());
       _exit(127);
     }
     close(in[0]);
