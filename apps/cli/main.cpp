@@ -7,6 +7,8 @@
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
+#include <unistd.h>
+
 #include <fstream>
 #include <iostream>
 
@@ -21,6 +23,8 @@
 #include "options.h"
 #include "perplexity_cmd.h"
 #include "validate.h"
+#include "runtime/sampler.h"
+#include "runtime/session.h"
 
 using namespace wgllm;
 
@@ -77,7 +81,24 @@ int cmd_run(cli::CommonOptions& o, const std::string& prompt, const std::string&
   return 0;
 }
 
-int cmd_chat(cli::CommonOptions& o, const std::string& system) { return cli::run_chat(o, system); }
+// `wgllm chat`: the loop (apps/cli/chat_session.h) on stdin/stdout/stderr, Ctrl-C caught.
+int cmd_chat(cli::CommonOptions& o, const std::string& system) {
+  Sampler check(o.gen.sampler);  // invalid sampling options: one error now, not one per message
+  cli::Loaded l = cli::load(o);
+  if (!l.chat) throw Error("this model has no chat template; use `wgllm run --raw`");
+  l.seq.reset();  // the session owns its own sequence
+  SessionOptions so;
+  so.context_length = o.context;
+  so.fingerprint = model_fingerprint(*l.src);
+  Session s(*l.model, *l.tok, l.chat.get(), so);
+  s.set_system(system);
+  fmt::print(stderr, "wgllm chat on {} ({}), context {} tokens. /help for commands; Ctrl-C stops a reply; Ctrl-D quits.\n",
+             l.src->config.name, l.model->backend_name(), s.context_length());
+  cli::SigintCatcher sigint;
+  cli::FdLineSource in(STDIN_FILENO, &sigint);
+  cli::ChatLoop chat(s, *l.tok, o.gen, l.model->backend_name(), std::cout, std::cerr, [] { return cli::SigintCatcher::take(); });
+  return chat.run(in);
+}
 
 int cmd_tokenize(cli::CommonOptions& o, const std::string& text, bool chat) {
   cli::Loaded l = cli::load_text(o);

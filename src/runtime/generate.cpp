@@ -1,5 +1,6 @@
 #include "runtime/generate.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "core/error.h"
@@ -8,11 +9,15 @@
 namespace wgllm {
 
 std::vector<int32_t> generate(Model& model, Sequence& seq, const Tokenizer& tok, std::span<const int32_t> prompt,
-                              const GenerateOptions& opt, const TokenCallback& on_token, GenerateStats* stats) {
+                              const GenerateOptions& opt, const TokenCallback& on_token, GenerateStats* stats,
+                              std::span<const int32_t> earlier) {
   using clock = std::chrono::steady_clock;
   if (prompt.empty()) throw Error("generate: empty prompt");
   Sampler sampler(opt.sampler);
-  std::vector<int32_t> history(prompt.begin(), prompt.end()), out;
+  // The penalty window may reach back into `earlier`; older tokens are never looked at.
+  const size_t back = std::min<size_t>(earlier.size(), opt.sampler.repeat_last_n);
+  std::vector<int32_t> history(earlier.end() - back, earlier.end()), out;
+  history.insert(history.end(), prompt.begin(), prompt.end());
   std::vector<float> logits;
   const bool dev = opt.sampler.device_argmax_ok();
   auto step = [&](std::span<const int32_t> in) {

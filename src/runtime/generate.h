@@ -33,9 +33,11 @@ using TokenCallback = std::function<bool(int32_t)>;
 
 /// Appends `prompt` to `seq` and generates. Returns the generated ids. Afterwards seq holds the
 /// prompt and every generated token except the last one (which was sampled but not yet fed), so
-/// a caller can continue the sequence.
+/// a caller can continue the sequence. `earlier`: the tokens seq already holds before `prompt`
+/// (a conversation's history), seen by the repetition penalty like the prompt (only the last
+/// repeat_last_n matter).
 std::vector<int32_t> generate(Model& model, Sequence& seq, const Tokenizer& tok, std::span<const int32_t> prompt,
                               const GenerateOptions& opt, const TokenCallback& on_token = nullptr,
-                              GenerateStats* stats = nullptr);
+                              GenerateStats* stats = nullptr, std::span<const int32_t> earlier = {});
 
 }  // namespace wgllm

@@ -10,6 +10,16 @@
 
 namespace wgllm {
 
+uint64_t generation_seed(uint64_t seed, uint64_t index) {
+  if (index == 0) return seed;
+  // splitmix64 (Steele, Lea, Flood 2014) of the index-th step after `seed`: consecutive indices
+  // give decorrelated 64-bit seeds (a 10-line mixer; no library dependency for it).
+  uint64_t z = seed + index * 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
 Sampler::Sampler(const SamplerConfig& cfg) : cfg_(cfg), rng_(cfg.seed) {
   if (!(cfg.temperature >= 0.0f) || !std::isfinite(cfg.temperature)) throw Error("temperature must be >= 0");
   if (!(cfg.top_p > 0.0f && cfg.top_p <= 1.0f)) throw Error("top-p must be in (0, 1]");

@@ -6,7 +6,8 @@
 //   min-p (Nguyen et al. 2024): keep tokens with p >= min_p * p_max
 // temperature == 0 means greedy (argmax, lowest id on ties). The draw uses std::mt19937_64 seeded
 // with `seed` and a fixed conversion to [0, 1), so the same seed and config give the same tokens
-// on every platform.
+// on every platform. A conversation (Session) samples generation k with generation_seed(seed, k),
+// so every reply draws fresh randomness and the whole conversation is reproducible from `seed`.
 #pragma once
 #include <cstdint>
 #include <random>
@@ -28,6 +29,13 @@ struct SamplerConfig {
   /// device and skip reading back the logits.
   bool device_argmax_ok() const { return greedy() && repeat_penalty == 1.0f; }
 };
+
+/// The seed of generation `index` (0, 1, 2, ...) of a conversation whose sampling seed is `seed`.
+/// Index 0 is `seed` itself (a one-reply conversation samples exactly like generate() with that
+/// seed); later indices are splitmix64 mixes of (seed, index), so a regenerated reply or a repeated
+/// message draws different random numbers while the same seed and inputs replay the same
+/// conversation.
+uint64_t generation_seed(uint64_t seed, uint64_t index);
 
 class Sampler {
  public:

@@ -52,24 +52,39 @@ void Session::check_fits(size_t n) const {
                       " tokens: undo or edit an earlier turn, or start a session with a larger context");
 }
 
+void Session::restore_point(Saved&& s) {
+  msgs_ = std::move(s.msgs);
+  turns_ = std::move(s.turns);
+  tokens_ = std::move(s.tokens);
+  rendered_ = std::move(s.rendered);
+  context_full_ = s.context_full;
+}
+
 TurnResult Session::send(const std::string& user, const GenerateOptions& g, const TokenCallback& cb) {
+  Saved keep = save_point();
   msgs_.push_back({"user", user});
   try {
     return run_turn(g, cb, true);
-  } catch (const ContextFull&) {
-    msgs_.pop_back();
+  } catch (...) {
+    restore_point(std::move(keep));
     throw;
   }
 }
 
 TurnResult Session::regenerate(const GenerateOptions& g, const TokenCallback& cb) {
   if (turns_.empty()) throw Error("regenerate: no reply yet");
+  Saved keep = save_point();
   const Turn t = turns_.back();
   turns_.pop_back();
   msgs_.resize(t.msgs_end - 1);  // keeps the user message
   tokens_.resize(t.prompt_tokens);
   rendered_.resize(t.prompt_text);
-  return run_turn(g, cb, false);
+  try {
+    return run_turn(g, cb, false);
+  } catch (...) {
+    restore_point(std::move(keep));
+    throw;
+  }
 }
 
 void Session::rollback(size_t n) {
@@ -90,21 +105,22 @@ void Session::undo() {
 
 TurnResult Session::edit(size_t turn, const std::string& user, const GenerateOptions& g, const TokenCallback& cb) {
   if (turn >= turns_.size()) throw Error("edit: no turn " + std::to_string(turn) + " (there are " + std::to_string(turns_.size()) + ")");
-  // Check the edit fits before dropping anything.
-  const auto keep_turns = turns_;
-  const auto keep_msgs = msgs_;
-  const auto keep_tokens = tokens_;
-  const auto keep_text = rendered_;
+  // Any failure (the edit does not fit, an error mid-turn) restores the conversation.
+  Saved keep = save_point();
   rollback(turn);
   try {
     return send(user, g, cb);
-  } catch (const ContextFull&) {
-    turns_ = keep_turns;
-    msgs_ = keep_msgs;
-    tokens_ = keep_tokens;
-    rendered_ = keep_text;
+  } catch (...) {
+    restore_point(std::move(keep));
     throw;
   }
+}
+
+bool Session::can_truncate() const { return seq_->memory().recurrent == 0 && opt_.kv_truncate; }
+
+void Session::drop_live() {
+  seq_->restore(*snaps_.front().state);  // the pinned empty state: always restorable
+  cache_.clear();
 }
 
 TurnResult Session::run_turn(const GenerateOptions& g, const TokenCallback& cb, bool render_prompt) {
@@ -131,12 +147,40 @@ TurnResult Session::run_turn(const GenerateOptions& g, const TokenCallback& cb, 
 
   TurnResult r;
   const size_t known = common_prefix(cache_, prompt);  // what was processed before, in this order
-  std::vector<int32_t> fresh = seek(prompt);
-  const size_t start = prompt.size() - fresh.size();
-  r.n_new = uint32_t(fresh.size());
-  r.n_reused = uint32_t(start);
-  if (known > start) stats_.recomputed_tokens += known - start;
-  r.reply = generate(model_, *seq_, tok_, fresh, g, cb, &r.stats);
+  GenerateOptions gen = g;
+  gen.sampler.seed = generation_seed(g.sampler.seed, generations_);
+  Sampler{gen.sampler};  // invalid sampling options: an error before anything changes
+  try {
+    std::vector<int32_t> fresh = seek(prompt);
+    const size_t start = prompt.size() - fresh.size();
+    r.n_new = uint32_t(fresh.size());
+    r.n_reused = uint32_t(start);
+    if (known > start) stats_.recomputed_tokens += known - start;
+    ++generations_;
+    // Prompt snapshot: feed all but the last prompt token, snapshot, then generate from the last
+    // one (its logits start the reply). regenerate() then restores it and re-feeds one token.
+    double head_ms = 0;
+    size_t head = 0;
+    if (fresh.size() > 1 && opt_.prompt_snapshot && !can_truncate()) {
+      const auto t0 = std::chrono::steady_clock::now();
+      head = fresh.size() - 1;
+      model_.forward(*seq_, std::span<const int32_t>(fresh.data(), head), nullptr);
+      cache_.assign(prompt.begin(), prompt.end() - 1);
+      take_snapshot(false);
+      head_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    }
+    const std::span<const int32_t> tail(fresh.data() + head, fresh.size() - head);
+    r.reply = generate(model_, *seq_, tok_, tail, gen, [&](int32_t t) {
+      if (!cb || cb(t)) return true;
+      r.stopped = true;
+      return false;
+    }, &r.stats, std::span<const int32_t>(prompt.data(), prompt.size() - tail.size()));
+    r.stats.n_prompt += uint32_t(head);
+    r.stats.ttft_ms += head_ms;
+  } catch (...) {
+    drop_live();  // the sequence may hold part of this turn: forget it
+    throw;
+  }
   // The sequence holds the prompt and the reply tokens that were fed back (all but a last
   // token that was sampled without being fed).
   const size_t fed = seq_->n_past() - prompt.size();
@@ -162,7 +206,7 @@ TurnResult Session::run_turn(const GenerateOptions& g, const TokenCallback& cb, 
   context_full_ = r.context_full;
   msgs_.push_back({"assistant", r.text});
   turns_.push_back({msgs_.size(), prompt.size(), text.size(), tokens_.size(), rendered_.size()});
-  take_snapshot();
+  take_snapshot(true);
   return r;
 }
 
@@ -201,7 +245,7 @@ std::vector<int32_t> Session::seek(const std::vector<int32_t>& target) {
   return std::vector<int32_t>(target.begin() + best, target.end());
 }
 
-void Session::take_snapshot() {
+void Session::take_snapshot(bool end_of_turn) {
   const auto t0 = std::chrono::steady_clock::now();
   // One snapshot per point: replace an older one of the same tokens.
   for (auto it = snaps_.begin(); it != snaps_.end();) {
@@ -214,7 +258,8 @@ void Session::take_snapshot() {
   touch(s);
   snaps_.push_back(std::move(s));
   evict();
-  stats_.last_snapshot_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  if (end_of_turn)
+    stats_.last_snapshot_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
 }
 
 void Session::evict() {

@@ -11,13 +11,27 @@
 // tokenizer is exact for byte-level BPE; for other tokenizers the fallback may recompute more.
 //
 // Snapshots. After every reply the session snapshots the sequence (Sequence::snapshot: recurrent
-// states copied, the KV cache by length only). A snapshot of length n is used only if the cache
-// still holds its n tokens (Sequence::restorable and the token prefix agree). Rolling back to a
-// point: KV-only models truncate the cache (any length, free) when `kv_truncate` is on; otherwise
-// the nearest usable snapshot at or before the point is restored and the tokens after it are
-// recomputed. Snapshots over the caps (bytes of recurrent copies, count) are evicted least
+// states copied, the KV cache by length only). A sequence that cannot be truncated (recurrent
+// state, or kv_truncate off) is also snapshotted at the end of each prompt minus its last token,
+// before the reply (SessionOptions::prompt_snapshot), so regenerate() re-feeds one token, as a
+// KV-only model does by truncating, instead of the whole last user message. A snapshot of length
+// n is used only if the cache still holds its n tokens (Sequence::restorable and the token prefix
+// agree). Rolling back to a point: KV-only models truncate the cache (any length, free) when
+// `kv_truncate` is on; otherwise the nearest usable snapshot at or before the point is restored
+// and the tokens after it are recomputed. Snapshots over the caps (bytes of recurrent copies, count) are evicted least
 // recently used first; an evicted point is recomputed from the nearest earlier one (slower,
 // never wrong). The initial (empty) state is a pinned snapshot outside the caps.
+//
+// Sampling. Generation k of the session (k = 0, 1, ... counting every send, regenerate and edit)
+// samples with generation_seed(GenerateOptions::sampler.seed, k): each reply draws fresh
+// randomness (a regenerated reply differs), and the same seed and inputs replay the same
+// conversation. The counter is saved in session files.
+//
+// Failures. send(), regenerate() and edit() either complete or leave the conversation as it was
+// (messages, turns, tokens); if a forward or the token callback throws mid-turn, the cache is
+// reset to the empty state and later turns recompute from the snapshots (slower, never wrong).
+// A token callback returning false stops the reply: the partial reply is kept as the turn's reply
+// (TurnResult::stopped).
 //
 // Context full. A turn whose prompt does not fit (with room for one generated token) throws
 // ContextFull before anything changes. A reply that reaches the end of the context stops there
@@ -26,8 +40,10 @@
 //
 // Files (save/load): magic "WGLLMSES", format version, a JSON header (model fingerprint, messages,
 // tokens, turns, snapshot table) and binary state blobs, each with an FNV-1a 64 checksum, and a
-// checksum of the whole file. load() throws wgllm::Error for a foreign, truncated, corrupt or
-// newer file, or a file from another model (fingerprint mismatch), leaving the session unchanged.
+// checksum of the whole file. load() throws wgllm::Error for a path that is not a regular file, a
+// foreign, truncated, corrupt or newer file, a file from another model (fingerprint mismatch), or
+// state blobs (live or snapshot) whose names or sizes do not fit this model; everything is checked
+// before anything is replaced, so on any such error the session is unchanged.
 #pragma once
 #include <cstdint>
 #include <list>
@@ -57,6 +73,7 @@ struct SessionOptions {
   uint64_t snapshot_cap_bytes = 1ull << 30;  // LRU cap on bytes of snapshot copies (recurrent state)
   uint32_t snapshot_cap_count = 64;       // LRU cap on the number of snapshots kept (0 = none kept)
   bool kv_truncate = true;  // KV-only models roll back by truncating the cache (switch: off forces the snapshot path)
+  bool prompt_snapshot = true;  // sequences that cannot truncate also snapshot the end of each prompt (cheap regenerate)
   std::string fingerprint;  // model identity for files (model_fingerprint()); empty: from config()
   nlohmann::json template_context = nlohmann::json::object();  // extra chat-template variables
 };
@@ -68,6 +85,7 @@ struct TurnResult {
   uint32_t n_new = 0;          // prompt tokens fed this turn (after what could be reused)
   uint32_t n_reused = 0;       // tokens of the history not recomputed
   bool context_full = false;   // the reply stopped at the end of the context
+  bool stopped = false;        // the token callback returned false; the partial reply is kept
 };
 
 struct SnapshotInfo {
@@ -117,10 +135,14 @@ class Session {
   uint32_t context_length() const { return seq_->context_length(); }
   std::vector<SnapshotInfo> snapshots() const;
   SessionStats stats() const;
+  /// Generations started so far (sends, regenerates, edits that got past the checks): generation
+  /// k samples with generation_seed(seed, k) (see the header comment).
+  uint64_t generations() const { return generations_; }
 
   /// Writes the session to `path` (see the header comment for the format). Throws wgllm::Error.
   void save(const std::string& path) const;
-  /// Replaces this session with the one in `path` (same model: fingerprint checked).
+  /// Replaces this session with the one in `path` (same model: fingerprint checked). Throws
+  /// wgllm::Error, leaving the session unchanged, for any invalid file (see the header comment).
   void load(const std::string& path);
 
   /// Brings the cache to hold `target` minus its last k >= 1 tokens, reusing the longest cached or
@@ -141,8 +163,22 @@ class Session {
     uint64_t last_use = 0;
     bool pinned = false;
   };
+  /// The conversation as the user sees it; restored when a turn fails.
+  struct Saved {
+    std::vector<ChatMessage> msgs;
+    std::vector<Turn> turns;
+    std::vector<int32_t> tokens;
+    std::string rendered;
+    bool context_full = false;
+  };
+  Saved save_point() const { return {msgs_, turns_, tokens_, rendered_, context_full_}; }
+  void restore_point(Saved&& s);
   TurnResult run_turn(const GenerateOptions& g, const TokenCallback& cb, bool render_prompt);
-  void take_snapshot();
+  bool can_truncate() const;
+  /// Snapshots the sequence at cache_ (end_of_turn: records SessionStats::last_snapshot_us).
+  void take_snapshot(bool end_of_turn);
+  /// After a failed forward: back to the empty state (the pinned snapshot), cache_ cleared.
+  void drop_live();
   void touch(Snap& s) { s.last_use = ++use_clock_; }
   void evict();
   void forward_tokens(std::span<const int32_t> t);
@@ -163,6 +199,7 @@ class Session {
   uint64_t use_clock_ = 0;
   SessionStats stats_;
   bool context_full_ = false;
+  uint64_t generations_ = 0;  // generations started (the next one's generation_seed index)
 };
 
 }  // namespace wgllm

@@ -3,14 +3,16 @@
 //   [8, 12)   u32 format version (kSessionVersion)
 //   [12, 16)  u32 reserved (0)
 //   [16, 24)  u64 H = header bytes
-//   [24, 24+H) header: JSON (UTF-8) — fingerprint, tokens, turns, snapshot table, blob table
-//              (name, size, FNV-1a 64 of each blob)
+//   [24, 24+H) header: JSON (UTF-8) — fingerprint, tokens, turns, generation counter, snapshot
+//              table, blob table (name, size, FNV-1a 64 of each blob)
 //   blobs, back to back in blob-table order (texts; live state: KV rows [0, n_past) of each layer
 //              and recurrent states; each kept snapshot's recurrent states)
 //   u64 FNV-1a 64 of every byte before it
 // Texts (messages, rendered conversation) travel as a blob, byte-exact (they need not be UTF-8:
 // a reply cut by max tokens can end inside a character).
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "models/source.h"
@@ -85,6 +87,7 @@ void Session::save(const std::string& path) const {
   h["tokens"] = tokens_;
   h["cache"] = cache_;
   h["context_full"] = context_full_;
+  h["generations"] = generations_;
   // Texts: rendered_ then each message's content, lengths in the header.
   StateBlob text{"text", {}};
   auto add_text = [&](const std::string& s) { text.data.insert(text.data.end(), s.begin(), s.end()); };
@@ -138,21 +141,43 @@ void Session::save(const std::string& path) const {
     std::string tail;
     put<uint64_t>(tail, sum);
     out.write(tail.data(), 8);
-    if (!out.flush()) throw Error("save: write to " + tmp + " failed");
+    if (!out.flush()) {
+      out.close();
+      std::remove(tmp.c_str());
+      throw Error("save: write to " + tmp + " failed");
+    }
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw Error("save: cannot rename " + tmp + " to " + path);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw Error("save: cannot rename " + tmp + " to " + path + (std::filesystem::is_directory(path) ? " (a directory)" : ""));
+  }
 }
 
 void Session::load(const std::string& path) {
   using nlohmann::json;
-  std::string f;
-  {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error("load: cannot open " + path);
-    f.assign(std::istreambuf_iterator<char>(in), {});
-  }
   const std::string what = "load " + path + ": ";
-  if (f.size() < 8 || std::memcmp(f.data(), kMagic, 8) != 0) throw Error(what + "not a wgllm session file (bad magic)");
+  // Only a regular file (or a link to one): a directory opens as a stream but throws
+  // std::ios_base::failure on the first read.
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(st)) throw Error(what + "no such file");
+  if (std::filesystem::is_directory(st)) throw Error(what + "is a directory, not a session file");
+  if (!std::filesystem::is_regular_file(st)) throw Error(what + "not a regular file");
+  std::string f;
+  try {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw Error(what + "cannot open the file");
+    // The magic first: a wrong file (a model, say) is refused without reading it whole.
+    f.resize(8);
+    in.read(f.data(), 8);
+    if (in.gcount() != 8 || std::memcmp(f.data(), kMagic, 8) != 0) throw Error(what + "not a wgllm session file (bad magic)");
+    f.append(std::istreambuf_iterator<char>(in), {});
+    if (in.bad()) throw Error(what + "read error");
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error(what + "cannot read the file: " + e.what());
+  }
   if (f.size() < 32) throw Error(what + "truncated file");
   const uint32_t version = get<uint32_t>(f, 8);
   if (version > kSessionVersion)
@@ -169,6 +194,17 @@ void Session::load(const std::string& path) {
   } catch (const std::exception& e) {
     throw Error(what + "header is not valid JSON: " + e.what());
   }
+  // Phase 1: parse and check everything (header, blobs, texts, turns, every state blob against
+  // this model). Nothing of the session changes until phase 2.
+  std::vector<ChatMessage> msgs;
+  std::vector<Turn> turns;
+  std::vector<int32_t> tokens, cache;
+  std::string rendered;
+  uint32_t n_past = 0;
+  std::vector<StateBlob> state;
+  std::vector<std::pair<size_t, std::vector<StateBlob>>> snaps;
+  bool context_full = false;
+  uint64_t generations = 0;
   try {
     const std::string fp = opt_.fingerprint.empty() ? config_fingerprint(model_.config()) : opt_.fingerprint;
     if (h.at("fingerprint").get<std::string>() != fp)
@@ -185,18 +221,22 @@ void Session::load(const std::string& path) {
       off += n;
     }
     if (off != f.size() - 8) throw Error(what + "unexpected bytes after the last blob");
+    std::vector<bool> used(blobs.size(), false);
     auto group = [&](const json& range, const std::string& prefix) {
       const size_t a = range.at(0).get<size_t>(), b = range.at(1).get<size_t>();
       if (a > b || b > blobs.size()) throw Error(what + "blob range out of bounds");
       std::vector<StateBlob> out;
       for (size_t i = a; i < b; ++i) {
+        if (used[i]) throw Error(what + "blob '" + blobs[i].name + "' is listed twice");
         if (blobs[i].name.rfind(prefix, 0) != 0) throw Error(what + "blob '" + blobs[i].name + "' is not a " + prefix + " blob");
+        used[i] = true;
         out.push_back({blobs[i].name.substr(prefix.size()), std::move(blobs[i].data)});
       }
       return out;
     };
     // Texts.
     if (blobs.empty() || blobs[0].name != "text") throw Error(what + "missing text blob");
+    used[0] = true;
     const std::string texts(blobs[0].data.begin(), blobs[0].data.end());
     size_t pos = 0;
     auto take = [&](size_t n) {
@@ -205,69 +245,90 @@ void Session::load(const std::string& path) {
       pos += n;
       return s;
     };
-    std::string rendered = take(h.at("rendered_bytes").get<size_t>());
-    std::vector<ChatMessage> msgs;
+    rendered = take(h.at("rendered_bytes").get<size_t>());
     for (const json& m : h.at("messages")) {
       std::string role = m.at("role").get<std::string>();
+      if (role != "system" && role != "user" && role != "assistant") throw Error(what + "unknown message role '" + role + "'");
+      if (role == "system" && !msgs.empty()) throw Error(what + "a system message after the first message");
       msgs.push_back({role, take(m.at("bytes").get<size_t>())});
     }
-    std::vector<Turn> turns;
+    if (pos != texts.size()) throw Error(what + "the text blob is longer than its texts");
+    tokens = h.at("tokens").get<std::vector<int32_t>>();
+    cache = h.at("cache").get<std::vector<int32_t>>();
+    n_past = h.at("n_past").get<uint32_t>();
+    if (cache.size() != n_past) throw Error(what + "cache tokens do not match n_past");
+    if (n_past > seq_->context_length())
+      throw Error(what + "the saved cache holds " + std::to_string(n_past) + " tokens, this session's context " +
+                  std::to_string(seq_->context_length()));
+    // Turns: each ends with an assistant message after a user message, in order, within the texts
+    // and tokens (what rollback() and regenerate() index with). A template that re-renders history
+    // differently may shorten earlier turns' tokens, so turns are not checked against each other.
+    Turn prev;
     for (const json& t : h.at("turns")) {
       Turn x{t.at(0).get<size_t>(), t.at(1).get<size_t>(), t.at(2).get<size_t>(), t.at(3).get<size_t>(), t.at(4).get<size_t>()};
-      turns.push_back(x);
-    }
-    auto tokens = h.at("tokens").get<std::vector<int32_t>>();
-    auto cache = h.at("cache").get<std::vector<int32_t>>();
-    const uint32_t n_past = h.at("n_past").get<uint32_t>();
-    if (cache.size() != n_past) throw Error(what + "cache tokens do not match n_past");
-    for (const Turn& t : turns)
-      if (t.msgs_end > msgs.size() || t.end_tokens > tokens.size() || t.end_text > rendered.size() ||
-          t.prompt_tokens > t.end_tokens || t.prompt_text > t.end_text)
+      if (x.msgs_end < 2 || x.msgs_end > msgs.size() || x.msgs_end <= prev.msgs_end || msgs[x.msgs_end - 1].role != "assistant" ||
+          msgs[x.msgs_end - 2].role != "user" || x.end_tokens > tokens.size() || x.end_text > rendered.size() ||
+          x.prompt_tokens > x.end_tokens || x.prompt_text > x.end_text)
         throw Error(what + "turn table out of range");
+      turns.push_back(x);
+      prev = x;
+    }
     for (int32_t t : tokens)
       if (t < 0 || uint32_t(t) >= model_.config().vocab) throw Error(what + "token id out of range");
     for (int32_t t : cache)
       if (t < 0 || uint32_t(t) >= model_.config().vocab) throw Error(what + "token id out of range");
-    std::vector<StateBlob> state = group(h.at("state_blobs"), "state.");
-    std::vector<std::pair<size_t, std::vector<StateBlob>>> snaps;
+    state = group(h.at("state_blobs"), "state.");
     for (const json& s : h.at("snapshots")) {
       const size_t n = s.at("n").get<size_t>();
       if (n > n_past) throw Error(what + "snapshot past the saved cache");
       snaps.emplace_back(n, group(s.at("blobs"), "snap."));
     }
-    // Everything parsed: replace the state. A failure after the import leaves an empty session.
-    seq_->import_state(n_past, state);  // checks the layout before changing anything
-    try {
-      std::list<Snap> loaded;
-      for (auto& [n, b] : snaps) {
-        Snap s;
-        s.tokens.assign(cache.begin(), cache.begin() + n);
-        s.state = seq_->import_snapshot(uint32_t(n), b);
-        touch(s);
-        loaded.push_back(std::move(s));
-      }
-      snaps_.remove_if([](const Snap& s) { return !s.pinned; });
-      snaps_.splice(snaps_.end(), loaded);
-    } catch (...) {
-      snaps_.remove_if([](const Snap& s) { return !s.pinned; });
-      cache_.clear();
-      tokens_.clear();
-      rendered_.clear();
-      turns_.clear();
-      msgs_.clear();
-      seq_->restore(*snaps_.front().state);
-      throw;
-    }
-    msgs_ = std::move(msgs);
-    turns_ = std::move(turns);
-    tokens_ = std::move(tokens);
-    cache_ = std::move(cache);
-    rendered_ = std::move(rendered);
-    context_full_ = h.value("context_full", false);
-    evict();
+    for (size_t i = 0; i < used.size(); ++i)
+      if (!used[i]) throw Error(what + "blob '" + blobs[i].name + "' belongs to nothing");
+    context_full = h.value("context_full", false);
+    generations = h.value("generations", uint64_t(0));
   } catch (const nlohmann::json::exception& e) {
     throw Error(what + "malformed header: " + e.what());
   }
+  // Every snapshot's blobs against this model's layout (names, count, sizes): building one does
+  // not touch the sequence. They are rebuilt after the import below, because a snapshot is only
+  // restorable when taken after the KV rows it covers were written.
+  for (auto& [n, b] : snaps) {
+    try {
+      seq_->import_snapshot(uint32_t(n), b);
+    } catch (const Error& e) {
+      throw Error(what + "snapshot at " + std::to_string(n) + " tokens: " + e.what());
+    }
+  }
+  // The live state: import_state() checks names and sizes against the model before writing.
+  try {
+    seq_->import_state(n_past, state);
+  } catch (const Error& e) {
+    throw Error(what + "saved state: " + e.what());
+  }
+  // Phase 2: the sequence holds the file's state; the rest cannot fail on the file's contents.
+  // Snapshots are an optimisation: should rebuilding one fail anyway (out of memory), the session
+  // keeps the conversation and recomputes from the empty state when it needs an earlier point.
+  snaps_.remove_if([](const Snap& s) { return !s.pinned; });
+  try {
+    for (auto& [n, b] : snaps) {
+      Snap s;
+      s.tokens.assign(cache.begin(), cache.begin() + n);
+      s.state = seq_->import_snapshot(uint32_t(n), b);
+      touch(s);
+      snaps_.push_back(std::move(s));
+    }
+  } catch (const std::exception&) {
+    snaps_.remove_if([](const Snap& s) { return !s.pinned; });
+  }
+  msgs_ = std::move(msgs);
+  turns_ = std::move(turns);
+  tokens_ = std::move(tokens);
+  cache_ = std::move(cache);
+  rendered_ = std::move(rendered);
+  context_full_ = context_full;
+  generations_ = generations;
+  evict();
 }
 
 }  // namespace wgllm
