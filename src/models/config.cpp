@@ -19,7 +19,13 @@ std::string num(double v) {
   return b;
 }
 
-std::string range_str(UintRange r) { return "[" + std::to_string(r.lo) + ", " + std::to_string(r.hi) + "]"; }
+std::string range_str(UintRange r) {
+  std::string s = "[";  // appended piecewise: GCC 12 warns (-Wrestrict) on "[" + to_string(...)
+  s += std::to_string(r.lo);
+  s += ", ";
+  s += std::to_string(r.hi);
+  return s + "]";
+}
 std::string range_str(RealRange r) {
   return std::string(r.lo_open ? "(" : "[") + num(r.lo) + ", " + num(r.hi) + "]";
 }
@@ -101,7 +107,7 @@ void gguf_check_rope_scaling(const GgufFile& f, const std::string& a) {
   const std::string type = a + "rope.scaling.type";
   if (f.has(type) && f.get_str(type) != "none")
     throw Error(f.path() + ": unsupported " + type + " '" + f.get_str(type) + "'");
-  for (const std::string key : {a + "rope.scaling.factor", a + "rope.scale_linear"}) {
+  for (const std::string& key : {a + "rope.scaling.factor", a + "rope.scale_linear"}) {
     if (!f.has(key)) continue;
     const double v = f.get_f64(key);
     if (!std::isfinite(v) || v < 0) gguf_bad(f, key, num(v), "a finite number >= 0");
