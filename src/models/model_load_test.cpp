@@ -4,7 +4,7 @@
 //   - a declared context of 10M / 2^31-1 tokens runs with a small requested context on the CPU
 //     and on WebGPU, with logits identical to the unmodified model; asking for the whole declared
 //     context is a clear error naming the context and the bytes (not std::bad_alloc or a WebGPU
-//     validation error);
+//     validation error); the RoPE table grows for a longer sequence without disturbing older ones;
 //   - every hyper-parameter is checked finite and in range at load, for llama, lfm2 and qwen35,
 //     from GGUF metadata and from config.json, with errors naming the key and the value;
 //   - tensor data regions are checked against their type and shape (a relabelled type, two
@@ -207,6 +207,32 @@ TEST(ModelLoadContext, TinyLlamaDeclaring10MTokensRunsWithSmallContext) {
   EXPECT_EQ(max_diff(run(huge, BackendKind::CPU, 64), cpu), 0.0f);
   EXPECT_EQ(max_diff(run(huge, BackendKind::WebGPU, 64), gpu), 0.0f);
   expect_full_context_refused(huge, "2147483647");
+}
+
+// The RoPE table grows when a longer sequence is created (a new GPU buffer replaces the old one):
+// an older, shorter sequence continues exactly as a fresh one computes the same tokens.
+TEST(ModelLoadContext, RopeTableGrowsForALongerSequenceWithoutDisturbingOlderOnes) {
+  const std::string p = write_tmp("llama_grow.gguf", llama_doc(10000000).bytes());
+  auto src = ModelSource::open(p);
+  const std::vector<int32_t> ids = ids_below(64);
+  for (BackendKind b : {BackendKind::CPU, BackendKind::WebGPU}) {
+    ModelOptions o;
+    o.backend = b;
+    auto m = create_model(*src, o);
+    auto a = m->new_sequence(12);
+    m->forward(*a, std::span<const int32_t>(ids.data(), 10), nullptr);
+    auto big = m->new_sequence(48);  // grows the table from 12 to 48 positions
+    std::vector<float> la, lb, lc;
+    m->forward(*a, std::span<const int32_t>(ids.data() + 10, 2), &la);
+    m->forward(*big, std::span<const int32_t>(ids.data(), 12), &lb);
+    auto c = m->new_sequence(12);
+    m->forward(*c, std::span<const int32_t>(ids.data(), 10), nullptr);
+    m->forward(*c, std::span<const int32_t>(ids.data() + 10, 2), &lc);
+    EXPECT_EQ(max_diff(la, lc), 0.0f) << m->backend_name();
+    EXPECT_LT(max_diff(la, lb), 1e-5f) << m->backend_name();
+    EXPECT_EQ(a->context_length(), 12u);
+    EXPECT_EQ(big->context_length(), 48u);
+  }
 }
 
 TEST(ModelLoadContext, Qwen35HfDeclaring10MTokensRunsWithSmallContext) {
