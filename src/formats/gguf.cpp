@@ -329,6 +329,41 @@ void GgufFile::parse(const uint8_t* data, size_t size) {
       last = &b;
     }
   }
+  // Packed layout. Every GGUF writer (ggml gguf_write, gguf-py GGUFWriter) places each tensor at the
+  // previous one's end rounded up to the alignment, starting at 0, and pads the last one; ggml's
+  // reader requires exactly that (gguf_init_from_file_impl: "tensor has offset X, expected Y").
+  // So bytes that belong to no tensor (a gap of a whole alignment unit or more, before, between
+  // or after the tensors) mean a tensor's type or shape disagrees with the data it was written
+  // with, e.g. an f32 tensor relabelled f16: refuse instead of reading the wrong bytes.
+  auto pad = [&](uint64_t x) { return (x + alignment_ - 1) / alignment_ * alignment_; };
+  auto desc = [&](const GgufTensor& t) {
+    std::string s = std::string(dtype_name(t.type)) + " {";
+    for (size_t d = 0; d < t.shape.size(); ++d) s += (d ? ", " : "") + std::to_string(t.shape[d]);
+    return s + "}, " + std::to_string(t.nbytes) + " bytes";
+  };
+  uint64_t end = 0;  // padded end of the tensors seen so far
+  last = nullptr;
+  for (size_t k = 0; k < order.size(); ++k) {
+    const GgufTensor& b = tensors_[order[k]];
+    if (!b.nbytes) continue;
+    if (b.offset != end)
+      r.fail("tensor '" + b.name + "'",
+             "data starts at offset " + std::to_string(b.offset) + " but " +
+                 (last ? "the previous tensor '" + last->name + "' (" + desc(*last) + ") ends at " +
+                             std::to_string(end) + " with padding"
+                       : std::string("the data section starts at offset 0")) +
+                 ": " + std::to_string(b.offset - end) +
+                 " bytes belong to no tensor (a tensor's type or shape does not match its data)",
+             info_at[order[k]]);
+    end = pad(b.offset + b.nbytes);
+    last = &b;
+  }
+  if (last && size - data_start > end)
+    r.fail("tensor '" + last->name + "'",
+           "the file has " + std::to_string(size - data_start - end) + " bytes after the last tensor's data (" +
+               desc(*last) + ", ending at data offset " + std::to_string(end) +
+               " with padding) that belong to no tensor (a tensor's type or shape does not match its data)",
+           info_at[size_t(last - tensors_.data())]);
 }
 
 // ---- metadata getters

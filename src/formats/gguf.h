@@ -8,7 +8,10 @@
 // Validated at open: magic, version 2/3 (1, >=4 and big-endian are rejected), counts vs remaining
 // bytes, unique keys, unique tensor names, n_dims <= 4, element count fits int64, innermost dim a
 // multiple of the block size, general.alignment (uint32 power of two, default 32), offsets aligned,
-// data inside the file, no two tensors' data overlapping. Arrays of arrays are rejected.
+// data inside the file, no two tensors' data overlapping, and the packed layout every writer
+// produces (and ggml's reader requires): sorted by offset, each tensor starts where the previous
+// one ends, padded to the alignment, the first at 0, and no bytes after the last one's padding; a
+// gap means a tensor's type or shape does not match its data. Arrays of arrays are rejected.
 #pragma once
 #include <cstdint>
 #include <map>

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "core/error.h"
+#include "formats/gguf_test_doc.h"
 #include "formats/tensor_store.h"
 #include "formats/test_util.h"
 
@@ -326,6 +327,42 @@ TEST(GgufBad, HandCraftedFiles) {
     w.header(3, 0, 1).kv_u32("x", 1);
     EXPECT_NO_THROW(GgufFile::from_memory(w.b.data(), w.b.size()));
   }
+}
+
+// Data regions must match each tensor's type and shape: a relabelled type leaves bytes that belong
+// to no tensor (smaller) or overlaps the next tensor / runs past the end (larger).
+TEST(GgufBad, DataRegionsMatchTypesAndPackedLayout) {
+  test::GgufDoc d;
+  d.set_str("general.architecture", "x");
+  for (const char* n : {"a", "b", "c"}) d.add_tensor(n, DType::F32, {64}, std::vector<uint8_t>(256, 0));
+  const auto ok = d.bytes();
+  auto f = GgufFile::from_memory(ok.data(), ok.size());
+  EXPECT_EQ(f->tensor("c").offset, 512u);
+  EXPECT_EQ(test::GgufDoc::parse(ok).bytes(), ok);  // the document writer round-trips
+  auto variant = [&](auto edit) {
+    test::GgufDoc v = d;
+    edit(v);
+    return v.bytes();
+  };
+  expect_error(variant([](test::GgufDoc& v) { v.tensor("a").type = DType::F16; }),
+               "'b': data starts at offset 256 but the previous tensor 'a' (f16 {64}, 128 bytes) ends at 128", "a f16");
+  expect_error(variant([](test::GgufDoc& v) { v.tensor("b").type = DType::BF16; }), "128 bytes belong to no tensor", "b bf16");
+  expect_error(variant([](test::GgufDoc& v) { v.tensor("c").type = DType::F16; }),
+               "'c': the file has 128 bytes after the last tensor's data", "last f16");
+  expect_error(variant([](test::GgufDoc& v) { v.tensor("a").type = DType::F64; }), "'b': data overlaps tensor 'a'", "a f64");
+  expect_error(variant([](test::GgufDoc& v) { v.tensor("c").type = DType::F64; }), "'c': data [512, +512)", "c f64");
+  expect_error(variant([](test::GgufDoc& v) { v.tensor("a").shape = {32}; }), "belong to no tensor", "a shape");
+  expect_error(variant([](test::GgufDoc& v) { v.tensor("c").offset = 0; }), "overlaps", "c at 0");
+  expect_error(variant([](test::GgufDoc& v) {
+                 for (auto& t : v.tensors) t.offset += 32;
+                 v.data.insert(v.data.begin(), 32, 0);
+               }),
+               "'a': data starts at offset 32 but the data section starts at offset 0", "leading gap");
+  // Padding inside the alignment is not a gap: a 36-byte tensor followed at offset 64.
+  test::GgufDoc p;
+  p.add_tensor("x", DType::F32, {9}, std::vector<uint8_t>(36, 0)).add_tensor("y", DType::F32, {8}, std::vector<uint8_t>(32, 0));
+  const auto pb = p.bytes();
+  EXPECT_EQ(GgufFile::from_memory(pb.data(), pb.size())->tensor("y").offset, 64u);
 }
 
 TEST(GgufBad, OpenErrors) {

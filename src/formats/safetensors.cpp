@@ -211,8 +211,10 @@ void SafetensorsFile::parse(const uint8_t* data, size_t size) {
     order[i] = i;
     index_.emplace(tensors_[i].name, i);
   }
-  std::sort(order.begin(), order.end(),
-            [&](size_t a, size_t b) { return tensors_[a].offset < tensors_[b].offset; });
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const SafetensorsTensor &x = tensors_[a], &y = tensors_[b];
+    return x.offset != y.offset ? x.offset < y.offset : x.nbytes < y.nbytes;
+  });
   // Sorted by offset, a non-empty tensor overlaps an earlier one iff it starts before the largest
   // end seen so far (empty tensors can share offsets with anything).
   uint64_t max_end = 0;
@@ -227,6 +229,32 @@ void SafetensorsFile::parse(const uint8_t* data, size_t size) {
       last = &b;
     }
   }
+  // No holes: the spec requires the byte buffer to be entirely indexed (the reference reader,
+  // Metadata::validate, fails with InvalidOffset / MetadataIncompleteBuffer otherwise). Bytes that
+  // belong to no tensor mean an entry's dtype or shape does not match the data it was written with.
+  uint64_t end = 0;
+  last = nullptr;
+  for (size_t k = 0; k < order.size(); ++k) {
+    const SafetensorsTensor& b = tensors_[order[k]];
+    if (b.offset < end)
+      c.fail("tensor '" + b.name + "'", "data_offsets begin " + std::to_string(b.offset) + " lies inside tensor '" +
+                                            last->name + "'", buf_start + b.offset);
+    if (b.offset != end)
+      c.fail("tensor '" + b.name + "'",
+             "data_offsets begin " + std::to_string(b.offset) + " leaves " + std::to_string(b.offset - end) +
+                 " bytes after " + (last ? "tensor '" + last->name + "' (ends at " + std::to_string(end) + ")"
+                                         : std::string("the start of the data buffer")) +
+                 " that belong to no tensor (the buffer must be entirely indexed)",
+             buf_start + end);
+    end = b.offset + b.nbytes;
+    last = &b;
+  }
+  if (end != buf_size)
+    c.fail(last ? "tensor '" + last->name + "'" : std::string("data buffer"),
+           "the " + std::to_string(buf_size) + "-byte data buffer has " + std::to_string(buf_size - end) +
+               " bytes after the last tensor's data (ending at " + std::to_string(end) +
+               ") that belong to no tensor (the buffer must be entirely indexed)",
+           buf_start + end);
 }
 
 const SafetensorsTensor* SafetensorsFile::find(const std::string& name) const {

@@ -7,7 +7,10 @@
 //   little-endian.
 // Validation at open: header length within the file (and <= 100 MiB), valid JSON object, each
 // tensor entry well-formed, known dtype, shape product * element size without overflow equal to
-// e - b, [b, e) inside the buffer, no two tensors overlapping, no duplicate names.
+// e - b, [b, e) inside the buffer, no two tensors overlapping, no duplicate names, and (as the
+// spec and the reference reader require) no holes: sorted by offset the tensors cover the whole
+// buffer back to back, so bytes outside every tensor (an entry whose dtype or shape was changed)
+// are an error.
 // All errors throw wgllm::Error naming the file, the tensor/field and the byte offset.
 #pragma once
 #include <cstdint>

@@ -140,6 +140,32 @@ TEST(Safetensors, BadHeaders) {
                "'a': duplicate key", "dup");
 }
 
+// The buffer must be entirely indexed (spec; reference reader): bytes outside every tensor mean
+// an entry's dtype or shape does not match the data it was written with.
+TEST(Safetensors, NoHolesInTheDataBuffer) {
+  const std::vector<uint8_t> d16(16, 0), d20(20, 0);
+  expect_error(test::st_raw(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                            R"("b":{"dtype":"F32","shape":[2],"data_offsets":[12,20]}})", d20),
+               "'b': data_offsets begin 12 leaves 4 bytes after tensor 'a' (ends at 8) that belong to no tensor", "hole");
+  expect_error(test::st_raw(entry("F32", "[2]", "[0,8]"), d16), "16-byte data buffer has 8 bytes after the last tensor",
+               "trailing");
+  expect_error(test::st_raw(entry("F32", "[2]", "[8,16]"), d16), "after the start of the data buffer", "leading");
+  // F32 relabelled F16 with offsets shrunk to match: a hole where the second half was.
+  expect_error(test::st_raw(R"({"a":{"dtype":"F16","shape":[2],"data_offsets":[0,4]},)"
+                            R"("b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", d16),
+               "belong to no tensor", "relabelled");
+  // Empty tensors may sit anywhere between others; a buffer of only empty tensors is empty.
+  {
+    auto f = test::st_raw(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                          R"("e":{"dtype":"F32","shape":[0],"data_offsets":[8,8]},)"
+                          R"("b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", d16);
+    EXPECT_NO_THROW(SafetensorsFile::from_memory(f.data(), f.size()));
+  }
+  expect_error(test::st_raw(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
+                            R"("e":{"dtype":"F32","shape":[0],"data_offsets":[4,4]}})", d16),
+               "'e': data_offsets begin 4 lies inside tensor 'a'", "empty inside");
+}
+
 TEST(Safetensors, TruncateAtEveryOffset) {
   const auto b = sample();
   for (size_t k = 0; k < b.size(); ++k)

@@ -1,5 +1,9 @@
 #include "models/config.h"
 
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -7,6 +11,116 @@
 #include "models/registry.h"
 
 namespace wgllm {
+namespace {
+
+std::string num(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.9g", v);
+  return b;
+}
+
+std::string range_str(UintRange r) {
+  std::string s = "[";  // appended piecewise: GCC 12 warns (-Wrestrict) on "[" + to_string(...)
+  s += std::to_string(r.lo);
+  s += ", ";
+  s += std::to_string(r.hi);
+  return s + "]";
+}
+std::string range_str(RealRange r) {
+  return std::string(r.lo_open ? "(" : "[") + num(r.lo) + ", " + num(r.hi) + "]";
+}
+bool in(double v, RealRange r) { return std::isfinite(v) && (r.lo_open ? v > r.lo : v >= r.lo) && v <= r.hi; }
+
+/// A GGUF metadata value as text for errors.
+std::string gguf_value_str(const GgufValue& v) {
+  if (auto* u = std::get_if<uint64_t>(&v.v)) return std::to_string(*u);
+  if (auto* s = std::get_if<int64_t>(&v.v)) return std::to_string(*s);
+  if (auto* d = std::get_if<double>(&v.v)) return num(*d);
+  if (auto* b = std::get_if<bool>(&v.v)) return *b ? "true" : "false";
+  if (auto* s = std::get_if<std::string>(&v.v)) return "'" + *s + "'";
+  return "(an array)";
+}
+
+[[noreturn]] void gguf_bad(const GgufFile& f, const std::string& key, const std::string& val, const std::string& want) {
+  throw Error(f.path() + ": metadata '" + key + "' = " + val + ": must be " + want);
+}
+
+std::string field(const char* key, const std::string& where) {
+  return where.empty() ? std::string(key) : where + "." + key;
+}
+
+[[noreturn]] void hf_bad(const std::string& path, const std::string& name, const std::string& val, const std::string& want) {
+  throw Error(path + ": config.json field '" + name + "' = " + val + ": must be " + want);
+}
+
+}  // namespace
+
+// ---- range-checked readers
+
+uint32_t gguf_uint(const GgufFile& f, const std::string& key, UintRange r) {
+  if (!f.has(key)) throw Error(f.path() + ": metadata key '" + key + "' not found");
+  const GgufValue& v = f.metadata().at(key);
+  const std::string want = "an integer in " + range_str(r);
+  uint64_t x = 0;
+  if (auto* u = std::get_if<uint64_t>(&v.v); u && v.type != GgufType::ARRAY) {
+    x = *u;
+  } else if (auto* s = std::get_if<int64_t>(&v.v); s && v.type != GgufType::ARRAY) {
+    if (*s < 0) gguf_bad(f, key, std::to_string(*s), want);
+    x = uint64_t(*s);
+  } else {
+    gguf_bad(f, key, gguf_value_str(v), want);  // a float, bool, string or array
+  }
+  if (x < r.lo || x > r.hi) gguf_bad(f, key, std::to_string(x), want);
+  return uint32_t(x);
+}
+
+uint32_t gguf_uint_or(const GgufFile& f, const std::string& key, uint32_t def, UintRange r) {
+  return f.has(key) ? gguf_uint(f, key, r) : def;
+}
+
+double gguf_real_or(const GgufFile& f, const std::string& key, double def, RealRange r) {
+  const double v = f.get_f64_or(key, def);  // throws naming the key for a non-number
+  if (!in(v, r)) gguf_bad(f, key, num(v), "a finite number in " + range_str(r));
+  return v;
+}
+
+uint32_t hf_uint(const nlohmann::json& j, const char* key, const std::string& path, UintRange r, const std::string& where) {
+  const uint32_t v = need<uint32_t>(j, key, path);
+  if (v < r.lo || v > r.hi) hf_bad(path, field(key, where), std::to_string(v), "an integer in " + range_str(r));
+  return v;
+}
+
+uint32_t hf_uint_or(const nlohmann::json& j, const char* key, uint32_t def, const std::string& path, UintRange r,
+                    const std::string& where) {
+  if (!j.contains(key) || j[key].is_null()) return def;
+  return hf_uint(j, key, path, r, where);
+}
+
+double hf_real_or(const nlohmann::json& j, const char* key, double def, const std::string& path, RealRange r,
+                  const std::string& where) {
+  const double v = opt<double>(j, key, def, path);
+  if (!in(v, r)) hf_bad(path, field(key, where), num(v), "a finite number in " + range_str(r));
+  return v;
+}
+
+void gguf_check_rope_scaling(const GgufFile& f, const std::string& a) {
+  const std::string type = a + "rope.scaling.type";
+  if (f.has(type) && f.get_str(type) != "none")
+    throw Error(f.path() + ": unsupported " + type + " '" + f.get_str(type) + "'");
+  for (const std::string& key : {a + "rope.scaling.factor", a + "rope.scale_linear"}) {
+    if (!f.has(key)) continue;
+    const double v = f.get_f64(key);
+    if (!std::isfinite(v) || v < 0) gguf_bad(f, key, num(v), "a finite number >= 0");
+    if (v != 0.0 && v != 1.0)
+      gguf_bad(f, key, num(v), "0 or 1: RoPE scaling is not supported (a factor without a scaling type means linear)");
+  }
+}
+
+void check_hp(bool cond, const std::string& source, const std::string& what) {
+  if (!cond) throw Error(source + ": " + what);
+}
+
+// ---- dispatch
 
 ModelConfig config_from_gguf(const GgufFile& f) {
   const std::string arch = f.get_str("general.architecture");
@@ -32,27 +146,42 @@ ModelConfig config_from_hf(const nlohmann::json& j, const std::string& path) {
   return c;
 }
 
+// ---- llama
+
 ModelConfig llama_config_from_gguf(const GgufFile& f) {
   ModelConfig c;
   c.arch = f.get_str("general.architecture");
   const std::string a = c.arch + ".";
+  const std::string& src = f.path();
   c.name = f.get_str_or("general.name", c.arch);
-  c.n_layers = uint32_t(f.get_u64(a + "block_count"));
-  c.d_model = uint32_t(f.get_u64(a + "embedding_length"));
-  c.ffn_dim = uint32_t(f.get_u64(a + "feed_forward_length"));
-  c.n_heads = uint32_t(f.get_u64(a + "attention.head_count"));
-  c.n_kv_heads = uint32_t(f.get_u64_or(a + "attention.head_count_kv", c.n_heads));
-  if (c.n_heads == 0) throw Error(f.path() + ": " + a + "attention.head_count is 0");
-  c.head_dim = uint32_t(f.get_u64_or(a + "attention.key_length", c.d_model / c.n_heads));
-  c.max_context = uint32_t(f.get_u64_or(a + "context_length", 2048));
-  c.rms_eps = float(f.get_f64_or(a + "attention.layer_norm_rms_epsilon", 1e-5));
-  c.rope_base = f.get_f64_or(a + "rope.freq_base", 10000.0);
-  c.rope_dims = uint32_t(f.get_u64_or(a + "rope.dimension_count", c.head_dim));
+  c.n_layers = gguf_uint(f, a + "block_count", hp::layers);
+  c.d_model = gguf_uint(f, a + "embedding_length", hp::d_model);
+  c.ffn_dim = gguf_uint(f, a + "feed_forward_length", hp::ffn);
+  c.n_heads = gguf_uint(f, a + "attention.head_count", hp::heads);
+  c.n_kv_heads = gguf_uint_or(f, a + "attention.head_count_kv", c.n_heads, {1, c.n_heads});
+  check_hp(c.n_heads % c.n_kv_heads == 0, src,
+           a + "attention.head_count " + std::to_string(c.n_heads) + " is not a multiple of " + a +
+               "attention.head_count_kv " + std::to_string(c.n_kv_heads));
+  if (!f.has(a + "attention.key_length"))
+    check_hp(c.d_model % c.n_heads == 0, src,
+             a + "embedding_length " + std::to_string(c.d_model) + " is not a multiple of " + a +
+                 "attention.head_count " + std::to_string(c.n_heads) + " (and " + a + "attention.key_length is absent)");
+  c.head_dim = gguf_uint_or(f, a + "attention.key_length", c.d_model / c.n_heads, hp::head_dim);
+  const uint32_t vlen = gguf_uint_or(f, a + "attention.value_length", c.head_dim, hp::head_dim);
+  check_hp(vlen == c.head_dim, src,
+           a + "attention.value_length " + std::to_string(vlen) + " != key_length " + std::to_string(c.head_dim) +
+               " is not supported");
+  c.max_context = gguf_uint_or(f, a + "context_length", 2048, hp::context);
+  c.rms_eps = float(gguf_real_or(f, a + "attention.layer_norm_rms_epsilon", 1e-5, hp::rms_eps));
+  c.rope_base = gguf_real_or(f, a + "rope.freq_base", 10000.0, hp::rope_base);
+  c.rope_dims = gguf_uint_or(f, a + "rope.dimension_count", c.head_dim, {2, c.head_dim});
   c.rope_neox = false;  // llama.cpp's converter permutes Q/K rows for the (2i, 2i+1) layout
-  if (f.has(a + "rope.scaling.type") && f.get_str(a + "rope.scaling.type") != "none")
-    throw Error(f.path() + ": unsupported " + a + "rope.scaling.type '" + f.get_str(a + "rope.scaling.type") + "'");
+  gguf_check_rope_scaling(f, a);
   const GgufTensor& emb = f.tensor("token_embd.weight");
   if (emb.shape.size() != 2) throw Error(f.path() + ": token_embd.weight must be 2-D");
+  check_hp(emb.shape[1] >= hp::vocab.lo && emb.shape[1] <= hp::vocab.hi, src,
+           "token_embd.weight has " + std::to_string(emb.shape[1]) + " rows (the vocabulary): must be in " +
+               range_str(hp::vocab));
   c.vocab = uint32_t(emb.shape[1]);
   c.tied_embeddings = f.find("output.weight") == nullptr;
   return c;
@@ -61,10 +190,34 @@ ModelConfig llama_config_from_gguf(const GgufFile& f) {
 template <class T>
 T need(const nlohmann::json& j, const char* key, const std::string& path) {
   if (!j.contains(key) || j[key].is_null()) throw Error(path + ": config.json has no '" + key + "'");
-  try {
-    return j[key].get<T>();
-  } catch (const std::exception& e) {
-    throw Error(path + ": config.json field '" + key + "' has the wrong type: " + e.what());
+  const nlohmann::json& v = j[key];
+  if constexpr (std::is_same_v<T, uint32_t>) {
+    // nlohmann's get<uint32_t>() wraps -1 to 4294967295 and truncates 2.5 to 2: check first.
+    const bool integral = v.is_number_integer() || (v.is_number_float() && std::isfinite(v.get<double>()) &&
+                                                    std::floor(v.get<double>()) == v.get<double>());
+    if (!integral) {
+      if (v.is_number())
+        hf_bad(path, key, v.dump(), "a non-negative integer");
+      throw Error(path + ": config.json field '" + key + "' has the wrong type: expected a non-negative integer, got " + v.dump());
+    }
+    const double d = v.is_number_unsigned() ? double(v.get<uint64_t>()) : v.is_number_integer() ? double(v.get<int64_t>()) : v.get<double>();
+    if (d < 0 || d > double(std::numeric_limits<uint32_t>::max()))
+      hf_bad(path, key, v.dump(), "an integer in [0, 4294967295]");
+    return v.is_number_float() ? uint32_t(d) : v.is_number_unsigned() ? uint32_t(v.get<uint64_t>()) : uint32_t(v.get<int64_t>());
+  } else if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    if (!v.is_number())
+      throw Error(path + ": config.json field '" + key + "' has the wrong type: expected a number, got " + v.dump());
+    const double d = v.get<double>();
+    if (!std::isfinite(d)) hf_bad(path, key, v.dump(), "a finite number");
+    if constexpr (std::is_same_v<T, float>)
+      if (!std::isfinite(float(d))) hf_bad(path, key, v.dump(), "a number within the float range");
+    return T(d);
+  } else {
+    try {
+      return v.get<T>();
+    } catch (const std::exception& e) {
+      throw Error(path + ": config.json field '" + key + "' has the wrong type: " + e.what());
+    }
   }
 }
 template uint32_t need<uint32_t>(const nlohmann::json&, const char*, const std::string&);
@@ -77,19 +230,41 @@ ModelConfig llama_config_from_hf(const nlohmann::json& j, const std::string& pat
   ModelConfig c;
   c.arch = opt<std::string>(j, "model_type", "", path);
   c.name = opt<std::string>(j, "_name_or_path", c.arch, path);
-  c.n_layers = need<uint32_t>(j, "num_hidden_layers", path);
-  c.d_model = need<uint32_t>(j, "hidden_size", path);
-  c.ffn_dim = need<uint32_t>(j, "intermediate_size", path);
-  c.n_heads = need<uint32_t>(j, "num_attention_heads", path);
-  c.n_kv_heads = opt<uint32_t>(j, "num_key_value_heads", c.n_heads, path);
-  if (c.n_heads == 0) throw Error(path + ": num_attention_heads is 0");
-  c.head_dim = opt<uint32_t>(j, "head_dim", c.d_model / c.n_heads, path);
-  c.vocab = need<uint32_t>(j, "vocab_size", path);
-  c.max_context = opt<uint32_t>(j, "max_position_embeddings", 2048, path);
-  c.rms_eps = opt<float>(j, "rms_norm_eps", 1e-6f, path);
-  c.rope_base = opt<double>(j, "rope_theta", 10000.0, path);
+  c.n_layers = hf_uint(j, "num_hidden_layers", path, hp::layers);
+  c.d_model = hf_uint(j, "hidden_size", path, hp::d_model);
+  c.ffn_dim = hf_uint(j, "intermediate_size", path, hp::ffn);
+  c.n_heads = hf_uint(j, "num_attention_heads", path, hp::heads);
+  c.n_kv_heads = hf_uint_or(j, "num_key_value_heads", c.n_heads, path, {1, c.n_heads});
+  check_hp(c.n_heads % c.n_kv_heads == 0, path,
+           "config.json num_attention_heads " + std::to_string(c.n_heads) + " is not a multiple of num_key_value_heads " +
+               std::to_string(c.n_kv_heads));
+  if (!j.contains("head_dim") || j["head_dim"].is_null())
+    check_hp(c.d_model % c.n_heads == 0, path,
+             "config.json hidden_size " + std::to_string(c.d_model) + " is not a multiple of num_attention_heads " +
+                 std::to_string(c.n_heads) + " (and head_dim is absent)");
+  c.head_dim = hf_uint_or(j, "head_dim", c.d_model / c.n_heads, path, hp::head_dim);
+  c.vocab = hf_uint(j, "vocab_size", path, hp::vocab);
+  c.max_context = hf_uint_or(j, "max_position_embeddings", 2048, path, hp::context);
+  c.rms_eps = float(hf_real_or(j, "rms_norm_eps", 1e-6, path, hp::rms_eps));
+  // RoPE: transformers 5 rope_parameters, or the top-level rope_theta of older configs.
+  if (j.contains("rope_parameters") && !j["rope_parameters"].is_null()) {
+    const auto& rp = j["rope_parameters"];
+    if (!rp.is_object()) throw Error(path + ": config.json rope_parameters must be an object");
+    const std::string type = opt<std::string>(rp, "rope_type", "default", path);
+    if (type != "default") throw Error(path + ": config.json rope_parameters.rope_type '" + type + "' is not supported");
+    c.rope_base = hf_real_or(rp, "rope_theta", opt<double>(j, "rope_theta", 10000.0, path), path, hp::rope_base,
+                             "rope_parameters");
+  } else {
+    c.rope_base = hf_real_or(j, "rope_theta", 10000.0, path, hp::rope_base);
+  }
   if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
     throw Error(path + ": rope_scaling is not supported yet");
+  const double prf = hf_real_or(j, "partial_rotary_factor", 1.0, path, {0.0, 1.0, true});
+  if (prf != 1.0) throw Error(path + ": config.json partial_rotary_factor " + num(prf) + " is not supported for llama (only 1)");
+  if (opt<std::string>(j, "hidden_act", "silu", path) != "silu")
+    throw Error(path + ": config.json hidden_act '" + j["hidden_act"].get<std::string>() + "' is not supported (only silu)");
+  for (const char* b : {"attention_bias", "mlp_bias"})
+    if (opt<bool>(j, b, false, path)) throw Error(path + ": config.json " + b + " = true is not supported");
   c.rope_dims = c.head_dim;
   c.rope_neox = true;  // HF rotate_half layout
   c.tied_embeddings = opt<bool>(j, "tie_word_embeddings", false, path);
@@ -98,12 +273,25 @@ ModelConfig llama_config_from_hf(const nlohmann::json& j, const std::string& pat
 
 void validate(const ModelConfig& c, const std::string& src) {
   auto bad = [&](const std::string& m) { throw Error(src + ": invalid model config: " + m); };
-  if (!c.n_layers || !c.d_model || !c.n_heads || !c.n_kv_heads || !c.head_dim || !c.ffn_dim || !c.vocab)
-    bad("a size is zero");
-  if (c.n_heads % c.n_kv_heads) bad("query heads not a multiple of KV heads");
-  if (c.head_dim % 4 || c.head_dim > 256) bad("head_dim must be a multiple of 4 and at most 256");
-  if (c.rope_dims > c.head_dim || c.rope_dims % 2) bad("rope dims must be even and <= head_dim");
-  if (c.n_layers > 1024 || c.d_model > 65536 || c.ffn_dim > 262144 || c.vocab > (1u << 24)) bad("sizes out of range");
+  auto u = [&](const char* name, uint64_t v, UintRange r) {
+    if (v < r.lo || v > r.hi) bad(std::string(name) + " = " + std::to_string(v) + ": must be in " + range_str(r));
+  };
+  u("n_layers", c.n_layers, hp::layers);
+  u("d_model", c.d_model, hp::d_model);
+  u("n_heads", c.n_heads, hp::heads);
+  u("n_kv_heads", c.n_kv_heads, {1, c.n_heads ? c.n_heads : 1});
+  u("head_dim", c.head_dim, hp::head_dim);
+  u("ffn_dim", c.ffn_dim, hp::ffn);
+  u("vocab", c.vocab, hp::vocab);
+  u("max_context", c.max_context, hp::context);
+  if (c.n_heads % c.n_kv_heads)
+    bad("n_heads " + std::to_string(c.n_heads) + " is not a multiple of n_kv_heads " + std::to_string(c.n_kv_heads));
+  if (c.head_dim % 4) bad("head_dim " + std::to_string(c.head_dim) + " is not a multiple of 4");
+  if (c.rope_dims < 2 || c.rope_dims > c.head_dim || c.rope_dims % 2)
+    bad("rope_dims " + std::to_string(c.rope_dims) + " must be even and in [2, head_dim " + std::to_string(c.head_dim) + "]");
+  if (!in(c.rms_eps, hp::rms_eps)) bad("rms_eps " + num(c.rms_eps) + ": must be a finite number in " + range_str(hp::rms_eps));
+  if (!in(c.rope_base, hp::rope_base))
+    bad("rope_base " + num(c.rope_base) + ": must be a finite number in " + range_str(hp::rope_base));
 }
 
 }  // namespace wgllm

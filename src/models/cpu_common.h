@@ -2,8 +2,14 @@
 // the output head, and greedy argmax on top of forward().
 #pragma once
 #include <cstdint>
+#include <memory>
+#include <new>
+#include <stdexcept>
 #include <span>
 #include <vector>
+
+#include "core/error.h"
+#include "kernels/rope_table.h"
 
 #include "kernels/ref.h"
 #include "models/model.h"
@@ -15,6 +21,24 @@ class CpuModel : public Model {
  public:
   int32_t forward_argmax(Sequence& seq, std::span<const int32_t> toks) override;
 };
+
+/// For a CPU model's new_sequence(): checks s against the machine's memory, grows the model's
+/// RoPE table `rope` (nullptr: no attention layer) to s.context positions, then runs make() (the
+/// allocation). The table is sized by the longest sequence created so far, never by the trained
+/// context. Throws wgllm::Error naming the context and the bytes instead of std::bad_alloc.
+template <class F>
+std::unique_ptr<Sequence> cpu_new_sequence(const SequenceSize& s, const ModelConfig& c, std::vector<float>* rope, F&& make) {
+  const uint64_t table = rope ? kernels::rope_table_bytes(s.context, c.rope_dims) : 0;
+  check_host_memory(s, rope && table > rope->size() * 4 ? table - rope->size() * 4 : 0, "cpu");
+  try {
+    if (rope) kernels::rope_table_grow(*rope, s.context, c.rope_dims, c.rope_base);
+    return make();
+  } catch (const std::bad_alloc&) {
+    sequence_alloc_failed(s, "cpu", "out of memory");
+  } catch (const std::length_error&) {
+    sequence_alloc_failed(s, "cpu", "larger than a vector can hold");
+  }
+}
 
 /// x[t] += down(silu(gate(h[t])) * up(h[t])), h[t] = rmsnorm(x[t]) * norm, for t < T rows of
 /// x [T, d_model] (Shazeer 2020); h [T, d_model] is scratch.

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "gpu/context.h"
+#include "kernels/rope_table.h"
 
 namespace wgllm {
 
@@ -24,8 +25,39 @@ void GpuModel::set_profiling(bool on) {
 }
 
 uint32_t GpuModel::sequence_length(uint32_t ctx) const {
-  ctx = ctx ? ctx : (opt_.context_length ? opt_.context_length : c_.max_context);
-  return std::min(ctx, c_.max_context);
+  return sequence_context(ctx, opt_.context_length, c_.max_context);
+}
+
+void GpuModel::prepare_sequence(const SequenceSize& s, gpu::Buffer* rope, uint32_t* rope_rows) {
+  const WGPULimits& lim = ctx_->info().limits;
+  const uint64_t binding = std::min<uint64_t>(lim.maxStorageBufferBindingSize, lim.maxBufferSize);
+  const std::string dev = backend_name();
+  if (s.largest_buffer > binding)
+    throw Error("new sequence on " + dev + ": " + s.describe() + "; its largest buffer exceeds the device's storage "
+                "binding limit of " + std::to_string(binding) + " bytes; request a smaller context (-c, context_length)");
+  const uint64_t table = rope ? kernels::rope_table_bytes(s.context, c_.rope_dims) : 0;
+  if (table > binding)
+    throw Error("new sequence on " + dev + ": " + s.describe() + "; its RoPE table of " + std::to_string(table) +
+                " bytes exceeds the device's storage binding limit of " + std::to_string(binding) +
+                " bytes; request a smaller context (-c, context_length)");
+  // Host side: the sequence's per-position bookkeeping and the table built on the host.
+  SequenceSize host = s;
+  host.kv_cache = host.recurrent = 0;
+  check_host_memory(host, rope && s.context > *rope_rows ? table : 0, dev);
+  if (!rope || s.context <= *rope_rows) return;
+  try {
+    const std::vector<float> t = kernels::rope_table(s.context, c_.rope_dims, c_.rope_base);
+    gpu::Buffer b(*ctx_, t.size() * 4, gpu::BufferKind::Storage, "rope_table");
+    b.write(*ctx_, 0, t.data(), t.size() * 4);
+    // Bind groups are cached by Buffer::id(), so the replaced buffer can never be bound again.
+    mem_.scratch += b.size() - (*rope ? rope->size() : 0);
+    *rope = std::move(b);
+    *rope_rows = s.context;
+  } catch (const std::bad_alloc&) {
+    sequence_alloc_failed(s, dev, "out of host memory for the RoPE table");
+  } catch (const Error& e) {
+    sequence_alloc_failed(s, dev, e.what());
+  }
 }
 
 void GpuModel::forward(Sequence& seq, std::span<const int32_t> toks, std::vector<float>* logits) {

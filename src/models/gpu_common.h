@@ -15,6 +15,7 @@
 #include "gpu/recorder.h"
 #include "kernels/ops.h"
 #include "kernels/weights.h"
+#include "core/error.h"
 #include "models/model.h"
 
 namespace wgllm {
@@ -41,8 +42,29 @@ class GpuModel : public Model {
   GpuModel(const ModelConfig& c, const ModelOptions& opt);
   /// One submission for toks (size <= chunk_), appended to seq; the head runs when out != None.
   virtual int32_t chunk(Sequence& seq, std::span<const int32_t> toks, HeadOut out, std::vector<float>* logits) = 0;
-  /// Context length for new_sequence(ctx): ctx, else the options' default, capped by the model.
+  /// Context length for new_sequence(ctx): ctx, else the options' default, capped by the model
+  /// (sequence_context()).
   uint32_t sequence_length(uint32_t ctx) const;
+  /// Before a new sequence of s.context positions is allocated: checks its largest buffer and
+  /// the RoPE table for s.context positions against the device's maxStorageBufferBindingSize and
+  /// maxBufferSize, and its host-side bookkeeping against the machine's memory; then grows the
+  /// model's RoPE table `rope` (covering `rope_rows` positions; nullptr for a model without
+  /// attention) to s.context positions. The table is a model-level buffer sized by the longest
+  /// sequence created so far, never by the trained context. Throws wgllm::Error naming the
+  /// context and the bytes.
+  void prepare_sequence(const SequenceSize& s, gpu::Buffer* rope, uint32_t* rope_rows);
+  /// Runs make() (the sequence's allocation), turning an allocation failure (std::bad_alloc, a
+  /// buffer the device refuses) into a wgllm::Error naming the context and the bytes.
+  template <class F>
+  std::unique_ptr<Sequence> create_sequence(const SequenceSize& s, F&& make) {
+    try {
+      return make();
+    } catch (const std::bad_alloc&) {
+      sequence_alloc_failed(s, backend_name(), "out of host memory");
+    } catch (const Error& e) {
+      sequence_alloc_failed(s, backend_name(), e.what());
+    }
+  }
 
   ModelConfig c_;
   ModelOptions opt_;

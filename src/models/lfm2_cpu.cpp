@@ -164,14 +164,17 @@ class Lfm2Cpu final : public CpuModel {
       }
       layers_.push_back(std::move(L));
     }
-    if (p_.n_attn()) rope_ = kernels::rope_table(c_.max_context, c_.rope_dims, c_.rope_base);
   }
 
   const ModelConfig& config() const override { return c_; }
   std::string backend_name() const override { return "cpu"; }
   std::unique_ptr<Sequence> new_sequence(uint32_t ctx) override {
-    ctx = ctx ? ctx : (default_ctx_ ? default_ctx_ : c_.max_context);
-    return std::make_unique<CpuSeq>(std::min(ctx, c_.max_context), c_, p_);
+    SequenceSize s;
+    s.context = sequence_context(ctx, default_ctx_, c_.max_context);
+    s.kv_cache = uint64_t(p_.n_attn()) * Lfm2Params::kv_bytes(c_, s.context);
+    s.recurrent = uint64_t(c_.n_layers - p_.n_attn()) * p_.conv_state_bytes(c_);
+    s.largest_buffer = std::max(p_.n_attn() ? Lfm2Params::kv_bytes(c_, s.context) / 2 : 0, p_.conv_state_bytes(c_));
+    return cpu_new_sequence(s, c_, p_.n_attn() ? &rope_ : nullptr, [&] { return std::make_unique<CpuSeq>(s.context, c_, p_); });
   }
   MemoryReport memory() const override {
     MemoryReport m;
@@ -232,7 +235,7 @@ class Lfm2Cpu final : public CpuModel {
   Lfm2Params p_;
   uint32_t default_ctx_ = 0;
   ref::Matrix embed_, lm_head_;
-  std::vector<float> out_norm_, rope_;
+  std::vector<float> out_norm_, rope_;  // rope_: grown by new_sequence() to the longest sequence
   std::vector<Layer> layers_;
 };
 

@@ -151,7 +151,13 @@ class Lfm2Gpu final : public GpuModel {
   }
 
   std::unique_ptr<Sequence> new_sequence(uint32_t ctx) override {
-    return std::make_unique<GpuSeq>(*ctx_, sequence_length(ctx), c_, p_);
+    SequenceSize s;
+    s.context = sequence_length(ctx);
+    s.kv_cache = uint64_t(p_.n_attn()) * Lfm2Params::kv_bytes(c_, s.context);
+    s.recurrent = uint64_t(c_.n_layers - p_.n_attn()) * p_.conv_state_bytes(c_);
+    s.largest_buffer = std::max(p_.n_attn() ? Lfm2Params::kv_bytes(c_, s.context) / 2 : 0, p_.conv_state_bytes(c_));
+    prepare_sequence(s, p_.n_attn() ? &rope_ : nullptr, &rope_rows_);
+    return create_sequence(s, [&] { return std::make_unique<GpuSeq>(*ctx_, s.context, c_, p_); });
   }
 
  private:
@@ -199,10 +205,9 @@ class Lfm2Gpu final : public GpuModel {
       }
       layers_.push_back(std::move(L));
     }
-    std::vector<float> table = p_.n_attn() ? kernels::rope_table(c_.max_context, c_.rope_dims, c_.rope_base)
-                                           : std::vector<float>(4);
-    rope_ = Buffer(*ctx_, table.size() * 4, BufferKind::Storage, "rope_table");
-    rope_.write(*ctx_, 0, table.data(), table.size() * 4);
+    // The RoPE table is made by new_sequence(), sized by the sequence's context (a placeholder
+    // when there is no attention layer).
+    if (!p_.n_attn()) rope_ = Buffer(*ctx_, 16, BufferKind::Storage, "rope_table");
     ctx_->wait_idle();
   }
 
@@ -275,7 +280,8 @@ class Lfm2Gpu final : public GpuModel {
   Lfm2Params p_;
   bool fused_gu_ = false;
   GpuWeight embed_, lm_head_;
-  Buffer out_norm_, rope_;
+  Buffer out_norm_, rope_;  // rope_: positions [0, rope_rows_) (prepare_sequence)
+  uint32_t rope_rows_ = 0;
   std::vector<Layer> layers_;
   Buffer x_, h_, raw_, qkv_, att_, bcx_, gu_, act_, logits_, tokens_, amax_, attn_split_;
 };

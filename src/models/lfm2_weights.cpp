@@ -44,7 +44,7 @@ uint32_t Lfm2Params::n_attn() const { return uint32_t(std::count(attn.begin(), a
 
 Lfm2Params lfm2_params_from_hf(const nlohmann::json& j, const std::string& path) {
   Lfm2Params p;
-  const uint32_t n = need<uint32_t>(j, "num_hidden_layers", path);
+  const uint32_t n = hf_uint(j, "num_hidden_layers", path, hp::layers);
   if (j.contains("layer_types") && !j["layer_types"].is_null()) {
     const auto& lt = j["layer_types"];
     if (!lt.is_array()) throw Error(path + ": config.json field 'layer_types' must be a list of strings");
@@ -71,7 +71,7 @@ Lfm2Params lfm2_params_from_hf(const nlohmann::json& j, const std::string& path)
   } else {
     p.attn.assign(n, true);  // Lfm2Config: full_attn_idxs defaults to every layer
   }
-  p.conv_L = opt<uint32_t>(j, "conv_L_cache", 3, path);
+  p.conv_L = hf_uint_or(j, "conv_L_cache", 3, path, {2, 64});
   if (opt<bool>(j, "conv_bias", false, path))
     throw Error(path + ": config.json conv_bias = true is not supported (no released LFM2 model uses it)");
   return p;
@@ -81,30 +81,37 @@ ModelConfig lfm2_config_from_hf(const nlohmann::json& j, const std::string& path
   ModelConfig c;
   c.arch = "lfm2";
   c.name = opt<std::string>(j, "_name_or_path", "lfm2", path);
-  c.n_layers = need<uint32_t>(j, "num_hidden_layers", path);
-  c.d_model = need<uint32_t>(j, "hidden_size", path);
-  c.n_heads = need<uint32_t>(j, "num_attention_heads", path);
-  c.n_kv_heads = opt<uint32_t>(j, "num_key_value_heads", c.n_heads, path);
-  if (c.n_heads == 0) throw Error(path + ": config.json num_attention_heads is 0");
-  c.head_dim = opt<uint32_t>(j, "head_dim", c.d_model / c.n_heads, path);
-  c.vocab = need<uint32_t>(j, "vocab_size", path);
-  c.max_context = opt<uint32_t>(j, "max_position_embeddings", 128000, path);
-  c.rms_eps = opt<float>(j, "norm_eps", 1e-5f, path);
+  c.n_layers = hf_uint(j, "num_hidden_layers", path, hp::layers);
+  c.d_model = hf_uint(j, "hidden_size", path, hp::d_model);
+  c.n_heads = hf_uint(j, "num_attention_heads", path, hp::heads);
+  c.n_kv_heads = hf_uint_or(j, "num_key_value_heads", c.n_heads, path, {1, c.n_heads});
+  check_hp(c.n_heads % c.n_kv_heads == 0, path,
+           "config.json num_attention_heads " + std::to_string(c.n_heads) + " is not a multiple of num_key_value_heads " +
+               std::to_string(c.n_kv_heads));
+  if (!j.contains("head_dim") || j["head_dim"].is_null())
+    check_hp(c.d_model % c.n_heads == 0, path,
+             "config.json hidden_size " + std::to_string(c.d_model) + " is not a multiple of num_attention_heads " +
+                 std::to_string(c.n_heads) + " (and head_dim is absent)");
+  c.head_dim = hf_uint_or(j, "head_dim", c.d_model / c.n_heads, path, hp::head_dim);
+  c.vocab = hf_uint(j, "vocab_size", path, hp::vocab);
+  c.max_context = hf_uint_or(j, "max_position_embeddings", 128000, path, hp::context);
+  c.rms_eps = float(hf_real_or(j, "norm_eps", 1e-5, path, hp::rms_eps));
   // FFN width: Lfm2MLP.__init__ (intermediate_size is block_ff_dim in older configs).
   double ff = j.contains("intermediate_size") && !j["intermediate_size"].is_null()
-                  ? need<uint32_t>(j, "intermediate_size", path)
-                  : need<uint32_t>(j, "block_ff_dim", path);
+                  ? hf_uint(j, "intermediate_size", path, {1, 4 * hp::ffn.hi})
+                  : hf_uint(j, "block_ff_dim", path, {1, 4 * hp::ffn.hi});
   if (opt<bool>(j, "block_auto_adjust_ff_dim", true, path)) {
     ff = std::floor(2.0 * ff / 3.0);
     if (j.contains("block_ffn_dim_multiplier") && !j["block_ffn_dim_multiplier"].is_null()) {
-      const double m = need<double>(j, "block_ffn_dim_multiplier", path);
-      const uint32_t mult = opt<uint32_t>(j, "block_multiple_of", 256, path);
-      if (mult == 0) throw Error(path + ": config.json block_multiple_of is 0");
+      const double m = hf_real_or(j, "block_ffn_dim_multiplier", 1.0, path, {0.0, 64.0, true});
+      const uint32_t mult = hf_uint_or(j, "block_multiple_of", 256, path, {1, 65536});
       ff = std::floor(m * ff);
       ff = double(mult) * std::ceil(ff / mult);
     }
   }
-  if (ff < 1 || ff > 1e7) throw Error(path + ": config.json gives an FFN width out of range");
+  if (ff < hp::ffn.lo || ff > hp::ffn.hi)
+    throw Error(path + ": config.json intermediate_size / block_* fields give an FFN width of " + std::to_string(int64_t(ff)) +
+                ", out of range [1, " + std::to_string(hp::ffn.hi) + "]");
   c.ffn_dim = uint32_t(ff);
   // RoPE: transformers 5 rope_parameters, or a top-level rope_theta (older configs).
   c.rope_base = 1000000.0;  // Lfm2Config.default_theta
@@ -113,9 +120,10 @@ ModelConfig lfm2_config_from_hf(const nlohmann::json& j, const std::string& path
     if (!rp.is_object()) throw Error(path + ": config.json rope_parameters must be an object");
     const std::string type = opt<std::string>(rp, "rope_type", "default", path);
     if (type != "default") throw Error(path + ": config.json rope_parameters.rope_type '" + type + "' is not supported");
-    c.rope_base = opt<double>(rp, "rope_theta", c.rope_base, path);
+    c.rope_base = hf_real_or(rp, "rope_theta", opt<double>(j, "rope_theta", c.rope_base, path), path, hp::rope_base,
+                             "rope_parameters");
   } else {
-    c.rope_base = opt<double>(j, "rope_theta", c.rope_base, path);
+    c.rope_base = hf_real_or(j, "rope_theta", c.rope_base, path, hp::rope_base);
   }
   if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
     throw Error(path + ": config.json rope_scaling is not supported");
@@ -135,7 +143,7 @@ ModelConfig lfm2_config_from_hf(const nlohmann::json& j, const std::string& path
 
 Lfm2Params lfm2_params_from_gguf(const GgufFile& f) {
   Lfm2Params p;
-  const uint32_t n = uint32_t(f.get_u64("lfm2.block_count"));
+  const uint32_t n = gguf_uint(f, "lfm2.block_count", hp::layers);
   const std::string key = "lfm2.attention.head_count_kv";
   auto it = f.metadata().find(key);
   if (it != f.metadata().end() && it->second.type == GgufType::ARRAY) {
@@ -143,13 +151,18 @@ Lfm2Params lfm2_params_from_gguf(const GgufFile& f) {
     if (kv.size() != n)
       throw Error(f.path() + ": " + key + " has " + std::to_string(kv.size()) + " entries for " + std::to_string(n) +
                   " layers");
-    for (int64_t v : kv) p.attn.push_back(v != 0);
+    for (size_t i = 0; i < kv.size(); ++i) {
+      if (kv[i] < 0 || kv[i] > int64_t(hp::heads.hi))
+        throw Error(f.path() + ": metadata '" + key + "'[" + std::to_string(i) + "] = " + std::to_string(kv[i]) +
+                    ": must be 0 (conv layer) or a head count in [1, " + std::to_string(hp::heads.hi) + "]");
+      p.attn.push_back(kv[i] != 0);
+    }
   } else {
     p.attn.assign(n, true);
   }
   if (!f.has("lfm2.shortconv.l_cache") && std::count(p.attn.begin(), p.attn.end(), false) > 0)
     throw Error(f.path() + ": missing lfm2.shortconv.l_cache (conv kernel width)");
-  p.conv_L = uint32_t(f.get_u64_or("lfm2.shortconv.l_cache", 3));
+  p.conv_L = gguf_uint_or(f, "lfm2.shortconv.l_cache", 3, {2, 64});
   return p;
 }
 
@@ -158,11 +171,10 @@ ModelConfig lfm2_config_from_gguf(const GgufFile& f) {
   c.arch = "lfm2";
   const std::string a = "lfm2.";
   c.name = f.get_str_or("general.name", "lfm2");
-  c.n_layers = uint32_t(f.get_u64(a + "block_count"));
-  c.d_model = uint32_t(f.get_u64(a + "embedding_length"));
-  c.ffn_dim = uint32_t(f.get_u64(a + "feed_forward_length"));
-  c.n_heads = uint32_t(f.get_u64(a + "attention.head_count"));
-  if (c.n_heads == 0) throw Error(f.path() + ": " + a + "attention.head_count is 0");
+  c.n_layers = gguf_uint(f, a + "block_count", hp::layers);
+  c.d_model = gguf_uint(f, a + "embedding_length", hp::d_model);
+  c.ffn_dim = gguf_uint(f, a + "feed_forward_length", hp::ffn);
+  c.n_heads = gguf_uint(f, a + "attention.head_count", hp::heads);
   const Lfm2Params p = lfm2_params_from_gguf(f);
   auto it = f.metadata().find(a + "attention.head_count_kv");
   if (it == f.metadata().end()) {
@@ -176,18 +188,31 @@ ModelConfig lfm2_config_from_gguf(const GgufFile& f) {
     }
     if (!c.n_kv_heads) c.n_kv_heads = c.n_heads;  // no attention layer
   } else {
-    c.n_kv_heads = uint32_t(f.get_u64(a + "attention.head_count_kv"));
+    c.n_kv_heads = gguf_uint(f, a + "attention.head_count_kv", {1, c.n_heads});
   }
-  c.head_dim = uint32_t(f.get_u64_or(a + "attention.key_length", c.d_model / c.n_heads));
-  c.max_context = uint32_t(f.get_u64_or(a + "context_length", 128000));
-  c.rms_eps = float(f.get_f64_or(a + "attention.layer_norm_rms_epsilon", 1e-5));
-  c.rope_base = f.get_f64_or(a + "rope.freq_base", 1000000.0);
-  c.rope_dims = uint32_t(f.get_u64_or(a + "rope.dimension_count", c.head_dim));
+  check_hp(c.n_kv_heads <= c.n_heads && c.n_heads % c.n_kv_heads == 0, f.path(),
+           a + "attention.head_count " + std::to_string(c.n_heads) + " is not a multiple of " + a +
+               "attention.head_count_kv " + std::to_string(c.n_kv_heads));
+  if (!f.has(a + "attention.key_length"))
+    check_hp(c.d_model % c.n_heads == 0, f.path(),
+             a + "embedding_length " + std::to_string(c.d_model) + " is not a multiple of " + a +
+                 "attention.head_count " + std::to_string(c.n_heads) + " (and " + a + "attention.key_length is absent)");
+  c.head_dim = gguf_uint_or(f, a + "attention.key_length", c.d_model / c.n_heads, hp::head_dim);
+  const uint32_t vlen = gguf_uint_or(f, a + "attention.value_length", c.head_dim, hp::head_dim);
+  check_hp(vlen == c.head_dim, f.path(),
+           a + "attention.value_length " + std::to_string(vlen) + " != key_length " + std::to_string(c.head_dim) +
+               " is not supported");
+  c.max_context = gguf_uint_or(f, a + "context_length", 128000, hp::context);
+  c.rms_eps = float(gguf_real_or(f, a + "attention.layer_norm_rms_epsilon", 1e-5, hp::rms_eps));
+  c.rope_base = gguf_real_or(f, a + "rope.freq_base", 1000000.0, hp::rope_base);
+  c.rope_dims = gguf_uint_or(f, a + "rope.dimension_count", c.head_dim, {2, c.head_dim});
   c.rope_neox = true;
-  if (f.has(a + "rope.scaling.type") && f.get_str(a + "rope.scaling.type") != "none")
-    throw Error(f.path() + ": unsupported " + a + "rope.scaling.type '" + f.get_str(a + "rope.scaling.type") + "'");
+  gguf_check_rope_scaling(f, a);
   const GgufTensor& emb = f.tensor("token_embd.weight");
   if (emb.shape.size() != 2) throw Error(f.path() + ": token_embd.weight must be 2-D");
+  check_hp(emb.shape[1] >= hp::vocab.lo && emb.shape[1] <= hp::vocab.hi, f.path(),
+           "token_embd.weight has " + std::to_string(emb.shape[1]) + " rows (the vocabulary): must be in [1, " +
+               std::to_string(hp::vocab.hi) + "]");
   c.vocab = uint32_t(emb.shape[1]);
   c.tied_embeddings = f.find("output.weight") == nullptr;
   check_params(p, c, f.path());

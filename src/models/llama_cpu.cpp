@@ -3,6 +3,7 @@
 // engine's numerical reference for its own GPU kernels.
 #include "models/llama_cpu.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -88,14 +89,16 @@ class LlamaCpu final : public CpuModel {
                          matrix(L.wk), matrix(L.wv), matrix(L.wo), matrix(L.w_gate), matrix(L.w_up),
                          matrix(L.w_down)});
     }
-    rope_ = kernels::rope_table(c_.max_context, c_.rope_dims, c_.rope_base);
   }
 
   const ModelConfig& config() const override { return c_; }
   std::string backend_name() const override { return "cpu"; }
   std::unique_ptr<Sequence> new_sequence(uint32_t ctx) override {
-    ctx = ctx ? ctx : (default_ctx_ ? default_ctx_ : c_.max_context);
-    return std::make_unique<CpuSeq>(std::min(ctx, c_.max_context), c_.n_layers, c_.kv_dim());
+    SequenceSize s;
+    s.context = sequence_context(ctx, default_ctx_, c_.max_context);
+    s.largest_buffer = uint64_t(s.context) * c_.kv_dim() * 4;
+    s.kv_cache = 2ull * c_.n_layers * s.largest_buffer;
+    return cpu_new_sequence(s, c_, &rope_, [&] { return std::make_unique<CpuSeq>(s.context, c_.n_layers, c_.kv_dim()); });
   }
   MemoryReport memory() const override {
     MemoryReport m;
@@ -142,7 +145,7 @@ class LlamaCpu final : public CpuModel {
   ModelConfig c_;
   uint32_t default_ctx_ = 0;
   ref::Matrix embed_, lm_head_;
-  std::vector<float> out_norm_, rope_;
+  std::vector<float> out_norm_, rope_;  // rope_: grown by new_sequence() to the longest sequence
   std::vector<Layer> layers_;
 };
 

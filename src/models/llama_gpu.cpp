@@ -86,7 +86,12 @@ class LlamaGpu final : public GpuModel {
   }
 
   std::unique_ptr<Sequence> new_sequence(uint32_t ctx) override {
-    return std::make_unique<GpuSeq>(*ctx_, sequence_length(ctx), c_.n_layers, c_.kv_dim());
+    SequenceSize s;
+    s.context = sequence_length(ctx);
+    s.largest_buffer = uint64_t(s.context) * c_.kv_dim() * 4;
+    s.kv_cache = 2ull * c_.n_layers * s.largest_buffer;
+    prepare_sequence(s, &rope_, &rope_rows_);
+    return create_sequence(s, [&] { return std::make_unique<GpuSeq>(*ctx_, s.context, c_.n_layers, c_.kv_dim()); });
   }
 
  private:
@@ -138,10 +143,7 @@ class LlamaGpu final : public GpuModel {
       L.wd = weight({&R.w_down}, p + "ffn_down");
       layers_.push_back(std::move(L));
     }
-    std::vector<float> table = kernels::rope_table(c_.max_context, c_.rope_dims, c_.rope_base);
-    rope_ = Buffer(*ctx_, table.size() * 4, BufferKind::Storage, "rope_table");
-    rope_.write(*ctx_, 0, table.data(), table.size() * 4);
-    ctx_->wait_idle();
+    ctx_->wait_idle();  // the RoPE table is made by new_sequence(), sized by the sequence's context
   }
 
   void alloc_scratch() {
@@ -198,7 +200,8 @@ class LlamaGpu final : public GpuModel {
 
   bool fused_qkv_ = false, fused_gu_ = false;
   GpuWeight embed_, lm_head_;
-  Buffer out_norm_, rope_;
+  Buffer out_norm_, rope_;  // rope_: positions [0, rope_rows_) (prepare_sequence)
+  uint32_t rope_rows_ = 0;
   std::vector<Layer> layers_;
   Buffer x_, h_, qkv_, att_, gu_, act_, logits_, tokens_, amax_, attn_split_;
 };

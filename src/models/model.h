@@ -21,7 +21,8 @@ enum class BackendKind { WebGPU, CPU };
 /// Load-time options. Every performance switch is its own field (see docs/FLAGS.md).
 struct ModelOptions {
   BackendKind backend = BackendKind::WebGPU;
-  uint32_t context_length = 4096;  // KV cache positions (capped by the model's trained length)
+  uint32_t context_length = 4096;  // KV cache positions of a new sequence (0: the trained length);
+                                   // capped by the model's trained length (sequence_context())
   uint32_t prefill_chunk = 512;    // max tokens per forward submission; longer prompts are split
   bool fuse_qkv = true;            // one matmul for Q, K, V when their types match (stacked rows)
   bool fuse_gate_up = true;        // one matmul for the SwiGLU gate and up projections
@@ -160,6 +161,30 @@ std::unique_ptr<Model> create_model(const ModelSource& src, const ModelOptions& 
 const StateBlob& state_blob(const std::vector<StateBlob>& blobs, const std::string& name, uint64_t bytes);
 /// Throws wgllm::Error unless there are exactly n blobs (no unknown state in an import).
 void check_blob_count(const std::vector<StateBlob>& blobs, size_t n);
+
+/// The context length of Model::new_sequence(requested): requested, else default_len
+/// (ModelOptions::context_length), else the model's trained length; always capped by the trained
+/// length max_context. Every per-sequence buffer (KV cache, position bookkeeping) and the models'
+/// RoPE tables are sized by this, never by max_context itself (models declare up to 10M tokens).
+uint32_t sequence_context(uint32_t requested, uint32_t default_len, uint32_t max_context);
+
+/// The state one new sequence of `context` positions needs, for the checks below.
+struct SequenceSize {
+  uint32_t context = 0;         // positions
+  uint64_t kv_cache = 0;        // bytes of KV cache, all attention layers
+  uint64_t recurrent = 0;       // bytes of fixed-size recurrent state
+  uint64_t largest_buffer = 0;  // bytes of the largest single allocation (one KV cache buffer)
+  /// All bytes, with the per-position write clocks of Sequence (8 bytes a position).
+  uint64_t total() const { return kv_cache + recurrent + uint64_t(context) * 8; }
+  /// "context of N tokens needs X (KV cache Y, recurrent state Z, position bookkeeping W)".
+  std::string describe() const;
+};
+/// Throws wgllm::Error naming the context and the bytes when s.total() + extra exceeds the
+/// machine's physical memory (where the platform reports it; no check otherwise).
+void check_host_memory(const SequenceSize& s, uint64_t extra, const std::string& backend);
+/// The wgllm::Error for a failed allocation of a sequence (e.g. std::bad_alloc): names the
+/// context, the bytes and the cause, and suggests a smaller context.
+[[noreturn]] void sequence_alloc_failed(const SequenceSize& s, const std::string& backend, const std::string& cause);
 
 /// Checks a forward's arguments against a sequence (shared by all models): T >= 1, room in the
 /// context, ids in [0, vocab). Throws wgllm::Error without changing anything. On success marks

@@ -2,6 +2,7 @@
 // transformers models/qwen3_5/modeling_qwen3_5.py). Plain C++ in f32 over weights dequantized at
 // load; the Gated DeltaNet runs as the plain per-token recurrence (kernels/gdn_ref.h
 // gated_delta_rule), which is what the GPU's chunked form is checked against.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -208,14 +209,20 @@ class Qwen35Cpu final : public CpuModel {
       }
       layers_.push_back(std::move(L));
     }
-    rope_ = kernels::rope_table(c_.max_context, c_.rope_dims, c_.rope_base);
   }
 
   const ModelConfig& config() const override { return c_; }
   std::string backend_name() const override { return "cpu"; }
   std::unique_ptr<Sequence> new_sequence(uint32_t ctx) override {
-    ctx = ctx ? ctx : (default_ctx_ ? default_ctx_ : c_.max_context);
-    return std::make_unique<CpuSeq>(std::min(ctx, c_.max_context), n_attn_, c_.kv_dim(), n_lin_, p_);
+    SequenceSize s;
+    s.context = sequence_context(ctx, default_ctx_, c_.max_context);
+    const uint64_t kvb = uint64_t(s.context) * c_.kv_dim() * 4, conv = uint64_t(p_.conv_k - 1) * p_.conv_dim() * 4,
+                   ssm = uint64_t(p_.nv) * p_.dk * p_.dv * 4;
+    s.kv_cache = 2ull * n_attn_ * kvb;
+    s.recurrent = uint64_t(n_lin_) * (conv + ssm);
+    s.largest_buffer = std::max({n_attn_ ? kvb : 0, n_lin_ ? conv : 0, n_lin_ ? ssm : 0});
+    return cpu_new_sequence(s, c_, &rope_,
+                            [&] { return std::make_unique<CpuSeq>(s.context, n_attn_, c_.kv_dim(), n_lin_, p_); });
   }
   MemoryReport memory() const override {
     MemoryReport m;
@@ -305,7 +312,7 @@ class Qwen35Cpu final : public CpuModel {
   Qwen35Params p_;
   uint32_t default_ctx_ = 0, n_attn_ = 0, n_lin_ = 0;
   ref::Matrix embed_, lm_head_;
-  std::vector<float> out_norm_, rope_;
+  std::vector<float> out_norm_, rope_;  // rope_: grown by new_sequence() to the longest sequence
   std::vector<Layer> layers_;
 };
 

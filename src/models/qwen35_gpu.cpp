@@ -6,6 +6,7 @@
 // [q | gate | k | v] projection (q_proj rows de-interleaved at load), QK-norm, partial RoPE, KV
 // cache, GQA attention, sigmoid gate, o_proj. Per sequence: KV buffers for attention layers; conv
 // rows [(conv_k-1), conv_dim] and the fp32 DeltaNet state [nv, dk, dv] for linear layers.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -166,7 +167,15 @@ class Qwen35Gpu final : public GpuModel {
   }
 
   std::unique_ptr<Sequence> new_sequence(uint32_t ctx) override {
-    return std::make_unique<GpuSeq>(*ctx_, sequence_length(ctx), n_attn_, c_.kv_dim(), n_lin_, p_);
+    SequenceSize s;
+    s.context = sequence_length(ctx);
+    const uint64_t kvb = uint64_t(s.context) * c_.kv_dim() * 4, conv = uint64_t(p_.conv_k - 1) * p_.conv_dim() * 4,
+                   ssm = uint64_t(p_.nv) * p_.dk * p_.dv * 4;
+    s.kv_cache = 2ull * n_attn_ * kvb;
+    s.recurrent = uint64_t(n_lin_) * (conv + ssm);
+    s.largest_buffer = std::max({n_attn_ ? kvb : 0, n_lin_ ? conv : 0, n_lin_ ? ssm : 0});
+    prepare_sequence(s, &rope_, &rope_rows_);
+    return create_sequence(s, [&] { return std::make_unique<GpuSeq>(*ctx_, s.context, n_attn_, c_.kv_dim(), n_lin_, p_); });
   }
 
  private:
@@ -228,10 +237,7 @@ class Qwen35Gpu final : public GpuModel {
       L.wd = weight({{&R.w_down, R.w_down.data}}, p + "ffn_down");
       layers_.push_back(std::move(L));
     }
-    std::vector<float> table = kernels::rope_table(c_.max_context, c_.rope_dims, c_.rope_base);
-    rope_ = Buffer(*ctx_, table.size() * 4, BufferKind::Storage, "rope_table");
-    rope_.write(*ctx_, 0, table.data(), table.size() * 4);
-    ctx_->wait_idle();
+    ctx_->wait_idle();  // the RoPE table is made by new_sequence(), sized by the sequence's context
   }
 
   void alloc_scratch() {
@@ -332,7 +338,8 @@ class Qwen35Gpu final : public GpuModel {
   Qwen35Params p_;
   uint32_t proj_stride_ = 0, n_attn_ = 0, n_lin_ = 0;
   GpuWeight embed_, lm_head_;
-  Buffer out_norm_, rope_;
+  Buffer out_norm_, rope_;  // rope_: positions [0, rope_rows_) (prepare_sequence)
+  uint32_t rope_rows_ = 0;
   std::vector<Layer> layers_;
   Buffer x_, h_, proj_, att_, conv_, gates_, work_, gu_, act_, logits_, tokens_, amax_, attn_split_;
 };

@@ -56,16 +56,22 @@ ModelConfig qwen35_config_from_hf(const nlohmann::json& j, const std::string& pa
   const nlohmann::json& t = text_config(j, path);
   ModelConfig c;
   c.name = opt<std::string>(j, "_name_or_path", "qwen3.5", path);
-  c.n_layers = need<uint32_t>(t, "num_hidden_layers", path);
-  c.d_model = need<uint32_t>(t, "hidden_size", path);
-  c.ffn_dim = need<uint32_t>(t, "intermediate_size", path);
-  c.n_heads = need<uint32_t>(t, "num_attention_heads", path);
-  c.n_kv_heads = opt<uint32_t>(t, "num_key_value_heads", c.n_heads, path);
-  if (c.n_heads == 0) throw Error(path + ": num_attention_heads is 0");
-  c.head_dim = opt<uint32_t>(t, "head_dim", c.d_model / c.n_heads, path);
-  c.vocab = need<uint32_t>(t, "vocab_size", path);
-  c.max_context = opt<uint32_t>(t, "max_position_embeddings", 2048, path);
-  c.rms_eps = opt<float>(t, "rms_norm_eps", 1e-6f, path);
+  c.n_layers = hf_uint(t, "num_hidden_layers", path, hp::layers);
+  c.d_model = hf_uint(t, "hidden_size", path, hp::d_model);
+  c.ffn_dim = hf_uint(t, "intermediate_size", path, hp::ffn);
+  c.n_heads = hf_uint(t, "num_attention_heads", path, hp::heads);
+  c.n_kv_heads = hf_uint_or(t, "num_key_value_heads", c.n_heads, path, {1, c.n_heads});
+  check_hp(c.n_heads % c.n_kv_heads == 0, path,
+           "config.json num_attention_heads " + std::to_string(c.n_heads) + " is not a multiple of num_key_value_heads " +
+               std::to_string(c.n_kv_heads));
+  if (!t.contains("head_dim") || t["head_dim"].is_null())
+    check_hp(c.d_model % c.n_heads == 0, path,
+             "config.json hidden_size " + std::to_string(c.d_model) + " is not a multiple of num_attention_heads " +
+                 std::to_string(c.n_heads) + " (and head_dim is absent)");
+  c.head_dim = hf_uint_or(t, "head_dim", c.d_model / c.n_heads, path, hp::head_dim);
+  c.vocab = hf_uint(t, "vocab_size", path, hp::vocab);
+  c.max_context = hf_uint_or(t, "max_position_embeddings", 2048, path, hp::context);
+  c.rms_eps = float(hf_real_or(t, "rms_norm_eps", 1e-6, path, hp::rms_eps));
   if (opt<bool>(t, "attention_bias", false, path)) throw Error(path + ": attention_bias = true is not supported");
   if (opt<std::string>(t, "hidden_act", "silu", path) != "silu")
     throw Error(path + ": hidden_act '" + t["hidden_act"].get<std::string>() + "' is not supported (only silu)");
@@ -74,9 +80,17 @@ ModelConfig qwen35_config_from_hf(const nlohmann::json& j, const std::string& pa
   if (rope_type != "default")
     throw Error(path + ": rope_parameters.rope_type '" + rope_type + "' is not supported (only default)");
   c.rope_base = rope_param<double>(t, "rope_theta", 10000.0, path);
+  if (!(std::isfinite(c.rope_base) && c.rope_base > hp::rope_base.lo))
+    throw Error(path + ": config.json field 'rope_theta' = " + std::to_string(c.rope_base) +
+                ": must be a finite number in (1, 1e+300]");
   const double prf = rope_param<double>(t, "partial_rotary_factor", 0.25, path);
-  if (!(prf > 0.0 && prf <= 1.0)) throw Error(path + ": partial_rotary_factor must be in (0, 1]");
+  if (!(prf > 0.0 && prf <= 1.0))
+    throw Error(path + ": config.json field 'partial_rotary_factor' = " + std::to_string(prf) + ": must be in (0, 1]");
   c.rope_dims = uint32_t(double(c.head_dim) * prf);  // int(head_dim * factor), as in transformers
+  if (c.rope_dims < 2 || c.rope_dims % 2)
+    throw Error(path + ": config.json partial_rotary_factor " + std::to_string(prf) + " x head_dim " +
+                std::to_string(c.head_dim) + " gives " + std::to_string(c.rope_dims) +
+                " rotated dims: must be even and at least 2");
   c.rope_neox = true;  // rotate_half layout
   c.tied_embeddings = t.contains("tie_word_embeddings") ? opt<bool>(t, "tie_word_embeddings", false, path)
                                                         : opt<bool>(j, "tie_word_embeddings", false, path);
@@ -88,7 +102,7 @@ Qwen35Params qwen35_params_from_hf(const nlohmann::json& j, const std::string& p
   const nlohmann::json& t = text_config(j, path);
   Qwen35Params p;
   p.prefix = opt<std::string>(j, "model_type", "", path) == "qwen3_5" ? "model.language_model." : "model.";
-  const uint32_t n = need<uint32_t>(t, "num_hidden_layers", path);
+  const uint32_t n = hf_uint(t, "num_hidden_layers", path, hp::layers);
   if (t.contains("layer_types") && !t["layer_types"].is_null()) {
     if (!t["layer_types"].is_array()) throw Error(path + ": layer_types must be a list of strings");
     if (t["layer_types"].size() != n)
@@ -101,8 +115,7 @@ Qwen35Params qwen35_params_from_hf(const nlohmann::json& j, const std::string& p
       else throw Error(path + ": unknown layer type '" + s + "' in layer_types (expected linear_attention or full_attention)");
     }
   } else {
-    const uint32_t every = opt<uint32_t>(t, "full_attention_interval", 4, path);
-    if (every == 0) throw Error(path + ": full_attention_interval is 0");
+    const uint32_t every = hf_uint_or(t, "full_attention_interval", 4, path, {1, hp::layers.hi});
     for (uint32_t i = 0; i < n; ++i) p.linear.push_back((i + 1) % every != 0);
   }
   p.nk = opt<uint32_t>(t, "linear_num_key_heads", 16, path);
@@ -110,10 +123,13 @@ Qwen35Params qwen35_params_from_hf(const nlohmann::json& j, const std::string& p
   p.dk = opt<uint32_t>(t, "linear_key_head_dim", 128, path);
   p.dv = opt<uint32_t>(t, "linear_value_head_dim", 128, path);
   p.conv_k = opt<uint32_t>(t, "linear_conv_kernel_dim", 4, path);
-  if (p.n_linear()) {
-    if (!p.nk || !p.nv || !p.dk || !p.dv || !p.conv_k) throw Error(path + ": a linear_* size is zero");
+  if (p.n_linear()) {  // the ranges only matter when there is a DeltaNet layer
+    p.nk = hf_uint_or(t, "linear_num_key_heads", 16, path, {1, hp::heads.hi});
+    p.nv = hf_uint_or(t, "linear_num_value_heads", 32, path, {1, hp::heads.hi});
+    p.dk = hf_uint_or(t, "linear_key_head_dim", 128, path, {1, 256});
+    p.dv = hf_uint_or(t, "linear_value_head_dim", 128, path, {1, 1024});
+    p.conv_k = hf_uint_or(t, "linear_conv_kernel_dim", 4, path, {2, 16});
     if (p.nv % p.nk) throw Error(path + ": linear_num_value_heads must be a multiple of linear_num_key_heads");
-    if (p.dk > 256 || p.dv > 1024 || p.conv_k > 16) throw Error(path + ": linear head dims or conv kernel out of range");
     if (p.value_dim() % 4) throw Error(path + ": linear_num_value_heads * linear_value_head_dim must be a multiple of 4");
   }
   return p;
@@ -123,7 +139,7 @@ Qwen35Params qwen35_params_from_gguf(const GgufFile& f) {
   const std::string a = "qwen35.";
   Qwen35Params p;
   p.gguf_layout = true;
-  const uint32_t n = uint32_t(f.get_u64(a + "block_count"));
+  const uint32_t n = gguf_uint(f, a + "block_count", hp::layers);
   if (f.has(a + "attention.recurrent_layers")) {
     const auto& r = f.get_int_array(a + "attention.recurrent_layers");
     if (r.size() < n)
@@ -131,21 +147,20 @@ Qwen35Params qwen35_params_from_gguf(const GgufFile& f) {
                   std::to_string(n) + " layers");
     for (uint32_t i = 0; i < n; ++i) p.linear.push_back(r[i] != 0);  // entries past n: MTP layers (not used)
   } else {
-    const uint64_t every = f.get_u64_or(a + "full_attention_interval", 4);
-    if (every == 0) throw Error(f.path() + ": " + a + "full_attention_interval is 0");
+    const uint32_t every = gguf_uint_or(f, a + "full_attention_interval", 4, {1, hp::layers.hi});
     for (uint32_t i = 0; i < n; ++i) p.linear.push_back((i + 1) % every != 0);
   }
   if (p.n_linear()) {
-    p.conv_k = uint32_t(f.get_u64(a + "ssm.conv_kernel"));
-    p.dk = uint32_t(f.get_u64(a + "ssm.state_size"));
-    p.nk = uint32_t(f.get_u64(a + "ssm.group_count"));
-    p.nv = uint32_t(f.get_u64(a + "ssm.time_step_rank"));
-    const uint64_t inner = f.get_u64(a + "ssm.inner_size");
-    if (!p.nk || !p.nv || !p.dk || !p.conv_k || inner == 0 || inner % p.nv)
-      throw Error(f.path() + ": " + a + "ssm.* sizes are zero or ssm.inner_size is not a multiple of ssm.time_step_rank");
+    p.conv_k = gguf_uint(f, a + "ssm.conv_kernel", {2, 16});
+    p.dk = gguf_uint(f, a + "ssm.state_size", {1, 256});
+    p.nk = gguf_uint(f, a + "ssm.group_count", {1, hp::heads.hi});
+    p.nv = gguf_uint(f, a + "ssm.time_step_rank", {1, hp::heads.hi});
+    const uint32_t inner = gguf_uint(f, a + "ssm.inner_size", {1, uint64_t(p.nv) * 1024});
+    if (inner % p.nv)
+      throw Error(f.path() + ": " + a + "ssm.inner_size " + std::to_string(inner) + " is not a multiple of ssm.time_step_rank " +
+                  std::to_string(p.nv));
     p.dv = uint32_t(inner / p.nv);
     if (p.nv % p.nk) throw Error(f.path() + ": " + a + "ssm.time_step_rank must be a multiple of ssm.group_count");
-    if (p.dk > 256 || p.dv > 1024 || p.conv_k > 16) throw Error(f.path() + ": linear head dims or conv kernel out of range");
     if (p.value_dim() % 4) throw Error(f.path() + ": " + a + "ssm.inner_size must be a multiple of 4");
   }
   return p;
@@ -156,29 +171,37 @@ ModelConfig qwen35_config_from_gguf(const GgufFile& f) {
   ModelConfig c;
   c.arch = "qwen35";
   c.name = f.get_str_or("general.name", "qwen3.5");
-  c.n_layers = uint32_t(f.get_u64(a + "block_count"));
-  c.d_model = uint32_t(f.get_u64(a + "embedding_length"));
-  c.ffn_dim = uint32_t(f.get_u64(a + "feed_forward_length"));
-  c.n_heads = uint32_t(f.get_u64(a + "attention.head_count"));
-  if (c.n_heads == 0) throw Error(f.path() + ": " + a + "attention.head_count is 0");
-  c.n_kv_heads = uint32_t(f.get_u64_or(a + "attention.head_count_kv", c.n_heads));
-  c.head_dim = uint32_t(f.get_u64_or(a + "attention.key_length", c.d_model / c.n_heads));
-  if (f.get_u64_or(a + "attention.value_length", c.head_dim) != c.head_dim)
+  c.n_layers = gguf_uint(f, a + "block_count", hp::layers);
+  c.d_model = gguf_uint(f, a + "embedding_length", hp::d_model);
+  c.ffn_dim = gguf_uint(f, a + "feed_forward_length", hp::ffn);
+  c.n_heads = gguf_uint(f, a + "attention.head_count", hp::heads);
+  c.n_kv_heads = gguf_uint_or(f, a + "attention.head_count_kv", c.n_heads, {1, c.n_heads});
+  check_hp(c.n_heads % c.n_kv_heads == 0, f.path(),
+           a + "attention.head_count " + std::to_string(c.n_heads) + " is not a multiple of " + a +
+               "attention.head_count_kv " + std::to_string(c.n_kv_heads));
+  if (!f.has(a + "attention.key_length"))
+    check_hp(c.d_model % c.n_heads == 0, f.path(),
+             a + "embedding_length " + std::to_string(c.d_model) + " is not a multiple of " + a +
+                 "attention.head_count " + std::to_string(c.n_heads) + " (and " + a + "attention.key_length is absent)");
+  c.head_dim = gguf_uint_or(f, a + "attention.key_length", c.d_model / c.n_heads, hp::head_dim);
+  if (gguf_uint_or(f, a + "attention.value_length", c.head_dim, hp::head_dim) != c.head_dim)
     throw Error(f.path() + ": " + a + "attention.value_length != key_length is not supported");
-  c.max_context = uint32_t(f.get_u64_or(a + "context_length", 262144));
-  c.rms_eps = float(f.get_f64_or(a + "attention.layer_norm_rms_epsilon", 1e-6));
-  c.rope_base = f.get_f64_or(a + "rope.freq_base", 10000000.0);
-  c.rope_dims = uint32_t(f.get_u64_or(a + "rope.dimension_count", c.head_dim / 4));
+  c.max_context = gguf_uint_or(f, a + "context_length", 262144, hp::context);
+  c.rms_eps = float(gguf_real_or(f, a + "attention.layer_norm_rms_epsilon", 1e-6, hp::rms_eps));
+  c.rope_base = gguf_real_or(f, a + "rope.freq_base", 10000000.0, hp::rope_base);
+  c.rope_dims = gguf_uint_or(f, a + "rope.dimension_count", c.head_dim / 4, {0, c.head_dim});
   if (c.rope_dims == 0 || c.rope_dims > c.head_dim || c.rope_dims % 2)
     throw Error(f.path() + ": " + a + "rope.dimension_count must be even and in [2, head_dim]");
   // Interleaved M-RoPE (rope.dimension_sections) with text positions (all sections at the same
   // position) is the plain rotate_half RoPE of transformers' text path.
   c.rope_neox = true;
-  if (f.has(a + "rope.scaling.type") && f.get_str(a + "rope.scaling.type") != "none")
-    throw Error(f.path() + ": unsupported " + a + "rope.scaling.type '" + f.get_str(a + "rope.scaling.type") + "'");
+  gguf_check_rope_scaling(f, a);
   if (f.get_u64_or(a + "expert_count", 0) != 0) throw Error(f.path() + ": mixture-of-experts qwen35 files are not supported");
   const GgufTensor& emb = f.tensor("token_embd.weight");
   if (emb.shape.size() != 2) throw Error(f.path() + ": token_embd.weight must be 2-D");
+  check_hp(emb.shape[1] >= hp::vocab.lo && emb.shape[1] <= hp::vocab.hi, f.path(),
+           "token_embd.weight has " + std::to_string(emb.shape[1]) + " rows (the vocabulary): must be in [1, " +
+               std::to_string(hp::vocab.hi) + "]");
   c.vocab = uint32_t(emb.shape[1]);
   c.tied_embeddings = f.find("output.weight") == nullptr;
   qwen35_params_from_gguf(f);  // validates the hybrid fields now, at open

@@ -1,6 +1,10 @@
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <typeinfo>
+#if defined(__unix__) || defined(__APPLE__)
+#include <unistd.h>
+#endif
 
 #include "core/error.h"
 #include "models/model.h"
@@ -108,6 +112,50 @@ const StateBlob& state_blob(const std::vector<StateBlob>& blobs, const std::stri
 void check_blob_count(const std::vector<StateBlob>& blobs, size_t n) {
   if (blobs.size() != n)
     throw Error("state has " + std::to_string(blobs.size()) + " parts, this model expects " + std::to_string(n));
+}
+
+uint32_t sequence_context(uint32_t requested, uint32_t default_len, uint32_t max_context) {
+  const uint32_t n = requested ? requested : (default_len ? default_len : max_context);
+  return std::max<uint32_t>(1, std::min(n, max_context));
+}
+
+namespace {
+std::string bytes_str(uint64_t b) {
+  char s[48];
+  if (b >= (1ull << 30)) std::snprintf(s, sizeof s, "%.1f GiB", double(b) / double(1ull << 30));
+  else if (b >= (1ull << 20)) std::snprintf(s, sizeof s, "%.1f MiB", double(b) / double(1ull << 20));
+  else if (b >= (1ull << 10)) std::snprintf(s, sizeof s, "%.1f KiB", double(b) / double(1ull << 10));
+  else std::snprintf(s, sizeof s, "%llu bytes", (unsigned long long)b);
+  return s;
+}
+
+/// Physical memory of the machine in bytes, 0 when the platform does not say (e.g. WebAssembly).
+uint64_t physical_memory() {
+#if (defined(__unix__) || defined(__APPLE__)) && !defined(__EMSCRIPTEN__) && defined(_SC_PHYS_PAGES)
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0) return uint64_t(pages) * uint64_t(page);
+#endif
+  return 0;
+}
+}  // namespace
+
+std::string SequenceSize::describe() const {
+  return "a context of " + std::to_string(context) + " tokens needs " + bytes_str(total()) + " (KV cache " +
+         bytes_str(kv_cache) + ", recurrent state " + bytes_str(recurrent) + ", position bookkeeping " +
+         bytes_str(uint64_t(context) * 8) + "; largest buffer " + bytes_str(largest_buffer) + ")";
+}
+
+void check_host_memory(const SequenceSize& s, uint64_t extra, const std::string& backend) {
+  const uint64_t have = physical_memory();
+  if (have && s.total() + extra > have)
+    throw Error("new sequence on " + backend + ": " + s.describe() +
+                (extra ? " plus " + bytes_str(extra) + " of RoPE table" : std::string()) + ", more than the " +
+                bytes_str(have) + " of memory of this machine; request a smaller context (-c, context_length)");
+}
+
+void sequence_alloc_failed(const SequenceSize& s, const std::string& backend, const std::string& cause) {
+  throw Error("new sequence on " + backend + ": " + s.describe() + ": allocation failed (" + cause +
+              "); request a smaller context (-c, context_length)");
 }
 
 void check_forward(Sequence& seq, std::span<const int32_t> toks, uint32_t vocab) {
