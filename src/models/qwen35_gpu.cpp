@@ -291,17 +291,26 @@ class Qwen35Gpu final : public GpuModel {
   void delta_net(kernels::OpContext& o, Layer& L, GpuSeq& seq, uint32_t T) {
     const uint32_t CD = p_.conv_dim(), VD = p_.value_dim(), KD = p_.key_dim(), nv = p_.nv, S = proj_stride_;
     project(o, L, T, "gdn_in");
-    kernels::causal_conv(o, {T, CD, p_.conv_k, true}, {proj_, 0}, S, {}, {}, L.conv, nullptr, {seq.conv[L.slot], 0},
-                         {conv_, 0}, CD, "gdn_conv");
-    kernels::l2norm_heads(o, {conv_, 0}, CD, p_.dk, T, 2 * p_.nk, p_.dk, 1e-6f, "gdn_l2norm");
-    kernels::gdn_gates(o, proj_, CD + VD + nv, CD + VD, S, L.a_log, L.dt_bias, {gates_, 0}, 2 * nv, T, nv);
+    if (T == 1 && opt_.kernels.gdn_fuse_prep) {  // conv + SiLU, q/k L2 norm, gates: one dispatch, same bits
+      kernels::gdn_decode_prep(o, {p_.nk, nv, p_.dk, p_.dv, p_.conv_k, 1e-6f}, proj_, 0, CD + VD + nv, CD + VD, L.conv,
+                               seq.conv[L.slot], L.a_log, L.dt_bias, {conv_, 0}, {gates_, 0});
+    } else {
+      kernels::causal_conv(o, {T, CD, p_.conv_k, true}, {proj_, 0}, S, {}, {}, L.conv, nullptr, {seq.conv[L.slot], 0},
+                           {conv_, 0}, CD, "gdn_conv");
+      kernels::l2norm_heads(o, {conv_, 0}, CD, p_.dk, T, 2 * p_.nk, p_.dk, 1e-6f, "gdn_l2norm");
+      kernels::gdn_gates(o, proj_, CD + VD + nv, CD + VD, S, L.a_log, L.dt_bias, {gates_, 0}, 2 * nv, T, nv);
+    }
     const kernels::GdnOperands a{conv_, 0, KD, 2 * KD, CD, gates_, 0, 2 * nv, seq.ssm[L.slot], att_, 0, VD,
                                  T, p_.nk, nv, p_.dk, p_.dv, 1.0f / std::sqrt(float(p_.dk)), p_.gguf_layout};
-    if (T == 1)
-      kernels::gdn_step(o, a);
-    else
-      kernels::gdn_chunked(o, a, work_);
-    kernels::gated_rmsnorm(o, {att_, 0}, VD, {proj_, CD}, S, L.gdn_norm, T, nv, p_.dv, c_.rms_eps);
+    if (T == 1 && opt_.kernels.gdn_fuse_norm) {  // delta-rule step + gated RMSNorm: one dispatch, same bits
+      kernels::gdn_step_norm(o, a, {proj_, CD}, L.gdn_norm, c_.rms_eps);
+    } else {
+      if (T == 1)
+        kernels::gdn_step(o, a);
+      else
+        kernels::gdn_chunked(o, a, work_);
+      kernels::gated_rmsnorm(o, {att_, 0}, VD, {proj_, CD}, S, L.gdn_norm, T, nv, p_.dv, c_.rms_eps);
+    }
     kernels::matmul(o, L.wo, {att_, 0}, VD, {x_, 0}, c_.d_model, T, true, "gdn_out");
   }
 
