@@ -51,6 +51,9 @@ void add_common(CLI::App& app, CommonOptions& o) {
                "DeltaNet decode: conv1d+SiLU, q/k L2 norm and gates in one dispatch (default on)");
   app.add_flag("--gdn-fuse-norm,!--no-gdn-fuse-norm", o.gdn_fuse_norm,
                "DeltaNet decode: delta-rule step and gated RMSNorm in one dispatch (default on)");
+  app.add_flag("--gdn-fuse-decode,!--no-gdn-fuse-decode", o.gdn_fuse_decode,
+               "DeltaNet decode: conv1d, norms, gates, delta-rule step and gated RMSNorm in one dispatch per layer; "
+               "takes precedence over --gdn-fuse-prep/--gdn-fuse-norm (default on)");
   app.add_flag("--profile", o.profile, "print per-kernel GPU times of the last decode step");
   app.add_flag("--warmup,!--no-warmup", o.warmup,
                "compile every kernel variant at load with throwaway forwards, so no request pays a pipeline compile (default on)");
@@ -74,6 +77,7 @@ ModelOptions model_options(const CommonOptions& o) {
   mo.kernels.fuse_conv_state = o.fuse_conv_state;
   mo.kernels.gdn_fuse_prep = o.gdn_fuse_prep;
   mo.kernels.gdn_fuse_norm = o.gdn_fuse_norm;
+  mo.kernels.gdn_fuse_decode = o.gdn_fuse_decode;
   return mo;
 }
 

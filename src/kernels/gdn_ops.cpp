@@ -148,6 +148,32 @@ void gdn_decode_prep(OpContext& o, const GdnPrepShape& s, const gpu::Buffer& src
   o.rec.dispatch(p, {src, conv_w, a_log, dt_bias, state, y.buf, gates.buf}, prm, groups, 1, 1, "gdn_decode_prep");
 }
 
+void gdn_decode(OpContext& o, const GdnDecodeOperands& a) {
+  const GdnPrepShape& s = a.shape;
+  if (!s.NK || !s.NV || s.NV % s.NK || !s.DK || !s.DV) throw Error("gdn_decode: bad head shape");
+  if (s.L < 2 || s.L > 64) throw Error("gdn_decode: kernel width L must be in [2, 64]");
+  for (const gpu::Buffer* b : {&a.proj, &a.conv_w, &a.a_log, &a.dt_bias, &a.norm_w})
+    if (b == &a.conv_state || b == &a.state || b == &a.out.buf) throw Error("gdn_decode: outputs must not alias an input");
+  if (&a.conv_state == &a.state || &a.conv_state == &a.out.buf || &a.state == &a.out.buf)
+    throw Error("gdn_decode: conv_state, state and out must be different buffers");
+  const uint32_t R = s.NV / s.NK, RDV = R * s.DV, C = 2 * s.NK * s.DK + s.NV * s.DV;
+  const uint32_t wg = std::min(256u, ceil_div(RDV, 64) * 64);
+  struct { uint32_t NK, NV, DV, L, C, x_off, z_off, a_off, b_off, o_off, tiled; float scale, l2_eps, norm_eps; } prm{
+      s.NK, s.NV, s.DV, s.L, C, a.x_off, a.z_off, a.a_off, a.b_off, a.out.off, a.tiled_v_heads ? 1u : 0u,
+      a.scale, s.eps, a.norm_eps};
+  const Defines d{{"WG", std::to_string(wg)}, {"DK", std::to_string(s.DK)}, {"R", std::to_string(R)},
+                  {"RDV", std::to_string(RDV)}};
+  const auto& p = get(o, "gdn_decode", d,
+                      {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite,
+                       Bind::ReadWrite, Bind::ReadWrite, Bind::Uniform});
+  const uint64_t cs = 4ull * (s.L - 1) * C, sb = 4ull * s.NV * s.DK * s.DV, vd = 4ull * s.NV * s.DV;
+  o.rec.declare(TrafficBytes().r(Traffic::Activations, 4ull * (C + 2 * s.NV) + vd)
+                    .r(Traffic::Weights, 4ull * (C * s.L + 2 * s.NV + s.DV))
+                    .r(Traffic::Recurrent, cs + sb).w(Traffic::Recurrent, cs + sb).w(Traffic::Activations, vd));
+  o.rec.dispatch(p, {a.proj, a.conv_w, a.a_log, a.dt_bias, a.norm_w, a.conv_state, a.state, a.out.buf}, prm, s.NK, 1, 1,
+                 "gdn_decode");
+}
+
 uint64_t gdn_chunk_work_floats(uint32_t T, uint32_t C, uint32_t NV, uint32_t DK, uint32_t DV) {
   const uint64_t nch = ceil_div(T, C);
   return 2 * nch * NV * C * C + nch * NV * C + uint64_t(T) * NV * (DK + DV);

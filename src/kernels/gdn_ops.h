@@ -85,6 +85,31 @@ void gdn_decode_prep(OpContext& o, const GdnPrepShape& s, const gpu::Buffer& src
                      uint32_t b_off, const gpu::Buffer& conv_w, const gpu::Buffer& state, const gpu::Buffer& a_log,
                      const gpu::Buffer& dt_bias, F32Ref y, F32Ref gates);
 
+/// Operands of gdn_decode (one decode token of a Gated DeltaNet layer's recurrent core).
+struct GdnDecodeOperands {
+  const gpu::Buffer& proj;                  // the layer's input-projection row (read only)
+  uint32_t x_off, z_off, a_off, b_off;      // [q | k | v] (conv channels), z (NV*DV), a (NV), b (NV)
+  const gpu::Buffer& conv_w;                // [C][L] f32, C = 2*NK*DK + NV*DV
+  const gpu::Buffer& conv_state;            // [L-1][C] f32 at offset 0, shifted in place
+  const gpu::Buffer& a_log;                 // [NV] f32
+  const gpu::Buffer& dt_bias;               // [NV] f32
+  const gpu::Buffer& norm_w;                // [DV] f32 (gated RMSNorm weight)
+  const gpu::Buffer& state;                 // [NV][DK][DV] f32 at offset 0, updated in place
+  F32Ref out;                               // NV*DV f32
+  GdnPrepShape shape;                       // NK, NV, DK, DV, L, L2-norm eps
+  float scale;                              // DK^-1/2
+  float norm_eps;                           // gated RMSNorm eps
+  bool tiled_v_heads = false;               // as GdnOperands::tiled_v_heads
+};
+
+/// One decode token (T = 1) of a Gated DeltaNet layer from its input projection to the gated
+/// RMSNorm output, in one dispatch (KernelOptions::gdn_fuse_decode; wgsl/gdn_decode.wgsl: one
+/// workgroup per key head, min(256, R*DV rounded up to 64) threads, R = NV/NK). The same bits in
+/// out, conv_state and state as gdn_decode_prep + gdn_step_norm (and so as the six unfused
+/// dispatches). proj, conv_w, a_log, dt_bias and norm_w are read only; conv_state, state and out
+/// must be distinct from them and from each other. Throws wgllm::Error for aliasing or a bad shape.
+void gdn_decode(OpContext& o, const GdnDecodeOperands& a);
+
 /// Floats of the work buffer gdn_chunked needs for T tokens with chunk size C.
 uint64_t gdn_chunk_work_floats(uint32_t T, uint32_t C, uint32_t NV, uint32_t DK, uint32_t DV);
 /// Chunkwise parallel prefill of T >= 1 tokens, chunk size o.opt.gdn_chunk (1..256): two

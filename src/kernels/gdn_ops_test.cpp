@@ -384,6 +384,71 @@ TEST(GdnOps, StepNormSameBitsAsUnfusedAndMatchesCpu) {
   }
 }
 
+// gdn_decode (the whole recurrent core in one dispatch) against gdn_decode_prep + gdn_step_norm
+// (themselves bit-identical to the six unfused dispatches, tests above): the same bits in out, the
+// conv state and the DeltaNet state over three chained decode steps; and the CPU twins within
+// rounding. Shapes: R = NV/NK of 1..4, tiled heads, DK > 64, R*DV > 256 and DV > 256 (threads loop).
+TEST(GdnOps, DecodeFusedSameBitsAsPrepPlusStepNormAndMatchesCpu) {
+  auto& e = env();
+  struct Shape { uint32_t NK, NV, DK, DV, L; bool tiled; };
+  for (const Shape& s : {Shape{1, 1, 16, 16, 4, false}, Shape{2, 6, 72, 40, 4, true}, Shape{2, 4, 130, 20, 3, false},
+                         Shape{1, 4, 32, 128, 4, false}, Shape{2, 2, 64, 300, 2, true}}) {
+    const uint32_t KD = s.NK * s.DK, VD = s.NV * s.DV, C = 2 * KD + VD, x_off = 3;
+    const uint32_t z_off = x_off + C, b_off = z_off + VD, a_off = b_off + s.NV, row = a_off + s.NV + 2;
+    const float scale = 1.0f / std::sqrt(float(s.DK)), eps = 1e-6f;
+    const std::string what = "NK=" + std::to_string(s.NK) + " NV=" + std::to_string(s.NV) + " DK=" + std::to_string(s.DK) +
+                             " DV=" + std::to_string(s.DV) + " L=" + std::to_string(s.L);
+    auto w = randn(size_t(C) * s.L, 21 + C), alog = randn(s.NV, 22), dt = randn(s.NV, 23), nw = randn(s.DV, 24);
+    auto wb = e.upload(w), lb = e.upload(alog), db = e.upload(dt), nb = e.upload(nw);
+    auto cs0 = randn(size_t(s.L - 1) * C, 25 + C, 0.5f), ss0 = randn(size_t(s.NV) * s.DK * s.DV, 26 + C, 0.3f);
+    std::vector<gpu::Buffer> cs, ss, out;
+    for (int p = 0; p < 2; ++p) {
+      cs.push_back(e.upload(cs0));
+      ss.push_back(e.upload(ss0));
+      out.push_back(e.upload(std::vector<float>(VD + 5, NAN)));
+    }
+    auto yb = e.upload(std::vector<float>(C, NAN)), gb = e.upload(std::vector<float>(2 * s.NV, NAN));
+    std::vector<float> cs_cpu = cs0, ss_cpu = ss0, y_cpu(C), g_cpu(2 * s.NV), o_cpu(VD);
+    for (uint32_t step = 0; step < 3; ++step) {
+      auto src = randn(row, 200 * step + C, 1.5f);
+      auto sb = e.upload(src);
+      for (int p = 0; p < 2; ++p) {
+        auto o = e.op();
+        e.rec.set_traffic_log(true);
+        e.rec.begin();
+        if (p == 0) {
+          gdn_decode(o, {sb, x_off, z_off, a_off, b_off, wb, cs[p], lb, db, nb, ss[p], {out[p], 2},
+                         {s.NK, s.NV, s.DK, s.DV, s.L, eps}, scale, eps, s.tiled});
+        } else {
+          gdn_decode_prep(o, {s.NK, s.NV, s.DK, s.DV, s.L, eps}, sb, x_off, a_off, b_off, wb, cs[p], lb, db, {yb, 0}, {gb, 0});
+          const GdnOperands a{yb, 0, KD, 2 * KD, C, gb, 0, 2 * s.NV, ss[p], out[p], 2, VD,
+                              1, s.NK, s.NV, s.DK, s.DV, scale, s.tiled};
+          gdn_step_norm(o, a, {sb, z_off}, nb, eps);
+        }
+        e.rec.submit();
+        EXPECT_EQ(e.rec.last_dispatches().size(), size_t(p == 0 ? 1 : 2)) << what;
+        e.rec.set_traffic_log(false);
+      }
+      const std::string ws = what + " step " + std::to_string(step);
+      auto o0 = e.download(out[0], VD + 5), c0 = e.download(cs[0], cs0.size()), s0 = e.download(ss[0], ss0.size());
+      EXPECT_EQ(bits(o0), bits(e.download(out[1], VD + 5))) << ws << " out";
+      EXPECT_EQ(bits(c0), bits(e.download(cs[1], cs0.size()))) << ws << " conv state";
+      EXPECT_EQ(bits(s0), bits(e.download(ss[1], ss0.size()))) << ws << " state";
+      ref::causal_conv(src.data() + x_off, row, nullptr, 0, nullptr, 0, w.data(), nullptr, cs_cpu.data(), y_cpu.data(), C,
+                       1, C, s.L, true);
+      ref::l2norm_heads(y_cpu.data(), 2 * s.NK, s.DK, s.DK, eps);
+      ref::gdn_gates(src.data() + a_off, src.data() + b_off, alog.data(), dt.data(), g_cpu.data(), g_cpu.data() + s.NV, s.NV);
+      ref::GdnArgs ra{y_cpu.data(), y_cpu.data() + KD, y_cpu.data() + 2 * KD, g_cpu.data(), g_cpu.data() + s.NV, C, C,
+                      2 * s.NV, ss_cpu.data(), o_cpu.data(), VD, 1, s.NK, s.NV, s.DK, s.DV, scale, s.tiled};
+      ref::gated_delta_rule(ra);
+      ref::gated_rmsnorm(o_cpu.data(), src.data() + z_off, nw.data(), s.NV, s.DV, eps);
+      expect_close(std::vector<float>(o0.begin() + 2, o0.begin() + 2 + VD), o_cpu, 2e-5f, ws + " out vs cpu");
+      expect_close(s0, ss_cpu, 2e-5f, ws + " state vs cpu");
+      EXPECT_EQ(c0, cs_cpu) << ws << " conv state vs cpu";
+    }
+  }
+}
+
 TEST(GdnOps, FusedDecodeOpsRejectBadArguments) {
   auto& e = env();
   auto src = e.upload(std::vector<float>(64)), w = e.upload(std::vector<float>(256)), st = e.upload(std::vector<float>(256));
@@ -399,5 +464,13 @@ TEST(GdnOps, FusedDecodeOpsRejectBadArguments) {
   EXPECT_THROW(gdn_step_norm(o, two, {src, 0}, w, 1e-6f), Error);  // T = 2
   const GdnOperands one{src, 0, 8, 16, 24, g, 0, 2, st, y, 0, 8, 1, 1, 1, 8, 8, 0.3f};
   EXPECT_THROW(gdn_step_norm(o, one, {y, 0}, w, 1e-6f), Error);  // z = out
+  auto ss = e.upload(std::vector<float>(256));
+  EXPECT_NO_THROW(gdn_decode(o, {src, 0, 24, 33, 32, w, st, w, w, w, ss, {y, 0}, {1, 1, 8, 8, 4, 1e-6f}, 0.3f, 1e-6f}));
+  EXPECT_THROW(gdn_decode(o, {src, 0, 24, 33, 32, w, st, w, w, w, st, {y, 0}, {1, 1, 8, 8, 4, 1e-6f}, 0.3f, 1e-6f}),
+               Error);  // conv state = state
+  EXPECT_THROW(gdn_decode(o, {src, 0, 24, 33, 32, w, st, w, w, w, ss, {src, 0}, {1, 1, 8, 8, 4, 1e-6f}, 0.3f, 1e-6f}),
+               Error);  // out = proj
+  EXPECT_THROW(gdn_decode(o, {src, 0, 24, 33, 32, w, st, w, w, w, ss, {y, 0}, {2, 3, 8, 8, 4, 1e-6f}, 0.3f, 1e-6f}),
+               Error);  // NV % NK != 0
   e.rec.submit();
 }

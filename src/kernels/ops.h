@@ -28,6 +28,7 @@ struct KernelOptions {
   bool fuse_conv_state = true;             // causal_conv: conv + state update in one dispatch (T <= 8)
   bool gdn_fuse_prep = true;               // DeltaNet T = 1: conv1d+SiLU, q/k L2 norm, gates in one dispatch
   bool gdn_fuse_norm = true;               // DeltaNet T = 1: delta-rule step + gated RMSNorm in one dispatch
+  bool gdn_fuse_decode = true;             // DeltaNet T = 1: all of the above in one dispatch (takes precedence)
 };
 
 /// Everything an op needs to record a dispatch.

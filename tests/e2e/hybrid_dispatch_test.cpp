@@ -1,11 +1,11 @@
 // Dispatches of one decode step of the hybrid models (LFM2 ShortConv layers, Qwen3.5 Gated
 // DeltaNet layers) on the tiny fixtures, with the decode fusions of the recurrent layers on and
-// off (KernelOptions::fuse_conv_state, gdn_fuse_prep, gdn_fuse_norm). Prints the per-label counts
+// off (KernelOptions::fuse_conv_state, gdn_fuse_prep, gdn_fuse_norm, gdn_fuse_decode). Prints the per-label counts
 // of the step (the deterministic local metric for decode speed: each dispatch costs ~5-10 us on
 // the H200 whatever its size) and checks the recurrent mixers' counts per layer:
 //   LFM2 conv layer mixer: in_proj, conv (+ state update unless fused), out_proj
 //   Qwen3.5 DeltaNet mixer: in-projection, [conv, conv state, l2norm, gates] or [decode_prep],
-//                           [step, gated_rmsnorm] or [step_norm], out_proj
+//                           [step, gated_rmsnorm] or [step_norm] (or all of them: [gdn_decode]), out_proj
 #include <cstdio>
 #include <map>
 #include <set>
@@ -33,8 +33,8 @@ std::map<std::string, uint32_t> decode_step_labels(const std::string& fx, const 
   std::map<std::string, uint32_t> n;
   for (auto& d : m->last_dispatches()) ++n[d.label];
   uint32_t total = 0;
-  std::printf("%s decode step (fuse_conv_state %d, gdn_fuse_prep %d, gdn_fuse_norm %d):\n", fx.c_str(), k.fuse_conv_state,
-              k.gdn_fuse_prep, k.gdn_fuse_norm);
+  std::printf("%s decode step (fuse_conv_state %d, gdn_fuse_prep %d, gdn_fuse_norm %d, gdn_fuse_decode %d):\n", fx.c_str(),
+              k.fuse_conv_state, k.gdn_fuse_prep, k.gdn_fuse_norm, k.gdn_fuse_decode);
   for (auto& [l, c] : n) {
     std::printf("  %-22s %u\n", l.c_str(), c);
     total += c;
@@ -65,17 +65,19 @@ TEST(HybridDispatch, Lfm2ConvLayerDecode) {
 
 TEST(HybridDispatch, Qwen35DeltaNetLayerDecode) {
   const std::set<std::string> mixer = {"gdn_conv",  "causal_conv_state", "gdn_l2norm",    "gdn_gates",
-                                       "gdn_step", "gated_rmsnorm",     "gdn_decode_prep", "gdn_step_norm"};
-  for (int combo = 0; combo < 8; ++combo) {
+                                       "gdn_step", "gated_rmsnorm",     "gdn_decode_prep", "gdn_step_norm",
+                                       "gdn_decode"};
+  for (int combo : {0, 1, 2, 4, 6, 8, 15}) {  // off, each switch alone, prep + norm, all (parity tests cover all 16)
     KernelOptions k;
     k.fuse_conv_state = combo & 1;
     k.gdn_fuse_prep = combo & 2;
     k.gdn_fuse_norm = combo & 4;
+    k.gdn_fuse_decode = combo & 8;
     auto n = decode_step_labels("qwen35_tiny", k);
     const uint32_t layers = n["gdn_in"];
     ASSERT_GT(layers, 0u);
     EXPECT_EQ(n["gdn_out"], layers);
     const uint32_t prep = k.gdn_fuse_prep ? 1 : (k.fuse_conv_state ? 3 : 4), step = k.gdn_fuse_norm ? 1 : 2;
-    EXPECT_EQ(sum(n, mixer), layers * (prep + step)) << "combo " << combo;
+    EXPECT_EQ(sum(n, mixer), layers * (k.gdn_fuse_decode ? 1 : prep + step)) << "combo " << combo;
   }
 }
