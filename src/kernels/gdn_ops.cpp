@@ -148,9 +148,16 @@ void gdn_decode_prep(OpContext& o, const GdnPrepShape& s, const gpu::Buffer& src
   o.rec.dispatch(p, {src, conv_w, a_log, dt_bias, state, y.buf, gates.buf}, prm, groups, 1, 1, "gdn_decode_prep");
 }
 
+bool gdn_decode_fits(const GdnPrepShape& s) {
+  if (!s.NK || s.NV % s.NK) return false;
+  const uint64_t R = s.NV / s.NK;
+  return 4 * (2ull * s.DK + R * s.DV + 2 * R + 128) <= 16384;
+}
+
 void gdn_decode(OpContext& o, const GdnDecodeOperands& a) {
   const GdnPrepShape& s = a.shape;
   if (!s.NK || !s.NV || s.NV % s.NK || !s.DK || !s.DV) throw Error("gdn_decode: bad head shape");
+  if (!gdn_decode_fits(s)) throw Error("gdn_decode: a key head's values exceed 16 KiB of workgroup memory");
   if (s.L < 2 || s.L > 64) throw Error("gdn_decode: kernel width L must be in [2, 64]");
   for (const gpu::Buffer* b : {&a.proj, &a.conv_w, &a.a_log, &a.dt_bias, &a.norm_w})
     if (b == &a.conv_state || b == &a.state || b == &a.out.buf) throw Error("gdn_decode: outputs must not alias an input");

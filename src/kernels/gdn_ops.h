@@ -109,6 +109,10 @@ struct GdnDecodeOperands {
 /// dispatches). proj, conv_w, a_log, dt_bias and norm_w are read only; conv_state, state and out
 /// must be distinct from them and from each other. Throws wgllm::Error for aliasing or a bad shape.
 void gdn_decode(OpContext& o, const GdnDecodeOperands& a);
+/// Whether gdn_decode's workgroup memory (q, k, v/o of one key head, gates: (2*DK + (NV/NK)*DV +
+/// 2*NV/NK + 128) f32) fits WebGPU's default 16 KiB limit; models fall back to the two-dispatch
+/// form otherwise.
+bool gdn_decode_fits(const GdnPrepShape& s);
 
 /// Floats of the work buffer gdn_chunked needs for T tokens with chunk size C.
 uint64_t gdn_chunk_work_floats(uint32_t T, uint32_t C, uint32_t NV, uint32_t DK, uint32_t DV);

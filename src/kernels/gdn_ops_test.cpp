@@ -472,5 +472,9 @@ TEST(GdnOps, FusedDecodeOpsRejectBadArguments) {
                Error);  // out = proj
   EXPECT_THROW(gdn_decode(o, {src, 0, 24, 33, 32, w, st, w, w, w, ss, {y, 0}, {2, 3, 8, 8, 4, 1e-6f}, 0.3f, 1e-6f}),
                Error);  // NV % NK != 0
+  EXPECT_TRUE(gdn_decode_fits({16, 32, 128, 128, 4}));   // Qwen3.5 / Qwen3-Next shapes
+  EXPECT_FALSE(gdn_decode_fits({1, 32, 128, 128, 4}));   // 32 value heads of 128 on one key head
+  EXPECT_THROW(gdn_decode(o, {src, 0, 24, 33, 32, w, st, w, w, w, ss, {y, 0}, {1, 64, 8, 64, 4, 1e-6f}, 0.3f, 1e-6f}),
+               Error);  // workgroup memory
   e.rec.submit();
 }

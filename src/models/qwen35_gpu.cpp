@@ -291,15 +291,16 @@ class Qwen35Gpu final : public GpuModel {
   void delta_net(kernels::OpContext& o, Layer& L, GpuSeq& seq, uint32_t T) {
     const uint32_t CD = p_.conv_dim(), VD = p_.value_dim(), KD = p_.key_dim(), nv = p_.nv, S = proj_stride_;
     project(o, L, T, "gdn_in");
-    if (T == 1 && opt_.kernels.gdn_fuse_decode) {  // conv ... gated RMSNorm: one dispatch, same bits
+    const kernels::GdnPrepShape shape{p_.nk, nv, p_.dk, p_.dv, p_.conv_k, 1e-6f};
+    if (T == 1 && opt_.kernels.gdn_fuse_decode && kernels::gdn_decode_fits(shape)) {  // conv ... gated RMSNorm: one dispatch, same bits
       kernels::gdn_decode(o, {proj_, 0, CD, CD + VD + nv, CD + VD, L.conv, seq.conv[L.slot], L.a_log, L.dt_bias, L.gdn_norm,
-                              seq.ssm[L.slot], {att_, 0}, {p_.nk, nv, p_.dk, p_.dv, p_.conv_k, 1e-6f},
-                              1.0f / std::sqrt(float(p_.dk)), c_.rms_eps, p_.gguf_layout});
+                              seq.ssm[L.slot], {att_, 0}, shape, 1.0f / std::sqrt(float(p_.dk)), c_.rms_eps,
+                              p_.gguf_layout});
       kernels::matmul(o, L.wo, {att_, 0}, VD, {x_, 0}, c_.d_model, T, true, "gdn_out");
       return;
     }
     if (T == 1 && opt_.kernels.gdn_fuse_prep) {  // conv + SiLU, q/k L2 norm, gates: one dispatch, same bits
-      kernels::gdn_decode_prep(o, {p_.nk, nv, p_.dk, p_.dv, p_.conv_k, 1e-6f}, proj_, 0, CD + VD + nv, CD + VD, L.conv,
+      kernels::gdn_decode_prep(o, shape, proj_, 0, CD + VD + nv, CD + VD, L.conv,
                                seq.conv[L.slot], L.a_log, L.dt_bias, {conv_, 0}, {gates_, 0});
     } else {
       kernels::causal_conv(o, {T, CD, p_.conv_k, true}, {proj_, 0}, S, {}, {}, L.conv, nullptr, {seq.conv[L.slot], 0},
