@@ -2,7 +2,9 @@
 // prefill_chunk tokens is one submission. Gated DeltaNet layers: one fused input projection
 // [qkv | z | b | a], causal_conv (+SiLU, rolling state), L2 norm of q and k, gates, then the delta
 // rule: gdn_step for a one-token forward, the chunkwise parallel gdn_chunked otherwise
-// (KernelOptions::gdn_chunk tokens per chunk), gated RMSNorm, out_proj. Attention layers: fused
+// (KernelOptions::gdn_chunk tokens per chunk), gated RMSNorm, out_proj. A one-token forward runs
+// everything between the projection and out_proj as one dispatch (gdn_decode, gdn_fuse_decode) or
+// two (gdn_decode_prep + gdn_step_norm), all bit-identical to the unfused kernels. Attention layers: fused
 // [q | gate | k | v] projection (q_proj rows de-interleaved at load), QK-norm, partial RoPE, KV
 // cache, GQA attention, sigmoid gate, o_proj. Per sequence: KV buffers for attention layers; conv
 // rows [(conv_k-1), conv_dim] and the fp32 DeltaNet state [nv, dk, dv] for linear layers.
