@@ -11,6 +11,7 @@
 #include <set>
 
 #include "parity_util.h"
+#include "runtime/warmup.h"
 
 using namespace wgllm;
 using namespace wgllm::test;
@@ -79,5 +80,28 @@ TEST(HybridDispatch, Qwen35DeltaNetLayerDecode) {
     EXPECT_EQ(n["gdn_out"], layers);
     const uint32_t prep = k.gdn_fuse_prep ? 1 : (k.fuse_conv_state ? 3 : 4), step = k.gdn_fuse_norm ? 1 : 2;
     EXPECT_EQ(sum(n, mixer), layers * (k.gdn_fuse_decode ? 1 : prep + step)) << "combo " << combo;
+  }
+}
+
+// The warm-up compiles every kernel variant a conversation of the hybrids uses, including both
+// forms of causal_conv (one dispatch for <= 8 tokens, two for longer prefills) and the fused
+// DeltaNet decode: a conversation afterwards compiles no pipeline.
+TEST(HybridDispatch, WarmupCompilesEveryVariantAConversationUses) {
+  for (const char* fx : {"lfm2_tiny/hf", "qwen35_tiny"}) {
+    auto src = ModelSource::open(fixture(fx));
+    ModelOptions o;
+    o.context_length = 256;
+    auto m = create_model(*src, o);
+    warm_up(*m);
+    const size_t compiled = m->pipeline_count();
+    ASSERT_GT(compiled, 0u);
+    auto seq = m->new_sequence();
+    std::vector<float> logits;
+    for (uint32_t n : {30u, 1u, 1u, 5u, 1u, 20u, 1u}) {  // prompt, decode, short turn, decode, turn, decode
+      const std::vector<int32_t> ids(n, 7);
+      m->forward(*seq, ids, n == 5 ? &logits : nullptr);
+      m->forward_argmax(*seq, ids);
+      EXPECT_EQ(m->pipeline_count(), compiled) << fx << " after a forward of " << n << " tokens";
+    }
   }
 }
