@@ -150,8 +150,8 @@ void gdn_decode_prep(OpContext& o, const GdnPrepShape& s, const gpu::Buffer& src
 
 bool gdn_decode_fits(const GdnPrepShape& s) {
   if (!s.NK || s.NV % s.NK) return false;
-  const uint64_t R = s.NV / s.NK;
-  return 4 * (2ull * s.DK + R * s.DV + 2 * R + 128) <= 16384;
+  const uint64_t R = s.NV / s.NK;  // <= 64: the gates of a workgroup's value heads are one per thread
+  return R <= 64 && 4 * (2ull * s.DK + R * s.DV + 2 * R + 128) <= 16384;
 }
 
 void gdn_decode(OpContext& o, const GdnDecodeOperands& a) {

@@ -110,8 +110,8 @@ struct GdnDecodeOperands {
 /// must be distinct from them and from each other. Throws wgllm::Error for aliasing or a bad shape.
 void gdn_decode(OpContext& o, const GdnDecodeOperands& a);
 /// Whether gdn_decode's workgroup memory (q, k, v/o of one key head, gates: (2*DK + (NV/NK)*DV +
-/// 2*NV/NK + 128) f32) fits WebGPU's default 16 KiB limit; models fall back to the two-dispatch
-/// form otherwise.
+/// 2*NV/NK + 128) f32) fits WebGPU's default 16 KiB limit and NV/NK <= 64; models fall back to the
+/// two-dispatch form otherwise.
 bool gdn_decode_fits(const GdnPrepShape& s);
 
 /// Floats of the work buffer gdn_chunked needs for T tokens with chunk size C.

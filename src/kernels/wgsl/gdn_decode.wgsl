@@ -12,7 +12,7 @@
 // every conv-state channel, state column and output belongs to exactly one workgroup (no
 // cross-workgroup hazard). q, k, v, gates and o stay in workgroup memory. The reductions are
 // those of head_norm.wgsl / gated_rmsnorm.wgsl: threads 0..63 sum squares over i = lid, lid + 64,
-// ..., then the same 64-wide tree. Defines: WG (multiple of 64, <= 256), DK, R, RDV = R * DV.
+// ..., then the same 64-wide tree. Defines: WG (multiple of 64, <= 256), DK, R (<= 64), RDV = R * DV.
 // Layouts: proj row x (q, k, v at x_off + channel, conv channel order [q (NK*DK) | k | v (NV*DV)];
 // z of value head h at z_off + h*DV; a, b at a_off + h, b_off + h); conv weights [C][L], conv state
 // [L-1][C] (C = 2*NK*DK + NV*DV); DeltaNet state [NV][DK][DV]; out at o_off + h*DV.
