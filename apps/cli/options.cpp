@@ -53,6 +53,15 @@ void add_common(CLI::App& app, CommonOptions& o) {
   app.add_option("--matmul-lanes", o.lanes, "matmul threads per output row, power of two up to 1024 (0 = adapter default)")
       ->transform(zero_or_power_of_two(1024));
   app.add_option("--gdn-chunk", o.gdn_chunk, "Gated DeltaNet prefill chunk in tokens, 1..256 (default 64)")->transform(integer(1, 256));
+  app.add_flag("--fuse-conv-state,!--no-fuse-conv-state", o.fuse_conv_state,
+               "causal conv (LFM2 ShortConv, DeltaNet conv1d) and its state update in one dispatch for forwards of <= 8 tokens (default on)");
+  app.add_flag("--gdn-fuse-prep,!--no-gdn-fuse-prep", o.gdn_fuse_prep,
+               "DeltaNet decode: conv1d+SiLU, q/k L2 norm and gates in one dispatch (default on)");
+  app.add_flag("--gdn-fuse-norm,!--no-gdn-fuse-norm", o.gdn_fuse_norm,
+               "DeltaNet decode: delta-rule step and gated RMSNorm in one dispatch (default on)");
+  app.add_flag("--gdn-fuse-decode,!--no-gdn-fuse-decode", o.gdn_fuse_decode,
+               "DeltaNet decode: conv1d, norms, gates, delta-rule step and gated RMSNorm in one dispatch per layer; "
+               "takes precedence over --gdn-fuse-prep/--gdn-fuse-norm (default on)");
   app.add_flag("--profile", o.profile, "print per-kernel GPU times of the last decode step");
   app.add_flag("--warmup,!--no-warmup", o.warmup,
                "compile every kernel variant at load with throwaway forwards, so no request pays a pipeline compile (default on)");
@@ -73,6 +82,10 @@ ModelOptions model_options(const CommonOptions& o) {
   mo.kernels.matmul_rows_per_workgroup = o.rows_per_wg;
   mo.kernels.matmul_lanes_per_row = o.lanes;
   mo.kernels.gdn_chunk = o.gdn_chunk;
+  mo.kernels.fuse_conv_state = o.fuse_conv_state;
+  mo.kernels.gdn_fuse_prep = o.gdn_fuse_prep;
+  mo.kernels.gdn_fuse_norm = o.gdn_fuse_norm;
+  mo.kernels.gdn_fuse_decode = o.gdn_fuse_decode;
   return mo;
 }
 

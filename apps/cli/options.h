@@ -28,6 +28,7 @@ struct CommonOptions {
        attn_tiled = true;
   uint32_t tokens_per_wg = 8;
   uint32_t gdn_chunk = 64;
+  bool fuse_conv_state = true, gdn_fuse_prep = true, gdn_fuse_norm = true, gdn_fuse_decode = true;
   uint32_t rows_per_wg = 0, lanes = 0;  // 0: adapter default
   bool profile = false;
   bool warmup = true;  // compile every kernel variant at load (runtime/warmup.h)

@@ -1,5 +1,7 @@
 #include "kernels/gdn_ops.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "kernels/wgsl.h"
 
@@ -35,6 +37,8 @@ struct GdnParams {
       p_off, gc_off, w_off, u_off;
   float scale;
   uint32_t tiled;  // GdnOperands::tiled_v_heads
+  float norm_eps = 0;  // gdn_step_norm only
+  uint32_t z_off = 0;
 };
 
 GdnParams params(const GdnOperands& a, uint32_t C) {
@@ -102,6 +106,79 @@ void gdn_step(OpContext& o, const GdnOperands& a) {
   o.rec.declare(TrafficBytes().r(Traffic::Activations, 4ull * (2 * a.NK * a.DK + a.NV * a.DV + 2 * a.NV))
                     .r(Traffic::Recurrent, sb).w(Traffic::Recurrent, sb).w(Traffic::Activations, 4ull * a.NV * a.DV));
   o.rec.dispatch(p, {a.qkv, a.gates, a.state, a.out}, prm, ceil_div(a.DV, 64), a.NV, 1, "gdn_step");
+}
+
+void gdn_step_norm(OpContext& o, const GdnOperands& a, F32Ref z, const gpu::Buffer& norm_w, float eps) {
+  if (a.T != 1) throw Error("gdn_step_norm: exactly one token");
+  if (&z.buf == &a.out || &z.buf == &a.state || &norm_w == &a.out || &norm_w == &a.state)
+    throw Error("gdn_step_norm: z and the norm weight must not alias out or state");
+  GdnParams prm = params(a, 1);
+  prm.norm_eps = eps;
+  prm.z_off = z.off;
+  const uint32_t wg = std::min(256u, ceil_div(a.DV, 64) * 64);  // one thread per column up to 256
+  const auto& p = get(o, "gdn_step", {{"NORM", "1"}, {"WG", std::to_string(wg)}, {"DV", std::to_string(a.DV)}},
+                      {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::ReadWrite, Bind::ReadOnly, Bind::ReadOnly,
+                       Bind::Uniform});
+  const uint64_t sb = 4ull * a.NV * a.DK * a.DV, vd = 4ull * a.NV * a.DV;
+  o.rec.declare(TrafficBytes().r(Traffic::Activations, 4ull * (2 * a.NK * a.DK + 2 * a.NV) + 2 * vd)
+                    .r(Traffic::Weights, 4ull * a.DV).r(Traffic::Recurrent, sb).w(Traffic::Recurrent, sb)
+                    .w(Traffic::Activations, vd));
+  o.rec.dispatch(p, {a.qkv, a.gates, a.state, a.out, z.buf, norm_w}, prm, a.NV, 1, 1, "gdn_step_norm");
+}
+
+void gdn_decode_prep(OpContext& o, const GdnPrepShape& s, const gpu::Buffer& src, uint32_t x_off, uint32_t a_off,
+                     uint32_t b_off, const gpu::Buffer& conv_w, const gpu::Buffer& state, const gpu::Buffer& a_log,
+                     const gpu::Buffer& dt_bias, F32Ref y, F32Ref gates) {
+  if (!s.NK || !s.NV || !s.DK || !s.DV) throw Error("gdn_decode_prep: bad head shape");
+  if (s.L < 2 || s.L > 64) throw Error("gdn_decode_prep: kernel width L must be in [2, 64]");
+  for (const gpu::Buffer* b : {&src, &conv_w, &a_log, &dt_bias})
+    if (b == &y.buf || b == &state || b == &gates.buf) throw Error("gdn_decode_prep: y, state and gates must not alias an input");
+  if (&y.buf == &state || &y.buf == &gates.buf || &state == &gates.buf)
+    throw Error("gdn_decode_prep: y, state and gates must be different buffers");
+  const uint32_t VD = s.NV * s.DV, C = 2 * s.NK * s.DK + VD;
+  struct { uint32_t NK, NV, DK, VD, L, C, x_off, y_off, a_off, b_off, g_off; float eps; } prm{
+      s.NK, s.NV, s.DK, VD, s.L, C, x_off, y.off, a_off, b_off, gates.off, s.eps};
+  const auto& p = get(o, "gdn_decode_prep", {},
+                      {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::ReadWrite,
+                       Bind::ReadWrite, Bind::Uniform});
+  const uint64_t sb = 4ull * (s.L - 1) * C;
+  o.rec.declare(TrafficBytes().r(Traffic::Activations, 4ull * (C + 2 * s.NV)).r(Traffic::Weights, 4ull * (C * s.L + 2 * s.NV))
+                    .r(Traffic::Recurrent, sb).w(Traffic::Recurrent, sb).w(Traffic::Activations, 4ull * (C + 2 * s.NV)));
+  const uint32_t groups = 2 * s.NK + ceil_div(VD, 64) + ceil_div(s.NV, 64);
+  o.rec.dispatch(p, {src, conv_w, a_log, dt_bias, state, y.buf, gates.buf}, prm, groups, 1, 1, "gdn_decode_prep");
+}
+
+bool gdn_decode_fits(const GdnPrepShape& s) {
+  if (!s.NK || s.NV % s.NK) return false;
+  const uint64_t R = s.NV / s.NK;  // <= 64: the gates of a workgroup's value heads are one per thread
+  return R <= 64 && 4 * (2ull * s.DK + R * s.DV + 2 * R + 128) <= 16384;
+}
+
+void gdn_decode(OpContext& o, const GdnDecodeOperands& a) {
+  const GdnPrepShape& s = a.shape;
+  if (!s.NK || !s.NV || s.NV % s.NK || !s.DK || !s.DV) throw Error("gdn_decode: bad head shape");
+  if (!gdn_decode_fits(s)) throw Error("gdn_decode: a key head's values exceed 16 KiB of workgroup memory");
+  if (s.L < 2 || s.L > 64) throw Error("gdn_decode: kernel width L must be in [2, 64]");
+  for (const gpu::Buffer* b : {&a.proj, &a.conv_w, &a.a_log, &a.dt_bias, &a.norm_w})
+    if (b == &a.conv_state || b == &a.state || b == &a.out.buf) throw Error("gdn_decode: outputs must not alias an input");
+  if (&a.conv_state == &a.state || &a.conv_state == &a.out.buf || &a.state == &a.out.buf)
+    throw Error("gdn_decode: conv_state, state and out must be different buffers");
+  const uint32_t R = s.NV / s.NK, RDV = R * s.DV, C = 2 * s.NK * s.DK + s.NV * s.DV;
+  const uint32_t wg = std::min(256u, ceil_div(RDV, 64) * 64);
+  struct { uint32_t NK, NV, DV, L, C, x_off, z_off, a_off, b_off, o_off, tiled; float scale, l2_eps, norm_eps; } prm{
+      s.NK, s.NV, s.DV, s.L, C, a.x_off, a.z_off, a.a_off, a.b_off, a.out.off, a.tiled_v_heads ? 1u : 0u,
+      a.scale, s.eps, a.norm_eps};
+  const Defines d{{"WG", std::to_string(wg)}, {"DK", std::to_string(s.DK)}, {"R", std::to_string(R)},
+                  {"RDV", std::to_string(RDV)}};
+  const auto& p = get(o, "gdn_decode", d,
+                      {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite,
+                       Bind::ReadWrite, Bind::ReadWrite, Bind::Uniform});
+  const uint64_t cs = 4ull * (s.L - 1) * C, sb = 4ull * s.NV * s.DK * s.DV, vd = 4ull * s.NV * s.DV;
+  o.rec.declare(TrafficBytes().r(Traffic::Activations, 4ull * (C + 2 * s.NV) + vd)
+                    .r(Traffic::Weights, 4ull * (C * s.L + 2 * s.NV + s.DV))
+                    .r(Traffic::Recurrent, cs + sb).w(Traffic::Recurrent, cs + sb).w(Traffic::Activations, vd));
+  o.rec.dispatch(p, {a.proj, a.conv_w, a.a_log, a.dt_bias, a.norm_w, a.conv_state, a.state, a.out.buf}, prm, s.NK, 1, 1,
+                 "gdn_decode");
 }
 
 uint64_t gdn_chunk_work_floats(uint32_t T, uint32_t C, uint32_t NV, uint32_t DK, uint32_t DV) {

@@ -56,6 +56,64 @@ struct GdnOperands {
 /// ref::gated_delta_rule with T = 1). Throws wgllm::Error for T != 1.
 void gdn_step(OpContext& o, const GdnOperands& a);
 
+/// gdn_step followed by gated_rmsnorm of its output, in one dispatch (KernelOptions::gdn_fuse_norm;
+/// wgsl/gdn_step.wgsl NORM=1: one workgroup per value head, the head's DV outputs kept in workgroup
+/// memory, then the norm in gated_rmsnorm's summation order): the same bits as
+///   gdn_step(a); gated_rmsnorm({a.out, a.o_off}, NV*DV, z, NV*DV, norm_w, 1, NV, DV, eps).
+/// z: the gate row (NV heads of DV) at z.off; norm_w: [DV] f32. T must be 1; z and norm_w must not
+/// alias a.out or a.state. Throws wgllm::Error otherwise.
+void gdn_step_norm(OpContext& o, const GdnOperands& a, F32Ref z, const gpu::Buffer& norm_w, float eps);
+
+/// Shapes of gdn_decode_prep.
+struct GdnPrepShape {
+  uint32_t NK = 0, NV = 0, DK = 0, DV = 0;  // key heads, value heads, key and value head dims
+  uint32_t L = 0;                           // conv kernel width, 2..64
+  float eps = 1e-6f;                        // L2 norm epsilon of q and k
+};
+
+/// One decode token (T = 1) of a Gated DeltaNet layer up to the delta rule, in one dispatch
+/// (KernelOptions::gdn_fuse_prep; wgsl/gdn_decode_prep.wgsl): with C = 2*NK*DK + NV*DV channels of
+/// the projection row src[x_off ..] ([q | k | v]),
+///   y = silu(causal conv of each channel with its state) (state shifted in place),
+///   q and k heads of y L2-normalised, gates[g (NV) | beta (NV)] from a = src[a_off + h],
+///   b = src[b_off + h].
+/// The same bits as causal_conv({1, C, L, true}, ..., state, y) + l2norm_heads(y, 2*NK heads of DK)
+/// + gdn_gates(src, a_off, b_off, ...). conv_w: [C][L] f32; state: [L-1][C] f32 at offset 0;
+/// a_log, dt_bias: [NV] f32. y, state and gates must be distinct from every other operand; throws
+/// wgllm::Error for aliasing or a bad shape.
+void gdn_decode_prep(OpContext& o, const GdnPrepShape& s, const gpu::Buffer& src, uint32_t x_off, uint32_t a_off,
+                     uint32_t b_off, const gpu::Buffer& conv_w, const gpu::Buffer& state, const gpu::Buffer& a_log,
+                     const gpu::Buffer& dt_bias, F32Ref y, F32Ref gates);
+
+/// Operands of gdn_decode (one decode token of a Gated DeltaNet layer's recurrent core).
+struct GdnDecodeOperands {
+  const gpu::Buffer& proj;                  // the layer's input-projection row (read only)
+  uint32_t x_off, z_off, a_off, b_off;      // [q | k | v] (conv channels), z (NV*DV), a (NV), b (NV)
+  const gpu::Buffer& conv_w;                // [C][L] f32, C = 2*NK*DK + NV*DV
+  const gpu::Buffer& conv_state;            // [L-1][C] f32 at offset 0, shifted in place
+  const gpu::Buffer& a_log;                 // [NV] f32
+  const gpu::Buffer& dt_bias;               // [NV] f32
+  const gpu::Buffer& norm_w;                // [DV] f32 (gated RMSNorm weight)
+  const gpu::Buffer& state;                 // [NV][DK][DV] f32 at offset 0, updated in place
+  F32Ref out;                               // NV*DV f32
+  GdnPrepShape shape;                       // NK, NV, DK, DV, L, L2-norm eps
+  float scale;                              // DK^-1/2
+  float norm_eps;                           // gated RMSNorm eps
+  bool tiled_v_heads = false;               // as GdnOperands::tiled_v_heads
+};
+
+/// One decode token (T = 1) of a Gated DeltaNet layer from its input projection to the gated
+/// RMSNorm output, in one dispatch (KernelOptions::gdn_fuse_decode; wgsl/gdn_decode.wgsl: one
+/// workgroup per key head, min(256, R*DV rounded up to 64) threads, R = NV/NK). The same bits in
+/// out, conv_state and state as gdn_decode_prep + gdn_step_norm (and so as the six unfused
+/// dispatches). proj, conv_w, a_log, dt_bias and norm_w are read only; conv_state, state and out
+/// must be distinct from them and from each other. Throws wgllm::Error for aliasing or a bad shape.
+void gdn_decode(OpContext& o, const GdnDecodeOperands& a);
+/// Whether gdn_decode's workgroup memory (q, k, v/o of one key head, gates: (2*DK + (NV/NK)*DV +
+/// 2*NV/NK + 128) f32) fits WebGPU's default 16 KiB limit and NV/NK <= 64; models fall back to the
+/// two-dispatch form otherwise.
+bool gdn_decode_fits(const GdnPrepShape& s);
+
 /// Floats of the work buffer gdn_chunked needs for T tokens with chunk size C.
 uint64_t gdn_chunk_work_floats(uint32_t T, uint32_t C, uint32_t NV, uint32_t DK, uint32_t DV);
 /// Chunkwise parallel prefill of T >= 1 tokens, chunk size o.opt.gdn_chunk (1..256): two

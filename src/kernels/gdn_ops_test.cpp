@@ -3,10 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
+#include "core/error.h"
 #include "kernels/gdn_ops.h"
 #include "kernels/gdn_ref.h"
+#include "kernels/ref.h"
 
 using namespace wgllm;
 using namespace wgllm::kernels;
@@ -257,4 +260,221 @@ TEST(GdnOps, TiledValueHeadsEqualPermutedGroupedHeads) {
       expect_close(gs_g, rs, 2e-5f, "GPU tiled state " + w);
     }
   }
+}
+
+namespace {
+std::vector<uint32_t> bits(const std::vector<float>& v) {
+  std::vector<uint32_t> b(v.size());
+  std::memcpy(b.data(), v.data(), v.size() * 4);
+  return b;
+}
+}  // namespace
+
+// gdn_decode_prep (one dispatch) against the unfused decode path causal_conv(SILU) + l2norm_heads
+// + gdn_gates (with the conv's state update fused and not): the same bits in y, gates and the
+// conv state, over three chained decode steps; and against the CPU twins within rounding.
+// Awkward shapes: DK 72 and 130 (> 64: threads loop), value dims that are no multiple of 64.
+TEST(GdnOps, DecodePrepSameBitsAsUnfusedAndMatchesCpu) {
+  auto& e = env();
+  struct Shape { uint32_t NK, NV, DK, DV, L; };
+  for (const Shape& s : {Shape{1, 1, 16, 16, 4}, Shape{2, 6, 72, 40, 4}, Shape{3, 3, 130, 20, 3}, Shape{2, 4, 64, 128, 2}}) {
+    const uint32_t VD = s.NV * s.DV, C = 2 * s.NK * s.DK + VD, x_off = 3;
+    const uint32_t b_off = x_off + C + VD, a_off = b_off + s.NV, row = a_off + s.NV + 2;  // [pad | qkv | z | b | a | pad]
+    const std::string what = "NK=" + std::to_string(s.NK) + " NV=" + std::to_string(s.NV) + " DK=" + std::to_string(s.DK) +
+                             " DV=" + std::to_string(s.DV) + " L=" + std::to_string(s.L);
+    auto w = randn(size_t(C) * s.L, 11 + C), alog = randn(s.NV, 12), dt = randn(s.NV, 13);
+    auto wb = e.upload(w), lb = e.upload(alog), db = e.upload(dt);
+    auto st0 = randn(size_t(s.L - 1) * C, 14 + C, 0.5f);  // a sequence already under way
+    // Paths: 0 fused prep, 1 unfused with the one-dispatch conv, 2 unfused with the two-dispatch conv.
+    std::vector<gpu::Buffer> st, y, g;
+    for (int p = 0; p < 3; ++p) {
+      st.push_back(e.upload(st0));
+      y.push_back(e.upload(std::vector<float>(C + 4, NAN)));
+      g.push_back(e.upload(std::vector<float>(2 * s.NV + 4, NAN)));
+    }
+    std::vector<float> st_cpu = st0, y_cpu(C), g_cpu(2 * s.NV);
+    for (uint32_t step = 0; step < 3; ++step) {
+      auto src = randn(row, 100 * step + C, 1.5f);
+      auto sb = e.upload(src);
+      for (int p = 0; p < 3; ++p) {
+        KernelOptions ko;
+        ko.fuse_conv_state = p == 1;
+        auto o = e.op(ko);
+        e.rec.set_traffic_log(true);
+        e.rec.begin();
+        if (p == 0) {
+          gdn_decode_prep(o, {s.NK, s.NV, s.DK, s.DV, s.L, 1e-6f}, sb, x_off, a_off, b_off, wb, st[p], lb, db, {y[p], 2},
+                          {g[p], 1});
+        } else {
+          causal_conv(o, {1, C, s.L, true}, {sb, x_off}, row, {}, {}, wb, nullptr, {st[p], 0}, {y[p], 2}, C);
+          l2norm_heads(o, {y[p], 2}, C, s.DK, 1, 2 * s.NK, s.DK, 1e-6f);
+          gdn_gates(o, sb, a_off, b_off, row, lb, db, {g[p], 1}, 2 * s.NV, 1, s.NV);
+        }
+        e.rec.submit();
+        EXPECT_EQ(e.rec.last_dispatches().size(), size_t(p == 0 ? 1 : p == 1 ? 3 : 4)) << what;
+        e.rec.set_traffic_log(false);
+      }
+      const std::string ws = what + " step " + std::to_string(step);
+      auto y0 = e.download(y[0], C + 4), g0 = e.download(g[0], 2 * s.NV + 4), s0 = e.download(st[0], st0.size());
+      for (int p = 1; p < 3; ++p) {
+        EXPECT_EQ(bits(y0), bits(e.download(y[p], C + 4))) << ws << " y, path " << p;
+        EXPECT_EQ(bits(g0), bits(e.download(g[p], 2 * s.NV + 4))) << ws << " gates, path " << p;
+        EXPECT_EQ(bits(s0), bits(e.download(st[p], st0.size()))) << ws << " conv state, path " << p;
+      }
+      ref::causal_conv(src.data() + x_off, row, nullptr, 0, nullptr, 0, w.data(), nullptr, st_cpu.data(), y_cpu.data(), C,
+                       1, C, s.L, true);
+      ref::l2norm_heads(y_cpu.data(), 2 * s.NK, s.DK, s.DK, 1e-6f);
+      ref::gdn_gates(src.data() + a_off, src.data() + b_off, alog.data(), dt.data(), g_cpu.data(), g_cpu.data() + s.NV, s.NV);
+      expect_close(std::vector<float>(y0.begin() + 2, y0.begin() + 2 + C), y_cpu, 1e-5f, ws + " y vs cpu");
+      expect_close(std::vector<float>(g0.begin() + 1, g0.begin() + 1 + 2 * s.NV), g_cpu, 1e-5f, ws + " gates vs cpu");
+      EXPECT_EQ(s0, st_cpu) << ws << " conv state vs cpu";  // the state is a copy of inputs: exact
+    }
+  }
+}
+
+// gdn_step_norm (one dispatch) against gdn_step + gated_rmsnorm: the same bits in the output and
+// the state over two chained steps (DV 40, 64, 130 and 300 > 256 threads, tiled heads once); and
+// against the CPU recurrence + gated RMSNorm within rounding.
+TEST(GdnOps, StepNormSameBitsAsUnfusedAndMatchesCpu) {
+  auto& e = env();
+  struct Shape { uint32_t NK, NV, DK, DV; bool tiled; };
+  for (const Shape& s : {Shape{1, 2, 16, 40, false}, Shape{2, 4, 32, 64, true}, Shape{1, 3, 24, 130, false},
+                         Shape{1, 2, 8, 300, false}}) {
+    const std::string what = "NK=" + std::to_string(s.NK) + " NV=" + std::to_string(s.NV) + " DK=" + std::to_string(s.DK) +
+                             " DV=" + std::to_string(s.DV);
+    GdnCase c(1, s.NK, s.NV, s.DK, s.DV, 40 + s.DV);
+    const uint32_t VD = s.NV * s.DV, S = c.stride(), z_off = 5, o_off = 2;
+    auto z = randn(z_off + VD + 3, 41 + s.DV, 2.0f), nw = randn(s.DV, 42 + s.DV);
+    auto qb = e.upload(c.qkv), gb = e.upload(c.gates), zb = e.upload(z), wb = e.upload(nw);
+    std::vector<gpu::Buffer> st, out;
+    for (int p = 0; p < 2; ++p) {
+      st.push_back(e.upload(c.state));
+      out.push_back(e.upload(std::vector<float>(o_off + VD + 3, NAN)));
+    }
+    std::vector<float> st_cpu = c.state, o_cpu(VD);
+    const float eps = 1e-6f;
+    for (uint32_t step = 0; step < 2; ++step) {
+      for (int p = 0; p < 2; ++p) {
+        const GdnOperands a{qb, 0, s.NK * s.DK, 2 * s.NK * s.DK, S, gb, 0, 2 * s.NV, st[p], out[p], o_off, VD,
+                            1, s.NK, s.NV, s.DK, s.DV, 1.0f / std::sqrt(float(s.DK)), s.tiled};
+        auto o = e.op();
+        e.rec.set_traffic_log(true);
+        e.rec.begin();
+        if (p == 0) {
+          gdn_step_norm(o, a, {zb, z_off}, wb, eps);
+        } else {
+          gdn_step(o, a);
+          gated_rmsnorm(o, {out[p], o_off}, VD, {zb, z_off}, VD, wb, 1, s.NV, s.DV, eps);
+        }
+        e.rec.submit();
+        EXPECT_EQ(e.rec.last_dispatches().size(), size_t(p == 0 ? 1 : 2)) << what;
+        e.rec.set_traffic_log(false);
+      }
+      const std::string ws = what + " step " + std::to_string(step);
+      auto o0 = e.download(out[0], o_off + VD + 3), s0 = e.download(st[0], c.state.size());
+      EXPECT_EQ(bits(o0), bits(e.download(out[1], o_off + VD + 3))) << ws << " out";
+      EXPECT_EQ(bits(s0), bits(e.download(st[1], c.state.size()))) << ws << " state";
+      auto args = c.args(st_cpu.data(), o_cpu.data());
+      args.tiled_v_heads = s.tiled;
+      ref::gated_delta_rule(args);
+      ref::gated_rmsnorm(o_cpu.data(), z.data() + z_off, nw.data(), s.NV, s.DV, eps);
+      expect_close(std::vector<float>(o0.begin() + o_off, o0.begin() + o_off + VD), o_cpu, 2e-5f, ws + " out vs cpu");
+      expect_close(s0, st_cpu, 2e-5f, ws + " state vs cpu");
+    }
+  }
+}
+
+// gdn_decode (the whole recurrent core in one dispatch) against gdn_decode_prep + gdn_step_norm
+// (themselves bit-identical to the six unfused dispatches, tests above): the same bits in out, the
+// conv state and the DeltaNet state over three chained decode steps; and the CPU twins within
+// rounding. Shapes: R = NV/NK of 1..4, tiled heads, DK > 64, R*DV > 256 and DV > 256 (threads loop).
+TEST(GdnOps, DecodeFusedSameBitsAsPrepPlusStepNormAndMatchesCpu) {
+  auto& e = env();
+  struct Shape { uint32_t NK, NV, DK, DV, L; bool tiled; };
+  for (const Shape& s : {Shape{1, 1, 16, 16, 4, false}, Shape{2, 6, 72, 40, 4, true}, Shape{2, 4, 130, 20, 3, false},
+                         Shape{1, 4, 32, 128, 4, false}, Shape{2, 2, 64, 300, 2, true}}) {
+    const uint32_t KD = s.NK * s.DK, VD = s.NV * s.DV, C = 2 * KD + VD, x_off = 3;
+    const uint32_t z_off = x_off + C, b_off = z_off + VD, a_off = b_off + s.NV, row = a_off + s.NV + 2;
+    const float scale = 1.0f / std::sqrt(float(s.DK)), eps = 1e-6f;
+    const std::string what = "NK=" + std::to_string(s.NK) + " NV=" + std::to_string(s.NV) + " DK=" + std::to_string(s.DK) +
+                             " DV=" + std::to_string(s.DV) + " L=" + std::to_string(s.L);
+    auto w = randn(size_t(C) * s.L, 21 + C), alog = randn(s.NV, 22), dt = randn(s.NV, 23), nw = randn(s.DV, 24);
+    auto wb = e.upload(w), lb = e.upload(alog), db = e.upload(dt), nb = e.upload(nw);
+    auto cs0 = randn(size_t(s.L - 1) * C, 25 + C, 0.5f), ss0 = randn(size_t(s.NV) * s.DK * s.DV, 26 + C, 0.3f);
+    std::vector<gpu::Buffer> cs, ss, out;
+    for (int p = 0; p < 2; ++p) {
+      cs.push_back(e.upload(cs0));
+      ss.push_back(e.upload(ss0));
+      out.push_back(e.upload(std::vector<float>(VD + 5, NAN)));
+    }
+    auto yb = e.upload(std::vector<float>(C, NAN)), gb = e.upload(std::vector<float>(2 * s.NV, NAN));
+    std::vector<float> cs_cpu = cs0, ss_cpu = ss0, y_cpu(C), g_cpu(2 * s.NV), o_cpu(VD);
+    for (uint32_t step = 0; step < 3; ++step) {
+      auto src = randn(row, 200 * step + C, 1.5f);
+      auto sb = e.upload(src);
+      for (int p = 0; p < 2; ++p) {
+        auto o = e.op();
+        e.rec.set_traffic_log(true);
+        e.rec.begin();
+        if (p == 0) {
+          gdn_decode(o, {sb, x_off, z_off, a_off, b_off, wb, cs[p], lb, db, nb, ss[p], {out[p], 2},
+                         {s.NK, s.NV, s.DK, s.DV, s.L, eps}, scale, eps, s.tiled});
+        } else {
+          gdn_decode_prep(o, {s.NK, s.NV, s.DK, s.DV, s.L, eps}, sb, x_off, a_off, b_off, wb, cs[p], lb, db, {yb, 0}, {gb, 0});
+          const GdnOperands a{yb, 0, KD, 2 * KD, C, gb, 0, 2 * s.NV, ss[p], out[p], 2, VD,
+                              1, s.NK, s.NV, s.DK, s.DV, scale, s.tiled};
+          gdn_step_norm(o, a, {sb, z_off}, nb, eps);
+        }
+        e.rec.submit();
+        EXPECT_EQ(e.rec.last_dispatches().size(), size_t(p == 0 ? 1 : 2)) << what;
+        e.rec.set_traffic_log(false);
+      }
+      const std::string ws = what + " step " + std::to_string(step);
+      auto o0 = e.download(out[0], VD + 5), c0 = e.download(cs[0], cs0.size()), s0 = e.download(ss[0], ss0.size());
+      EXPECT_EQ(bits(o0), bits(e.download(out[1], VD + 5))) << ws << " out";
+      EXPECT_EQ(bits(c0), bits(e.download(cs[1], cs0.size()))) << ws << " conv state";
+      EXPECT_EQ(bits(s0), bits(e.download(ss[1], ss0.size()))) << ws << " state";
+      ref::causal_conv(src.data() + x_off, row, nullptr, 0, nullptr, 0, w.data(), nullptr, cs_cpu.data(), y_cpu.data(), C,
+                       1, C, s.L, true);
+      ref::l2norm_heads(y_cpu.data(), 2 * s.NK, s.DK, s.DK, eps);
+      ref::gdn_gates(src.data() + a_off, src.data() + b_off, alog.data(), dt.data(), g_cpu.data(), g_cpu.data() + s.NV, s.NV);
+      ref::GdnArgs ra{y_cpu.data(), y_cpu.data() + KD, y_cpu.data() + 2 * KD, g_cpu.data(), g_cpu.data() + s.NV, C, C,
+                      2 * s.NV, ss_cpu.data(), o_cpu.data(), VD, 1, s.NK, s.NV, s.DK, s.DV, scale, s.tiled};
+      ref::gated_delta_rule(ra);
+      ref::gated_rmsnorm(o_cpu.data(), src.data() + z_off, nw.data(), s.NV, s.DV, eps);
+      expect_close(std::vector<float>(o0.begin() + 2, o0.begin() + 2 + VD), o_cpu, 2e-5f, ws + " out vs cpu");
+      expect_close(s0, ss_cpu, 2e-5f, ws + " state vs cpu");
+      EXPECT_EQ(c0, cs_cpu) << ws << " conv state vs cpu";
+    }
+  }
+}
+
+TEST(GdnOps, FusedDecodeOpsRejectBadArguments) {
+  auto& e = env();
+  auto src = e.upload(std::vector<float>(64)), w = e.upload(std::vector<float>(256)), st = e.upload(std::vector<float>(256));
+  auto y = e.upload(std::vector<float>(64)), g = e.upload(std::vector<float>(8));
+  auto o = e.op();
+  e.rec.begin();
+  EXPECT_NO_THROW(gdn_decode_prep(o, {1, 1, 8, 8, 4, 1e-6f}, src, 0, 30, 31, w, st, w, w, {y, 0}, {g, 0}));
+  EXPECT_THROW(gdn_decode_prep(o, {1, 1, 8, 8, 4, 1e-6f}, src, 0, 30, 31, w, st, w, w, {st, 0}, {g, 0}), Error);  // y = state
+  EXPECT_THROW(gdn_decode_prep(o, {1, 1, 8, 8, 4, 1e-6f}, src, 0, 30, 31, w, st, w, w, {y, 0}, {src, 0}), Error);  // gates = src
+  EXPECT_THROW(gdn_decode_prep(o, {1, 1, 8, 8, 1, 1e-6f}, src, 0, 30, 31, w, st, w, w, {y, 0}, {g, 0}), Error);  // L = 1
+  EXPECT_THROW(gdn_decode_prep(o, {0, 1, 8, 8, 4, 1e-6f}, src, 0, 30, 31, w, st, w, w, {y, 0}, {g, 0}), Error);  // NK = 0
+  const GdnOperands two{src, 0, 8, 16, 24, g, 0, 2, st, y, 0, 8, 2, 1, 1, 8, 8, 0.3f};
+  EXPECT_THROW(gdn_step_norm(o, two, {src, 0}, w, 1e-6f), Error);  // T = 2
+  const GdnOperands one{src, 0, 8, 16, 24, g, 0, 2, st, y, 0, 8, 1, 1, 1, 8, 8, 0.3f};
+  EXPECT_THROW(gdn_step_norm(o, one, {y, 0}, w, 1e-6f), Error);  // z = out
+  auto ss = e.upload(std::vector<float>(256));
+  EXPECT_NO_THROW(gdn_decode(o, {src, 0, 24, 33, 32, w, st, w, w, w, ss, {y, 0}, {1, 1, 8, 8, 4, 1e-6f}, 0.3f, 1e-6f}));
+  EXPECT_THROW(gdn_decode(o, {src, 0, 24, 33, 32, w, st, w, w, w, st, {y, 0}, {1, 1, 8, 8, 4, 1e-6f}, 0.3f, 1e-6f}),
+               Error);  // conv state = state
+  EXPECT_THROW(gdn_decode(o, {src, 0, 24, 33, 32, w, st, w, w, w, ss, {src, 0}, {1, 1, 8, 8, 4, 1e-6f}, 0.3f, 1e-6f}),
+               Error);  // out = proj
+  EXPECT_THROW(gdn_decode(o, {src, 0, 24, 33, 32, w, st, w, w, w, ss, {y, 0}, {2, 3, 8, 8, 4, 1e-6f}, 0.3f, 1e-6f}),
+               Error);  // NV % NK != 0
+  EXPECT_TRUE(gdn_decode_fits({16, 32, 128, 128, 4}));   // Qwen3.5 / Qwen3-Next shapes
+  EXPECT_FALSE(gdn_decode_fits({1, 32, 128, 128, 4}));   // 32 value heads of 128 on one key head
+  EXPECT_THROW(gdn_decode(o, {src, 0, 24, 33, 32, w, st, w, w, w, ss, {y, 0}, {1, 64, 8, 64, 4, 1e-6f}, 0.3f, 1e-6f}),
+               Error);  // workgroup memory
+  e.rec.submit();
 }

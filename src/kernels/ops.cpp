@@ -234,8 +234,9 @@ void causal_conv(OpContext& o, const CausalConvShape& s, F32Ref x, uint32_t x_st
   for (const gpu::Buffer* b : {&x.buf, gate_in.buf, gate_out.buf, &w, bias})
     if (b == &y.buf || b == &state.buf) throw Error("causal_conv: y and state must not alias another operand");
   if (&y.buf == &state.buf) throw Error("causal_conv: y and state must be different buffers");
+  const bool fused = o.opt.fuse_conv_state && s.T <= kFusedConvMaxTokens;
   Defines d{{"GATE_IN", gate_in.buf ? "1" : "0"}, {"GATE_OUT", gate_out.buf ? "1" : "0"},
-            {"BIAS", bias ? "1" : "0"}, {"SILU", s.silu ? "1" : "0"}, {"UPDATE", "0"}};
+            {"BIAS", bias ? "1" : "0"}, {"SILU", s.silu ? "1" : "0"}, {"UPDATE", "0"}, {"FUSED", fused ? "1" : "0"}};
   const std::vector<Bind> binds{Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly,
                                 Bind::ReadWrite, Bind::ReadWrite, Bind::Uniform};
   struct { uint32_t T, C, L, x_off, x_stride, gi_off, gi_stride, go_off, go_stride, s_off, y_off, y_stride; } prm{
@@ -244,6 +245,15 @@ void causal_conv(OpContext& o, const CausalConvShape& s, F32Ref x, uint32_t x_st
   const gpu::Buffer& go = gate_out.buf ? *gate_out.buf : x.buf;
   const gpu::Buffer& b = bias ? *bias : w;
   const uint64_t io = 4ull * s.T * s.C, sb = 4ull * (s.L - 1) * s.C;
+  if (fused) {  // one invocation per channel: conv of its T rows, then its state shift
+    o.rec.declare(gpu::TrafficBytes()
+                      .r(gpu::Traffic::Activations, io * (1 + (gate_in.buf ? 1 : 0) + (gate_out.buf ? 1 : 0)))
+                      .r(gpu::Traffic::Weights, 4ull * s.C * (s.L + (bias ? 1 : 0)))
+                      .r(gpu::Traffic::Recurrent, sb).w(gpu::Traffic::Activations, io).w(gpu::Traffic::Recurrent, sb));
+    o.rec.dispatch(get(o, "causal_conv", d, binds), {x.buf, gi, go, w, b, state.buf, y.buf}, prm, ceil_div(s.C, 64), 1,
+                   1, label);
+    return;
+  }
   o.rec.declare(gpu::TrafficBytes()
                     .r(gpu::Traffic::Activations, io * (1 + (gate_in.buf ? 1 : 0) + (gate_out.buf ? 1 : 0)))
                     .r(gpu::Traffic::Weights, 4ull * s.C * (s.L + (bias ? 1 : 0)))

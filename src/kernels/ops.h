@@ -25,6 +25,10 @@ struct KernelOptions {
   bool attention_tiled_prefill = true;      // T > 1: multi-query tiled attention (attention_tiled.wgsl)
   uint32_t attention_tiled_split_target = 2048;  // tiled + split: split keys until ~this many workgroups
   uint32_t gdn_chunk = 64;                  // Gated DeltaNet prefill chunk (tokens); kernels/gdn_ops.h
+  bool fuse_conv_state = true;             // causal_conv: conv + state update in one dispatch (T <= 8)
+  bool gdn_fuse_prep = true;               // DeltaNet T = 1: conv1d+SiLU, q/k L2 norm, gates in one dispatch
+  bool gdn_fuse_norm = true;               // DeltaNet T = 1: delta-rule step + gated RMSNorm in one dispatch
+  bool gdn_fuse_decode = true;             // DeltaNet T = 1: all of the above in one dispatch (takes precedence)
 };
 
 /// Everything an op needs to record a dispatch.
@@ -101,6 +105,10 @@ struct F32Rows {
   uint32_t off = 0, stride = 0;
 };
 
+/// Forwards of at most this many tokens take causal_conv's one-dispatch form (fuse_conv_state):
+/// one invocation per channel loops over the tokens (decode steps, speculative/short turns).
+inline constexpr uint32_t kFusedConvMaxTokens = 8;
+
 /// Shape and variant of causal_conv.
 struct CausalConvShape {
   uint32_t T = 1;     // new rows (tokens); 1 = decode step, > 1 = prefill chunk
@@ -127,8 +135,9 @@ struct CausalConvShape {
 /// x, gate_in and gate_out may share one buffer (all bound read-only, e.g. LFM2's in_proj output
 /// [B | C | x]); y and state must be buffers distinct from every other operand (WebGPU forbids a
 /// read_write binding aliasing another binding). Records two dispatches: the conv (one invocation
-/// per channel and row) then the state update (one per channel). Throws wgllm::Error for L out of
-/// range, T == 0 or an aliased y/state. CPU twin: ref::causal_conv.
+/// per channel and row) then the state update (one per channel); with o.opt.fuse_conv_state and
+/// T <= kFusedConvMaxTokens one dispatch (one invocation per channel does both; same bits).
+/// Throws wgllm::Error for L out of range, T == 0 or an aliased y/state. CPU twin: ref::causal_conv.
 void causal_conv(OpContext& o, const CausalConvShape& s, F32Ref x, uint32_t x_stride, F32Rows gate_in,
                  F32Rows gate_out, const gpu::Buffer& w, const gpu::Buffer* bias, F32Ref state, F32Ref y,
                  uint32_t y_stride, const char* label = "causal_conv");

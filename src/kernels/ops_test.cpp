@@ -326,6 +326,55 @@ TEST(Ops, CausalConvChainedStateAllVariants) {
   }
 }
 
+// fuse_conv_state: the one-dispatch causal conv (forwards of <= 8 tokens) gives the same bits in
+// y and the state as the two-dispatch form, over a chain of calls (decode steps, T = 2..8, and a
+// 9-token chunk that takes the two-dispatch form on both sides), every variant.
+TEST(Ops, CausalConvFusedStateSameBitsAsTwoDispatches) {
+  auto& e = env();
+  const std::vector<uint32_t> chunks = {1, 1, 3, 8, 9, 1, 2};
+  uint32_t Ttot = 0;
+  for (uint32_t T : chunks) Ttot += T;
+  for (uint32_t L : {2u, 3u, 4u}) {
+    for (uint32_t C : {1u, 71u, 130u}) {
+      for (int variant = 0; variant < 6; ++variant) {
+        const bool gin = variant & 1, gout = variant & 2, silu = variant == 3 || variant == 4, bias = variant >= 4;
+        const uint32_t S = 3 * C + 5, ys = C + 2;
+        auto src = randn(size_t(Ttot) * S, L * 100 + C + variant + 9);
+        auto w = randn(size_t(C) * L, 7 + C), bv = randn(C, 8);
+        auto sb = e.upload(src), wb = e.upload(w), bb = e.upload(bv);
+        std::vector<gpu::Buffer> st, y;
+        for (int f = 0; f < 2; ++f) {
+          st.push_back(e.upload(std::vector<float>(size_t(L - 1) * C + 3)));
+          y.push_back(e.upload(std::vector<float>(size_t(Ttot) * ys)));
+        }
+        uint32_t t0 = 0;
+        for (uint32_t T : chunks) {
+          for (int f = 0; f < 2; ++f) {
+            KernelOptions ko;
+            ko.fuse_conv_state = f == 1;
+            auto o = e.op(ko);
+            const uint32_t base = t0 * S;
+            e.rec.set_traffic_log(true);
+            e.rec.begin();
+            causal_conv(o, {T, C, L, silu}, {sb, base + 2 * C}, S, gin ? F32Rows{&sb, base, S} : F32Rows{},
+                        gout ? F32Rows{&sb, base + C, S} : F32Rows{}, wb, bias ? &bb : nullptr, {st[f], 3},
+                        {y[f], t0 * ys}, ys);
+            e.rec.submit();
+            EXPECT_EQ(e.rec.last_dispatches().size(), f == 1 && T <= kFusedConvMaxTokens ? 1u : 2u) << "T=" << T;
+            e.rec.set_traffic_log(false);
+          }
+          t0 += T;
+        }
+        const std::string what = "L=" + std::to_string(L) + " C=" + std::to_string(C) + " v=" + std::to_string(variant);
+        auto y0 = e.download(y[0], size_t(Ttot) * ys), y1 = e.download(y[1], size_t(Ttot) * ys);
+        auto s0 = e.download(st[0], size_t(L - 1) * C + 3), s1 = e.download(st[1], size_t(L - 1) * C + 3);
+        EXPECT_EQ(0, std::memcmp(y0.data(), y1.data(), y0.size() * 4)) << "y " << what;
+        EXPECT_EQ(0, std::memcmp(s0.data(), s1.data(), s0.size() * 4)) << "state " << what;
+      }
+    }
+  }
+}
+
 TEST(Ops, CausalConvRejectsBadArguments) {
   auto& e = env();
   auto a = e.upload(std::vector<float>(64)), b = e.upload(std::vector<float>(64));

@@ -7,6 +7,7 @@
 //   qkv_: [q: T x q_dim][k: T x kv_dim][v: T x kv_dim]  normed + roped q and k, v (kv_store reads k
 //         and v with one row stride kv_dim), attention reads q with stride q_dim.
 // A conv layer: bcx_ [T, 3d] = in_proj output [B | C | x]; causal_conv -> att_ [T, d]; out_proj.
+// causal_conv is one dispatch (conv + state shift) for forwards of <= 8 tokens (fuse_conv_state).
 #include <algorithm>
 #include <cmath>
 

@@ -151,6 +151,9 @@ class Model {
   /// Dispatches of the last submission with their declared traffic (and GPU times when
   /// profiling); recorded while profiling is on (WebGPU only).
   virtual std::vector<gpu::KernelTime> last_dispatches() const { return {}; }
+  /// Kernel pipelines compiled so far (0 on the CPU backend); a forward that raises it paid a
+  /// pipeline compile (runtime/warmup.h exists to prevent that).
+  virtual size_t pipeline_count() const { return 0; }
 };
 
 /// Creates the model for src.config.arch on the chosen backend, loading all weights.

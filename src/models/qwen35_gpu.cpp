@@ -2,7 +2,9 @@
 // prefill_chunk tokens is one submission. Gated DeltaNet layers: one fused input projection
 // [qkv | z | b | a], causal_conv (+SiLU, rolling state), L2 norm of q and k, gates, then the delta
 // rule: gdn_step for a one-token forward, the chunkwise parallel gdn_chunked otherwise
-// (KernelOptions::gdn_chunk tokens per chunk), gated RMSNorm, out_proj. Attention layers: fused
+// (KernelOptions::gdn_chunk tokens per chunk), gated RMSNorm, out_proj. A one-token forward runs
+// everything between the projection and out_proj as one dispatch (gdn_decode, gdn_fuse_decode) or
+// two (gdn_decode_prep + gdn_step_norm), all bit-identical to the unfused kernels. Attention layers: fused
 // [q | gate | k | v] projection (q_proj rows de-interleaved at load), QK-norm, partial RoPE, KV
 // cache, GQA attention, sigmoid gate, o_proj. Per sequence: KV buffers for attention layers; conv
 // rows [(conv_k-1), conv_dim] and the fp32 DeltaNet state [nv, dk, dv] for linear layers.
@@ -297,17 +299,34 @@ class Qwen35Gpu final : public GpuModel {
   void delta_net(kernels::OpContext& o, Layer& L, GpuSeq& seq, uint32_t T) {
     const uint32_t CD = p_.conv_dim(), VD = p_.value_dim(), KD = p_.key_dim(), nv = p_.nv, S = proj_stride_;
     project(o, L, T, "gdn_in");
-    kernels::causal_conv(o, {T, CD, p_.conv_k, true}, {proj_, 0}, S, {}, {}, L.conv, nullptr, {seq.conv[L.slot], 0},
-                         {conv_, 0}, CD, "gdn_conv");
-    kernels::l2norm_heads(o, {conv_, 0}, CD, p_.dk, T, 2 * p_.nk, p_.dk, 1e-6f, "gdn_l2norm");
-    kernels::gdn_gates(o, proj_, CD + VD + nv, CD + VD, S, L.a_log, L.dt_bias, {gates_, 0}, 2 * nv, T, nv);
+    const kernels::GdnPrepShape shape{p_.nk, nv, p_.dk, p_.dv, p_.conv_k, 1e-6f};
+    if (T == 1 && opt_.kernels.gdn_fuse_decode && kernels::gdn_decode_fits(shape)) {  // conv ... gated RMSNorm: one dispatch, same bits
+      kernels::gdn_decode(o, {proj_, 0, CD, CD + VD + nv, CD + VD, L.conv, seq.conv[L.slot], L.a_log, L.dt_bias, L.gdn_norm,
+                              seq.ssm[L.slot], {att_, 0}, shape, 1.0f / std::sqrt(float(p_.dk)), c_.rms_eps,
+                              p_.gguf_layout});
+      kernels::matmul(o, L.wo, {att_, 0}, VD, {x_, 0}, c_.d_model, T, true, "gdn_out");
+      return;
+    }
+    if (T == 1 && opt_.kernels.gdn_fuse_prep) {  // conv + SiLU, q/k L2 norm, gates: one dispatch, same bits
+      kernels::gdn_decode_prep(o, shape, proj_, 0, CD + VD + nv, CD + VD, L.conv,
+                               seq.conv[L.slot], L.a_log, L.dt_bias, {conv_, 0}, {gates_, 0});
+    } else {
+      kernels::causal_conv(o, {T, CD, p_.conv_k, true}, {proj_, 0}, S, {}, {}, L.conv, nullptr, {seq.conv[L.slot], 0},
+                           {conv_, 0}, CD, "gdn_conv");
+      kernels::l2norm_heads(o, {conv_, 0}, CD, p_.dk, T, 2 * p_.nk, p_.dk, 1e-6f, "gdn_l2norm");
+      kernels::gdn_gates(o, proj_, CD + VD + nv, CD + VD, S, L.a_log, L.dt_bias, {gates_, 0}, 2 * nv, T, nv);
+    }
     const kernels::GdnOperands a{conv_, 0, KD, 2 * KD, CD, gates_, 0, 2 * nv, seq.ssm[L.slot], att_, 0, VD,
                                  T, p_.nk, nv, p_.dk, p_.dv, 1.0f / std::sqrt(float(p_.dk)), p_.gguf_layout};
-    if (T == 1)
-      kernels::gdn_step(o, a);
-    else
-      kernels::gdn_chunked(o, a, work_);
-    kernels::gated_rmsnorm(o, {att_, 0}, VD, {proj_, CD}, S, L.gdn_norm, T, nv, p_.dv, c_.rms_eps);
+    if (T == 1 && opt_.kernels.gdn_fuse_norm) {  // delta-rule step + gated RMSNorm: one dispatch, same bits
+      kernels::gdn_step_norm(o, a, {proj_, CD}, L.gdn_norm, c_.rms_eps);
+    } else {
+      if (T == 1)
+        kernels::gdn_step(o, a);
+      else
+        kernels::gdn_chunked(o, a, work_);
+      kernels::gated_rmsnorm(o, {att_, 0}, VD, {proj_, CD}, S, L.gdn_norm, T, nv, p_.dv, c_.rms_eps);
+    }
     kernels::matmul(o, L.wo, {att_, 0}, VD, {x_, 0}, c_.d_model, T, true, "gdn_out");
   }
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/ops.h"
 
 namespace wgllm {
 namespace {
@@ -23,6 +24,10 @@ double warm_up(Model& m) {
   auto seq = m.new_sequence(256);
   m.forward_argmax(*seq, two);   // prefill near position 0: no key split
   m.forward(*seq, one, &logits);  // decode near position 0, logits head
+  // Forwards of up to kFusedConvMaxTokens tokens take causal_conv's one-dispatch form (LFM2,
+  // KernelOptions::fuse_conv_state); a longer one takes the two-dispatch prefill form.
+  const std::vector<int32_t> longer(kernels::kFusedConvMaxTokens + 1, 0);
+  m.forward_argmax(*seq, longer);
   // Jump to a far position without computing it (the scratch sequence's values are irrelevant):
   // KV rows past the 3 real ones are zeros; recurrent states stay as they are.
   const uint32_t far = std::min<uint32_t>(150, seq->context_length() > 3 ? seq->context_length() - 3 : 0);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <fstream>
@@ -64,6 +65,20 @@ std::vector<float> logits(Model& m, const std::vector<int32_t>& ids) {
   std::vector<float> l;
   m.forward(*seq, ids, &l);
   return l;
+}
+
+// Logits of a prompt's prefill and then of n greedy one-token decode steps, concatenated.
+std::vector<float> decode_trace(Model& m, std::span<const int32_t> prompt, int n) {
+  auto seq = m.new_sequence();
+  std::vector<float> all, l;
+  m.forward(*seq, prompt, &l);
+  for (int i = 0; i < n; ++i) {
+    all.insert(all.end(), l.begin(), l.end());
+    const int32_t t = int32_t(std::max_element(l.begin(), l.end()) - l.begin());
+    m.forward(*seq, std::span<const int32_t>(&t, 1), &l);
+  }
+  all.insert(all.end(), l.begin(), l.end());
+  return all;
 }
 
 /// Last logits after feeding ids in pieces ending at the given cut points.
@@ -173,6 +188,29 @@ void split_consistency(Model& m, const char* what) {
 TEST(Lfm2Parity, PrefillEqualsDecodeAndSplitsCpu) { split_consistency(*fx().cpu_gguf, "cpu"); }
 TEST(Lfm2Parity, PrefillEqualsDecodeAndSplitsWebGPU) { split_consistency(*fx().gpu_hf, "webgpu"); }
 TEST(Lfm2Parity, PrefillEqualsDecodeAndSplitsWebGPUChunk16) { split_consistency(*fx().gpu_chunked, "webgpu chunk16"); }
+
+// fuse_conv_state keeps the summation order: the ShortConv layers' one-dispatch conv gives the
+// same logits bits as the two-dispatch form over a prefill and 12 decode steps (and a 5-token
+// forward, also fused), both within tolerance of the CPU reference.
+TEST(Lfm2Parity, FusedConvStateGivesIdenticalBits) {
+  auto& f = fx();
+  auto ids = ids_of(f.ref["prompts"][1]);
+  std::vector<int32_t> five(ids.begin(), ids.begin() + 5);
+  auto want = decode_trace(*f.cpu_gguf, ids, 12), want5 = decode_trace(*f.cpu_gguf, five, 2);
+  std::vector<std::vector<float>> got, got5;
+  for (bool fused : {false, true}) {
+    ModelOptions o;
+    o.context_length = 256;
+    o.kernels.fuse_conv_state = fused;
+    auto m = create_model(*f.gguf, o);
+    got.push_back(decode_trace(*m, ids, 12));
+    got5.push_back(decode_trace(*m, five, 2));
+    EXPECT_LE(diff(got.back(), want).max_abs, kTolGpuVsCpu) << "fused " << fused;
+    EXPECT_LE(diff(got5.back(), want5).max_abs, kTolGpuVsCpu) << "fused " << fused;
+  }
+  EXPECT_EQ(0, std::memcmp(got[0].data(), got[1].data(), got[0].size() * 4));
+  EXPECT_EQ(0, std::memcmp(got5[0].data(), got5[1].data(), got5[0].size() * 4));
+}
 
 TEST(Lfm2Parity, StateSizesAndNoTruncate) {
   auto& f = fx();

@@ -14,6 +14,7 @@ constexpr float kTolCpuVsRef = 1e-4f;   // f32 engine vs transformers (fp64 exce
 constexpr float kTolGpuVsCpu = 1e-4f;   // WebGPU f32 (chunked delta rule, FMA) vs CPU f32 recurrence
 constexpr float kTolSplit = 2e-4f;      // same backend, different chunking of one sequence
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <random>
@@ -57,6 +58,20 @@ std::vector<float> logits(Model& m, std::span<const int32_t> ids) {
   std::vector<float> l;
   m.forward(*seq, ids, &l);
   return l;
+}
+
+// Logits of a prompt's prefill and then of n greedy one-token decode steps, concatenated.
+std::vector<float> decode_trace(Model& m, std::span<const int32_t> prompt, int n) {
+  auto seq = m.new_sequence();
+  std::vector<float> all, l;
+  m.forward(*seq, prompt, &l);
+  for (int i = 0; i < n; ++i) {
+    all.insert(all.end(), l.begin(), l.end());
+    const int32_t t = int32_t(std::max_element(l.begin(), l.end()) - l.begin());
+    m.forward(*seq, std::span<const int32_t>(&t, 1), &l);
+  }
+  all.insert(all.end(), l.begin(), l.end());
+  return all;
 }
 
 std::vector<float> ref_logits(const nlohmann::json& p) { return p["logits"].get<std::vector<float>>(); }
@@ -152,6 +167,34 @@ TEST(Qwen35Parity, GpuChunkSizeDoesNotChangeResults) {
     Diff d = diff(logits(*m, ids), want);
     std::printf("gdn_chunk %3u: |gpu-cpu| %.2e\n", chunk, d.max_abs);
     EXPECT_LE(d.max_abs, kTolGpuVsCpu) << "chunk " << chunk;
+  }
+}
+
+// The decode fusions of the DeltaNet layers (fuse_conv_state, gdn_fuse_prep, gdn_fuse_norm,
+// gdn_fuse_decode) keep every summation order: all combinations give the same logits bits over a
+// prefill and 12 decode steps, and stay within tolerance of the CPU reference.
+TEST(Qwen35Parity, DecodeFusionSwitchesGiveIdenticalBits) {
+  auto& f = fx();
+  auto ids = ids_of(f.ref["prompts"][1]);
+  auto want = decode_trace(*f.cpu, ids, 12);
+  std::vector<float> first;
+  // gdn_fuse_decode takes precedence over the other three in one-token forwards, and this prompt's
+  // prefill (45 tokens) uses none of them: 8 and 15 stand for the 8 combinations with it on.
+  for (int combo : {0, 1, 2, 3, 4, 5, 6, 7, 8, 15}) {
+    ModelOptions o;
+    o.context_length = 512;
+    o.kernels.fuse_conv_state = combo & 1;
+    o.kernels.gdn_fuse_prep = combo & 2;
+    o.kernels.gdn_fuse_norm = combo & 4;
+    o.kernels.gdn_fuse_decode = combo & 8;
+    auto m = create_model(*f.src, o);
+    auto got = decode_trace(*m, ids, 12);
+    Diff d = diff(got, want);
+    std::printf("decode fusions %d%d%d%d: |gpu-cpu| %.2e\n", combo & 1, (combo >> 1) & 1, (combo >> 2) & 1, (combo >> 3) & 1,
+                d.max_abs);
+    EXPECT_LE(d.max_abs, kTolGpuVsCpu) << "combo " << combo;
+    if (combo == 0) first = got;
+    else EXPECT_EQ(0, std::memcmp(first.data(), got.data(), got.size() * 4)) << "combo " << combo << " differs in bits";
   }
 }
 

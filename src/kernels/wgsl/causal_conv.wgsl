@@ -8,6 +8,10 @@
 // UPDATE=0: one invocation per (channel, token); reads the state, writes y.
 // UPDATE=1: one invocation per channel; state row i = E[T + i], i ascending (row T+i is read
 //           before anything at or above it is written, so no race).
+// FUSED=1:  conv and state update in one dispatch (KernelOptions::fuse_conv_state, forwards of a
+//           few tokens): one invocation per channel computes y[t], t = 0..T-1, exactly as
+//           UPDATE=0 does, then shifts its channel's state as UPDATE=1 does. An invocation touches
+//           only its own channel's state (no cross-invocation hazard); same bits as UPDATE=0 + 1.
 // Offsets/strides in f32 elements; the state is [L-1][C] at s_off.
 struct P { T: u32, C: u32, L: u32, x_off: u32, x_stride: u32, gi_off: u32, gi_stride: u32, go_off: u32,
            go_stride: u32, s_off: u32, y_off: u32, y_stride: u32 }
@@ -34,21 +38,13 @@ fn ext(e: u32, c: u32) -> f32 {
   return gated(e - h, c);
 }
 
-#if UPDATE
-@compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) g: vec3u) {
-  let c = g.x;
-  if (c >= p.C) { return; }
+fn update_state(c: u32) {
   for (var i = 0u; i + 1u < p.L; i++) {
     st[p.s_off + i * p.C + c] = ext(p.T + i, c);
   }
 }
-#else
-@compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) g: vec3u) {
-  let c = g.x;
-  let t = g.y;
-  if (c >= p.C || t >= p.T) { return; }
+
+fn conv_at(t: u32, c: u32) {
   var a = 0.0;
   for (var j = 0u; j < p.L; j++) { a += w[c * p.L + j] * ext(t + j, c); }
 #if BIAS
@@ -62,4 +58,30 @@ fn main(@builtin(global_invocation_id) g: vec3u) {
 #endif
   y[p.y_off + t * p.y_stride + c] = a;
 }
+
+#if FUSED
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3u) {
+  let c = g.x;
+  if (c >= p.C) { return; }
+  for (var t = 0u; t < p.T; t++) { conv_at(t, c); }
+  update_state(c);
+}
+#else
+#if UPDATE
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3u) {
+  let c = g.x;
+  if (c >= p.C) { return; }
+  update_state(c);
+}
+#else
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3u) {
+  let c = g.x;
+  let t = g.y;
+  if (c >= p.C || t >= p.T) { return; }
+  conv_at(t, c);
+}
+#endif
 #endif

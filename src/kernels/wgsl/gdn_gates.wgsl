@@ -3,21 +3,14 @@
 //   g    = -exp(A_log[h]) * softplus(a + dt_bias[h])   (log-space decay, <= 0)
 //   beta = sigmoid(b)
 // written to out[out_off + t*out_stride + h] (g) and out[out_off + t*out_stride + NV + h] (beta).
-// softplus as torch (threshold 20): x for x > 20, else log1p(exp(x)); WGSL has no log1p, so
-// tiny exp(x) use its series e - e^2/2 (|error| < e^3/3).
+// (formulas and softplus: gdn_gate_math.wgsl)
+#include gdn_gate_math
 struct P { T: u32, NV: u32, a_off: u32, b_off: u32, src_stride: u32, out_off: u32, out_stride: u32 }
 @group(0) @binding(0) var<storage, read> src: array<f32>;
 @group(0) @binding(1) var<storage, read> a_log: array<f32>;
 @group(0) @binding(2) var<storage, read> dt_bias: array<f32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 @group(0) @binding(4) var<uniform> p: P;
-
-fn softplus(x: f32) -> f32 {
-  if (x > 20.0) { return x; }
-  let e = exp(x);
-  if (e < 1e-4) { return e - 0.5 * e * e; }
-  return log(1.0 + e);
-}
 
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) id: vec3u) {
@@ -27,6 +20,6 @@ fn main(@builtin(global_invocation_id) id: vec3u) {
   let a = src[p.a_off + t * p.src_stride + h];
   let b = src[p.b_off + t * p.src_stride + h];
   let o = p.out_off + t * p.out_stride;
-  out[o + h] = -exp(a_log[h]) * softplus(a + dt_bias[h]);
-  out[o + p.NV + h] = 1.0 / (1.0 + exp(-b));
+  out[o + h] = gdn_decay(a, a_log[h], dt_bias[h]);
+  out[o + p.NV + h] = gdn_beta(b);
 }

@@ -1,0 +1,107 @@
+// Dispatches of one decode step of the hybrid models (LFM2 ShortConv layers, Qwen3.5 Gated
+// DeltaNet layers) on the tiny fixtures, with the decode fusions of the recurrent layers on and
+// off (KernelOptions::fuse_conv_state, gdn_fuse_prep, gdn_fuse_norm, gdn_fuse_decode). Prints the per-label counts
+// of the step (the deterministic local metric for decode speed: each dispatch costs ~5-10 us on
+// the H200 whatever its size) and checks the recurrent mixers' counts per layer:
+//   LFM2 conv layer mixer: in_proj, conv (+ state update unless fused), out_proj
+//   Qwen3.5 DeltaNet mixer: in-projection, [conv, conv state, l2norm, gates] or [decode_prep],
+//                           [step, gated_rmsnorm] or [step_norm] (or all of them: [gdn_decode]), out_proj
+#include <cstdio>
+#include <map>
+#include <set>
+
+#include "parity_util.h"
+#include "runtime/warmup.h"
+
+using namespace wgllm;
+using namespace wgllm::test;
+using wgllm::kernels::KernelOptions;
+
+namespace {
+
+std::map<std::string, uint32_t> decode_step_labels(const std::string& fx, const KernelOptions& k) {
+  auto src = ModelSource::open(fixture(fx));
+  ModelOptions o;
+  o.context_length = 64;
+  o.kernels = k;
+  auto m = create_model(*src, o);
+  auto seq = m->new_sequence();
+  const std::vector<int32_t> prompt = {5, 6, 7, 8};
+  int32_t t = m->forward_argmax(*seq, prompt);
+  m->set_profiling(true);
+  m->forward_argmax(*seq, std::span<const int32_t>(&t, 1));
+  m->set_profiling(false);
+  std::map<std::string, uint32_t> n;
+  for (auto& d : m->last_dispatches()) ++n[d.label];
+  uint32_t total = 0;
+  std::printf("%s decode step (fuse_conv_state %d, gdn_fuse_prep %d, gdn_fuse_norm %d, gdn_fuse_decode %d):\n", fx.c_str(),
+              k.fuse_conv_state, k.gdn_fuse_prep, k.gdn_fuse_norm, k.gdn_fuse_decode);
+  for (auto& [l, c] : n) {
+    std::printf("  %-22s %u\n", l.c_str(), c);
+    total += c;
+  }
+  std::printf("  %-22s %u\n", "total", total);
+  return n;
+}
+
+uint32_t sum(const std::map<std::string, uint32_t>& n, const std::set<std::string>& labels) {
+  uint32_t s = 0;
+  for (auto& [l, c] : n) s += labels.count(l) ? c : 0;
+  return s;
+}
+
+}  // namespace
+
+TEST(HybridDispatch, Lfm2ConvLayerDecode) {
+  for (bool fused : {false, true}) {
+    KernelOptions k;
+    k.fuse_conv_state = fused;
+    auto n = decode_step_labels("lfm2_tiny/hf", k);
+    const uint32_t layers = n["shortconv_in_proj"];
+    ASSERT_GT(layers, 0u);
+    EXPECT_EQ(n["shortconv_out_proj"], layers);
+    EXPECT_EQ(sum(n, {"shortconv_conv", "causal_conv_state"}), layers * (fused ? 1 : 2)) << "fused " << fused;
+  }
+}
+
+TEST(HybridDispatch, Qwen35DeltaNetLayerDecode) {
+  const std::set<std::string> mixer = {"gdn_conv",  "causal_conv_state", "gdn_l2norm",    "gdn_gates",
+                                       "gdn_step", "gated_rmsnorm",     "gdn_decode_prep", "gdn_step_norm",
+                                       "gdn_decode"};
+  for (int combo : {0, 1, 2, 4, 6, 8, 15}) {  // off, each switch alone, prep + norm, all (parity tests cover all 16)
+    KernelOptions k;
+    k.fuse_conv_state = combo & 1;
+    k.gdn_fuse_prep = combo & 2;
+    k.gdn_fuse_norm = combo & 4;
+    k.gdn_fuse_decode = combo & 8;
+    auto n = decode_step_labels("qwen35_tiny", k);
+    const uint32_t layers = n["gdn_in"];
+    ASSERT_GT(layers, 0u);
+    EXPECT_EQ(n["gdn_out"], layers);
+    const uint32_t prep = k.gdn_fuse_prep ? 1 : (k.fuse_conv_state ? 3 : 4), step = k.gdn_fuse_norm ? 1 : 2;
+    EXPECT_EQ(sum(n, mixer), layers * (k.gdn_fuse_decode ? 1 : prep + step)) << "combo " << combo;
+  }
+}
+
+// The warm-up compiles every kernel variant a conversation of the hybrids uses, including both
+// forms of causal_conv (one dispatch for <= 8 tokens, two for longer prefills) and the fused
+// DeltaNet decode: a conversation afterwards compiles no pipeline.
+TEST(HybridDispatch, WarmupCompilesEveryVariantAConversationUses) {
+  for (const char* fx : {"lfm2_tiny/hf", "qwen35_tiny"}) {
+    auto src = ModelSource::open(fixture(fx));
+    ModelOptions o;
+    o.context_length = 256;
+    auto m = create_model(*src, o);
+    warm_up(*m);
+    const size_t compiled = m->pipeline_count();
+    ASSERT_GT(compiled, 0u);
+    auto seq = m->new_sequence();
+    std::vector<float> logits;
+    for (uint32_t n : {30u, 1u, 1u, 5u, 1u, 20u, 1u}) {  // prompt, decode, short turn, decode, turn, decode
+      const std::vector<int32_t> ids(n, 7);
+      m->forward(*seq, ids, n == 5 ? &logits : nullptr);
+      m->forward_argmax(*seq, ids);
+      EXPECT_EQ(m->pipeline_count(), compiled) << fx << " after a forward of " << n << " tokens";
+    }
+  }
+}
