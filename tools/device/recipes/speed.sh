@@ -7,7 +7,9 @@
 #     --gl --llamacpp
 # then the planned calls back to back: `bash tools/device/recipes/speed.sh store` for every call
 # but the last (the first one also starts the llama.cpp CUDA build), `... speed.sh measure` last.
-# MEASURE (space-separated, default all): parity traffic base cuda hybrids.
+# MEASURE (space-separated, default all): parity traffic base cuda hybrids switches; SWITCHES lists
+# llama switches (flag names without --) measured as A = --no-<flag>, B = default (ab_*.json).
+# Files are named for tools/device/summarize.py, which writes summary.json from them.
 set -u
 stage=${1:-measure}
 source tools/device/remote.sh
@@ -31,7 +33,12 @@ wg_gpu_check | tee $R/gpu.txt
 trap 'tar czf $OUT/results.tgz -C $R .' EXIT
 has() { [[ " $M " == *" $1 "* ]]; }
 if has parity; then
-  for t in kernels_test smollm2_parity_test; do [ -x $W/bin/$t ] && { $W/bin/$t 2>&1 | tail -2; el "$t"; }; done
+  for t in gpu_test kernels_test gdn_ops_test smollm2_parity_test lfm2_parity_test qwen35_parity_test trained_hybrids_test \
+           hybrid_dispatch_test model_load_test; do
+    [ -x $W/bin/$t ] || continue
+    $W/bin/$t > $R/test_$t.log 2>&1; echo "$t: exit $? $(grep -E '^\[  (PASSED|FAILED) ' $R/test_$t.log | tr '\n' ' ')"
+  done
+  el "parity"
 fi
 if has traffic; then
   $B bench --prompt-lengths 512 --gen 256 --reps 3 --traffic --json $R/wgllm_p512_g256.json --md $R/wgllm_p512_g256.md 2>&1 \
@@ -47,20 +54,32 @@ if has base && [ -x $W/bin/wgllm-base ]; then
   ab new_vs_base_p512 $W/bin/wgllm-base bench ab --a "bench --prompt-lengths 512 --gen 128 --reps 1" \
     --b "bench --prompt-lengths 512 --gen 128 --reps 1" --b-bin $B --metric ttft_ms,decode_tok_s
 fi
+if has base && [ -x $W/bin/wgllm-base ]; then
+  ab new_vs_base_p4096 $W/bin/wgllm-base bench ab --a "bench --prompt-lengths 4096 --gen 32 --reps 1" \
+    --b "bench --prompt-lengths 4096 --gen 32 --reps 1" --b-bin $B --metric ttft_ms,decode_tok_s
+fi
+if has switches; then
+  for f in ${SWITCHES:-}; do
+    ab ab_SmolLM2__no-$f $B bench ab --a "bench --prompt-lengths 512 --gen 128 --reps 1 --no-$f" \
+      --b "bench --prompt-lengths 512 --gen 128 --reps 1" --metric ttft_ms,decode_tok_s
+  done
+fi
 if has cuda; then
   for i in $(seq 1 60); do grep -q BUILD_DONE $W/lcpp.log 2>/dev/null && break; sleep 5; done
   if grep -q "BUILD_DONE 0" $W/lcpp.log; then
-    ab vs_llamacpp_cuda_p512 $B bench ab --a "bench --prompt-lengths 512 --gen 256 --reps 1" \
+    ab vs_llamacpp_cuda_p512_g256 $B bench ab --a "bench --prompt-lengths 512 --gen 256 --reps 1" \
       --b-cmd "bash tools/peer_llamacpp.sh $LB $GGUF 512 256" --metric ttft_ms,decode_tok_s
-    ab vs_llamacpp_cuda_p4096 $B bench ab --a "bench --prompt-lengths 4096 --gen 64 --reps 1" \
+    ab vs_llamacpp_cuda_p4096_g64 $B bench ab --a "bench --prompt-lengths 4096 --gen 64 --reps 1" \
       --b-cmd "bash tools/peer_llamacpp.sh $LB $GGUF 4096 64" --metric ttft_ms,decode_tok_s
   else tail -5 $W/lcpp.log; fi
 fi
 if has hybrids; then
   for m in tests/fixtures/qwen35_trained/qwen35_trained.bf16.gguf tests/fixtures/lfm2_trained/lfm2_trained.bf16.gguf; do
-    $B bench -m $m --prompt-lengths 512 --gen 64 --reps 2 --json $R/$(basename $m .bf16.gguf).json 2>&1 | grep -E "^\| product|dispatch"
-    [ -x $W/bin/wgllm-base ] && $W/bin/wgllm-base bench -m $m --prompt-lengths 512 --gen 64 --reps 2 \
-      --json $R/$(basename $m .bf16.gguf)_base.json 2>&1 | grep -E "^\| product"
+    n=$(basename $m .bf16.gguf)
+    $B bench -m $m --prompt-lengths 512 --gen 64 --reps 3 --json $R/$n.json 2>&1 | grep -E "^\| product|dispatch"
+    off="--no-fuse-conv-state"; [[ $n == qwen35* ]] && off="$off --no-gdn-fuse-decode --no-gdn-fuse-prep --no-gdn-fuse-norm"
+    ab ab_${n}__recurrent_fusions $B bench ab --a "bench -m $m --prompt-lengths 512 --gen 64 --reps 1 $off" \
+      --b "bench -m $m --prompt-lengths 512 --gen 64 --reps 1" --metric decode_tok_s,ttft_ms
   done
   el "hybrids"
 fi

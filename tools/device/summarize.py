@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""Writes summary.json (the shape in ../shared/RESULTS.md) for a results folder of device runs.
+
+Reads, in DIR:
+  vs_<peer>_p<P>[_g<G>].json   `wgllm bench ab` with A = wgllm (product), B = the peer (llama.cpp);
+                               peer is the name after vs_ up to _p (e.g. llamacpp_cuda -> llama.cpp-cuda)
+  new_vs_base_*.json           `wgllm bench ab` with A = the baseline build, B = this build
+  ab_<what>.json               `wgllm bench ab` with A = a switch off, B = default (peer "default")
+  wgllm_*.json, <model>.json   `wgllm bench --json` single results (figures without a counterpart)
+Rows: metric, wgllm, peer, peer_value, ratio_ci (wgllm/peer, 95%), noise_band, config.
+Usage: python3 tools/device/summarize.py DIR --commit C --device "NVIDIA H200 (...)" [--date D]
+"""
+import argparse, datetime, glob, json, os
+
+
+def median(xs):
+    xs = sorted(xs)
+    n = len(xs)
+    return (xs[n // 2] + xs[(n - 1) // 2]) / 2 if n else None
+
+
+def ab_rows(path, model, context, peer, wgllm_is_b, config="product"):
+    j = json.load(open(path))
+    rows = []
+    for metric, m in j["metrics"].items():
+        a, b = m["a1"] + m["a2"], m["b"]
+        r = m["ratio_b_over_a"]
+        if wgllm_is_b:
+            w, p, ci = median(b), median(a), [r["lo"], r["hi"]]
+        else:  # the interval of wgllm/peer is the inverse of B/A's
+            w, p, ci = median(a), median(b), [1 / r["hi"], 1 / r["lo"]]
+        rows.append({"model": model, "weights": "real" if "SmolLM2" in model else "trained", "metric": metric,
+                     "context": context, "wgllm": w, "peer": peer, "peer_value": p,
+                     "ratio_ci": ci, "noise_band": m["noise_band"], "config": config,
+                     "broken_meter": m.get("broken", False), "source": os.path.basename(path)})
+    return rows
+
+
+def bench_rows(path, model):
+    j = json.load(open(path))
+    rows = []
+    for r in j.get("runs", []):
+        ctx = f"prompt {r.get('n_prompt', '?')}, {r.get('n_gen', '?')} steps"
+        for k in ("ttft_ms_median", "decode_tok_s_median", "dispatches_per_decode_step"):
+            if k in r:
+                rows.append({"model": model, "weights": "real" if "SmolLM2" in model else "trained",
+                             "metric": k.replace("_median", ""), "context": ctx, "wgllm": r[k],
+                             "ratio_ci": None, "config": j.get("configuration", "product"),
+                             "source": os.path.basename(path)})
+    t = j.get("traffic_decode_step", {})
+    if t.get("copy_bandwidth"):
+        rows.append({"model": model, "weights": "real", "metric": "decode_step_copy_bw_fraction",
+                     "context": "one decode step", "wgllm": t.get("fraction_of_copy_bw"), "ratio_ci": None,
+                     "config": "product", "source": os.path.basename(path)})
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dir")
+    ap.add_argument("--commit", required=True)
+    ap.add_argument("--device", required=True)
+    ap.add_argument("--date", default=datetime.date.today().isoformat())
+    ap.add_argument("--model", default="SmolLM2-135M-Instruct-Q4_1")
+    a = ap.parse_args()
+    rows = []
+    for f in sorted(glob.glob(os.path.join(a.dir, "vs_*.json"))):
+        name = os.path.basename(f)[3:-5]
+        peer, _, ctx = name.partition("_p")
+        peer = peer.replace("llamacpp", "llama.cpp").replace("_", "-")
+        p, _, g = ctx.partition("_g")
+        rows += ab_rows(f, a.model, f"prompt {p}" + (f", {g} steps" if g else ""), peer, wgllm_is_b=False)
+    for f in sorted(glob.glob(os.path.join(a.dir, "new_vs_base*.json"))):
+        rows += ab_rows(f, a.model, os.path.basename(f)[12:-5], "wgllm-baseline", wgllm_is_b=True)
+    for f in sorted(glob.glob(os.path.join(a.dir, "ab_*.json"))):
+        what = os.path.basename(f)[3:-5]
+        rows += ab_rows(f, what.split("__")[0], what, "default-off", wgllm_is_b=True, config=f"switch {what}")
+    for f in sorted(glob.glob(os.path.join(a.dir, "*.json"))):
+        b = os.path.basename(f)
+        if b.startswith(("vs_", "new_vs_base", "ab_", "summary")):
+            continue
+        try:
+            rows += bench_rows(f, a.model if b.startswith("wgllm") else b[:-5])
+        except (KeyError, json.JSONDecodeError, TypeError):
+            pass
+    out = {"commit": a.commit, "date": a.date, "device": a.device, "rows": rows}
+    with open(os.path.join(a.dir, "summary.json"), "w") as fh:
+        json.dump(out, fh, indent=1)
+    print(f"summary.json: {len(rows)} rows")
+
+
+if __name__ == "__main__":
+    main()
