@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/ops.h"
 
 namespace wgllm {
 namespace {
@@ -18,10 +19,14 @@ double warm_up(Model& m) {
   if (m.backend_name() == "cpu") return 0;
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<float> logits;
-  const std::vector<int32_t> two(2, 0);
-  const std::span<const int32_t> one(two.data(), 1);
+  // A prefill longer than kernels::kFusedMaxTokens takes the unfused kernels (rmsnorm, silu_mul,
+  // plain matmul); forwards of up to that many tokens the fused decode variants (matmul_norm,
+  // matmul_silu, one token group) for T = 1 and T > 1: warm all three.
+  const std::vector<int32_t> two(kernels::kFusedMaxTokens + 1, 0);
+  const std::span<const int32_t> one(two.data(), 1), few(two.data(), 2);
   auto seq = m.new_sequence(256);
   m.forward_argmax(*seq, two);   // prefill near position 0: no key split
+  m.forward_argmax(*seq, few);   // a few tokens (a short turn): fused variants with a token group
   m.forward(*seq, one, &logits);  // decode near position 0, logits head
   // Jump to a far position without computing it (the scratch sequence's values are irrelevant):
   // KV rows past the 3 real ones are zeros; recurrent states stay as they are.
