@@ -9,7 +9,8 @@
 //   ADD   accumulate into y (fused residual add) instead of overwriting
 //   NORM  RMSNorm prologue (decode fusion, --fuse-norm): the activations are x[t, k] * inv[t] * nw[k]
 //         with inv[t] = 1 / sqrt(sum_k x[t, k]^2 / K + eps) computed by every workgroup itself with
-//         rms_sum.wgsl (the function rmsnorm.wgsl uses) and applied in rmsnorm.wgsl's operation
+//         rms_sum.wgsl (the function rmsnorm.wgsl uses; with REDUCE = 0 its barrier-free serial
+//         form, one thread per token, same additions) and applied in rmsnorm.wgsl's operation
 //         order: bit-identical to rmsnorm followed by this matmul. Binding 3: nw (K floats).
 //   SILU  SwiGLU activation load (decode fusion, --fuse-silu): the activations are
 //         silu(x[t, k]) * x[t, u_off + k] with silu(a) = a / (1 + exp(-a)), the expression of
@@ -141,12 +142,22 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   let slot = r * TT * LANES + lane;
   for (var tt = 0u; tt < TT; tt++) { red[slot + tt * LANES] = 0.0; }
 #if NORM
+#if REDUCE
   for (var tt = 0u; tt < TT; tt++) {
     if (t0 + tt < p.T) {  // uniform: workgroup id and uniform buffer only
       let ss = rms_sum_squares(lid.x, ROWS * LANES, p.x_off + (t0 + tt) * p.x_stride, p.K);
       if (lid.x == 0u) { inv_rms[tt] = 1.0 / sqrt(ss / f32(p.K) + p.eps); }
     }
   }
+#else
+  // LANES = 1 avoids barriers: one thread sums each token's squares (same order, no tree barriers).
+  for (var tt = lid.x; tt < TT; tt += ROWS * LANES) {
+    if (t0 + tt < p.T) {
+      let ss = rms_sum_squares_serial(p.x_off + (t0 + tt) * p.x_stride, p.K);
+      inv_rms[tt] = 1.0 / sqrt(ss / f32(p.K) + p.eps);
+    }
+  }
+#endif
   workgroupBarrier();
 #endif
   if (n < p.N) {

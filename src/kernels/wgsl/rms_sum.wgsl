@@ -24,3 +24,24 @@ fn rms_sum_squares(tid: u32, NT: u32, xb: u32, D: u32) -> f32 {
   workgroupBarrier();  // rms_red may be refilled right after (next row)
   return r;
 }
+
+// The same sum in ONE thread without barriers (for workgroups that avoid barriers: matmul with
+// LANES = 1, the software-adapter default, where emulated barriers cost more than this loop).
+// The tree above adds slot i to slot i + off for off = 128 .. 1, i.e. it is the pairwise
+// (adjacent) tree over the slots in bit-reversed order; a binary-counter stack of 9 partial sums
+// evaluates that tree leaf by leaf with the same additions: bit-identical to rms_sum_squares.
+fn rms_sum_squares_serial(xb: u32, D: u32) -> f32 {
+  var stack: array<f32, 9>;
+  for (var m = 0u; m < RMS_SLOTS; m++) {
+    let j = reverseBits(m) >> 24u;  // slot of the m-th leaf (8-bit reversal; RMS_SLOTS = 256)
+    var v = 0.0;
+    for (var i = j; i < D; i += RMS_SLOTS) { let e = rms_x(xb + i); v += e * e; }
+    var level = 0u;
+    while (((m >> level) & 1u) == 1u) {
+      v = stack[level] + v;
+      level++;
+    }
+    stack[level] = v;
+  }
+  return stack[8];
+}
