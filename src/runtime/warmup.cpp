@@ -22,10 +22,10 @@ double warm_up(Model& m) {
   // A prefill longer than kernels::kFusedMaxTokens takes the unfused kernels (rmsnorm, silu_mul,
   // plain matmul); forwards of up to that many tokens the fused decode variants (matmul_norm,
   // matmul_silu, one token group) for T = 1 and T > 1: warm all three.
-  const std::vector<int32_t> two(kernels::kFusedMaxTokens + 1, 0);
-  const std::span<const int32_t> one(two.data(), 1), few(two.data(), 2);
+  const std::vector<int32_t> prefill(kernels::kFusedMaxTokens + 1, 0);
+  const std::span<const int32_t> one(prefill.data(), 1), few(prefill.data(), 2);
   auto seq = m.new_sequence(256);
-  m.forward_argmax(*seq, two);   // prefill near position 0: no key split
+  m.forward_argmax(*seq, prefill);   // prefill near position 0: no key split
   m.forward_argmax(*seq, few);   // a few tokens (a short turn): fused variants with a token group
   m.forward(*seq, one, &logits);  // decode near position 0, logits head
   // Jump to a far position without computing it (the scratch sequence's values are irrelevant):
@@ -43,7 +43,7 @@ double warm_up(Model& m) {
       for (auto& b : blobs)
         if (is_kv_blob(b.name)) b.data.resize(b.data.size() / n * far, 0);
       seq->import_state(far, blobs);
-      m.forward_argmax(*seq, two);   // prefill past 64 keys: tiled attention with key split + combine
+      m.forward_argmax(*seq, prefill);   // prefill past 64 keys: tiled attention with key split + combine
       m.forward(*seq, one, &logits);  // decode past 128 keys: per-row attention with key split
     }
   }
