@@ -15,7 +15,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <algorithm>
 #include <fstream>
+#include <map>
 #include <iostream>
 #include <thread>
 
@@ -60,6 +62,10 @@ std::vector<std::string> non_product(const BenchOpts& b) {
   if (o.attn_tiled != d.attn_tiled) r.push_back("--no-attn-tiled");
   if (o.gdn_chunk != d.gdn_chunk) r.push_back("--gdn-chunk " + std::to_string(o.gdn_chunk));
   if (o.warmup != d.warmup) r.push_back("--no-warmup");
+  if (o.fuse_norm != d.fuse_norm) r.push_back("--no-fuse-norm");
+  if (o.fuse_rope_kv != d.fuse_rope_kv) r.push_back("--no-fuse-rope-kv");
+  if (o.fuse_silu != d.fuse_silu) r.push_back("--no-fuse-silu");
+  if (o.fuse_qkv_rope_kv != d.fuse_qkv_rope_kv) r.push_back("--no-fuse-qkv-rope-kv");
   if (o.profile != d.profile) r.push_back("--profile");
   if (o.tokens_per_wg != d.tokens_per_wg) r.push_back("--prefill-tokens-per-wg " + std::to_string(o.tokens_per_wg));
   if (o.rows_per_wg != d.rows_per_wg) r.push_back("--matmul-rows " + std::to_string(o.rows_per_wg));
@@ -142,6 +148,28 @@ nlohmann::json traffic_report(Loaded& l) {
   return j;
 }
 
+// Dispatches of one decode step (T = 1) at position 256, by kernel label: the metric of the decode
+// fusions (issue 11: each dispatch costs ~5-10 us on the H200 whatever its bytes). "per_layer" is
+// (step - embedding and output-head dispatches) / n_layers; hybrids mix layer kinds, so their
+// per-label counts ("by_kernel") tell the per-kind figures (a label counted n_layers-of-that-kind times).
+nlohmann::json dispatch_report(Loaded& l) {
+  auto seq = l.model->new_sequence();
+  auto ids = prompt_tokens(*l.tok, 256);
+  int32_t t = l.model->forward_argmax(*seq, ids);
+  l.model->set_profiling(true);  // keeps the step's dispatch labels (and GPU times where available)
+  l.model->forward_argmax(*seq, std::span<const int32_t>(&t, 1));
+  auto ds = l.model->last_dispatches();
+  l.model->set_profiling(false);
+  std::map<std::string, uint32_t> by;
+  for (auto& d : ds) by[d.label]++;
+  uint32_t outside = 0;
+  for (const char* k : {"embed", "output_norm", "output", "argmax"})
+    if (auto it = by.find(k); it != by.end()) outside += it->second;
+  const uint32_t L = std::max<uint32_t>(1, l.model->config().n_layers);
+  return {{"per_step", ds.size()}, {"outside_layers", outside},
+          {"per_layer", double(ds.size() - outside) / L}, {"n_layers", L}, {"by_kernel", by}};
+}
+
 int run_bench(BenchOpts& b) {
   bench::Preflight pf = bench::preflight();
   if (pf.gpu_busy && !b.allow_busy) {
@@ -169,6 +197,7 @@ int run_bench(BenchOpts& b) {
   out["backend"] = l.model->backend_name();
   out["load_ms"] = l.load_ms;
   auto mem = l.model->memory();
+  if (l.model->backend_name().rfind("webgpu", 0) == 0) out["decode_dispatches"] = dispatch_report(l);
   if (b.traffic) {
     out["traffic_decode_step"] = traffic_report(l);
     if (l.model->backend_name().rfind("webgpu", 0) == 0) {
@@ -235,6 +264,12 @@ int run_bench(BenchOpts& b) {
                       r["n_prompt"].get<uint32_t>(), r["ttft_ms_median"].get<double>(), r["prefill_tok_s_median"].get<double>(),
                       r["decode_tok_s_median"].get<double>(), r["decode_latency_ms_p50"].get<double>(),
                       r["decode_latency_ms_p90"].get<double>(), r["decode_latency_ms_p99"].get<double>());
+  if (out.contains("decode_dispatches")) {
+    auto& d = out["decode_dispatches"];
+    md += fmt::format("\ndispatches per decode step: {} ({:.2f} per layer over {} layers + {} outside layers)\n",
+                      d["per_step"].get<uint32_t>(), d["per_layer"].get<double>(), d["n_layers"].get<uint32_t>(),
+                      d["outside_layers"].get<uint32_t>());
+  }
   if (b.traffic) {
     auto& t = out["traffic_decode_step"];
     if (t.contains("copy_bandwidth")) {
@@ -262,6 +297,7 @@ int run_bench(BenchOpts& b) {
     summary["ttft_ms"] = rows[0]["ttft_ms_median"];
     summary["decode_tok_s"] = rows[0]["decode_tok_s_median"];
   }
+  if (out.contains("decode_dispatches")) summary["decode_dispatches_per_layer"] = out["decode_dispatches"]["per_layer"];
   std::cout << summary.dump() << std::endl;
   return 0;
 }

@@ -9,8 +9,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
@@ -50,7 +52,12 @@ void print_profile(const cli::Loaded& l) {
     by[k.label].second++;
     total += k.us;
   }
-  fmt::print(stderr, "last step: {} dispatches, {:.1f} us GPU time\n", prof.size(), total);
+  uint32_t outside = 0;  // embedding and output head; the rest is spread over the layers
+  for (const char* k : {"embed", "output_norm", "output", "argmax"})
+    if (auto it = by.find(k); it != by.end()) outside += it->second.second;
+  const uint32_t L = std::max<uint32_t>(1, l.model->config().n_layers);
+  fmt::print(stderr, "last step: {} dispatches ({:.2f} per layer over {} layers + {} outside layers), {:.1f} us GPU time\n",
+             prof.size(), double(prof.size() - outside) / L, L, outside, total);
   for (auto& [name, v] : by) fmt::print(stderr, "  {:<16} x{:<4} {:>9.1f} us {:>5.1f}%\n", name, v.second, v.first, 100 * v.first / total);
 }
 

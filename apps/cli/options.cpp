@@ -62,6 +62,14 @@ void add_common(CLI::App& app, CommonOptions& o) {
   app.add_flag("--gdn-fuse-decode,!--no-gdn-fuse-decode", o.gdn_fuse_decode,
                "DeltaNet decode: conv1d, norms, gates, delta-rule step and gated RMSNorm in one dispatch per layer; "
                "takes precedence over --gdn-fuse-prep/--gdn-fuse-norm (default on)");
+  app.add_flag("--fuse-norm,!--no-fuse-norm", o.fuse_norm,
+               "decode (<= 8 tokens): RMSNorm computed in the next matmul's activation load, bit-identical (default on)");
+  app.add_flag("--fuse-rope-kv,!--no-fuse-rope-kv", o.fuse_rope_kv,
+               "RoPE of q and k and the KV-cache store in one dispatch, bit-identical (default on)");
+  app.add_flag("--fuse-qkv-rope-kv,!--no-fuse-qkv-rope-kv", o.fuse_qkv_rope_kv,
+               "decode (<= 8 tokens): RoPE and the KV-cache store in the fused QKV matmul's epilogue (llama), bit-identical (default on)");
+  app.add_flag("--fuse-silu,!--no-fuse-silu", o.fuse_silu,
+               "decode (<= 8 tokens): SiLU(gate) x up computed in the down projection's activation load, bit-identical (default on)");
   app.add_flag("--profile", o.profile, "print per-kernel GPU times of the last decode step");
   app.add_flag("--warmup,!--no-warmup", o.warmup,
                "compile every kernel variant at load with throwaway forwards, so no request pays a pipeline compile (default on)");
@@ -86,6 +94,10 @@ ModelOptions model_options(const CommonOptions& o) {
   mo.kernels.gdn_fuse_prep = o.gdn_fuse_prep;
   mo.kernels.gdn_fuse_norm = o.gdn_fuse_norm;
   mo.kernels.gdn_fuse_decode = o.gdn_fuse_decode;
+  mo.kernels.fuse_norm = o.fuse_norm;
+  mo.kernels.fuse_rope_kv = o.fuse_rope_kv;
+  mo.kernels.fuse_silu = o.fuse_silu;
+  mo.kernels.fuse_qkv_rope_kv = o.fuse_qkv_rope_kv;
   return mo;
 }
 

@@ -30,6 +30,7 @@ struct CommonOptions {
   uint32_t gdn_chunk = 64;
   bool fuse_conv_state = true, gdn_fuse_prep = true, gdn_fuse_norm = true, gdn_fuse_decode = true;
   uint32_t rows_per_wg = 0, lanes = 0;  // 0: adapter default
+  bool fuse_norm = true, fuse_rope_kv = true, fuse_silu = true, fuse_qkv_rope_kv = true;  // decode fusions (docs/FLAGS.md)
   bool profile = false;
   bool warmup = true;  // compile every kernel variant at load (runtime/warmup.h)
 };

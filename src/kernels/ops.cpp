@@ -1,6 +1,10 @@
 #include "kernels/ops.h"
 
 #include "core/error.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
 #include "kernels/wgsl.h"
 
 namespace wgllm::kernels {
@@ -24,13 +28,21 @@ Defines weight_defines(const GpuWeight& W) {
 
 }  // namespace
 
-void matmul(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, F32Ref y,
-            uint32_t y_stride, uint32_t T, bool accumulate, const char* label, gpu::Traffic y_kind) {
+namespace {
+enum class Prologue { None, Norm, Silu };  // the activation load of matmul_impl
+
+// One matmul dispatch; `norm_w`/`eps` for Prologue::Norm, `u_off` (elements after x's row start)
+// for Prologue::Silu.
+void matmul_impl(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, F32Ref y, uint32_t y_stride,
+                 uint32_t T, bool accumulate, const char* label, gpu::Traffic y_kind, Prologue pro,
+                 const gpu::Buffer* norm_w, float eps, uint32_t u_off, const QkvRopeKv* rope = nullptr) {
   const uint32_t tt = T > 1 ? std::max<uint32_t>(1, o.opt.prefill_tokens_per_workgroup) : 1;
-  const bool vec4 = o.opt.vec4_activations && x.off % 4 == 0 && x_stride % 4 == 0 && W.block % 4 == 0;
+  const bool vec4 = o.opt.vec4_activations && x.off % 4 == 0 && x_stride % 4 == 0 && W.block % 4 == 0 &&
+                    u_off % 4 == 0;
   const bool sw = o.ctx.info().is_software();
-  const uint32_t rows = o.opt.matmul_rows_per_workgroup ? o.opt.matmul_rows_per_workgroup : (sw ? 64 : 4);
+  uint32_t rows = o.opt.matmul_rows_per_workgroup ? o.opt.matmul_rows_per_workgroup : (sw ? 64 : 4);
   const uint32_t lanes = o.opt.matmul_lanes_per_row ? o.opt.matmul_lanes_per_row : (sw ? 1 : 32);
+  if (rope) rows += rows & 1;  // both rows of a rotation pair in one workgroup (per-row sums unchanged)
   if (lanes & (lanes - 1)) throw Error("matmul lanes per row must be a power of two");
   if (rows * lanes > o.ctx.info().limits.maxComputeInvocationsPerWorkgroup)
     throw Error("matmul rows x lanes exceeds maxComputeInvocationsPerWorkgroup");
@@ -41,16 +53,94 @@ void matmul(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, F32Re
   d["TT"] = std::to_string(tt);
   d["VEC4"] = vec4 ? "1" : "0";
   d["ADD"] = accumulate ? "1" : "0";
-  const auto& p = get(o, "matmul", d, {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
-  struct { uint32_t K, N, T, nb, soff, x_off, x_stride, y_off, y_stride; } prm{
-      W.K, W.N, T, W.K / W.block, W.soff, x.off, x_stride, y.off, y_stride};
+  d["NORM"] = pro == Prologue::Norm ? "1" : "0";
+  d["SILU"] = pro == Prologue::Silu ? "1" : "0";
+  d["ROPE"] = rope ? "1" : "0";
+  d["NEOX"] = rope && rope->neox ? "1" : "0";
+  std::vector<Bind> binds{Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite};
+  if (pro == Prologue::Norm) {
+    d["B_NW"] = std::to_string(binds.size());
+    binds.push_back(Bind::ReadOnly);
+  }
+  if (rope) {
+    d["B_CS"] = std::to_string(binds.size());
+    d["B_KC"] = std::to_string(binds.size() + 1);
+    d["B_VC"] = std::to_string(binds.size() + 2);
+    binds.insert(binds.end(), {Bind::ReadOnly, Bind::ReadWrite, Bind::ReadWrite});
+  }
+  d["B_P"] = std::to_string(binds.size());
+  binds.push_back(Bind::Uniform);
+  const auto& p = get(o, "matmul", d, binds);
+  struct {
+    uint32_t K, N, T, nb, soff, x_off, x_stride, y_off, y_stride;
+    float eps;
+    uint32_t u_off, pos0, q_rows, kv_rows, hd, rot, table_pairs, pad0, pad1, pad2;
+  } prm{W.K, W.N, T, W.K / W.block, W.soff, x.off, x_stride, y.off, y_stride, eps, u_off,
+        rope ? rope->pos0 : 0, rope ? rope->q_rows : 0, rope ? rope->kv_rows : 0, rope ? rope->HD : 0,
+        rope ? rope->rot : 0, rope ? rope->rot / 2 : 0, 0, 0, 0};
   gpu::TrafficBytes tb;
-  tb.r(gpu::Traffic::Weights, W.bytes()).r(gpu::Traffic::Activations, uint64_t(T) * W.K * 4);
+  tb.r(gpu::Traffic::Weights, W.bytes()).r(gpu::Traffic::Activations, uint64_t(T) * W.K * 4 * (pro == Prologue::Silu ? 2 : 1));
+  if (pro == Prologue::Norm) tb.r(gpu::Traffic::Weights, uint64_t(W.K) * 4);
   tb.w(y_kind, uint64_t(T) * W.N * 4);
   if (accumulate) tb.r(y_kind, uint64_t(T) * W.N * 4);
+  if (rope) tb.r(gpu::Traffic::Weights, 4ull * T * rope->rot).w(gpu::Traffic::KvCache, 8ull * T * rope->kv_rows);
   o.rec.declare(tb);
-  o.rec.dispatch(p, {W.buf, x.buf, y.buf}, prm, ceil_div(W.N, rows),
-                 ceil_div(T, tt), 1, label);
+  const uint32_t gx = ceil_div(W.N, rows), gy = ceil_div(T, tt);
+  if (rope && pro == Prologue::Norm)
+    o.rec.dispatch(p, {W.buf, x.buf, y.buf, *norm_w, *rope->table, *rope->kc, *rope->vc}, prm, gx, gy, 1, label);
+  else if (rope)
+    o.rec.dispatch(p, {W.buf, x.buf, y.buf, *rope->table, *rope->kc, *rope->vc}, prm, gx, gy, 1, label);
+  else if (pro == Prologue::Norm)
+    o.rec.dispatch(p, {W.buf, x.buf, y.buf, *norm_w}, prm, gx, gy, 1, label);
+  else
+    o.rec.dispatch(p, {W.buf, x.buf, y.buf}, prm, gx, gy, 1, label);
+}
+}  // namespace
+
+void matmul(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, F32Ref y,
+            uint32_t y_stride, uint32_t T, bool accumulate, const char* label, gpu::Traffic y_kind) {
+  matmul_impl(o, W, x, x_stride, y, y_stride, T, accumulate, label, y_kind, Prologue::None, nullptr, 0.0f, 0);
+}
+
+void matmul_norm(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, const gpu::Buffer& norm_w, float eps,
+                 F32Ref y, uint32_t y_stride, uint32_t T, bool accumulate, const char* label, gpu::Traffic y_kind) {
+  if (T > kFusedMaxTokens) throw Error("matmul_norm: at most " + std::to_string(kFusedMaxTokens) + " tokens");
+  matmul_impl(o, W, x, x_stride, y, y_stride, T, accumulate, label, y_kind, Prologue::Norm, &norm_w, eps, 0);
+}
+
+void matmul_silu(OpContext& o, const GpuWeight& W, const gpu::Buffer& src, uint32_t g_off, uint32_t u_off,
+                 uint32_t in_stride, F32Ref y, uint32_t y_stride, uint32_t T, bool accumulate, const char* label) {
+  if (T > kFusedMaxTokens) throw Error("matmul_silu: at most " + std::to_string(kFusedMaxTokens) + " tokens");
+  if (u_off < g_off) throw Error("matmul_silu: the up rows must follow the gate rows (u_off >= g_off)");
+  matmul_impl(o, W, {src, g_off}, in_stride, y, y_stride, T, accumulate, label, gpu::Traffic::Activations,
+              Prologue::Silu, nullptr, 0.0f, u_off - g_off);
+}
+
+void matmul_qkv_rope_kv(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, const gpu::Buffer* norm_w, float eps,
+                        F32Ref y, uint32_t y_stride, uint32_t T, const QkvRopeKv& r, const char* label) {
+  if (T > kFusedMaxTokens) throw Error("matmul_qkv_rope_kv: at most " + std::to_string(kFusedMaxTokens) + " tokens");
+  if (r.rot % 2 || r.rot > r.HD || r.HD % 2 || r.q_rows % r.HD || r.kv_rows % r.HD || W.N != r.q_rows + 2 * r.kv_rows)
+    throw Error("matmul_qkv_rope_kv: rows must be whole heads [q | k | v] of an even head_dim, rotary dims even and <= head_dim");
+  if (!r.table || !r.kc || !r.vc) throw Error("matmul_qkv_rope_kv: table and caches are required");
+  matmul_impl(o, W, x, x_stride, y, y_stride, T, false, label, gpu::Traffic::Activations,
+              norm_w ? Prologue::Norm : Prologue::None, norm_w, eps, 0, &r);
+}
+
+void rope_kv_store(OpContext& o, const gpu::Buffer& src, uint32_t q_off, uint32_t q_stride, uint32_t k_off, uint32_t v_off,
+                   uint32_t kv_stride, uint32_t T, uint32_t Hq, uint32_t Hkv, uint32_t HD, uint32_t rot, uint32_t pos0,
+                   const gpu::Buffer& table, bool neox, const gpu::Buffer& kc, const gpu::Buffer& vc) {
+  if (rot % 2 || rot > HD) throw Error("rope_kv_store: rotary dims must be even and <= head_dim");
+  const auto& p = get(o, "rope_kv", {{"NEOX", neox ? "1" : "0"}},
+                      {Bind::ReadWrite, Bind::ReadOnly, Bind::ReadWrite, Bind::ReadWrite, Bind::Uniform});
+  const uint32_t kv_dim = Hkv * HD;
+  struct { uint32_t T, Hq, HD, rot, pos0, q_off, q_stride, k_off, v_off, kv_stride, kv_dim, table_pairs; } prm{
+      T, Hq, HD, rot, pos0, q_off, q_stride, k_off, v_off, kv_stride, kv_dim, rot / 2};
+  o.rec.declare(gpu::TrafficBytes()
+                    .r(gpu::Traffic::Activations, 4ull * T * (Hq * rot + 2 * kv_dim))
+                    .r(gpu::Traffic::Weights, 4ull * T * rot)
+                    .w(gpu::Traffic::Activations, 4ull * T * Hq * rot)
+                    .w(gpu::Traffic::KvCache, 8ull * T * kv_dim));
+  o.rec.dispatch(p, {src, table, kc, vc}, prm, ceil_div(Hq * (rot / 2) + 2 * kv_dim, 64), T, 1, "rope_kv_store");
 }
 
 void embed(OpContext& o, const GpuWeight& table, const gpu::Buffer& tokens, uint32_t T, F32Ref y) {

@@ -29,7 +29,17 @@ struct KernelOptions {
   bool gdn_fuse_prep = true;               // DeltaNet T = 1: conv1d+SiLU, q/k L2 norm, gates in one dispatch
   bool gdn_fuse_norm = true;               // DeltaNet T = 1: delta-rule step + gated RMSNorm in one dispatch
   bool gdn_fuse_decode = true;             // DeltaNet T = 1: all of the above in one dispatch (takes precedence)
+  // Decode fusions (forwards of T <= kFusedMaxTokens tokens; bit-identical to the unfused path):
+  bool fuse_norm = true;     // RMSNorm computed in the following matmul's activation load (matmul_norm)
+  bool fuse_rope_kv = true;  // RoPE of q and k + KV-cache store in one dispatch (rope_kv_store)
+  bool fuse_silu = true;     // SiLU(gate) x up computed in the down projection's activation load (matmul_silu)
+  bool fuse_qkv_rope_kv = true;  // RoPE + KV store in the fused QKV matmul's epilogue (matmul_qkv_rope_kv)
 };
+
+/// Forwards of at most this many tokens (decode, speculative verification) take the fused
+/// matrix-vector paths (KernelOptions::fuse_norm / fuse_silu); longer ones (prefill) the unfused
+/// kernels. Equals the matmul's default tokens per workgroup, so such a forward is one token group.
+constexpr uint32_t kFusedMaxTokens = 8;
 
 /// Everything an op needs to record a dispatch.
 struct OpContext {
@@ -52,6 +62,53 @@ struct F32Ref {
 void matmul(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, F32Ref y,
             uint32_t y_stride, uint32_t T, bool accumulate, const char* label = "matmul",
             gpu::Traffic y_kind = gpu::Traffic::Activations);
+
+/// As matmul() on the RMS-normalised rows of x: y[t, n] (+)= sum_k W[n, k] * h[t, k] with
+/// h[t, k] = (x[t, k] * inv[t]) * norm_w[k], inv[t] = 1 / sqrt(sum_k x[t, k]^2 / K + eps), i.e.
+/// rmsnorm() (same summation order, shared WGSL) followed by matmul() in one dispatch:
+/// bit-identical to that pair. norm_w: [W.K] f32. Each workgroup recomputes inv[t] (K reads per
+/// token): meant for T <= kFusedMaxTokens. Throws wgllm::Error for T > kFusedMaxTokens.
+void matmul_norm(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, const gpu::Buffer& norm_w, float eps,
+                 F32Ref y, uint32_t y_stride, uint32_t T, bool accumulate, const char* label = "matmul",
+                 gpu::Traffic y_kind = gpu::Traffic::Activations);
+
+/// As matmul() on SwiGLU activations: y[t, n] (+)= sum_k W[n, k] * silu(g[t, k]) * u[t, k] with
+/// g rows at src[g_off + t * in_stride], u rows at src[u_off + t * in_stride] (W.K elements each),
+/// silu(a) = a / (1 + exp(-a)): silu_mul() followed by matmul() in one dispatch, bit-identical to
+/// that pair. Throws wgllm::Error for T > kFusedMaxTokens or u_off < g_off.
+void matmul_silu(OpContext& o, const GpuWeight& W, const gpu::Buffer& src, uint32_t g_off, uint32_t u_off,
+                 uint32_t in_stride, F32Ref y, uint32_t y_stride, uint32_t T, bool accumulate,
+                 const char* label = "matmul");
+
+/// The RoPE + KV-cache store epilogue of matmul_qkv_rope_kv: the projection's rows are
+/// [q_rows query | kv_rows key | kv_rows value] (whole heads of HD); first rot dims of each q and k
+/// head rotated (neox pair layout) at positions pos0 + t with `table` (kernels::rope_table).
+struct QkvRopeKv {
+  uint32_t q_rows = 0, kv_rows = 0, HD = 0, rot = 0, pos0 = 0;
+  bool neox = false;
+  const gpu::Buffer* table = nullptr;
+  const gpu::Buffer* kc = nullptr;  // key cache rows of kv_rows floats
+  const gpu::Buffer* vc = nullptr;  // value cache rows of kv_rows floats
+};
+
+/// The fused QKV projection with RoPE and the KV-cache store in its epilogue (decode fusion,
+/// KernelOptions::fuse_qkv_rope_kv): matmul() (or matmul_norm() when norm_w is given) into y,
+/// then the q and k rows of y rotated in place and the k and v rows written to the cache rows
+/// pos0 .. pos0+T-1, in one dispatch; bit-identical to matmul, rope (q), rope (k), kv_store.
+/// Output rows are mapped to workgroups so that each rotation pair is in one workgroup (an odd
+/// rows-per-workgroup setting is rounded up to even). Throws wgllm::Error for T >
+/// kFusedMaxTokens or rows that are not [q | k | v] heads of an even HD.
+void matmul_qkv_rope_kv(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, const gpu::Buffer* norm_w, float eps,
+                        F32Ref y, uint32_t y_stride, uint32_t T, const QkvRopeKv& r, const char* label = "attn_qkv");
+
+/// rope() of the Hq query heads, rope() of the Hkv key heads and kv_store() in one dispatch
+/// (rope_kv.wgsl), bit-identical to those three for the cache and the queries. q rows at
+/// src[q_off + t * q_stride] (rotated in place); k and v rows at src[k_off / v_off + t * kv_stride],
+/// kv_dim = Hkv * HD elements each: k rotated into the key cache (src's k rows are left
+/// unrotated), v copied into the value cache, cache rows pos0 .. pos0+T-1.
+void rope_kv_store(OpContext& o, const gpu::Buffer& src, uint32_t q_off, uint32_t q_stride, uint32_t k_off, uint32_t v_off,
+                   uint32_t kv_stride, uint32_t T, uint32_t Hq, uint32_t Hkv, uint32_t HD, uint32_t rot, uint32_t pos0,
+                   const gpu::Buffer& table, bool neox, const gpu::Buffer& kc, const gpu::Buffer& vc);
 
 /// y[t, :] = dequant(table row tokens[t]); tokens: u32 buffer of T ids; y: [T, K].
 void embed(OpContext& o, const GpuWeight& table, const gpu::Buffer& tokens, uint32_t T, F32Ref y);

@@ -82,15 +82,42 @@ int32_t GpuModel::run(Sequence& seq, std::span<const int32_t> toks, HeadOut out,
 void record_swiglu_ffn(kernels::OpContext& o, const ModelConfig& c, const FfnWeights& w, const gpu::Buffer& x,
                        const gpu::Buffer& h, const gpu::Buffer& gu, const gpu::Buffer& act, uint32_t T) {
   const uint32_t D = c.d_model, F = c.ffn_dim;
-  kernels::rmsnorm(o, {x, 0}, D, w.norm, {h, 0}, D, T, D, c.rms_eps, "ffn_norm");
-  if (w.gate_up) {
-    kernels::matmul(o, *w.gate_up, {h, 0}, D, {gu, 0}, 2 * F, T, false, "ffn_gate_up");
-  } else {
-    kernels::matmul(o, *w.gate, {h, 0}, D, {gu, 0}, 2 * F, T, false, "ffn_gate");
-    kernels::matmul(o, *w.up, {h, 0}, D, {gu, F}, 2 * F, T, false, "ffn_up");
+  if (w.gate_up)
+    record_norm_proj(o, c, x, w.norm, h, {{w.gate_up, 0, "ffn_gate_up"}}, gu, 2 * F, T, "ffn_norm");
+  else
+    record_norm_proj(o, c, x, w.norm, h, {{w.gate, 0, "ffn_gate"}, {w.up, F, "ffn_up"}}, gu, 2 * F, T, "ffn_norm");
+  if (o.opt.fuse_silu && T <= kernels::kFusedMaxTokens) {
+    kernels::matmul_silu(o, w.down, gu, 0, F, 2 * F, {x, 0}, D, T, true, "ffn_down");
+    return;
   }
   kernels::silu_mul(o, gu, 0, F, 2 * F, T, F, {act, 0});
   kernels::matmul(o, w.down, {act, 0}, F, {x, 0}, D, T, true, "ffn_down");
+}
+
+void record_norm_proj(kernels::OpContext& o, const ModelConfig& c, const gpu::Buffer& x, const gpu::Buffer& norm_w,
+                      const gpu::Buffer& h, std::initializer_list<NormedProj> projs, const gpu::Buffer& y,
+                      uint32_t y_stride, uint32_t T, const char* norm_label) {
+  const uint32_t D = c.d_model;
+  if (o.opt.fuse_norm && T <= kernels::kFusedMaxTokens) {
+    for (const NormedProj& p : projs)
+      kernels::matmul_norm(o, *p.W, {x, 0}, D, norm_w, c.rms_eps, {y, p.y_off}, y_stride, T, false, p.label);
+    return;
+  }
+  kernels::rmsnorm(o, {x, 0}, D, norm_w, {h, 0}, D, T, D, c.rms_eps, norm_label);
+  for (const NormedProj& p : projs) kernels::matmul(o, *p.W, {h, 0}, D, {y, p.y_off}, y_stride, T, false, p.label);
+}
+
+void record_rope_kv(kernels::OpContext& o, const ModelConfig& c, const QkvRows& r, uint32_t T, uint32_t pos0,
+                    const gpu::Buffer& table, const gpu::Buffer& kc, const gpu::Buffer& vc) {
+  const uint32_t HD = c.head_dim;
+  if (o.opt.fuse_rope_kv) {
+    kernels::rope_kv_store(o, r.src, r.q_off, r.q_stride, r.k_off, r.v_off, r.kv_stride, T, c.n_heads, c.n_kv_heads, HD,
+                           c.rope_dims, pos0, table, c.rope_neox, kc, vc);
+    return;
+  }
+  kernels::rope(o, {r.src, r.q_off}, r.q_stride, T, c.n_heads, HD, c.rope_dims, pos0, table, c.rope_neox, "rope_q");
+  kernels::rope(o, {r.src, r.k_off}, r.kv_stride, T, c.n_kv_heads, HD, c.rope_dims, pos0, table, c.rope_neox, "rope_k");
+  kernels::kv_store(o, r.src, r.k_off, r.v_off, r.kv_stride, T, c.kv_dim(), pos0, kc, vc);
 }
 
 kernels::GpuWeight upload_rows(gpu::Context& ctx, DType type, uint32_t K, const std::vector<RowBlock>& blocks,

@@ -123,8 +123,37 @@ struct FfnWeights {
 };
 
 /// Records x += down(silu(gate(h)) * up(h)) with h = rmsnorm(x) for T rows of x [T, d_model];
-/// h [T, d_model], gu [T, 2 * ffn] and act [T, ffn] are scratch buffers.
+/// h [T, d_model], gu [T, 2 * ffn] and act [T, ffn] are scratch buffers. For T <= kFusedMaxTokens
+/// the norm is folded into the gate/up matmul (KernelOptions::fuse_norm) and silu x up into the
+/// down matmul (fuse_silu): 2 dispatches instead of 4 (h, act then unused), bit-identical.
 void record_swiglu_ffn(kernels::OpContext& o, const ModelConfig& c, const FfnWeights& w, const gpu::Buffer& x,
                        const gpu::Buffer& h, const gpu::Buffer& gu, const gpu::Buffer& act, uint32_t T);
+
+/// One projection of record_norm_proj: y[t, y_off .. y_off + W.N) of rows of y_stride.
+struct NormedProj {
+  const kernels::GpuWeight* W;
+  uint32_t y_off;
+  const char* label;
+};
+
+/// Records y_i = W_i h for each projection, h = rmsnorm(x, norm_w) (T rows of c.d_model). For
+/// T <= kFusedMaxTokens with KernelOptions::fuse_norm the norm is computed in each matmul's
+/// activation load (matmul_norm; h unused), else one rmsnorm dispatch (label norm_label) into h.
+void record_norm_proj(kernels::OpContext& o, const ModelConfig& c, const gpu::Buffer& x, const gpu::Buffer& norm_w,
+                      const gpu::Buffer& h, std::initializer_list<NormedProj> projs, const gpu::Buffer& y,
+                      uint32_t y_stride, uint32_t T, const char* norm_label);
+
+/// Where the rows of one attention layer's projected q, k and v live (element offsets and row
+/// strides in `src`) and the layer's KV cache.
+struct QkvRows {
+  const gpu::Buffer& src;
+  uint32_t q_off, q_stride, k_off, v_off, kv_stride;
+};
+
+/// Records RoPE on q and k (c.rope_dims, c.rope_neox; table from kernels::rope_table) and the KV
+/// cache store of T tokens at pos0: one rope_kv_store dispatch with KernelOptions::fuse_rope_kv,
+/// else rope (q), rope (k, in place in src) and kv_store. Same cache and q bits either way.
+void record_rope_kv(kernels::OpContext& o, const ModelConfig& c, const QkvRows& r, uint32_t T, uint32_t pos0,
+                    const gpu::Buffer& table, const gpu::Buffer& kc, const gpu::Buffer& vc);
 
 }  // namespace wgllm

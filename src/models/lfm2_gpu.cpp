@@ -240,9 +240,7 @@ class Lfm2Gpu final : public GpuModel {
     kernels::matmul(o, L.wv, {h_, 0}, D, {qkv_, v_off}, KV, T, false, "attn_v");
     kernels::rmsnorm(o, {raw_, 0}, HD, L.q_norm, {qkv_, 0}, HD, T * c_.n_heads, HD, c_.rms_eps, "attn_q_norm");
     kernels::rmsnorm(o, {raw_, k_off}, HD, L.k_norm, {qkv_, k_off}, HD, T * c_.n_kv_heads, HD, c_.rms_eps, "attn_k_norm");
-    kernels::rope(o, {qkv_, 0}, Q, T, c_.n_heads, HD, c_.rope_dims, pos0, rope_, c_.rope_neox, "rope_q");
-    kernels::rope(o, {qkv_, k_off}, KV, T, c_.n_kv_heads, HD, c_.rope_dims, pos0, rope_, c_.rope_neox, "rope_k");
-    kernels::kv_store(o, qkv_, k_off, v_off, KV, T, KV, pos0, seq.kc[l], seq.vc[l]);
+    record_rope_kv(o, c_, {qkv_, 0, Q, k_off, v_off, KV}, T, pos0, rope_, seq.kc[l], seq.vc[l]);
     const kernels::AttentionShape as{T, pos0, c_.n_heads, c_.n_kv_heads, HD, 1.0f / std::sqrt(float(HD))};
     kernels::attention(o, as, {qkv_, 0}, Q, seq.kc[l], seq.vc[l], {att_, 0}, Q, &attn_split_);
     kernels::matmul(o, L.wo, {att_, 0}, Q, {x_, 0}, D, T, true, "attn_output");

@@ -177,17 +177,23 @@ class LlamaGpu final : public GpuModel {
     for (uint32_t l = 0; l < c_.n_layers; ++l) {
       Layer& L = layers_[l];
       const Buffer &kc = seq.kc[l], &vc = seq.vc[l];
-      kernels::rmsnorm(o, {x_, 0}, D, L.attn_norm, {h_, 0}, D, T, D, c_.rms_eps, "attn_norm");
-      if (fused_qkv_) {
-        kernels::matmul(o, L.wqkv, {h_, 0}, D, {qkv_, 0}, QKV, T, false, "attn_qkv");
+      if (fused_qkv_ && o.opt.fuse_qkv_rope_kv && T <= kernels::kFusedMaxTokens) {
+        // Decode: norm (--fuse-norm), QKV, RoPE and the KV store in one dispatch.
+        const kernels::QkvRopeKv rk{Q, KV, c_.head_dim, c_.rope_dims, pos0, c_.rope_neox, &rope_, &kc, &vc};
+        if (o.opt.fuse_norm) {
+          kernels::matmul_qkv_rope_kv(o, L.wqkv, {x_, 0}, D, &L.attn_norm, c_.rms_eps, {qkv_, 0}, QKV, T, rk);
+        } else {
+          kernels::rmsnorm(o, {x_, 0}, D, L.attn_norm, {h_, 0}, D, T, D, c_.rms_eps, "attn_norm");
+          kernels::matmul_qkv_rope_kv(o, L.wqkv, {h_, 0}, D, nullptr, 0.0f, {qkv_, 0}, QKV, T, rk);
+        }
       } else {
-        kernels::matmul(o, L.wq, {h_, 0}, D, {qkv_, 0}, QKV, T, false, "attn_q");
-        kernels::matmul(o, L.wk, {h_, 0}, D, {qkv_, Q}, QKV, T, false, "attn_k");
-        kernels::matmul(o, L.wv, {h_, 0}, D, {qkv_, Q + KV}, QKV, T, false, "attn_v");
+        if (fused_qkv_)
+          record_norm_proj(o, c_, x_, L.attn_norm, h_, {{&L.wqkv, 0, "attn_qkv"}}, qkv_, QKV, T, "attn_norm");
+        else
+          record_norm_proj(o, c_, x_, L.attn_norm, h_, {{&L.wq, 0, "attn_q"}, {&L.wk, Q, "attn_k"}, {&L.wv, Q + KV, "attn_v"}},
+                           qkv_, QKV, T, "attn_norm");
+        record_rope_kv(o, c_, {qkv_, 0, QKV, Q, Q + KV, QKV}, T, pos0, rope_, kc, vc);
       }
-      kernels::rope(o, {qkv_, 0}, QKV, T, c_.n_heads, c_.head_dim, c_.rope_dims, pos0, rope_, c_.rope_neox, "rope_q");
-      kernels::rope(o, {qkv_, Q}, QKV, T, c_.n_kv_heads, c_.head_dim, c_.rope_dims, pos0, rope_, c_.rope_neox, "rope_k");
-      kernels::kv_store(o, qkv_, Q, Q + KV, QKV, T, KV, pos0, kc, vc);
       kernels::attention(o, as, {qkv_, 0}, QKV, kc, vc, {att_, 0}, Q, &attn_split_);
       kernels::matmul(o, L.wo, {att_, 0}, Q, {x_, 0}, D, T, true, "attn_output");
       record_swiglu_ffn(o, c_, {L.ffn_norm, fused_gu_ ? &L.wgu : nullptr, &L.wg, &L.wu, L.wd}, x_, h_, gu_, act_, T);

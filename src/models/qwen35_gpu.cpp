@@ -286,10 +286,8 @@ class Qwen35Gpu final : public GpuModel {
     project(o, L, T, "attn_qgkv");
     kernels::rmsnorm_heads(o, {proj_, 0}, S, HD, T, c_.n_heads, HD, L.q_norm, c_.rms_eps, "q_norm");
     kernels::rmsnorm_heads(o, {proj_, 2 * Q}, S, HD, T, c_.n_kv_heads, HD, L.k_norm, c_.rms_eps, "k_norm");
-    kernels::rope(o, {proj_, 0}, S, T, c_.n_heads, HD, c_.rope_dims, pos0, rope_, c_.rope_neox, "rope_q");
-    kernels::rope(o, {proj_, 2 * Q}, S, T, c_.n_kv_heads, HD, c_.rope_dims, pos0, rope_, c_.rope_neox, "rope_k");
     const Buffer &kc = seq.kc[L.slot], &vc = seq.vc[L.slot];
-    kernels::kv_store(o, proj_, 2 * Q, 2 * Q + KV, S, T, KV, pos0, kc, vc);
+    record_rope_kv(o, c_, {proj_, 0, S, 2 * Q, 2 * Q + KV, S}, T, pos0, rope_, kc, vc);
     kernels::attention(o, {T, pos0, c_.n_heads, c_.n_kv_heads, HD, 1.0f / std::sqrt(float(HD))}, {proj_, 0}, S, kc, vc,
                        {att_, 0}, Q, &attn_split_);
     kernels::sigmoid_gate(o, {att_, 0}, Q, {proj_, Q}, S, T, Q);

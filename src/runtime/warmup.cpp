@@ -19,15 +19,17 @@ double warm_up(Model& m) {
   if (m.backend_name() == "cpu") return 0;
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<float> logits;
-  const std::vector<int32_t> two(2, 0);
-  const std::span<const int32_t> one(two.data(), 1);
+  // A prefill longer than kernels::kFusedMaxTokens takes the unfused kernels (rmsnorm, silu_mul,
+  // plain matmul); forwards of up to that many tokens the fused decode variants (matmul_norm,
+  // matmul_silu, one token group) for T = 1 and T > 1: warm all three. The same holds for
+  // causal_conv's one-dispatch form (up to kFusedConvMaxTokens tokens, KernelOptions::
+  // fuse_conv_state) and its two-dispatch prefill form.
+  const std::vector<int32_t> prefill(std::max(kernels::kFusedMaxTokens, kernels::kFusedConvMaxTokens) + 1, 0);
+  const std::span<const int32_t> one(prefill.data(), 1), few(prefill.data(), 2);
   auto seq = m.new_sequence(256);
-  m.forward_argmax(*seq, two);   // prefill near position 0: no key split
+  m.forward_argmax(*seq, prefill);   // prefill near position 0: no key split
+  m.forward_argmax(*seq, few);   // a few tokens (a short turn): fused variants with a token group
   m.forward(*seq, one, &logits);  // decode near position 0, logits head
-  // Forwards of up to kFusedConvMaxTokens tokens take causal_conv's one-dispatch form (LFM2,
-  // KernelOptions::fuse_conv_state); a longer one takes the two-dispatch prefill form.
-  const std::vector<int32_t> longer(kernels::kFusedConvMaxTokens + 1, 0);
-  m.forward_argmax(*seq, longer);
   // Jump to a far position without computing it (the scratch sequence's values are irrelevant):
   // KV rows past the 3 real ones are zeros; recurrent states stay as they are.
   const uint32_t far = std::min<uint32_t>(150, seq->context_length() > 3 ? seq->context_length() - 3 : 0);
@@ -43,7 +45,7 @@ double warm_up(Model& m) {
       for (auto& b : blobs)
         if (is_kv_blob(b.name)) b.data.resize(b.data.size() / n * far, 0);
       seq->import_state(far, blobs);
-      m.forward_argmax(*seq, two);   // prefill past 64 keys: tiled attention with key split + combine
+      m.forward_argmax(*seq, prefill);   // prefill past 64 keys: tiled attention with key split + combine
       m.forward(*seq, one, &logits);  // decode past 128 keys: per-row attention with key split
     }
   }

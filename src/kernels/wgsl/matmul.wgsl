@@ -7,7 +7,27 @@
 //   TT    tokens per workgroup: each dequantized weight block is reused for TT tokens (prefill)
 //   VEC4  read activations as vec4<f32>
 //   ADD   accumulate into y (fused residual add) instead of overwriting
-struct P { K: u32, N: u32, T: u32, nb: u32, soff: u32, x_off: u32, x_stride: u32, y_off: u32, y_stride: u32 }
+//   NORM  RMSNorm prologue (decode fusion, --fuse-norm): the activations are x[t, k] * inv[t] * nw[k]
+//         with inv[t] = 1 / sqrt(sum_k x[t, k]^2 / K + eps) computed by every workgroup itself with
+//         rms_sum.wgsl (the function rmsnorm.wgsl uses; with REDUCE = 0 its barrier-free serial
+//         form, one thread per token, same additions) and applied in rmsnorm.wgsl's operation
+//         order: bit-identical to rmsnorm followed by this matmul. Binding 3: nw (K floats).
+//   SILU  SwiGLU activation load (decode fusion, --fuse-silu): the activations are
+//         silu(x[t, k]) * x[t, u_off + k] with silu(a) = a / (1 + exp(-a)), the expression of
+//         silu_mul.wgsl: bit-identical to silu_mul followed by this matmul.
+//   ROPE  RoPE + KV-cache store epilogue of the fused QKV projection (decode fusion,
+//         --fuse-qkv-rope-kv): rows [0, q_rows) are query heads and [q_rows, q_rows + kv_rows) key
+//         heads of HD, rotated (first rot dims) with the pair layout NEOX (0: (2i, 2i+1); 1:
+//         (i, i + rot/2)) by the table cs at position pos0 + t, as rope.wgsl does; the key rows
+//         are also stored to the key cache kc and the value rows (the rest) to vc, as kv_store.wgsl:
+//         bit-identical to matmul, rope, rope, kv_store. Workgroup row r handles "virtual" row
+//         wid.x * ROWS + r, permuted so that the two rows of a rotated pair are virtual rows 2p and
+//         2p + 1 of their head (ROWS must be even): each thread reads its partner's sum from
+//         workgroup memory. Needs ADD = 0. Bindings B_NW, B_CS, B_KC, B_VC, B_P are numbered by
+//         the caller (NORM adds one before them).
+struct P { K: u32, N: u32, T: u32, nb: u32, soff: u32, x_off: u32, x_stride: u32, y_off: u32, y_stride: u32,
+           eps: f32, u_off: u32, pos0: u32, q_rows: u32, kv_rows: u32, hd: u32, rot: u32, table_pairs: u32,
+           pad0: u32, pad1: u32, pad2: u32 }
 @group(0) @binding(0) var<storage, read> w: array<u32>;
 #if VEC4
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
@@ -15,7 +35,19 @@ struct P { K: u32, N: u32, T: u32, nb: u32, soff: u32, x_off: u32, x_stride: u32
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 #endif
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
-@group(0) @binding(3) var<uniform> p: P;
+#if NORM
+#if VEC4
+@group(0) @binding({{B_NW}}) var<storage, read> nw: array<vec4<f32>>;
+#else
+@group(0) @binding({{B_NW}}) var<storage, read> nw: array<f32>;
+#endif
+#endif
+#if ROPE
+@group(0) @binding({{B_CS}}) var<storage, read> cs: array<vec2<f32>>;   // [pos][rot/2] (cos, sin)
+@group(0) @binding({{B_KC}}) var<storage, read_write> kc: array<f32>;
+@group(0) @binding({{B_VC}}) var<storage, read_write> vc: array<f32>;
+#endif
+@group(0) @binding({{B_P}}) var<uniform> p: P;
 
 const BE: u32 = {{BE}}u;
 const ROWS: u32 = {{ROWS}}u;
@@ -27,41 +59,113 @@ var<workgroup> red: array<f32, ROWS * LANES * TT>;
 
 #include quant
 
-// x element i of the row starting at element xb.
-fn xs(xb: u32, i: u32) -> vec4<f32> {
+// The 4 stored elements i .. i+3 (i % 4 == 0 with VEC4) of the activation buffer.
+fn xv(i: u32) -> vec4<f32> {
 #if VEC4
-  return x[(xb + i) / 4u];
+  return x[i / 4u];
 #else
-  return vec4<f32>(x[xb + i], x[xb + i + 1u], x[xb + i + 2u], x[xb + i + 3u]);
+  return vec4<f32>(x[i], x[i + 1u], x[i + 2u], x[i + 3u]);
 #endif
 }
 
-fn block_dot(b: Blk, xb: u32) -> f32 {
-  var s = dot(b.v0, xs(xb, 0u));
+#if NORM
+fn rms_x(i: u32) -> f32 {
+#if VEC4
+  return x[i / 4u][i % 4u];
+#else
+  return x[i];
+#endif
+}
+#include rms_sum
+var<workgroup> inv_rms: array<f32, TT>;
+fn nw4(k: u32) -> vec4<f32> {
+#if VEC4
+  return nw[k / 4u];
+#else
+  return vec4<f32>(nw[k], nw[k + 1u], nw[k + 2u], nw[k + 3u]);
+#endif
+}
+#endif
+
+// Activations k .. k+3 of the token (slot tt of this workgroup) whose row starts at element xb.
+fn xs(xb: u32, k: u32, tt: u32) -> vec4<f32> {
+#if NORM
+  return (xv(xb + k) * inv_rms[tt]) * nw4(k);
+#else
+#if SILU
+  let a = xv(xb + k);
+  return a / (1.0 + exp(-a)) * xv(xb + p.u_off + k);
+#else
+  return xv(xb + k);
+#endif
+#endif
+}
+
+fn block_dot(b: Blk, xb: u32, k: u32, tt: u32) -> f32 {
+  var s = dot(b.v0, xs(xb, k, tt));
 #if BE16
-  s += dot(b.v1, xs(xb, 4u)) + dot(b.v2, xs(xb, 8u)) + dot(b.v3, xs(xb, 12u));
+  s += dot(b.v1, xs(xb, k + 4u, tt)) + dot(b.v2, xs(xb, k + 8u, tt)) + dot(b.v3, xs(xb, k + 12u, tt));
 #endif
 #if BE32
-  s += dot(b.v1, xs(xb, 4u)) + dot(b.v2, xs(xb, 8u)) + dot(b.v3, xs(xb, 12u));
-  s += dot(b.v4, xs(xb, 16u)) + dot(b.v5, xs(xb, 20u)) + dot(b.v6, xs(xb, 24u)) + dot(b.v7, xs(xb, 28u));
+  s += dot(b.v1, xs(xb, k + 4u, tt)) + dot(b.v2, xs(xb, k + 8u, tt)) + dot(b.v3, xs(xb, k + 12u, tt));
+  s += dot(b.v4, xs(xb, k + 16u, tt)) + dot(b.v5, xs(xb, k + 20u, tt)) + dot(b.v6, xs(xb, k + 24u, tt)) + dot(b.v7, xs(xb, k + 28u, tt));
 #endif
   return s;
 }
+
+#if ROPE
+// The output row of virtual row v (see ROPE above): within the first rot dims of a q or k head,
+// virtual 2p / 2p + 1 are the rows of rotation pair p.
+fn row_of(v: u32) -> u32 {
+  if (v >= p.q_rows + p.kv_rows) { return v; }
+  let j = v % p.hd;
+  if (j >= p.rot) { return v; }
+#if NEOX
+  return v - j + j / 2u + (j & 1u) * (p.rot / 2u);
+#else
+  return v;
+#endif
+}
+#endif
 
 @compute @workgroup_size(ROWS * LANES)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u) {
   let lane = lid.x % LANES;
   let r = lid.x / LANES;
+#if ROPE
+  let vrow = wid.x * ROWS + r;
+  let n = row_of(vrow);
+#else
   let n = wid.x * ROWS + r;
+#endif
   let t0 = wid.y * TT;
   let slot = r * TT * LANES + lane;
   for (var tt = 0u; tt < TT; tt++) { red[slot + tt * LANES] = 0.0; }
+#if NORM
+#if REDUCE
+  for (var tt = 0u; tt < TT; tt++) {
+    if (t0 + tt < p.T) {  // uniform: workgroup id and uniform buffer only
+      let ss = rms_sum_squares(lid.x, ROWS * LANES, p.x_off + (t0 + tt) * p.x_stride, p.K);
+      if (lid.x == 0u) { inv_rms[tt] = 1.0 / sqrt(ss / f32(p.K) + p.eps); }
+    }
+  }
+#else
+  // LANES = 1 avoids barriers: one thread sums each token's squares (same order, no tree barriers).
+  for (var tt = lid.x; tt < TT; tt += ROWS * LANES) {
+    if (t0 + tt < p.T) {
+      let ss = rms_sum_squares_serial(p.x_off + (t0 + tt) * p.x_stride, p.K);
+      inv_rms[tt] = 1.0 / sqrt(ss / f32(p.K) + p.eps);
+    }
+  }
+#endif
+  workgroupBarrier();
+#endif
   if (n < p.N) {
     for (var b = lane; b < p.nb; b += LANES) {
       let blk = load_block(n * p.nb + b);
       for (var tt = 0u; tt < TT; tt++) {
         let t = t0 + tt;
-        if (t < p.T) { red[slot + tt * LANES] += block_dot(blk, p.x_off + t * p.x_stride + b * BE); }
+        if (t < p.T) { red[slot + tt * LANES] += block_dot(blk, p.x_off + t * p.x_stride, b * BE, tt); }
       }
     }
   }
@@ -77,6 +181,33 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     workgroupBarrier();
   }
 #endif
+#if ROPE
+  workgroupBarrier();  // the partner row's sum (LANES = 1 has no tree barrier above)
+  if (lane == 0u && n < p.N) {
+    let qk = p.q_rows + p.kv_rows;
+    let j = vrow % p.hd;
+    let rotated = vrow < qk && j < p.rot;
+    let first = (vrow & 1u) == 0u;
+    for (var tt = 0u; tt < TT; tt++) {
+      let t = t0 + tt;
+      if (t < p.T) {
+        var out = red[slot + tt * LANES];
+        if (rotated) {
+          let pv = red[(r ^ 1u) * TT * LANES + tt * LANES];
+          let c = cs[(p.pos0 + t) * p.table_pairs + j / 2u];
+          let a = select(pv, out, first);
+          let b = select(out, pv, first);
+          if (first) { out = a * c.x - b * c.y; } else { out = a * c.y + b * c.x; }
+        }
+        y[p.y_off + t * p.y_stride + n] = out;
+        if (n >= p.q_rows) {
+          let e = n - p.q_rows;
+          if (e < p.kv_rows) { kc[(p.pos0 + t) * p.kv_rows + e] = out; } else { vc[(p.pos0 + t) * p.kv_rows + e - p.kv_rows] = out; }
+        }
+      }
+    }
+  }
+#else
   if (lane == 0u && n < p.N) {
     for (var tt = 0u; tt < TT; tt++) {
       let t = t0 + tt;
@@ -90,4 +221,5 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
       }
     }
   }
+#endif
 }

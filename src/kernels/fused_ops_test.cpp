@@ -1,0 +1,302 @@
+// The decode fusions of ops.h (matmul_norm, matmul_silu, rope_kv_store) against the unfused
+// dispatch sequences they replace, BIT-IDENTICAL (memcmp of the outputs), over awkward sizes and
+// every matmul variant switch, and against the CPU twins (kernels/ref.h) within tolerance.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+
+#include "core/error.h"
+#include "formats/dtype.h"
+#include "kernels/ops.h"
+#include "kernels/ref.h"
+#include "kernels/rope_table.h"
+
+using namespace wgllm;
+using namespace wgllm::kernels;
+
+namespace {
+
+struct Env {
+  std::unique_ptr<gpu::Context> ctx = gpu::Context::create();
+  gpu::PipelineCache cache{*ctx};
+  gpu::Recorder rec{*ctx};
+  OpContext op(KernelOptions o = {}) { return OpContext{*ctx, cache, rec, o}; }
+  gpu::Buffer upload(const std::vector<float>& v) {
+    gpu::Buffer b(*ctx, v.size() * 4, gpu::BufferKind::Storage, "t");
+    b.write(*ctx, 0, v.data(), v.size() * 4);
+    return b;
+  }
+  std::vector<float> download(const gpu::Buffer& b, size_t n) {
+    std::vector<float> v(n);
+    b.read(*ctx, 0, v.data(), n * 4);
+    return v;
+  }
+};
+Env& env() {
+  static Env e;
+  return e;
+}
+
+std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(g);
+  return v;
+}
+
+// Random blocks of type t with sane scales (f16 scales patched to small normal values).
+std::vector<uint8_t> random_blocks(DType t, uint32_t K, uint32_t N, uint32_t seed) {
+  std::mt19937 g(seed);
+  const size_t bb = dtype_block_bytes(t), be = dtype_block_elems(t), nb = size_t(K) * N / be;
+  std::vector<uint8_t> d(nb * bb);
+  for (auto& b : d) b = uint8_t(g());
+  if (t == DType::F32) {
+    auto v = randn(size_t(K) * N, seed);
+    std::memcpy(d.data(), v.data(), d.size());
+    return d;
+  }
+  // Q4_0 / Q4_1 / Q8_0: f16 d (and m) first; Q6_K: f16 d last. 0x2000 ~ 0.0078.
+  for (size_t i = 0; i < nb; ++i) {
+    uint8_t* b = d.data() + i * bb;
+    if (t == DType::Q6_K) {
+      b[bb - 2] = 0x00; b[bb - 1] = 0x20;
+    } else {
+      b[0] = uint8_t(g() & 0xff); b[1] = 0x20;
+      if (t == DType::Q4_1) { b[2] = uint8_t(g() & 0xff); b[3] = 0xa0; }
+    }
+  }
+  return d;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+}
+
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, float rel, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size());
+  float mx = 0;
+  for (float v : want) mx = std::max(mx, std::fabs(v));
+  size_t bad = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (!(std::fabs(got[i] - want[i]) <= rel * mx + 1e-6f) && ++bad < 5)
+      ADD_FAILURE() << what << " [" << i << "] gpu " << got[i] << " cpu " << want[i];
+  EXPECT_EQ(bad, 0u) << what;
+}
+
+// Matmul variant switches the fused prologues must not break: adapter default (software: 64 rows
+// x 1 lane, the barrier-free serial norm), 3 rows x 8 lanes (a lane tree, as on GPUs; odd rows)
+// with scalar activation loads, and 2 rows x 1 lane (fewer threads than the 5 tokens of a group).
+// (Each variant is a pipeline compile on lavapipe, seconds each: the list is kept short for CI.)
+std::vector<KernelOptions> variants() {
+  std::vector<KernelOptions> v(3);
+  v[1].matmul_rows_per_workgroup = 3, v[1].matmul_lanes_per_row = 8;
+  v[1].vec4_activations = false;
+  v[2].matmul_rows_per_workgroup = 2, v[2].matmul_lanes_per_row = 1;
+  return v;
+}
+
+}  // namespace
+
+TEST(FusedOps, MatmulNormBitIdenticalToRmsnormThenMatmul) {
+  auto& e = env();
+  for (DType t : {DType::Q4_1, DType::Q6_K}) {  // 32- and 16-element GPU blocks
+    const bool kq = dtype_block_elems(t) == 256;
+    for (uint32_t K : {kq ? 256u : 96u, kq ? 768u : 800u}) {  // < and > the 256 sum-of-squares slots
+      const uint32_t N = 37;
+      auto blocks = random_blocks(t, K, N, K + N);
+      ref::Matrix M{K, N, std::vector<float>(size_t(K) * N)};
+      dequantize(t, blocks.data(), M.w.data(), uint64_t(K) * N);
+      auto W = upload_weight(*e.ctx, pack_weight(t, blocks.data(), K, N), "w");
+      for (uint32_t T : {1u, 5u}) {
+        for (bool acc : {T > 1}) {
+          const uint32_t xs = K + 4, ys = N + 3;
+          auto x = randn(size_t(T) * xs + 4, T + K, 2.0f), nw = randn(K, K, 1.0f), y0 = randn(size_t(T) * ys + 2, N);
+          auto xb = e.upload(x), nwb = e.upload(nw), hb = e.upload(std::vector<float>(size_t(T) * K));
+          std::vector<float> want = y0, h(size_t(T) * K);
+          for (uint32_t r = 0; r < T; ++r) ref::rmsnorm(x.data() + 4 + r * xs, nw.data(), h.data() + r * K, K, 1e-5f);
+          ref::matmul(M, h.data(), K, want.data() + 2, ys, T, acc);
+          for (const KernelOptions& ko : variants()) {
+            auto o = e.op(ko);
+            auto y1 = e.upload(y0), y2 = e.upload(y0);
+            e.rec.begin();
+            rmsnorm(o, {xb, 4}, xs, nwb, {hb, 0}, K, T, K, 1e-5f);
+            matmul(o, W, {hb, 0}, K, {y1, 2}, ys, T, acc);
+            matmul_norm(o, W, {xb, 4}, xs, nwb, 1e-5f, {y2, 2}, ys, T, acc);
+            e.rec.submit();
+            const std::string what = dtype_name(t) + " K=" + std::to_string(K) + " T=" + std::to_string(T) +
+                                     " acc=" + std::to_string(acc) + " rows=" + std::to_string(ko.matmul_rows_per_workgroup) +
+                                     " vec4=" + std::to_string(ko.vec4_activations);
+            auto unfused = e.download(y1, y0.size()), fused = e.download(y2, y0.size());
+            EXPECT_TRUE(same_bits(fused, unfused)) << what;
+            expect_close(fused, want, 3e-5f, what);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(FusedOps, MatmulSiluBitIdenticalToSiluMulThenMatmul) {
+  auto& e = env();
+  for (DType t : {DType::Q4_1, DType::F32}) {
+    for (uint32_t F : {96u, 544u}) {
+      const uint32_t N = 29;
+      auto blocks = random_blocks(t, F, N, F * 3 + N);
+      ref::Matrix M{F, N, std::vector<float>(size_t(F) * N)};
+      dequantize(t, blocks.data(), M.w.data(), uint64_t(F) * N);
+      auto W = upload_weight(*e.ctx, pack_weight(t, blocks.data(), F, N), "w");
+      for (uint32_t T : {1u, 8u}) {
+        auto gu = randn(size_t(T) * 2 * F, F + T, 3.0f), y0 = randn(size_t(T) * N, N);
+        auto gb = e.upload(gu), ab = e.upload(std::vector<float>(size_t(T) * F));
+        std::vector<float> act(size_t(T) * F), want = y0;
+        for (uint32_t r = 0; r < T; ++r) ref::silu_mul(gu.data() + r * 2 * F, gu.data() + r * 2 * F + F, act.data() + r * F, F);
+        ref::matmul(M, act.data(), F, want.data(), N, T, true);
+        for (const KernelOptions& ko : variants()) {
+          auto o = e.op(ko);
+          auto y1 = e.upload(y0), y2 = e.upload(y0);
+          e.rec.begin();
+          silu_mul(o, gb, 0, F, 2 * F, T, F, {ab, 0});
+          matmul(o, W, {ab, 0}, F, {y1, 0}, N, T, true);
+          matmul_silu(o, W, gb, 0, F, 2 * F, {y2, 0}, N, T, true);
+          e.rec.submit();
+          const std::string what = dtype_name(t) + " F=" + std::to_string(F) + " T=" + std::to_string(T) +
+                                   " rows=" + std::to_string(ko.matmul_rows_per_workgroup) +
+                                   " vec4=" + std::to_string(ko.vec4_activations);
+          auto unfused = e.download(y1, y0.size()), fused = e.download(y2, y0.size());
+          EXPECT_TRUE(same_bits(fused, unfused)) << what;
+          expect_close(fused, want, 3e-5f, what);
+        }
+      }
+    }
+  }
+}
+
+TEST(FusedOps, RopeKvStoreBitIdenticalToRopeRopeKvStore) {
+  auto& e = env();
+  const uint32_t Hq = 6, Hkv = 2, ctx_len = 64;
+  for (uint32_t HD : {64u, 36u}) {
+    for (uint32_t rot : {HD, 16u}) {
+      for (bool neox : {false, true}) {
+        for (bool separate_rows : {false, true}) {  // llama: [q|k|v] rows; LFM2: [q rows][k rows][v rows]
+          for (uint32_t T : {1u, 5u, 11u}) {
+            const uint32_t pos0 = 9, Q = Hq * HD, KV = Hkv * HD;
+            const uint32_t q_stride = separate_rows ? Q : Q + 2 * KV, kv_stride = separate_rows ? KV : Q + 2 * KV;
+            const uint32_t k_off = separate_rows ? T * Q : Q, v_off = separate_rows ? T * (Q + KV) : Q + KV;
+            const size_t n = size_t(T) * (Q + 2 * KV);
+            auto table = rope_table(ctx_len, rot, 10000.0);
+            auto src = randn(n, HD + rot + neox + T);
+            auto tb = e.upload(table), s1 = e.upload(src), s2 = e.upload(src);
+            auto zero = std::vector<float>(size_t(ctx_len) * KV);
+            auto k1 = e.upload(zero), v1 = e.upload(zero), k2 = e.upload(zero), v2 = e.upload(zero);
+            auto o = e.op();
+            e.rec.begin();
+            rope(o, {s1, 0}, q_stride, T, Hq, HD, rot, pos0, tb, neox);
+            rope(o, {s1, k_off}, kv_stride, T, Hkv, HD, rot, pos0, tb, neox);
+            kv_store(o, s1, k_off, v_off, kv_stride, T, KV, pos0, k1, v1);
+            rope_kv_store(o, s2, 0, q_stride, k_off, v_off, kv_stride, T, Hq, Hkv, HD, rot, pos0, tb, neox, k2, v2);
+            e.rec.submit();
+            const std::string what = "HD=" + std::to_string(HD) + " rot=" + std::to_string(rot) + " neox=" +
+                                     std::to_string(neox) + " sep=" + std::to_string(separate_rows) + " T=" + std::to_string(T);
+            auto a = e.download(s1, n), b = e.download(s2, n);
+            for (uint32_t t = 0; t < T; ++t)  // the q rows (k rows of src stay unrotated in the fused kernel)
+              EXPECT_EQ(std::memcmp(a.data() + t * q_stride, b.data() + t * q_stride, Q * 4), 0) << what << " q t=" << t;
+            EXPECT_TRUE(same_bits(e.download(k2, zero.size()), e.download(k1, zero.size()))) << what << " k cache";
+            EXPECT_TRUE(same_bits(e.download(v2, zero.size()), e.download(v1, zero.size()))) << what << " v cache";
+            // CPU twin: rotate each token's q and k heads, then the cache rows.
+            std::vector<float> kwant(zero), qwant;
+            auto kcache = e.download(k2, zero.size());
+            for (uint32_t t = 0; t < T; ++t) {
+              std::vector<float> q(src.begin() + t * q_stride, src.begin() + t * q_stride + Q);
+              std::vector<float> k(src.begin() + k_off + t * kv_stride, src.begin() + k_off + t * kv_stride + KV);
+              ref::rope(q.data(), Hq, HD, rot, pos0 + t, table.data(), neox);
+              ref::rope(k.data(), Hkv, HD, rot, pos0 + t, table.data(), neox);
+              expect_close(std::vector<float>(b.begin() + t * q_stride, b.begin() + t * q_stride + Q), q, 1e-6f, what + " q vs cpu");
+              expect_close(std::vector<float>(kcache.begin() + (pos0 + t) * KV, kcache.begin() + (pos0 + t + 1) * KV), k, 1e-6f,
+                           what + " k vs cpu");
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(FusedOps, MatmulQkvRopeKvBitIdenticalToMatmulRopeRopeKvStore) {
+  auto& e = env();
+  const uint32_t K = 64, Hq = 4, Hkv = 2, ctx_len = 32, pos0 = 7;
+  for (uint32_t HD : {16u, 12u}) {
+    const uint32_t Q = Hq * HD, KV = Hkv * HD, N = Q + 2 * KV;
+    auto blocks = random_blocks(DType::Q8_0, K, N, HD);
+    ref::Matrix M{K, N, std::vector<float>(size_t(K) * N)};
+    dequantize(DType::Q8_0, blocks.data(), M.w.data(), uint64_t(K) * N);
+    auto W = upload_weight(*e.ctx, pack_weight(DType::Q8_0, blocks.data(), K, N), "w");
+    for (uint32_t rot : {HD, 8u}) {
+      auto table = rope_table(ctx_len, rot, 10000.0);
+      auto tb = e.upload(table);
+      for (bool neox : {false, true}) {
+        for (bool norm : {false, true}) {
+          for (uint32_t T : {1u, 3u}) {
+            auto x = randn(size_t(T) * K, HD + rot + T, 2.0f), nw = randn(K, 3);
+            auto xb = e.upload(x), nwb = e.upload(nw), hb = e.upload(std::vector<float>(size_t(T) * K));
+            const bool all_variants = neox && norm && T == 1;
+            for (const KernelOptions& ko : all_variants ? variants() : std::vector<KernelOptions>{KernelOptions{}}) {
+              auto o = e.op(ko);
+              const auto zero = std::vector<float>(size_t(ctx_len) * KV), y0 = std::vector<float>(size_t(T) * N);
+              auto y1 = e.upload(y0), y2 = e.upload(y0);
+              auto k1 = e.upload(zero), v1 = e.upload(zero), k2 = e.upload(zero), v2 = e.upload(zero);
+              e.rec.begin();
+              if (norm) {
+                matmul_norm(o, W, {xb, 0}, K, nwb, 1e-5f, {y1, 0}, N, T, false);
+              } else {
+                matmul(o, W, {xb, 0}, K, {y1, 0}, N, T, false);
+              }
+              rope(o, {y1, 0}, N, T, Hq, HD, rot, pos0, tb, neox);
+              rope(o, {y1, Q}, N, T, Hkv, HD, rot, pos0, tb, neox);
+              kv_store(o, y1, Q, Q + KV, N, T, KV, pos0, k1, v1);
+              const QkvRopeKv rk{Q, KV, HD, rot, pos0, neox, &tb, &k2, &v2};
+              matmul_qkv_rope_kv(o, W, {xb, 0}, K, norm ? &nwb : nullptr, 1e-5f, {y2, 0}, N, T, rk);
+              e.rec.submit();
+              const std::string what = "HD=" + std::to_string(HD) + " rot=" + std::to_string(rot) + " neox=" +
+                                       std::to_string(neox) + " norm=" + std::to_string(norm) + " T=" + std::to_string(T) +
+                                       " rows=" + std::to_string(ko.matmul_rows_per_workgroup);
+              auto fused = e.download(y2, y0.size());
+              EXPECT_TRUE(same_bits(fused, e.download(y1, y0.size()))) << what << " q|k|v rows";
+              EXPECT_TRUE(same_bits(e.download(k2, zero.size()), e.download(k1, zero.size()))) << what << " k cache";
+              EXPECT_TRUE(same_bits(e.download(v2, zero.size()), e.download(v1, zero.size()))) << what << " v cache";
+              // CPU twin: (norm,) matmul, then rope of each token's q and k heads.
+              std::vector<float> h = x, want(size_t(T) * N);
+              if (norm)
+                for (uint32_t t = 0; t < T; ++t) ref::rmsnorm(x.data() + t * K, nw.data(), h.data() + t * K, K, 1e-5f);
+              ref::matmul(M, h.data(), K, want.data(), N, T, false);
+              for (uint32_t t = 0; t < T; ++t) {
+                ref::rope(want.data() + t * N, Hq, HD, rot, pos0 + t, table.data(), neox);
+                ref::rope(want.data() + t * N + Q, Hkv, HD, rot, pos0 + t, table.data(), neox);
+              }
+              expect_close(fused, want, 3e-5f, what + " vs cpu");
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(FusedOps, FusedMatmulsRejectPrefillSizes) {
+  auto& e = env();
+  auto blocks = random_blocks(DType::Q8_0, 32, 4, 1);
+  auto W = upload_weight(*e.ctx, pack_weight(DType::Q8_0, blocks.data(), 32, 4), "w");
+  auto xb = e.upload(std::vector<float>(64 * 32)), yb = e.upload(std::vector<float>(64 * 4));
+  auto o = e.op();
+  e.rec.begin();
+  EXPECT_THROW(matmul_norm(o, W, {xb, 0}, 32, xb, 1e-5f, {yb, 0}, 4, kFusedMaxTokens + 1, false), Error);
+  EXPECT_THROW(matmul_silu(o, W, xb, 0, 16, 64, {yb, 0}, 4, kFusedMaxTokens + 1, false), Error);
+  const QkvRopeKv rk{2, 1, 2, 2, 0, false, &xb, &yb, &yb};  // 2 + 2 * 1 rows = W's 4: accepted shape
+  EXPECT_THROW(matmul_qkv_rope_kv(o, W, {xb, 0}, 32, nullptr, 0.0f, {yb, 0}, 4, kFusedMaxTokens + 1, rk), Error);
+  const QkvRopeKv odd{2, 1, 1, 0, 0, false, &xb, &yb, &yb};  // odd head_dim
+  EXPECT_THROW(matmul_qkv_rope_kv(o, W, {xb, 0}, 32, nullptr, 0.0f, {yb, 0}, 4, 1, odd), Error);
+  e.rec.submit();
+}

@@ -1,0 +1,108 @@
+// The decode fusions (KernelOptions::fuse_norm, fuse_rope_kv, fuse_silu, fuse_qkv_rope_kv; docs/FLAGS.md) turned off
+// one at a time, and all at once, on every architecture: SmolLM2-135M Q4_1 (llama), the tiny LFM2
+// and Qwen3.5 fixtures. Each configuration runs a prefill longer than kernels::kFusedMaxTokens (the
+// unfused path), a 5-token forward (fused, one token group of several tokens) and greedy decode
+// steps (fused, T = 1), and must give
+//   - the CPU reference's greedy tokens and last logits within the parity tests' tolerance, and
+//   - logits BIT-IDENTICAL to the all-fusions-on configuration (every fusion keeps the order).
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+
+#include "parity_util.h"
+
+using namespace wgllm;
+using namespace wgllm::test;
+
+namespace {
+
+std::string path_of(const std::string& model) {
+  if (model == "smollm2") return cache_file("models/SmolLM2-135M-Instruct.Q4_1.gguf");
+  if (model == "lfm2") return fixture("lfm2_tiny/lfm2_tiny.f32.gguf");
+  return fixture("qwen35_tiny");
+}
+
+struct RunResult {
+  std::vector<int32_t> tokens;   // greedy tokens after the prompt and the 5-token forward
+  std::vector<float> logits;     // last logits of the 5-token forward, then of the last decode step
+};
+
+constexpr int kDecodeSteps = 6;
+
+RunResult run(Model& m, uint32_t vocab) {
+  std::vector<int32_t> prompt, five;
+  for (int i = 0; i < 13; ++i) prompt.push_back(int32_t((i * 37 + 11) % std::min<uint32_t>(vocab, 280)));
+  for (int i = 0; i < 5; ++i) five.push_back(int32_t((i * 53 + 5) % std::min<uint32_t>(vocab, 280)));
+  RunResult r;
+  auto seq = m.new_sequence(256);
+  m.forward(*seq, prompt, nullptr);
+  std::vector<float> l;
+  m.forward(*seq, five, &l);
+  r.logits = l;
+  int32_t t = int32_t(std::max_element(l.begin(), l.end()) - l.begin());
+  for (int i = 0; i < kDecodeSteps; ++i) {
+    r.tokens.push_back(t);
+    m.forward(*seq, std::span<const int32_t>(&t, 1), &l);
+    t = int32_t(std::max_element(l.begin(), l.end()) - l.begin());
+  }
+  r.tokens.push_back(t);
+  r.logits.insert(r.logits.end(), l.begin(), l.end());
+  return r;
+}
+
+struct Cache {
+  std::map<std::string, std::unique_ptr<ModelSource>> src;
+  std::map<std::string, RunResult> cpu, gpu_all_on;
+  ModelSource& source(const std::string& m) {
+    auto& s = src[m];
+    if (!s) s = ModelSource::open(path_of(m));
+    return *s;
+  }
+};
+Cache& cache() {
+  static Cache c;
+  return c;
+}
+
+RunResult run_with(const std::string& model, BackendKind backend, const std::string& off) {
+  ModelSource& s = cache().source(model);
+  ModelOptions o;
+  o.context_length = 256;
+  o.backend = backend;
+  o.kernels.fuse_norm = off != "norm" && off != "all";
+  o.kernels.fuse_rope_kv = off != "rope_kv" && off != "all";
+  o.kernels.fuse_silu = off != "silu" && off != "all";
+  o.kernels.fuse_qkv_rope_kv = off != "qkv_rope_kv" && off != "all";
+  auto m = create_model(s, o);
+  return run(*m, s.config.vocab);
+}
+
+}  // namespace
+
+class FusionSwitches : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
+
+TEST_P(FusionSwitches, MatchCpuAndBitIdenticalToAllOn) {
+  const auto& [model, off] = GetParam();
+  auto& c = cache();
+  if (!c.cpu.count(model)) c.cpu[model] = run_with(model, BackendKind::CPU, "none");
+  if (!c.gpu_all_on.count(model)) c.gpu_all_on[model] = run_with(model, BackendKind::WebGPU, "none");
+  const RunResult& cpu = c.cpu[model];
+  const RunResult& on = c.gpu_all_on[model];
+  const RunResult got = off == "none" ? on : run_with(model, BackendKind::WebGPU, off);
+  const float tol = model == "smollm2" ? 5e-4f : 1e-4f;  // the parity tests' |webgpu - cpu| tolerances
+  EXPECT_EQ(got.tokens, cpu.tokens) << model << " off=" << off;
+  const Diff d = diff(got.logits, cpu.logits);
+  std::printf("%s off=%s: |webgpu - cpu| %.2e\n", model.c_str(), off.c_str(), d.max_abs);
+  EXPECT_LE(d.max_abs, tol) << model << " off=" << off;
+  ASSERT_EQ(got.logits.size(), on.logits.size());
+  EXPECT_EQ(std::memcmp(got.logits.data(), on.logits.data(), on.logits.size() * 4), 0)
+      << model << " off=" << off << ": logits differ from the all-fusions-on run";
+}
+
+INSTANTIATE_TEST_SUITE_P(AllModels, FusionSwitches,
+                         ::testing::Combine(::testing::Values("smollm2", "lfm2", "qwen35"),
+                                            ::testing::Values("none", "norm", "rope_kv", "silu", "qkv_rope_kv", "all")),
+                         [](const auto& i) { return std::get<0>(i.param) + "_off_" + std::get<1>(i.param); });
