@@ -44,6 +44,14 @@ void add_common(CLI::App& app, CommonOptions& o) {
   app.add_option("--prefill-tokens-per-wg", o.tokens_per_wg, "prefill tokens per matmul workgroup (1 = off)");
   app.add_option("--matmul-rows", o.rows_per_wg, "matmul output rows per workgroup (0 = adapter default)");
   app.add_option("--matmul-lanes", o.lanes, "matmul threads per output row, power of two (0 = adapter default)");
+  app.add_flag("--matmul-tiled,!--no-matmul-tiled", o.matmul_tiled,
+               "tiled matmul kernel for forwards of more than 8 tokens (prefill; default on)");
+  app.add_option("--matmul-tile-n", o.matmul_tile_n, "tiled matmul: output features per workgroup (0 = adapter default)");
+  app.add_option("--matmul-tile-t", o.matmul_tile_t, "tiled matmul: tokens per workgroup (0 = adapter default)");
+  app.add_option("--matmul-reg-n", o.matmul_reg_n, "tiled matmul: output features per thread, 4 or 8 (0 = adapter default)");
+  app.add_option("--matmul-reg-t", o.matmul_reg_t, "tiled matmul: tokens per thread, 4 or 8 (0 = adapter default)");
+  app.add_flag("--matmul-tiled-f16,!--no-matmul-tiled-f16", o.matmul_tiled_f16,
+               "tiled matmul in f16 (f16 tiles, f16 sums per 32-element K-step; needs shader-f16; default off)");
   app.add_option("--gdn-chunk", o.gdn_chunk, "Gated DeltaNet prefill chunk in tokens, 1..256 (default 64)");
   app.add_flag("--profile", o.profile, "print per-kernel GPU times of the last decode step");
   app.add_flag("--warmup,!--no-warmup", o.warmup,
@@ -65,6 +73,12 @@ ModelOptions model_options(const CommonOptions& o) {
   mo.kernels.matmul_rows_per_workgroup = o.rows_per_wg;
   mo.kernels.matmul_lanes_per_row = o.lanes;
   mo.kernels.gdn_chunk = o.gdn_chunk;
+  mo.kernels.matmul_tiled = o.matmul_tiled;
+  mo.kernels.matmul_tile_n = o.matmul_tile_n;
+  mo.kernels.matmul_tile_t = o.matmul_tile_t;
+  mo.kernels.matmul_reg_n = o.matmul_reg_n;
+  mo.kernels.matmul_reg_t = o.matmul_reg_t;
+  mo.kernels.matmul_tiled_f16 = o.matmul_tiled_f16;
   return mo;
 }
 

@@ -161,7 +161,7 @@ std::unique_ptr<Context> Context::create(const ContextOptions& opts) {
       if (uint32_t(feats.features[i]) == f) return true;
     return false;
   };
-  std::vector<uint32_t> want = {WGPUFeatureName_Subgroups};
+  std::vector<uint32_t> want = {WGPUFeatureName_Subgroups, WGPUFeatureName_ShaderF16};
   if (opts.want_timestamps) {
     want.push_back(WGPUFeatureName_TimestampQuery);
     want.push_back(WGPUNativeFeature_TimestampQueryInsidePasses);

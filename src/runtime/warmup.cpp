@@ -22,6 +22,9 @@ double warm_up(Model& m) {
   const std::span<const int32_t> one(two.data(), 1);
   auto seq = m.new_sequence(256);
   m.forward_argmax(*seq, two);   // prefill near position 0: no key split
+  // A prefill of more than 8 tokens: the tiled prefill matmul (kernels/matmul_tiled.h).
+  const std::vector<int32_t> nine(9, 0);
+  m.forward_argmax(*seq, nine);
   m.forward(*seq, one, &logits);  // decode near position 0, logits head
   // Jump to a far position without computing it (the scratch sequence's values are irrelevant):
   // KV rows past the 3 real ones are zeros; recurrent states stay as they are.
