@@ -31,6 +31,67 @@ MatmulTile matmul_tile(const OpContext& o, bool f16) {
   return t;
 }
 
+namespace {
+
+void replace_once(std::string& s, const std::string& what, const std::string& with) {
+  const size_t at = s.find(what);
+  if (at == std::string::npos) throw Error("matmul_tiled.wgsl: no " + what);
+  s.replace(at, what.size(), with);
+}
+
+// The kernel source with its register tile written out: one named vec4 accumulator per (feature
+// quad a, lane i, token quad b) and the k loop unrolled by 4, as straight-line code. (Loops over
+// private arrays rely on the driver unrolling them, else the tile lives in scratch memory; naga
+// also adds a bounding counter to every loop, which can keep drivers from unrolling.)
+std::string tiled_source(uint32_t rn, uint32_t rt, bool f16) {
+  const uint32_t na = rn / 4, nb = rt / 4;
+  const char* lane = "xyzw";
+  auto acc = [&](const char* pre, uint32_t a, uint32_t i, uint32_t b) {
+    return std::string(pre) + "_" + std::to_string(a) + "_" + std::to_string(i) + "_" + std::to_string(b);
+  };
+  std::string decl, begin, step, end, store;
+  for (uint32_t a = 0; a < na; ++a)
+    for (uint32_t i = 0; i < 4; ++i)
+      for (uint32_t b = 0; b < nb; ++b) {
+        decl += "var " + acc("c", a, i, b) + " = vec4<f32>(0.0); ";
+        if (f16) {
+          begin += "var " + acc("h", a, i, b) + " = vec4<f16>(0.0h); ";
+          end += acc("c", a, i, b) + " += vec4<f32>(" + acc("h", a, i, b) + "); ";
+        }
+      }
+  const std::string vt = f16 ? "vec4<f16>" : "vec4<f32>";
+  for (uint32_t u = 0; u < 4; ++u) {
+    const std::string ku = "(k + " + std::to_string(u) + "u)", su = std::to_string(u);
+    for (uint32_t a = 0; a < na; ++a)
+      step += "let w" + su + "_" + std::to_string(a) + " = ws[" + ku + " * SN4 + tn + " + std::to_string(a) + "u * WN];\n      ";
+    for (uint32_t b = 0; b < nb; ++b)
+      step += "let x" + su + "_" + std::to_string(b) + " = xs[" + ku + " * ST4 + tq + " + std::to_string(b) + "u * WT];\n      ";
+    for (uint32_t a = 0; a < na; ++a)
+      for (uint32_t i = 0; i < 4; ++i)
+        for (uint32_t b = 0; b < nb; ++b) {
+          const std::string c = acc(f16 ? "h" : "c", a, i, b);
+          step += c + " = fma(" + vt + "(w" + su + "_" + std::to_string(a) + "." + lane[i] + "), x" + su + "_" +
+                  std::to_string(b) + ", " + c + ");\n      ";
+        }
+  }
+  for (uint32_t a = 0; a < na; ++a)
+    for (uint32_t i = 0; i < 4; ++i) {
+      store += "{\n    let n = n0 + (tn + " + std::to_string(a) + "u * WN) * 4u + " + std::to_string(i) + "u;\n    if (n < p.N) {\n";
+      for (uint32_t b = 0; b < nb; ++b)
+        store += "      store4(n, t0 / 4u + tq + " + std::to_string(b) + "u * WT, " + acc("c", a, i, b) + ");\n";
+      store += "    }\n  }\n  ";
+    }
+  std::string src(wgsl_source("matmul_tiled"));
+  replace_once(src, "/*TILE_DECL*/", decl);
+  replace_once(src, "/*TILE_STEP_BEGIN*/", begin);
+  replace_once(src, "/*TILE_STEP*/", step);
+  replace_once(src, "/*TILE_STEP_END*/", end);
+  replace_once(src, "/*TILE_STORE*/", store);
+  return src;
+}
+
+}  // namespace
+
 bool matmul_tiled_supported(const GpuWeight& W, F32Ref x, uint32_t x_stride) {
   return x.off % 4 == 0 && x_stride % 4 == 0 && W.block % 4 == 0 && 32 % W.block == 0;
 }
@@ -55,7 +116,7 @@ void matmul_tiled(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride,
   d["ADD"] = accumulate ? "1" : "0";
   d["F16"] = f16 ? "1" : "0";
   const auto& p = o.pipelines.get(variant_key("matmul_tiled", d), [&] {
-    return gpu::KernelSpec{"", specialize(wgsl_source("matmul_tiled"), d),
+    return gpu::KernelSpec{"", specialize(tiled_source(t.rn, t.rt, f16), d),
                            {gpu::Bind::ReadOnly, gpu::Bind::ReadOnly, gpu::Bind::ReadWrite, gpu::Bind::Uniform}};
   });
   struct { uint32_t K, N, T, nb, soff, x_off, x_stride, y_off, y_stride; } prm{

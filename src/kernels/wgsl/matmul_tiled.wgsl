@@ -2,7 +2,8 @@
 // tiled matrix product. Dispatch, tile choice and limits: kernels/matmul_tiled.cpp; CPU twin:
 // ref::matmul; test: kernels/matmul_tiled_test.cpp.
 // A workgroup computes a tile of BN output features x BT tokens. Per K-step of BK = 32 elements it
-//   - dequantizes the BN x BK weight tile ONCE into workgroup memory (f32, k-major: ws[k][n]),
+//   - dequantizes the BN x BK weight tile ONCE into workgroup memory (f32, k-major: ws[k][n]; each
+//     thread decodes 8 weights: a quarter of a row's step),
 //   - loads the BT x BK activation tile with vec4 loads into workgroup memory (k-major: xs[k][t]),
 //   - and each of its (BN/RN) x (BT/RT) threads accumulates an RN x RT register tile of outputs
 //     with vec4 FMAs (per k: RN/4 weight vec4s and RT/4 activation vec4s from workgroup memory,
@@ -10,6 +11,10 @@
 // A thread's rows are the feature quads tn + a * (BN/RN) (a < RN/4) and its tokens the token quads
 // tq + b * (BT/RT) (b < RT/4), so neighbouring threads read neighbouring vec4s (no bank conflicts).
 // Each output is summed in k order 0..K-1, one FMA per k (F16: see below).
+// The register tile is generated code (kernels/matmul_tiled.cpp, tiled_source()): the marker
+// comments TILE_DECL (accumulators c_A_I_B), TILE_STEP_BEGIN / TILE_STEP_END (F16: per-step
+// accumulators h_A_I_B, folded into c_A_I_B), TILE_STEP (4 k of loads and FMAs) and TILE_STORE
+// (writes through store4) in main() are replaced before specialisation.
 // Variant defines (all required):
 //   FMT_*, BE, BE16, BE32  weight layout (quant.wgsl)
 //   BN, BT   tile: output features x tokens per workgroup (multiples of RN and RT)
@@ -17,7 +22,8 @@
 //   ADD      accumulate into y (fused residual add) instead of overwriting
 //   F16      workgroup tiles in f16 and the products of one K-step summed in f16 (vec4<f16> FMAs),
 //            then added to the f32 accumulators (needs the shader-f16 feature)
-// Requires: x offset and row stride multiples of 4 (vec4 loads), K a multiple of BE.
+// Requires: x offset and row stride multiples of 4 (vec4 loads); quantized formats: K a multiple of
+// 32 (BE = 32, or 16 for FMT_Q8_F32: K-quants, K a multiple of 256); FMT_F32: K a multiple of 4.
 #if F16
 enable f16;
 #endif
@@ -36,7 +42,6 @@ const BK: u32 = 32u;
 const WN: u32 = BN / RN;   // threads along features
 const WT: u32 = BT / RT;   // threads along tokens
 const NT: u32 = WN * WT;   // threads per workgroup
-const BPR: u32 = BK / BE;  // weight blocks per tile row per K-step
 const SN4: u32 = BN / 4u;  // vec4s per k row of ws
 const ST4: u32 = BT / 4u;  // vec4s per k row of xs
 const NA: u32 = RN / 4u;
@@ -64,34 +69,91 @@ fn put_w(k: u32, r: u32, v: vec4<f32>) {
   ws[i + 3u * SN4][c] = S(v.w);
 }
 
+// Part q4 (0..3) of row n's 32 weights of K-step kt: 8 values as two vec4s of 4 consecutive k, at
+// k offsets ka and kb within the step. Spreading a step's decoding over 4 threads per row keeps
+// all threads busy (a whole block per thread would idle 3/4 of a 64-row x 256-thread workgroup).
+// Layouts: quant.wgsl (Q4: word q4 holds elements 4 q4 .. 4 q4 + 3 low, 16 + 4 q4 .. high; Q8: 4 per word).
+struct Part { a: vec4<f32>, b: vec4<f32>, ka: u32, kb: u32 }
+fn load_part(n: u32, kt: u32, q4: u32) -> Part {
+  var r: Part;
+  r.ka = 8u * q4;
+  r.kb = 8u * q4 + 4u;
+#if FMT_F32
+  // Row-major floats (any BE): the tail step of a K that is not a multiple of 32 reads zeros.
+  let k = kt * BK + 8u * q4;
+  if (k < p.K) { r.a = wf4(n * p.K + k); }
+  if (k + 4u < p.K) { r.b = wf4(n * p.K + k + 4u); }
+#endif
+#if FMT_Q4_0
+  let bi = n * p.nb + kt;
+  let d = unpack2x16float(w[p.soff + bi / 2u])[bi & 1u];
+  let q = w[bi * 4u + q4];
+  r.a = (lo4(q) - 8.0) * d; r.b = (hi4(q) - 8.0) * d;
+  r.ka = 4u * q4; r.kb = 16u + 4u * q4;
+#endif
+#if FMT_Q4_1
+  let bi = n * p.nb + kt;
+  let dm = unpack2x16float(w[p.soff + bi]);
+  let q = w[bi * 4u + q4];
+  r.a = lo4(q) * dm.x + dm.y; r.b = hi4(q) * dm.x + dm.y;
+  r.ka = 4u * q4; r.kb = 16u + 4u * q4;
+#endif
+#if FMT_Q4_AF32
+  let bi = n * p.nb + kt;
+  let s = bitcast<f32>(w[p.soff + 2u * bi]);
+  let o = bitcast<f32>(w[p.soff + 2u * bi + 1u]);
+  let q = w[bi * 4u + q4];
+  r.a = lo4(q) * s + o; r.b = hi4(q) * s + o;
+  r.ka = 4u * q4; r.kb = 16u + 4u * q4;
+#endif
+#if FMT_Q8_0
+  let bi = n * p.nb + kt;
+  let d = unpack2x16float(w[p.soff + bi / 2u])[bi & 1u];
+  r.a = i8x4(w[bi * 8u + 2u * q4]) * d; r.b = i8x4(w[bi * 8u + 2u * q4 + 1u]) * d;
+#endif
+#if FMT_Q8_F32
+  // BE = 16: blocks 2 kt and 2 kt + 1 of the row; part q4 is half of block 2 kt + q4 / 2.
+  let bi = n * p.nb + kt * 2u + q4 / 2u;
+  let s = bitcast<f32>(w[p.soff + bi]);
+  let base = bi * 4u + (q4 % 2u) * 2u;
+  r.a = i8x4(w[base]) * s; r.b = i8x4(w[base + 1u]) * s;
+#endif
+  return r;
+}
+
+// Writes feature n (< p.N) of the 4 tokens of token quad tq4 of the tile (those < p.T).
+fn store4(n: u32, t4: u32, v: vec4<f32>) {
+  let t = t4 * 4u;
+  for (var c = 0u; c < 4u; c++) {
+    if (t + c < p.T) {
+      let yi = p.y_off + (t + c) * p.y_stride + n;
+#if ADD
+      y[yi] = y[yi] + v[c];
+#else
+      y[yi] = v[c];
+#endif
+    }
+  }
+}
+
 @compute @workgroup_size(NT)
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3u) {
   let n0 = wid.x * BN;
   let t0 = wid.y * BT;
   let tn = lid % WN;
   let tq = lid / WN;
-  var acc: array<vec4<f32>, RN * NB>;  // [a * 4 + i][b]: feature quad a, lane i, token quad b
-  for (var j = 0u; j < RN * NB; j++) { acc[j] = vec4<f32>(0.0); }
+  // Register tile (generated, see the header): c_A_I_B = feature quad A, lane I, token quad B.
+  /*TILE_DECL*/
   let nkt = (p.K + BK - 1u) / BK;
   for (var kt = 0u; kt < nkt; kt++) {
     let k0 = kt * BK;
-    // Weight tile: BN rows x BPR blocks, consecutive threads on consecutive rows.
-    for (var i = lid; i < BN * BPR; i += NT) {
+    // Weight tile: BN rows x 4 parts, consecutive threads on consecutive rows.
+    for (var i = lid; i < BN * 4u; i += NT) {
       let r = i % BN;
-      let j = i / BN;
-      let n = n0 + r;
-      let kb = k0 / BE + j;
-      var b: Blk;
-      if (n < p.N && kb < p.nb) { b = load_block(n * p.nb + kb); }
-      let kk = j * BE;
-      put_w(kk, r, b.v0);
-#if BE16
-      put_w(kk + 4u, r, b.v1); put_w(kk + 8u, r, b.v2); put_w(kk + 12u, r, b.v3);
-#endif
-#if BE32
-      put_w(kk + 4u, r, b.v1); put_w(kk + 8u, r, b.v2); put_w(kk + 12u, r, b.v3);
-      put_w(kk + 16u, r, b.v4); put_w(kk + 20u, r, b.v5); put_w(kk + 24u, r, b.v6); put_w(kk + 28u, r, b.v7);
-#endif
+      var v: Part;
+      if (n0 + r < p.N) { v = load_part(n0 + r, kt, i / BN); } else { v.ka = 8u * (i / BN); v.kb = v.ka + 4u; }
+      put_w(v.ka, r, v.a);
+      put_w(v.kb, r, v.b);
     }
     // Activation tile: BT rows x BK/4 vec4s; pairs of threads read a row's 32 contiguous bytes.
     for (var i = lid; i < BT * (BK / 4u); i += NT) {
@@ -108,51 +170,12 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
       xs[xi + 3u * ST4][c] = S(v.w);
     }
     workgroupBarrier();
-#if F16
-    var acch: array<vec4<f16>, RN * NB>;
-    for (var j = 0u; j < RN * NB; j++) { acch[j] = vec4<f16>(0.0h); }
-#endif
-    for (var k = 0u; k < BK; k++) {
-      var wv: array<S4, NA>;
-      var xv: array<S4, NB>;
-      for (var a = 0u; a < NA; a++) { wv[a] = ws[k * SN4 + tn + a * WN]; }
-      for (var b = 0u; b < NB; b++) { xv[b] = xs[k * ST4 + tq + b * WT]; }
-      for (var a = 0u; a < NA; a++) {
-        for (var i = 0u; i < 4u; i++) {
-          for (var b = 0u; b < NB; b++) {
-            let j = (a * 4u + i) * NB + b;
-#if F16
-            acch[j] = fma(vec4<f16>(wv[a][i]), xv[b], acch[j]);
-#else
-            acc[j] = fma(vec4<f32>(wv[a][i]), xv[b], acc[j]);
-#endif
-          }
-        }
-      }
+    /*TILE_STEP_BEGIN*/
+    for (var k = 0u; k < BK; k += 4u) {
+      /*TILE_STEP*/
     }
-#if F16
-    for (var j = 0u; j < RN * NB; j++) { acc[j] += vec4<f32>(acch[j]); }
-#endif
+    /*TILE_STEP_END*/
     workgroupBarrier();
   }
-  for (var a = 0u; a < NA; a++) {
-    for (var i = 0u; i < 4u; i++) {
-      let n = n0 + (tn + a * WN) * 4u + i;
-      if (n >= p.N) { continue; }
-      for (var b = 0u; b < NB; b++) {
-        let v = acc[(a * 4u + i) * NB + b];
-        for (var c = 0u; c < 4u; c++) {
-          let t = t0 + (tq + b * WT) * 4u + c;
-          if (t < p.T) {
-            let yi = p.y_off + t * p.y_stride + n;
-#if ADD
-            y[yi] = y[yi] + v[c];
-#else
-            y[yi] = v[c];
-#endif
-          }
-        }
-      }
-    }
-  }
+  /*TILE_STORE*/
 }
