@@ -42,6 +42,7 @@ struct MatmulBenchOpts {
   bool per_row = true, f16 = false;
   uint32_t reps = 5;
   double peak_tflops = 67.0;
+  uint32_t min_wgs = 264;
   std::string json_path;
 };
 
@@ -104,7 +105,15 @@ int run_matmul_bench(const MatmulBenchOpts& b) {
     ko.matmul_tiled = false;
     vs.push_back({"per-row", ko});
   }
+  kernels::KernelOptions auto_ko;
+  auto_ko.matmul_tiled_min_workgroups = b.min_wgs;
+  vs.push_back({"tiled auto", auto_ko});  // the default: adapter tile, small-grid halving
   const bool has_f16 = ctx->has_feature(WGPUFeatureName_ShaderF16);
+  if (b.f16 && has_f16) {
+    kernels::KernelOptions ko = auto_ko;
+    ko.matmul_tiled_f16 = true;
+    vs.push_back({"tiled auto f16", ko});
+  }
   if (b.f16 && !has_f16) fmt::print(stderr, "adapter has no shader-f16: --f16 variants skipped\n");
   for (const auto& ts_ : b.tiles) {
     for (bool f16 : {false, true}) {
@@ -160,17 +169,20 @@ int run_matmul_bench(const MatmulBenchOpts& b) {
         std::sort(us.begin(), us.end());
         const double med = us[us.size() / 2], gflops = flop / med / 1e3;
         layer_us[vi] += med;
-        fmt::print(stderr, "  T={:<5} N={:<5} K={:<5} {:<24} {:>9.1f} us  {:>8.0f} GFLOP/s  {:>5.1f}% of peak\n", T, N, K,
-                   vs[vi].name, med, gflops, 100.0 * gflops / (b.peak_tflops * 1e3));
-        results.push_back({{"T", T}, {"N", N}, {"K", K}, {"variant", vs[vi].name}, {"median_us", med},
+        std::string name = vs[vi].name;
+        if (name.rfind("tiled auto", 0) == 0)
+          name += " " + kernels::matmul_tile(o, kernels::matmul_tiled_uses_f16(o), N, T).str();
+        fmt::print(stderr, "  T={:<5} N={:<5} K={:<5} {:<26} {:>9.1f} us  {:>9.1f} GFLOP/s  {:>5.1f}% of peak\n", T, N, K,
+                   name, med, gflops, 100.0 * gflops / (b.peak_tflops * 1e3));
+        results.push_back({{"T", T}, {"N", N}, {"K", K}, {"variant", name}, {"median_us", med},
                            {"min_us", us.front()}, {"max_us", us.back()}, {"gflops", gflops},
                            {"peak_fraction", gflops / (b.peak_tflops * 1e3)}});
       }
     }
-    fmt::print(stderr, "  T={} all {} shapes:\n", T, shapes.size());
+    fmt::print(stderr, "  T={} all {} shapes (sum):\n", T, shapes.size());
     for (size_t vi = 0; vi < vs.size(); ++vi) {
       const double gflops = layer_flop / layer_us[vi] / 1e3;
-      fmt::print(stderr, "    {:<24} {:>9.1f} us  {:>8.0f} GFLOP/s  {:>5.1f}% of peak\n", vs[vi].name, layer_us[vi],
+      fmt::print(stderr, "    {:<26} {:>9.1f} us  {:>9.1f} GFLOP/s  {:>5.1f}% of peak\n", vs[vi].name, layer_us[vi],
                  gflops, 100.0 * gflops / (b.peak_tflops * 1e3));
       results.push_back({{"T", T}, {"shapes", "all"}, {"variant", vs[vi].name}, {"median_us", layer_us[vi]},
                          {"gflops", gflops}, {"peak_fraction", gflops / (b.peak_tflops * 1e3)}});
@@ -204,6 +216,7 @@ std::function<int()> add_bench_matmul(CLI::App& app) {
   cmd->add_flag("--per-row,!--no-per-row", b->per_row, "also time the per-row kernel (default on)");
   cmd->add_flag("--f16", b->f16, "also time each tile's f16 variant (needs shader-f16)");
   cmd->add_option("--reps", b->reps, "measured repetitions after one warm-up (default 5)")->check(CLI::PositiveNumber);
+  cmd->add_option("--min-wgs", b->min_wgs, "KernelOptions::matmul_tiled_min_workgroups of the auto variants (default 264)");
   cmd->add_option("--peak-tflops", b->peak_tflops, "FLOP rate the shares are of (default 67: H200 fp32 FMA)");
   cmd->add_option("--json", b->json_path, "write the results as JSON here (default: stdout)");
   return [=]() -> int { return *cmd ? run_matmul_bench(*b) : -1; };

@@ -50,6 +50,8 @@ void add_common(CLI::App& app, CommonOptions& o) {
   app.add_option("--matmul-tile-t", o.matmul_tile_t, "tiled matmul: tokens per workgroup (0 = adapter default)");
   app.add_option("--matmul-reg-n", o.matmul_reg_n, "tiled matmul: output features per thread, 4 or 8 (0 = adapter default)");
   app.add_option("--matmul-reg-t", o.matmul_reg_t, "tiled matmul: tokens per thread, 4 or 8 (0 = adapter default)");
+  app.add_option("--matmul-min-wgs", o.matmul_min_wgs,
+                 "tiled matmul: halve the default tile (to 32 x 32 at least) while the grid has fewer workgroups (default 264; 0 = never)");
   app.add_flag("--matmul-tiled-f16,!--no-matmul-tiled-f16", o.matmul_tiled_f16,
                "tiled matmul in f16 (f16 tiles, f16 sums per 32-element K-step; needs shader-f16; default off)");
   app.add_option("--gdn-chunk", o.gdn_chunk, "Gated DeltaNet prefill chunk in tokens, 1..256 (default 64)");
@@ -79,6 +81,7 @@ ModelOptions model_options(const CommonOptions& o) {
   mo.kernels.matmul_reg_n = o.matmul_reg_n;
   mo.kernels.matmul_reg_t = o.matmul_reg_t;
   mo.kernels.matmul_tiled_f16 = o.matmul_tiled_f16;
+  mo.kernels.matmul_tiled_min_workgroups = o.matmul_min_wgs;
   return mo;
 }
 

@@ -11,13 +11,30 @@ std::string MatmulTile::str() const {
   return std::to_string(bn) + "x" + std::to_string(bt) + "/" + std::to_string(rn) + "x" + std::to_string(rt);
 }
 
-MatmulTile matmul_tile(const OpContext& o, bool f16) {
+MatmulTile shrink_tile(MatmulTile t, bool fixed_n, bool fixed_t, uint32_t N, uint32_t T, uint32_t min_workgroups) {
+  if (!N || !T) return t;
+  auto wgs = [&] { return uint64_t((N + t.bn - 1) / t.bn) * ((T + t.bt - 1) / t.bt); };
+  while (wgs() < min_workgroups) {
+    const bool can_n = !fixed_n && t.bn / 2 >= std::max(32u, t.rn);
+    const bool can_t = !fixed_t && t.bt / 2 >= std::max(32u, t.rt);
+    if (can_n && (t.bn >= t.bt || !can_t))
+      t.bn /= 2;
+    else if (can_t)
+      t.bt /= 2;
+    else
+      break;
+  }
+  return t;
+}
+
+MatmulTile matmul_tile(const OpContext& o, bool f16, uint32_t N, uint32_t T) {
   const bool sw = o.ctx.info().is_software();
   MatmulTile t = sw ? MatmulTile{32, 32, 4, 4} : MatmulTile{64, 64, 4, 4};
-  if (o.opt.matmul_tile_n) t.bn = o.opt.matmul_tile_n;
-  if (o.opt.matmul_tile_t) t.bt = o.opt.matmul_tile_t;
   if (o.opt.matmul_reg_n) t.rn = o.opt.matmul_reg_n;
   if (o.opt.matmul_reg_t) t.rt = o.opt.matmul_reg_t;
+  if (!sw) t = shrink_tile(t, o.opt.matmul_tile_n != 0, o.opt.matmul_tile_t != 0, N, T, o.opt.matmul_tiled_min_workgroups);
+  if (o.opt.matmul_tile_n) t.bn = o.opt.matmul_tile_n;
+  if (o.opt.matmul_tile_t) t.bt = o.opt.matmul_tile_t;
   auto bad = [&](const std::string& why) { return Error("matmul tile " + t.str() + ": " + why); };
   if ((t.rn != 4 && t.rn != 8) || (t.rt != 4 && t.rt != 8)) throw bad("register tile sides must be 4 or 8");
   if (t.bn == 0 || t.bt == 0 || t.bn % t.rn || t.bt % t.rt) throw bad("tile sides must be multiples of the register tile's");
@@ -105,7 +122,7 @@ void matmul_tiled(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride,
   if (!matmul_tiled_supported(W, x, x_stride))
     throw Error("matmul_tiled: activation offset and stride must be multiples of 4 and the weight block divide 32");
   const bool f16 = matmul_tiled_uses_f16(o);
-  const MatmulTile t = matmul_tile(o, f16);
+  const MatmulTile t = matmul_tile(o, f16, W.N, T);
   // The weight defines as kernels::matmul sets them (ops.cpp keeps its helper file-local).
   Defines d{{wformat_define(W.fmt), "1"}, {"BE", std::to_string(W.block)}, {"BE16", W.block == 16 ? "1" : "0"},
             {"BE32", W.block == 32 ? "1" : "0"}};

@@ -23,12 +23,20 @@ struct MatmulTile {
   std::string str() const;  // "64x64/4x4"
 };
 
-/// The tile the options select on this adapter: KernelOptions::matmul_tile_n / _t / matmul_reg_n /
-/// _t where set (non-zero), else the adapter default (hardware: 64 x 64 / 4 x 4, 256 threads;
-/// software adapters: 32 x 32 / 4 x 4, 64 threads). Throws wgllm::Error when the tile is invalid:
-/// RN, RT not in {4, 8}; BN, BT not multiples of RN, RT; more threads than
-/// maxComputeInvocationsPerWorkgroup or more workgroup memory than maxComputeWorkgroupStorageSize.
-MatmulTile matmul_tile(const OpContext& o, bool f16);
+/// The tile the options select on this adapter for N output features and T tokens: the sides
+/// KernelOptions::matmul_tile_n / _t / matmul_reg_n / _t set (non-zero), the others from the adapter
+/// default: hardware 64 x 64 / 4 x 4 (256 threads), where the unset tile sides are halved
+/// (features first, down to 32) while the grid has fewer than
+/// KernelOptions::matmul_tiled_min_workgroups workgroups (N = T = 0: no halving); software
+/// adapters 32 x 32 / 4 x 4. Throws wgllm::Error when the tile is invalid: RN, RT not in {4, 8};
+/// BN, BT not multiples of RN, RT; more threads than maxComputeInvocationsPerWorkgroup or more
+/// workgroup memory than maxComputeWorkgroupStorageSize.
+MatmulTile matmul_tile(const OpContext& o, bool f16, uint32_t N = 0, uint32_t T = 0);
+
+/// The halving rule of matmul_tile(): halves t.bn (unless fixed_n) or t.bt (unless fixed_t), the
+/// larger first (features on ties), never below 32 or the register tile, while the grid of an N x T
+/// product has fewer than min_workgroups workgroups. N or T = 0: t unchanged.
+MatmulTile shrink_tile(MatmulTile t, bool fixed_n, bool fixed_t, uint32_t N, uint32_t T, uint32_t min_workgroups);
 
 /// Whether matmul_tiled can run this product: x offset and row stride multiples of 4 (vec4 loads).
 bool matmul_tiled_supported(const GpuWeight& W, F32Ref x, uint32_t x_stride);

@@ -246,3 +246,17 @@ TEST(MatmulTiled, BadTilesAreClearErrors) {
     EXPECT_THROW(matmul_tile(o, false), Error) << bn << "x" << bt << "/" << rn << "x" << rt;
   }
 }
+
+TEST(MatmulTiled, SmallGridsGetSmallerTiles) {
+  auto t = [](uint32_t N, uint32_t T, bool fn = false, bool ft = false) {
+    return shrink_tile(MatmulTile{64, 64, 4, 4}, fn, ft, N, T, 264).str();
+  };
+  EXPECT_EQ(t(576, 512), "32x32/4x4");     // 72 -> 144 -> 288 workgroups
+  EXPECT_EQ(t(960, 512), "32x32/4x4");     // 120 -> 240 -> 480
+  EXPECT_EQ(t(960, 256), "32x32/4x4");     // 60 -> 120 -> 240: as small as allowed
+  EXPECT_EQ(t(3072, 512), "64x64/4x4");    // 384 workgroups: kept
+  EXPECT_EQ(t(576, 4096), "64x64/4x4");    // 576
+  EXPECT_EQ(t(576, 512, true), "64x32/4x4");  // features fixed: only tokens halve
+  EXPECT_EQ(t(16, 9), "32x32/4x4");         // never below 32
+  EXPECT_EQ(shrink_tile(MatmulTile{64, 64, 8, 8}, false, false, 576, 512, 0).str(), "64x64/8x8");  // 0: never
+}

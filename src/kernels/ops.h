@@ -32,6 +32,9 @@ struct KernelOptions {
   // hardware 64 x 64 / 4 x 4, software adapters 32 x 32 / 4 x 4).
   uint32_t matmul_tile_n = 0, matmul_tile_t = 0, matmul_reg_n = 0, matmul_reg_t = 0;
   bool matmul_tiled_f16 = false;  // matmul_tiled: f16 tiles and per-K-step f16 sums (shader-f16)
+  // matmul_tiled, hardware adapters: halve the default tile (down to 32 x 32) while the grid has
+  // fewer workgroups than this (264: two per SM of a 132-SM GPU such as the H200; 0 = never).
+  uint32_t matmul_tiled_min_workgroups = 264;
 };
 
 /// Everything an op needs to record a dispatch.
