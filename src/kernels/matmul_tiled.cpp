@@ -60,7 +60,8 @@ void replace_once(std::string& s, const std::string& what, const std::string& wi
 // quad a, lane i, token quad b) and the k loop unrolled by 4, as straight-line code. (Loops over
 // private arrays rely on the driver unrolling them, else the tile lives in scratch memory; naga
 // also adds a bounding counter to every loop, which can keep drivers from unrolling.)
-std::string tiled_source(uint32_t rn, uint32_t rt, bool f16) {
+std::string tiled_source(const MatmulTile& t, bool f16) {
+  const uint32_t rn = t.rn, rt = t.rt;
   const uint32_t na = rn / 4, nb = rt / 4;
   const char* lane = "xyzw";
   auto acc = [&](const char* pre, uint32_t a, uint32_t i, uint32_t b) {
@@ -98,7 +99,29 @@ std::string tiled_source(uint32_t rn, uint32_t rt, bool f16) {
         store += "      store4(n, t0 / 4u + tq + " + std::to_string(b) + "u * WT, " + acc("c", a, i, b) + ");\n";
       store += "    }\n  }\n  ";
     }
+  // Prefetch slots: each thread moves ceil(BN * 4 / NT) weight parts and ceil(BT * 8 / NT)
+  // activation vec4s per K-step.
+  const uint32_t nt = t.threads(), wpt = (t.bn * 4 + nt - 1) / nt, xpt = (t.bt * 8 + nt - 1) / nt;
+  std::string pdecl, fetch_first, fetch_next, put;
+  for (uint32_t i = 0; i < wpt; ++i) {
+    const std::string si = std::to_string(i), slot = "lid + " + si + "u * NT";
+    pdecl += "var wr_" + si + ": Raw; ";
+    fetch_first += "wr_" + si + " = fetch_w(" + slot + ", n0, 0u); ";
+    fetch_next += "wr_" + si + " = fetch_w(" + slot + ", n0, kt + 1u); ";
+    put += "put_wslot(" + slot + ", wr_" + si + "); ";
+  }
+  for (uint32_t i = 0; i < xpt; ++i) {
+    const std::string si = std::to_string(i), slot = "lid + " + si + "u * NT";
+    pdecl += "var xr_" + si + ": vec4<f32>; ";
+    fetch_first += "xr_" + si + " = fetch_x(" + slot + ", t0, 0u); ";
+    fetch_next += "xr_" + si + " = fetch_x(" + slot + ", t0, kt + 1u); ";
+    put += "put_xslot(" + slot + ", xr_" + si + "); ";
+  }
   std::string src(wgsl_source("matmul_tiled"));
+  replace_once(src, "/*TILE_PREFETCH_DECL*/", pdecl);
+  replace_once(src, "/*TILE_FETCH_FIRST*/", fetch_first);
+  replace_once(src, "/*TILE_FETCH_NEXT*/", fetch_next);
+  replace_once(src, "/*TILE_PUT*/", put);
   replace_once(src, "/*TILE_DECL*/", decl);
   replace_once(src, "/*TILE_STEP_BEGIN*/", begin);
   replace_once(src, "/*TILE_STEP*/", step);
@@ -133,7 +156,7 @@ void matmul_tiled(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride,
   d["ADD"] = accumulate ? "1" : "0";
   d["F16"] = f16 ? "1" : "0";
   const auto& p = o.pipelines.get(variant_key("matmul_tiled", d), [&] {
-    return gpu::KernelSpec{"", specialize(tiled_source(t.rn, t.rt, f16), d),
+    return gpu::KernelSpec{"", specialize(tiled_source(t, f16), d),
                            {gpu::Bind::ReadOnly, gpu::Bind::ReadOnly, gpu::Bind::ReadWrite, gpu::Bind::Uniform}};
   });
   struct { uint32_t K, N, T, nb, soff, x_off, x_stride, y_off, y_stride; } prm{

@@ -150,13 +150,13 @@ TEST(SmolLM2Parity, InterleavedSequencesDoNotLeak) {
 TEST(SmolLM2Parity, PrefillMatmulSwitchesMatchCpu) {
   // The prefill matmul's switches (kernels/matmul_tiled.h): per-row kernel, tiled kernel at the
   // adapter-default tile and at a different tile, and the f16 variant (when the adapter has
-  // shader-f16: tolerance of f16 operands, measured <= 3e-2 on lavapipe; argmax must agree).
+  // shader-f16: tolerance of f16 operands, measured 6.1e-2 on lavapipe (max |logit| 28.6); argmax must agree).
   auto& f = fx();
   struct V { const char* name; bool tiled; uint32_t bn, bt, rn, rt; bool f16; float tol; };
   const V vs[] = {{"per-row", false, 0, 0, 0, 0, false, kTolGpuVsCpu},
                   {"tiled", true, 0, 0, 0, 0, false, kTolGpuVsCpu},
                   {"tiled 64x32/8x4", true, 64, 32, 8, 4, false, kTolGpuVsCpu},
-                  {"tiled f16", true, 0, 0, 0, 0, true, 0.1f}};
+                  {"tiled f16", true, 0, 0, 0, 0, true, 0.2f}};
   const auto ids = ids_of(f.prompts[2]);  // moby_dick: 116 tokens
   const auto want = logits(*f.cpu, ids);
   for (const V& v : vs) {
