@@ -36,8 +36,9 @@ struct MatmulBenchOpts {
   int adapter = -1;
   std::vector<std::string> shapes = {"960:576", "576:576", "3072:576", "576:1536"};
   std::vector<uint32_t> tokens = {512, 4096};
+  // 8 x 8 register tiles are left out by default: 64 vec4 accumulators exceed NVIDIA's 255 registers.
   std::vector<std::string> tiles = {"64x64/4x4", "32x64/4x4", "64x32/4x4", "32x32/4x4", "128x64/8x4",
-                                    "64x128/4x8", "128x128/8x8", "64x64/8x8"};
+                                    "64x128/4x8", "64x64/8x4", "64x64/4x8"};
   std::string type = "q4_1";
   bool per_row = true, f16 = false;
   uint32_t reps = 5;
@@ -210,7 +211,7 @@ std::function<int()> add_bench_matmul(CLI::App& app) {
   cmd->add_option("--shapes", b->shapes, "N:K weight shapes (default: SmolLM2-135M's 960:576,576:576,3072:576,576:1536)")
       ->delimiter(',');
   cmd->add_option("--tokens", b->tokens, "token counts T (default 512,4096)")->delimiter(',')->check(CLI::PositiveNumber);
-  cmd->add_option("--tiles", b->tiles, "tiled-kernel tiles BNxBT/RNxRT to try (default: 8 tiles from 32x32/4x4 to 128x128/8x8)")
+  cmd->add_option("--tiles", b->tiles, "tiled-kernel tiles BNxBT/RNxRT to try (default: 8 tiles from 32x32/4x4 to 128x64/8x4)")
       ->delimiter(',');
   cmd->add_option("--type", b->type, "weight type: f32 f16 bf16 q4_0 q4_1 q8_0 q4_K q6_K (default q4_1)");
   cmd->add_flag("--per-row,!--no-per-row", b->per_row, "also time the per-row kernel (default on)");
