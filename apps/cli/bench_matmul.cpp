@@ -103,11 +103,12 @@ int run_matmul_bench(const MatmulBenchOpts& b) {
   std::vector<Variant> vs;
   if (b.per_row) {
     kernels::KernelOptions ko;
-    ko.matmul_tiled = false;
+    ko.matmul_tiled = 0;
     vs.push_back({"per-row", ko});
   }
   kernels::KernelOptions auto_ko;
   auto_ko.matmul_tiled_min_workgroups = b.min_wgs;
+  auto_ko.matmul_tiled = 1;  // also on software adapters
   vs.push_back({"tiled auto", auto_ko});  // the default: adapter tile, small-grid halving
   const bool has_f16 = ctx->has_feature(WGPUFeatureName_ShaderF16);
   if (b.f16 && has_f16) {

@@ -44,8 +44,8 @@ void add_common(CLI::App& app, CommonOptions& o) {
   app.add_option("--prefill-tokens-per-wg", o.tokens_per_wg, "prefill tokens per matmul workgroup (1 = off)");
   app.add_option("--matmul-rows", o.rows_per_wg, "matmul output rows per workgroup (0 = adapter default)");
   app.add_option("--matmul-lanes", o.lanes, "matmul threads per output row, power of two (0 = adapter default)");
-  app.add_flag("--matmul-tiled,!--no-matmul-tiled", o.matmul_tiled,
-               "tiled matmul kernel for forwards of more than 8 tokens (prefill; default on)");
+  app.add_flag("--matmul-tiled{1},--no-matmul-tiled{0}", o.matmul_tiled,
+               "tiled matmul kernel for forwards of more than 8 tokens (prefill; default: on for GPUs, off on software adapters)");
   app.add_option("--matmul-tile-n", o.matmul_tile_n, "tiled matmul: output features per workgroup (0 = adapter default)");
   app.add_option("--matmul-tile-t", o.matmul_tile_t, "tiled matmul: tokens per workgroup (0 = adapter default)");
   app.add_option("--matmul-reg-n", o.matmul_reg_n, "tiled matmul: output features per thread, 4 or 8 (0 = adapter default)");
@@ -75,7 +75,7 @@ ModelOptions model_options(const CommonOptions& o) {
   mo.kernels.matmul_rows_per_workgroup = o.rows_per_wg;
   mo.kernels.matmul_lanes_per_row = o.lanes;
   mo.kernels.gdn_chunk = o.gdn_chunk;
-  mo.kernels.matmul_tiled = o.matmul_tiled;
+  mo.kernels.matmul_tiled = uint8_t(o.matmul_tiled);
   mo.kernels.matmul_tile_n = o.matmul_tile_n;
   mo.kernels.matmul_tile_t = o.matmul_tile_t;
   mo.kernels.matmul_reg_n = o.matmul_reg_n;

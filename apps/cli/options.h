@@ -24,7 +24,8 @@ struct CommonOptions {
   uint32_t tokens_per_wg = 8;
   uint32_t gdn_chunk = 64;
   uint32_t rows_per_wg = 0, lanes = 0;  // 0: adapter default
-  bool matmul_tiled = true, matmul_tiled_f16 = false;  // kernels/matmul_tiled.h
+  int matmul_tiled = 2;  // KernelOptions::matmul_tiled: 2 = adapter default
+  bool matmul_tiled_f16 = false;  // kernels/matmul_tiled.h
   uint32_t matmul_tile_n = 0, matmul_tile_t = 0, matmul_reg_n = 0, matmul_reg_t = 0;  // 0: adapter default
   uint32_t matmul_min_wgs = 264;  // KernelOptions::matmul_tiled_min_workgroups
   bool profile = false;

@@ -136,6 +136,10 @@ bool matmul_tiled_supported(const GpuWeight& W, F32Ref x, uint32_t x_stride) {
   return x.off % 4 == 0 && x_stride % 4 == 0 && W.block % 4 == 0 && 32 % W.block == 0;
 }
 
+bool matmul_tiled_enabled(const OpContext& o) {
+  return o.opt.matmul_tiled == 1 || (o.opt.matmul_tiled == 2 && !o.ctx.info().is_software());
+}
+
 bool matmul_tiled_uses_f16(const OpContext& o) {
   return o.opt.matmul_tiled_f16 && o.ctx.has_feature(WGPUFeatureName_ShaderF16);
 }

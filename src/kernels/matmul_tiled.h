@@ -1,6 +1,6 @@
 // Tiled matrix product for prefill forwards (T > 8 tokens): wgsl/matmul_tiled.wgsl. Same semantics
 // as kernels::matmul (ops.h), which records this kernel instead of the per-row one when
-// KernelOptions::matmul_tiled is on, T > kMatmulTiledMinTokens and matmul_tiled_supported().
+// matmul_tiled_enabled(), T > kMatmulTiledMinTokens and matmul_tiled_supported().
 // CPU twin: ref::matmul. Test: kernels/matmul_tiled_test.cpp.
 #pragma once
 #include <cstdint>
@@ -40,6 +40,10 @@ MatmulTile shrink_tile(MatmulTile t, bool fixed_n, bool fixed_t, uint32_t N, uin
 
 /// Whether matmul_tiled can run this product: x offset and row stride multiples of 4 (vec4 loads).
 bool matmul_tiled_supported(const GpuWeight& W, F32Ref x, uint32_t x_stride);
+
+/// Whether kernels::matmul may take the tiled kernel: KernelOptions::matmul_tiled 1, or 2 (adapter
+/// default) on a hardware adapter.
+bool matmul_tiled_enabled(const OpContext& o);
 
 /// Whether the f16 variant runs: KernelOptions::matmul_tiled_f16 and the device has shader-f16.
 bool matmul_tiled_uses_f16(const OpContext& o);

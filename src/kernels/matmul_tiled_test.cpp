@@ -186,6 +186,7 @@ TEST(MatmulTiled, F32WeightsWithFourElementBlocks) {
 
 TEST(MatmulTiled, PromptOf512Tokens) {
   KernelOptions ko;
+  ko.matmul_tiled = 1;  // through kernels::matmul, also on software adapters
   const Case c{DType::Q4_1, 64, 40, 512, true};
   EXPECT_LE(run_case(c, ko, false), kTolF32) << what(c, ko);
 }
@@ -213,7 +214,7 @@ TEST(MatmulTiled, MatmulRoutesPrefillToTheTiledKernel) {
   auto W = upload_weight(*e.ctx, pack_weight(DType::Q4_1, blocks.data(), K, N), "w");
   auto x = randn(size_t(40) * K, 4);
   auto xb = e.upload(x);
-  auto run = [&](uint32_t T, bool tiled_switch, bool direct) {
+  auto run = [&](uint32_t T, uint8_t tiled_switch, bool direct) {
     KernelOptions ko;
     ko.matmul_tiled = tiled_switch;
     OpContext o{*e.ctx, e.cache, e.rec, ko};
@@ -230,10 +231,13 @@ TEST(MatmulTiled, MatmulRoutesPrefillToTheTiledKernel) {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
   };
   for (uint32_t T : {9u, 40u}) {
-    EXPECT_TRUE(bits_equal(run(T, true, false), run(T, true, true))) << "T=" << T;
-    EXPECT_FALSE(bits_equal(run(T, false, false), run(T, true, true))) << "T=" << T << ": switch off still tiled?";
+    EXPECT_TRUE(bits_equal(run(T, 1, false), run(T, 1, true))) << "T=" << T;
+    EXPECT_FALSE(bits_equal(run(T, 0, false), run(T, 1, true))) << "T=" << T << ": switch off still tiled?";
   }
-  EXPECT_FALSE(bits_equal(run(8, true, false), run(8, true, true))) << "T=8 must keep the per-row kernel";
+  EXPECT_FALSE(bits_equal(run(8, 1, false), run(8, 1, true))) << "T=8 must keep the per-row kernel";
+  // 2 = adapter default: tiled on hardware GPUs, per-row on software adapters.
+  const bool sw = e.ctx->info().is_software();
+  EXPECT_EQ(bits_equal(run(40, 2, false), run(40, 1, true)), !sw) << "adapter default, software adapter: " << sw;
 }
 
 TEST(MatmulTiled, BadTilesAreClearErrors) {

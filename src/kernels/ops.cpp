@@ -27,7 +27,7 @@ Defines weight_defines(const GpuWeight& W) {
 
 void matmul(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, F32Ref y,
             uint32_t y_stride, uint32_t T, bool accumulate, const char* label, gpu::Traffic y_kind) {
-  if (o.opt.matmul_tiled && T > kMatmulTiledMinTokens && matmul_tiled_supported(W, x, x_stride))
+  if (matmul_tiled_enabled(o) && T > kMatmulTiledMinTokens && matmul_tiled_supported(W, x, x_stride))
     return matmul_tiled(o, W, x, x_stride, y, y_stride, T, accumulate, label, y_kind);
   const uint32_t tt = T > 1 ? std::max<uint32_t>(1, o.opt.prefill_tokens_per_workgroup) : 1;
   const bool vec4 = o.opt.vec4_activations && x.off % 4 == 0 && x_stride % 4 == 0 && W.block % 4 == 0;

@@ -26,8 +26,10 @@ struct KernelOptions {
   uint32_t attention_tiled_split_target = 2048;  // tiled + split: split keys until ~this many workgroups
   uint32_t gdn_chunk = 64;                  // Gated DeltaNet prefill chunk (tokens); kernels/gdn_ops.h
   // Prefill matmul (kernels/matmul_tiled.h): forwards of T > 8 tokens record the tiled kernel
-  // (matmul_tiled.wgsl; summation order differs from the per-row kernel's).
-  bool matmul_tiled = true;
+  // (matmul_tiled.wgsl; summation order differs from the per-row kernel's). 0 = off, 1 = on,
+  // 2 = adapter default: on for hardware GPUs, off on software adapters (lavapipe, 34-token prompt:
+  // TTFT 7.9 s tiled vs 6.3 s per-row).
+  uint8_t matmul_tiled = 2;
   // matmul_tiled tile: features x tokens per workgroup and per thread (0 = adapter default:
   // hardware 64 x 64 / 4 x 4, software adapters 32 x 32 / 4 x 4).
   uint32_t matmul_tile_n = 0, matmul_tile_t = 0, matmul_reg_n = 0, matmul_reg_t = 0;

@@ -315,7 +315,7 @@ TEST(Lfm2Errors, MalformedGguf) {
 }
 
 TEST(Lfm2Parity, PrefillMatmulTiledOnAndOffMatchCpu) {
-  // kernels/matmul_tiled.h: the prefill matmul's tiled kernel on (default) and off.
+  // kernels/matmul_tiled.h: the prefill matmul's tiled kernel on and off.
   auto& f = fx();
   for (auto& p : f.ref["prompts"]) {
     auto ids = ids_of(p);
@@ -324,7 +324,7 @@ TEST(Lfm2Parity, PrefillMatmulTiledOnAndOffMatchCpu) {
     for (bool tiled : {false, true}) {
       ModelOptions o;
       o.context_length = 256;
-      o.kernels.matmul_tiled = tiled;
+      o.kernels.matmul_tiled = tiled ? 1 : 0;
       auto m = create_model(*f.gguf, o);
       Diff d = diff(logits(*m, ids), want);
       std::printf("T=%zu matmul_tiled %d: |gpu-cpu| %.2e\n", ids.size(), int(tiled), d.max_abs);

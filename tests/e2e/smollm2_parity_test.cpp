@@ -162,7 +162,7 @@ TEST(SmolLM2Parity, PrefillMatmulSwitchesMatchCpu) {
   for (const V& v : vs) {
     ModelOptions o;
     o.context_length = 256;
-    o.kernels.matmul_tiled = v.tiled;
+    o.kernels.matmul_tiled = v.tiled ? 1 : 0;
     o.kernels.matmul_tile_n = v.bn, o.kernels.matmul_tile_t = v.bt, o.kernels.matmul_reg_n = v.rn,
     o.kernels.matmul_reg_t = v.rt;
     o.kernels.matmul_tiled_f16 = v.f16;
