@@ -44,8 +44,10 @@ void add_common(CLI::App& app, CommonOptions& o) {
   app.add_option("--prefill-tokens-per-wg", o.tokens_per_wg, "prefill tokens per matmul workgroup (1 = off)");
   app.add_option("--matmul-rows", o.rows_per_wg, "matmul output rows per workgroup (0 = adapter default)");
   app.add_option("--matmul-lanes", o.lanes, "matmul threads per output row, power of two (0 = adapter default)");
-  app.add_flag("--matmul-tiled{1},--no-matmul-tiled{0}", o.matmul_tiled,
-               "tiled matmul kernel for forwards of more than 8 tokens (prefill; default: on for GPUs, off on software adapters)");
+  // Three states (default: the adapter decides), so two callbacks rather than one bool flag.
+  app.add_flag_callback("--matmul-tiled", [&o] { o.matmul_tiled = 1; },
+                        "tiled matmul kernel for forwards of more than 8 tokens (prefill; default: on for GPUs, off on software adapters)");
+  app.add_flag_callback("--no-matmul-tiled", [&o] { o.matmul_tiled = 0; }, "per-row matmul kernel for every forward");
   app.add_option("--matmul-tile-n", o.matmul_tile_n, "tiled matmul: output features per workgroup (0 = adapter default)");
   app.add_option("--matmul-tile-t", o.matmul_tile_t, "tiled matmul: tokens per workgroup (0 = adapter default)");
   app.add_option("--matmul-reg-n", o.matmul_reg_n, "tiled matmul: output features per thread, 4 or 8 (0 = adapter default)");
