@@ -70,6 +70,13 @@ std::vector<std::string> non_product(const BenchOpts& b) {
   if (o.tokens_per_wg != d.tokens_per_wg) r.push_back("--prefill-tokens-per-wg " + std::to_string(o.tokens_per_wg));
   if (o.rows_per_wg != d.rows_per_wg) r.push_back("--matmul-rows " + std::to_string(o.rows_per_wg));
   if (o.lanes != d.lanes) r.push_back("--matmul-lanes " + std::to_string(o.lanes));
+  if (o.matmul_tiled != d.matmul_tiled) r.push_back(o.matmul_tiled == 1 ? "--matmul-tiled" : "--no-matmul-tiled");
+  if (o.matmul_tiled_f16 != d.matmul_tiled_f16) r.push_back("--matmul-tiled-f16");
+  if (o.matmul_tile_n != d.matmul_tile_n) r.push_back("--matmul-tile-n " + std::to_string(o.matmul_tile_n));
+  if (o.matmul_tile_t != d.matmul_tile_t) r.push_back("--matmul-tile-t " + std::to_string(o.matmul_tile_t));
+  if (o.matmul_reg_n != d.matmul_reg_n) r.push_back("--matmul-reg-n " + std::to_string(o.matmul_reg_n));
+  if (o.matmul_reg_t != d.matmul_reg_t) r.push_back("--matmul-reg-t " + std::to_string(o.matmul_reg_t));
+  if (o.matmul_min_wgs != d.matmul_min_wgs) r.push_back("--matmul-min-wgs " + std::to_string(o.matmul_min_wgs));
   if (b.planted_slowdown > 0) r.push_back("--planted-slowdown");
   return r;
 }

@@ -20,6 +20,7 @@
 #include "gpu/context.h"
 #include "bench.h"
 #include "bench_attention.h"
+#include "bench_matmul.h"
 #include "bench_multiturn.h"
 #include "chat_session.h"
 #include "options.h"
@@ -240,6 +241,7 @@ int main(int argc, char** argv) {
   auto bench_hook = cli::add_bench(app, argv[0]);
   auto multiturn_hook = cli::add_bench_multiturn(app);  // after `bench` is registered
   auto attention_hook = cli::add_bench_attention(app);
+  auto matmul_hook = cli::add_bench_matmul(app);
   auto perplexity_hook = cli::add_perplexity(app);
   if (argc <= 1) {  // no command: the usage, as an error
     fmt::print(stderr, "{}", app.help());
@@ -264,6 +266,7 @@ int main(int argc, char** argv) {
     if (!prompt_file.empty()) prompt = cli::read_file(prompt_file);
     if (int rc = multiturn_hook(); rc >= 0) return rc;
     if (int rc = attention_hook(); rc >= 0) return rc;
+    if (int rc = matmul_hook(); rc >= 0) return rc;
     if (int rc = perplexity_hook(); rc >= 0) return rc;
     if (int rc = bench_hook(); rc >= 0) return rc;
     if (*run) return cmd_run(run_o, prompt, system, raw, print_ids);

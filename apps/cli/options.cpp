@@ -70,6 +70,23 @@ void add_common(CLI::App& app, CommonOptions& o) {
                "decode (<= 8 tokens): RoPE and the KV-cache store in the fused QKV matmul's epilogue (llama), bit-identical (default on)");
   app.add_flag("--fuse-silu,!--no-fuse-silu", o.fuse_silu,
                "decode (<= 8 tokens): SiLU(gate) x up computed in the down projection's activation load, bit-identical (default on)");
+  // Three states (default: the adapter decides), so two callbacks rather than one bool flag.
+  app.add_flag_callback("--matmul-tiled", [&o] { o.matmul_tiled = 1; },
+                        "tiled matmul kernel for forwards of more than 8 tokens (prefill; default: on for GPUs, off on software adapters)");
+  app.add_flag_callback("--no-matmul-tiled", [&o] { o.matmul_tiled = 0; }, "per-row matmul kernel for every forward");
+  app.add_option("--matmul-tile-n", o.matmul_tile_n, "tiled matmul: output features per workgroup, 0..256 (0 = adapter default)")
+      ->transform(integer(0, 256));
+  app.add_option("--matmul-tile-t", o.matmul_tile_t, "tiled matmul: tokens per workgroup, 0..256 (0 = adapter default)")
+      ->transform(integer(0, 256));
+  app.add_option("--matmul-reg-n", o.matmul_reg_n, "tiled matmul: output features per thread, 4 or 8 (0 = adapter default)")
+      ->transform(integer(0, 8));
+  app.add_option("--matmul-reg-t", o.matmul_reg_t, "tiled matmul: tokens per thread, 4 or 8 (0 = adapter default)")
+      ->transform(integer(0, 8));
+  app.add_option("--matmul-min-wgs", o.matmul_min_wgs,
+                 "tiled matmul: halve the default tile (to 32 x 32 at least) while the grid has fewer workgroups (default 264; 0 = never)")
+      ->transform(integer(0, 1 << 20));
+  app.add_flag("--matmul-tiled-f16,!--no-matmul-tiled-f16", o.matmul_tiled_f16,
+               "tiled matmul in f16 (f16 tiles, f16 sums per 32-element K-step; needs shader-f16; default off)");
   app.add_flag("--profile", o.profile, "print per-kernel GPU times of the last decode step");
   app.add_flag("--warmup,!--no-warmup", o.warmup,
                "compile every kernel variant at load with throwaway forwards, so no request pays a pipeline compile (default on)");
@@ -98,6 +115,13 @@ ModelOptions model_options(const CommonOptions& o) {
   mo.kernels.fuse_rope_kv = o.fuse_rope_kv;
   mo.kernels.fuse_silu = o.fuse_silu;
   mo.kernels.fuse_qkv_rope_kv = o.fuse_qkv_rope_kv;
+  mo.kernels.matmul_tiled = uint8_t(o.matmul_tiled);
+  mo.kernels.matmul_tile_n = o.matmul_tile_n;
+  mo.kernels.matmul_tile_t = o.matmul_tile_t;
+  mo.kernels.matmul_reg_n = o.matmul_reg_n;
+  mo.kernels.matmul_reg_t = o.matmul_reg_t;
+  mo.kernels.matmul_tiled_f16 = o.matmul_tiled_f16;
+  mo.kernels.matmul_tiled_min_workgroups = o.matmul_min_wgs;
   return mo;
 }
 

@@ -31,6 +31,10 @@ struct CommonOptions {
   bool fuse_conv_state = true, gdn_fuse_prep = true, gdn_fuse_norm = true, gdn_fuse_decode = true;
   uint32_t rows_per_wg = 0, lanes = 0;  // 0: adapter default
   bool fuse_norm = true, fuse_rope_kv = true, fuse_silu = true, fuse_qkv_rope_kv = true;  // decode fusions (docs/FLAGS.md)
+  int matmul_tiled = 2;  // KernelOptions::matmul_tiled: 2 = adapter default
+  bool matmul_tiled_f16 = false;  // kernels/matmul_tiled.h
+  uint32_t matmul_tile_n = 0, matmul_tile_t = 0, matmul_reg_n = 0, matmul_reg_t = 0;  // 0: adapter default
+  uint32_t matmul_min_wgs = 264;  // KernelOptions::matmul_tiled_min_workgroups
   bool profile = false;
   bool warmup = true;  // compile every kernel variant at load (runtime/warmup.h)
 };

@@ -174,7 +174,8 @@ std::unique_ptr<Context> Context::create(const ContextOptions& opts) {
   // Subgroup operations: the standard feature, or wgpu-native's own where the adapter only
   // reports that one (lavapipe); either lets WGSL use the subgroup builtins (naga in wgpu-native
   // 0.32 rejects `enable subgroups;` and needs no enable directive).
-  std::vector<uint32_t> want = {WGPUFeatureName_Subgroups, WGPUNativeFeature_Subgroup};
+  std::vector<uint32_t> want = {WGPUFeatureName_Subgroups, WGPUNativeFeature_Subgroup,
+                               WGPUFeatureName_ShaderF16};
   if (opts.want_timestamps) {
     want.push_back(WGPUFeatureName_TimestampQuery);
     want.push_back(WGPUNativeFeature_TimestampQueryInsidePasses);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <string>
 #include <vector>
+#include "kernels/matmul_tiled.h"
 #include "kernels/wgsl.h"
 
 namespace wgllm::kernels {
@@ -99,6 +100,8 @@ void matmul_impl(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, 
 
 void matmul(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, F32Ref y,
             uint32_t y_stride, uint32_t T, bool accumulate, const char* label, gpu::Traffic y_kind) {
+  if (matmul_tiled_enabled(o) && T > kMatmulTiledMinTokens && matmul_tiled_supported(W, x, x_stride))
+    return matmul_tiled(o, W, x, x_stride, y, y_stride, T, accumulate, label, y_kind);
   matmul_impl(o, W, x, x_stride, y, y_stride, T, accumulate, label, y_kind, Prologue::None, nullptr, 0.0f, 0);
 }
 

@@ -34,6 +34,18 @@ struct KernelOptions {
   bool fuse_rope_kv = true;  // RoPE of q and k + KV-cache store in one dispatch (rope_kv_store)
   bool fuse_silu = true;     // SiLU(gate) x up computed in the down projection's activation load (matmul_silu)
   bool fuse_qkv_rope_kv = true;  // RoPE + KV store in the fused QKV matmul's epilogue (matmul_qkv_rope_kv)
+  // Prefill matmul (kernels/matmul_tiled.h): forwards of T > 8 tokens record the tiled kernel
+  // (matmul_tiled.wgsl; summation order differs from the per-row kernel's). 0 = off, 1 = on,
+  // 2 = adapter default: on for hardware GPUs, off on software adapters (lavapipe, 34-token prompt:
+  // TTFT 7.9 s tiled vs 6.3 s per-row).
+  uint8_t matmul_tiled = 2;
+  // matmul_tiled tile: features x tokens per workgroup and per thread (0 = adapter default:
+  // hardware 64 x 64 / 4 x 4, software adapters 32 x 32 / 4 x 4).
+  uint32_t matmul_tile_n = 0, matmul_tile_t = 0, matmul_reg_n = 0, matmul_reg_t = 0;
+  bool matmul_tiled_f16 = false;  // matmul_tiled: f16 tiles and per-K-step f16 sums (shader-f16)
+  // matmul_tiled, hardware adapters: halve the default tile (down to 32 x 32) while the grid has
+  // fewer workgroups than this (264: two per SM of a 132-SM GPU such as the H200; 0 = never).
+  uint32_t matmul_tiled_min_workgroups = 264;
 };
 
 /// Forwards of at most this many tokens (decode, speculative verification) take the fused

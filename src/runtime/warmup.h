@@ -11,7 +11,7 @@ namespace wgllm {
 /// Runs five throwaway forwards on a scratch sequence (discarded; the model's other sequences and
 /// all results are unaffected) that reach every kernel variant a conversation uses: a 2-token
 /// prefill, a decode step and a 9-token forward (past kernels::kFusedConvMaxTokens: causal_conv's
-/// two-dispatch form) near position 0 (no key split), then, after jumping the scratch
+/// two-dispatch form and the tiled prefill matmul) near position 0 (no key split), then, after jumping the scratch
 /// sequence to position 150 with zero KV rows (Sequence::import_state; no 150-token forward), a
 /// 2-token prefill and a decode step there (tiled and per-row attention with their key split and
 /// combine passes); head outputs as argmax and as logits. Returns the milliseconds it took. A

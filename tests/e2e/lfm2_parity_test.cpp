@@ -351,3 +351,22 @@ TEST(Lfm2Errors, MalformedGguf) {
   expect_error(gguf_variant("outnorm", "token_embd_norm.weight", "token_embd_nrrm.weight"),
                "missing tensor 'token_embd_norm.weight'");
 }
+
+TEST(Lfm2Parity, PrefillMatmulTiledOnAndOffMatchCpu) {
+  // kernels/matmul_tiled.h: the prefill matmul's tiled kernel on and off.
+  auto& f = fx();
+  for (auto& p : f.ref["prompts"]) {
+    auto ids = ids_of(p);
+    if (ids.size() <= 8) continue;  // prefill only
+    auto want = logits(*f.cpu_gguf, ids);
+    for (bool tiled : {false, true}) {
+      ModelOptions o;
+      o.context_length = 256;
+      o.kernels.matmul_tiled = tiled ? 1 : 0;
+      auto m = create_model(*f.gguf, o);
+      Diff d = diff(logits(*m, ids), want);
+      std::printf("T=%zu matmul_tiled %d: |gpu-cpu| %.2e\n", ids.size(), int(tiled), d.max_abs);
+      EXPECT_LE(d.max_abs, kTolGpuVsCpu) << "matmul_tiled " << tiled;
+    }
+  }
+}

@@ -309,3 +309,19 @@ TEST(Qwen35Parity, MalformedConfigsAndMissingTensorsAreClearErrors) {
                }),
                "model.layers.3.self_attn.q_proj.weight");
 }
+
+TEST(Qwen35Parity, PrefillMatmulTiledOnAndOffMatchCpu) {
+  // kernels/matmul_tiled.h: the prefill matmul's tiled kernel on and off.
+  auto& f = fx();
+  auto ids = ids_of(f.ref["prompts"][2]);
+  auto want = logits(*f.cpu, ids);
+  for (bool tiled : {false, true}) {
+    ModelOptions o;
+    o.context_length = 512;
+    o.kernels.matmul_tiled = tiled ? 1 : 0;
+    auto m = create_model(*f.src, o);
+    Diff d = diff(logits(*m, ids), want);
+    std::printf("matmul_tiled %d: |gpu-cpu| %.2e\n", int(tiled), d.max_abs);
+    EXPECT_LE(d.max_abs, kTolGpuVsCpu) << "matmul_tiled " << tiled;
+  }
+}

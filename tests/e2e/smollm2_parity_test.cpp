@@ -146,3 +146,30 @@ TEST(SmolLM2Parity, InterleavedSequencesDoNotLeak) {
   EXPECT_EQ(a, a_alone);
   EXPECT_EQ(b, b_alone);
 }
+
+TEST(SmolLM2Parity, PrefillMatmulSwitchesMatchCpu) {
+  // The prefill matmul's switches (kernels/matmul_tiled.h): per-row kernel, tiled kernel at the
+  // adapter-default tile and at a different tile, and the f16 variant (when the adapter has
+  // shader-f16: tolerance of f16 operands, measured 6.1e-2 on lavapipe (max |logit| 28.6); argmax must agree).
+  auto& f = fx();
+  struct V { const char* name; bool tiled; uint32_t bn, bt, rn, rt; bool f16; float tol; };
+  const V vs[] = {{"per-row", false, 0, 0, 0, 0, false, kTolGpuVsCpu},
+                  {"tiled", true, 0, 0, 0, 0, false, kTolGpuVsCpu},
+                  {"tiled 64x32/8x4", true, 64, 32, 8, 4, false, kTolGpuVsCpu},
+                  {"tiled f16", true, 0, 0, 0, 0, true, 0.2f}};
+  const auto ids = ids_of(f.prompts[2]);  // moby_dick: 116 tokens
+  const auto want = logits(*f.cpu, ids);
+  for (const V& v : vs) {
+    ModelOptions o;
+    o.context_length = 256;
+    o.kernels.matmul_tiled = v.tiled ? 1 : 0;
+    o.kernels.matmul_tile_n = v.bn, o.kernels.matmul_tile_t = v.bt, o.kernels.matmul_reg_n = v.rn,
+    o.kernels.matmul_reg_t = v.rt;
+    o.kernels.matmul_tiled_f16 = v.f16;
+    auto m = create_model(*f.src, o);
+    Diff d = diff(logits(*m, ids), want);
+    std::printf("%-16s |gpu-cpu| %.2e\n", v.name, d.max_abs);
+    EXPECT_LE(d.max_abs, v.tol) << v.name;
+    EXPECT_EQ(d.argmax_a, d.argmax_b) << v.name;
+  }
+}

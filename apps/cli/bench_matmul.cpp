@@ -1,0 +1,227 @@
+// `wgllm bench matmul`: kernels::matmul alone (random weights of --type, random activations) for
+// each --shapes N:K at each --tokens T, per kernel variant: the per-row kernel (--no-matmul-tiled)
+// and the tiled prefill kernel (kernels/matmul_tiled.h) at each --tiles tile, in f32 and (--f16,
+// when the adapter has shader-f16) f16. Default shapes: one SmolLM2-135M layer's prefill matmuls
+// (QKV 960:576, attention output 576:576, gate+up 3072:576, down 576:1536). Prints the median GPU
+// time (timestamp queries when the device has them inside passes, else wall time of submit + wait)
+// and the achieved rate 2 N K T / time in GFLOP/s and as a share of --peak-tflops (default 67: the
+// H200's fp32 FMA peak); per variant also the layer total (sum over the shapes). JSON to --json
+// (default stdout).
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bench.h"
+#include "bench_matmul.h"
+#include "core/error.h"
+#include "core/half.h"
+#include "formats/dtype.h"
+#include "gpu/context.h"
+#include "kernels/matmul_tiled.h"
+#include "kernels/ops.h"
+
+namespace wgllm::cli {
+
+namespace {
+
+struct MatmulBenchOpts {
+  int adapter = -1;
+  std::vector<std::string> shapes = {"960:576", "576:576", "3072:576", "576:1536"};
+  std::vector<uint32_t> tokens = {512, 4096};
+  // 8 x 8 register tiles are left out by default: 64 vec4 accumulators exceed NVIDIA's 255 registers.
+  std::vector<std::string> tiles = {"64x64/4x4", "32x64/4x4", "64x32/4x4", "32x32/4x4", "128x64/8x4",
+                                    "64x128/4x8", "64x64/8x4", "64x64/4x8"};
+  std::string type = "q4_1";
+  bool per_row = true, f16 = false;
+  uint32_t reps = 5;
+  double peak_tflops = 67.0;
+  uint32_t min_wgs = 264;
+  std::string json_path;
+};
+
+DType parse_type(const std::string& s) {
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K, DType::Q6_K})
+    if (dtype_name(t) == s) return t;
+  throw Error("bench matmul: --type must be one of f32, f16, bf16, q4_0, q4_1, q8_0, q4_K, q6_K (got '" + s + "')");
+}
+
+// Random well-formed blocks: random quant bytes, small positive f16 scales (floats: N(0, 1)).
+std::vector<uint8_t> random_blocks(DType t, uint32_t K, uint32_t N) {
+  std::mt19937 g(7);
+  const size_t bb = dtype_block_bytes(t), nb = size_t(K) * N / dtype_block_elems(t);
+  std::vector<uint8_t> d(nb * bb);
+  for (auto& b : d) b = uint8_t(g());
+  auto f16 = [](uint8_t* p, float v) { const uint16_t h = f32_to_f16(v); p[0] = uint8_t(h); p[1] = uint8_t(h >> 8); };
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (size_t i = 0; i < nb; ++i) {
+    uint8_t* b = d.data() + i * bb;
+    if (t == DType::F16) f16(b, nd(g));
+    else if (t == DType::BF16) { const uint32_t u = bits_from_f32(nd(g)); b[0] = uint8_t(u >> 16); b[1] = uint8_t(u >> 24); }
+    else if (t == DType::F32) { const float v = nd(g); std::memcpy(b, &v, 4); }
+    else if (t == DType::Q6_K) f16(b + 208, 0.002f);
+    else { f16(b, 0.01f); if (t == DType::Q4_1 || t == DType::Q4_K) f16(b + 2, t == DType::Q4_1 ? -0.08f : 0.01f); }
+  }
+  return d;
+}
+
+kernels::MatmulTile parse_tile(const std::string& s) {
+  kernels::MatmulTile t;
+  char c1 = 0, c2 = 0, c3 = 0;
+  if (std::sscanf(s.c_str(), "%ux%u%c%ux%u", &t.bn, &t.bt, &c1, &t.rn, &t.rt) != 5 || c1 != '/')
+    throw Error("bench matmul: tile '" + s + "' is not BNxBT/RNxRT (e.g. 64x64/4x4)");
+  (void)c2, (void)c3;
+  return t;
+}
+
+int run_matmul_bench(const MatmulBenchOpts& b) {
+  using clk = std::chrono::steady_clock;
+  gpu::ContextOptions co;
+  co.adapter_index = b.adapter;
+  auto ctx = gpu::Context::create(co);
+  gpu::PipelineCache pipes(*ctx);
+  gpu::Recorder rec(*ctx);
+  const bool ts = ctx->timestamps_inside_passes();
+  rec.set_profiling(ts);
+  const DType type = parse_type(b.type);
+  struct Shape { uint32_t N, K; };
+  std::vector<Shape> shapes;
+  for (const auto& s : b.shapes) {
+    Shape sh{};
+    if (std::sscanf(s.c_str(), "%u:%u", &sh.N, &sh.K) != 2 || !sh.N || !sh.K)
+      throw Error("bench matmul: shape '" + s + "' is not N:K");
+    shapes.push_back(sh);
+  }
+  struct Variant { std::string name; kernels::KernelOptions ko; };
+  std::vector<Variant> vs;
+  if (b.per_row) {
+    kernels::KernelOptions ko;
+    ko.matmul_tiled = 0;
+    vs.push_back({"per-row", ko});
+  }
+  kernels::KernelOptions auto_ko;
+  auto_ko.matmul_tiled_min_workgroups = b.min_wgs;
+  auto_ko.matmul_tiled = 1;  // also on software adapters
+  vs.push_back({"tiled auto", auto_ko});  // the default: adapter tile, small-grid halving
+  const bool has_f16 = ctx->has_feature(WGPUFeatureName_ShaderF16);
+  if (b.f16 && has_f16) {
+    kernels::KernelOptions ko = auto_ko;
+    ko.matmul_tiled_f16 = true;
+    vs.push_back({"tiled auto f16", ko});
+  }
+  if (b.f16 && !has_f16) fmt::print(stderr, "adapter has no shader-f16: --f16 variants skipped\n");
+  for (const auto& ts_ : b.tiles) {
+    for (bool f16 : {false, true}) {
+      if (f16 && !(b.f16 && has_f16)) continue;
+      const kernels::MatmulTile t = parse_tile(ts_);
+      kernels::KernelOptions ko;
+      ko.matmul_tile_n = t.bn, ko.matmul_tile_t = t.bt, ko.matmul_reg_n = t.rn, ko.matmul_reg_t = t.rt;
+      ko.matmul_tiled_f16 = f16;
+      kernels::OpContext o{*ctx, pipes, rec, ko};
+      try {
+        kernels::matmul_tile(o, f16);
+      } catch (const Error& e) {
+        fmt::print(stderr, "skipping tile {}: {}\n", ts_, e.what());
+        continue;
+      }
+      vs.push_back({"tiled " + t.str() + (f16 ? " f16" : ""), ko});
+    }
+  }
+  fmt::print(stderr, "matmul ({}) on {} ({}); rate = 2 N K T / time; peak {} TFLOP/s\n", b.type, ctx->info().name,
+             ts ? "timestamps" : "wall clock of submit + wait", b.peak_tflops);
+  nlohmann::json results = nlohmann::json::array();
+  for (uint32_t T : b.tokens) {
+    std::vector<double> layer_us(vs.size(), 0.0);
+    double layer_flop = 0;
+    for (const Shape& sh : shapes) {
+      const uint32_t K = sh.K, N = sh.N;
+      auto blocks = random_blocks(type, K, N);
+      auto W = kernels::upload_weight(*ctx, kernels::pack_weight(type, blocks.data(), K, N), "w");
+      std::vector<float> xv(size_t(T) * K);
+      std::mt19937 g(3);
+      std::normal_distribution<float> nd(0.0f, 1.0f);
+      for (auto& v : xv) v = nd(g);
+      gpu::Buffer x(*ctx, xv.size() * 4, gpu::BufferKind::Storage, "x");
+      x.write(*ctx, 0, xv.data(), xv.size() * 4);
+      gpu::Buffer y(*ctx, size_t(T) * N * 4, gpu::BufferKind::Storage, "y");
+      const double flop = 2.0 * N * K * T;
+      layer_flop += flop;
+      for (size_t vi = 0; vi < vs.size(); ++vi) {
+        kernels::OpContext o{*ctx, pipes, rec, vs[vi].ko};
+        std::vector<double> us;
+        float sink = 0;
+        for (uint32_t r = 0; r <= b.reps; ++r) {
+          rec.begin();
+          kernels::matmul(o, W, {x, 0}, K, {y, 0}, N, T, false);
+          rec.read_after(y, 0, 4);
+          const auto t0 = clk::now();
+          rec.submit(&sink);
+          const double wall = std::chrono::duration<double, std::micro>(clk::now() - t0).count();
+          double gpu = 0;
+          for (const auto& k : rec.last_profile()) gpu += k.us;
+          if (r > 0) us.push_back(ts ? gpu : wall);  // r = 0: warm-up (pipeline creation)
+        }
+        std::sort(us.begin(), us.end());
+        const double med = us[us.size() / 2], gflops = flop / med / 1e3;
+        layer_us[vi] += med;
+        std::string name = vs[vi].name;
+        if (name.rfind("tiled auto", 0) == 0)
+          name += " " + kernels::matmul_tile(o, kernels::matmul_tiled_uses_f16(o), N, T).str();
+        fmt::print(stderr, "  T={:<5} N={:<5} K={:<5} {:<26} {:>9.1f} us  {:>9.1f} GFLOP/s  {:>5.1f}% of peak\n", T, N, K,
+                   name, med, gflops, 100.0 * gflops / (b.peak_tflops * 1e3));
+        results.push_back({{"T", T}, {"N", N}, {"K", K}, {"variant", name}, {"median_us", med},
+                           {"min_us", us.front()}, {"max_us", us.back()}, {"gflops", gflops},
+                           {"peak_fraction", gflops / (b.peak_tflops * 1e3)}});
+      }
+    }
+    fmt::print(stderr, "  T={} all {} shapes (sum):\n", T, shapes.size());
+    for (size_t vi = 0; vi < vs.size(); ++vi) {
+      const double gflops = layer_flop / layer_us[vi] / 1e3;
+      fmt::print(stderr, "    {:<26} {:>9.1f} us  {:>9.1f} GFLOP/s  {:>5.1f}% of peak\n", vs[vi].name, layer_us[vi],
+                 gflops, 100.0 * gflops / (b.peak_tflops * 1e3));
+      results.push_back({{"T", T}, {"shapes", "all"}, {"variant", vs[vi].name}, {"median_us", layer_us[vi]},
+                         {"gflops", gflops}, {"peak_fraction", gflops / (b.peak_tflops * 1e3)}});
+    }
+  }
+  nlohmann::json j = {{"benchmark", "matmul"}, {"adapter", ctx->info().name}, {"type", b.type},
+                      {"timing", ts ? "timestamps" : "wall_clock_submit_wait"}, {"reps", b.reps},
+                      {"peak_tflops", b.peak_tflops}, {"results", results}};
+  if (b.json_path.empty()) {
+    std::cout << j.dump(1) << std::endl;
+  } else {
+    std::ofstream(b.json_path) << j.dump(1) << "\n";
+    fmt::print(stderr, "wrote {}\n", b.json_path);
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::function<int()> add_bench_matmul(CLI::App& app) {
+  CLI::App* bench = bench_subcommand(app);
+  auto b = std::make_shared<MatmulBenchOpts>();
+  auto* cmd = bench->add_subcommand("matmul", "time the matmul op alone for prefill shapes: per-row vs tiled kernel, GFLOP/s");
+  cmd->add_option("--adapter", b->adapter, "adapter index (wgllm devices); default: first hardware adapter");
+  cmd->add_option("--shapes", b->shapes, "N:K weight shapes (default: SmolLM2-135M's 960:576,576:576,3072:576,576:1536)")
+      ->delimiter(',');
+  cmd->add_option("--tokens", b->tokens, "token counts T (default 512,4096)")->delimiter(',')->check(CLI::PositiveNumber);
+  cmd->add_option("--tiles", b->tiles, "tiled-kernel tiles BNxBT/RNxRT to try (default: 8 tiles from 32x32/4x4 to 128x64/8x4)")
+      ->delimiter(',');
+  cmd->add_option("--type", b->type, "weight type: f32 f16 bf16 q4_0 q4_1 q8_0 q4_K q6_K (default q4_1)");
+  cmd->add_flag("--per-row,!--no-per-row", b->per_row, "also time the per-row kernel (default on)");
+  cmd->add_flag("--f16", b->f16, "also time each tile's f16 variant (needs shader-f16)");
+  cmd->add_option("--reps", b->reps, "measured repetitions after one warm-up (default 5)")->check(CLI::PositiveNumber);
+  cmd->add_option("--min-wgs", b->min_wgs, "KernelOptions::matmul_tiled_min_workgroups of the auto variants (default 264)");
+  cmd->add_option("--peak-tflops", b->peak_tflops, "FLOP rate the shares are of (default 67: H200 fp32 FMA)");
+  cmd->add_option("--json", b->json_path, "write the results as JSON here (default: stdout)");
+  return [=]() -> int { return *cmd ? run_matmul_bench(*b) : -1; };
+}
+
+}  // namespace wgllm::cli

@@ -1,0 +1,58 @@
+// Tiled matrix product for prefill forwards (T > 8 tokens): wgsl/matmul_tiled.wgsl. Same semantics
+// as kernels::matmul (ops.h), which records this kernel instead of the per-row one when
+// matmul_tiled_enabled(), T > kMatmulTiledMinTokens and matmul_tiled_supported().
+// CPU twin: ref::matmul. Test: kernels/matmul_tiled_test.cpp.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "kernels/ops.h"
+
+namespace wgllm::kernels {
+
+/// kernels::matmul takes the tiled kernel for forwards of more than this many tokens.
+constexpr uint32_t kMatmulTiledMinTokens = 8;
+
+/// Tile of one matmul_tiled workgroup: BN output features x BT tokens, each of its
+/// (BN / RN) x (BT / RT) threads computing RN features x RT tokens.
+struct MatmulTile {
+  uint32_t bn = 64, bt = 64, rn = 4, rt = 4;
+  uint32_t threads() const { return (bn / rn) * (bt / rt); }
+  /// Workgroup memory in bytes: the k-major weight and activation tiles of 32 k (f32, or f16).
+  uint32_t workgroup_bytes(bool f16) const { return 32u * (bn + bt) * (f16 ? 2u : 4u); }
+  std::string str() const;  // "64x64/4x4"
+};
+
+/// The tile the options select on this adapter for N output features and T tokens: the sides
+/// KernelOptions::matmul_tile_n / _t / matmul_reg_n / _t set (non-zero), the others from the adapter
+/// default: hardware 64 x 64 / 4 x 4 (256 threads), where the unset tile sides are halved
+/// (features first, down to 32) while the grid has fewer than
+/// KernelOptions::matmul_tiled_min_workgroups workgroups (N = T = 0: no halving); software
+/// adapters 32 x 32 / 4 x 4. Throws wgllm::Error when the tile is invalid: RN, RT not in {4, 8};
+/// BN, BT not multiples of RN, RT; more threads than maxComputeInvocationsPerWorkgroup or more
+/// workgroup memory than maxComputeWorkgroupStorageSize.
+MatmulTile matmul_tile(const OpContext& o, bool f16, uint32_t N = 0, uint32_t T = 0);
+
+/// The halving rule of matmul_tile(): halves t.bn (unless fixed_n) or t.bt (unless fixed_t), the
+/// larger first (features on ties), never below 32 or the register tile, while the grid of an N x T
+/// product has fewer than min_workgroups workgroups. N or T = 0: t unchanged.
+MatmulTile shrink_tile(MatmulTile t, bool fixed_n, bool fixed_t, uint32_t N, uint32_t T, uint32_t min_workgroups);
+
+/// Whether matmul_tiled can run this product: x offset and row stride multiples of 4 (vec4 loads).
+bool matmul_tiled_supported(const GpuWeight& W, F32Ref x, uint32_t x_stride);
+
+/// Whether kernels::matmul may take the tiled kernel: KernelOptions::matmul_tiled 1, or 2 (adapter
+/// default) on a hardware adapter.
+bool matmul_tiled_enabled(const OpContext& o);
+
+/// Whether the f16 variant runs: KernelOptions::matmul_tiled_f16 and the device has shader-f16.
+bool matmul_tiled_uses_f16(const OpContext& o);
+
+/// Records y[t, n] (+)= sum_k W[n, k] x[t, k] for t < T with matmul_tiled.wgsl (any T >= 1; the
+/// model path uses it for T > kMatmulTiledMinTokens). Arguments as kernels::matmul. Throws
+/// wgllm::Error unless matmul_tiled_supported() and the tile is valid (see matmul_tile()).
+void matmul_tiled(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, F32Ref y, uint32_t y_stride,
+                  uint32_t T, bool accumulate, const char* label = "matmul",
+                  gpu::Traffic y_kind = gpu::Traffic::Activations);
+
+}  // namespace wgllm::kernels
