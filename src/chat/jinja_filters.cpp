@@ -8,6 +8,7 @@
 // Difference: jinja2's map/select/reject/selectattr/rejectattr/unique/reverse return generators or
 // iterators (printing one directly shows "<generator object ...>"); here they return lists.
 #include <algorithm>
+#include <charconv>
 #include <cstdint>
 #include <cmath>
 #include <cstdio>
@@ -34,7 +35,10 @@ Value attr_path(const Value& v, const std::string& path) {
     if (j == std::string::npos) j = path.size();
     std::string part = path.substr(i, j - i);
     bool digits = !part.empty() && std::all_of(part.begin(), part.end(), ::isdigit);
-    cur = digits ? get_item(cur, Value(static_cast<int64_t>(std::stoll(part)))) : get_item(cur, Value(part));
+    int64_t index = 0;
+    if (digits && std::from_chars(part.data(), part.data() + part.size(), index).ec != std::errc())
+      return Value::undefined("index " + part + " is out of range");  // Python: IndexError -> Undefined
+    cur = digits ? get_item(cur, Value(index)) : get_item(cur, Value(part));
     i = j + 1;
   }
   return cur;

@@ -130,6 +130,32 @@ TEST(ByteLevelBpe, AnyValidUtf8RoundTripsThroughBytes) {
   EXPECT_EQ(tok->token_text(' '), "\xC4\xA0");  // 'Ġ'
 }
 
+// Found by fuzz_gguf_tokenizer (fuzz/crashes/gguf_tokenizer): a BYTE token "<0xZZ>" escaped as
+// std::invalid_argument from std::stoi; it must be a wgllm::Error naming the token.
+TEST(SentencePieceBpe, MalformedByteTokenIsAClearError) {
+  for (const char* bad : {"<0xZZ>", "<0x-1>", "<0x 1>", "<0x+F>"}) {
+    TokenizerSpec spec;
+    spec.kind = TokenizerKind::SentencePieceBpe;
+    spec.pieces = {"<unk>", bad};
+    spec.types = {TokenType::Unknown, TokenType::Byte};
+    spec.scores = {0.f, 0.f};
+    try {
+      Tokenizer::from_spec(spec);
+      ADD_FAILURE() << bad << ": no error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("byte token 1"), std::string::npos) << e.what();
+    }
+  }
+  TokenizerSpec ok;
+  ok.kind = TokenizerKind::SentencePieceBpe;
+  ok.pieces = {"<unk>", "<0x0a>", "<0xFF>"};
+  ok.types = {TokenType::Unknown, TokenType::Byte, TokenType::Byte};
+  ok.scores = {0.f, 0.f, 0.f};
+  auto tok = Tokenizer::from_spec(ok);
+  EXPECT_EQ(tok->token_to_piece(1), "\n");
+  EXPECT_EQ(tok->token_to_piece(2), "\xFF");
+}
+
 TEST(ByteLevelBpe, InvalidUtf8ThrowsWithOffset) {
   TokenizerSpec spec;
   for (int b = 0; b < 256; ++b) spec.pieces.push_back(tok::byte_to_unicode(uint8_t(b)));
