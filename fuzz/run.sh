@@ -12,7 +12,7 @@ SECONDS_EACH="${2:?usage: fuzz/run.sh BUILD SECONDS [TARGET...]}"
 shift 2
 TARGETS=("$@")
 [ ${#TARGETS[@]} -eq 0 ] && TARGETS=(gguf safetensors tokenizer_json gguf_tokenizer chat_template session_file)
-FUZZ_TIMEOUT="${FUZZ_TIMEOUT:-10}"
+FUZZ_TIMEOUT="${FUZZ_TIMEOUT:-25}"
 FUZZ_RSS_MB="${FUZZ_RSS_MB:-2048}"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"

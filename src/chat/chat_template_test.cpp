@@ -165,6 +165,15 @@ TEST(chat_template_limits, RunawayLoopsHitTheStepLimit) {
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 20.0);
 }
 
+TEST(chat_template_limits, LongRealConversationsFitTheStepLimit) {
+  std::vector<wgllm::ChatMessage> msgs;
+  for (int i = 0; i < 4000; ++i) msgs.push_back({i % 2 ? "assistant" : "user", std::string(200, char('a' + i % 26))});
+  for (const char* name : {"qwen3", "llama3_1", "smollm2", "gemma3", "deepseek_v3"}) {
+    wgllm::ChatTemplate t(read_file(kFixtures + "templates/" + name + ".jinja"), "<s>", "</s>");
+    EXPECT_GT(t.apply(msgs, true).size(), 4000u * 200u) << name;
+  }
+}
+
 TEST(chat_template_limits, HugeRepetitionIsRefused) {
   EXPECT_NE(error_of("{{ 'abc' * 1000000000000 }}").find("repetition too large"), std::string::npos);
   EXPECT_NE(error_of("{{ [1, 2] * 1000000000000 }}").find("repetition too large"), std::string::npos);

@@ -41,6 +41,8 @@ constexpr int kMaxDepth = 256;  // nested calls (macros, caller(), builtins), li
 constexpr int kMaxNesting = kMaxRenderNesting;  // nested evaluation frames (expressions, statements, calls)
 constexpr int64_t kMaxSteps = kMaxRenderSteps;
 constexpr int64_t kBytesPerStep = kRenderBytesPerStep;
+// A loop iteration costs a frame and a `loop` object (about ten allocations): it counts as 4 steps.
+constexpr int64_t kStepsPerIteration = 4;
 
 // Checked 64-bit integer arithmetic: Python ints do not overflow; ours fail with a clear error.
 [[noreturn]] void overflow(const char* op) { fail(std::string("integer overflow in ") + op + " (integers are 64-bit here)"); }
@@ -83,13 +85,15 @@ class Evaluator {
     return Flow::Normal;
   }
 
-  // Evaluates `e`, charging the step budget one step plus one per kBytesPerStep bytes (or list
-  // items) of the result: copying and building values is the interpreter's work.
+  // Evaluates `e`, charging the step budget one step plus one per kBytesPerStep bytes of a string
+  // result (strings are values: every result is a copy) or of a list the expression built (a list
+  // literal, `+`, `*`; other lists are shared by reference, like Python's, and cost nothing to pass).
   Value eval(const Expr& e, const FramePtr& f) {
     Nest nest(*this);
     Value v = eval_node(e, f);
     if (v.is_string()) charge(v.str().size() / kBytesPerStep);
-    else if (v.is_list()) charge(v.items().size() * sizeof(Value) / kBytesPerStep);
+    else if (v.is_list() && (e.kind == Expr::Kind::List || e.kind == Expr::Kind::Binary))
+      charge(v.items().size() * sizeof(Value) / kBytesPerStep);
     return v;
   }
 
@@ -389,6 +393,7 @@ class Evaluator {
       return Flow::Normal;
     }
     for (size_t i = 0; i < items.size(); ++i) {
+      charge(kStepsPerIteration);
       auto bf = std::make_shared<Frame>();
       bf->parent = f;
       bf->set("loop", loop_object(items, i));
