@@ -190,6 +190,20 @@ TEST(chat_template_limits, IntegerOverflowIsAnError) {
             "4611686018427387904 -9223372036854775808 -7 0 1");
 }
 
+TEST(chat_template_limits, FiltersAndTestsAtTheIntegerEdges) {
+  const std::string min = "(-9223372036854775807 - 1)";
+  EXPECT_NE(error_of("{{ " + min + "|abs }}").find("integer overflow"), std::string::npos);
+  EXPECT_NE(error_of("{{ [9223372036854775807, 1]|sum }}").find("integer overflow"), std::string::npos);
+  EXPECT_NE(error_of("{{ 'x'|center(1000000000000) }}").find("center width too large"), std::string::npos);
+  auto r = [](const std::string& src) { return wgllm::render_jinja(src, nlohmann::json::object()); };
+  EXPECT_EQ(r("{{ 1e300|int }} {{ '1e300'|int(7) }} {{ 2.5|int }}"), "0 7 2");
+  EXPECT_EQ(r("{{ " + min + " is divisibleby(-1) }}"), "True");
+  EXPECT_EQ(r("{{ range(9223372036854775800, 9223372036854775807, 5)|list }}"),
+            "[9223372036854775800, 9223372036854775805]");
+  EXPECT_EQ(r("[{{ 'a\nb'|indent(-5) }}]"), "[a\nb]");
+  EXPECT_EQ(r("{{ [1]|tojson(indent=-3) }}"), "[\n1\n]");
+}
+
 TEST(chat_template_limits, DeepNestingIsAnErrorNotAStackOverflow) {
   std::string deep_parens = std::string(100000, '(') + "1" + std::string(100000, ')');
   EXPECT_NE(error_of("{{ " + deep_parens + " }}").find("nesting too deep"), std::string::npos);
