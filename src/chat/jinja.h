@@ -46,7 +46,7 @@ namespace wgllm::jinja {
 
 inline constexpr int64_t kMaxRenderSteps = 1'000'000;
 inline constexpr int64_t kRenderBytesPerStep = 64;
-inline constexpr int kMaxRenderNesting = 1000;
+inline constexpr int kMaxRenderNesting = 500;  // also bounds the browser build's 5 MB stack
 inline constexpr int kMaxParseNesting = 200;
 inline constexpr int64_t kMaxRenderValueBytes = 64ll << 20;
 
