@@ -183,8 +183,8 @@ class Evaluator {
     explicit Nest(Evaluator& e) : ev(e) {
       if (++ev.nesting_ > kMaxNesting) {
         --ev.nesting_;
-        fail("template nesting too deep (more than " + std::to_string(kMaxNesting) +
-             " nested expressions, statements and calls)");
+        fail("template nesting too deep: maximum recursion depth exceeded (more than " +
+             std::to_string(kMaxNesting) + " nested expressions, statements and calls)");
       }
     }
     ~Nest() { --ev.nesting_; }
