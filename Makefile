@@ -2,10 +2,11 @@
 # The Vulkan loader environment is computed inside each recipe (after setup has installed the
 # software driver on CPU-only machines), see scripts/vulkan_env.sh.
 BUILD ?= build
+FUZZ_TARGETS = fuzz_gguf fuzz_safetensors fuzz_tokenizer_json fuzz_gguf_tokenizer fuzz_chat_template fuzz_session_file
 JOBS ?= $(shell nproc)
 PROMPT ?= What is the capital of France? Answer in one sentence.
 
-.PHONY: setup build test demo clean fuzz web web-serve web-test plots
+.PHONY: setup build test demo clean fuzz fuzz-ci web web-serve web-test plots
 .NOTPARALLEL:
 
 setup:
@@ -18,6 +19,7 @@ build:
 test: setup build web
 	cd $(BUILD) && env $$($(CURDIR)/scripts/vulkan_env.sh) ctest --output-on-failure -j $(JOBS) --timeout 1200
 	$(MAKE) web-test
+	$(MAKE) fuzz-ci
 
 demo: setup build
 	env $$(scripts/vulkan_env.sh) $(BUILD)/wgllm run -p "$(PROMPT)" -n 64
@@ -49,9 +51,22 @@ web-serve: web
 web-test:
 	node web/tests/browser_test.mjs --wgllm $(BUILD)/wgllm --wasm-dir $(WASM_BUILD)/web --out $(WASM_BUILD)/web-test
 
-fuzz:
-	cmake -S . -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang -DWGLLM_FUZZ=ON
-	cmake --build build-fuzz -j $(JOBS) --target fuzz_gguf fuzz_safetensors
+# libFuzzer targets (fuzz/README.md): clang + ASan + UBSan build in build-fuzz, seed corpora from the
+# test fixtures in build-fuzz/corpus. `make fuzz FUZZ_SECONDS=N` then fuzzes each target for N s;
+# `make fuzz-ci` (run by `make test`) does a short fixed-time session per target and fails on any
+# crash, leak, timeout or out-of-memory.
+FUZZ_SECONDS ?= 0
+FUZZ_CI_SECONDS ?= 20
+fuzz: setup
+	cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang -DWGLLM_FUZZ=ON \
+	  $(if $(shell command -v ccache),-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+	cmake --build build-fuzz -j $(JOBS) --target $(FUZZ_TARGETS)
+	fuzz/make_seeds.py build-fuzz
+	$(if $(filter-out 0,$(FUZZ_SECONDS)),fuzz/run.sh build-fuzz $(FUZZ_SECONDS))
+
+fuzz-ci:
+	$(MAKE) fuzz FUZZ_SECONDS=$(FUZZ_CI_SECONDS)
 
 clean:
 	rm -rf $(BUILD) build-fuzz $(WASM_BUILD)

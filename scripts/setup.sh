@@ -14,7 +14,10 @@ log() { printf '[setup] %s\n' "$*"; }
 # ---- Debian packages -------------------------------------------------------------------------
 APT_PKGS=(build-essential cmake ninja-build pkg-config libgtest-dev googletest nlohmann-json3-dev
           libcli11-dev libfmt-dev libutf8proc-dev libpcre2-dev libvulkan1 chromium unzip
-          mesa-vulkan-drivers emscripten)
+          mesa-vulkan-drivers emscripten
+          clang libclang-rt-14-dev llvm)
+# clang (clang/clang++ of Debian 12's default clang-14), libclang-rt-14-dev (libFuzzer, ASan, UBSan
+# runtimes) and llvm (llvm-symbolizer for sanitizer stack traces) are what `make fuzz` needs.
 # python3 (with pip) and node (with npm) are taken as found when present (they may come from outside apt).
 command -v python3 >/dev/null || APT_PKGS+=(python3 python3-pip)
 command -v npm >/dev/null || APT_PKGS+=(nodejs npm)

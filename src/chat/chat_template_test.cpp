@@ -3,6 +3,7 @@
 // API and error reporting.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -149,6 +150,79 @@ TEST(chat_template_errors, RaiseExceptionMessageIsVerbatim) {
 
 TEST(chat_template_errors, RecursionIsBounded) {
   EXPECT_NE(error_of("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}").find("recursion"), std::string::npos);
+}
+
+// Resource limits (jinja.h): templates come from model files, so no template may hang the engine,
+// exhaust memory or overflow the stack; each case must end with a clear wgllm::Error.
+TEST(chat_template_limits, RunawayLoopsHitTheStepLimit) {
+  auto t0 = std::chrono::steady_clock::now();
+  std::string e = error_of("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}");
+  EXPECT_NE(e.find("render step limit"), std::string::npos) << e;
+  // A string doubled in a loop: bytes count as steps, so it stops long before exhausting memory.
+  e = error_of("{% set ns = namespace(s='x') %}{% for i in range(100) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}"
+               "{{ ns.s|length }}");
+  EXPECT_NE(e.find("render step limit"), std::string::npos) << e;
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 20.0);
+}
+
+TEST(chat_template_limits, LongRealConversationsFitTheStepLimit) {
+  std::vector<wgllm::ChatMessage> msgs;
+  for (int i = 0; i < 4000; ++i) msgs.push_back({i % 2 ? "assistant" : "user", std::string(200, char('a' + i % 26))});
+  for (const char* name : {"qwen3", "llama3_1", "smollm2", "gemma3", "deepseek_v3"}) {
+    wgllm::ChatTemplate t(read_file(kFixtures + "templates/" + name + ".jinja"), "<s>", "</s>");
+    EXPECT_GT(t.apply(msgs, true).size(), 4000u * 200u) << name;
+  }
+}
+
+TEST(chat_template_limits, HugeRepetitionIsRefused) {
+  EXPECT_NE(error_of("{{ 'abc' * 1000000000000 }}").find("repetition too large"), std::string::npos);
+  EXPECT_NE(error_of("{{ [1, 2] * 1000000000000 }}").find("repetition too large"), std::string::npos);
+}
+
+TEST(chat_template_limits, IntegerOverflowIsAnError) {
+  EXPECT_NE(error_of("{{ 9223372036854775807 + 1 }}").find("integer overflow"), std::string::npos);
+  EXPECT_NE(error_of("{{ 3037000500 * 3037000500 }}").find("integer overflow"), std::string::npos);
+  EXPECT_NE(error_of("{{ -9223372036854775807 - 2 }}").find("integer overflow"), std::string::npos);
+  EXPECT_NE(error_of("{{ 2 ** 64 }}").find("integer overflow"), std::string::npos);
+  EXPECT_NE(error_of("{{ 2 ** 1000000000000000000 }}").find("integer overflow"), std::string::npos);  // no 1e18-step loop
+  EXPECT_EQ(wgllm::render_jinja("{{ 2 ** 62 }} {{ (-2) ** 63 }} {{ 7 // -1 }} {{ 7 % -1 }} {{ 3 ** 0 }}",
+                                nlohmann::json::object()),
+            "4611686018427387904 -9223372036854775808 -7 0 1");
+}
+
+TEST(chat_template_limits, FiltersAndTestsAtTheIntegerEdges) {
+  const std::string min = "(-9223372036854775807 - 1)";
+  EXPECT_NE(error_of("{{ " + min + "|abs }}").find("integer overflow"), std::string::npos);
+  EXPECT_NE(error_of("{{ [9223372036854775807, 1]|sum }}").find("integer overflow"), std::string::npos);
+  EXPECT_NE(error_of("{{ 'x'|center(1000000000000) }}").find("center width too large"), std::string::npos);
+  auto r = [](const std::string& src) { return wgllm::render_jinja(src, nlohmann::json::object()); };
+  EXPECT_EQ(r("{{ 1e300|int }} {{ '1e300'|int(7) }} {{ 2.5|int }}"), "0 7 2");
+  EXPECT_EQ(r("{{ " + min + " is divisibleby(-1) }}"), "True");
+  EXPECT_EQ(r("{{ range(9223372036854775800, 9223372036854775807, 5)|list }}"),
+            "[9223372036854775800, 9223372036854775805]");
+  EXPECT_EQ(r("[{{ 'a\nb'|indent(-5) }}]"), "[a\nb]");
+  EXPECT_EQ(r("{{ [1]|tojson(indent=-3) }}"), "[\n1\n]");
+}
+
+TEST(chat_template_limits, DeepNestingIsAnErrorNotAStackOverflow) {
+  std::string deep_parens = std::string(100000, '(') + "1" + std::string(100000, ')');
+  EXPECT_NE(error_of("{{ " + deep_parens + " }}").find("nesting too deep"), std::string::npos);
+  std::string deep_ifs;
+  for (int i = 0; i < 5000; ++i) deep_ifs += "{% if true %}";
+  EXPECT_NE(error_of(deep_ifs).find("nesting too deep"), std::string::npos);
+  EXPECT_NE(error_of("{{ " + std::string(100000, '-') + "1 }}").find("nesting too deep"), std::string::npos);
+  // Operator chains parse in a loop (any length) but evaluate recursively: bounded at render time,
+  // and the 200000-node tree is released without recursion.
+  std::string chain = "1";
+  for (int i = 0; i < 100000; ++i) chain += "+1";
+  EXPECT_NE(error_of("{{ " + chain + " }}").find("nesting too deep"), std::string::npos);
+  std::string filters = "'x'" ;
+  for (int i = 0; i < 100000; ++i) filters += "|trim";
+  EXPECT_NE(error_of("{{ " + filters + " }}").find("nesting too deep"), std::string::npos);
+  // Shallow enough: renders.
+  std::string ok = "1";
+  for (int i = 0; i < 200; ++i) ok += "+1";
+  EXPECT_EQ(wgllm::render_jinja("{{ " + ok + " }}", nlohmann::json::object()), "201");
 }
 
 TEST(chat_template_api, ApplyMatchesDocumentedContext) {

@@ -15,7 +15,25 @@
 // Not supported: template inheritance/includes/imports (extends, block, include, import), `recursive`
 // loops, *args/**kwargs in calls, macro varargs/kwargs, autoescaping, line statements, custom
 // delimiters, i18n, `{% do %}`, filters outside the documented list (see jinja_filters.cpp).
+//
+// Limits. A chat template is untrusted input (it ships inside a model file), so parsing and
+// rendering are bounded whatever the template does; exceeding a limit throws wgllm::Error
+// ("chat template error at LINE:COL: ..." or "chat template syntax error at ..."):
+//   - steps: a render may take at most kMaxRenderSteps steps, a step being one statement or
+//     expression evaluation (a for-loop iteration counts 4), plus one step per
+//     kRenderBytesPerStep bytes of every string it produces or copies (and of every list a
+//     literal, `+` or `*` builds). The model templates of
+//     tests/fixtures/chat need about 60-120 steps per 200-byte message (qwen3: an 8000-message
+//     conversation, ~400k tokens, fits); an endless-looking loop (nested range(100000)) or a
+//     doubling string stops with "exceeded the render step limit" after ~1 s instead of hanging;
+//   - nesting: at most kMaxRenderNesting nested evaluation frames (expressions, statements,
+//     macro calls) while rendering, and kMaxParseNesting nested constructs while parsing (both
+//     bound the C++ stack), and 256 nested calls (Python's "maximum recursion depth exceeded");
+//   - size: no single string or list repetition ('x' * n) above kMaxRenderValueBytes; range()
+//     is capped at 100000 items like jinja2's sandbox; 64-bit integer overflow is an error
+//     (Python integers are unbounded).
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -25,6 +43,12 @@
 #include "chat/jinja_value.h"
 
 namespace wgllm::jinja {
+
+inline constexpr int64_t kMaxRenderSteps = 1'000'000;
+inline constexpr int64_t kRenderBytesPerStep = 64;
+inline constexpr int kMaxRenderNesting = 500;  // also bounds the browser build's 5 MB stack
+inline constexpr int kMaxParseNesting = 200;
+inline constexpr int64_t kMaxRenderValueBytes = 64ll << 20;
 
 /// A parsed template; immutable and reusable for any number of renders (thread-compatible).
 class Template {

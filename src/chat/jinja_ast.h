@@ -40,6 +40,25 @@ struct Expr {
   std::vector<std::string> ops;
 
   Expr(Kind k, int l, int c) : kind(k), line(l), col(c) {}
+  Expr(const Expr&) = delete;
+  Expr& operator=(const Expr&) = delete;
+  /// Iterative teardown: operator chains (a + b + c ..., x|f|f ...) are parsed in loops and can be
+  /// arbitrarily deep, so the children are released through an explicit stack, not by recursion.
+  ~Expr() {
+    std::vector<ExprPtr> pending;
+    auto adopt = [&pending](Expr& e) {
+      for (auto& a : e.args)
+        if (a) pending.push_back(std::move(a));
+      for (auto& kv : e.kwargs)
+        if (kv.second) pending.push_back(std::move(kv.second));
+    };
+    adopt(*this);
+    while (!pending.empty()) {
+      ExprPtr e = std::move(pending.back());
+      pending.pop_back();
+      adopt(*e);
+    }  // e, now childless, is destroyed here
+  }
 };
 
 struct Stmt;

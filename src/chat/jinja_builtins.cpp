@@ -170,6 +170,7 @@ bool apply_test(const std::string& name, const Value& v, const CallArgs& a) {
       return std::fmod(v.as_double(), d.as_double()) == 0.0;
     }
     if (d.as_int() == 0) fail("integer division or modulo by zero");
+    if (d.as_int() == -1) return true;  // INT64_MIN % -1 overflows
     return v.as_int() % d.as_int() == 0;
   }
   if (name == "eq" || name == "equalto" || name == "==") return py_eq(v, arg(0, "other"));
@@ -209,9 +210,10 @@ static Value g_range(const CallArgs& a) {
   }
   if (step == 0) fail("range() arg 3 must not be zero");
   ValueList out;
-  for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+  for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
     if (out.size() >= 100000) fail("Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
     out.emplace_back(i);
+    if (__builtin_add_overflow(i, step, &i)) break;  // past INT64_MAX/MIN: past stop as well
   }
   return Value::list(std::move(out));
 }

@@ -3,6 +3,7 @@
 // Scoping follows jinja2: `for` bodies, macros and `with` get their own frame; `if` does not; a
 // `for` body frame is fresh on every iteration (a `set` inside a loop is visible for the rest of that
 // iteration only, which is why templates use namespace()). Template-level `set` writes the root frame.
+#include <algorithm>
 #include <cmath>
 
 #include "chat/jinja.h"
@@ -34,14 +35,42 @@ using FramePtr = std::shared_ptr<Frame>;
 
 enum class Flow { Normal, Break, Continue };
 
-constexpr int kMaxDepth = 256;
+// Resource limits (see jinja.h): a template is untrusted input (it ships inside a model file), so a
+// render must end, in bounded time, memory and stack, whatever the template does.
+constexpr int kMaxDepth = 256;  // nested calls (macros, caller(), builtins), like Python's recursion limit
+constexpr int kMaxNesting = kMaxRenderNesting;  // nested evaluation frames (expressions, statements, calls)
+constexpr int64_t kMaxSteps = kMaxRenderSteps;
+constexpr int64_t kBytesPerStep = kRenderBytesPerStep;
+// A loop iteration costs a frame and a `loop` object (about ten allocations): it counts as 4 steps.
+constexpr int64_t kStepsPerIteration = 4;
+
+// Checked 64-bit integer arithmetic: Python ints do not overflow; ours fail with a clear error.
+[[noreturn]] void overflow(const char* op) { fail(std::string("integer overflow in ") + op + " (integers are 64-bit here)"); }
+int64_t add_checked(int64_t a, int64_t b, const char* op) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) overflow(op);
+  return r;
+}
+int64_t sub_checked(int64_t a, int64_t b, const char* op) {
+  int64_t r;
+  if (__builtin_sub_overflow(a, b, &r)) overflow(op);
+  return r;
+}
+int64_t mul_checked(int64_t a, int64_t b, const char* op) {
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r)) overflow(op);
+  return r;
+}
 
 class Evaluator {
  public:
   explicit Evaluator(std::shared_ptr<const Body> root) : root_(std::move(root)) {}
 
   Flow exec(const Body& body, const FramePtr& f, std::string& out) {
+    Nest nest(*this);
+    charge(1);
     for (const auto& s : body) {
+      charge(1);
       Flow fl;
       try {
         fl = exec_stmt(*s, f, out);
@@ -56,7 +85,20 @@ class Evaluator {
     return Flow::Normal;
   }
 
+  // Evaluates `e`, charging the step budget one step plus one per kBytesPerStep bytes of a string
+  // result (strings are values: every result is a copy) or of a list the expression built (a list
+  // literal, `+`, `*`; other lists are shared by reference, like Python's, and cost nothing to pass).
   Value eval(const Expr& e, const FramePtr& f) {
+    Nest nest(*this);
+    Value v = eval_node(e, f);
+    if (v.is_string()) charge(v.str().size() / kBytesPerStep);
+    else if (v.is_list() && (e.kind == Expr::Kind::List || e.kind == Expr::Kind::Binary))
+      charge(v.items().size() * sizeof(Value) / kBytesPerStep);
+    return v;
+  }
+
+  Value eval_node(const Expr& e, const FramePtr& f) {
+    charge(1);
     switch (e.kind) {
       case Expr::Kind::Literal: return e.value;
       case Expr::Kind::Name: {
@@ -109,7 +151,8 @@ class Evaluator {
         if (v.is_undefined()) undefined_error(v);
         if (!v.is_number()) fail("bad operand type for unary " + e.name + ": '" + type_name(v) + "'");
         if (e.name == "+") return v.is_float() ? v : Value(v.as_int());
-        return v.is_float() ? Value(-v.as_double()) : Value(-v.as_int());
+        if (v.is_float()) return Value(-v.as_double());
+        return Value(sub_checked(0, v.as_int(), "unary -"));
       }
       case Expr::Kind::Binary: {
         Value l = eval(*e.args[0], f);
@@ -134,6 +177,26 @@ class Evaluator {
   }
 
  private:
+  // RAII guard of the evaluation nesting (C++ stack depth).
+  struct Nest {
+    Evaluator& ev;
+    explicit Nest(Evaluator& e) : ev(e) {
+      if (++ev.nesting_ > kMaxNesting) {
+        --ev.nesting_;
+        fail("template nesting too deep: maximum recursion depth exceeded (more than " +
+             std::to_string(kMaxNesting) + " nested expressions, statements and calls)");
+      }
+    }
+    ~Nest() { --ev.nesting_; }
+  };
+
+  void charge(uint64_t n) {
+    steps_ += static_cast<int64_t>(std::min<uint64_t>(n, uint64_t(kMaxSteps)));
+    if (steps_ > kMaxSteps)
+      fail("template exceeded the render step limit (" + std::to_string(kMaxSteps) +
+           " steps; an endless or runaway loop?)");
+  }
+
   CallArgs eval_args(const Expr& e, const FramePtr& f) {
     CallArgs a;
     for (size_t i = 1; i < e.args.size(); ++i) a.pos.push_back(eval(*e.args[i], f));
@@ -165,9 +228,12 @@ class Evaluator {
       return Value(l.as_double() / r.as_double());
     }
     if (op == "**") {
-      if (!fl && r.as_int() >= 0) {
+      if (!fl && r.as_int() >= 0) {  // exponentiation by squaring, overflow checked
         int64_t base = l.as_int(), res = 1;
-        for (int64_t i = 0; i < r.as_int(); ++i) res *= base;
+        for (int64_t k = r.as_int(); k > 0; k >>= 1) {
+          if (k & 1) res = mul_checked(res, base, "**");
+          if (k > 1) base = mul_checked(base, base, "**");
+        }
         return Value(res);
       }
       return Value(std::pow(l.as_double(), r.as_double()));
@@ -184,10 +250,14 @@ class Evaluator {
       return Value(m);
     }
     int64_t a = l.as_int(), b = r.as_int();
-    if (op == "+") return Value(a + b);
-    if (op == "-") return Value(a - b);
-    if (op == "*") return Value(a * b);
+    if (op == "+") return Value(add_checked(a, b, "+"));
+    if (op == "-") return Value(sub_checked(a, b, "-"));
+    if (op == "*") return Value(mul_checked(a, b, "*"));
     if (b == 0) fail("integer division or modulo by zero");
+    if (b == -1) {  // a / -1 overflows for INT64_MIN; the remainder is always 0
+      if (op == "%") return Value(int64_t(0));
+      return Value(sub_checked(0, a, "//"));
+    }
     int64_t q = a / b, m = a % b;
     if (m != 0 && ((m < 0) != (b < 0))) {
       --q;
@@ -197,6 +267,9 @@ class Evaluator {
   }
 
   static Value repeat(const Value& seq, int64_t n) {
+    const uint64_t unit = seq.is_string() ? seq.str().size() : seq.items().size() * sizeof(Value);
+    if (n > 0 && unit > 0 && uint64_t(n) > uint64_t(kMaxRenderValueBytes) / unit)
+      fail("sequence repetition too large (more than " + std::to_string(kMaxRenderValueBytes) + " bytes)");
     if (seq.is_string()) {
       std::string s;
       for (int64_t i = 0; i < n; ++i) s += seq.str();
@@ -320,6 +393,7 @@ class Evaluator {
       return Flow::Normal;
     }
     for (size_t i = 0; i < items.size(); ++i) {
+      charge(kStepsPerIteration);
       auto bf = std::make_shared<Frame>();
       bf->parent = f;
       bf->set("loop", loop_object(items, i));
@@ -331,7 +405,10 @@ class Evaluator {
 
   Flow exec_stmt(const Stmt& s, const FramePtr& f, std::string& out) {
     switch (s.kind) {
-      case Stmt::Kind::Text: out += s.text; return Flow::Normal;
+      case Stmt::Kind::Text:
+        charge(s.text.size() / kBytesPerStep);
+        out += s.text;
+        return Flow::Normal;
       case Stmt::Kind::Output: out += to_str(eval(*s.expr, f)); return Flow::Normal;
       case Stmt::Kind::If:
         for (const auto& [cond, body] : s.branches)
@@ -408,6 +485,8 @@ class Evaluator {
 
   std::shared_ptr<const Body> root_;
   int depth_ = 0;
+  int nesting_ = 0;
+  int64_t steps_ = 0;
 };
 
 }  // namespace

@@ -8,6 +8,7 @@
 // Difference: jinja2's map/select/reject/selectattr/rejectattr/unique/reverse return generators or
 // iterators (printing one directly shows "<generator object ...>"); here they return lists.
 #include <algorithm>
+#include <charconv>
 #include <cstdint>
 #include <cmath>
 #include <cstdio>
@@ -16,6 +17,10 @@
 #include "chat/jinja_builtins.h"
 
 namespace wgllm::jinja {
+
+// Largest padding a filter adds (indent width, tojson indent, center): a template asking for more is
+// a runaway, not a chat format.
+constexpr int64_t kMaxPad = 1 << 16;
 namespace {
 
 const Value* opt_arg(const CallArgs& a, size_t i, const char* name) { return a.get(i, name); }
@@ -34,7 +39,10 @@ Value attr_path(const Value& v, const std::string& path) {
     if (j == std::string::npos) j = path.size();
     std::string part = path.substr(i, j - i);
     bool digits = !part.empty() && std::all_of(part.begin(), part.end(), ::isdigit);
-    cur = digits ? get_item(cur, Value(static_cast<int64_t>(std::stoll(part)))) : get_item(cur, Value(part));
+    int64_t index = 0;
+    if (digits && std::from_chars(part.data(), part.data() + part.size(), index).ec != std::errc())
+      return Value::undefined("index " + part + " is out of range");  // Python: IndexError -> Undefined
+    cur = digits ? get_item(cur, Value(index)) : get_item(cur, Value(part));
     i = j + 1;
   }
   return cur;
@@ -88,7 +96,7 @@ Value do_tojson(const Value& v, const CallArgs& a) {
   o.ensure_ascii = bool_arg(a, 0, "ensure_ascii", false);
   if (const Value* ind = opt_arg(a, 1, "indent"); ind && !ind->is_none()) {
     if (ind->is_string()) o.indent = ind->str();
-    else o.indent = std::string(static_cast<size_t>(std::max<int64_t>(0, ind->as_int())), ' ');
+    else o.indent = std::string(static_cast<size_t>(std::clamp<int64_t>(ind->as_int(), 0, kMaxPad)), ' ');
     o.item_sep = ",";
   }
   if (const Value* sep = opt_arg(a, 2, "separators"); sep && !sep->is_none()) {
@@ -102,7 +110,7 @@ Value do_tojson(const Value& v, const CallArgs& a) {
 
 Value do_indent(const Value& v, const CallArgs& a) {
   const Value* w = opt_arg(a, 0, "width");
-  std::string ind = w ? (w->is_string() ? w->str() : std::string(static_cast<size_t>(w->as_int()), ' ')) : "    ";
+  std::string ind = w ? (w->is_string() ? w->str() : std::string(static_cast<size_t>(std::clamp<int64_t>(w->as_int(), 0, kMaxPad)), ' ')) : "    ";
   bool first = bool_arg(a, 1, "first", false), blank = bool_arg(a, 2, "blank", false);
   Value lines_v = call_method(Value(to_str(v) + "\n"), "splitlines", CallArgs{});
   const ValueList& lines = lines_v.items();
@@ -321,13 +329,19 @@ Value apply_filter(const std::string& name, const Value& v, const CallArgs& a) {
     for (const auto& x : iterate(v)) {
       Value y = attribute.empty() ? x : attr_path(x, attribute);
       if (!acc.is_number() || !y.is_number()) fail("unsupported operand type(s) for +: '" + type_name(acc) + "' and '" + type_name(y) + "'");
-      acc = (acc.is_float() || y.is_float()) ? Value(acc.as_double() + y.as_double()) : Value(acc.as_int() + y.as_int());
+      int64_t s;
+      if (!acc.is_float() && !y.is_float() && __builtin_add_overflow(acc.as_int(), y.as_int(), &s))
+        fail("integer overflow in sum (integers are 64-bit here)");
+      acc = (acc.is_float() || y.is_float()) ? Value(acc.as_double() + y.as_double()) : Value(s);
     }
     return acc;
   }
   if (name == "abs") {
     if (v.is_float()) return Value(std::fabs(v.as_double()));
-    if (v.is_number()) return Value(static_cast<int64_t>(std::llabs(v.as_int())));
+    if (v.is_number()) {
+      if (v.as_int() == INT64_MIN) fail("integer overflow in abs (integers are 64-bit here)");
+      return Value(static_cast<int64_t>(std::llabs(v.as_int())));
+    }
     fail("bad operand type for abs(): '" + type_name(v) + "'");
   }
   if (name == "round") {
@@ -363,12 +377,14 @@ Value apply_filter(const std::string& name, const Value& v, const CallArgs& a) {
     Value def = d ? *d : Value(0);
     if (v.is_undefined()) undefined_error(v);
     if (v.is_bool() || v.is_int()) return Value(v.as_int());
-    if (v.is_float()) return std::isfinite(v.as_double()) ? Value(static_cast<int64_t>(v.as_double())) : def;
+    // A float outside int64 (Python would give a big int) or inf/nan gives the default.
+    auto to_int = [&def](double f) { return std::fabs(f) < 9.2e18 ? Value(static_cast<int64_t>(f)) : def; };
+    if (v.is_float()) return to_int(v.as_double());
     if (v.is_string()) {
       int64_t i;
       if (parse_int(v.str(), b ? static_cast<int>(b->as_int()) : 10, i)) return Value(i);
       double f;
-      if (parse_float(v.str(), f) && std::isfinite(f)) return Value(static_cast<int64_t>(f));
+      if (parse_float(v.str(), f)) return to_int(f);
     }
     return def;
   }
@@ -400,6 +416,7 @@ Value apply_filter(const std::string& name, const Value& v, const CallArgs& a) {
     std::u32string u = utf8_decode(to_str(v));
     int64_t width = w ? w->as_int() : 80, n = static_cast<int64_t>(u.size());
     if (width <= n) return Value(to_str(v));
+    if (width - n > kMaxPad) fail("center width too large (padding over " + std::to_string(kMaxPad) + ")");
     int64_t marg = width - n, left = marg / 2 + (marg & width & 1);
     return Value(std::string(static_cast<size_t>(left), ' ') + to_str(v) +
                  std::string(static_cast<size_t>(marg - left), ' '));

@@ -5,6 +5,7 @@
 // recognised while brackets are balanced, so `{{ {'a': {'b': 1}} }}` lexes.
 #include "chat/jinja_lexer.h"
 
+#include <cstdint>
 #include <cstdlib>
 
 #include <utf8proc.h>
@@ -87,8 +88,19 @@ class Lexer {
       if (line_starts_[mid] <= off) lo = mid;
       else hi = mid;
     }
-    return {static_cast<int>(lo + 1), static_cast<int>(utf8_length(std::string_view(s_).substr(line_starts_[lo], off - line_starts_[lo])) + 1)};
+    // Columns count code points from the line start. Tokens arrive in increasing offsets, so the
+    // count continues from the previous call on the same line (linear, not quadratic, in the length
+    // of a long one-line template).
+    if (lo != loc_line_ || off < loc_off_) {
+      loc_line_ = lo;
+      loc_off_ = line_starts_[lo];
+      loc_col_ = 0;
+    }
+    loc_col_ += utf8_length(std::string_view(s_).substr(loc_off_, off - loc_off_));
+    loc_off_ = off;
+    return {static_cast<int>(lo + 1), static_cast<int>(loc_col_ + 1)};
   }
+  mutable size_t loc_line_ = SIZE_MAX, loc_off_ = 0, loc_col_ = 0;  // loc()'s resume point
   [[noreturn]] void error(size_t off, const std::string& msg) const {
     auto [l, c] = loc(off);
     syntax_error(l, c, msg);

@@ -1,6 +1,8 @@
 // Python str / dict / list methods that ImmutableSandboxedEnvironment lets templates call
 // (mutating list/dict methods are blocked there, so they are absent here), plus printf-style
 // formatting and Unicode case mapping.
+#include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <set>
 
@@ -233,8 +235,9 @@ static std::string str_format(const std::string& f, const CallArgs& a) {
       v = auto_idx < a.pos.size() ? &a.pos[auto_idx] : nullptr;
       ++auto_idx;
     } else if (std::isdigit(static_cast<unsigned char>(field[0]))) {
-      size_t k = std::stoul(field);
-      v = k < a.pos.size() ? &a.pos[k] : nullptr;
+      size_t k = 0;
+      auto r = std::from_chars(field.data(), field.data() + field.size(), k);
+      v = r.ec == std::errc() && k < a.pos.size() ? &a.pos[k] : nullptr;
     } else {
       for (const auto& [k, val] : a.kw)
         if (k == field) v = &val;
@@ -406,6 +409,17 @@ Value call_method(const Value& self, const std::string& m, const CallArgs& a) {
   fail("'" + type_name(self) + "' object has no attribute '" + m + "'");
 }
 
+// snprintf into a string of the needed size (widths up to 99999, see percent_format).
+template <class T>
+std::string cformat(const char* spec, T x) {
+  int n = std::snprintf(nullptr, 0, spec, x);
+  if (n < 0) fail(std::string("bad format '") + spec + "'");
+  std::string out(static_cast<size_t>(n) + 1, '\0');
+  std::snprintf(out.data(), out.size(), spec, x);
+  out.resize(static_cast<size_t>(n));
+  return out;
+}
+
 // printf-style formatting (Python's str % args).
 std::string percent_format(const std::string& fmt, const ValueList& args) {
   std::string out;
@@ -425,6 +439,8 @@ std::string percent_format(const std::string& fmt, const ValueList& args) {
       ++j;
       while (j < fmt.size() && std::isdigit(static_cast<unsigned char>(fmt[j]))) prec += fmt[j++];
     }
+    // Width and precision up to 99999 (snprintf's int fields; a bigger one is a runaway template).
+    if (width.size() > 5 || prec.size() > 5) fail("format width or precision too large (more than 99999)");
     if (j >= fmt.size()) fail("incomplete format");
     char conv = fmt[j];
     i = j;
@@ -436,7 +452,6 @@ std::string percent_format(const std::string& fmt, const ValueList& args) {
     const Value& v = args[ai++];
     std::string spec = std::string("%").append(flags).append(width);
     if (has_prec) spec.append(".").append(prec.empty() ? "0" : prec);
-    char buf[512];
     if (conv == 's' || conv == 'r') {
       std::u32string u = utf8_decode(conv == 's' ? to_str(v) : repr(v));
       if (has_prec) u = u.substr(0, std::stoul(prec.empty() ? "0" : prec));
@@ -446,15 +461,18 @@ std::string percent_format(const std::string& fmt, const ValueList& args) {
       out += flags.find('-') != std::string::npos ? body + pad : pad + body;
     } else if (std::string_view("diouxXc").find(conv) != std::string_view::npos) {
       if (!v.is_number()) fail("%" + std::string(1, conv) + " format: a real number is required, not " + type_name(v));
+      if (v.is_float() && !(std::fabs(v.as_double()) < 9.2e18)) fail("cannot convert float " + to_str(v) + " to integer");
       long long x = v.is_float() ? static_cast<long long>(v.as_double()) : static_cast<long long>(v.as_int());
       char c = conv == 'i' || conv == 'u' ? 'd' : conv;
-      std::snprintf(buf, sizeof buf, (spec + "ll" + c).c_str(), x);
-      if (conv == 'c') std::snprintf(buf, sizeof buf, "%s", utf8_encode(std::u32string(1, static_cast<char32_t>(x))).c_str());
-      out += buf;
+      if (conv == 'c') {
+        if (x < 0 || x > 0x10FFFF) fail("%c arg not in range(0x110000)");
+        out += utf8_encode(std::u32string(1, static_cast<char32_t>(x)));
+      } else {
+        out += cformat((spec + "ll" + c).c_str(), x);
+      }
     } else if (std::string_view("eEfFgG").find(conv) != std::string_view::npos) {
       if (!v.is_number()) fail("must be real number, not " + type_name(v));
-      std::snprintf(buf, sizeof buf, (spec + conv).c_str(), v.as_double());
-      out += buf;
+      out += cformat((spec + conv).c_str(), v.as_double());
     } else {
       fail(std::string("unsupported format character '") + conv + "'");
     }

@@ -6,6 +6,7 @@
 // expressions, and rejects them at compile time elsewhere; we always defer).
 #include <set>
 
+#include "chat/jinja.h"
 #include "chat/jinja_ast.h"
 #include "chat/jinja_lexer.h"
 
@@ -107,7 +108,20 @@ class Parser {
 
   StmtPtr stmt(Stmt::Kind k) const { return std::make_unique<Stmt>(k, cur().line, cur().col); }
 
+  // RAII guard of the parser's recursion (nested blocks, parentheses, unary operators): bounds the
+  // C++ stack for any input (jinja.h, kMaxParseNesting).
+  struct Nest {
+    Parser& p;
+    explicit Nest(Parser& q) : p(q) {
+      if (++p.nest_ > kMaxParseNesting)
+        p.error("template nesting too deep (more than " + std::to_string(kMaxParseNesting) +
+                " nested blocks, brackets or operators)");
+    }
+    ~Nest() { --p.nest_; }
+  };
+
   StmtPtr parse_statement() {
+    Nest nest(*this);
     const std::string name = cur().text;
     StmtPtr s;
     std::string found;
@@ -282,6 +296,7 @@ class Parser {
   }
 
   ExprPtr parse_expression(bool with_condexpr) {
+    Nest nest(*this);
     if (!with_condexpr) return parse_or();
     ExprPtr e = parse_or();
     while (is_name("if")) {
@@ -328,6 +343,7 @@ class Parser {
     return l;
   }
   ExprPtr parse_not() {
+    Nest nest(*this);
     if (is_name("not")) {
       auto u = node(Expr::Kind::Unary);
       u->name = "not";
@@ -404,6 +420,7 @@ class Parser {
     return l;
   }
   ExprPtr parse_unary(bool with_filter) {
+    Nest nest(*this);
     ExprPtr n;
     if (is_op("-") || is_op("+")) {
       n = node(Expr::Kind::Unary);
@@ -657,6 +674,7 @@ class Parser {
 
   std::vector<Token> t_;
   size_t i_ = 0;
+  int nest_ = 0;
 };
 
 }  // namespace

@@ -118,15 +118,24 @@ std::unique_ptr<Tokenizer> Tokenizer::from_hf_json(const std::string& path) {
     s.ignore_merges = m.value("ignore_merges", false);
 
     // Ids: model vocab, then added tokens (which may reuse or extend the id space).
+    // An id must be a JSON integer in [0, kMaxVocab) (nlohmann's get<size_t> would wrap -1 and
+    // cast 1e300 with undefined behaviour; a huge id would allocate the whole id space).
+    constexpr uint64_t kMaxVocab = uint64_t(1) << 24;
+    auto token_id = [&c](const json& v, const std::string& what) -> size_t {
+      if (!v.is_number_integer() || (v.is_number_unsigned() ? v.get<uint64_t>() >= kMaxVocab
+                                                            : v.get<int64_t>() < 0 || uint64_t(v.get<int64_t>()) >= kMaxVocab))
+        c.fail(what + ": id " + v.dump() + " is not an integer in [0, " + std::to_string(kMaxVocab) + ")");
+      return v.get<size_t>();
+    };
     size_t n = 0;
-    for (const auto& [piece, id] : m.at("vocab").items()) n = std::max(n, id.get<size_t>() + 1);
+    for (const auto& [piece, id] : m.at("vocab").items()) n = std::max(n, token_id(id, "vocab '" + piece + "'") + 1);
     const json added = j.value("added_tokens", json::array());
-    for (const json& a : added) n = std::max(n, a.at("id").get<size_t>() + 1);
+    for (const json& a : added) n = std::max(n, token_id(a.at("id"), "added token") + 1);
     s.pieces.resize(n);
     s.types.assign(n, TokenType::Normal);
     for (const auto& [piece, id] : m.at("vocab").items()) s.pieces[id.get<size_t>()] = piece;
     for (const json& a : added) {
-      size_t id = a.at("id").get<size_t>();
+      size_t id = token_id(a.at("id"), "added token");
       if (a.value("lstrip", false) || a.value("rstrip", false) || a.value("single_word", false)) {
         c.fail("added token " + std::to_string(id) + ": lstrip/rstrip/single_word unsupported");
       }

@@ -68,7 +68,13 @@ std::unique_ptr<Tokenizer> Tokenizer::from_spec(TokenizerSpec spec) {
     } else if (spec.kind == TokenizerKind::ByteLevelBpe) {
       t->bytes[i] = tok::byte_level_decode(p);
     } else if (ty == TokenType::Byte && p.size() == 6 && p.starts_with("<0x") && p[5] == '>') {
-      t->bytes[i] = std::string(1, char(std::stoi(p.substr(3, 2), nullptr, 16)));
+      auto hex = [&](char c) -> int {
+        if (c >= '0' && c <= '9') return c - '0';
+        if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+        if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+        throw Error("tokenizer: byte token " + std::to_string(i) + " '" + p + "' is not <0xXX> with two hex digits");
+      };
+      t->bytes[i] = std::string(1, char(hex(p[3]) * 16 + hex(p[4])));
     } else {  // SentencePiece: U+2581 stands for a space
       std::string s;
       for (size_t k = 0; k < p.size();) {

@@ -130,6 +130,60 @@ TEST(ByteLevelBpe, AnyValidUtf8RoundTripsThroughBytes) {
   EXPECT_EQ(tok->token_text(' '), "\xC4\xA0");  // 'Ġ'
 }
 
+// Found by fuzz_tokenizer_json (fuzz/crashes/tokenizer_json): token ids that are not small
+// non-negative integers (1e300: undefined float->size_t cast; -1: wrapped to SIZE_MAX, then an
+// out-of-bounds write; 1e15: a petabyte resize) must be a wgllm::Error naming the file.
+TEST(HfTokenizerJson, BadTokenIdsAreClearErrors) {
+  const std::string src = std::string(WGLLM_SOURCE_DIR) + "/tests/fixtures/qwen35_tiny/tokenizer.json";
+  nlohmann::json base = nlohmann::json::parse(std::ifstream(src));
+  const auto dir = std::filesystem::path(testing::TempDir()) / "wgllm_bad_ids";
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "tokenizer.json").string();
+  for (nlohmann::json bad : {nlohmann::json(-1), nlohmann::json(1e300), nlohmann::json(1000000000000000ll),
+                             nlohmann::json(2.0), nlohmann::json("7")}) {
+    for (bool in_added : {false, true}) {
+      nlohmann::json j = base;
+      if (in_added) j["added_tokens"][0]["id"] = bad;
+      else j["model"]["vocab"].begin().value() = bad;
+      std::ofstream(path) << j.dump();
+      try {
+        Tokenizer::from_hf_json(path);
+        ADD_FAILURE() << bad.dump() << " in " << (in_added ? "added_tokens" : "vocab") << ": no error";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("is not an integer in [0, 16777216)"), std::string::npos) << e.what();
+      }
+    }
+  }
+  std::ofstream(path) << base.dump();
+  EXPECT_NO_THROW(Tokenizer::from_hf_json(path));
+}
+
+// Found by fuzz_gguf_tokenizer (fuzz/crashes/gguf_tokenizer): a BYTE token "<0xZZ>" escaped as
+// std::invalid_argument from std::stoi; it must be a wgllm::Error naming the token.
+TEST(SentencePieceBpe, MalformedByteTokenIsAClearError) {
+  for (const char* bad : {"<0xZZ>", "<0x-1>", "<0x 1>", "<0x+F>"}) {
+    TokenizerSpec spec;
+    spec.kind = TokenizerKind::SentencePieceBpe;
+    spec.pieces = {"<unk>", bad};
+    spec.types = {TokenType::Unknown, TokenType::Byte};
+    spec.scores = {0.f, 0.f};
+    try {
+      Tokenizer::from_spec(spec);
+      ADD_FAILURE() << bad << ": no error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("byte token 1"), std::string::npos) << e.what();
+    }
+  }
+  TokenizerSpec ok;
+  ok.kind = TokenizerKind::SentencePieceBpe;
+  ok.pieces = {"<unk>", "<0x0a>", "<0xFF>"};
+  ok.types = {TokenType::Unknown, TokenType::Byte, TokenType::Byte};
+  ok.scores = {0.f, 0.f, 0.f};
+  auto tok = Tokenizer::from_spec(ok);
+  EXPECT_EQ(tok->token_to_piece(1), "\n");
+  EXPECT_EQ(tok->token_to_piece(2), "\xFF");
+}
+
 TEST(ByteLevelBpe, InvalidUtf8ThrowsWithOffset) {
   TokenizerSpec spec;
   for (int b = 0; b < 256; ++b) spec.pieces.push_back(tok::byte_to_unicode(uint8_t(b)));
