@@ -153,6 +153,15 @@ void Session::save(const std::string& path) const {
   }
 }
 
+// A header number: a non-negative JSON integer of at most `max` (nlohmann's get<size_t>() would
+// cast a float such as 1e300 out of range, undefined behaviour, and wrap a negative one).
+static uint64_t header_uint(const nlohmann::json& j, const std::string& what, const char* field, uint64_t max) {
+  if (!j.is_number_unsigned() || j.get<uint64_t>() > max)
+    throw Error(what + "malformed header: " + field + " must be an integer in [0, " + std::to_string(max) + "], got " +
+                j.dump());
+  return j.get<uint64_t>();
+}
+
 void Session::load(const std::string& path) {
   using nlohmann::json;
   const std::string what = "load " + path + ": ";
@@ -213,7 +222,7 @@ void Session::load(const std::string& path) {
     std::vector<StateBlob> blobs;
     size_t off = 24 + hn;
     for (const json& b : h.at("blobs")) {
-      const uint64_t n = b.at("size").get<uint64_t>();
+      const uint64_t n = header_uint(b.at("size"), what, "blob size", UINT64_MAX);
       if (n > f.size() - 8 - off) throw Error(what + "blob '" + b.at("name").get<std::string>() + "' runs past the end");
       StateBlob sb{b.at("name").get<std::string>(), std::vector<uint8_t>(f.begin() + off, f.begin() + off + n)};
       if (hex(fnv1a(sb.data.data(), n)) != b.at("fnv1a").get<std::string>()) throw Error(what + "blob '" + sb.name + "' is corrupt");
@@ -223,7 +232,7 @@ void Session::load(const std::string& path) {
     if (off != f.size() - 8) throw Error(what + "unexpected bytes after the last blob");
     std::vector<bool> used(blobs.size(), false);
     auto group = [&](const json& range, const std::string& prefix) {
-      const size_t a = range.at(0).get<size_t>(), b = range.at(1).get<size_t>();
+      const size_t a = header_uint(range.at(0), what, "range start", SIZE_MAX), b = header_uint(range.at(1), what, "range end", SIZE_MAX);
       if (a > b || b > blobs.size()) throw Error(what + "blob range out of bounds");
       std::vector<StateBlob> out;
       for (size_t i = a; i < b; ++i) {
@@ -245,17 +254,17 @@ void Session::load(const std::string& path) {
       pos += n;
       return s;
     };
-    rendered = take(h.at("rendered_bytes").get<size_t>());
+    rendered = take(header_uint(h.at("rendered_bytes"), what, "rendered_bytes", SIZE_MAX));
     for (const json& m : h.at("messages")) {
       std::string role = m.at("role").get<std::string>();
       if (role != "system" && role != "user" && role != "assistant") throw Error(what + "unknown message role '" + role + "'");
       if (role == "system" && !msgs.empty()) throw Error(what + "a system message after the first message");
-      msgs.push_back({role, take(m.at("bytes").get<size_t>())});
+      msgs.push_back({role, take(header_uint(m.at("bytes"), what, "message bytes", SIZE_MAX))});
     }
     if (pos != texts.size()) throw Error(what + "the text blob is longer than its texts");
     tokens = h.at("tokens").get<std::vector<int32_t>>();
     cache = h.at("cache").get<std::vector<int32_t>>();
-    n_past = h.at("n_past").get<uint32_t>();
+    n_past = uint32_t(header_uint(h.at("n_past"), what, "n_past", UINT32_MAX));
     if (cache.size() != n_past) throw Error(what + "cache tokens do not match n_past");
     if (n_past > seq_->context_length())
       throw Error(what + "the saved cache holds " + std::to_string(n_past) + " tokens, this session's context " +
@@ -265,7 +274,9 @@ void Session::load(const std::string& path) {
     // differently may shorten earlier turns' tokens, so turns are not checked against each other.
     Turn prev;
     for (const json& t : h.at("turns")) {
-      Turn x{t.at(0).get<size_t>(), t.at(1).get<size_t>(), t.at(2).get<size_t>(), t.at(3).get<size_t>(), t.at(4).get<size_t>()};
+      Turn x{header_uint(t.at(0), what, "turn field", SIZE_MAX), header_uint(t.at(1), what, "turn field", SIZE_MAX),
+             header_uint(t.at(2), what, "turn field", SIZE_MAX), header_uint(t.at(3), what, "turn field", SIZE_MAX),
+             header_uint(t.at(4), what, "turn field", SIZE_MAX)};
       if (x.msgs_end < 2 || x.msgs_end > msgs.size() || x.msgs_end <= prev.msgs_end || msgs[x.msgs_end - 1].role != "assistant" ||
           msgs[x.msgs_end - 2].role != "user" || x.end_tokens > tokens.size() || x.end_text > rendered.size() ||
           x.prompt_tokens > x.end_tokens || x.prompt_text > x.end_text)
@@ -279,14 +290,16 @@ void Session::load(const std::string& path) {
       if (t < 0 || uint32_t(t) >= model_.config().vocab) throw Error(what + "token id out of range");
     state = group(h.at("state_blobs"), "state.");
     for (const json& s : h.at("snapshots")) {
-      const size_t n = s.at("n").get<size_t>();
+      const size_t n = header_uint(s.at("n"), what, "snapshot n", SIZE_MAX);
       if (n > n_past) throw Error(what + "snapshot past the saved cache");
       snaps.emplace_back(n, group(s.at("blobs"), "snap."));
     }
     for (size_t i = 0; i < used.size(); ++i)
       if (!used[i]) throw Error(what + "blob '" + blobs[i].name + "' belongs to nothing");
+    if (h.contains("context_full") && !h["context_full"].is_boolean())
+      throw Error(what + "malformed header: context_full must be true or false");
     context_full = h.value("context_full", false);
-    generations = h.value("generations", uint64_t(0));
+    generations = h.contains("generations") ? header_uint(h["generations"], what, "generations", UINT64_MAX) : 0;
   } catch (const nlohmann::json::exception& e) {
     throw Error(what + "malformed header: " + e.what());
   }

@@ -262,6 +262,15 @@ TEST(SessionHybrid, LoadChecksEveryBlobBeforeReplacingTheConversation) {
     f = good;
     f.header["turns"][0][0] = 0;  // a turn that ends before its messages
     expect_refused(f, "turn table");
+    // Header numbers that are not non-negative integers (found by fuzz_session_file: a float such as
+    // 1e300 was cast out of range, a negative number wrapped).
+    for (const char* key : {"rendered_bytes", "n_past", "generations"}) {
+      for (nlohmann::json v : {nlohmann::json(1e300), nlohmann::json(-1), nlohmann::json(2.5), nlohmann::json("7")}) {
+        f = good;
+        f.header[key] = v;
+        expect_refused(f, "malformed header");
+      }
+    }
     // The conversation goes on exactly as if no load had been tried.
     EXPECT_EQ(live->send("and on", fixed(4)).reply, want) << dir;
     // The good file still loads.
