@@ -33,7 +33,7 @@ plots:
 	scripts/setup_plots.sh
 	$(if $(RESULT),,test -x $(BUILD)/wgllm || { echo "make plots: run make build first, or give RESULT=r.json"; exit 1; }; \
 	  env $$(scripts/vulkan_env.sh) $(BUILD)/wgllm bench --prompt-lengths 128 --gen 32 --reps 1 --traffic --allow-busy --json $(BUILD)/bench.json)
-	python3 tools/plot_bench.py $(or $(RESULT),$(BUILD)/bench.json) $(basename $(or $(RESULT),$(BUILD)/bench.json))
+	python3 tools/plots/plot_bench.py $(or $(RESULT),$(BUILD)/bench.json) $(basename $(or $(RESULT),$(BUILD)/bench.json))
 
 # Browser build (web/protocol.md): the engine compiled to WebAssembly with Debian's Emscripten.
 # NODE_PATH lets Emscripten's JS optimiser find Debian's acorn.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the plotting dependency of tools/plot_bench.py, tools/plot_multiturn.py and `make plots`:
+# Installs the plotting dependency of tools/plots/plot_bench.py, tools/plots/plot_multiturn.py and `make plots`:
 # matplotlib, pinned, from PyPI. Kept out of scripts/setup.sh: no test needs it (CI stays lean).
 set -euo pipefail
 PIN="matplotlib==3.11.2"

@@ -5,7 +5,7 @@
 //   - full recompute: the same prompt tokens prefilled from an empty sequence;
 // and checks both give the same first token (greedy). host_ms: the turn's host work outside the
 // forwards (template rendering, tokenizing, seek, snapshot bookkeeping), which must stay flat. Writes JSON (--json, default stdout); plot
-// it with tools/plot_multiturn.py. Not a timed test: numbers depend on the machine.
+// it with tools/plots/plot_multiturn.py. Not a timed test: numbers depend on the machine.
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -161,7 +161,7 @@ int run_multiturn(const MultiTurnOpts& b) {
     std::cout << j.dump(1) << std::endl;
   } else {
     std::ofstream(b.json_path) << j.dump(1) << "\n";
-    fmt::print(stderr, "wrote {} (plot: python3 tools/plot_multiturn.py {} out.png)\n", b.json_path, b.json_path);
+    fmt::print(stderr, "wrote {} (plot: python3 tools/plots/plot_multiturn.py {} out.png)\n", b.json_path, b.json_path);
   }
   return mismatches ? 3 : 0;
 }

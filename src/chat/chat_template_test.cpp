@@ -1,5 +1,5 @@
 // Chat templates and the Jinja2-subset interpreter against goldens rendered by Python jinja2 the
-// transformers way (tools/make_chat_goldens.py -> tests/fixtures/chat/), plus unit tests of the
+// transformers way (tools/fixtures/make_chat_goldens.py -> tests/fixtures/chat/), plus unit tests of the
 // API and error reporting.
 #include <gtest/gtest.h>
 

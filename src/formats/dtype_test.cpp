@@ -1,5 +1,5 @@
 // dtype tests: block geometry, and bit-exact dequantization of random blocks against gguf-py
-// goldens (tests/fixtures/formats/quant_*.{bin,f32}, made by tools/make_format_goldens.py).
+// goldens (tests/fixtures/formats/quant_*.{bin,f32}, made by tools/fixtures/make_format_goldens.py).
 #include "formats/dtype.h"
 
 #include <gtest/gtest.h>

@@ -1,5 +1,5 @@
 // Byte-exact comparison with goldens produced by the reference HF `tokenizers` library
-// (tools/make_tokenizer_goldens.py -> tests/fixtures/tokenizer/{qwen3,smollm2}.json):
+// (tools/fixtures/make_tokenizer_goldens.py -> tests/fixtures/tokenizer/{qwen3,smollm2}.json):
 // Qwen3 loaded from its tokenizer.json, SmolLM2 loaded from the GGUF vocabulary.
 #include <gtest/gtest.h>
 
@@ -162,7 +162,7 @@ TEST(GoldenMeta, SpecialIdsOfRealTokenizers) {
 }
 
 // SentencePiece-style mode on the real LLaMA-2 vocabulary against the independent JS
-// implementation llama-tokenizer-js@1.2.2 (see tools/make_tokenizer_goldens.py for how the
+// implementation llama-tokenizer-js@1.2.2 (see tools/fixtures/make_tokenizer_goldens.py for how the
 // scores are derived from its merges).
 TEST(GoldenLlama2, MatchesLlamaTokenizerJs) {
   const std::string vocab_text = test::read_file(kFixtures + "llama2_vocab.txt");

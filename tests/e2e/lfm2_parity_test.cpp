@@ -1,4 +1,4 @@
-// End-to-end LFM2 on the tiny random model of tests/fixtures/lfm2_tiny (tools/make_lfm2_fixtures.py:
+// End-to-end LFM2 on the tiny random model of tests/fixtures/lfm2_tiny (tools/fixtures/make_lfm2_fixtures.py:
 // 4 layers conv/attention/conv/attention, hidden 72, 3 query heads / 1 KV head of 24, conv L 3,
 // FFN 136, vocab 300), loaded from the HF directory and from the GGUF copy, on both backends:
 //   - last-token logits vs transformers (float64) for 3 prompts (T = 1, 27, 150)

@@ -1,5 +1,5 @@
 // End-to-end parity of the Qwen3.5 text model (Gated DeltaNet + gated attention) on a tiny random
-// model (tests/fixtures/qwen35_tiny, from tools/make_qwen35_fixtures.py with transformers 5.17.0):
+// model (tests/fixtures/qwen35_tiny, from tools/fixtures/make_qwen35_fixtures.py with transformers 5.17.0):
 //   - CPU reference vs transformers (float64; its delta rule in float32), WebGPU vs CPU
 //   - greedy tokens identical for 64 steps: transformers, CPU, WebGPU
 //   - for every prompt length T in 1..130 (the long prompt crosses two 64-token chunks plus a

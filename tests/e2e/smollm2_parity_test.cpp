@@ -1,5 +1,5 @@
 // End-to-end parity on the real default model (SmolLM2-135M-Instruct, GGUF Q4_1):
-//   - CPU reference backend vs transformers (float64, fixtures from tools/reference_logits.py)
+//   - CPU reference backend vs transformers (float64, fixtures from tools/fixtures/reference_logits.py)
 //   - WebGPU backend vs CPU reference backend
 //   - greedy tokens identical (64 steps) for WebGPU, CPU and transformers
 //   - prefill(T) == prefill(T-1) + decode(1) and == arbitrary prefill splits, for a range of T

@@ -1,4 +1,4 @@
-// Trained small hybrid models (tools/train_hybrids.py: LFM2 and Qwen3.5 trained for 140 s each on
+// Trained small hybrid models (tools/fixtures/train_hybrids.py: LFM2 and Qwen3.5 trained for 140 s each on
 // the H200 on public-domain text; tests/fixtures/{lfm2,qwen35}_trained) in both file layouts users
 // have: the Hugging Face directory (bf16 safetensors) and the GGUF that llama.cpp's own converter
 // wrote from it. Reference: transformers 5.17 in float64 on the H200 (ref.json).

@@ -12,7 +12,8 @@ call has left after the tree, so this script:
   4. writes .carry/plan.json: the calls in order, each with its carry list, and the sha256 of every
      model, which tools/device/remote.sh checks after joining the slices on the device.
 
-Usage: python3 tools/device/pack.py [--bin wgllm kernels_test /path/to/other=wgllm-base ...] [--model PATH ...] [--gl]
+Usage: python3 tools/device/pack.py [--bin wgllm kernels_test /path/to/other=wgllm-base ...]
+                                     [--extra ~/.cache/wgllm/text=text ...] [--model PATH ...] [--gl]
                                      [--llamacpp] [--build build] [--margin-mib 3]
 Then issue the calls printed, back to back (the machine is released after ~30 s idle); each
 recipe starts with `source tools/device/remote.sh`, which stores the carried pieces in /root/wg.
@@ -110,6 +111,7 @@ def main():
     ap.add_argument("--model", nargs="*", default=[])
     ap.add_argument("--gl", action="store_true", help="Vulkan loader .debs in .gl/")
     ap.add_argument("--llamacpp", action="store_true", help="llama.cpp source from the sdist")
+    ap.add_argument("--extra", nargs="*", default=[], help="SRC=NAME: copy a file or folder to .carry/NAME and carry it")
     ap.add_argument("--build", default="build")
     ap.add_argument("--margin-mib", type=float, default=3)
     a = ap.parse_args()
@@ -127,6 +129,12 @@ def main():
     if a.llamacpp:
         stage_llamacpp()
         items.append((".carry/llama.cpp.tgz", du(os.path.join(CARRY, "llama.cpp.tgz"))))
+    for e in a.extra:
+        src, _, name = e.partition("=")
+        dst = os.path.join(CARRY, name or os.path.basename(src))
+        shutil.rmtree(dst, ignore_errors=True)
+        (shutil.copytree if os.path.isdir(src) else shutil.copy2)(src, dst)
+        items.append((".carry/" + os.path.basename(dst), du(dst)))
     budget = LIMIT - tree_bytes() - int(a.margin_mib * MiB)
     if any(s > budget for _, s in items):
         sys.exit(f"pack: an item exceeds the per-call budget of {budget / MiB:.1f} MiB")

@@ -68,9 +68,9 @@ if has cuda; then
   for i in $(seq 1 60); do grep -q BUILD_DONE $W/lcpp.log 2>/dev/null && break; sleep 5; done
   if grep -q "BUILD_DONE 0" $W/lcpp.log; then
     ab vs_llamacpp_cuda_p512_g256 $B bench ab --a "bench --prompt-lengths 512 --gen 256 --reps 1" \
-      --b-cmd "bash tools/peer_llamacpp.sh $LB $GGUF 512 256" --metric ttft_ms,decode_tok_s
+      --b-cmd "bash tools/peers/peer_llamacpp.sh $LB $GGUF 512 256" --metric ttft_ms,decode_tok_s
     ab vs_llamacpp_cuda_p4096_g64 $B bench ab --a "bench --prompt-lengths 4096 --gen 64 --reps 1" \
-      --b-cmd "bash tools/peer_llamacpp.sh $LB $GGUF 4096 64" --metric ttft_ms,decode_tok_s
+      --b-cmd "bash tools/peers/peer_llamacpp.sh $LB $GGUF 4096 64" --metric ttft_ms,decode_tok_s
   else tail -5 $W/lcpp.log; fi
 fi
 if has hybrids; then

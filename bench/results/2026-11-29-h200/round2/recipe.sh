@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Second H200 round (same staging as tools/h200_bench.sh: a, b store; c measures):
+# Second H200 round (same staging as bench/results/2026-11-29-h200/recipe_bench.sh: a, b store; c measures):
 # split-K attention check and A/B, harness null test, product numbers, multi-turn sessions,
 # hybrid tiny models. Results in $OUT/r2. CORE_ONLY=1: parity, product numbers and multi-turn only.
 set -u

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds llama.cpp's llama-bench with the Vulkan backend on this (Debian 12, CPU-only) machine and
-# packs it for the H200 device machine (issue 5, peer engines; run there by tools/h200_peers.sh).
-#   tools/build_llamacpp_vulkan.sh [JOBS]      -> .carry/llama-vk.tar.xz.part00, part01, ...
+# packs it for the H200 device machine (issue 5, peer engines; run there by bench/results/2026-11-29-h200/session2/peers_vulkan/recipe.sh).
+#   tools/peers/build_llamacpp_vulkan.sh [JOBS]      -> .carry/llama-vk.tar.xz.part00, part01, ...
 # Source: .carry/llama.cpp.tgz (llama.cpp vendored in the PyPI sdist llama-cpp-python 0.3.36).
 # Debian 12's Vulkan headers (1.3.239) lack the VK_KHR_cooperative_matrix types ggml-vulkan uses,
 # and its glslc (2023.2) cannot compile the cooperative-matrix shaders. Both come from Debian 13
@@ -17,7 +17,7 @@
 # About 25-40 min on 2 cores under nice.
 set -euo pipefail
 JOBS=${1:-2}
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 CACHE="${WGLLM_CACHE:-$HOME/.cache/wgllm}"
 SDK=${VK_TRIXIE:-$CACHE/vk-trixie}
 WORK=${LCPP_VK_WORK:-/tmp/lcpp-vk}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 3 on the H200 (after tools/h200_peers.sh a/b, or any stage that put the binaries in
+# Issue 3 on the H200 (after bench/results/2026-11-29-h200/session2/peers_vulkan/recipe.sh a/b, or any stage that put the binaries in
 # /root/wg/bin): the trained-hybrid parity tests (both layouts, both backends) and the chunked-
 # prefill check on the trained Qwen3.5: TTFT of a 512-token prompt vs 64 decode steps, with the
 # state sizes (bench JSON memory_bytes). Needs .carry/bin/{wgllm,trained_hybrids_test,...} staged

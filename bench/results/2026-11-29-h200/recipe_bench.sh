@@ -46,9 +46,9 @@ tail -3 $W/lcpp.log
 LB=$W/lcpp/llama.cpp/build/bin/llama-bench
 if [ -x $LB ]; then
   $LB -m $GGUF -p 512 -n 256 -r 3 2>&1 | tail -6
-  $B bench ab --a "bench --prompt-lengths 512 --gen 256 --reps 1" --b-cmd "bash tools/peer_llamacpp.sh $LB $GGUF 512 256" \
+  $B bench ab --a "bench --prompt-lengths 512 --gen 256 --reps 1" --b-cmd "bash tools/peers/peer_llamacpp.sh $LB $GGUF 512 256" \
     --metric ttft_ms,decode_tok_s --rounds 3 --json $R/vs_llamacpp_cuda_p512_g256.json 2>&1 | tail -3
-  $B bench ab --a "bench --prompt-lengths 4096 --gen 16 --reps 1" --b-cmd "bash tools/peer_llamacpp.sh $LB $GGUF 4096 16" \
+  $B bench ab --a "bench --prompt-lengths 4096 --gen 16 --reps 1" --b-cmd "bash tools/peers/peer_llamacpp.sh $LB $GGUF 4096 16" \
     --metric ttft_ms --rounds 3 --json $R/vs_llamacpp_cuda_p4096.json 2>&1 | tail -3
 fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > $R/gpu.txt

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Markdown summary of a tools/h200_peers.sh result folder: every `wgllm bench ab` JSON named
+"""Markdown summary of a bench/results/2026-11-29-h200/session2/peers_vulkan/recipe.sh result folder: every `wgllm bench ab` JSON named
 vs_*.json (A = wgllm, B = the peer) as one row per metric with B/A, its 95% bootstrap interval and
 the noise band of the control arms, plus the copy bandwidth of any `wgllm bench --traffic` JSON.
-Usage: python3 tools/peers_summary.py DIR"""
+Usage: python3 tools/peers/peers_summary.py DIR"""
 import glob
 import json
 import os

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 4, flat multi-turn TTFT: measures --attn-tiled (multi-query tiled attention for T > 1) on
 # the H200 device machine, in calls that keep the machine warm (same staging as
-# tools/h200_round2.sh; the model travels in three parts made with
+# bench/results/2026-11-29-h200/round2/recipe.sh; the model travels in three parts made with
 # `split -b 33000000 -d MODEL .carry/model_part`):
 #   a: carry .carry/bin .carry/model_part00 .gl -> stores them in /root/wg, unpacks the Vulkan loader
 #   b: carry .carry/model_part01                -> stores it
@@ -56,10 +56,10 @@ for f in sorted(glob.glob(os.path.join(sys.argv[1], "multiturn_30*.json"))):
 PY
   cat $R/summary.txt
   if python3 -c "import matplotlib" 2>/dev/null; then
-    python3 tools/plot_multiturn.py $R/multiturn_30_tiled.json $R/multiturn_30_tiled_vs_untiled.png $R/multiturn_30_untiled.json
-    python3 tools/plot_multiturn.py $R/multiturn_30_tiled.json $R/multiturn_30_tiled.png
+    python3 tools/plots/plot_multiturn.py $R/multiturn_30_tiled.json $R/multiturn_30_tiled_vs_untiled.png $R/multiturn_30_untiled.json
+    python3 tools/plots/plot_multiturn.py $R/multiturn_30_tiled.json $R/multiturn_30_tiled.png
   else
-    echo "no matplotlib: plot locally: python3 tools/plot_multiturn.py multiturn_30_tiled.json out.png multiturn_30_untiled.json"
+    echo "no matplotlib: plot locally: python3 tools/plots/plot_multiturn.py multiturn_30_tiled.json out.png multiturn_30_untiled.json"
   fi
   exit 0
 fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Peer measurement: llama.cpp's llama-bench on the same GGUF, printed as one JSON line with the
 # same keys as `wgllm bench` (for `wgllm bench ab --b-cmd`).
-#   tools/peer_llamacpp.sh LLAMA_BENCH MODEL N_PROMPT N_GEN [extra llama-bench args]
+#   tools/peers/peer_llamacpp.sh LLAMA_BENCH MODEL N_PROMPT N_GEN [extra llama-bench args]
 # ttft_ms   = n_prompt / (prompt-processing tokens/s)   (llama-bench pp test)
 # decode_tok_s = text-generation tokens/s at depth n_prompt (llama-bench tg test with -d)
 set -euo pipefail

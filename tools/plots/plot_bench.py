@@ -3,7 +3,7 @@
 with the p50/p90/p99 of all measured steps as horizontal lines, and, when the run used --traffic, a
 stacked bar of one decode step's bytes by category per kernel, annotated with each kernel's
 achieved GB/s as a percentage of the measured copy bandwidth (when the JSON has it).
-Usage: python3 tools/plot_bench.py RESULT.json OUT_PREFIX   (writes OUT_PREFIX_latency.png, OUT_PREFIX_traffic.png)
+Usage: python3 tools/plots/plot_bench.py RESULT.json OUT_PREFIX   (writes OUT_PREFIX_latency.png, OUT_PREFIX_traffic.png)
 or `make plots RESULT=r.json`. Needs matplotlib (scripts/setup_plots.sh installs the pinned version)."""
 import json
 import sys

@@ -2,7 +2,7 @@
 """Plots `wgllm bench multi-turn --json FILE`: per-turn TTFT with the session (snapshots, only new
 tokens prefilled) vs full recompute (whole conversation prefilled), and the prompt length.
 
-usage: python3 tools/plot_multiturn.py RESULT.json OUT.png [BASELINE.json]   (needs matplotlib)
+usage: python3 tools/plots/plot_multiturn.py RESULT.json OUT.png [BASELINE.json]   (needs matplotlib)
 With BASELINE (the same bench with other flags, e.g. --no-attn-tiled), its session TTFT is drawn instead
 of the recompute curve,
 and the title gives turn-30 / turn-2 session TTFT of both.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Final multi-turn round (after tools/h200_multiturn.sh a and b staged the binaries and the first two
+# Final multi-turn round (after bench/results/2026-11-29-h200/session2/recipe_multiturn.sh a and b staged the binaries and the first two
 # model parts in /root/wg): SmolLM2 30 turns x3 with the product configuration, once with
 # --no-attn-tiled, and the trained Qwen3.5 / LFM2 (snapshot cost of recurrent state). Carry
 # .carry/model_part02 and .gl. Results: $OUT/mt.tgz.
@@ -29,6 +29,6 @@ for f in sorted(glob.glob(os.path.join(sys.argv[1], "multiturn_30_*.json"))):
           f"recompute {r[1]:.1f} -> {r[-1]:.1f} ms | snapshot median {st.median(su):.1f} us, max {max(su):.1f} us, "
           f"live bytes at the end {sb[-1]} | first-token mismatches {d['first_token_mismatches']}")
 PY
-python3 tools/plot_multiturn.py $R/multiturn_30_tiled_1.json $R/multiturn_30_tiled_1.png $R/multiturn_30_untiled_1.json 2>&1 | tail -1
+python3 tools/plots/plot_multiturn.py $R/multiturn_30_tiled_1.json $R/multiturn_30_tiled_1.png $R/multiturn_30_untiled_1.json 2>&1 | tail -1
 tail -3 $R/log_qwen35.txt
 cd $OUT && tar czf mt.tgz mt && rm -rf mt

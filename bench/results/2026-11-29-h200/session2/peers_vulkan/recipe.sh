@@ -7,7 +7,7 @@
 #   a  carry .carry/bin .carry/llama.cpp.tgz .carry/model_part00 .gl
 #        unpack the wgllm binaries and the Vulkan loader; start the llama.cpp CUDA build (background)
 #   b  carry .carry/model_part01 .carry/llama-vk.tar.xz.part00 [.part01 ...]
-#        store; unpack the prebuilt llama.cpp Vulkan llama-bench (tools/build_llamacpp_vulkan.sh);
+#        store; unpack the prebuilt llama.cpp Vulkan llama-bench (tools/peers/build_llamacpp_vulkan.sh);
 #        wait for the CUDA build (so no compiler runs during the measurements)
 #   c  carry .carry/model_part02
 #        join + check the model; wgllm bench (+ --traffic: copy bandwidth); vs llama.cpp Vulkan;
@@ -45,7 +45,7 @@ B=$W/bin/wgllm
 compare() {
   local name=$1 lb=$2 p=$3 n=$4 metrics=$5
   timeout 240 $B bench ab --a "bench --prompt-lengths $p --gen $n --reps 1" \
-    --b-cmd "bash tools/peer_llamacpp.sh $lb $GGUF $p $n" \
+    --b-cmd "bash tools/peers/peer_llamacpp.sh $lb $GGUF $p $n" \
     --metric $metrics --rounds 3 --json $R/$name.json 2>&1 | tail -3
   echo "[$(elapsed) s] $name done"
 }
@@ -108,5 +108,5 @@ else  # d
   wait_build 300 || { echo "CUDA build failed or unfinished"; tail -20 $W/lcpp.log; exit 1; }
   cuda_part
 fi
-python3 tools/peers_summary.py $R > $R/summary_$stage.md && cat $R/summary_$stage.md
+python3 tools/peers/peers_summary.py $R > $R/summary_$stage.md && cat $R/summary_$stage.md
 echo "[$(elapsed) s] stage $stage done"

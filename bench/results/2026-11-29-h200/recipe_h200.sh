@@ -38,7 +38,7 @@ if [ -d .whl ]; then
 fi
 mkdir -p $OUT
 if [ ! -f tests/fixtures/parity/smollm2_ref.json ] || [ "${REGEN:-0}" = 1 ]; then
-  python3 tools/reference_logits.py $GGUF tests/fixtures/parity/smollm2_prompts.json $OUT/parity 2>&1 | grep -v Warning | tail -8
+  python3 tools/fixtures/reference_logits.py $GGUF tests/fixtures/parity/smollm2_prompts.json $OUT/parity 2>&1 | grep -v Warning | tail -8
   cp $OUT/parity/* tests/fixtures/parity/
 fi
 $B/wgllm devices | head -3
