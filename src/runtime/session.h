@@ -181,7 +181,6 @@ class Session {
   void drop_live();
   void touch(Snap& s) { s.last_use = ++use_clock_; }
   void evict();
-  void forward_tokens(std::span<const int32_t> t);
   std::string render(bool add_generation_prompt) const;
   void check_fits(size_t n_tokens) const;
 
