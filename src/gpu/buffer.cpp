@@ -101,4 +101,21 @@ void Buffer::read(Context& ctx, uint64_t offset, void* dst, uint64_t size) const
   map_read(ctx, staging, dst, size);
 }
 
+void copy_buffers(Context& ctx, const std::vector<CopyRange>& copies) {
+  if (copies.empty()) return;
+  WGPUCommandEncoder enc = wgpuDeviceCreateCommandEncoder(ctx.device(), nullptr);
+  for (const CopyRange& c : copies) {
+    if (c.src_off + c.size > c.src->size() || c.dst_off + c.size > c.dst->size() || c.size % 4 || c.src_off % 4 ||
+        c.dst_off % 4) {
+      wgpuCommandEncoderRelease(enc);
+      throw Error("GPU copy out of range or unaligned");
+    }
+    wgpuCommandEncoderCopyBufferToBuffer(enc, c.src->handle(), c.src_off, c.dst->handle(), c.dst_off, c.size);
+  }
+  WGPUCommandBuffer cmd = wgpuCommandEncoderFinish(enc, nullptr);
+  wgpuQueueSubmit(ctx.queue(), 1, &cmd);
+  wgpuCommandBufferRelease(cmd);
+  wgpuCommandEncoderRelease(enc);
+}
+
 }  // namespace wgllm::gpu

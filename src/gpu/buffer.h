@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "gpu/webgpu.h"
 
@@ -50,5 +51,17 @@ class Buffer {
 
 /// Maps a Readback buffer, copies `size` bytes to dst and unmaps (blocks until the GPU is done).
 void map_read(Context& ctx, const Buffer& staging, void* dst, uint64_t size);
+
+/// One buffer-to-buffer copy (byte offsets and size multiples of 4).
+struct CopyRange {
+  const Buffer* src;
+  uint64_t src_off;
+  const Buffer* dst;
+  uint64_t dst_off;
+  uint64_t size;
+};
+/// Records all copies into one command buffer and submits it without waiting: the GPU does them
+/// in queue order (later submissions see the results). Errors surface at the next check().
+void copy_buffers(Context& ctx, const std::vector<CopyRange>& copies);
 
 }  // namespace wgllm::gpu

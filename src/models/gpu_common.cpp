@@ -175,4 +175,55 @@ int32_t finish_forward(kernels::OpContext& o, const ModelConfig& c, const gpu::B
   return -1;
 }
 
+namespace {
+// Offsets of the parts in a packed snapshot buffer (each part 4-byte aligned: buffer sizes are).
+uint64_t layout(const std::vector<const gpu::Buffer*>& bufs, std::vector<uint64_t>& off, std::vector<uint64_t>& size) {
+  uint64_t total = 0;
+  for (const gpu::Buffer* b : bufs) {
+    off.push_back(total);
+    size.push_back(b->size());
+    total += (b->size() + 3) & ~uint64_t(3);
+  }
+  return total;
+}
+}  // namespace
+
+GpuStateSnapshot::GpuStateSnapshot(gpu::Context& ctx, const std::vector<const gpu::Buffer*>& src) {
+  total_ = layout(src, off_, size_);
+  if (total_ == 0) return;
+  buf_ = gpu::Buffer(ctx, total_, gpu::BufferKind::Storage, "state_snapshot");
+  std::vector<gpu::CopyRange> copies;
+  for (size_t i = 0; i < src.size(); ++i)
+    if (size_[i]) copies.push_back({src[i], 0, &buf_, off_[i], size_[i]});
+  gpu::copy_buffers(ctx, copies);
+}
+
+GpuStateSnapshot::GpuStateSnapshot(gpu::Context& ctx, const std::vector<const gpu::Buffer*>& like,
+                                   const std::vector<const std::vector<uint8_t>*>& host) {
+  total_ = layout(like, off_, size_);
+  if (total_ == 0) return;
+  buf_ = gpu::Buffer(ctx, total_, gpu::BufferKind::Storage, "state_snapshot");
+  for (size_t i = 0; i < host.size(); ++i)
+    if (size_[i]) {
+      if (host[i]->size() != size_[i]) throw Error("state snapshot: part " + std::to_string(i) + " has the wrong size");
+      buf_.write(ctx, off_[i], host[i]->data(), size_[i]);
+    }
+}
+
+void GpuStateSnapshot::restore(gpu::Context& ctx, const std::vector<const gpu::Buffer*>& dst) const {
+  if (dst.size() != size_.size()) throw Error("state snapshot: restore into another layout");
+  std::vector<gpu::CopyRange> copies;
+  for (size_t i = 0; i < dst.size(); ++i) {
+    if (dst[i]->size() != size_[i]) throw Error("state snapshot: restore into another layout");
+    if (size_[i]) copies.push_back({&buf_, off_[i], dst[i], 0, size_[i]});
+  }
+  gpu::copy_buffers(ctx, copies);
+}
+
+std::vector<uint8_t> GpuStateSnapshot::part(gpu::Context& ctx, size_t i) const {
+  std::vector<uint8_t> out(size_.at(i));
+  if (!out.empty()) buf_.read(ctx, off_[i], out.data(), out.size());
+  return out;
+}
+
 }  // namespace wgllm

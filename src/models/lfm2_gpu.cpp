@@ -38,14 +38,6 @@ struct Layer {
   Buffer conv;                     // ShortConv [d][L] f32
 };
 
-struct Lfm2GpuSnapshot final : SeqSnapshot {
-  std::vector<std::vector<uint8_t>> conv;  // host copies of the conv state buffers, per layer (empty: attention)
-  uint64_t bytes() const override {
-    uint64_t b = 0;
-    for (auto& v : conv) b += v.size();
-    return b;
-  }
-};
 
 /// Per layer: KV cache buffers (attention) or the conv state buffer (conv); the others empty.
 /// Snapshots are host copies of the conv states (read back once, written back on restore); state
@@ -80,34 +72,33 @@ struct GpuSeq final : Sequence {
   void advance(uint32_t n) { n_past_ += n; }
 
  protected:
+  // Snapshots stay on the GPU (GpuStateSnapshot: one packed buffer, GPU->GPU copies, no wait).
+  std::vector<const Buffer*> conv_bufs() const {
+    std::vector<const Buffer*> v;
+    for (const Buffer& b : conv) v.push_back(&b);
+    return v;
+  }
   std::unique_ptr<SeqSnapshot> capture() const override {
-    auto s = std::make_unique<Lfm2GpuSnapshot>();
-    for (const Buffer& b : conv) {
-      s->conv.emplace_back(b.size());
-      if (b.size()) b.read(ctx_, 0, s->conv.back().data(), b.size());
-    }
-    return s;
+    return std::make_unique<GpuStateSnapshot>(ctx_, conv_bufs());
   }
   void restore_recurrent(const SeqSnapshot& s) override {
-    auto& q = dynamic_cast<const Lfm2GpuSnapshot&>(s);
-    for (size_t l = 0; l < conv.size(); ++l)
-      if (conv[l].size()) conv[l].write(ctx_, 0, q.conv.at(l).data(), conv[l].size());
+    dynamic_cast<const GpuStateSnapshot&>(s).restore(ctx_, conv_bufs());
   }
   std::vector<StateBlob> snapshot_blobs(const SeqSnapshot& s) const override {
-    auto& q = dynamic_cast<const Lfm2GpuSnapshot&>(s);
+    auto& q = dynamic_cast<const GpuStateSnapshot&>(s);
     std::vector<StateBlob> out;
     for (size_t l = 0; l < conv.size(); ++l)
-      if (conv[l].size()) out.push_back({"blk." + std::to_string(l) + ".conv", q.conv.at(l)});
+      if (conv[l].size()) out.push_back({"blk." + std::to_string(l) + ".conv", q.part(ctx_, l)});
     return out;
   }
   size_t n_conv() const { return size_t(std::count_if(conv.begin(), conv.end(), [](auto& b) { return b.size() > 0; })); }
   std::unique_ptr<SeqSnapshot> snapshot_from_blobs(const std::vector<StateBlob>& blobs) override {
     check_blob_count(blobs, n_conv());
-    auto s = std::make_unique<Lfm2GpuSnapshot>();
+    static const std::vector<uint8_t> none;
+    std::vector<const std::vector<uint8_t>*> host;
     for (size_t l = 0; l < conv.size(); ++l)
-      s->conv.push_back(conv[l].size() ? state_blob(blobs, "blk." + std::to_string(l) + ".conv", conv[l].size()).data
-                                       : std::vector<uint8_t>());
-    return s;
+      host.push_back(conv[l].size() ? &state_blob(blobs, "blk." + std::to_string(l) + ".conv", conv[l].size()).data : &none);
+    return std::make_unique<GpuStateSnapshot>(ctx_, conv_bufs(), host);
   }
   std::vector<StateBlob> read_state() const override {
     std::vector<StateBlob> out = snapshot_blobs(*capture());

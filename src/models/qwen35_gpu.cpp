@@ -39,14 +39,6 @@ struct Layer {
   Buffer conv, a_log, dt_bias, gdn_norm;  // linear
 };
 
-struct Qwen35GpuSnapshot final : SeqSnapshot {
-  std::vector<std::vector<float>> bufs;  // host copies of every recurrent buffer (conv, ssm per layer)
-  uint64_t bytes() const override {
-    uint64_t b = 0;
-    for (auto& v : bufs) b += v.size() * 4;
-    return b;
-  }
-};
 
 std::vector<uint32_t> layer_ids(const Qwen35Params& p, bool linear) {
   std::vector<uint32_t> v;
@@ -81,21 +73,17 @@ struct GpuSeq final : Sequence {
   void advance(uint32_t n) { n_past_ += n; }
 
  protected:
-  // Snapshots hold host copies of the recurrent buffers (read back once, written back on restore).
-  std::unique_ptr<SeqSnapshot> capture() const override {
-    auto s = std::make_unique<Qwen35GpuSnapshot>();
-    for (auto* v : {&conv, &ssm})
-      for (const Buffer& b : *v) {
-        s->bufs.emplace_back(b.size() / 4);
-        b.read(ctx_, 0, s->bufs.back().data(), b.size());
-      }
-    return s;
+  // Snapshots stay on the GPU (GpuStateSnapshot: all conv buffers, then all ssm buffers, packed
+  // into one buffer by GPU->GPU copies; no host round trip).
+  std::vector<const Buffer*> rec_bufs() const {
+    std::vector<const Buffer*> v;
+    for (auto* l : {&conv, &ssm})
+      for (const Buffer& b : *l) v.push_back(&b);
+    return v;
   }
+  std::unique_ptr<SeqSnapshot> capture() const override { return std::make_unique<GpuStateSnapshot>(ctx_, rec_bufs()); }
   void restore_recurrent(const SeqSnapshot& s) override {
-    auto& q = dynamic_cast<const Qwen35GpuSnapshot&>(s);
-    size_t i = 0;
-    for (auto* v : {&conv, &ssm})
-      for (const Buffer& b : *v) b.write(ctx_, 0, q.bufs.at(i++).data(), b.size());
+    dynamic_cast<const GpuStateSnapshot&>(s).restore(ctx_, rec_bufs());
   }
   // State blobs as on the CPU backend: "blk.N.conv" / "blk.N.ssm" per linear layer N (snapshot
   // bufs hold all conv buffers, then all ssm buffers), "blk.N.k" / "blk.N.v" per attention layer.
@@ -105,24 +93,16 @@ struct GpuSeq final : Sequence {
   }
   const Buffer& rec_buf(size_t i) const { return i < conv.size() ? conv[i] : ssm[i - conv.size()]; }
   std::vector<StateBlob> snapshot_blobs(const SeqSnapshot& s) const override {
-    auto& q = dynamic_cast<const Qwen35GpuSnapshot&>(s);
+    auto& q = dynamic_cast<const GpuStateSnapshot&>(s);
     std::vector<StateBlob> out;
-    for (size_t i = 0; i < q.bufs.size(); ++i) {
-      StateBlob b{rec_name(i), std::vector<uint8_t>(q.bufs[i].size() * 4)};
-      std::memcpy(b.data.data(), q.bufs[i].data(), b.data.size());
-      out.push_back(std::move(b));
-    }
+    for (size_t i = 0; i < q.n_parts(); ++i) out.push_back({rec_name(i), q.part(ctx_, i)});
     return out;
   }
   std::unique_ptr<SeqSnapshot> snapshot_from_blobs(const std::vector<StateBlob>& blobs) override {
     check_blob_count(blobs, 2 * lin_ids_.size());
-    auto s = std::make_unique<Qwen35GpuSnapshot>();
-    for (size_t i = 0; i < 2 * lin_ids_.size(); ++i) {
-      const StateBlob& b = state_blob(blobs, rec_name(i), rec_buf(i).size());
-      s->bufs.emplace_back(b.data.size() / 4);
-      std::memcpy(s->bufs.back().data(), b.data.data(), b.data.size());
-    }
-    return s;
+    std::vector<const std::vector<uint8_t>*> host;
+    for (size_t i = 0; i < 2 * lin_ids_.size(); ++i) host.push_back(&state_blob(blobs, rec_name(i), rec_buf(i).size()).data);
+    return std::make_unique<GpuStateSnapshot>(ctx_, rec_bufs(), host);
   }
   std::vector<StateBlob> read_state() const override {
     auto snap = capture();
