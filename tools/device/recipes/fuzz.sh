@@ -13,7 +13,7 @@ R=$W/fuzzrun; rm -rf $R; mkdir -p $R/logs $R/artifacts $R/corpus
 trap 'tar czf $OUT/fuzz.tgz -C $R logs plan.txt commit.txt artifacts' EXIT
 J=$(( $(nproc) - 2 )); SECS=${SECS:-40}
 cp -r .carry/fuzzbin $W/ 2>/dev/null; cp -r .carry/fuzzcorpus/. $R/corpus/ 2>/dev/null
-git rev-parse HEAD > $R/commit.txt 2>/dev/null || echo unknown > $R/commit.txt
+echo "${COMMIT:-unknown}" > $R/commit.txt  # the caller passes COMMIT (the device copy has no .git)
 plan=""
 for b in $W/fuzzbin/fuzz_*; do
   t=${b##*/fuzz_}; [[ $t == *.* ]] && continue
