@@ -7,7 +7,8 @@
 #     --gl --llamacpp
 # then the planned calls back to back: `bash tools/device/recipes/speed.sh store` for every call
 # but the last (the first one also starts the llama.cpp CUDA build), `... speed.sh measure` last.
-# MEASURE (space-separated, default all): parity traffic base cuda hybrids switches; SWITCHES lists
+# MEASURE (space-separated, default all but exitcheck): parity traffic base cuda hybrids switches
+# exitcheck; SWITCHES lists
 # llama switches (flag names without --) measured as A = --no-<flag>, B = default (ab_*.json).
 # Files are named for tools/device/summarize.py, which writes summary.json from them.
 set -u
@@ -39,6 +40,16 @@ if has parity; then
     $W/bin/$t > $R/test_$t.log 2>&1; echo "$t: exit $? $(grep -E '^\[  (PASSED|FAILED) ' $R/test_$t.log | tr '\n' ' ')"
   done
   el "parity"
+fi
+if has exitcheck; then  # processes must end cleanly (a segfault at exit was seen on the H200)
+  for m in $GGUF tests/fixtures/qwen35_trained/qwen35_trained.bf16.gguf tests/fixtures/lfm2_trained/lfm2_trained.bf16.gguf; do
+    $B run -m $m -p "Call me Ishmael." -n 8 --temp 0 > $R/exit_$(basename $m).log 2>&1; echo "run $(basename $m): exit $?"
+  done
+  if command -v cuda-gdb > /dev/null && [ -x $W/bin/qwen35_parity_test ]; then
+    timeout 240 cuda-gdb -batch -ex run -ex bt -ex "info threads" --args $W/bin/qwen35_parity_test > $R/gdb_qwen35.log 2>&1
+    grep -E "^#[0-9]+|signal|exited" $R/gdb_qwen35.log | head -30
+  fi
+  el "exitcheck"
 fi
 if has traffic; then
   $B bench --prompt-lengths 512 --gen 256 --reps 3 --traffic --json $R/wgllm_p512_g256.json --md $R/wgllm_p512_g256.md 2>&1 \
