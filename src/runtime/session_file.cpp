@@ -161,6 +161,10 @@ static uint64_t header_uint(const nlohmann::json& j, const std::string& what, co
                 j.dump());
   return j.get<uint64_t>();
 }
+// As header_uint() for sizes and offsets held in size_t (32 bits in the browser build).
+static size_t header_size(const nlohmann::json& j, const std::string& what, const char* field) {
+  return size_t(header_uint(j, what, field, SIZE_MAX));
+}
 
 void Session::load(const std::string& path) {
   using nlohmann::json;
@@ -232,7 +236,7 @@ void Session::load(const std::string& path) {
     if (off != f.size() - 8) throw Error(what + "unexpected bytes after the last blob");
     std::vector<bool> used(blobs.size(), false);
     auto group = [&](const json& range, const std::string& prefix) {
-      const size_t a = header_uint(range.at(0), what, "range start", SIZE_MAX), b = header_uint(range.at(1), what, "range end", SIZE_MAX);
+      const size_t a = header_size(range.at(0), what, "range start"), b = header_size(range.at(1), what, "range end");
       if (a > b || b > blobs.size()) throw Error(what + "blob range out of bounds");
       std::vector<StateBlob> out;
       for (size_t i = a; i < b; ++i) {
@@ -254,12 +258,12 @@ void Session::load(const std::string& path) {
       pos += n;
       return s;
     };
-    rendered = take(header_uint(h.at("rendered_bytes"), what, "rendered_bytes", SIZE_MAX));
+    rendered = take(header_size(h.at("rendered_bytes"), what, "rendered_bytes"));
     for (const json& m : h.at("messages")) {
       std::string role = m.at("role").get<std::string>();
       if (role != "system" && role != "user" && role != "assistant") throw Error(what + "unknown message role '" + role + "'");
       if (role == "system" && !msgs.empty()) throw Error(what + "a system message after the first message");
-      msgs.push_back({role, take(header_uint(m.at("bytes"), what, "message bytes", SIZE_MAX))});
+      msgs.push_back({role, take(header_size(m.at("bytes"), what, "message bytes"))});
     }
     if (pos != texts.size()) throw Error(what + "the text blob is longer than its texts");
     tokens = h.at("tokens").get<std::vector<int32_t>>();
@@ -274,9 +278,9 @@ void Session::load(const std::string& path) {
     // differently may shorten earlier turns' tokens, so turns are not checked against each other.
     Turn prev;
     for (const json& t : h.at("turns")) {
-      Turn x{header_uint(t.at(0), what, "turn field", SIZE_MAX), header_uint(t.at(1), what, "turn field", SIZE_MAX),
-             header_uint(t.at(2), what, "turn field", SIZE_MAX), header_uint(t.at(3), what, "turn field", SIZE_MAX),
-             header_uint(t.at(4), what, "turn field", SIZE_MAX)};
+      Turn x{header_size(t.at(0), what, "turn field"), header_size(t.at(1), what, "turn field"),
+             header_size(t.at(2), what, "turn field"), header_size(t.at(3), what, "turn field"),
+             header_size(t.at(4), what, "turn field")};
       if (x.msgs_end < 2 || x.msgs_end > msgs.size() || x.msgs_end <= prev.msgs_end || msgs[x.msgs_end - 1].role != "assistant" ||
           msgs[x.msgs_end - 2].role != "user" || x.end_tokens > tokens.size() || x.end_text > rendered.size() ||
           x.prompt_tokens > x.end_tokens || x.prompt_text > x.end_text)
@@ -290,7 +294,7 @@ void Session::load(const std::string& path) {
       if (t < 0 || uint32_t(t) >= model_.config().vocab) throw Error(what + "token id out of range");
     state = group(h.at("state_blobs"), "state.");
     for (const json& s : h.at("snapshots")) {
-      const size_t n = header_uint(s.at("n"), what, "snapshot n", SIZE_MAX);
+      const size_t n = header_size(s.at("n"), what, "snapshot n");
       if (n > n_past) throw Error(what + "snapshot past the saved cache");
       snaps.emplace_back(n, group(s.at("blobs"), "snap."));
     }
