@@ -296,8 +296,8 @@ int run_bench(BenchOpts& b) {
                         100 * k.value("fraction_of_copy_bw", 0.0));
   }
   std::cerr << md;
-  if (!b.md_path.empty()) std::ofstream(b.md_path) << md;
-  if (!b.json_path.empty()) std::ofstream(b.json_path) << out.dump(1) << "\n";
+  if (!b.md_path.empty()) write_file(b.md_path, md);
+  if (!b.json_path.empty()) write_file(b.json_path, out.dump(1) + "\n");
   // Last stdout line: a compact summary object (what `bench ab` reads).
   nlohmann::json summary = {{"configuration", label}};
   if (!rows.empty()) {
@@ -384,7 +384,7 @@ std::function<int()> add_bench(CLI::App& app, const std::string& argv0) {
       ab->cmd_b = !b_cmd->empty() ? *b_cmd : (b_bin->empty() ? argv0 : *b_bin) + " " + *b_args;
       auto r = bench::run_ab(*ab);
       auto j = r.to_json(*ab);
-      if (!ab_json->empty()) std::ofstream(*ab_json) << j.dump(1) << "\n";
+      if (!ab_json->empty()) write_file(*ab_json, j.dump(1) + "\n");
       nlohmann::json summary;
       for (auto& m : r.metrics) {
         std::cerr << m.name << ": " << m.verdict.text << "\n";

@@ -121,7 +121,7 @@ int run_attention_bench(const AttnBenchOpts& b) {
   if (b.json_path.empty()) {
     std::cout << j.dump(1) << std::endl;
   } else {
-    std::ofstream(b.json_path) << j.dump(1) << "\n";
+    write_file(b.json_path, j.dump(1) + "\n");
     fmt::print(stderr, "wrote {}\n", b.json_path);
   }
   return 0;

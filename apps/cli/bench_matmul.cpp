@@ -27,6 +27,7 @@
 #include "gpu/context.h"
 #include "kernels/matmul_tiled.h"
 #include "kernels/ops.h"
+#include "validate.h"
 
 namespace wgllm::cli {
 
@@ -77,12 +78,26 @@ kernels::MatmulTile parse_tile(const std::string& s) {
   char c1 = 0, c2 = 0, c3 = 0;
   if (std::sscanf(s.c_str(), "%ux%u%c%ux%u", &t.bn, &t.bt, &c1, &t.rn, &t.rt) != 5 || c1 != '/')
     throw Error("bench matmul: tile '" + s + "' is not BNxBT/RNxRT (e.g. 64x64/4x4)");
+  if (t.bn == 0 || t.bt == 0 || t.bn > 256 || t.bt > 256 || (t.rn != 4 && t.rn != 8) || (t.rt != 4 && t.rt != 8))
+    throw Error("bench matmul: tile '" + s + "': BN and BT must be in 1..256, RN and RT 4 or 8");
   (void)c2, (void)c3;
   return t;
 }
 
 int run_matmul_bench(const MatmulBenchOpts& b) {
   using clk = std::chrono::steady_clock;
+  // Every argument is checked before the device is created.
+  const DType type = parse_type(b.type);
+  struct Shape { uint32_t N, K; };
+  std::vector<Shape> shapes;
+  for (const auto& s : b.shapes) {
+    Shape sh{};
+    char extra = 0;
+    if (std::sscanf(s.c_str(), "%u:%u%c", &sh.N, &sh.K, &extra) != 2 || !sh.N || !sh.K || sh.N > 65536 || sh.K > 65536)
+      throw Error("bench matmul: shape '" + s + "' is not N:K with N and K in 1..65536");
+    shapes.push_back(sh);
+  }
+  for (const auto& t : b.tiles) parse_tile(t);
   gpu::ContextOptions co;
   co.adapter_index = b.adapter;
   auto ctx = gpu::Context::create(co);
@@ -90,15 +105,6 @@ int run_matmul_bench(const MatmulBenchOpts& b) {
   gpu::Recorder rec(*ctx);
   const bool ts = ctx->timestamps_inside_passes();
   rec.set_profiling(ts);
-  const DType type = parse_type(b.type);
-  struct Shape { uint32_t N, K; };
-  std::vector<Shape> shapes;
-  for (const auto& s : b.shapes) {
-    Shape sh{};
-    if (std::sscanf(s.c_str(), "%u:%u", &sh.N, &sh.K) != 2 || !sh.N || !sh.K)
-      throw Error("bench matmul: shape '" + s + "' is not N:K");
-    shapes.push_back(sh);
-  }
   struct Variant { std::string name; kernels::KernelOptions ko; };
   std::vector<Variant> vs;
   if (b.per_row) {
@@ -196,7 +202,7 @@ int run_matmul_bench(const MatmulBenchOpts& b) {
   if (b.json_path.empty()) {
     std::cout << j.dump(1) << std::endl;
   } else {
-    std::ofstream(b.json_path) << j.dump(1) << "\n";
+    write_file(b.json_path, j.dump(1) + "\n");
     fmt::print(stderr, "wrote {}\n", b.json_path);
   }
   return 0;
@@ -208,19 +214,22 @@ std::function<int()> add_bench_matmul(CLI::App& app) {
   CLI::App* bench = bench_subcommand(app);
   auto b = std::make_shared<MatmulBenchOpts>();
   auto* cmd = bench->add_subcommand("matmul", "time the matmul op alone for prefill shapes: per-row vs tiled kernel, GFLOP/s");
-  cmd->add_option("--adapter", b->adapter, "adapter index (wgllm devices); default: first hardware adapter");
+  cmd->add_option("--adapter", b->adapter, "adapter index (wgllm devices); default: first hardware adapter")
+      ->transform(integer(-1, 1024));
   cmd->add_option("--shapes", b->shapes, "N:K weight shapes (default: SmolLM2-135M's 960:576,576:576,3072:576,576:1536)")
       ->delimiter(',');
-  cmd->add_option("--tokens", b->tokens, "token counts T (default 512,4096)")->delimiter(',')->check(CLI::PositiveNumber);
+  cmd->add_option("--tokens", b->tokens, "token counts T, 1..65536 (default 512,4096)")->delimiter(',')->transform(integer(1, 65536));
   cmd->add_option("--tiles", b->tiles, "tiled-kernel tiles BNxBT/RNxRT to try (default: 8 tiles from 32x32/4x4 to 128x64/8x4)")
       ->delimiter(',');
   cmd->add_option("--type", b->type, "weight type: f32 f16 bf16 q4_0 q4_1 q8_0 q4_K q6_K (default q4_1)");
   cmd->add_flag("--per-row,!--no-per-row", b->per_row, "also time the per-row kernel (default on)");
   cmd->add_flag("--f16", b->f16, "also time each tile's f16 variant (needs shader-f16)");
-  cmd->add_option("--reps", b->reps, "measured repetitions after one warm-up (default 5)")->check(CLI::PositiveNumber);
-  cmd->add_option("--min-wgs", b->min_wgs, "KernelOptions::matmul_tiled_min_workgroups of the auto variants (default 264)");
-  cmd->add_option("--peak-tflops", b->peak_tflops, "FLOP rate the shares are of (default 67: H200 fp32 FMA)");
-  cmd->add_option("--json", b->json_path, "write the results as JSON here (default: stdout)");
+  cmd->add_option("--reps", b->reps, "measured repetitions after one warm-up, 1..100000 (default 5)")->transform(integer(1, 100000));
+  cmd->add_option("--min-wgs", b->min_wgs, "KernelOptions::matmul_tiled_min_workgroups of the auto variants (default 264)")
+      ->transform(integer(0, 1 << 20));
+  cmd->add_option("--peak-tflops", b->peak_tflops, "FLOP rate the shares are of, in (0, 1e6] (default 67: H200 fp32 FMA)")
+      ->transform(real(0, 1e6, true));
+  cmd->add_option("--json", b->json_path, "write the results as JSON here (default: stdout)")->check(OutputFile);
   return [=]() -> int { return *cmd ? run_matmul_bench(*b) : -1; };
 }
 

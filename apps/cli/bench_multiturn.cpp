@@ -160,7 +160,7 @@ int run_multiturn(const MultiTurnOpts& b) {
   if (b.json_path.empty()) {
     std::cout << j.dump(1) << std::endl;
   } else {
-    std::ofstream(b.json_path) << j.dump(1) << "\n";
+    write_file(b.json_path, j.dump(1) + "\n");
     fmt::print(stderr, "wrote {} (plot: python3 tools/plots/plot_multiturn.py {} out.png)\n", b.json_path, b.json_path);
   }
   return mismatches ? 3 : 0;

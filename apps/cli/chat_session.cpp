@@ -59,6 +59,15 @@ constexpr const char* kHelp =
 
 SigintCatcher::SigintCatcher() {
   if (::pipe(pipe_) != 0) throw Error(std::string("chat: cannot create a pipe for Ctrl-C: ") + std::strerror(errno));
+  // With standard input/output/error closed, pipe() reuses fds 0..2 and the chat would read its
+  // own wake-up pipe as input (and hang): keep the pipe above them.
+  for (int& fd : pipe_)
+    if (fd <= 2) {
+      const int moved = ::fcntl(fd, F_DUPFD, 3);
+      if (moved < 0) throw Error(std::string("chat: cannot move the Ctrl-C pipe: ") + std::strerror(errno));
+      ::close(fd);
+      fd = moved;
+    }
   for (int fd : pipe_) {
     ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
     ::fcntl(fd, F_SETFD, FD_CLOEXEC);

@@ -200,6 +200,13 @@ def pinned_cases(e):
              loads=True),
         Case(["run", "-m", e.dir, "--backend", "cpu", "-p", "x"], "directory without a model", {1}, "error",
              loads=True),
+        Case(["perplexity"] + tiny + ["-f", e.text, "--window", "16", "--json", "/proc/version"],
+             "a --json that cannot be written is an error (was exit 0, nothing written)", {1}, "cannot write",
+             loads=True),
+        Case(["bench", "matmul", "--shapes", "4294967295:4294967295", "--reps", "1"],
+             "bench matmul: huge shape (was internal error, exit 70)", {1}, "65536"),
+        Case(["bench", "matmul", "--tiles", "0x0/0x0", "--reps", "1"], "bench matmul: empty tile", {1}, "BN and BT"),
+        Case(["bench", "matmul", "--peak-tflops", "nan"], "bench matmul: NaN peak", {usage}, "--peak-tflops"),
     ]
 
 

@@ -10,6 +10,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -258,7 +261,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return usage_error(app, e);
   }
-  try {
+  // The command's status; then output that could not be written (a full disk, a closed stdout) is
+  // an error, not a success.
+  auto dispatch = [&]() -> int {
     if (*run && prompt.empty() && prompt_file.empty()) {
       fmt::print(stderr, "wgllm run: error: give a prompt with -p or -f (see `wgllm run --help`)\n");
       return 2;
@@ -273,18 +278,29 @@ int main(int argc, char** argv) {
     if (*chat) return cmd_chat(chat_o, system);
     if (*devices) return cmd_devices();
     if (*tokenize) return cmd_tokenize(tok_o, tok_text, tok_chat);
+    return 0;
+  };
+  int rc = 0;
+  try {
+    rc = dispatch();
   } catch (const Error& e) {
     fmt::print(stderr, "wgllm: error: {}\n", cli::one_line(e.what()));
-    return 1;
+    rc = 1;
   } catch (const std::bad_alloc&) {
     fmt::print(stderr, "wgllm: error: out of memory (try a smaller --context or model)\n");
-    return 1;
+    rc = 1;
   } catch (const std::exception& e) {
     fmt::print(stderr, "wgllm: internal error: {}\n", cli::one_line(e.what()));
-    return 70;
+    rc = 70;
   } catch (...) {
     fmt::print(stderr, "wgllm: internal error: an unknown exception\n");
-    return 70;
+    rc = 70;
   }
-  return 0;
+  std::cout.flush();
+  errno = 0;
+  if (std::fflush(stdout) != 0 || std::ferror(stdout) || !std::cout) {
+    fmt::print(stderr, "wgllm: error: cannot write the output: {}\n", errno ? std::strerror(errno) : "write failed");
+    return rc ? rc : 1;
+  }
+  return rc;
 }

@@ -47,7 +47,7 @@ std::function<int()> add_perplexity(CLI::App& app) {
     if (!s->json.empty()) {
       nlohmann::json j{{"model", o.model.empty() ? default_model_path() : o.model}, {"backend", l.model->backend_name()},
                        {"file", s->file}, {"tokens_scored", r.scored}, {"mean_nll", r.mean_nll}, {"perplexity", r.ppl}};
-      std::ofstream(s->json) << j.dump(1) << "\n";
+      write_file(s->json, j.dump(1) + "\n");
     }
     return 0;
   };

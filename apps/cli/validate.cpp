@@ -1,5 +1,10 @@
 #include "validate.h"
 
+#include "core/error.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -140,6 +145,15 @@ std::string closest(const std::string& word, const std::vector<std::string>& nam
     if (d < best_d) best_d = d, best = name;
   }
   return best;
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  errno = 0;
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!f) throw Error("cannot write " + path + ": " + (errno ? std::strerror(errno) : "open failed"));
+  f << text;
+  f.close();
+  if (!f) throw Error("cannot write " + path + ": " + (errno ? std::strerror(errno) : "write failed"));
 }
 
 }  // namespace wgllm::cli

@@ -44,4 +44,9 @@ std::string one_line(const std::string& text);
 /// within a third of the word's length (at least 2 edits): the "did you mean" of unknown commands.
 std::string closest(const std::string& word, const std::vector<std::string>& names);
 
+/// Writes `text` to `path` (replacing it); throws wgllm::Error naming the path and the reason when
+/// the file cannot be opened or the write does not complete (full disk, /proc files, ...), so a
+/// failed --json/--md is an error exit, never a silent success.
+void write_file(const std::string& path, const std::string& text);
+
 }  // namespace wgllm::cli

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 
 #include "models/source.h"
 #include "runtime/session.h"
@@ -129,7 +130,18 @@ void Session::save(const std::string& path) const {
   put<uint64_t>(head, header.size());
   head += header;
   uint64_t sum = fnv1a(head);
-  const std::string tmp = path + ".tmp";
+  // A temporary name of our own next to the target (never a user's FILE.tmp), renamed over it at
+  // the end, so a failed save leaves the old file intact.
+  std::string tmp;
+  {
+    std::random_device rd;
+    for (int i = 0; i < 100 && (tmp.empty() || std::filesystem::exists(tmp)); ++i) {
+      char suffix[24];
+      std::snprintf(suffix, sizeof suffix, ".%08x.tmp", unsigned(rd()));
+      tmp = path + suffix;
+    }
+    if (std::filesystem::exists(tmp)) throw Error("save: cannot find a free temporary name next to " + path);
+  }
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) throw Error("save: cannot write " + tmp);
