@@ -146,15 +146,27 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     }
     workgroupBarrier();  // ps and pmax are rewritten by the next tile
   }
-  // Final reductions, one head at a time: l_g = sum over threads (in thread order), out[d4] =
-  // sum over key groups jg (in order) of acc.
+  // Final reductions, one head at a time: l_g = sum over threads (SG: subgroupAdd, then the
+  // subgroups' sums in order; else in thread order), out[d4] = sum over key groups jg (in order) of acc.
+#if SG
+  let nsg = (NT + sg_size - 1u) / sg_size;
+  for (var g = 0u; g < G; g++) {
+    let ls = subgroupAdd(lsum[g]);
+    if (sg_lane == 0u) { pmax[g * (NT / 4u) + l / sg_size] = ls; }
+  }
+  workgroupBarrier();
+#endif
   for (var g = 0u; g < G; g++) {
     red[l] = acc[g];
     lred[l] = lsum[g];
     workgroupBarrier();
     if (l < HD4) {
       var lt = 0.0;
+#if SG
+      for (var i = 0u; i < nsg; i++) { lt += pmax[g * (NT / 4u) + i]; }
+#else
       for (var i = 0u; i < NT; i++) { lt += lred[i]; }
+#endif
       var a = vec4<f32>(0.0);
       for (var i = 0u; i < NJ; i++) { a += red[i * HD4 + l]; }
       let h = hk * G + g;
