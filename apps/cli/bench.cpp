@@ -77,6 +77,9 @@ std::vector<std::string> non_product(const BenchOpts& b) {
   if (o.matmul_reg_n != d.matmul_reg_n) r.push_back("--matmul-reg-n " + std::to_string(o.matmul_reg_n));
   if (o.matmul_reg_t != d.matmul_reg_t) r.push_back("--matmul-reg-t " + std::to_string(o.matmul_reg_t));
   if (o.matmul_min_wgs != d.matmul_min_wgs) r.push_back("--matmul-min-wgs " + std::to_string(o.matmul_min_wgs));
+  if (o.attn_decode_gqa != d.attn_decode_gqa) r.push_back(o.attn_decode_gqa == 1 ? "--attn-decode-gqa" : "--no-attn-decode-gqa");
+  if (o.attn_decode_split_min != d.attn_decode_split_min) r.push_back("--attn-decode-split-min " + std::to_string(o.attn_decode_split_min));
+  if (o.attn_decode_split_len != d.attn_decode_split_len) r.push_back("--attn-decode-split-len " + std::to_string(o.attn_decode_split_len));
   if (b.planted_slowdown > 0) r.push_back("--planted-slowdown");
   return r;
 }

@@ -6,6 +6,8 @@
 // 44 new tokens over a 1700-token cache. GPU time per forward from timestamp queries when the
 // device has them inside passes, else wall time of submit + wait (includes the submit overhead).
 // Median of --reps after one warm-up. Writes JSON (--json, default stdout).
+// Decode (--tokens 1) adds the GQA decode kernel (attention_decode.wgsl, --attn-decode-gqa):
+// unsplit (one dispatch), and split (+ combine) into each --decode-split-lens key count.
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -33,6 +35,7 @@ struct AttnBenchOpts {
   int adapter = -1;
   uint32_t tokens = 44, cache = 1700, heads = 9, kv_heads = 3, head_dim = 64, reps = 5;
   std::vector<uint32_t> split_targets = {512};  // KernelOptions::attention_tiled_split_target values
+  std::vector<uint32_t> decode_split_lens = {64, 128, 256, 512};  // KernelOptions::attention_decode_split_len values
   std::string json_path;
 };
 
@@ -74,9 +77,13 @@ int run_attention_bench(const AttnBenchOpts& b) {
   nlohmann::json variants = nlohmann::json::array();
   fmt::print(stderr, "attention: {} tokens after {} cached, {} / {} heads, head dim {} on {} ({})\n", T, b.cache, Hq, Hkv,
              HD, ctx->info().name, ts ? "timestamps" : "wall clock of submit + wait");
-  struct Variant { bool tiled, split; uint32_t target; };
+  struct Variant { bool tiled, split; uint32_t target; bool gqa = false; uint32_t split_len = 0; };
   std::vector<Variant> vs = {{false, false, 0}, {false, true, 0}, {true, false, 0}};
   for (uint32_t t : b.split_targets) vs.push_back({true, true, t});
+  if (T == 1) {
+    vs.push_back({false, false, 0, true, 0});
+    for (uint32_t len : b.decode_split_lens) vs.push_back({false, true, 0, true, len});
+  }
   for (const Variant& v : vs) {
     {
       const bool tiled = v.tiled, split = v.split;
@@ -84,6 +91,9 @@ int run_attention_bench(const AttnBenchOpts& b) {
       ko.attention_tiled_prefill = tiled;
       ko.attention_split_keys = split;
       if (v.target) ko.attention_tiled_split_target = v.target;
+      ko.attention_decode_gqa = v.gqa ? 1 : 0;
+      ko.attention_decode_split_min = v.split_len ? 0 : (1u << 30);  // a split variant always splits
+      if (v.split_len) ko.attention_decode_split_len = v.split_len;
       kernels::OpContext o{*ctx, pipes, rec, ko};
       std::vector<double> us;
       std::vector<std::string> labels;
@@ -107,10 +117,12 @@ int run_attention_bench(const AttnBenchOpts& b) {
       const double med = us[us.size() / 2];
       std::string joined;
       for (const auto& x : labels) joined += (joined.empty() ? "  " : " + ") + x;
-      const std::string tgt = v.target ? fmt::format(" (target {} wgs)", v.target) : "";
-      fmt::print(stderr, "  {:<8} split {:<3}{}: {:>9.1f} us (min {:.1f}, max {:.1f}){}\n", tiled ? "tiled" : "per-row",
+      const std::string tgt = v.target ? fmt::format(" (target {} wgs)", v.target)
+                              : v.split_len ? fmt::format(" ({} keys per split)", v.split_len) : "";
+      fmt::print(stderr, "  {:<8} split {:<3}{}: {:>9.1f} us (min {:.1f}, max {:.1f}){}\n", v.gqa ? "gqa-dec" : tiled ? "tiled" : "per-row",
                  split ? "on" : "off", tgt, med, us.front(), us.back(), joined);
-      variants.push_back({{"attn_tiled", tiled}, {"attn_split", split}, {"split_target", v.target}, {"median_us", med}, {"min_us", us.front()},
+      variants.push_back({{"attn_tiled", tiled}, {"attn_split", split}, {"split_target", v.target}, {"attn_decode_gqa", v.gqa},
+                          {"decode_split_len", v.split_len}, {"median_us", med}, {"min_us", us.front()},
                           {"max_us", us.back()}, {"samples_us", us}, {"kernels", labels}});
     }
   }
@@ -143,6 +155,9 @@ std::function<int()> add_bench_attention(CLI::App& app) {
       ->transform(integer(4, 256, /*multiple_of=*/4));
   cmd->add_option("--split-targets", b->split_targets, "tiled + split: workgroup targets to try, 1..4096 (default 512)")
       ->delimiter(',')->transform(integer(1, 4096));
+  cmd->add_option("--decode-split-lens", b->decode_split_lens,
+                  "--tokens 1: keys per split of the GQA decode kernel to try, 1..1048576 (default 64,128,256,512)")
+      ->delimiter(',')->transform(integer(1, 1u << 20));
   cmd->add_option("--reps", b->reps, "measured repetitions after one warm-up, 1..100000 (default 5)")->transform(integer(1, 100000));
   cmd->add_option("--json", b->json_path, "write the results as JSON here (default: stdout)")->check(OutputFile);
   // Grouped-query attention: every KV head serves heads / kv_heads query heads. Checked at parse

@@ -87,6 +87,15 @@ void add_common(CLI::App& app, CommonOptions& o) {
       ->transform(integer(0, 1 << 20));
   app.add_flag("--matmul-tiled-f16,!--no-matmul-tiled-f16", o.matmul_tiled_f16,
                "tiled matmul in f16 (f16 tiles, f16 sums per 32-element K-step; needs shader-f16; default off)");
+  app.add_flag_callback("--attn-decode-gqa", [&o] { o.attn_decode_gqa = 1; },
+                        "decode attention: one workgroup per (KV head, key split) for all query heads of the group (default on)");
+  app.add_flag_callback("--no-attn-decode-gqa", [&o] { o.attn_decode_gqa = 0; }, "decode attention: the per-row kernel (one workgroup per query head)");
+  app.add_option("--attn-decode-split-min", o.attn_decode_split_min,
+                 "decode attention (--attn-decode-gqa): split keys over workgroups only past this many keys, 0..1048576 (default 1024)")
+      ->transform(integer(0, 1u << 20));
+  app.add_option("--attn-decode-split-len", o.attn_decode_split_len,
+                 "decode attention (--attn-decode-gqa): keys per split, 1..1048576 (default 256; more when 32 splits would not cover the row)")
+      ->transform(integer(1, 1u << 20));
   app.add_flag("--profile", o.profile, "print per-kernel GPU times of the last decode step");
   app.add_flag("--warmup,!--no-warmup", o.warmup,
                "compile every kernel variant at load with throwaway forwards, so no request pays a pipeline compile (default on)");
@@ -122,6 +131,9 @@ ModelOptions model_options(const CommonOptions& o) {
   mo.kernels.matmul_reg_t = o.matmul_reg_t;
   mo.kernels.matmul_tiled_f16 = o.matmul_tiled_f16;
   mo.kernels.matmul_tiled_min_workgroups = o.matmul_min_wgs;
+  mo.kernels.attention_decode_gqa = uint8_t(o.attn_decode_gqa);
+  mo.kernels.attention_decode_split_min = o.attn_decode_split_min;
+  mo.kernels.attention_decode_split_len = o.attn_decode_split_len;
   return mo;
 }
 

@@ -270,11 +270,60 @@ void attention_tiled(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q
 }
 }  // namespace
 
+namespace {
+constexpr uint32_t kDecodeThreads = 128;  // attention_decode: threads = keys per tile
+
+// Workgroup memory of attention_decode.wgsl for G query heads of head dim HD (qs, ps, pmax, red, lred).
+uint32_t decode_wg_bytes(uint32_t G, uint32_t HD, bool sg) {
+  return 4 * G * HD + 4 * G * kDecodeThreads + (sg ? G * kDecodeThreads : 0) + 20 * kDecodeThreads;
+}
+}  // namespace
+
+bool attention_decode_applies(const OpContext& o, const AttentionShape& s) {
+  const bool on = o.opt.attention_decode_gqa == 1 || o.opt.attention_decode_gqa == 2;
+  if (!on || s.T != 1 || s.Hkv == 0 || s.Hq % s.Hkv || s.HD % 4 || s.HD > 256) return false;
+  return decode_wg_bytes(s.Hq / s.Hkv, s.HD, o.opt.attention_decode_subgroups && o.ctx.has_subgroups()) <= 16384;
+}
+
+namespace {
+// Decode attention (T = 1), attention_decode.wgsl: one workgroup per (KV head, key split) for the
+// G query heads of the group; split over keys (then attention_combine) only past
+// attention_decode_split_min keys.
+void attention_decode(OpContext& o, const AttentionShape& s, F32Ref q, const gpu::Buffer& kc, const gpu::Buffer& vc,
+                      F32Ref out, uint32_t o_stride, const gpu::Buffer* split_scratch) {
+  const uint32_t G = s.Hq / s.Hkv, n_keys = s.pos0 + 1;
+  uint32_t n_split = 1, split_len = n_keys;
+  if (split_scratch && o.opt.attention_split_keys && n_keys > o.opt.attention_decode_split_min) {
+    split_len = std::max<uint32_t>({o.opt.attention_decode_split_len, 1, ceil_div(n_keys, kSplitMax)});
+    const uint64_t fit = split_scratch->size() / (4ull * s.Hq * (s.HD + 2));
+    if (ceil_div(n_keys, split_len) > fit) split_len = ceil_div(n_keys, uint32_t(std::max<uint64_t>(fit, 1)));
+    n_split = ceil_div(n_keys, split_len);
+  }
+  const bool split = n_split > 1;
+  const bool sg = o.opt.attention_decode_subgroups && o.ctx.has_subgroups();
+  const Defines d{{"HD4", std::to_string(s.HD / 4)}, {"G", std::to_string(G)}, {"NT", std::to_string(kDecodeThreads)},
+                  {"SG", sg ? "1" : "0"}, {"SPLIT", split ? "1" : "0"}};
+  const auto& p = get(o, "attention_decode", d, {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
+  struct { uint32_t T, pos0, Hq, Hkv, HD, q_off, q_stride, o_off, o_stride, kv_dim; float scale; uint32_t split_len, n_split, pad[3]; } prm{
+      s.T, s.pos0, s.Hq, s.Hkv, s.HD, q.off, 0, out.off, o_stride, s.Hkv * s.HD, s.scale, split_len, n_split, {0, 0, 0}};
+  // Each K and V row of every KV head is read once.
+  o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Activations, 4ull * s.Hq * s.HD)
+                    .r(gpu::Traffic::KvCache, uint64_t(n_keys) * 8ull * s.Hkv * s.HD).w(gpu::Traffic::Activations, 4ull * s.Hq * s.HD));
+  if (!split) {
+    o.rec.dispatch(p, {q.buf, kc, vc, out.buf}, prm, s.Hkv, 1, 1, "attention");
+    return;
+  }
+  o.rec.dispatch(p, {q.buf, kc, vc, *split_scratch}, prm, s.Hkv, 1, n_split, "attention");
+  attention_combine(o, s, *split_scratch, n_split, out, o_stride);
+}
+}  // namespace
+
 void attention(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_stride,
                const gpu::Buffer& kc, const gpu::Buffer& vc, F32Ref out, uint32_t o_stride,
                const gpu::Buffer* split_scratch) {
   if (s.HD % 4 || s.HD > 256) throw Error("attention: head_dim must be a multiple of 4 and <= 256");
   if (s.Hq % s.Hkv) throw Error("attention: query heads must be a multiple of KV heads");
+  if (attention_decode_applies(o, s)) return attention_decode(o, s, q, kc, vc, out, o_stride, split_scratch);
   if (s.T > 1 && o.opt.attention_tiled_prefill) return attention_tiled(o, s, q, q_stride, kc, vc, out, o_stride, split_scratch);
   // Split-K decision (the written condition): scratch given, switch on, at most kSplitMaxRows
   // (head, token) rows, and more than two 64-key tiles in the longest row; then about

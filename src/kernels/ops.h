@@ -46,6 +46,18 @@ struct KernelOptions {
   // matmul_tiled, hardware adapters: halve the default tile (down to 32 x 32) while the grid has
   // fewer workgroups than this (264: two per SM of a 132-SM GPU such as the H200; 0 = never).
   uint32_t matmul_tiled_min_workgroups = 264;
+  // Decode attention (forwards of T = 1; attention_decode.wgsl): one workgroup per (KV head, key
+  // split) for all query heads of the GQA group instead of the per-row kernel (summation order
+  // differs). 0 = off, 1 = on, 2 = adapter default (on; see docs/FLAGS.md).
+  uint8_t attention_decode_gqa = 2;
+  // attention_decode with attention_split_keys and a split scratch: split keys only when the row
+  // has more than this many keys (below: one dispatch, no combine) ...
+  uint32_t attention_decode_split_min = 1024;
+  // ... into splits of this many keys (more when that would exceed 32 splits or the scratch).
+  uint32_t attention_decode_split_len = 256;
+  // attention_decode: subgroup reductions for the tile max where the adapter has subgroups (else,
+  // or when false, workgroup memory; tests cover both forms on one adapter).
+  bool attention_decode_subgroups = true;
 };
 
 /// Forwards of at most this many tokens (decode, speculative verification) take the fused
@@ -160,6 +172,9 @@ void attention(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_strid
 /// kernels (the tiled one at KernelOptions::attention_tiled_split_target = tiled_split_target; with
 /// a smaller scratch it splits into fewer parts).
 uint64_t attention_split_floats(uint32_t max_T, uint32_t Hq, uint32_t HD, uint32_t tiled_split_target = 2048);
+/// True when a forward of T tokens with this shape records attention_decode.wgsl (KernelOptions::
+/// attention_decode_gqa on for this adapter, T = 1, and the group's workgroup memory fits 16 KiB).
+bool attention_decode_applies(const OpContext& o, const AttentionShape& s);
 
 /// y[t, i] = silu(src[g_off + t*in_stride + i]) * src[u_off + t*in_stride + i], y: [T, F].
 void silu_mul(OpContext& o, const gpu::Buffer& src, uint32_t g_off, uint32_t u_off, uint32_t in_stride,

@@ -407,6 +407,7 @@ TEST(Ops, AttentionSplitKeysMatchesCpu) {
         ko.attention_split_keys = split;
         ko.attention_ilp = variant != 2;
         ko.attention_tiled_prefill = false;  // this test covers the per-row kernel (tiled: below)
+        ko.attention_decode_gqa = 0;         // ... also for T = 1 (decode kernel: AttentionDecodeGqa*)
         auto o = e.op(ko);
         auto ob = e.upload(std::vector<float>(want.size(), NAN));
         e.rec.set_traffic_log(true);
@@ -501,4 +502,76 @@ TEST(Ops, AttentionTiledSplitsWhenFewTiles) {
     EXPECT_EQ(e.rec.last_dispatches().size(), split ? 2u : 1u);
     e.rec.set_traffic_log(false);
   }
+}
+
+TEST(Ops, AttentionDecodeGqaMatchesCpu) {
+  // Decode attention (T = 1) with one workgroup per (KV head, key split) serving the whole GQA
+  // group (attention_decode.wgsl): head dims 24/36/64/128/256, groups 1/3/4/8, caches 1..3000 keys,
+  // unsplit and split (several split lengths, ragged last split, splits shorter and longer than a
+  // tile), q/out at offsets; must match the CPU reference, take the decode kernel, write nothing
+  // outside its rows and be bit-identical when run twice. Scores of hundreds (qs = 40) check the
+  // running max.
+  auto& e = env();
+  // Each case with its (split_min, split_len) settings: {1 << 30, 256} never splits; {100, 64}
+  // splits past 100 keys into half-tile splits; {100, 300} into ragged multi-tile splits.
+  using Splits = std::vector<std::pair<uint32_t, uint32_t>>;
+  const Splits never = {{1u << 30, 256}}, both = {{1u << 30, 256}, {100, 64}}, multi = {{100, 300}};
+  struct Case { uint32_t HD, Hq, Hkv, pos0; Splits splits; float qs = 2.0f; };
+  const std::vector<Case> cases = {{64, 9, 3, 0, never},      {64, 9, 3, 1, never},     {64, 9, 3, 128, both},
+                                   {64, 9, 3, 767, multi},    {64, 9, 3, 2999, {{1024, 256}}},
+                                   {24, 3, 3, 300, both},     {36, 4, 1, 130, both},    {128, 8, 2, 400, multi},
+                                   {256, 8, 2, 200, both},    {64, 8, 1, 129, never},   {64, 6, 2, 300, both, 40.0f}};
+  for (const Case& c : cases) {
+    const uint32_t kv_dim = c.Hkv * c.HD, n_keys = c.pos0 + 1, Q = c.Hq * c.HD, q_off = 4, o_off = 3;
+    const float scale = 1.0f / std::sqrt(float(c.HD));
+    const std::string what = "HD=" + std::to_string(c.HD) + " Hq=" + std::to_string(c.Hq) + " Hkv=" +
+                             std::to_string(c.Hkv) + " pos0=" + std::to_string(c.pos0);
+    auto ck = randn(size_t(n_keys) * kv_dim, c.pos0 * 3 + 1), cv = randn(size_t(n_keys) * kv_dim, c.pos0 * 3 + 2);
+    auto q = randn(q_off + size_t(Q), c.pos0 * 3 + 3, c.qs);
+    auto kb = e.upload(ck), vb = e.upload(cv), qb = e.upload(q);
+    std::vector<float> want(Q);
+    ref::attention(q.data() + q_off, ck.data(), cv.data(), want.data(), c.pos0, c.Hq, c.Hkv, c.HD, scale);
+    gpu::Buffer scratch(*e.ctx, attention_split_floats(1, c.Hq, c.HD) * 4, gpu::BufferKind::Storage, "split");
+    for (auto [smin, slen] : c.splits) for (bool sg : {true, false}) {
+      KernelOptions ko;
+      ko.attention_decode_subgroups = sg;
+      ko.attention_decode_gqa = 1;
+      ko.attention_decode_split_min = smin;
+      ko.attention_decode_split_len = slen;
+      auto o = e.op(ko);
+      ASSERT_TRUE(attention_decode_applies(o, {1, c.pos0, c.Hq, c.Hkv, c.HD, scale})) << what;
+      const std::string w = what + " split_min=" + std::to_string(smin) + " split_len=" + std::to_string(slen) + (sg ? " sg" : "");
+      std::vector<float> first;
+      for (int run = 0; run < 2; ++run) {
+        auto ob = e.upload(std::vector<float>(o_off + Q + 5, NAN));
+        e.rec.set_traffic_log(true);
+        e.rec.begin();
+        attention(o, {1, c.pos0, c.Hq, c.Hkv, c.HD, scale}, {qb, q_off}, 0, kb, vb, {ob, o_off}, Q, &scratch);
+        e.rec.submit();
+        const auto disp = e.rec.last_dispatches();
+        e.rec.set_traffic_log(false);
+        ASSERT_FALSE(disp.empty());
+        EXPECT_EQ(disp.size(), n_keys > smin && n_keys > std::max(slen, (n_keys + 31) / 32) ? 2u : 1u) << w;
+        auto all = e.download(ob, o_off + Q + 5);
+        std::vector<float> got(all.begin() + o_off, all.begin() + o_off + Q);
+        for (uint32_t i = 0; i < o_off; ++i) ASSERT_TRUE(std::isnan(all[i])) << w << " wrote before its row";
+        for (uint32_t i = o_off + Q; i < all.size(); ++i) ASSERT_TRUE(std::isnan(all[i])) << w << " wrote after its row";
+        expect_close(got, want, c.qs > 10 ? 1e-3f : 1e-5f, w);
+        if (run == 0) first = got;
+        else EXPECT_EQ(std::memcmp(first.data(), got.data(), got.size() * 4), 0) << w << " not deterministic";
+      }
+    }
+  }
+}
+
+TEST(Ops, AttentionDecodeGqaSwitch) {
+  // --no-attn-decode-gqa (0) keeps the per-row kernel; T > 1 never takes the decode kernel.
+  auto& e = env();
+  KernelOptions ko;
+  ko.attention_decode_gqa = 0;
+  EXPECT_FALSE(attention_decode_applies(e.op(ko), {1, 10, 9, 3, 64, 0.125f}));
+  ko.attention_decode_gqa = 1;
+  EXPECT_TRUE(attention_decode_applies(e.op(ko), {1, 10, 9, 3, 64, 0.125f}));
+  EXPECT_FALSE(attention_decode_applies(e.op(ko), {2, 10, 9, 3, 64, 0.125f}));
+  EXPECT_FALSE(attention_decode_applies(e.op(ko), {1, 10, 64, 1, 256, 0.125f}));  // group too large: per-row kernel
 }

@@ -47,6 +47,17 @@ double warm_up(Model& m) {
       seq->import_state(far, blobs);
       m.forward_argmax(*seq, prefill);   // prefill past 64 keys: tiled attention with key split + combine
       m.forward(*seq, one, &logits);  // decode past 128 keys: per-row attention with key split
+      // Decode past KernelOptions::attention_decode_split_min (default 1024) keys: the decode
+      // attention kernel's split variant + combine, on a second scratch sequence (zero KV rows;
+      // another split_min compiles at first use).
+      constexpr uint32_t far2 = 1040;
+      auto seq2 = m.new_sequence(far2 + 2);
+      if (seq2->context_length() >= far2 + 2) {
+        for (auto& b : blobs)  // KV blobs hold `far` rows now
+          if (is_kv_blob(b.name)) b.data.resize(b.data.size() / far * far2, 0);
+        seq2->import_state(far2, blobs);
+        m.forward(*seq2, one, &logits);
+      }
     }
   }
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

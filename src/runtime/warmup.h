@@ -14,7 +14,9 @@ namespace wgllm {
 /// two-dispatch form and the tiled prefill matmul) near position 0 (no key split), then, after jumping the scratch
 /// sequence to position 150 with zero KV rows (Sequence::import_state; no 150-token forward), a
 /// 2-token prefill and a decode step there (tiled and per-row attention with their key split and
-/// combine passes); head outputs as argmax and as logits. Returns the milliseconds it took. A
+/// combine passes), then one decode step at position 1040 on a second scratch sequence (the decode
+/// attention kernel's key split + combine, KernelOptions::attention_decode_split_min); head outputs
+/// as argmax and as logits. Returns the milliseconds it took. A
 /// no-op (0) on the CPU backend. Throws what forward() throws (e.g. device loss).
 double warm_up(Model& m);
 

@@ -1,0 +1,186 @@
+// attention_decode: causal GQA attention for ONE query token (decode) at position pos0 over cache
+// rows [0, pos0]. One workgroup per (KV head hk, key split z) serves all G = Hq / Hkv query heads
+// of the group, so each K and V row is read once per group (attention.wgsl reads it once per query
+// head). Keys are processed in tiles of NT (one key per thread) with an online softmax (Milakov &
+// Gimelshein 2018) whose running max m_g is shared by the workgroup:
+//   1. at the tile's start every thread issues its loads: the K row of its key (HD4 vec4) and its
+//      V vec4s for the PV phase (thread (jg, d4) = (l / HD4, l % HD4): keys jg, jg + NJ, ... of
+//      the tile at dims 4*d4..4*d4+3; consecutive threads read consecutive vec4s of a V row);
+//   2. scores s_g = q_g . k * scale for the G heads (Q held in workgroup memory);
+//   3. tile max per head: subgroupMax + one value per subgroup in workgroup memory (SG), or, without
+//      subgroups, every thread scans the tile's scores in workgroup memory; one barrier;
+//   4. p_g = exp(s_g - m_g) into workgroup memory; each thread keeps its own running sum of its
+//      keys' p_g (rescaled like the accumulators, summed over threads once at the end); barrier;
+//   5. acc_g(jg, d4) = acc_g * corr_g + sum over the thread's keys of p_g[j] * V[j][d4].
+// At the end the partial sums over the NJ key groups and the running sums are reduced in a fixed
+// order through workgroup memory (deterministic: no atomics, fixed thread -> key mapping).
+// Variants (ops.cpp attention_decode picks them):
+//   HD4  head dim / 4;  G  query heads per KV head;  NT  threads = keys per tile;
+//   SG   1: subgroup reductions for the tile max (adapter with subgroups), 0: workgroup memory;
+//   SPLIT 1: workgroup z covers keys [z * split_len, (z+1) * split_len) only and writes the
+//        unnormalised partial (m, l, acc[HD]) of each head h = hk * G + g at
+//        (h * n_split + z) * (HD + 2) for attention_combine.wgsl (an empty split: m = -3.4e38,
+//        l = 0, acc = 0); 0: one workgroup per KV head writes acc / l.
+struct P { T: u32, pos0: u32, Hq: u32, Hkv: u32, HD: u32, q_off: u32, q_stride: u32, o_off: u32,
+           o_stride: u32, kv_dim: u32, scale: f32, split_len: u32, n_split: u32 }
+@group(0) @binding(0) var<storage, read> q: array<f32>;
+@group(0) @binding(1) var<storage, read> kc: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> vc: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read_write> o: array<f32>;
+@group(0) @binding(4) var<uniform> p: P;
+
+const HD4: u32 = {{HD4}}u;
+const G: u32 = {{G}}u;
+const NT: u32 = {{NT}}u;
+const NJ: u32 = NT / HD4;                  // key groups of the PV phase
+const KPT: u32 = (NT + NJ - 1u) / NJ;      // keys per thread in the PV phase
+const NEG: f32 = -3.402823466e38;
+var<workgroup> qs: array<vec4<f32>, G * HD4>;
+var<workgroup> ps: array<f32, G * NT>;      // [g][key of the tile]: scores (no SG), then p
+#if SG
+var<workgroup> pmax: array<f32, G * (NT / 4u)>;  // [g][subgroup]: tile max per subgroup (sizes >= 4)
+#endif
+var<workgroup> red: array<vec4<f32>, NT>;   // final reductions
+var<workgroup> lred: array<f32, NT>;
+
+@compute @workgroup_size(NT)
+fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u
+#if SG
+        , @builtin(subgroup_invocation_id) sg_lane: u32, @builtin(subgroup_size) sg_size: u32
+#endif
+) {
+  let l = lid.x;
+  let hk = wid.x;
+  let kv4 = p.kv_dim / 4u;
+  let kvh = hk * HD4;  // vec4 offset of KV head hk in a cache row
+  for (var e = l; e < G * HD4; e += NT) {
+    let b = p.q_off + (hk * G) * p.HD + 4u * e;  // heads of a group are contiguous in q
+    qs[e] = vec4<f32>(q[b], q[b + 1u], q[b + 2u], q[b + 3u]);
+  }
+  workgroupBarrier();
+  let n_keys = p.pos0 + 1u;
+#if SPLIT
+  let k_begin = min(wid.z * p.split_len, n_keys);
+  let k_end = min(k_begin + p.split_len, n_keys);
+#else
+  let k_begin = 0u;
+  let k_end = n_keys;
+#endif
+  let jg = l / HD4;
+  let d4 = l % HD4;
+  let pv = jg < NJ;  // this thread takes part in the PV phase
+  var m: array<f32, G>;
+  var lsum: array<f32, G>;
+  var acc: array<vec4<f32>, G>;
+  for (var g = 0u; g < G; g++) {
+    m[g] = NEG;
+    lsum[g] = 0.0;
+    acc[g] = vec4<f32>(0.0);
+  }
+  for (var kb = k_begin; kb < k_end; kb += NT) {
+    let nk = min(NT, k_end - kb);
+    // 1. loads: V first (consumed last), then K.
+    var vr: array<vec4<f32>, KPT>;
+    for (var i = 0u; i < KPT; i++) {
+      let j = jg + i * NJ;
+      var v = vec4<f32>(0.0);
+      if (pv && j < nk) { v = vc[(kb + j) * kv4 + kvh + d4]; }
+      vr[i] = v;
+    }
+    var s: array<f32, G>;
+    for (var g = 0u; g < G; g++) { s[g] = NEG; }
+    if (l < nk) {
+      let kbase = (kb + l) * kv4 + kvh;
+      var d: array<f32, G>;
+      for (var g = 0u; g < G; g++) { d[g] = 0.0; }
+      for (var i = 0u; i < HD4; i++) {
+        let k = kc[kbase + i];
+        for (var g = 0u; g < G; g++) { d[g] += dot(qs[g * HD4 + i], k); }
+      }
+      for (var g = 0u; g < G; g++) { s[g] = d[g] * p.scale; }
+    }
+    // 3. tile max per head -> new running max.
+    var m_new: array<f32, G>;
+#if SG
+    let sgi = l / sg_size;  // subgroups of a 1-D workgroup: consecutive invocation ranges
+    let nsg = (NT + sg_size - 1u) / sg_size;
+    for (var g = 0u; g < G; g++) {
+      let mx = subgroupMax(s[g]);
+      if (sg_lane == 0u) { pmax[g * (NT / 4u) + sgi] = mx; }
+    }
+    workgroupBarrier();
+    for (var g = 0u; g < G; g++) {
+      var mx = m[g];
+      for (var i = 0u; i < nsg; i++) { mx = max(mx, pmax[g * (NT / 4u) + i]); }
+      m_new[g] = mx;
+    }
+#else
+    for (var g = 0u; g < G; g++) { ps[g * NT + l] = s[g]; }
+    workgroupBarrier();
+    for (var g = 0u; g < G; g++) {
+      var mx = m[g];
+      for (var i = 0u; i < nk; i++) { mx = max(mx, ps[g * NT + i]); }
+      m_new[g] = mx;
+    }
+    workgroupBarrier();  // every thread has read the scores before they become p
+#endif
+    // 4. probabilities and the thread's running sums.
+    var corr: array<f32, G>;
+    for (var g = 0u; g < G; g++) {
+      corr[g] = exp(m[g] - m_new[g]);
+      var pj = 0.0;
+      if (l < nk) { pj = exp(s[g] - m_new[g]); }
+      ps[g * NT + l] = pj;
+      lsum[g] = lsum[g] * corr[g] + pj;
+      m[g] = m_new[g];
+    }
+    workgroupBarrier();
+    // 5. PV over the thread's keys (one running sum per head, keys in order).
+    for (var g = 0u; g < G; g++) {
+      var a = vec4<f32>(0.0);
+      for (var i = 0u; i < KPT; i++) {
+        let j = jg + i * NJ;
+        if (j < nk) { a += ps[g * NT + j] * vr[i]; }
+      }
+      acc[g] = acc[g] * corr[g] + a;
+    }
+    workgroupBarrier();  // ps and pmax are rewritten by the next tile
+  }
+  // Final reductions, one head at a time: l_g = sum over threads (SG: subgroupAdd, then the
+  // subgroups' sums in order; else in thread order), out[d4] = sum over key groups jg (in order) of acc.
+#if SG
+  let nsg = (NT + sg_size - 1u) / sg_size;
+  for (var g = 0u; g < G; g++) {
+    let ls = subgroupAdd(lsum[g]);
+    if (sg_lane == 0u) { pmax[g * (NT / 4u) + l / sg_size] = ls; }
+  }
+  workgroupBarrier();
+#endif
+  for (var g = 0u; g < G; g++) {
+    red[l] = acc[g];
+    lred[l] = lsum[g];
+    workgroupBarrier();
+    if (l < HD4) {
+      var lt = 0.0;
+#if SG
+      for (var i = 0u; i < nsg; i++) { lt += pmax[g * (NT / 4u) + i]; }
+#else
+      for (var i = 0u; i < NT; i++) { lt += lred[i]; }
+#endif
+      var a = vec4<f32>(0.0);
+      for (var i = 0u; i < NJ; i++) { a += red[i * HD4 + l]; }
+      let h = hk * G + g;
+#if SPLIT
+      let pb = (h * p.n_split + wid.z) * (p.HD + 2u);
+      if (l == 0u) { o[pb] = m[g]; o[pb + 1u] = lt; }
+      let ob = pb + 2u + 4u * l;
+      o[ob] = a.x; o[ob + 1u] = a.y; o[ob + 2u] = a.z; o[ob + 3u] = a.w;
+#else
+      let r = a / lt;
+      let ob = p.o_off + h * p.HD + 4u * l;
+      o[ob] = r.x; o[ob + 1u] = r.y; o[ob + 2u] = r.z; o[ob + 3u] = r.w;
+#endif
+    }
+    workgroupBarrier();
+  }
+}
