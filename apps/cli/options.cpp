@@ -87,6 +87,17 @@ void add_common(CLI::App& app, CommonOptions& o) {
       ->transform(integer(0, 1 << 20));
   app.add_flag("--matmul-tiled-f16,!--no-matmul-tiled-f16", o.matmul_tiled_f16,
                "tiled matmul in f16 (f16 tiles, f16 sums per 32-element K-step; needs shader-f16; default off)");
+  app.add_flag_callback("--matvec-subgroup", [&o] { o.matvec_subgroup = 1; },
+                        "forwards of <= 8 tokens (decode): matrix-vector kernel with register sums, vec4 weight loads and "
+                        "subgroup row reductions (default: on for GPUs, off on software adapters)");
+  app.add_flag_callback("--no-matvec-subgroup", [&o] { o.matvec_subgroup = 0; },
+                        "forwards of <= 8 tokens: the per-row matmul kernel (matmul.wgsl)");
+  app.add_option("--matvec-rows", o.matvec_rows,
+                 "matrix-vector kernel: output rows per workgroup, 0..32 (0 = adapter default: 4 GPUs, 8 software)")
+      ->transform(integer(0, 32));
+  app.add_flag("--matvec-subgroup-ops,!--no-matvec-subgroup-ops", o.matvec_subgroup_ops,
+               "matrix-vector kernel: reduce each row with subgroupAdd where the adapter has subgroups, else a "
+               "workgroup-memory tree (default on)");
   app.add_flag("--profile", o.profile, "print per-kernel GPU times of the last decode step");
   app.add_flag("--warmup,!--no-warmup", o.warmup,
                "compile every kernel variant at load with throwaway forwards, so no request pays a pipeline compile (default on)");
@@ -122,6 +133,9 @@ ModelOptions model_options(const CommonOptions& o) {
   mo.kernels.matmul_reg_t = o.matmul_reg_t;
   mo.kernels.matmul_tiled_f16 = o.matmul_tiled_f16;
   mo.kernels.matmul_tiled_min_workgroups = o.matmul_min_wgs;
+  mo.kernels.matvec_subgroup = uint8_t(o.matvec_subgroup);
+  mo.kernels.matvec_rows_per_workgroup = o.matvec_rows;
+  mo.kernels.matvec_subgroup_ops = o.matvec_subgroup_ops;
   return mo;
 }
 

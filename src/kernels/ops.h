@@ -46,7 +46,19 @@ struct KernelOptions {
   // matmul_tiled, hardware adapters: halve the default tile (down to 32 x 32) while the grid has
   // fewer workgroups than this (264: two per SM of a 132-SM GPU such as the H200; 0 = never).
   uint32_t matmul_tiled_min_workgroups = 264;
+  // Forwards of T <= kFusedMaxTokens tokens (decode): the matrix-vector kernel matvec.wgsl (register
+  // sums, vec4<u32> weight loads, subgroupAdd row reduction where the adapter has subgroups, else a
+  // workgroup-memory tree; summation order differs from matmul.wgsl's). 0 = off (matmul.wgsl),
+  // 1 = on, 2 = adapter default: on for hardware GPUs, off on software adapters.
+  uint8_t matvec_subgroup = 2;
+  // matvec.wgsl output rows per workgroup (0 = adapter default: hardware 4, software 8); the
+  // threads per row are 32 (hardware) / 8 (software), raised to the adapter's largest subgroup size.
+  uint32_t matvec_rows_per_workgroup = 0;
+  // matvec.wgsl row reduction: subgroupAdd where the adapter has subgroups (true) or always the
+  // workgroup-memory tree (false; the order then matches adapters without subgroups).
+  bool matvec_subgroup_ops = true;
 };
+
 
 /// Forwards of at most this many tokens (decode, speculative verification) take the fused
 /// matrix-vector paths (KernelOptions::fuse_norm / fuse_silu); longer ones (prefill) the unfused
@@ -60,6 +72,10 @@ struct OpContext {
   gpu::Recorder& rec;
   KernelOptions opt;
 };
+
+/// True when forwards of T <= kFusedMaxTokens tokens take matvec.wgsl (KernelOptions::matvec_subgroup
+/// resolved for the adapter: 2 = on for hardware GPUs, off on software adapters).
+bool matvec_enabled(const OpContext& o);
 
 /// A buffer range holding f32 values: buf + element offset.
 struct F32Ref {
