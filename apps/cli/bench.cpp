@@ -77,6 +77,9 @@ std::vector<std::string> non_product(const BenchOpts& b) {
   if (o.matmul_reg_n != d.matmul_reg_n) r.push_back("--matmul-reg-n " + std::to_string(o.matmul_reg_n));
   if (o.matmul_reg_t != d.matmul_reg_t) r.push_back("--matmul-reg-t " + std::to_string(o.matmul_reg_t));
   if (o.matmul_min_wgs != d.matmul_min_wgs) r.push_back("--matmul-min-wgs " + std::to_string(o.matmul_min_wgs));
+  if (o.matvec_subgroup != d.matvec_subgroup) r.push_back(o.matvec_subgroup == 1 ? "--matvec-subgroup" : "--no-matvec-subgroup");
+  if (o.matvec_rows != d.matvec_rows) r.push_back("--matvec-rows " + std::to_string(o.matvec_rows));
+  if (o.matvec_subgroup_ops != d.matvec_subgroup_ops) r.push_back("--no-matvec-subgroup-ops");
   if (b.planted_slowdown > 0) r.push_back("--planted-slowdown");
   return r;
 }
