@@ -80,6 +80,9 @@ std::vector<std::string> non_product(const BenchOpts& b) {
   if (o.attn_decode_gqa != d.attn_decode_gqa) r.push_back(o.attn_decode_gqa == 1 ? "--attn-decode-gqa" : "--no-attn-decode-gqa");
   if (o.attn_decode_split_min != d.attn_decode_split_min) r.push_back("--attn-decode-split-min " + std::to_string(o.attn_decode_split_min));
   if (o.attn_decode_split_len != d.attn_decode_split_len) r.push_back("--attn-decode-split-len " + std::to_string(o.attn_decode_split_len));
+  if (o.matvec_subgroup != d.matvec_subgroup) r.push_back(o.matvec_subgroup == 1 ? "--matvec-subgroup" : "--no-matvec-subgroup");
+  if (o.matvec_rows != d.matvec_rows) r.push_back("--matvec-rows " + std::to_string(o.matvec_rows));
+  if (o.matvec_subgroup_ops != d.matvec_subgroup_ops) r.push_back("--no-matvec-subgroup-ops");
   if (b.planted_slowdown > 0) r.push_back("--planted-slowdown");
   return r;
 }

@@ -96,6 +96,17 @@ void add_common(CLI::App& app, CommonOptions& o) {
   app.add_option("--attn-decode-split-len", o.attn_decode_split_len,
                  "decode attention (--attn-decode-gqa): keys per split, 1..1048576 (default 256; more when 32 splits would not cover the row)")
       ->transform(integer(1, 1u << 20));
+  app.add_flag_callback("--matvec-subgroup", [&o] { o.matvec_subgroup = 1; },
+                        "forwards of <= 8 tokens (decode): matrix-vector kernel with register sums, vec4 weight loads and "
+                        "subgroup row reductions (default: on for GPUs, off on software adapters)");
+  app.add_flag_callback("--no-matvec-subgroup", [&o] { o.matvec_subgroup = 0; },
+                        "forwards of <= 8 tokens: the per-row matmul kernel (matmul.wgsl)");
+  app.add_option("--matvec-rows", o.matvec_rows,
+                 "matrix-vector kernel: output rows per workgroup, 0..32 (0 = adapter default: 4 GPUs, 8 software)")
+      ->transform(integer(0, 32));
+  app.add_flag("--matvec-subgroup-ops,!--no-matvec-subgroup-ops", o.matvec_subgroup_ops,
+               "matrix-vector kernel: reduce each row with subgroupAdd where the adapter has subgroups, else a "
+               "workgroup-memory tree (default on)");
   app.add_flag("--profile", o.profile, "print per-kernel GPU times of the last decode step");
   app.add_flag("--warmup,!--no-warmup", o.warmup,
                "compile every kernel variant at load with throwaway forwards, so no request pays a pipeline compile (default on)");
@@ -134,6 +145,9 @@ ModelOptions model_options(const CommonOptions& o) {
   mo.kernels.attention_decode_gqa = uint8_t(o.attn_decode_gqa);
   mo.kernels.attention_decode_split_min = o.attn_decode_split_min;
   mo.kernels.attention_decode_split_len = o.attn_decode_split_len;
+  mo.kernels.matvec_subgroup = uint8_t(o.matvec_subgroup);
+  mo.kernels.matvec_rows_per_workgroup = o.matvec_rows;
+  mo.kernels.matvec_subgroup_ops = o.matvec_subgroup_ops;
   return mo;
 }
 

@@ -91,12 +91,23 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& want,
 // x 1 lane, the barrier-free serial norm), 3 rows x 8 lanes (a lane tree, as on GPUs; odd rows)
 // with scalar activation loads, and 2 rows x 1 lane (fewer threads than the 5 tokens of a group).
 // (Each variant is a pipeline compile on lavapipe, seconds each: the list is kept short for CI.)
+// Then the matrix-vector kernel (matvec.wgsl, --matvec-subgroup) both fused and unfused: subgroup
+// reduction with default rows, and the workgroup-memory tree with 3 rows and scalar loads.
 std::vector<KernelOptions> variants() {
-  std::vector<KernelOptions> v(3);
+  std::vector<KernelOptions> v(5);
+  v[0].matvec_subgroup = v[1].matvec_subgroup = v[2].matvec_subgroup = 0;
   v[1].matmul_rows_per_workgroup = 3, v[1].matmul_lanes_per_row = 8;
   v[1].vec4_activations = false;
   v[2].matmul_rows_per_workgroup = 2, v[2].matmul_lanes_per_row = 1;
+  v[3].matvec_subgroup = 1;
+  v[4].matvec_subgroup = 1, v[4].matvec_subgroup_ops = false, v[4].matvec_rows_per_workgroup = 3;
+  v[4].vec4_activations = false;
   return v;
+}
+
+// The kernel choice of a variant, for failure messages.
+std::string kernel_name(const KernelOptions& ko) {
+  return ko.matvec_subgroup == 1 ? (ko.matvec_subgroup_ops ? " matvec" : " matvec-tree") : " matmul";
 }
 
 }  // namespace
@@ -129,7 +140,7 @@ TEST(FusedOps, MatmulNormBitIdenticalToRmsnormThenMatmul) {
             e.rec.submit();
             const std::string what = dtype_name(t) + " K=" + std::to_string(K) + " T=" + std::to_string(T) +
                                      " acc=" + std::to_string(acc) + " rows=" + std::to_string(ko.matmul_rows_per_workgroup) +
-                                     " vec4=" + std::to_string(ko.vec4_activations);
+                                     " vec4=" + std::to_string(ko.vec4_activations) + kernel_name(ko);
             auto unfused = e.download(y1, y0.size()), fused = e.download(y2, y0.size());
             EXPECT_TRUE(same_bits(fused, unfused)) << what;
             expect_close(fused, want, 3e-5f, what);
@@ -165,7 +176,7 @@ TEST(FusedOps, MatmulSiluBitIdenticalToSiluMulThenMatmul) {
           e.rec.submit();
           const std::string what = dtype_name(t) + " F=" + std::to_string(F) + " T=" + std::to_string(T) +
                                    " rows=" + std::to_string(ko.matmul_rows_per_workgroup) +
-                                   " vec4=" + std::to_string(ko.vec4_activations);
+                                   " vec4=" + std::to_string(ko.vec4_activations) + kernel_name(ko);
           auto unfused = e.download(y1, y0.size()), fused = e.download(y2, y0.size());
           EXPECT_TRUE(same_bits(fused, unfused)) << what;
           expect_close(fused, want, 3e-5f, what);
@@ -243,7 +254,9 @@ TEST(FusedOps, MatmulQkvRopeKvBitIdenticalToMatmulRopeRopeKvStore) {
             auto x = randn(size_t(T) * K, HD + rot + T, 2.0f), nw = randn(K, 3);
             auto xb = e.upload(x), nwb = e.upload(nw), hb = e.upload(std::vector<float>(size_t(T) * K));
             const bool all_variants = neox && norm && T == 1;
-            for (const KernelOptions& ko : all_variants ? variants() : std::vector<KernelOptions>{KernelOptions{}}) {
+            KernelOptions mv;
+            mv.matvec_subgroup = 1;
+            for (const KernelOptions& ko : all_variants ? variants() : std::vector<KernelOptions>{variants()[0], mv}) {
               auto o = e.op(ko);
               const auto zero = std::vector<float>(size_t(ctx_len) * KV), y0 = std::vector<float>(size_t(T) * N);
               auto y1 = e.upload(y0), y2 = e.upload(y0);
@@ -262,7 +275,7 @@ TEST(FusedOps, MatmulQkvRopeKvBitIdenticalToMatmulRopeRopeKvStore) {
               e.rec.submit();
               const std::string what = "HD=" + std::to_string(HD) + " rot=" + std::to_string(rot) + " neox=" +
                                        std::to_string(neox) + " norm=" + std::to_string(norm) + " T=" + std::to_string(T) +
-                                       " rows=" + std::to_string(ko.matmul_rows_per_workgroup);
+                                       " rows=" + std::to_string(ko.matmul_rows_per_workgroup) + kernel_name(ko);
               auto fused = e.download(y2, y0.size());
               EXPECT_TRUE(same_bits(fused, e.download(y1, y0.size()))) << what << " q|k|v rows";
               EXPECT_TRUE(same_bits(e.download(k2, zero.size()), e.download(k1, zero.size()))) << what << " k cache";

@@ -32,11 +32,95 @@ Defines weight_defines(const GpuWeight& W) {
 namespace {
 enum class Prologue { None, Norm, Silu };  // the activation load of matmul_impl
 
+// The traffic of one matmul/matvec dispatch (same bytes for both kernels).
+gpu::TrafficBytes matmul_traffic(const GpuWeight& W, uint32_t T, bool accumulate, gpu::Traffic y_kind, Prologue pro,
+                                 const QkvRopeKv* rope) {
+  gpu::TrafficBytes tb;
+  tb.r(gpu::Traffic::Weights, W.bytes()).r(gpu::Traffic::Activations, uint64_t(T) * W.K * 4 * (pro == Prologue::Silu ? 2 : 1));
+  if (pro == Prologue::Norm) tb.r(gpu::Traffic::Weights, uint64_t(W.K) * 4);
+  tb.w(y_kind, uint64_t(T) * W.N * 4);
+  if (accumulate) tb.r(y_kind, uint64_t(T) * W.N * 4);
+  if (rope) tb.r(gpu::Traffic::Weights, 4ull * T * rope->rot).w(gpu::Traffic::KvCache, 8ull * T * rope->kv_rows);
+  return tb;
+}
+
+// One matvec.wgsl dispatch (T <= kFusedMaxTokens; see matmul_impl for the arguments): one token
+// per grid row, ROWS rows x LANES threads per workgroup.
+void matvec_impl(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, F32Ref y, uint32_t y_stride,
+                 uint32_t T, bool accumulate, const char* label, gpu::Traffic y_kind, Prologue pro,
+                 const gpu::Buffer* norm_w, float eps, uint32_t u_off, const QkvRopeKv* rope) {
+  const bool vec4 = o.opt.vec4_activations && x.off % 4 == 0 && x_stride % 4 == 0 && W.block % 4 == 0 &&
+                    u_off % 4 == 0;
+  const bool sw = o.ctx.info().is_software();
+  uint32_t rows = o.opt.matvec_rows_per_workgroup ? o.opt.matvec_rows_per_workgroup : (sw ? 8 : 4);
+  uint32_t lanes = sw ? 8 : 32;
+  bool subgroup = false;
+#ifndef __EMSCRIPTEN__
+  // (The browser build has no subgroup probe and browsers need `enable subgroups;`: the tree there.)
+  if (o.opt.matvec_subgroup_ops && o.ctx.has_subgroups()) {
+    const auto [lo, hi] = o.ctx.measured_subgroup_sizes();
+    // subgroupAdd must never span two rows: every subgroup size must divide LANES.
+    if (lo > 0 && (lo & (lo - 1)) == 0 && (hi & (hi - 1)) == 0 && hi <= 256) {
+      lanes = std::max(lanes, hi);
+      subgroup = true;
+    }
+  }
+#endif
+  if (rope) rows += rows & 1;  // both rows of a rotation pair in one workgroup
+  if (rows * lanes > o.ctx.info().limits.maxComputeInvocationsPerWorkgroup)
+    throw Error("matvec: rows (" + std::to_string(rows) + ") x lanes (" + std::to_string(lanes) +
+                ") exceeds maxComputeInvocationsPerWorkgroup");
+  Defines d = weight_defines(W);
+  d["ROWS"] = std::to_string(rows);
+  d["LANES"] = std::to_string(lanes);
+  d["SUBGROUP"] = subgroup ? "1" : "0";
+  d["VEC4"] = vec4 ? "1" : "0";
+  d["ADD"] = accumulate ? "1" : "0";
+  d["NORM"] = pro == Prologue::Norm ? "1" : "0";
+  d["SILU"] = pro == Prologue::Silu ? "1" : "0";
+  d["ROPE"] = rope ? "1" : "0";
+  d["NEOX"] = rope && rope->neox ? "1" : "0";
+  std::vector<Bind> binds{Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::ReadOnly};
+  d["B_W4"] = "3";
+  if (pro == Prologue::Norm) {
+    d["B_NW"] = std::to_string(binds.size());
+    binds.push_back(Bind::ReadOnly);
+  }
+  if (rope) {
+    d["B_CS"] = std::to_string(binds.size());
+    d["B_KC"] = std::to_string(binds.size() + 1);
+    d["B_VC"] = std::to_string(binds.size() + 2);
+    binds.insert(binds.end(), {Bind::ReadOnly, Bind::ReadWrite, Bind::ReadWrite});
+  }
+  d["B_P"] = std::to_string(binds.size());
+  binds.push_back(Bind::Uniform);
+  const auto& p = get(o, "matvec", d, binds);
+  struct {
+    uint32_t K, N, T, nb, soff, x_off, x_stride, y_off, y_stride;
+    float eps;
+    uint32_t u_off, pos0, q_rows, kv_rows, hd, rot, table_pairs, pad0, pad1, pad2;
+  } prm{W.K, W.N, T, W.K / W.block, W.soff, x.off, x_stride, y.off, y_stride, eps, u_off,
+        rope ? rope->pos0 : 0, rope ? rope->q_rows : 0, rope ? rope->kv_rows : 0, rope ? rope->HD : 0,
+        rope ? rope->rot : 0, rope ? rope->rot / 2 : 0, 0, 0, 0};
+  o.rec.declare(matmul_traffic(W, T, accumulate, y_kind, pro, rope));
+  const uint32_t gx = ceil_div(W.N, rows);
+  if (rope && pro == Prologue::Norm)
+    o.rec.dispatch(p, {W.buf, x.buf, y.buf, W.buf, *norm_w, *rope->table, *rope->kc, *rope->vc}, prm, gx, T, 1, label);
+  else if (rope)
+    o.rec.dispatch(p, {W.buf, x.buf, y.buf, W.buf, *rope->table, *rope->kc, *rope->vc}, prm, gx, T, 1, label);
+  else if (pro == Prologue::Norm)
+    o.rec.dispatch(p, {W.buf, x.buf, y.buf, W.buf, *norm_w}, prm, gx, T, 1, label);
+  else
+    o.rec.dispatch(p, {W.buf, x.buf, y.buf, W.buf}, prm, gx, T, 1, label);
+}
+
 // One matmul dispatch; `norm_w`/`eps` for Prologue::Norm, `u_off` (elements after x's row start)
 // for Prologue::Silu.
 void matmul_impl(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, F32Ref y, uint32_t y_stride,
                  uint32_t T, bool accumulate, const char* label, gpu::Traffic y_kind, Prologue pro,
                  const gpu::Buffer* norm_w, float eps, uint32_t u_off, const QkvRopeKv* rope = nullptr) {
+  if (T <= kFusedMaxTokens && matvec_enabled(o))
+    return matvec_impl(o, W, x, x_stride, y, y_stride, T, accumulate, label, y_kind, pro, norm_w, eps, u_off, rope);
   const uint32_t tt = T > 1 ? std::max<uint32_t>(1, o.opt.prefill_tokens_per_workgroup) : 1;
   const bool vec4 = o.opt.vec4_activations && x.off % 4 == 0 && x_stride % 4 == 0 && W.block % 4 == 0 &&
                     u_off % 4 == 0;
@@ -79,13 +163,7 @@ void matmul_impl(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, 
   } prm{W.K, W.N, T, W.K / W.block, W.soff, x.off, x_stride, y.off, y_stride, eps, u_off,
         rope ? rope->pos0 : 0, rope ? rope->q_rows : 0, rope ? rope->kv_rows : 0, rope ? rope->HD : 0,
         rope ? rope->rot : 0, rope ? rope->rot / 2 : 0, 0, 0, 0};
-  gpu::TrafficBytes tb;
-  tb.r(gpu::Traffic::Weights, W.bytes()).r(gpu::Traffic::Activations, uint64_t(T) * W.K * 4 * (pro == Prologue::Silu ? 2 : 1));
-  if (pro == Prologue::Norm) tb.r(gpu::Traffic::Weights, uint64_t(W.K) * 4);
-  tb.w(y_kind, uint64_t(T) * W.N * 4);
-  if (accumulate) tb.r(y_kind, uint64_t(T) * W.N * 4);
-  if (rope) tb.r(gpu::Traffic::Weights, 4ull * T * rope->rot).w(gpu::Traffic::KvCache, 8ull * T * rope->kv_rows);
-  o.rec.declare(tb);
+  o.rec.declare(matmul_traffic(W, T, accumulate, y_kind, pro, rope));
   const uint32_t gx = ceil_div(W.N, rows), gy = ceil_div(T, tt);
   if (rope && pro == Prologue::Norm)
     o.rec.dispatch(p, {W.buf, x.buf, y.buf, *norm_w, *rope->table, *rope->kc, *rope->vc}, prm, gx, gy, 1, label);
@@ -97,6 +175,10 @@ void matmul_impl(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, 
     o.rec.dispatch(p, {W.buf, x.buf, y.buf}, prm, gx, gy, 1, label);
 }
 }  // namespace
+
+bool matvec_enabled(const OpContext& o) {
+  return o.opt.matvec_subgroup == 1 || (o.opt.matvec_subgroup == 2 && !o.ctx.info().is_software());
+}
 
 void matmul(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, F32Ref y,
             uint32_t y_stride, uint32_t T, bool accumulate, const char* label, gpu::Traffic y_kind) {

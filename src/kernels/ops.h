@@ -58,7 +58,19 @@ struct KernelOptions {
   // attention_decode: subgroup reductions for the tile max where the adapter has subgroups (else,
   // or when false, workgroup memory; tests cover both forms on one adapter).
   bool attention_decode_subgroups = true;
+  // Forwards of T <= kFusedMaxTokens tokens (decode): the matrix-vector kernel matvec.wgsl (register
+  // sums, vec4<u32> weight loads, subgroupAdd row reduction where the adapter has subgroups, else a
+  // workgroup-memory tree; summation order differs from matmul.wgsl's). 0 = off (matmul.wgsl),
+  // 1 = on, 2 = adapter default: on for hardware GPUs, off on software adapters.
+  uint8_t matvec_subgroup = 2;
+  // matvec.wgsl output rows per workgroup (0 = adapter default: hardware 4, software 8); the
+  // threads per row are 32 (hardware) / 8 (software), raised to the adapter's largest subgroup size.
+  uint32_t matvec_rows_per_workgroup = 0;
+  // matvec.wgsl row reduction: subgroupAdd where the adapter has subgroups (true) or always the
+  // workgroup-memory tree (false; the order then matches adapters without subgroups).
+  bool matvec_subgroup_ops = true;
 };
+
 
 /// Forwards of at most this many tokens (decode, speculative verification) take the fused
 /// matrix-vector paths (KernelOptions::fuse_norm / fuse_silu); longer ones (prefill) the unfused
@@ -72,6 +84,10 @@ struct OpContext {
   gpu::Recorder& rec;
   KernelOptions opt;
 };
+
+/// True when forwards of T <= kFusedMaxTokens tokens take matvec.wgsl (KernelOptions::matvec_subgroup
+/// resolved for the adapter: 2 = on for hardware GPUs, off on software adapters).
+bool matvec_enabled(const OpContext& o);
 
 /// A buffer range holding f32 values: buf + element offset.
 struct F32Ref {

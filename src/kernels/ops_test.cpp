@@ -140,6 +140,58 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, MatmulTest,
                                            DType::Q8_0, DType::Q4_K, DType::Q6_K),
                          [](const auto& i) { return dtype_name(i.param); });
 
+// The matrix-vector kernel (matvec.wgsl, KernelOptions::matvec_subgroup) for T <= 8, with the
+// subgroup reduction (where the adapter has subgroups) and the workgroup-memory tree: CPU parity at
+// awkward sizes (fewer blocks than lanes, odd block counts for the two-sum loop's tail, rows not
+// filling the last workgroup) and the same bits on a second run.
+class MatvecTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(MatvecTest, MatchesCpuReferenceAndIsDeterministic) {
+  const DType t = GetParam();
+  auto& e = env();
+  const bool kq = dtype_block_elems(t) == 256;
+  for (uint32_t K : {kq ? 256u : 96u, kq ? 768u : 800u}) {
+    for (uint32_t N : {1u, 37u}) {
+      for (uint32_t T : {1u, 5u}) {
+        auto blocks = random_blocks(t, K, N, K * 13 + N * 3 + T);
+        ref::Matrix M{K, N, std::vector<float>(size_t(K) * N)};
+        dequantize(t, blocks.data(), M.w.data(), uint64_t(K) * N);
+        auto W = upload_weight(*e.ctx, pack_weight(t, blocks.data(), K, N), "w");
+        const uint32_t xs = K + 4, ys = N + 3;
+        auto x = randn(size_t(T) * xs + 4, T + K);
+        auto y0 = randn(size_t(T) * ys + 2, N);
+        auto xb = e.upload(x);
+        for (bool sg_ops : {true, false}) {
+          for (bool acc : {false, true}) {
+            std::vector<float> want = y0;
+            ref::matmul(M, x.data() + 4, xs, want.data() + 2, ys, T, acc);
+            KernelOptions ko;
+            ko.matvec_subgroup = 1, ko.matvec_subgroup_ops = sg_ops;
+            std::vector<std::vector<float>> runs;
+            for (int rep = 0; rep < 2; ++rep) {
+              auto yb = e.upload(y0);
+              auto o = e.op(ko);
+              e.rec.begin();
+              matmul(o, W, {xb, 4}, xs, {yb, 2}, ys, T, acc);
+              e.rec.submit();
+              runs.push_back(e.download(yb, y0.size()));
+            }
+            const std::string what = dtype_name(t) + " K=" + std::to_string(K) + " N=" + std::to_string(N) +
+                                     " T=" + std::to_string(T) + " acc=" + std::to_string(acc) +
+                                     " subgroup_ops=" + std::to_string(sg_ops);
+            expect_close(runs[0], want, 2e-5f, what);
+            EXPECT_EQ(std::memcmp(runs[0].data(), runs[1].data(), runs[0].size() * 4), 0) << what << " run to run";
+          }
+        }
+      }
+    }
+  }
+}
+INSTANTIATE_TEST_SUITE_P(AllTypes, MatvecTest,
+                         ::testing::Values(DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1,
+                                           DType::Q8_0, DType::Q4_K, DType::Q6_K),
+                         [](const auto& i) { return dtype_name(i.param); });
+
 TEST(Ops, MatmulSwitchesGiveSameResults) {
   // Grouping prefill tokens, vec4 loads, rows and lanes per workgroup only change speed.
   auto& e = env();

@@ -5,6 +5,9 @@
 // steps (fused, T = 1), and must give
 //   - the CPU reference's greedy tokens and last logits within the parity tests' tolerance, and
 //   - logits BIT-IDENTICAL to the all-fusions-on configuration (every fusion keeps the order).
+// Both matrix-vector kernels for T <= 8 are covered (KernelOptions::matvec_subgroup): the per-row
+// matmul.wgsl (the software-adapter default) and matvec.wgsl (instantiation Matvec; all-on and
+// all-off, each compared with matvec.wgsl's own all-on run, since its summation order differs).
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -55,7 +58,7 @@ RunResult run(Model& m, uint32_t vocab) {
 
 struct Cache {
   std::map<std::string, std::unique_ptr<ModelSource>> src;
-  std::map<std::string, RunResult> cpu, gpu_all_on;
+  std::map<std::string, RunResult> cpu, gpu_all_on;  // gpu_all_on keyed by model + kernel
   ModelSource& source(const std::string& m) {
     auto& s = src[m];
     if (!s) s = ModelSource::open(path_of(m));
@@ -67,7 +70,7 @@ Cache& cache() {
   return c;
 }
 
-RunResult run_with(const std::string& model, BackendKind backend, const std::string& off) {
+RunResult run_with(const std::string& model, BackendKind backend, const std::string& off, bool matvec = false) {
   ModelSource& s = cache().source(model);
   ModelOptions o;
   o.context_length = 256;
@@ -76,33 +79,40 @@ RunResult run_with(const std::string& model, BackendKind backend, const std::str
   o.kernels.fuse_rope_kv = off != "rope_kv" && off != "all";
   o.kernels.fuse_silu = off != "silu" && off != "all";
   o.kernels.fuse_qkv_rope_kv = off != "qkv_rope_kv" && off != "all";
+  o.kernels.matvec_subgroup = matvec ? 1 : 0;
   auto m = create_model(s, o);
   return run(*m, s.config.vocab);
 }
 
 }  // namespace
 
-class FusionSwitches : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
+class FusionSwitches : public ::testing::TestWithParam<std::tuple<std::string, std::string, bool>> {};
 
 TEST_P(FusionSwitches, MatchCpuAndBitIdenticalToAllOn) {
-  const auto& [model, off] = GetParam();
+  const auto& [model, off, matvec] = GetParam();
+  const std::string key = model + (matvec ? "/matvec" : "/matmul");
   auto& c = cache();
   if (!c.cpu.count(model)) c.cpu[model] = run_with(model, BackendKind::CPU, "none");
-  if (!c.gpu_all_on.count(model)) c.gpu_all_on[model] = run_with(model, BackendKind::WebGPU, "none");
+  if (!c.gpu_all_on.count(key)) c.gpu_all_on[key] = run_with(model, BackendKind::WebGPU, "none", matvec);
   const RunResult& cpu = c.cpu[model];
-  const RunResult& on = c.gpu_all_on[model];
-  const RunResult got = off == "none" ? on : run_with(model, BackendKind::WebGPU, off);
+  const RunResult& on = c.gpu_all_on[key];
+  const RunResult got = off == "none" ? on : run_with(model, BackendKind::WebGPU, off, matvec);
   const float tol = model == "smollm2" ? 5e-4f : 1e-4f;  // the parity tests' |webgpu - cpu| tolerances
-  EXPECT_EQ(got.tokens, cpu.tokens) << model << " off=" << off;
+  EXPECT_EQ(got.tokens, cpu.tokens) << key << " off=" << off;
   const Diff d = diff(got.logits, cpu.logits);
-  std::printf("%s off=%s: |webgpu - cpu| %.2e\n", model.c_str(), off.c_str(), d.max_abs);
-  EXPECT_LE(d.max_abs, tol) << model << " off=" << off;
+  std::printf("%s off=%s: |webgpu - cpu| %.2e\n", key.c_str(), off.c_str(), d.max_abs);
+  EXPECT_LE(d.max_abs, tol) << key << " off=" << off;
   ASSERT_EQ(got.logits.size(), on.logits.size());
   EXPECT_EQ(std::memcmp(got.logits.data(), on.logits.data(), on.logits.size() * 4), 0)
-      << model << " off=" << off << ": logits differ from the all-fusions-on run";
+      << key << " off=" << off << ": logits differ from the all-fusions-on run";
 }
 
 INSTANTIATE_TEST_SUITE_P(AllModels, FusionSwitches,
                          ::testing::Combine(::testing::Values("smollm2", "lfm2", "qwen35"),
-                                            ::testing::Values("none", "norm", "rope_kv", "silu", "qkv_rope_kv", "all")),
+                                            ::testing::Values("none", "norm", "rope_kv", "silu", "qkv_rope_kv", "all"),
+                                            ::testing::Values(false)),
+                         [](const auto& i) { return std::get<0>(i.param) + "_off_" + std::get<1>(i.param); });
+INSTANTIATE_TEST_SUITE_P(Matvec, FusionSwitches,
+                         ::testing::Combine(::testing::Values("smollm2", "lfm2", "qwen35"), ::testing::Values("none", "all"),
+                                            ::testing::Values(true)),
                          [](const auto& i) { return std::get<0>(i.param) + "_off_" + std::get<1>(i.param); });

@@ -1,0 +1,261 @@
+// matvec: the matrix-vector kernel for forwards of T <= 8 tokens (decode; KernelOptions::
+// matvec_subgroup, --matvec-subgroup): y[t, n] (+)= sum_k W[n, k] * x[t, k] for a quantized/float
+// weight W (N x K, layouts in quant.wgsl) and f32 activations x (T x K). One token per workgroup
+// row of the grid (wid.y = t; the weights of a few tokens are re-read from L2), ROWS output rows
+// per workgroup, LANES threads per row. Each thread sums its blocks (lane, lane + LANES, ...) in a
+// register; the quant words of a block are read with vec4<u32> loads (binding B_W4 is the weight
+// buffer again, seen as array<vec4<u32>>: every layout's quant region is a whole number of vec4 per
+// block). Then the LANES partial sums of a row are reduced:
+//   SUBGROUP 1: subgroupAdd over each subgroup (the host enables this only when every subgroup
+//            size the adapter uses divides LANES, so a subgroup never spans two rows; invocations
+//            are assumed numbered subgroup-major, as every Vulkan/Metal/D3D driver does), then the
+//            LANES / subgroup_size subgroup sums of the row in increasing order (one barrier).
+//   SUBGROUP 0: a workgroup-memory tree (red[i] += red[i + off], off = LANES/2 .. 1).
+// The order is fixed for a given adapter, so results are run-to-run deterministic, and the
+// prologues/epilogues below do not change it: fused and unfused forms with this kernel are
+// bit-identical (kernels/fused_ops_test.cpp).
+// Variant defines (all required): FMT_* (one of quant.wgsl's), BE, BE16, BE32, ROWS, LANES (power
+// of two), SUBGROUP, VEC4, ADD, NORM, SILU, ROPE, NEOX and the binding numbers B_W4, B_NW (NORM),
+// B_CS, B_KC, B_VC (ROPE), B_P. NORM / SILU / ROPE / ADD have matmul.wgsl's meaning:
+//   NORM  RMSNorm prologue: x[t, k] * inv[t] * nw[k], inv from rms_sum.wgsl (as rmsnorm.wgsl).
+//   SILU  activations silu(x[t, k]) * x[t, u_off + k] (silu_mul.wgsl's expression).
+//   ROPE  RoPE + KV-cache store epilogue of the fused QKV projection over row pairs (ROWS even).
+//   ADD   y += instead of y =.
+struct P { K: u32, N: u32, T: u32, nb: u32, soff: u32, x_off: u32, x_stride: u32, y_off: u32, y_stride: u32,
+           eps: f32, u_off: u32, pos0: u32, q_rows: u32, kv_rows: u32, hd: u32, rot: u32, table_pairs: u32,
+           pad0: u32, pad1: u32, pad2: u32 }
+@group(0) @binding(0) var<storage, read> w: array<u32>;
+#if VEC4
+@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
+#else
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+#endif
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+@group(0) @binding({{B_W4}}) var<storage, read> w4: array<vec4<u32>>;
+#if NORM
+#if VEC4
+@group(0) @binding({{B_NW}}) var<storage, read> nw: array<vec4<f32>>;
+#else
+@group(0) @binding({{B_NW}}) var<storage, read> nw: array<f32>;
+#endif
+#endif
+#if ROPE
+@group(0) @binding({{B_CS}}) var<storage, read> cs: array<vec2<f32>>;   // [pos][rot/2] (cos, sin)
+@group(0) @binding({{B_KC}}) var<storage, read_write> kc: array<f32>;
+@group(0) @binding({{B_VC}}) var<storage, read_write> vc: array<f32>;
+#endif
+@group(0) @binding({{B_P}}) var<uniform> p: P;
+
+const BE: u32 = {{BE}}u;
+const ROWS: u32 = {{ROWS}}u;
+const LANES: u32 = {{LANES}}u;
+var<workgroup> red: array<f32, ROWS * LANES>;
+#if ROPE
+var<workgroup> tot: array<f32, ROWS>;  // row sums, for the partner row of a rotation pair
+#endif
+
+#include quant
+
+// Block bi decoded as quant.wgsl's load_block does (same expressions), quant words by vec4 loads.
+fn load_wide(bi: u32) -> Blk {
+  var b: Blk;
+#if FMT_F32
+  let base = bi * (BE / 4u);
+  b.v0 = bitcast<vec4<f32>>(w4[base]);
+#if BE32
+  b.v1 = bitcast<vec4<f32>>(w4[base + 1u]); b.v2 = bitcast<vec4<f32>>(w4[base + 2u]);
+  b.v3 = bitcast<vec4<f32>>(w4[base + 3u]); b.v4 = bitcast<vec4<f32>>(w4[base + 4u]);
+  b.v5 = bitcast<vec4<f32>>(w4[base + 5u]); b.v6 = bitcast<vec4<f32>>(w4[base + 6u]);
+  b.v7 = bitcast<vec4<f32>>(w4[base + 7u]);
+#endif
+#endif
+#if FMT_Q4_0
+  let d = unpack2x16float(w[p.soff + bi / 2u])[bi & 1u];
+  let q = w4[bi];
+  b.v0 = (lo4(q.x) - 8.0) * d; b.v1 = (lo4(q.y) - 8.0) * d; b.v2 = (lo4(q.z) - 8.0) * d; b.v3 = (lo4(q.w) - 8.0) * d;
+  b.v4 = (hi4(q.x) - 8.0) * d; b.v5 = (hi4(q.y) - 8.0) * d; b.v6 = (hi4(q.z) - 8.0) * d; b.v7 = (hi4(q.w) - 8.0) * d;
+#endif
+#if FMT_Q4_1
+  let dm = unpack2x16float(w[p.soff + bi]);
+  let q = w4[bi];
+  b.v0 = lo4(q.x) * dm.x + dm.y; b.v1 = lo4(q.y) * dm.x + dm.y; b.v2 = lo4(q.z) * dm.x + dm.y; b.v3 = lo4(q.w) * dm.x + dm.y;
+  b.v4 = hi4(q.x) * dm.x + dm.y; b.v5 = hi4(q.y) * dm.x + dm.y; b.v6 = hi4(q.z) * dm.x + dm.y; b.v7 = hi4(q.w) * dm.x + dm.y;
+#endif
+#if FMT_Q4_AF32
+  let s = bitcast<f32>(w[p.soff + 2u * bi]);
+  let o = bitcast<f32>(w[p.soff + 2u * bi + 1u]);
+  let q = w4[bi];
+  b.v0 = lo4(q.x) * s + o; b.v1 = lo4(q.y) * s + o; b.v2 = lo4(q.z) * s + o; b.v3 = lo4(q.w) * s + o;
+  b.v4 = hi4(q.x) * s + o; b.v5 = hi4(q.y) * s + o; b.v6 = hi4(q.z) * s + o; b.v7 = hi4(q.w) * s + o;
+#endif
+#if FMT_Q8_0
+  let d = unpack2x16float(w[p.soff + bi / 2u])[bi & 1u];
+  let q = w4[bi * 2u];
+  let r = w4[bi * 2u + 1u];
+  b.v0 = i8x4(q.x) * d; b.v1 = i8x4(q.y) * d; b.v2 = i8x4(q.z) * d; b.v3 = i8x4(q.w) * d;
+  b.v4 = i8x4(r.x) * d; b.v5 = i8x4(r.y) * d; b.v6 = i8x4(r.z) * d; b.v7 = i8x4(r.w) * d;
+#endif
+#if FMT_Q8_F32
+  let s = bitcast<f32>(w[p.soff + bi]);
+  let q = w4[bi];
+  b.v0 = i8x4(q.x) * s; b.v1 = i8x4(q.y) * s; b.v2 = i8x4(q.z) * s; b.v3 = i8x4(q.w) * s;
+#endif
+  return b;
+}
+
+// The 4 stored elements i .. i+3 (i % 4 == 0 with VEC4) of the activation buffer.
+fn xv(i: u32) -> vec4<f32> {
+#if VEC4
+  return x[i / 4u];
+#else
+  return vec4<f32>(x[i], x[i + 1u], x[i + 2u], x[i + 3u]);
+#endif
+}
+
+#if NORM
+fn rms_x(i: u32) -> f32 {
+#if VEC4
+  return x[i / 4u][i % 4u];
+#else
+  return x[i];
+#endif
+}
+#include rms_sum
+fn nw4(k: u32) -> vec4<f32> {
+#if VEC4
+  return nw[k / 4u];
+#else
+  return vec4<f32>(nw[k], nw[k + 1u], nw[k + 2u], nw[k + 3u]);
+#endif
+}
+#endif
+
+// Activations k .. k+3 of the token whose row starts at element xb (inv: NORM's 1 / rms).
+fn xs(xb: u32, k: u32, inv: f32) -> vec4<f32> {
+#if NORM
+  return (xv(xb + k) * inv) * nw4(k);
+#else
+#if SILU
+  let a = xv(xb + k);
+  return a / (1.0 + exp(-a)) * xv(xb + p.u_off + k);
+#else
+  return xv(xb + k);
+#endif
+#endif
+}
+
+fn block_dot(b: Blk, xb: u32, k: u32, inv: f32) -> f32 {
+  var s = dot(b.v0, xs(xb, k, inv));
+#if BE16
+  s += dot(b.v1, xs(xb, k + 4u, inv)) + dot(b.v2, xs(xb, k + 8u, inv)) + dot(b.v3, xs(xb, k + 12u, inv));
+#endif
+#if BE32
+  s += dot(b.v1, xs(xb, k + 4u, inv)) + dot(b.v2, xs(xb, k + 8u, inv)) + dot(b.v3, xs(xb, k + 12u, inv));
+  s += dot(b.v4, xs(xb, k + 16u, inv)) + dot(b.v5, xs(xb, k + 20u, inv)) + dot(b.v6, xs(xb, k + 24u, inv)) + dot(b.v7, xs(xb, k + 28u, inv));
+#endif
+  return s;
+}
+
+#if ROPE
+// The output row of virtual row v (matmul.wgsl's row_of): within the first rot dims of a q or k
+// head, virtual rows 2p / 2p + 1 are the two rows of rotation pair p.
+fn row_of(v: u32) -> u32 {
+  if (v >= p.q_rows + p.kv_rows) { return v; }
+  let j = v % p.hd;
+  if (j >= p.rot) { return v; }
+#if NEOX
+  return v - j + j / 2u + (j & 1u) * (p.rot / 2u);
+#else
+  return v;
+#endif
+}
+#endif
+
+@compute @workgroup_size(ROWS * LANES)
+#if SUBGROUP
+fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u,
+        @builtin(subgroup_size) sgs: u32, @builtin(subgroup_invocation_id) sgi: u32) {
+#else
+fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u) {
+#endif
+  let lane = lid.x % LANES;
+  let r = lid.x / LANES;
+  let vrow = wid.x * ROWS + r;
+#if ROPE
+  let n = row_of(vrow);
+#else
+  let n = vrow;
+#endif
+  let t = wid.y;
+  let xb = p.x_off + t * p.x_stride;
+#if NORM
+  let ss = rms_sum_squares(lid.x, ROWS * LANES, xb, p.K);  // same value in every thread
+  let inv = 1.0 / sqrt(ss / f32(p.K) + p.eps);
+#else
+  let inv = 1.0;
+#endif
+  // Two independent register sums (even / odd steps of this lane) keep two block loads in flight.
+  var acc0 = 0.0;
+  var acc1 = 0.0;
+  if (n < p.N) {
+    let row0 = n * p.nb;
+    var b = lane;
+    for (; b + LANES < p.nb; b += 2u * LANES) {
+      let b0 = load_wide(row0 + b);
+      let b1 = load_wide(row0 + b + LANES);
+      acc0 += block_dot(b0, xb, b * BE, inv);
+      acc1 += block_dot(b1, xb, (b + LANES) * BE, inv);
+    }
+    if (b < p.nb) { acc0 += block_dot(load_wide(row0 + b), xb, b * BE, inv); }
+  }
+  let acc = acc0 + acc1;
+#if SUBGROUP
+  let s = subgroupAdd(acc);
+  if (sgi == 0u) { red[lid.x] = s; }  // lane is a multiple of sgs here
+  workgroupBarrier();
+  var sum = 0.0;
+  if (lane == 0u) {
+    sum = red[lid.x];
+    for (var j = sgs; j < LANES; j += sgs) { sum += red[lid.x + j]; }
+  }
+#else
+  red[lid.x] = acc;
+  workgroupBarrier();
+  for (var off = LANES / 2u; off > 0u; off >>= 1u) {
+    if (lane < off) { red[lid.x] += red[lid.x + off]; }
+    workgroupBarrier();
+  }
+  let sum = red[lid.x];  // valid in lane 0
+#endif
+#if ROPE
+  if (lane == 0u) { tot[r] = sum; }
+  workgroupBarrier();
+  if (lane == 0u && n < p.N) {
+    let qk = p.q_rows + p.kv_rows;
+    let j = vrow % p.hd;
+    var out = sum;
+    if (vrow < qk && j < p.rot) {
+      let first = (vrow & 1u) == 0u;
+      let pv = tot[r ^ 1u];
+      let c = cs[(p.pos0 + t) * p.table_pairs + j / 2u];
+      let a = select(pv, out, first);
+      let b = select(out, pv, first);
+      if (first) { out = a * c.x - b * c.y; } else { out = a * c.y + b * c.x; }
+    }
+    y[p.y_off + t * p.y_stride + n] = out;
+    if (n >= p.q_rows) {
+      let e = n - p.q_rows;
+      if (e < p.kv_rows) { kc[(p.pos0 + t) * p.kv_rows + e] = out; } else { vc[(p.pos0 + t) * p.kv_rows + e - p.kv_rows] = out; }
+    }
+  }
+#else
+  if (lane == 0u && n < p.N) {
+    let yi = p.y_off + t * p.y_stride + n;
+#if ADD
+    y[yi] = y[yi] + sum;
+#else
+    y[yi] = sum;
+#endif
+  }
+#endif
+}
