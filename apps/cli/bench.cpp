@@ -77,6 +77,7 @@ std::vector<std::string> non_product(const BenchOpts& b) {
   if (o.matmul_reg_n != d.matmul_reg_n) r.push_back("--matmul-reg-n " + std::to_string(o.matmul_reg_n));
   if (o.matmul_reg_t != d.matmul_reg_t) r.push_back("--matmul-reg-t " + std::to_string(o.matmul_reg_t));
   if (o.matmul_min_wgs != d.matmul_min_wgs) r.push_back("--matmul-min-wgs " + std::to_string(o.matmul_min_wgs));
+  if (o.attn_flash != d.attn_flash) r.push_back(o.attn_flash == 1 ? "--attn-flash" : "--no-attn-flash");
   if (b.planted_slowdown > 0) r.push_back("--planted-slowdown");
   return r;
 }

@@ -1,7 +1,11 @@
 // `wgllm bench attention`: the attention op alone (kernels::attention, random Q and KV cache) for
 // one forward of --tokens query tokens after --cache cached tokens, per kernel variant: per-row
-// kernel (--no-attn-tiled) and multi-query tiled kernel, each with and without the key split (the
-// tiled one at each --split-targets value of KernelOptions::attention_tiled_split_target).
+// kernel (--no-attn-tiled), multi-query tiled kernel and register-tiled flash kernel (--attn-flash,
+// T > 1 and head dims it covers), each with and without the key split (the tiled and flash ones at
+// each --split-targets value of KernelOptions::attention_tiled_split_target). Each variant also
+// reports its arithmetic rate: causal attention FLOPs = 4 * HD * Hq * sum_t (cache + t + 1) (QK^T
+// and PV, one FMA = 2 FLOP), as GFLOP/s and as a share of --peak-tflops (default 67, the H200's
+// fp32 FMA peak; WGSL has no tensor cores).
 // Default shape: SmolLM2-135M's layer (9 query heads, 3 KV heads, head dim 64), a session turn's
 // 44 new tokens over a 1700-token cache. GPU time per forward from timestamp queries when the
 // device has them inside passes, else wall time of submit + wait (includes the submit overhead).
@@ -32,6 +36,7 @@ namespace {
 struct AttnBenchOpts {
   int adapter = -1;
   uint32_t tokens = 44, cache = 1700, heads = 9, kv_heads = 3, head_dim = 64, reps = 5;
+  double peak_tflops = 67.0;  // fp32 FMA peak the GFLOP/s are compared with
   std::vector<uint32_t> split_targets = {512};  // KernelOptions::attention_tiled_split_target values
   std::string json_path;
 };
@@ -74,14 +79,28 @@ int run_attention_bench(const AttnBenchOpts& b) {
   nlohmann::json variants = nlohmann::json::array();
   fmt::print(stderr, "attention: {} tokens after {} cached, {} / {} heads, head dim {} on {} ({})\n", T, b.cache, Hq, Hkv,
              HD, ctx->info().name, ts ? "timestamps" : "wall clock of submit + wait");
-  struct Variant { bool tiled, split; uint32_t target; };
+  struct Variant { bool tiled, split; uint32_t target; bool flash = false; };
   std::vector<Variant> vs = {{false, false, 0}, {false, true, 0}, {true, false, 0}};
   for (uint32_t t : b.split_targets) vs.push_back({true, true, t});
+  {
+    kernels::KernelOptions fo;
+    fo.attention_flash = 1;
+    if (kernels::attention_flash_used(kernels::OpContext{*ctx, pipes, rec, fo}, s)) {
+      vs.push_back({true, false, 0, true});
+      for (uint32_t t : b.split_targets) vs.push_back({true, true, t, true});
+    } else {
+      fmt::print(stderr, "  (flash kernel: not used for this shape: T = 1, or head dim {} not covered / over this adapter's limits)\n", HD);
+    }
+  }
+  // Causal FLOPs of the forward: token t sees cache + t + 1 keys; per key and query head 2 * HD
+  // FLOP for the score and 2 * HD for the value sum.
+  const double flop = 4.0 * HD * Hq * (double(T) * b.cache + double(T) * (T + 1) / 2);
   for (const Variant& v : vs) {
     {
       const bool tiled = v.tiled, split = v.split;
       kernels::KernelOptions ko;
       ko.attention_tiled_prefill = tiled;
+      ko.attention_flash = v.flash ? 1 : 0;
       ko.attention_split_keys = split;
       if (v.target) ko.attention_tiled_split_target = v.target;
       kernels::OpContext o{*ctx, pipes, rec, ko};
@@ -108,16 +127,19 @@ int run_attention_bench(const AttnBenchOpts& b) {
       std::string joined;
       for (const auto& x : labels) joined += (joined.empty() ? "  " : " + ") + x;
       const std::string tgt = v.target ? fmt::format(" (target {} wgs)", v.target) : "";
-      fmt::print(stderr, "  {:<8} split {:<3}{}: {:>9.1f} us (min {:.1f}, max {:.1f}){}\n", tiled ? "tiled" : "per-row",
-                 split ? "on" : "off", tgt, med, us.front(), us.back(), joined);
-      variants.push_back({{"attn_tiled", tiled}, {"attn_split", split}, {"split_target", v.target}, {"median_us", med}, {"min_us", us.front()},
-                          {"max_us", us.back()}, {"samples_us", us}, {"kernels", labels}});
+      const double gflops = flop / (med * 1e3);
+      fmt::print(stderr, "  {:<8} split {:<3}{}: {:>9.1f} us (min {:.1f}, max {:.1f}) {:>8.1f} GFLOP/s = {:5.1f}% of {} TFLOP/s{}\n",
+                 v.flash ? "flash" : tiled ? "tiled" : "per-row", split ? "on" : "off", tgt, med, us.front(), us.back(), gflops,
+                 gflops / (b.peak_tflops * 10), b.peak_tflops, joined);
+      variants.push_back({{"attn_tiled", tiled}, {"attn_flash", v.flash}, {"attn_split", split}, {"split_target", v.target},
+                          {"median_us", med}, {"min_us", us.front()}, {"max_us", us.back()}, {"samples_us", us},
+                          {"gflops", gflops}, {"peak_fraction", gflops / (b.peak_tflops * 1e3)}, {"kernels", labels}});
     }
   }
   nlohmann::json j = {{"benchmark", "attention"}, {"adapter", ctx->info().name},
                       {"timing", ts ? "timestamps" : "wall_clock_submit_wait"},
                       {"tokens", T}, {"cache", b.cache}, {"heads", Hq}, {"kv_heads", Hkv}, {"head_dim", HD},
-                      {"reps", b.reps}, {"variants", variants}};
+                      {"reps", b.reps}, {"flop", flop}, {"peak_tflops", b.peak_tflops}, {"variants", variants}};
   if (b.json_path.empty()) {
     std::cout << j.dump(1) << std::endl;
   } else {
@@ -132,7 +154,7 @@ int run_attention_bench(const AttnBenchOpts& b) {
 std::function<int()> add_bench_attention(CLI::App& app) {
   CLI::App* bench = bench_subcommand(app);
   auto b = std::make_shared<AttnBenchOpts>();
-  auto* cmd = bench->add_subcommand("attention", "time the attention op alone: per-row vs tiled kernel, split on/off");
+  auto* cmd = bench->add_subcommand("attention", "time the attention op alone: per-row vs tiled vs flash kernel, split on/off");
   cmd->add_option("--adapter", b->adapter, "adapter index (wgllm devices); default: first hardware adapter")->transform(integer(-1, 1023));
   cmd->add_option("--tokens", b->tokens, "query tokens of the forward, 1..65536 (default 44: a session turn)")
       ->transform(integer(1, 65536));
@@ -144,6 +166,8 @@ std::function<int()> add_bench_attention(CLI::App& app) {
   cmd->add_option("--split-targets", b->split_targets, "tiled + split: workgroup targets to try, 1..4096 (default 512)")
       ->delimiter(',')->transform(integer(1, 4096));
   cmd->add_option("--reps", b->reps, "measured repetitions after one warm-up, 1..100000 (default 5)")->transform(integer(1, 100000));
+  cmd->add_option("--peak-tflops", b->peak_tflops, "fp32 FMA peak the GFLOP/s are compared with, in TFLOP/s (default 67: H200)")
+      ->check(real(1e-3, 1e4));
   cmd->add_option("--json", b->json_path, "write the results as JSON here (default: stdout)")->check(OutputFile);
   // Grouped-query attention: every KV head serves heads / kv_heads query heads. Checked at parse
   // time (a ValidationError from the callback is a command-line error like the ones above).

@@ -87,6 +87,11 @@ void add_common(CLI::App& app, CommonOptions& o) {
       ->transform(integer(0, 1 << 20));
   app.add_flag("--matmul-tiled-f16,!--no-matmul-tiled-f16", o.matmul_tiled_f16,
                "tiled matmul in f16 (f16 tiles, f16 sums per 32-element K-step; needs shader-f16; default off)");
+  app.add_flag_callback("--attn-flash", [&o] { o.attn_flash = 1; },
+                        "register-tiled flash attention for forwards of several tokens (prefill; head dims 32/64/96/128; "
+                        "default: on for GPUs, off on software adapters)");
+  app.add_flag_callback("--no-attn-flash", [&o] { o.attn_flash = 0; },
+                        "no flash attention kernel: prefill attention takes --attn-tiled's kernel (or the per-row one)");
   app.add_flag("--profile", o.profile, "print per-kernel GPU times of the last decode step");
   app.add_flag("--warmup,!--no-warmup", o.warmup,
                "compile every kernel variant at load with throwaway forwards, so no request pays a pipeline compile (default on)");
@@ -122,6 +127,7 @@ ModelOptions model_options(const CommonOptions& o) {
   mo.kernels.matmul_reg_t = o.matmul_reg_t;
   mo.kernels.matmul_tiled_f16 = o.matmul_tiled_f16;
   mo.kernels.matmul_tiled_min_workgroups = o.matmul_min_wgs;
+  mo.kernels.attention_flash = uint8_t(o.attn_flash);
   return mo;
 }
 

@@ -35,6 +35,7 @@ struct CommonOptions {
   bool matmul_tiled_f16 = false;  // kernels/matmul_tiled.h
   uint32_t matmul_tile_n = 0, matmul_tile_t = 0, matmul_reg_n = 0, matmul_reg_t = 0;  // 0: adapter default
   uint32_t matmul_min_wgs = 264;  // KernelOptions::matmul_tiled_min_workgroups
+  int attn_flash = 2;  // KernelOptions::attention_flash: 2 = adapter default
   bool profile = false;
   bool warmup = true;  // compile every kernel variant at load (runtime/warmup.h)
 };
