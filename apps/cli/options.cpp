@@ -89,7 +89,7 @@ void add_common(CLI::App& app, CommonOptions& o) {
                "tiled matmul in f16 (f16 tiles, f16 sums per 32-element K-step; needs shader-f16; default off)");
   app.add_flag_callback("--attn-flash", [&o] { o.attn_flash = 1; },
                         "register-tiled flash attention for forwards of several tokens (prefill; head dims 32/64/96/128; "
-                        "default: on for GPUs, off on software adapters)");
+                        "default: on)");
   app.add_flag_callback("--no-attn-flash", [&o] { o.attn_flash = 0; },
                         "no flash attention kernel: prefill attention takes --attn-tiled's kernel (or the per-row one)");
   app.add_flag("--profile", o.profile, "print per-kernel GPU times of the last decode step");

@@ -49,8 +49,9 @@ struct KernelOptions {
   // Prefill attention (T > 1): the register-tiled flash kernel (attention_flash.wgsl) instead of
   // attention_tiled.wgsl where it covers the head dim (multiples of 32 up to 128) and fits the
   // adapter's workgroup memory; key split as attention_tiled (attention_split_keys,
-  // attention_tiled_split_target). 0 = off, 1 = on, 2 = adapter default: on for hardware GPUs, off
-  // on software adapters (lavapipe speed not yet measured). Summation order differs from the tiled kernel's.
+  // attention_tiled_split_target). 0 = off, 1 = on, 2 = adapter default: on for hardware GPUs and
+  // software adapters alike (lavapipe, 70 tokens over 300 cached: 2-7x faster than attention_tiled).
+  // Summation order differs from the tiled kernel's.
   uint8_t attention_flash = 2;
 };
 
