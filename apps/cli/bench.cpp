@@ -83,6 +83,7 @@ std::vector<std::string> non_product(const BenchOpts& b) {
   if (o.matvec_subgroup != d.matvec_subgroup) r.push_back(o.matvec_subgroup == 1 ? "--matvec-subgroup" : "--no-matvec-subgroup");
   if (o.matvec_rows != d.matvec_rows) r.push_back("--matvec-rows " + std::to_string(o.matvec_rows));
   if (o.matvec_subgroup_ops != d.matvec_subgroup_ops) r.push_back("--no-matvec-subgroup-ops");
+  if (o.attn_flash != d.attn_flash) r.push_back(o.attn_flash == 1 ? "--attn-flash" : "--no-attn-flash");
   if (b.planted_slowdown > 0) r.push_back("--planted-slowdown");
   return r;
 }

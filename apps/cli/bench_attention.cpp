@@ -1,7 +1,11 @@
 // `wgllm bench attention`: the attention op alone (kernels::attention, random Q and KV cache) for
 // one forward of --tokens query tokens after --cache cached tokens, per kernel variant: per-row
-// kernel (--no-attn-tiled) and multi-query tiled kernel, each with and without the key split (the
-// tiled one at each --split-targets value of KernelOptions::attention_tiled_split_target).
+// kernel (--no-attn-tiled), multi-query tiled kernel and register-tiled flash kernel (--attn-flash,
+// T > 1 and head dims it covers), each with and without the key split (the tiled and flash ones at
+// each --split-targets value of KernelOptions::attention_tiled_split_target). Each variant also
+// reports its arithmetic rate: causal attention FLOPs = 4 * HD * Hq * sum_t (cache + t + 1) (QK^T
+// and PV, one FMA = 2 FLOP), as GFLOP/s and as a share of --peak-tflops (default 67, the H200's
+// fp32 FMA peak; WGSL has no tensor cores).
 // Default shape: SmolLM2-135M's layer (9 query heads, 3 KV heads, head dim 64), a session turn's
 // 44 new tokens over a 1700-token cache. GPU time per forward from timestamp queries when the
 // device has them inside passes, else wall time of submit + wait (includes the submit overhead).
@@ -34,6 +38,7 @@ namespace {
 struct AttnBenchOpts {
   int adapter = -1;
   uint32_t tokens = 44, cache = 1700, heads = 9, kv_heads = 3, head_dim = 64, reps = 5;
+  double peak_tflops = 67.0;  // fp32 FMA peak the GFLOP/s are compared with
   std::vector<uint32_t> split_targets = {512};  // KernelOptions::attention_tiled_split_target values
   std::vector<uint32_t> decode_split_lens = {64, 128, 256, 512};  // KernelOptions::attention_decode_split_len values
   std::string json_path;
@@ -77,18 +82,32 @@ int run_attention_bench(const AttnBenchOpts& b) {
   nlohmann::json variants = nlohmann::json::array();
   fmt::print(stderr, "attention: {} tokens after {} cached, {} / {} heads, head dim {} on {} ({})\n", T, b.cache, Hq, Hkv,
              HD, ctx->info().name, ts ? "timestamps" : "wall clock of submit + wait");
-  struct Variant { bool tiled, split; uint32_t target; bool gqa = false; uint32_t split_len = 0; };
+  struct Variant { bool tiled, split; uint32_t target; bool gqa = false; uint32_t split_len = 0; bool flash = false; };
   std::vector<Variant> vs = {{false, false, 0}, {false, true, 0}, {true, false, 0}};
   for (uint32_t t : b.split_targets) vs.push_back({true, true, t});
   if (T == 1) {
     vs.push_back({false, false, 0, true, 0});
     for (uint32_t len : b.decode_split_lens) vs.push_back({false, true, 0, true, len});
   }
+  {
+    kernels::KernelOptions fo;
+    fo.attention_flash = 1;
+    if (kernels::attention_flash_used(kernels::OpContext{*ctx, pipes, rec, fo}, s)) {
+      vs.push_back({true, false, 0, false, 0, true});
+      for (uint32_t t : b.split_targets) vs.push_back({true, true, t, false, 0, true});
+    } else {
+      fmt::print(stderr, "  (flash kernel: not used for this shape: T = 1, or head dim {} not covered / over this adapter's limits)\n", HD);
+    }
+  }
+  // Causal FLOPs of the forward: token t sees cache + t + 1 keys; per key and query head 2 * HD
+  // FLOP for the score and 2 * HD for the value sum.
+  const double flop = 4.0 * HD * Hq * (double(T) * b.cache + double(T) * (T + 1) / 2);
   for (const Variant& v : vs) {
     {
       const bool tiled = v.tiled, split = v.split;
       kernels::KernelOptions ko;
       ko.attention_tiled_prefill = tiled;
+      ko.attention_flash = v.flash ? 1 : 0;
       ko.attention_split_keys = split;
       if (v.target) ko.attention_tiled_split_target = v.target;
       ko.attention_decode_gqa = v.gqa ? 1 : 0;
@@ -119,17 +138,20 @@ int run_attention_bench(const AttnBenchOpts& b) {
       for (const auto& x : labels) joined += (joined.empty() ? "  " : " + ") + x;
       const std::string tgt = v.target ? fmt::format(" (target {} wgs)", v.target)
                               : v.split_len ? fmt::format(" ({} keys per split)", v.split_len) : "";
-      fmt::print(stderr, "  {:<8} split {:<3}{}: {:>9.1f} us (min {:.1f}, max {:.1f}){}\n", v.gqa ? "gqa-dec" : tiled ? "tiled" : "per-row",
-                 split ? "on" : "off", tgt, med, us.front(), us.back(), joined);
-      variants.push_back({{"attn_tiled", tiled}, {"attn_split", split}, {"split_target", v.target}, {"attn_decode_gqa", v.gqa},
-                          {"decode_split_len", v.split_len}, {"median_us", med}, {"min_us", us.front()},
-                          {"max_us", us.back()}, {"samples_us", us}, {"kernels", labels}});
+      const double gflops = flop / (med * 1e3);
+      fmt::print(stderr, "  {:<8} split {:<3}{}: {:>9.1f} us (min {:.1f}, max {:.1f}) {:>8.1f} GFLOP/s = {:5.1f}% of {} TFLOP/s{}\n",
+                 v.gqa ? "gqa-dec" : v.flash ? "flash" : tiled ? "tiled" : "per-row", split ? "on" : "off", tgt, med, us.front(),
+                 us.back(), gflops, gflops / (b.peak_tflops * 10), b.peak_tflops, joined);
+      variants.push_back({{"attn_tiled", tiled}, {"attn_flash", v.flash}, {"attn_split", split}, {"split_target", v.target},
+                          {"attn_decode_gqa", v.gqa}, {"decode_split_len", v.split_len}, {"median_us", med},
+                          {"min_us", us.front()}, {"max_us", us.back()}, {"samples_us", us}, {"gflops", gflops},
+                          {"peak_fraction", gflops / (b.peak_tflops * 1e3)}, {"kernels", labels}});
     }
   }
   nlohmann::json j = {{"benchmark", "attention"}, {"adapter", ctx->info().name},
                       {"timing", ts ? "timestamps" : "wall_clock_submit_wait"},
                       {"tokens", T}, {"cache", b.cache}, {"heads", Hq}, {"kv_heads", Hkv}, {"head_dim", HD},
-                      {"reps", b.reps}, {"variants", variants}};
+                      {"reps", b.reps}, {"flop", flop}, {"peak_tflops", b.peak_tflops}, {"variants", variants}};
   if (b.json_path.empty()) {
     std::cout << j.dump(1) << std::endl;
   } else {
@@ -144,7 +166,7 @@ int run_attention_bench(const AttnBenchOpts& b) {
 std::function<int()> add_bench_attention(CLI::App& app) {
   CLI::App* bench = bench_subcommand(app);
   auto b = std::make_shared<AttnBenchOpts>();
-  auto* cmd = bench->add_subcommand("attention", "time the attention op alone: per-row vs tiled kernel, split on/off");
+  auto* cmd = bench->add_subcommand("attention", "time the attention op alone: per-row vs tiled vs flash kernel, split on/off");
   cmd->add_option("--adapter", b->adapter, "adapter index (wgllm devices); default: first hardware adapter")->transform(integer(-1, 1023));
   cmd->add_option("--tokens", b->tokens, "query tokens of the forward, 1..65536 (default 44: a session turn)")
       ->transform(integer(1, 65536));
@@ -159,6 +181,8 @@ std::function<int()> add_bench_attention(CLI::App& app) {
                   "--tokens 1: keys per split of the GQA decode kernel to try, 1..1048576 (default 64,128,256,512)")
       ->delimiter(',')->transform(integer(1, 1u << 20));
   cmd->add_option("--reps", b->reps, "measured repetitions after one warm-up, 1..100000 (default 5)")->transform(integer(1, 100000));
+  cmd->add_option("--peak-tflops", b->peak_tflops, "fp32 FMA peak the GFLOP/s are compared with, in TFLOP/s (default 67: H200)")
+      ->check(real(1e-3, 1e4));
   cmd->add_option("--json", b->json_path, "write the results as JSON here (default: stdout)")->check(OutputFile);
   // Grouped-query attention: every KV head serves heads / kv_heads query heads. Checked at parse
   // time (a ValidationError from the callback is a command-line error like the ones above).

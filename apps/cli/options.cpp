@@ -107,6 +107,11 @@ void add_common(CLI::App& app, CommonOptions& o) {
   app.add_flag("--matvec-subgroup-ops,!--no-matvec-subgroup-ops", o.matvec_subgroup_ops,
                "matrix-vector kernel: reduce each row with subgroupAdd where the adapter has subgroups, else a "
                "workgroup-memory tree (default on)");
+  app.add_flag_callback("--attn-flash", [&o] { o.attn_flash = 1; },
+                        "register-tiled flash attention for forwards of several tokens (prefill; head dims 32/64/96/128; "
+                        "default: on)");
+  app.add_flag_callback("--no-attn-flash", [&o] { o.attn_flash = 0; },
+                        "no flash attention kernel: prefill attention takes --attn-tiled's kernel (or the per-row one)");
   app.add_flag("--profile", o.profile, "print per-kernel GPU times of the last decode step");
   app.add_flag("--warmup,!--no-warmup", o.warmup,
                "compile every kernel variant at load with throwaway forwards, so no request pays a pipeline compile (default on)");
@@ -148,6 +153,7 @@ ModelOptions model_options(const CommonOptions& o) {
   mo.kernels.matvec_subgroup = uint8_t(o.matvec_subgroup);
   mo.kernels.matvec_rows_per_workgroup = o.matvec_rows;
   mo.kernels.matvec_subgroup_ops = o.matvec_subgroup_ops;
+  mo.kernels.attention_flash = uint8_t(o.attn_flash);
   return mo;
 }
 

@@ -40,6 +40,7 @@ struct CommonOptions {
   int matvec_subgroup = 2;  // KernelOptions::matvec_subgroup: 2 = adapter default
   uint32_t matvec_rows = 0;  // KernelOptions::matvec_rows_per_workgroup
   bool matvec_subgroup_ops = true;  // KernelOptions::matvec_subgroup_ops
+  int attn_flash = 2;  // KernelOptions::attention_flash: 2 = adapter default
   bool profile = false;
   bool warmup = true;  // compile every kernel variant at load (runtime/warmup.h)
 };

@@ -3,6 +3,7 @@
 #include "core/error.h"
 
 #include <algorithm>
+#include <span>
 #include <string>
 #include <vector>
 #include "kernels/matmul_tiled.h"
@@ -350,6 +351,47 @@ void attention_tiled(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q
   o.rec.dispatch(p, {q.buf, kc, vc, *split_scratch}, prm, row_tiles, s.Hkv, n_split, "attention_tiled");
   attention_combine(o, s, *split_scratch, n_split, out, o_stride);
 }
+
+// Register-tiled flash attention for T > 1 (attention_flash.wgsl): one workgroup per (block of BR
+// (token, head) rows of one KV head, KV head, key split); the split rule is attention_tiled's with
+// BR-row blocks and BC-key tiles.
+void attention_flash(OpContext& o, const AttentionShape& s, const FlashTile& ft, F32Ref q, uint32_t q_stride,
+                     const gpu::Buffer& kc, const gpu::Buffer& vc, F32Ref out, uint32_t o_stride,
+                     const gpu::Buffer* split_scratch) {
+  const uint32_t G = s.Hq / s.Hkv, row_tiles = ceil_div(s.T * G, ft.br), max_keys = s.pos0 + s.T;
+  const uint32_t target = std::min(o.opt.attention_tiled_split_target, kTiledSplitTargetMax);
+  uint32_t n_split = 1, split_len = max_keys;
+  const uint32_t tiles = row_tiles * s.Hkv;
+  if (split_scratch && o.opt.attention_split_keys && tiles < target && max_keys > 2 * ft.bc) {
+    const uint32_t want = std::min(kSplitMax, ceil_div(target, tiles));
+    split_len = std::max(2 * ft.bc, ceil_div(ceil_div(max_keys, want), ft.bc) * ft.bc);
+    n_split = ceil_div(max_keys, split_len);
+    const uint64_t fit = split_scratch->size() / (4ull * s.T * s.Hq * (s.HD + 2));
+    if (n_split > fit) {
+      n_split = uint32_t(std::max<uint64_t>(fit, 1));
+      split_len = ceil_div(ceil_div(max_keys, n_split), ft.bc) * ft.bc;
+      n_split = ceil_div(max_keys, split_len);
+    }
+  }
+  const bool split = n_split > 1;
+  const Defines d{{"HD4", std::to_string(s.HD / 4)}, {"BR", std::to_string(ft.br)}, {"BC", std::to_string(ft.bc)},
+                  {"RM", std::to_string(ft.rm)}, {"TX", std::to_string(ft.tx)}, {"KV_SHARED", ft.kv_shared ? "1" : "0"},
+                  {"SPLIT", split ? "1" : "0"}};
+  const auto& p = get(o, "attention_flash", d, {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
+  struct { uint32_t T, pos0, Hq, Hkv, HD, q_off, q_stride, o_off, o_stride, kv_dim; float scale; uint32_t split_len, n_split, pad[3]; } prm{
+      s.T, s.pos0, s.Hq, s.Hkv, s.HD, q.off, q_stride, out.off, o_stride, s.Hkv * s.HD, s.scale, split_len, n_split, {0, 0, 0}};
+  // KV rows read: each row block reads K and V rows [0, its last token's position] of its KV head.
+  uint64_t kv_rows = 0;
+  for (uint32_t i = 0; i < row_tiles; ++i) kv_rows += s.pos0 + (std::min(s.T * G, (i + 1) * ft.br) - 1) / G + 1;
+  o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Activations, 4ull * s.T * s.Hq * s.HD)
+                    .r(gpu::Traffic::KvCache, kv_rows * 8ull * s.Hkv * s.HD).w(gpu::Traffic::Activations, 4ull * s.T * s.Hq * s.HD));
+  if (!split) {
+    o.rec.dispatch(p, {q.buf, kc, vc, out.buf}, prm, row_tiles, s.Hkv, 1, "attention_flash");
+    return;
+  }
+  o.rec.dispatch(p, {q.buf, kc, vc, *split_scratch}, prm, row_tiles, s.Hkv, n_split, "attention_flash");
+  attention_combine(o, s, *split_scratch, n_split, out, o_stride);
+}
 }  // namespace
 
 namespace {
@@ -400,12 +442,37 @@ void attention_decode(OpContext& o, const AttentionShape& s, F32Ref q, const gpu
 }
 }  // namespace
 
+uint64_t FlashTile::workgroup_bytes(uint32_t HD) const {
+  // qs, ks (and vs) rows padded by one vec4; pt padded by one row group per key; pm.
+  return 4ull * ((br + bc * (kv_shared ? 1 : 2)) * (HD + 4) + bc * (br / rm + 1) * rm + br * tx);
+}
+
+FlashTile attention_flash_tile(const OpContext& o, uint32_t HD) {
+  if (HD % 32 || HD > 128) return {};
+  // The first tile that fits the adapter, largest first (48 KiB, e.g. NVIDIA: 64 x 32 for HD <= 64,
+  // 32 x 32 with V sharing K's array for HD <= 128; lavapipe's 32 KiB: 32 x 32 and 16 x 32).
+  static const FlashTile small_hd[] = {{64, 32, 4, 8, false}, {32, 32, 4, 8, false}, {32, 32, 2, 8, true}, {16, 32, 2, 8, true}};
+  static const FlashTile large_hd[] = {{32, 32, 2, 8, false}, {32, 32, 2, 8, true}, {16, 32, 2, 8, true}};
+  const auto& lim = o.ctx.info().limits;
+  for (const FlashTile& t : HD <= 64 ? std::span<const FlashTile>(small_hd) : std::span<const FlashTile>(large_hd))
+    if (t.workgroup_bytes(HD) <= lim.maxComputeWorkgroupStorageSize && t.threads() <= lim.maxComputeInvocationsPerWorkgroup)
+      return t;
+  return {};
+}
+
+bool attention_flash_used(const OpContext& o, const AttentionShape& s) {
+  const bool on = o.opt.attention_flash == 1 || o.opt.attention_flash == 2;  // 2: on for every adapter (measured)
+  return s.T > 1 && on && attention_flash_tile(o, s.HD).bc != 0;
+}
+
 void attention(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_stride,
                const gpu::Buffer& kc, const gpu::Buffer& vc, F32Ref out, uint32_t o_stride,
                const gpu::Buffer* split_scratch) {
   if (s.HD % 4 || s.HD > 256) throw Error("attention: head_dim must be a multiple of 4 and <= 256");
   if (s.Hq % s.Hkv) throw Error("attention: query heads must be a multiple of KV heads");
   if (attention_decode_applies(o, s)) return attention_decode(o, s, q, kc, vc, out, o_stride, split_scratch);
+  if (attention_flash_used(o, s))
+    return attention_flash(o, s, attention_flash_tile(o, s.HD), q, q_stride, kc, vc, out, o_stride, split_scratch);
   if (s.T > 1 && o.opt.attention_tiled_prefill) return attention_tiled(o, s, q, q_stride, kc, vc, out, o_stride, split_scratch);
   // Split-K decision (the written condition): scratch given, switch on, at most kSplitMaxRows
   // (head, token) rows, and more than two 64-key tiles in the longest row; then about

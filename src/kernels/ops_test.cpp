@@ -316,6 +316,84 @@ TEST(Ops, KvStoreAndAttentionGqa) {
   }
 }
 
+TEST(Ops, AttentionFlashMatchesCpu) {
+  // Register-tiled flash attention (attention_flash.wgsl, T > 1): head dims 32, 64, 96, 128, GQA
+  // groups 1, 3, 4, T = 2..70 and 512 over caches 0..3000 (ragged row blocks and key tiles, the
+  // causal diagonal inside a tile and on tile edges, rows that see no key of a split), split over
+  // keys and not, q/out with strides and offsets like the models'. Must match the CPU reference,
+  // take the flash kernel, write nothing outside its rows and give bit-identical results twice.
+  auto& e = env();
+  struct Case { uint32_t HD, Hq, Hkv, T, pos0; float qs = 2.0f; };
+  const std::vector<Case> cases = {
+      {64, 3, 3, 2, 0},     {64, 9, 3, 17, 37},   {64, 9, 3, 70, 300}, {64, 3, 3, 5, 1},    {64, 9, 3, 44, 31},
+      {64, 8, 2, 33, 32},   {64, 4, 1, 64, 63},   {64, 9, 3, 22, 3000}, {64, 3, 1, 512, 0}, {64, 1, 1, 512, 700},
+      {128, 8, 2, 7, 90},   {128, 4, 1, 40, 33},  {128, 2, 2, 70, 1000}, {32, 9, 3, 21, 64}, {96, 6, 2, 13, 95},
+      {64, 9, 3, 20, 100, 40.0f}};
+  for (const Case& c : cases) {
+    const uint32_t kv_dim = c.Hkv * c.HD, ctx_len = c.pos0 + c.T, Q = c.Hq * c.HD;
+    const uint32_t q_stride = Q + 2 * kv_dim, q_off = 4, o_stride = Q + 8, o_off = 3;  // as llama's qkv_
+    const float scale = 1.0f / std::sqrt(float(c.HD));
+    const std::string what = "HD=" + std::to_string(c.HD) + " Hq=" + std::to_string(c.Hq) + " Hkv=" +
+                             std::to_string(c.Hkv) + " T=" + std::to_string(c.T) + " pos0=" + std::to_string(c.pos0);
+    auto ck = randn(size_t(ctx_len) * kv_dim, c.T * 7 + 1), cv = randn(size_t(ctx_len) * kv_dim, c.T * 7 + 2);
+    auto q = randn(q_off + size_t(c.T) * q_stride, c.T * 7 + 3, c.qs);
+    auto kb = e.upload(ck), vb = e.upload(cv), qb = e.upload(q);
+    std::vector<float> want(size_t(c.T) * Q);
+    for (uint32_t t = 0; t < c.T; ++t)
+      ref::attention(q.data() + q_off + t * q_stride, ck.data(), cv.data(), want.data() + t * Q, c.pos0 + t, c.Hq, c.Hkv,
+                     c.HD, scale);
+    gpu::Buffer scratch(*e.ctx, attention_split_floats(c.T, c.Hq, c.HD) * 4, gpu::BufferKind::Storage, "split");
+    for (bool split : {false, true}) {
+      KernelOptions ko;
+      ko.attention_split_keys = split;
+      ko.attention_flash = 1;
+      auto o = e.op(ko);
+      ASSERT_TRUE(attention_flash_used(o, {c.T, c.pos0, c.Hq, c.Hkv, c.HD, scale})) << what;
+      std::vector<float> first;
+      for (int run = 0; run < 2; ++run) {
+        auto ob = e.upload(std::vector<float>(o_off + size_t(c.T) * o_stride, NAN));
+        e.rec.set_traffic_log(true);
+        e.rec.begin();
+        attention(o, {c.T, c.pos0, c.Hq, c.Hkv, c.HD, scale}, {qb, q_off}, q_stride, kb, vb, {ob, o_off}, o_stride, &scratch);
+        e.rec.submit();
+        const auto disp = e.rec.last_dispatches();
+        e.rec.set_traffic_log(false);
+        ASSERT_FALSE(disp.empty());
+        EXPECT_EQ(disp[0].label, "attention_flash") << what;
+        if (!split) EXPECT_EQ(disp.size(), 1u) << what;
+        auto all = e.download(ob, o_off + size_t(c.T) * o_stride);
+        std::vector<float> got(want.size());
+        for (uint32_t t = 0; t < c.T; ++t) {
+          for (uint32_t i = 0; i < Q; ++i) got[t * Q + i] = all[o_off + t * o_stride + i];
+          for (uint32_t i = Q; i < o_stride; ++i) ASSERT_TRUE(std::isnan(all[o_off + t * o_stride + i])) << what << " wrote outside its row";
+        }
+        expect_close(got, want, c.qs > 10 ? 1e-3f : 1e-5f, what + (split ? " split" : ""));
+        if (run == 0) first = got;
+        else EXPECT_EQ(std::memcmp(first.data(), got.data(), got.size() * 4), 0) << what << " not deterministic";
+      }
+    }
+  }
+}
+
+TEST(Ops, AttentionFlashCoverage) {
+  // Head dims the flash kernel does not cover fall back to attention_tiled.wgsl; T = 1 (decode) and
+  // --no-attn-flash never take it.
+  auto& e = env();
+  KernelOptions ko;
+  ko.attention_flash = 1;
+  auto o = e.op(ko);
+  for (uint32_t HD : {32u, 64u, 96u, 128u}) EXPECT_TRUE(attention_flash_used(o, {2, 0, 4, 2, HD, 1.0f})) << HD;
+  for (uint32_t HD : {24u, 36u, 80u, 256u}) EXPECT_FALSE(attention_flash_used(o, {2, 0, 4, 2, HD, 1.0f})) << HD;
+  EXPECT_FALSE(attention_flash_used(o, {1, 100, 4, 2, 64, 1.0f}));
+  ko.attention_flash = 0;
+  EXPECT_FALSE(attention_flash_used(e.op(ko), {8, 0, 4, 2, 64, 1.0f}));
+  for (uint32_t HD : {32u, 64u, 96u, 128u}) {
+    const FlashTile t = attention_flash_tile(o, HD);
+    EXPECT_LE(t.workgroup_bytes(HD), e.ctx->info().limits.maxComputeWorkgroupStorageSize) << HD;
+    EXPECT_LE(t.workgroup_bytes(HD), 49152u) << HD << ": more than 48 KiB of workgroup memory";
+  }
+}
+
 // causal_conv: GPU vs CPU twin over a chain of calls sharing one state (prefill, decode steps,
 // short prefills with T < L-1), every variant; and the CPU twin vs a direct zero-padded conv over
 // the whole sequence (independent of how the sequence was split).
@@ -460,6 +538,7 @@ TEST(Ops, AttentionSplitKeysMatchesCpu) {
         ko.attention_ilp = variant != 2;
         ko.attention_tiled_prefill = false;  // this test covers the per-row kernel (tiled: below)
         ko.attention_decode_gqa = 0;         // ... also for T = 1 (decode kernel: AttentionDecodeGqa*)
+        ko.attention_flash = 0;
         auto o = e.op(ko);
         auto ob = e.upload(std::vector<float>(want.size(), NAN));
         e.rec.set_traffic_log(true);
@@ -505,6 +584,7 @@ TEST(Ops, AttentionTiledMatchesCpu) {
     for (bool split : {false, true}) {
       KernelOptions ko;
       ko.attention_split_keys = split;
+      ko.attention_flash = 0;  // this test covers attention_tiled.wgsl (flash: below)
       auto o = e.op(ko);
       std::vector<float> first;
       for (int run = 0; run < 2; ++run) {
@@ -546,6 +626,7 @@ TEST(Ops, AttentionTiledSplitsWhenFewTiles) {
   for (bool split : {false, true}) {
     KernelOptions ko;
     ko.attention_split_keys = split;
+    ko.attention_flash = 0;
     auto o = e.op(ko);
     e.rec.set_traffic_log(true);
     e.rec.begin();

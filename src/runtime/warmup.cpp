@@ -45,7 +45,10 @@ double warm_up(Model& m) {
       for (auto& b : blobs)
         if (is_kv_blob(b.name)) b.data.resize(b.data.size() / n * far, 0);
       seq->import_state(far, blobs);
-      m.forward_argmax(*seq, prefill);   // prefill past 64 keys: tiled attention with key split + combine
+      // prefill past 64 keys: prefill attention (attention_flash, or attention_tiled where flash is
+      // off or does not cover the head dim) with key split + combine; the 9-token prefill at
+      // position 0 above compiled its unsplit variant.
+      m.forward_argmax(*seq, prefill);
       m.forward(*seq, one, &logits);  // decode past 128 keys: per-row attention with key split
       // Decode past KernelOptions::attention_decode_split_min (default 1024) keys: the decode
       // attention kernel's split variant + combine, on a second scratch sequence (zero KV rows;
