@@ -7,7 +7,7 @@
 #     --gl --llamacpp
 # then the planned calls back to back: `bash tools/device/recipes/speed.sh store` for every call
 # but the last (the first one also starts the llama.cpp CUDA build), `... speed.sh measure` last.
-# MEASURE (space-separated, default all but exitcheck): parity traffic base cuda hybrids switches
+# MEASURE (space-separated, default all but exitcheck): parity traffic base base4096 cuda cuda4096 hybrids switches
 # exitcheck; SWITCHES lists
 # llama switches (flag names without --) measured as A = --no-<flag>, B = default (ab_*.json).
 # Files are named for tools/device/summarize.py, which writes summary.json from them.
@@ -59,13 +59,13 @@ if has traffic; then
 fi
 ab() {  # NAME, then bench ab arguments
   local n=$1; shift
-  timeout 280 "$@" --rounds 3 --json $R/$n.json 2>&1 | tail -4; el "$n"
+  timeout 280 "$@" --rounds ${ROUNDS:-3} --json $R/$n.json 2>&1 | tail -4; el "$n"
 }
 if has base && [ -x $W/bin/wgllm-base ]; then
   ab new_vs_base_p512 $W/bin/wgllm-base bench ab --a "bench --prompt-lengths 512 --gen 128 --reps 1" \
     --b "bench --prompt-lengths 512 --gen 128 --reps 1" --b-bin $B --metric ttft_ms,decode_tok_s
 fi
-if has base && [ -x $W/bin/wgllm-base ]; then
+if has base4096 && [ -x $W/bin/wgllm-base ]; then
   ab new_vs_base_p4096 $W/bin/wgllm-base bench ab --a "bench --prompt-lengths 4096 --gen 32 --reps 1" \
     --b "bench --prompt-lengths 4096 --gen 32 --reps 1" --b-bin $B --metric ttft_ms,decode_tok_s
 fi
@@ -80,7 +80,7 @@ if has cuda; then
   if grep -q "BUILD_DONE 0" $W/lcpp.log; then
     ab vs_llamacpp_cuda_p512_g256 $B bench ab --a "bench --prompt-lengths 512 --gen 256 --reps 1" \
       --b-cmd "bash tools/peers/peer_llamacpp.sh $LB $GGUF 512 256" --metric ttft_ms,decode_tok_s
-    ab vs_llamacpp_cuda_p4096_g64 $B bench ab --a "bench --prompt-lengths 4096 --gen 64 --reps 1" \
+    has cuda4096 && ab vs_llamacpp_cuda_p4096_g64 $B bench ab --a "bench --prompt-lengths 4096 --gen 64 --reps 1" \
       --b-cmd "bash tools/peers/peer_llamacpp.sh $LB $GGUF 4096 64" --metric ttft_ms,decode_tok_s
   else tail -5 $W/lcpp.log; fi
 fi
