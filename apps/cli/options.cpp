@@ -91,10 +91,10 @@ void add_common(CLI::App& app, CommonOptions& o) {
                         "decode attention: one workgroup per (KV head, key split) for all query heads of the group (default on)");
   app.add_flag_callback("--no-attn-decode-gqa", [&o] { o.attn_decode_gqa = 0; }, "decode attention: the per-row kernel (one workgroup per query head)");
   app.add_option("--attn-decode-split-min", o.attn_decode_split_min,
-                 "decode attention (--attn-decode-gqa): split keys over workgroups only past this many keys, 0..1048576 (default 1024)")
+                 "decode attention (--attn-decode-gqa): split keys over workgroups only past this many keys, 0..1048576 (default: 0 on GPUs, 1024 on software adapters)")
       ->transform(integer(0, 1u << 20));
   app.add_option("--attn-decode-split-len", o.attn_decode_split_len,
-                 "decode attention (--attn-decode-gqa): keys per split, 1..1048576 (default 256; more when 32 splits would not cover the row)")
+                 "decode attention (--attn-decode-gqa): keys per split, 1..1048576 (default: 64 on GPUs, 256 on software adapters; more when 32 splits would not cover the row)")
       ->transform(integer(1, 1u << 20));
   app.add_flag_callback("--matvec-subgroup", [&o] { o.matvec_subgroup = 1; },
                         "forwards of <= 8 tokens (decode): matrix-vector kernel with register sums, vec4 weight loads and "

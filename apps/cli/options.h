@@ -36,7 +36,8 @@ struct CommonOptions {
   uint32_t matmul_tile_n = 0, matmul_tile_t = 0, matmul_reg_n = 0, matmul_reg_t = 0;  // 0: adapter default
   uint32_t matmul_min_wgs = 264;  // KernelOptions::matmul_tiled_min_workgroups
   int attn_decode_gqa = 2;  // KernelOptions::attention_decode_gqa: 2 = adapter default
-  uint32_t attn_decode_split_min = 1024, attn_decode_split_len = 256;  // KernelOptions::attention_decode_split_*
+  // KernelOptions::attention_decode_split_*: adapter defaults (kernels::kDecodeSplitMinAuto, 0)
+  uint32_t attn_decode_split_min = 0xFFFFFFFFu, attn_decode_split_len = 0;
   int matvec_subgroup = 2;  // KernelOptions::matvec_subgroup: 2 = adapter default
   uint32_t matvec_rows = 0;  // KernelOptions::matvec_rows_per_workgroup
   bool matvec_subgroup_ops = true;  // KernelOptions::matvec_subgroup_ops

@@ -13,6 +13,9 @@ namespace wgllm::kernels {
 
 /// Performance switches of the kernels. Each field governs exactly one behaviour; none changes
 /// results beyond floating-point summation order (documented in docs/FLAGS.md).
+/// KernelOptions::attention_decode_split_min's adapter default (see there).
+constexpr uint32_t kDecodeSplitMinAuto = 0xFFFFFFFFu;
+
 struct KernelOptions {
   // 0 = adapter default: hardware GPUs 4 rows x 32 lanes (a row's blocks spread over lanes, then a
   // tree reduction); software (CPU) adapters 64 rows x 1 lane (no barriers, which are costly there).
@@ -51,10 +54,14 @@ struct KernelOptions {
   // differs). 0 = off, 1 = on, 2 = adapter default (on; see docs/FLAGS.md).
   uint8_t attention_decode_gqa = 2;
   // attention_decode with attention_split_keys and a split scratch: split keys only when the row
-  // has more than this many keys (below: one dispatch, no combine) ...
-  uint32_t attention_decode_split_min = 1024;
-  // ... into splits of this many keys (more when that would exceed 32 splits or the scratch).
-  uint32_t attention_decode_split_len = 256;
+  // has more than this many keys (below: one dispatch, no combine) ... kDecodeSplitMinAuto =
+  // adapter default: hardware 0 (always split), software 1024. H200, SmolLM2, 2026-12-01: with 1024,
+  // rows of 512-768 keys ran in 3 workgroups (60 us per layer, decode 189 tok/s); split into 64-key
+  // parts decode reached 365 tok/s (bench/results/2026-12-01-h200-speed).
+  uint32_t attention_decode_split_min = 0xFFFFFFFFu;
+  // ... into splits of this many keys (more when that would exceed 32 splits or the scratch);
+  // 0 = adapter default: hardware 64, software 256.
+  uint32_t attention_decode_split_len = 0;
   // attention_decode: subgroup reductions for the tile max where the adapter has subgroups (else,
   // or when false, workgroup memory; tests cover both forms on one adapter).
   bool attention_decode_subgroups = true;
@@ -72,8 +79,9 @@ struct KernelOptions {
   // Prefill attention (T > 1): the register-tiled flash kernel (attention_flash.wgsl) instead of
   // attention_tiled.wgsl where it covers the head dim (multiples of 32 up to 128) and fits the
   // adapter's workgroup memory; key split as attention_tiled (attention_split_keys,
-  // attention_tiled_split_target). 0 = off, 1 = on, 2 = adapter default: on for hardware GPUs and
-  // software adapters alike (lavapipe, 70 tokens over 300 cached: 2-7x faster than attention_tiled).
+  // attention_tiled_split_target). 0 = off, 1 = on, 2 = adapter default: on for software adapters
+  // only (lavapipe, 70 tokens over 300 cached: 2-7x faster than attention_tiled; H200, T = 512 over
+  // 0 / 3584 cached: 377 / 3839 us vs the tiled kernel's 126 / 1264 us, 3x slower, 2026-12-01).
   // Summation order differs from the tiled kernel's.
   uint8_t attention_flash = 2;
 };
