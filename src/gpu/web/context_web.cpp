@@ -107,5 +107,9 @@ void Context::wait_idle() {
 // a lost device rejects them): poll_wait() is the plain shim poll and there is no timeout.
 void Context::poll_wait() { wgpuDevicePoll(device_, true, nullptr); }
 double Context::wait_timeout_s() const { return 0; }
+// The browser build requests no subgroup feature (browsers also need WGSL `enable subgroups;`):
+// kernels take their workgroup-memory forms there.
+bool Context::has_subgroups() const { return false; }
+std::pair<uint32_t, uint32_t> Context::measured_subgroup_sizes() { return {0, 0}; }
 
 }  // namespace wgllm::gpu
