@@ -46,7 +46,8 @@ std::string path_of(const std::string& family, bool gguf) {
 }
 
 Loaded& load(const std::string& family, bool gguf) {
-  static std::map<std::string, Loaded> cache;
+  // Never destroyed (see qwen35_parity_test.cpp: GPU teardown after the driver's exit handlers).
+  static auto& cache = *new std::map<std::string, Loaded>;
   Loaded& l = cache[family + (gguf ? ":gguf" : ":hf")];
   if (!l.src) {
     l.src = ModelSource::open(path_of(family, gguf));
