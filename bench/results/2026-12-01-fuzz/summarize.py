@@ -14,7 +14,11 @@ import os
 import re
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+# Where summary.json and results.md go, and how the run is described: this folder and run 1's
+# conditions unless FUZZ_OUT / FUZZ_CONTEXT / FUZZ_DEVICE say otherwise (run 2 sets them).
+HERE = os.environ.get("FUZZ_OUT", os.path.dirname(os.path.abspath(__file__)))
+CONTEXT = os.environ.get("FUZZ_CONTEXT", "libFuzzer -fork=1, ASan+UBSan, nice 10, 2 targets at a time on a shared 2-core machine")
+DEVICE = os.environ.get("FUZZ_DEVICE", "2-core CPU machine (shared), no GPU")
 STATUS = re.compile(r"^#(\d+): cov: (\d+) ft: (\d+) corp: (\d+) exec/s (\d+) oom/timeout/crash: (\d+)/(\d+)/(\d+) time: (\d+)s")
 
 
@@ -48,7 +52,7 @@ def main():
                               ("fuzz_crashes", crashes), ("fuzz_timeouts", timeouts), ("fuzz_ooms", ooms),
                               ("fuzz_saved_inputs", len(arts))]:
             rows.append({"metric": metric, "target": t, "value": value,
-                         "context": "libFuzzer -fork=1, ASan+UBSan, nice 10, 2 targets at a time on a shared 2-core machine"})
+                         "context": CONTEXT})
         table.append((t, planned, str(n), str(secs), "%.0f" % eps, str(cov), str(ft), str(corp),
                       "%d/%d/%d" % (crashes, timeouts, ooms) + ((" (" + ", ".join(arts) + ")") if arts else "")))
     rows.append({"metric": "fuzz_execs", "target": "all", "value": total})
@@ -57,7 +61,7 @@ def main():
         cpu = sum(float(x) for x in re.findall(r"(?:User|System) time \(seconds\): ([\d.]+)", txt))
         rows.append({"metric": "fuzz_build_cpu_s", "target": "all", "value": round(cpu, 1),
                      "context": "clean `make fuzz` build of the six targets (clang -O1, ASan+UBSan), CPU seconds"})
-    summary = {"commit": commit, "date": "2026-12-01", "device": "2-core CPU machine (shared), no GPU", "rows": rows}
+    summary = {"commit": commit, "date": "2026-12-01", "device": DEVICE, "rows": rows}
     with open(os.path.join(HERE, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
         f.write("\n")
