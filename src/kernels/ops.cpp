@@ -33,6 +33,40 @@ Defines weight_defines(const GpuWeight& W) {
 namespace {
 enum class Prologue { None, Norm, Silu };  // the activation load of matmul_impl
 
+// What matmul.wgsl and matvec.wgsl share: the fused variants' defines (NORM / SILU prologue, ROPE
+// epilogue) and bindings after each kernel's own first bindings, then the parameter block, whose
+// layout (struct P in both WGSL files) is MatmulParams.
+void add_fused_variant(Defines& d, std::vector<Bind>& binds, Prologue pro, const QkvRopeKv* rope) {
+  d["NORM"] = pro == Prologue::Norm ? "1" : "0";
+  d["SILU"] = pro == Prologue::Silu ? "1" : "0";
+  d["ROPE"] = rope ? "1" : "0";
+  d["NEOX"] = rope && rope->neox ? "1" : "0";
+  if (pro == Prologue::Norm) {
+    d["B_NW"] = std::to_string(binds.size());
+    binds.push_back(Bind::ReadOnly);
+  }
+  if (rope) {
+    d["B_CS"] = std::to_string(binds.size());
+    d["B_KC"] = std::to_string(binds.size() + 1);
+    d["B_VC"] = std::to_string(binds.size() + 2);
+    binds.insert(binds.end(), {Bind::ReadOnly, Bind::ReadWrite, Bind::ReadWrite});
+  }
+  d["B_P"] = std::to_string(binds.size());
+  binds.push_back(Bind::Uniform);
+}
+
+struct MatmulParams {
+  uint32_t K, N, T, nb, soff, x_off, x_stride, y_off, y_stride;
+  float eps;
+  uint32_t u_off, pos0, q_rows, kv_rows, hd, rot, table_pairs, pad0, pad1, pad2;
+};
+MatmulParams matmul_params(const GpuWeight& W, F32Ref x, uint32_t x_stride, F32Ref y, uint32_t y_stride, uint32_t T,
+                           float eps, uint32_t u_off, const QkvRopeKv* rope) {
+  return {W.K, W.N, T, W.K / W.block, W.soff, x.off, x_stride, y.off, y_stride, eps, u_off,
+          rope ? rope->pos0 : 0, rope ? rope->q_rows : 0, rope ? rope->kv_rows : 0, rope ? rope->HD : 0,
+          rope ? rope->rot : 0, rope ? rope->rot / 2 : 0, 0, 0, 0};
+}
+
 // The traffic of one matmul/matvec dispatch (same bytes for both kernels).
 gpu::TrafficBytes matmul_traffic(const GpuWeight& W, uint32_t T, bool accumulate, gpu::Traffic y_kind, Prologue pro,
                                  const QkvRopeKv* rope) {
@@ -77,32 +111,11 @@ void matvec_impl(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, 
   d["SUBGROUP"] = subgroup ? "1" : "0";
   d["VEC4"] = vec4 ? "1" : "0";
   d["ADD"] = accumulate ? "1" : "0";
-  d["NORM"] = pro == Prologue::Norm ? "1" : "0";
-  d["SILU"] = pro == Prologue::Silu ? "1" : "0";
-  d["ROPE"] = rope ? "1" : "0";
-  d["NEOX"] = rope && rope->neox ? "1" : "0";
   std::vector<Bind> binds{Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::ReadOnly};
   d["B_W4"] = "3";
-  if (pro == Prologue::Norm) {
-    d["B_NW"] = std::to_string(binds.size());
-    binds.push_back(Bind::ReadOnly);
-  }
-  if (rope) {
-    d["B_CS"] = std::to_string(binds.size());
-    d["B_KC"] = std::to_string(binds.size() + 1);
-    d["B_VC"] = std::to_string(binds.size() + 2);
-    binds.insert(binds.end(), {Bind::ReadOnly, Bind::ReadWrite, Bind::ReadWrite});
-  }
-  d["B_P"] = std::to_string(binds.size());
-  binds.push_back(Bind::Uniform);
+  add_fused_variant(d, binds, pro, rope);
   const auto& p = get(o, "matvec", d, binds);
-  struct {
-    uint32_t K, N, T, nb, soff, x_off, x_stride, y_off, y_stride;
-    float eps;
-    uint32_t u_off, pos0, q_rows, kv_rows, hd, rot, table_pairs, pad0, pad1, pad2;
-  } prm{W.K, W.N, T, W.K / W.block, W.soff, x.off, x_stride, y.off, y_stride, eps, u_off,
-        rope ? rope->pos0 : 0, rope ? rope->q_rows : 0, rope ? rope->kv_rows : 0, rope ? rope->HD : 0,
-        rope ? rope->rot : 0, rope ? rope->rot / 2 : 0, 0, 0, 0};
+  const MatmulParams prm = matmul_params(W, x, x_stride, y, y_stride, T, eps, u_off, rope);
   o.rec.declare(matmul_traffic(W, T, accumulate, y_kind, pro, rope));
   const uint32_t gx = ceil_div(W.N, rows);
   if (rope && pro == Prologue::Norm)
@@ -139,31 +152,10 @@ void matmul_impl(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, 
   d["TT"] = std::to_string(tt);
   d["VEC4"] = vec4 ? "1" : "0";
   d["ADD"] = accumulate ? "1" : "0";
-  d["NORM"] = pro == Prologue::Norm ? "1" : "0";
-  d["SILU"] = pro == Prologue::Silu ? "1" : "0";
-  d["ROPE"] = rope ? "1" : "0";
-  d["NEOX"] = rope && rope->neox ? "1" : "0";
   std::vector<Bind> binds{Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite};
-  if (pro == Prologue::Norm) {
-    d["B_NW"] = std::to_string(binds.size());
-    binds.push_back(Bind::ReadOnly);
-  }
-  if (rope) {
-    d["B_CS"] = std::to_string(binds.size());
-    d["B_KC"] = std::to_string(binds.size() + 1);
-    d["B_VC"] = std::to_string(binds.size() + 2);
-    binds.insert(binds.end(), {Bind::ReadOnly, Bind::ReadWrite, Bind::ReadWrite});
-  }
-  d["B_P"] = std::to_string(binds.size());
-  binds.push_back(Bind::Uniform);
+  add_fused_variant(d, binds, pro, rope);
   const auto& p = get(o, "matmul", d, binds);
-  struct {
-    uint32_t K, N, T, nb, soff, x_off, x_stride, y_off, y_stride;
-    float eps;
-    uint32_t u_off, pos0, q_rows, kv_rows, hd, rot, table_pairs, pad0, pad1, pad2;
-  } prm{W.K, W.N, T, W.K / W.block, W.soff, x.off, x_stride, y.off, y_stride, eps, u_off,
-        rope ? rope->pos0 : 0, rope ? rope->q_rows : 0, rope ? rope->kv_rows : 0, rope ? rope->HD : 0,
-        rope ? rope->rot : 0, rope ? rope->rot / 2 : 0, 0, 0, 0};
+  const MatmulParams prm = matmul_params(W, x, x_stride, y, y_stride, T, eps, u_off, rope);
   o.rec.declare(matmul_traffic(W, T, accumulate, y_kind, pro, rope));
   const uint32_t gx = ceil_div(W.N, rows), gy = ceil_div(T, tt);
   if (rope && pro == Prologue::Norm)
