@@ -12,8 +12,11 @@ PROMPT ?= What is the capital of France? Answer in one sentence.
 setup:
 	scripts/setup.sh
 
+# ccache (when installed) makes rebuilds in several worktrees and clean CI checkouts cheap.
+CCACHE_FLAGS = $(if $(shell command -v ccache),-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+
 build:
-	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CCACHE_FLAGS)
 	cmake --build $(BUILD) -j $(JOBS)
 
 test: setup build web
@@ -60,7 +63,7 @@ FUZZ_CI_SECONDS ?= 20
 fuzz: setup
 	cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang -DWGLLM_FUZZ=ON \
-	  $(if $(shell command -v ccache),-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+	  $(CCACHE_FLAGS)
 	cmake --build build-fuzz -j $(JOBS) --target $(FUZZ_TARGETS)
 	fuzz/make_seeds.py build-fuzz
 	$(if $(filter-out 0,$(FUZZ_SECONDS)),fuzz/run.sh build-fuzz $(FUZZ_SECONDS))
