@@ -3,7 +3,7 @@
 //   wgllm chat [-m MODEL]                         interactive multi-turn chat, streamed
 //   wgllm devices                                 list WebGPU adapters
 //   wgllm perplexity [-m MODEL] -f TEXT           perplexity of a text (one window)
-//   wgllm bench [ab|synthetic|multi-turn|attention] benchmarks (bench.cpp)
+//   wgllm bench [ab|synthetic|multi-turn|attention|matmul|dispatch] benchmarks (bench.cpp)
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
@@ -24,6 +24,7 @@
 #include "bench.h"
 #include "bench_attention.h"
 #include "bench_matmul.h"
+#include "bench_dispatch.h"
 #include "bench_multiturn.h"
 #include "chat_session.h"
 #include "options.h"
@@ -245,6 +246,7 @@ int main(int argc, char** argv) {
   auto multiturn_hook = cli::add_bench_multiturn(app);  // after `bench` is registered
   auto attention_hook = cli::add_bench_attention(app);
   auto matmul_hook = cli::add_bench_matmul(app);
+  auto dispatch_hook = cli::add_bench_dispatch(app);
   auto perplexity_hook = cli::add_perplexity(app);
   if (argc <= 1) {  // no command: the usage, as an error
     fmt::print(stderr, "{}", app.help());
@@ -272,6 +274,7 @@ int main(int argc, char** argv) {
     if (int rc = multiturn_hook(); rc >= 0) return rc;
     if (int rc = attention_hook(); rc >= 0) return rc;
     if (int rc = matmul_hook(); rc >= 0) return rc;
+    if (int rc = dispatch_hook(); rc >= 0) return rc;
     if (int rc = perplexity_hook(); rc >= 0) return rc;
     if (int rc = bench_hook(); rc >= 0) return rc;
     if (*run) return cmd_run(run_o, prompt, system, raw, print_ids);
