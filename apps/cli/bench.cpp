@@ -54,6 +54,7 @@ std::vector<std::string> non_product(const BenchOpts& b) {
   const CommonOptions& o = b.common;
   std::vector<std::string> r;
   if (o.backend != d.backend) r.push_back("--backend " + o.backend);
+  if (o.shader_checks != d.shader_checks) r.push_back(o.shader_checks ? "--shader-checks" : "--no-shader-checks");
   if (o.fuse_qkv != d.fuse_qkv) r.push_back("--no-fuse-qkv");
   if (o.fuse_gate_up != d.fuse_gate_up) r.push_back("--no-fuse-gate-up");
   if (o.vec4 != d.vec4) r.push_back("--no-vec4");
@@ -330,6 +331,11 @@ int run_synthetic(double work, bool constant) {
 }
 
 }  // namespace
+
+void add_shader_checks_flag(CLI::App* cmd, bool& on) {
+  cmd->add_flag("--shader-checks,!--no-shader-checks", on,
+                "naga's runtime checks (bounds checks, loop bounding) in the kernels (default off)");
+}
 
 CLI::App* bench_subcommand(CLI::App& app) {
   try {

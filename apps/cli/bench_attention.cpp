@@ -37,6 +37,7 @@ namespace {
 
 struct AttnBenchOpts {
   int adapter = -1;
+  bool shader_checks = false;  // gpu::ContextOptions::shader_runtime_checks
   uint32_t tokens = 44, cache = 1700, heads = 9, kv_heads = 3, head_dim = 64, reps = 5;
   double peak_tflops = 67.0;  // fp32 FMA peak the GFLOP/s are compared with
   std::vector<uint32_t> split_targets = {512};  // KernelOptions::attention_tiled_split_target values
@@ -58,6 +59,7 @@ int run_attention_bench(const AttnBenchOpts& b) {
   using clk = std::chrono::steady_clock;
   gpu::ContextOptions co;
   co.adapter_index = b.adapter;
+  co.shader_runtime_checks = b.shader_checks;
   auto ctx = gpu::Context::create(co);
   gpu::PipelineCache pipes(*ctx);
   gpu::Recorder rec(*ctx);
@@ -168,6 +170,7 @@ std::function<int()> add_bench_attention(CLI::App& app) {
   auto b = std::make_shared<AttnBenchOpts>();
   auto* cmd = bench->add_subcommand("attention", "time the attention op alone: per-row vs tiled vs flash kernel, split on/off");
   cmd->add_option("--adapter", b->adapter, "adapter index (wgllm devices); default: first hardware adapter")->transform(integer(-1, 1023));
+  add_shader_checks_flag(cmd, b->shader_checks);
   cmd->add_option("--tokens", b->tokens, "query tokens of the forward, 1..65536 (default 44: a session turn)")
       ->transform(integer(1, 65536));
   cmd->add_option("--cache", b->cache, "cached tokens before them, 0..1048576 (default 1700)")->transform(integer(0, 1u << 20));

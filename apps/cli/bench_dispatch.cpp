@@ -19,6 +19,7 @@ namespace {
 
 struct DispatchBenchOpts {
   int adapter = -1;
+  bool shader_checks = false;  // gpu::ContextOptions::shader_runtime_checks
   kernels::DispatchProbeOptions probe;
   std::string json_path;
 };
@@ -26,6 +27,7 @@ struct DispatchBenchOpts {
 int run_dispatch_bench(const DispatchBenchOpts& b) {
   gpu::ContextOptions co;
   co.adapter_index = b.adapter;
+  co.shader_runtime_checks = b.shader_checks;
   auto ctx = gpu::Context::create(co);
   fmt::print(stderr, "dispatch cost on {}: {} dispatches per submission, median of {} (wall per dispatch = "
              "(T(N) - T(1)) / (N - 1))\n", ctx->info().name, b.probe.count, b.probe.repeats);
@@ -58,6 +60,7 @@ std::function<int()> add_bench_dispatch(CLI::App& app) {
   auto* cmd = bench->add_subcommand("dispatch", "what one compute dispatch costs apart from its work (record, wall, GPU)");
   cmd->add_option("--adapter", b->adapter, "adapter index (wgllm devices); default: first hardware adapter")
       ->transform(integer(-1, 1024));
+  add_shader_checks_flag(cmd, b->shader_checks);
   cmd->add_option("--workgroups", b->probe.workgroups, "workgroups per dispatch, 64 threads each (default 1,132,1024)")
       ->delimiter(',')->transform(integer(1, 65535));
   cmd->add_option("--count", b->probe.count, "dispatches per timed submission, 2..4000 (default 256)")->transform(integer(2, 4000));

@@ -35,6 +35,7 @@ namespace {
 
 struct MatmulBenchOpts {
   int adapter = -1;
+  bool shader_checks = false;  // gpu::ContextOptions::shader_runtime_checks
   std::vector<std::string> shapes = {"960:576", "576:576", "3072:576", "576:1536"};
   std::vector<uint32_t> tokens = {512, 4096};
   // 8 x 8 register tiles are left out by default: 64 vec4 accumulators exceed NVIDIA's 255 registers.
@@ -100,6 +101,7 @@ int run_matmul_bench(const MatmulBenchOpts& b) {
   for (const auto& t : b.tiles) parse_tile(t);
   gpu::ContextOptions co;
   co.adapter_index = b.adapter;
+  co.shader_runtime_checks = b.shader_checks;
   auto ctx = gpu::Context::create(co);
   gpu::PipelineCache pipes(*ctx);
   gpu::Recorder rec(*ctx);
@@ -216,6 +218,7 @@ std::function<int()> add_bench_matmul(CLI::App& app) {
   auto* cmd = bench->add_subcommand("matmul", "time the matmul op alone for prefill shapes: per-row vs tiled kernel, GFLOP/s");
   cmd->add_option("--adapter", b->adapter, "adapter index (wgllm devices); default: first hardware adapter")
       ->transform(integer(-1, 1024));
+  add_shader_checks_flag(cmd, b->shader_checks);
   cmd->add_option("--shapes", b->shapes, "N:K weight shapes (default: SmolLM2-135M's 960:576,576:576,3072:576,576:1536)")
       ->delimiter(',');
   cmd->add_option("--tokens", b->tokens, "token counts T, 1..65536 (default 512,4096)")->delimiter(',')->transform(integer(1, 65536));

@@ -158,6 +158,7 @@ std::unique_ptr<Context> Context::create(const ContextOptions& opts) {
     if (int(i) != pick) wgpuAdapterRelease(adapters[i]);
   ctx->adapter_ = adapters[pick];
   ctx->wait_timeout_s_ = opts.wait_timeout_s;
+  ctx->shader_checks_ = opts.shader_runtime_checks;
   ctx->info_ = infos[pick];
   if (ctx->info_.backend != "Vulkan")
     throw Error("WebGPU: adapter '" + ctx->info_.name + "' uses backend " + ctx->info_.backend +

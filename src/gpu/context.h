@@ -32,6 +32,15 @@ struct ContextOptions {
   /// device cannot be interrupted). 0: 120 s on hardware adapters, 1800 s on software ones. The
   /// environment variable WGLLM_GPU_TIMEOUT_S (seconds, > 0) overrides both.
   double wait_timeout_s = 0;
+  /// naga's shader runtime checks (bounds checks on every array access, and a counter that ends
+  /// any loop after 2^64 iterations) in every kernel. Default off (H200, 2026-12-01: decode +20%,
+  /// TTFT -19%, decode attention 72 -> 30 us; bench/results/2026-12-01-h200-shader-checks). false:
+  /// native builds compile kernels with
+  /// wgpuDeviceCreateShaderModuleTrusted(..., WGPUShaderRuntimeChecks_None); the results are
+  /// identical while every access is in bounds (the kernel tests check their shapes), an
+  /// out-of-bounds access is then undefined instead of clamped. Browsers always keep the checks
+  /// (WebGPU's robustness guarantee), so this is ignored there. Switch --shader-checks.
+  bool shader_runtime_checks = false;
 };
 
 /// Exit status of a process whose GPU wait timed out (see ContextOptions::wait_timeout_s).
@@ -61,6 +70,8 @@ class Context {
   /// adapter info's own subgroup sizes are not filled in by wgpu-native 0.32.
   std::pair<uint32_t, uint32_t> measured_subgroup_sizes();
   bool timestamps_inside_passes() const { return ts_inside_passes_; }
+  /// ContextOptions::shader_runtime_checks as created (always true in the browser).
+  bool shader_runtime_checks() const { return shader_checks_; }
 
   /// Blocks until all submitted work is done, then throws the first captured validation error or
   /// device-loss message (if any).
@@ -91,6 +102,7 @@ class Context {
   AdapterInfo info_;
   std::vector<WGPUFeatureName> enabled_;
   bool ts_inside_passes_ = false;
+  bool shader_checks_ = false;
   std::string error_;
   bool lost_ = false;
   std::pair<uint32_t, uint32_t> subgroup_measured_{0, 0};

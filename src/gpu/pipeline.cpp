@@ -33,7 +33,14 @@ Pipeline::Pipeline(Context& ctx, const KernelSpec& spec) : key_(spec.key), kinds
   WGPUShaderModuleDescriptor md = WGPU_SHADER_MODULE_DESCRIPTOR_INIT;
   md.nextInChain = &src.chain;
   md.label = sv(key_);
+#ifdef __EMSCRIPTEN__
   WGPUShaderModule mod = wgpuDeviceCreateShaderModule(ctx.device(), &md);
+#else
+  // ContextOptions::shader_runtime_checks: without naga's bounds checks and loop bounding.
+  WGPUShaderModule mod = ctx.shader_runtime_checks()
+                             ? wgpuDeviceCreateShaderModule(ctx.device(), &md)
+                             : wgpuDeviceCreateShaderModuleTrusted(ctx.device(), &md, WGPUShaderRuntimeChecks_None);
+#endif
   try {
     ctx.check();
   } catch (const Error& e) {

@@ -11,6 +11,7 @@ namespace wgllm {
 GpuModel::GpuModel(const ModelConfig& c, const ModelOptions& opt) : c_(c), opt_(opt) {
   gpu::ContextOptions co;
   co.adapter_index = opt.adapter_index;
+  co.shader_runtime_checks = opt.shader_runtime_checks;
   ctx_ = gpu::Context::create(co);
   pipes_ = std::make_unique<gpu::PipelineCache>(*ctx_);
   rec_ = std::make_unique<gpu::Recorder>(*ctx_);

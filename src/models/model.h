@@ -28,6 +28,7 @@ struct ModelOptions {
   bool fuse_gate_up = true;        // one matmul for the SwiGLU gate and up projections
   kernels::KernelOptions kernels;  // kernel-level switches
   int adapter_index = -1;          // WebGPU adapter (see `wgllm devices`)
+  bool shader_runtime_checks = false;  // gpu::ContextOptions::shader_runtime_checks (--shader-checks)
 };
 
 /// Byte sizes of resident memory, for reports.

@@ -8,6 +8,7 @@
 // Both matrix-vector kernels for T <= 8 are covered (KernelOptions::matvec_subgroup): the per-row
 // matmul.wgsl (the software-adapter default) and matvec.wgsl (instantiation Matvec; all-on and
 // all-off, each compared with matvec.wgsl's own all-on run, since its summation order differs).
+// Also: shader runtime checks on vs off (ModelOptions::shader_runtime_checks), bit-identical.
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -70,7 +71,8 @@ Cache& cache() {
   return c;
 }
 
-RunResult run_with(const std::string& model, BackendKind backend, const std::string& off, bool matvec = false) {
+RunResult run_with(const std::string& model, BackendKind backend, const std::string& off, bool matvec = false,
+                   bool shader_checks = ModelOptions{}.shader_runtime_checks) {
   ModelSource& s = cache().source(model);
   ModelOptions o;
   o.context_length = 256;
@@ -80,6 +82,7 @@ RunResult run_with(const std::string& model, BackendKind backend, const std::str
   o.kernels.fuse_silu = off != "silu" && off != "all";
   o.kernels.fuse_qkv_rope_kv = off != "qkv_rope_kv" && off != "all";
   o.kernels.matvec_subgroup = matvec ? 1 : 0;
+  o.shader_runtime_checks = shader_checks;
   auto m = create_model(s, o);
   return run(*m, s.config.vocab);
 }
@@ -105,6 +108,21 @@ TEST_P(FusionSwitches, MatchCpuAndBitIdenticalToAllOn) {
   ASSERT_EQ(got.logits.size(), on.logits.size());
   EXPECT_EQ(std::memcmp(got.logits.data(), on.logits.data(), on.logits.size() * 4), 0)
       << key << " off=" << off << ": logits differ from the all-fusions-on run";
+}
+
+// ModelOptions::shader_runtime_checks (--shader-checks): naga's bounds checks and loop bounding change
+// no result while every access is in bounds: logits bit-identical with and without, on every
+// architecture and both matrix-vector kernels.
+TEST(ShaderRuntimeChecks, BitIdenticalOnAndOff) {
+  for (const std::string model : {"smollm2", "lfm2", "qwen35"})
+    for (bool matvec : {false, true}) {
+      const RunResult on = run_with(model, BackendKind::WebGPU, "none", matvec, true);
+      const RunResult off = run_with(model, BackendKind::WebGPU, "none", matvec, false);
+      EXPECT_EQ(on.tokens, off.tokens) << model << " matvec=" << matvec;
+      ASSERT_EQ(on.logits.size(), off.logits.size());
+      EXPECT_EQ(std::memcmp(on.logits.data(), off.logits.data(), on.logits.size() * 4), 0)
+          << model << " matvec=" << matvec << ": logits differ with and without shader runtime checks";
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllModels, FusionSwitches,
