@@ -2,9 +2,10 @@
 # H200: what naga's shader runtime checks (bounds checks + loop bounding) cost, and what one
 # dispatch costs (wgllm bench dispatch). SmolLM2-135M-Instruct Q4_1 (real weights).
 # Staging: python3 tools/device/pack.py --bin wgllm kernels_test \
-#     --model ~/.cache/wgllm/models/SmolLM2-135M-Instruct.Q4_1.gguf --gl
-# then the planned calls back to back: `bash tools/device/recipes/shader_checks.sh store` for all
-# but the last, `bash tools/device/recipes/shader_checks.sh measure` last. Results: $OUT/results.tgz.
+#     --model ~/.cache/wgllm/models/SmolLM2-135M-Instruct.Q4_1.gguf --gl [--llamacpp]
+# then the planned calls back to back: `bash tools/device/recipes/shader_checks.sh store` (or
+# speed.sh store, which also starts the llama.cpp CUDA build) for all but the last,
+# `bash tools/device/recipes/shader_checks.sh measure` last. Results: $OUT/results.tgz.
 set -u
 stage=${1:-measure}
 source tools/device/remote.sh
@@ -31,10 +32,11 @@ for c in shader-checks no-shader-checks; do
   $B bench matmul --tokens 512 --type q4_1 --reps 10 --$c --json $R/matmul_t512_$c.json 2>&1 | grep -A2 "all" | head -4
 done
 el "ops"
-timeout 300 $B bench ab --a "bench --prompt-lengths 512 --gen 128 --reps 1" \
-  --b "bench --prompt-lengths 512 --gen 128 --reps 1 --no-shader-checks" --rounds ${ROUNDS:-3} \
-  --metric ttft_ms,decode_tok_s --json $R/ab_no-shader-checks_p512.json 2>&1 | tail -5
+# A = the checks on (the old default), B = the product default (off); named for tools/device/summarize.py.
+timeout 300 $B bench ab --a "bench --prompt-lengths 512 --gen 128 --reps 1 --shader-checks" \
+  --b "bench --prompt-lengths 512 --gen 128 --reps 1" --rounds ${ROUNDS:-3} \
+  --metric ttft_ms,decode_tok_s --json $R/ab_SmolLM2-135M-Instruct-Q4_1__shader-checks_p512.json 2>&1 | tail -5
 el "ab"
-$B bench --prompt-lengths 512 --gen 256 --reps 2 --traffic --no-shader-checks --json $R/wgllm_p512_g256_noshaderchecks.json \
-  --md $R/wgllm_p512_g256_noshaderchecks.md 2>&1 | grep -E "^\| (product|NON)|dispatch" | head -4
+$B bench --prompt-lengths 512 --gen 256 --reps 2 --traffic --json $R/wgllm_p512_g256.json \
+  --md $R/wgllm_p512_g256.md 2>&1 | grep -E "^\| (product|NON)|dispatch" | head -4
 el "traffic"
