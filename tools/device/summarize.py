@@ -7,6 +7,9 @@ Reads, in DIR:
   new_vs_base_*.json           `wgllm bench ab` with A = the baseline build, B = this build
   ab_<what>.json               `wgllm bench ab` with A = a switch off, B = default (peer "default")
   wgllm_*.json, <model>.json   `wgllm bench --json` single results (figures without a counterpart)
+  attention_*.json, matmul_*.json, dispatch_*.json
+                               `wgllm bench attention|matmul|dispatch --json` (one row per kernel variant
+                               and shape; a name ending in _<flag> was measured with --<flag>)
 Rows: metric, wgllm, peer, peer_value, ratio_ci (wgllm/peer, 95%), noise_band, config.
 Usage: python3 tools/device/summarize.py DIR --commit C --device "NVIDIA H200 (...)" [--date D]
 """
@@ -55,6 +58,42 @@ def bench_rows(path, model):
     return rows
 
 
+def op_config(path):
+    """`product`, or `switch --FLAG` for a file named <bench>_<shape>_<flag>.json with a non-default flag."""
+    tail = os.path.basename(path)[:-5].rsplit("_", 1)[-1]
+    return "product" if tail.startswith("no-") or "-" not in tail else f"switch --{tail}"
+
+
+def attention_label(v):
+    parts = [k[5:] for k in ("attn_decode_gqa", "attn_flash", "attn_split", "attn_tiled") if v.get(k)]
+    if v.get("decode_split_len"):
+        parts.append(f"split_len {v['decode_split_len']}")
+    return "+".join(parts) or "plain"
+
+
+def op_rows(path, model):
+    """Rows of a kernel micro-benchmark (`wgllm bench attention|matmul|dispatch --json`)."""
+    j = json.load(open(path))
+    src, cfg, rows = os.path.basename(path), op_config(path), []
+    row = lambda metric, ctx, v: {"model": model, "weights": "synthetic", "metric": metric, "context": ctx,
+                                  "wgllm": v, "ratio_ci": None, "config": cfg, "source": src}
+    if j.get("benchmark") == "attention":
+        for v in j["variants"]:
+            rows.append(row("attention_op_us", f"T={j['tokens']}, {j['cache']} keys, {j['heads']}/{j['kv_heads']} heads "
+                            f"x {j['head_dim']}, {attention_label(v)}", v["median_us"]))
+    elif j.get("benchmark") == "matmul":
+        for r in j["results"]:
+            rows.append(row("matmul_op_us", f"{j.get('type', '')} T={r['T']} "
+                            + (f"K={r['K']} N={r['N']}" if "K" in r else f"{r.get('shapes', '')} shapes (sum)")
+                            + f", {r['variant']}",
+                            r["median_us"]))
+    elif j.get("benchmark") == "dispatch":
+        for r in j["results"]:
+            rows.append(row("dispatch_wall_us", f"{r['pattern']} of {j['count']}, {r['workgroups']} workgroups",
+                            r["wall_us_per_dispatch"]))
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("dir")
@@ -78,6 +117,9 @@ def main():
     for f in sorted(glob.glob(os.path.join(a.dir, "*.json"))):
         b = os.path.basename(f)
         if b.startswith(("vs_", "new_vs_base", "ab_", "summary")):
+            continue
+        if b.startswith(("attention_", "matmul_", "dispatch_")):
+            rows += op_rows(f, "kernel micro-benchmark")
             continue
         try:
             rows += bench_rows(f, a.model if b.startswith("wgllm") else b[:-5])
