@@ -46,6 +46,7 @@ struct BenchOpts {
   bool allow_busy = false, traffic = false;
   uint32_t bw_mib = 0;  // copy-bandwidth probe buffer (MiB); 0: 256 on hardware, 16 on software adapters
   double planted_slowdown = 0;  // non-product: busy-wait this fraction of each step (harness self-test)
+  bool step_gpu_times = false;  // non-product: GPU execution time of every decode step (gpu::StepTiming)
 };
 
 /// Flags that differ from the product defaults (what `wgllm run` uses); empty = product config.
@@ -86,6 +87,7 @@ std::vector<std::string> non_product(const BenchOpts& b) {
   if (o.matvec_subgroup_ops != d.matvec_subgroup_ops) r.push_back("--no-matvec-subgroup-ops");
   if (o.attn_flash != d.attn_flash) r.push_back(o.attn_flash == 1 ? "--attn-flash" : "--no-attn-flash");
   if (b.planted_slowdown > 0) r.push_back("--planted-slowdown");
+  if (b.step_gpu_times) r.push_back("--step-gpu-times");
   return r;
 }
 
@@ -122,6 +124,41 @@ nlohmann::json copy_bandwidth(const BenchOpts& b) {
           {"timing_kernels", r.kernel_timestamps ? "timestamps" : "wall_clock"},
           {"copy_engine", fig(r.copy_engine)}, {"copy_kernel_vec4", fig(r.copy_kernel)}, {"read_kernel_vec4", fig(r.read_kernel)}};
 }
+
+// Per decode step: where the wall time went (gpu::StepTiming), kept for the last repetition so that
+// slow steps can be told apart: a slow GPU execution (gpu_us, with --step-gpu-times) or a slow host
+// side (record, submit, or the wait beyond the GPU time).
+struct StepSplit {
+  std::vector<double> record, submit, wait, gpu;
+  void add(const gpu::StepTiming& t) {
+    record.push_back(t.record_us);
+    submit.push_back(t.submit_us);
+    wait.push_back(t.wait_us);
+    gpu.push_back(t.gpu_us);
+  }
+  nlohmann::json json(const std::vector<double>& lat_ms) const {
+    nlohmann::json j = {{"record_us", record}, {"submit_us", submit}, {"wait_us", wait}};
+    if (!gpu.empty() && gpu.front() >= 0) j["gpu_us"] = gpu;
+    // Steps slower than 1.5x the median step, and how many of them have a slow GPU execution.
+    if (!lat_ms.empty()) {
+      const double m = bench::median(lat_ms);
+      const double mg = j.contains("gpu_us") ? bench::median(gpu) : 0;
+      uint32_t slow = 0, slow_gpu = 0;
+      for (size_t i = 0; i < lat_ms.size(); ++i)
+        if (lat_ms[i] > 1.5 * m) {
+          ++slow;
+          if (mg > 0 && i < gpu.size() && gpu[i] > 1.5 * mg) ++slow_gpu;
+        }
+      j["slow_steps"] = slow;
+      if (mg > 0) j["slow_steps_with_slow_gpu"] = slow_gpu;
+      j["record_us_p50"] = bench::quantile(record, 0.5);
+      j["submit_us_p50"] = bench::quantile(submit, 0.5);
+      j["wait_us_p50"] = bench::quantile(wait, 0.5);
+      if (mg > 0) j["gpu_us_p50"] = mg;
+    }
+    return j;
+  }
+};
 
 nlohmann::json traffic_report(Loaded& l) {
   // One decode step at position 256, with timestamps when the device has them.
@@ -227,6 +264,7 @@ int run_bench(BenchOpts& b) {
       }
     }
   }
+  l.model->set_step_gpu_time(b.step_gpu_times);
   nlohmann::json rows = nlohmann::json::array();
   for (uint32_t P : b.prompt_lengths) {
     auto ids = prompt_tokens(*l.tok, P);
@@ -238,11 +276,13 @@ int run_bench(BenchOpts& b) {
       const double tt = ms_since(t0);
       if (b.planted_slowdown > 0) spin_for(tt * b.planted_slowdown);
       std::vector<double> lat;
+      StepSplit split;
       const auto d0 = clk::now();
       for (uint32_t i = 1; i < b.gen; ++i) {
         auto s0 = clk::now();
         t = l.model->forward_argmax(*seq, std::span<const int32_t>(&t, 1));
         double dt = ms_since(s0);
+        split.add(l.model->last_step_timing());
         if (b.planted_slowdown > 0) {
           spin_for(dt * b.planted_slowdown);
           dt = ms_since(s0);
@@ -259,7 +299,7 @@ int run_bench(BenchOpts& b) {
         mem.kv_cache = sm.kv_cache;
         mem.recurrent = sm.recurrent;
         rows.push_back({{"n_prompt", P}, {"n_gen", b.gen}, {"ttft_ms", ttft}, {"decode_tok_s", decode_tps},
-                        {"decode_latency_ms_last_rep", lat}});
+                        {"decode_latency_ms_last_rep", lat}, {"decode_step_split_us_last_rep", split.json(lat)}});
       }
     }
     auto& r = rows.back();
@@ -279,6 +319,19 @@ int run_bench(BenchOpts& b) {
                       r["n_prompt"].get<uint32_t>(), r["ttft_ms_median"].get<double>(), r["prefill_tok_s_median"].get<double>(),
                       r["decode_tok_s_median"].get<double>(), r["decode_latency_ms_p50"].get<double>(),
                       r["decode_latency_ms_p90"].get<double>(), r["decode_latency_ms_p99"].get<double>());
+  for (auto& r : rows) {
+    const auto& sp = r["decode_step_split_us_last_rep"];
+    if (!sp.contains("wait_us_p50")) continue;
+    md += fmt::format("\nprompt {}: decode step p50 record {:.0f} us, submit {:.0f} us, wait {:.0f} us{}; {} of {} steps slower than "
+                      "1.5x the median{}\n",
+                      r["n_prompt"].get<uint32_t>(), sp["record_us_p50"].get<double>(), sp["submit_us_p50"].get<double>(),
+                      sp["wait_us_p50"].get<double>(),
+                      sp.contains("gpu_us_p50") ? fmt::format(" (GPU {:.0f} us)", sp["gpu_us_p50"].get<double>()) : "",
+                      sp["slow_steps"].get<uint32_t>(), sp["record_us"].size(),
+                      sp.contains("slow_steps_with_slow_gpu")
+                          ? fmt::format(", {} of them with a slow GPU execution", sp["slow_steps_with_slow_gpu"].get<uint32_t>())
+                          : "");
+  }
   if (out.contains("decode_dispatches")) {
     auto& d = out["decode_dispatches"];
     md += fmt::format("\ndispatches per decode step: {} ({:.2f} per layer over {} layers + {} outside layers)\n",
@@ -364,6 +417,8 @@ std::function<int()> add_bench(CLI::App& app, const std::string& argv0) {
       ->transform(integer(0, 16384));
   cmd->add_option("--planted-slowdown", b->planted_slowdown, "NON-PRODUCT: add this fraction of busy time to each step (harness self-test)")
       ->check(real(0, 100));
+  cmd->add_flag("--step-gpu-times", b->step_gpu_times,
+                "NON-PRODUCT: also the GPU execution time of every decode step (two encoder timestamps per step, read with the token)");
 
   auto ab = std::make_shared<bench::AbSpec>();
   auto a_args = std::make_shared<std::string>(), b_args = std::make_shared<std::string>(), b_bin = std::make_shared<std::string>();

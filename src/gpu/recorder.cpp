@@ -1,5 +1,6 @@
 #include "gpu/recorder.h"
 
+#include <chrono>
 #include <cstring>
 #include <utility>
 
@@ -7,6 +8,12 @@
 #include "gpu/context.h"
 
 namespace wgllm::gpu {
+namespace {
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
 
 const char* traffic_name(Traffic t) {
   switch (t) {
@@ -36,6 +43,18 @@ Recorder::~Recorder() {
   if (enc_) wgpuCommandEncoderRelease(enc_);
   for (auto& [k, bg] : bind_groups_) wgpuBindGroupRelease(bg);
   if (queries_) wgpuQuerySetRelease(queries_);
+  if (step_queries_) wgpuQuerySetRelease(step_queries_);
+}
+
+void Recorder::set_step_gpu_time(bool on) {
+  step_gpu_ = on && ctx_.has_feature(WGPUFeatureName(WGPUNativeFeature_TimestampQueryInsideEncoders));
+  if (step_gpu_ && !step_queries_) {
+    WGPUQuerySetDescriptor qd = WGPU_QUERY_SET_DESCRIPTOR_INIT;
+    qd.type = WGPUQueryType_Timestamp;
+    qd.count = 2;
+    step_queries_ = wgpuDeviceCreateQuerySet(ctx_.device(), &qd);
+    step_resolve_ = Buffer(ctx_, 256, BufferKind::QueryResolve, "step-ts-resolve");
+  }
 }
 
 void Recorder::set_profiling(bool on) {
@@ -54,7 +73,9 @@ void Recorder::set_profiling(bool on) {
 
 void Recorder::begin() {
   if (enc_) throw Error("Recorder::begin called twice without submit");
+  t_begin_ns_ = now_ns();
   enc_ = wgpuDeviceCreateCommandEncoder(ctx_.device(), nullptr);
+  if (step_gpu_) wgpuCommandEncoderWriteTimestamp(enc_, step_queries_, 0);
   n_dispatch_ = 0;
   read_pending_ = false;
   labels_.clear();
@@ -176,7 +197,9 @@ bool Recorder::copy_timed(const Buffer& src, uint64_t so, const Buffer& dst, uin
 
 void Recorder::read_after(const Buffer& src, uint64_t off, uint64_t size) {
   uint64_t sz = (size + 3) & ~uint64_t(3);
-  if (!staging_ || staging_.size() < sz) staging_ = Buffer(ctx_, std::max<uint64_t>(sz, 4096), BufferKind::Readback, "step-readback");
+  // Room after the read for the step's two timestamps (set_step_gpu_time), 256-byte aligned.
+  const uint64_t need = ((sz + 255) & ~uint64_t(255)) + 16;
+  if (!staging_ || staging_.size() < need) staging_ = Buffer(ctx_, std::max<uint64_t>(need, 4096), BufferKind::Readback, "step-readback");
   copy(src, off, staging_, 0, sz);
   read_pending_ = true;
   read_size_ = size;
@@ -184,10 +207,18 @@ void Recorder::read_after(const Buffer& src, uint64_t off, uint64_t size) {
 
 void Recorder::submit(void* read_dst) {
   if (!enc_) throw Error("Recorder::submit without begin()");
+  const int64_t t_submit = now_ns();
   if (pass_) {
     wgpuComputePassEncoderEnd(pass_);
     wgpuComputePassEncoderRelease(pass_);
     pass_ = nullptr;
+  }
+  step_ts_off_ = 0;
+  if (step_gpu_ && read_pending_) {  // the timestamps travel back with the scheduled read
+    wgpuCommandEncoderWriteTimestamp(enc_, step_queries_, 1);
+    wgpuCommandEncoderResolveQuerySet(enc_, step_queries_, 0, 2, step_resolve_.handle(), 0);
+    step_ts_off_ = (read_size_ + 3 + 255) & ~uint64_t(255);
+    wgpuCommandEncoderCopyBufferToBuffer(enc_, step_resolve_.handle(), 0, staging_.handle(), step_ts_off_, 16);
   }
   const uint32_t n_prof = profiling_ ? std::min(n_dispatch_, prof_cap_) : 0;
   const bool prof = n_prof > 0;
@@ -206,11 +237,25 @@ void Recorder::submit(void* read_dst) {
   dispatch_log_ = std::move(cur_log_);
   cur_log_.clear();
   ctx_.check();
+  const int64_t t_wait = now_ns();
+  timing_ = StepTiming{};
+  timing_.record_us = double(t_submit - t_begin_ns_) / 1e3;
+  timing_.submit_us = double(t_wait - t_submit) / 1e3;
   if (read_pending_) {
     if (!read_dst) throw Error("Recorder::submit: a read was scheduled but no destination given");
-    map_read(ctx_, staging_, read_dst, read_size_);
+    if (step_ts_off_) {
+      std::vector<uint8_t> tmp(step_ts_off_ + 16);
+      map_read(ctx_, staging_, tmp.data(), tmp.size());
+      std::memcpy(read_dst, tmp.data(), read_size_);
+      uint64_t ts[2];
+      std::memcpy(ts, tmp.data() + step_ts_off_, 16);
+      if (ts[1] >= ts[0]) timing_.gpu_us = double(ts[1] - ts[0]) * wgpuQueueGetTimestampPeriod(ctx_.queue()) / 1e3;
+    } else {
+      map_read(ctx_, staging_, read_dst, read_size_);
+    }
     read_pending_ = false;
   }
+  timing_.wait_us = double(now_ns() - t_wait) / 1e3;
   profile_.clear();
   if (prof) {
     std::vector<uint64_t> ts(2 * n_prof);

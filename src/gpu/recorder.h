@@ -45,6 +45,17 @@ struct KernelTime {
   bool declared = false;  // false: the op declared no traffic
 };
 
+/// Where the wall time of one submission went (host clock, microseconds), and its GPU execution
+/// time when step timing is on (Recorder::set_step_gpu_time). record_us: begin() to submit()
+/// (recording the dispatches); submit_us: inside submit() before the wait (parameter upload,
+/// encoder finish, queue submit); wait_us: the wait for the scheduled read (GPU execution plus
+/// the map round trip); gpu_us: encoder-level timestamps at the start and end of the submission's
+/// commands (-1 when not measured: step timing off, no read scheduled, or the device lacks
+/// native:timestamp-query-inside-encoders).
+struct StepTiming {
+  double record_us = 0, submit_us = 0, wait_us = 0, gpu_us = -1;
+};
+
 class Recorder {
  public:
   static constexpr uint32_t kParamSlot = 256;  // bytes; >= minUniformBufferOffsetAlignment
@@ -92,6 +103,14 @@ class Recorder {
   /// Times of the last submitted recording (empty when profiling is off).
   const std::vector<KernelTime>& last_profile() const { return profile_; }
   uint32_t last_dispatch_count() const { return last_dispatches_; }
+  /// Timestamps at the start and end of every submission that schedules a read, returned with
+  /// that read (one map per step, as without it): StepTiming::gpu_us. No-op without
+  /// native:timestamp-query-inside-encoders. Off by default (two timestamps and a 16-byte copy
+  /// per submission: `wgllm bench --step-gpu-times` labels its results non-product).
+  void set_step_gpu_time(bool on);
+  /// Host-side split of the last submission (always measured: three clock reads) and, when
+  /// set_step_gpu_time is on, its GPU time.
+  const StepTiming& last_step_timing() const { return timing_; }
 
  private:
   WGPUBindGroup bind_group(const Pipeline& p, std::initializer_list<Binding> storage, uint32_t slot);
@@ -116,6 +135,13 @@ class Recorder {
   std::vector<KernelTime> profile_;
   TrafficBytes next_traffic_;
   bool next_declared_ = false, log_traffic_ = false;
+  // step timing
+  bool step_gpu_ = false;
+  WGPUQuerySet step_queries_ = nullptr;
+  Buffer step_resolve_;
+  uint64_t step_ts_off_ = 0;  // offset of the two timestamps in staging_ (0: not scheduled)
+  int64_t t_begin_ns_ = 0;
+  StepTiming timing_;
   std::vector<KernelTime> cur_log_, dispatch_log_;
 };
 

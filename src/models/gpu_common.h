@@ -57,6 +57,8 @@ class GpuModel : public Model {
   MemoryReport memory() const override { return mem_; }
   void set_profiling(bool on) override;
   std::vector<gpu::KernelTime> last_dispatches() const override { return rec_->last_dispatches(); }
+  gpu::StepTiming last_step_timing() const override { return rec_->last_step_timing(); }
+  void set_step_gpu_time(bool on) override { rec_->set_step_gpu_time(on); }
   std::vector<gpu::KernelTime> last_profile() const override { return rec_->last_profile(); }
   size_t pipeline_count() const override { return pipes_->size(); }
   void forward(Sequence& seq, std::span<const int32_t> toks, std::vector<float>* logits) override;

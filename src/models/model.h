@@ -152,6 +152,10 @@ class Model {
   /// Dispatches of the last submission with their declared traffic (and GPU times when
   /// profiling); recorded while profiling is on (WebGPU only).
   virtual std::vector<gpu::KernelTime> last_dispatches() const { return {}; }
+  /// Where the last forward's wall time went (gpu::StepTiming); zeros on backends without a GPU.
+  virtual gpu::StepTiming last_step_timing() const { return {}; }
+  /// gpu::Recorder::set_step_gpu_time (GPU execution time per forward); no-op without a GPU.
+  virtual void set_step_gpu_time(bool on) {}
   /// Kernel pipelines compiled so far (0 on the CPU backend); a forward that raises it paid a
   /// pipeline compile (runtime/warmup.h exists to prevent that).
   virtual size_t pipeline_count() const { return 0; }
