@@ -56,6 +56,7 @@ std::vector<std::string> non_product(const BenchOpts& b) {
   std::vector<std::string> r;
   if (o.backend != d.backend) r.push_back("--backend " + o.backend);
   if (o.shader_checks != d.shader_checks) r.push_back(o.shader_checks ? "--shader-checks" : "--no-shader-checks");
+  if (o.submit_chunk != d.submit_chunk) r.push_back("--submit-chunk " + std::to_string(o.submit_chunk));
   if (o.fuse_qkv != d.fuse_qkv) r.push_back("--no-fuse-qkv");
   if (o.fuse_gate_up != d.fuse_gate_up) r.push_back("--no-fuse-gate-up");
   if (o.vec4 != d.vec4) r.push_back("--no-vec4");

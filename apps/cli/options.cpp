@@ -42,6 +42,10 @@ void add_common(CLI::App& app, CommonOptions& o) {
   app.add_flag("--shader-checks,!--no-shader-checks", o.shader_checks,
                "naga's runtime checks in kernels: bounds checks on every array access and loop bounding (default off on native: "
                "trusted shader modules, identical results while accesses are in bounds; always on in browsers)");
+  app.add_option("--submit-chunk", o.submit_chunk,
+                 "submit a forward every N dispatches so the GPU starts while the rest is recorded (0: one submission per "
+                 "forward; 0..4096)")
+      ->transform(integer(0, 4096));
   app.add_flag("--fuse-qkv,!--no-fuse-qkv", o.fuse_qkv, "one matmul for Q, K, V (default on)");
   app.add_flag("--fuse-gate-up,!--no-fuse-gate-up", o.fuse_gate_up, "one matmul for gate and up (default on)");
   app.add_flag("--vec4,!--no-vec4", o.vec4, "vec4 activation loads in matmul (default on)");
@@ -126,6 +130,7 @@ ModelOptions model_options(const CommonOptions& o) {
   mo.context_length = o.context;
   mo.adapter_index = o.adapter;
   mo.shader_runtime_checks = o.shader_checks;
+  mo.submit_chunk = o.submit_chunk;
   mo.fuse_qkv = o.fuse_qkv;
   mo.fuse_gate_up = o.fuse_gate_up;
   mo.kernels.vec4_activations = o.vec4;

@@ -24,6 +24,7 @@ struct CommonOptions {
   uint32_t context = 4096;
   int adapter = -1;
   bool shader_checks = false;  // ModelOptions::shader_runtime_checks
+  uint32_t submit_chunk = ModelOptions{}.submit_chunk;  // ModelOptions::submit_chunk
   GenerateOptions gen;
   bool fuse_qkv = true, fuse_gate_up = true, vec4 = true, attn_split = true, attn_ilp = true,
        attn_tiled = true;

@@ -77,9 +77,32 @@ void Recorder::begin() {
   enc_ = wgpuDeviceCreateCommandEncoder(ctx_.device(), nullptr);
   if (step_gpu_) wgpuCommandEncoderWriteTimestamp(enc_, step_queries_, 0);
   n_dispatch_ = 0;
+  chunk_start_ = 0;
+  submissions_ = 0;
   read_pending_ = false;
   labels_.clear();
   cur_log_.clear();
+}
+
+void Recorder::end_pass() {
+  if (!pass_) return;
+  wgpuComputePassEncoderEnd(pass_);
+  wgpuComputePassEncoderRelease(pass_);
+  pass_ = nullptr;
+}
+
+void Recorder::flush_chunk() {
+  end_pass();
+  if (n_dispatch_ > chunk_start_)
+    params_.write(ctx_, uint64_t(chunk_start_) * kParamSlot, params_cpu_.data() + size_t(chunk_start_) * kParamSlot,
+                  uint64_t(n_dispatch_ - chunk_start_) * kParamSlot);
+  chunk_start_ = n_dispatch_;
+  WGPUCommandBuffer cmd = wgpuCommandEncoderFinish(enc_, nullptr);
+  wgpuCommandEncoderRelease(enc_);
+  wgpuQueueSubmit(ctx_.queue(), 1, &cmd);
+  wgpuCommandBufferRelease(cmd);
+  ++submissions_;
+  enc_ = wgpuDeviceCreateCommandEncoder(ctx_.device(), nullptr);
 }
 
 void Recorder::ensure_pass() {
@@ -156,6 +179,7 @@ void Recorder::dispatch(const Pipeline& p, std::initializer_list<Binding> storag
     wgpuComputePassEncoderWriteTimestamp(pass_, queries_, 2 * slot + 1);
     labels_.push_back(label ? label : p.key());
   }
+  if (chunk_ && n_dispatch_ - chunk_start_ >= chunk_) flush_chunk();
 }
 
 void Recorder::copy(const Buffer& src, uint64_t so, const Buffer& dst, uint64_t dof, uint64_t size) {
@@ -227,12 +251,15 @@ void Recorder::submit(void* read_dst) {
     wgpuCommandEncoderCopyBufferToBuffer(enc_, query_resolve_.handle(), 0, query_read_.handle(), 0,
                                          uint64_t(2 * n_prof) * 8);
   }
-  if (n_dispatch_) params_.write(ctx_, 0, params_cpu_.data(), uint64_t(n_dispatch_) * kParamSlot);
+  if (n_dispatch_ > chunk_start_)
+    params_.write(ctx_, uint64_t(chunk_start_) * kParamSlot, params_cpu_.data() + size_t(chunk_start_) * kParamSlot,
+                  uint64_t(n_dispatch_ - chunk_start_) * kParamSlot);
   WGPUCommandBuffer cmd = wgpuCommandEncoderFinish(enc_, nullptr);
   wgpuCommandEncoderRelease(enc_);
   enc_ = nullptr;
   wgpuQueueSubmit(ctx_.queue(), 1, &cmd);
   wgpuCommandBufferRelease(cmd);
+  last_submissions_ = submissions_ + 1;
   last_dispatches_ = n_dispatch_;
   dispatch_log_ = std::move(cur_log_);
   cur_log_.clear();

@@ -15,6 +15,7 @@ GpuModel::GpuModel(const ModelConfig& c, const ModelOptions& opt) : c_(c), opt_(
   ctx_ = gpu::Context::create(co);
   pipes_ = std::make_unique<gpu::PipelineCache>(*ctx_);
   rec_ = std::make_unique<gpu::Recorder>(*ctx_);
+  rec_->set_submit_chunk(opt.submit_chunk);
   chunk_ = std::max<uint32_t>(1, std::min(opt.prefill_chunk, c_.max_context));
 }
 

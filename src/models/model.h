@@ -29,6 +29,7 @@ struct ModelOptions {
   kernels::KernelOptions kernels;  // kernel-level switches
   int adapter_index = -1;          // WebGPU adapter (see `wgllm devices`)
   bool shader_runtime_checks = false;  // gpu::ContextOptions::shader_runtime_checks (--shader-checks)
+  uint32_t submit_chunk = 0;           // gpu::Recorder::set_submit_chunk (--submit-chunk): 0 = one submission per forward
 };
 
 /// Byte sizes of resident memory, for reports.

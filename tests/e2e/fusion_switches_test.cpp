@@ -72,7 +72,8 @@ Cache& cache() {
 }
 
 RunResult run_with(const std::string& model, BackendKind backend, const std::string& off, bool matvec = false,
-                   bool shader_checks = ModelOptions{}.shader_runtime_checks) {
+                   bool shader_checks = ModelOptions{}.shader_runtime_checks,
+                   uint32_t submit_chunk = ModelOptions{}.submit_chunk) {
   ModelSource& s = cache().source(model);
   ModelOptions o;
   o.context_length = 256;
@@ -83,6 +84,7 @@ RunResult run_with(const std::string& model, BackendKind backend, const std::str
   o.kernels.fuse_qkv_rope_kv = off != "qkv_rope_kv" && off != "all";
   o.kernels.matvec_subgroup = matvec ? 1 : 0;
   o.shader_runtime_checks = shader_checks;
+  o.submit_chunk = submit_chunk;
   auto m = create_model(s, o);
   return run(*m, s.config.vocab);
 }
@@ -123,6 +125,22 @@ TEST(ShaderRuntimeChecks, BitIdenticalOnAndOff) {
       EXPECT_EQ(std::memcmp(on.logits.data(), off.logits.data(), on.logits.size() * 4), 0)
           << model << " matvec=" << matvec << ": logits differ with and without shader runtime checks";
     }
+}
+
+// ModelOptions::submit_chunk (--submit-chunk): submitting a forward in pieces of N dispatches changes
+// no result (queue order): logits bit-identical to one submission per forward, for chunks of 1
+// (every dispatch its own submission, copies between chunks) and 7 (chunk ends inside layers).
+TEST(SubmitChunk, BitIdenticalToOneSubmission) {
+  for (const std::string model : {"smollm2", "lfm2", "qwen35"}) {
+    const RunResult one = run_with(model, BackendKind::WebGPU, "none", true, false, 0);
+    for (uint32_t chunk : {1u, 7u}) {
+      const RunResult got = run_with(model, BackendKind::WebGPU, "none", true, false, chunk);
+      EXPECT_EQ(got.tokens, one.tokens) << model << " chunk=" << chunk;
+      ASSERT_EQ(got.logits.size(), one.logits.size());
+      EXPECT_EQ(std::memcmp(got.logits.data(), one.logits.data(), one.logits.size() * 4), 0)
+          << model << " chunk=" << chunk << ": logits differ from one submission per forward";
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllModels, FusionSwitches,
