@@ -44,7 +44,7 @@ void add_common(CLI::App& app, CommonOptions& o) {
                "trusted shader modules, identical results while accesses are in bounds; always on in browsers)");
   app.add_option("--submit-chunk", o.submit_chunk,
                  "submit a forward every N dispatches so the GPU starts while the rest is recorded (0: one submission per "
-                 "forward; 0..4096)")
+                 "forward; 0..4096; default: 32 on hardware GPUs, 0 on software adapters)")
       ->transform(integer(0, 4096));
   app.add_flag("--fuse-qkv,!--no-fuse-qkv", o.fuse_qkv, "one matmul for Q, K, V (default on)");
   app.add_flag("--fuse-gate-up,!--no-fuse-gate-up", o.fuse_gate_up, "one matmul for gate and up (default on)");

@@ -29,7 +29,10 @@ struct ModelOptions {
   kernels::KernelOptions kernels;  // kernel-level switches
   int adapter_index = -1;          // WebGPU adapter (see `wgllm devices`)
   bool shader_runtime_checks = false;  // gpu::ContextOptions::shader_runtime_checks (--shader-checks)
-  uint32_t submit_chunk = 0;           // gpu::Recorder::set_submit_chunk (--submit-chunk): 0 = one submission per forward
+  /// gpu::Recorder::set_submit_chunk (--submit-chunk): dispatches per submission, 0 = one submission
+  /// per forward; kSubmitChunkAuto = 32 on hardware adapters, 0 on software ones (docs/FLAGS.md).
+  static constexpr uint32_t kSubmitChunkAuto = 0xFFFFFFFFu;
+  uint32_t submit_chunk = kSubmitChunkAuto;
 };
 
 /// Byte sizes of resident memory, for reports.
