@@ -27,6 +27,7 @@ or bad arguments.
 """
 import argparse
 import difflib
+import errno
 import fcntl
 import hashlib
 import http.client
@@ -199,7 +200,7 @@ def download(url, dest, expected_sha256, progress, retry=True):
         raise network_error(os.path.basename(dest), url, e) from e
     except (urllib.error.URLError, OSError, http.client.HTTPException, socket.timeout) as e:
         if isinstance(e, OSError) and not isinstance(e, (urllib.error.URLError, socket.timeout, ConnectionError)) \
-                and getattr(e, "errno", None) in (28, 13, 30):  # ENOSPC, EACCES, EROFS: local, not network
+                and getattr(e, "errno", None) in (errno.ENOSPC, errno.EACCES, errno.EROFS):  # local, not network
             raise PullError(f"cannot write {tmp}: {e}") from e
         raise network_error(os.path.basename(dest), url, e) from e
     got = sha256_file(tmp)
