@@ -9,8 +9,11 @@ PROMPT ?= What is the capital of France? Answer in one sentence.
 .PHONY: setup build test demo clean fuzz fuzz-ci web web-serve web-test plots
 .NOTPARALLEL:
 
+# `make setup MODELS="qwen2.5-coder-1.5b gemma-3-270m"` also installs those registry models
+# (scripts/models.json; `wgllm models` lists them); the default model is always installed.
+MODELS ?=
 setup:
-	scripts/setup.sh
+	MODELS="$(MODELS)" scripts/setup.sh
 
 # ccache (when installed) makes rebuilds in several worktrees and clean CI checkouts cheap.
 CCACHE_FLAGS = $(if $(shell command -v ccache),-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)

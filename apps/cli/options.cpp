@@ -7,23 +7,17 @@
 #include <iterator>
 
 #include "core/error.h"
+#include "model_registry.h"
 #include "runtime/warmup.h"
 #include "validate.h"
 
 namespace wgllm::cli {
 
-std::string default_model_path() {
-  std::string cache;
-  if (const char* c = std::getenv("WGLLM_CACHE"); c && *c)
-    cache = c;
-  else if (const char* h = std::getenv("HOME"))
-    cache = std::string(h) + "/.cache/wgllm";
-  return cache + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
-}
+std::string default_model_path() { return cache_dir() + "/models/SmolLM2-135M-Instruct.Q4_1.gguf"; }
 
 void add_common(CLI::App& app, CommonOptions& o) {
-  app.add_option("-m,--model", o.model, "GGUF file or Hugging Face model directory (default: SmolLM2-135M-Instruct from `make setup`)")
-      ->check(ModelPath);
+  app.add_option("-m,--model", o.model, "GGUF file, Hugging Face model directory or installed model name (`wgllm models`; default: SmolLM2-135M-Instruct from `make setup`)")
+      ->transform(ModelPath);
   app.add_option("--backend", o.backend, "webgpu | cpu (CPU reference)")->check(CLI::IsMember({"webgpu", "cpu"}));
   app.add_option("-c,--context", o.context, "KV cache length in tokens (capped by the model)")->transform(integer(1, kMaxTokens));
   app.add_option("--adapter", o.adapter, "WebGPU adapter index (see `wgllm devices`; -1: first hardware adapter)")

@@ -1,6 +1,7 @@
 #include "validate.h"
 
 #include "core/error.h"
+#include "model_registry.h"
 
 #include <cerrno>
 #include <cstring>
@@ -94,13 +95,14 @@ const CLI::Validator OutputFile(
 
 const CLI::Validator ModelPath(
     [](std::string& s) -> std::string {
-      namespace fs = std::filesystem;
-      if (s.empty()) return "an empty model path";
-      std::error_code ec;
-      if (!fs::exists(fs::path(s), ec)) return s + ": no such file or directory (expected a GGUF file or model directory)";
+      try {
+        s = resolve_model(s, registry_path(), cache_dir());  // a registry name becomes its installed path
+      } catch (const Error& e) {
+        return e.what();
+      }
       return std::string();
     },
-    "GGUF file or model directory", "model_path");
+    "GGUF file, model directory or registry name", "model_path");
 
 const CLI::Validator NonEmpty([](std::string& s) { return s.empty() ? std::string("an empty value") : std::string(); },
                               "non-empty text", "non_empty");

@@ -30,8 +30,9 @@ CLI::Validator zero_or_power_of_two(uint32_t max);
 /// A path a result file can be written to: not empty, not an existing directory, and its parent
 /// directory exists (checked at parse time, so a long run never loses its result at the end).
 extern const CLI::Validator OutputFile;
-/// A model path: an existing GGUF file or model directory (the loader reports what is missing
-/// inside); the empty string is refused.
+/// A model: an existing GGUF file or model directory (the loader reports what is missing inside),
+/// or the name of an installed registry model (model_registry.h: resolve_model), which it rewrites
+/// to the model's path: attach it with Option::transform(). The empty string is refused.
 extern const CLI::Validator ModelPath;
 
 /// A non-empty string.

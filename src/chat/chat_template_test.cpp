@@ -10,6 +10,7 @@
 
 #include "chat/chat_template.h"
 #include "core/error.h"
+#include "formats/gguf.h"
 
 namespace {
 
@@ -115,6 +116,40 @@ INSTANTIATE_TEST_SUITE_P(chat_templates, ChatGolden, ::testing::ValuesIn(load_ca
                            return test_name(info.param["template"].template get<std::string>() + "_" +
                                             info.param["case"].template get<std::string>());
                          });
+
+// ---------------------------------------------------------------- the installed models' own templates
+// The fixture templates are the real ones: compared with tokenizer.chat_template of the GGUFs that
+// `wgllm pull` installs (skipped when a model is not installed), and every golden of that template
+// rendered again from the GGUF's string. gemma-3-270m's GGUF is the base model: no template.
+std::string installed_model(const std::string& file) {
+  const char* c = std::getenv("WGLLM_CACHE");
+  return std::string(c && *c ? c : WGLLM_CACHE_DIR) + "/models/" + file;
+}
+
+TEST(chat_templates_real_gguf, Qwen25CoderTemplateIsTheFixtureAndRendersTheGoldens) {
+  const std::string path = installed_model("qwen2.5-coder-1.5b-instruct-q4_k_m.gguf");
+  if (!std::ifstream(path)) GTEST_SKIP() << path << " not installed (wgllm pull qwen2.5-coder-1.5b)";
+  const auto gguf = wgllm::GgufFile::open(path);
+  const std::string src = gguf->get_str("tokenizer.chat_template");
+  EXPECT_EQ(src, read_file(kFixtures + "templates/qwen2_5_coder.jinja"));
+  wgllm::ChatTemplate tmpl(src, "", "<|im_end|>");
+  int n = 0;
+  for (const auto& c : load_cases("chat_goldens.json")) {
+    if (c["template"] != "qwen2_5_coder" || !c.contains("expected")) continue;
+    SCOPED_TRACE(c["case"].get<std::string>());
+    EXPECT_EQ(tmpl.render_ordered(c["context"]), c["expected"].get<std::string>());
+    ++n;
+  }
+  EXPECT_GE(n, 15);
+}
+
+TEST(chat_templates_real_gguf, Gemma3BaseHasNoTemplate) {
+  const std::string path = installed_model("gemma-3-270m-q4_k_m.gguf");
+  if (!std::ifstream(path)) GTEST_SKIP() << path << " not installed (wgllm pull gemma-3-270m)";
+  const auto gguf = wgllm::GgufFile::open(path);
+  EXPECT_EQ(gguf->get_str("general.architecture"), "gemma3");
+  EXPECT_FALSE(gguf->has("tokenizer.chat_template"));
+}
 
 // ---------------------------------------------------------------- API and errors
 std::string error_of(const std::string& src, const nlohmann::json& ctx = nlohmann::json::object()) {
