@@ -6,6 +6,9 @@
 #include <fstream>
 #include <iterator>
 
+#include <fmt/core.h>
+#include <unistd.h>
+
 #include "core/error.h"
 #include "model_registry.h"
 #include "runtime/warmup.h"
@@ -195,8 +198,22 @@ Loaded load_text(const CommonOptions& o) {
 Loaded load(const CommonOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   Loaded l = load_text(o);
+  // Progress on a terminal only (logs and pipes stay clean): loading is quick, the warm-up's
+  // pipeline compiles take ~10 s on a software adapter.
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  if (tty) fmt::print(stderr, "[wgllm] loading {} ...", std::filesystem::path(l.src->path).filename().string());
   l.model = create_model(*l.src, model_options(o));
-  if (o.warmup) l.warmup_ms = warm_up(*l.model);
+  if (tty)
+    fmt::print(stderr, " {:.1f} s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  if (o.warmup) {
+    WarmupProgress progress;
+    if (tty)
+      progress = [](int step, int max_steps, const char* what) {
+        fmt::print(stderr, "\r\033[K[wgllm] compiling kernels (warm-up, --no-warmup skips it) {}/{}: {}", step + 1, max_steps, what);
+      };
+    l.warmup_ms = warm_up(*l.model, progress);
+    if (tty && l.warmup_ms > 0) fmt::print(stderr, "\r\033[K[wgllm] kernels compiled in {:.1f} s\n", l.warmup_ms / 1000);
+  }
   l.seq = l.model->new_sequence();
   l.model->set_profiling(o.profile);
   l.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

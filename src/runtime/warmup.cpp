@@ -15,9 +15,14 @@ bool is_kv_blob(const std::string& n) {
 }
 }  // namespace
 
-double warm_up(Model& m) {
+double warm_up(Model& m, const WarmupProgress& progress) {
   if (m.backend_name() == "cpu") return 0;
   const auto t0 = std::chrono::steady_clock::now();
+  int step = 0;
+  auto at = [&](const char* what) {
+    if (progress) progress(step, kWarmupMaxSteps, what);
+    ++step;
+  };
   std::vector<float> logits;
   // A prefill longer than kernels::kFusedMaxTokens takes the unfused kernels (rmsnorm, silu_mul,
   // plain matmul); forwards of up to that many tokens the fused decode variants (matmul_norm,
@@ -27,8 +32,11 @@ double warm_up(Model& m) {
   const std::vector<int32_t> prefill(std::max(kernels::kFusedMaxTokens, kernels::kFusedConvMaxTokens) + 1, 0);
   const std::span<const int32_t> one(prefill.data(), 1), few(prefill.data(), 2);
   auto seq = m.new_sequence(256);
+  at("prefill kernels");
   m.forward_argmax(*seq, prefill);   // prefill near position 0: no key split
+  at("short-turn kernels");
   m.forward_argmax(*seq, few);   // a few tokens (a short turn): fused variants with a token group
+  at("decode kernels");
   m.forward(*seq, one, &logits);  // decode near position 0, logits head
   // Jump to a far position without computing it (the scratch sequence's values are irrelevant):
   // KV rows past the 3 real ones are zeros; recurrent states stay as they are.
@@ -48,7 +56,9 @@ double warm_up(Model& m) {
       // prefill past 64 keys: prefill attention (attention_flash, or attention_tiled where flash is
       // off or does not cover the head dim) with key split + combine; the 9-token prefill at
       // position 0 above compiled its unsplit variant.
+      at("prefill attention with key split");
       m.forward_argmax(*seq, prefill);
+      at("decode attention with key split");
       m.forward(*seq, one, &logits);  // decode past 128 keys: per-row attention with key split
       // Decode past KernelOptions::attention_decode_split_min (default 1024) keys: the decode
       // attention kernel's split variant + combine, on a second scratch sequence (zero KV rows;
@@ -59,6 +69,7 @@ double warm_up(Model& m) {
         for (auto& b : blobs)  // KV blobs hold `far` rows now
           if (is_kv_blob(b.name)) b.data.resize(b.data.size() / far * far2, 0);
         seq2->import_state(far2, blobs);
+        at("long-context decode attention");
         m.forward(*seq2, one, &logits);
       }
     }

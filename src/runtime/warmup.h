@@ -4,6 +4,8 @@
 // reaches a new shape class pays the compilation inside its TTFT (measured on the H200: +4 ms at
 // turn 2 of a conversation, when a turn first crosses the split threshold).
 #pragma once
+#include <functional>
+
 #include "models/model.h"
 
 namespace wgllm {
@@ -18,6 +20,11 @@ namespace wgllm {
 /// attention kernel's key split + combine, KernelOptions::attention_decode_split_min); head outputs
 /// as argmax and as logits. Returns the milliseconds it took. A
 /// no-op (0) on the CPU backend. Throws what forward() throws (e.g. device loss).
-double warm_up(Model& m);
+/// Called before each warm-up forward: (index from 0, the most forwards warm_up runs, what it
+/// compiles). Used for a progress line on a terminal: on a software adapter warm-up takes ~10 s.
+using WarmupProgress = std::function<void(int step, int max_steps, const char* what)>;
+inline constexpr int kWarmupMaxSteps = 6;
+
+double warm_up(Model& m, const WarmupProgress& progress = {});
 
 }  // namespace wgllm
