@@ -18,6 +18,7 @@ bool is_kv_blob(const std::string& n) {
 double warm_up(Model& m) {
   if (m.backend_name() == "cpu") return 0;
   const auto t0 = std::chrono::steady_clock::now();
+  m.compile_switched_pipelines();  // --sparse-attn: its kernels run only past the threshold
   std::vector<float> logits;
   // A prefill longer than kernels::kFusedMaxTokens takes the unfused kernels (rmsnorm, silu_mul,
   // plain matmul); forwards of up to that many tokens the fused decode variants (matmul_norm,
