@@ -236,7 +236,13 @@ TEST(SparseAttention, FullPathMatchesCpuAndThresholdKeepsDense) {
     auto out = e.upload(std::vector<float>(size_t(c.T) * Q));
     const AttentionShape s{c.T, c.pos0, c.Hq, c.Hkv, c.HD, 1.0f / std::sqrt(float(c.HD))};
     // The threshold is the context after the forward (n keys): n takes the sparse path, n + 1 not.
+    // The dense side runs for the prefill shapes of head dim 64 only: each other dense variant
+    // (flash per head dim, the GQA decode kernel per group) costs 5-25 s of pipeline compile on a
+    // cold lavapipe shader cache; tests/e2e/sparse_attention_e2e_test covers decode below the
+    // threshold end to end.
+    const bool check_dense = c.T > 1 && c.HD == 64;
     for (uint32_t threshold : {n, n + 1}) {
+      if (threshold > n && !check_dense) continue;
       const KernelOptions ko = c.opt(threshold);
       SparseScratch sc = make_sparse_scratch(*e.ctx, ko, n, c.T, c.Hkv, c.HD);
       auto o = e.op(ko);
