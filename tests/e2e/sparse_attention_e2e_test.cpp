@@ -39,16 +39,16 @@ ModelOptions options(BackendKind b, bool sparse, uint32_t threshold) {
   return o;
 }
 
-struct Run {
+struct RunResult {
   std::vector<float> logits;  // last logits of the prefill, then of each decode step
   bool sparse_dispatched = false;
   size_t pipelines_after_warmup = 0, pipelines_at_end = 0;
 };
 
 // Prefill of n_prompt tokens (chunks of 24) with logits, then 4 greedy decode steps.
-Run run(ModelSource& src, const ModelOptions& o, uint32_t n_prompt, bool warm = false) {
+RunResult run(ModelSource& src, const ModelOptions& o, uint32_t n_prompt, bool warm = false) {
   auto m = create_model(src, o);
-  Run r;
+  RunResult r;
   if (warm) {
     warm_up(*m);
     r.pipelines_after_warmup = m->pipeline_count();
@@ -80,8 +80,8 @@ class SparseE2E : public ::testing::TestWithParam<std::string> {};
 TEST_P(SparseE2E, BelowThresholdBitIdenticalToOff) {
   auto src = ModelSource::open(path_of(GetParam()));
   for (BackendKind b : {BackendKind::WebGPU, BackendKind::CPU}) {
-    const Run off = run(*src, options(b, false, 8192), 40);
-    const Run on = run(*src, options(b, true, 8192), 40);  // context 44 < 8192
+    const RunResult off = run(*src, options(b, false, 8192), 40);
+    const RunResult on = run(*src, options(b, true, 8192), 40);  // context 44 < 8192
     EXPECT_EQ(on.logits, off.logits) << GetParam() << (b == BackendKind::CPU ? " cpu" : " webgpu");
     EXPECT_FALSE(on.sparse_dispatched) << GetParam();
   }
@@ -89,9 +89,9 @@ TEST_P(SparseE2E, BelowThresholdBitIdenticalToOff) {
 
 TEST_P(SparseE2E, PastThresholdGpuMatchesCpuSparse) {
   auto src = ModelSource::open(path_of(GetParam()));
-  const Run gpu = run(*src, options(BackendKind::WebGPU, true, 48), 70, /*warm=*/true);
-  const Run cpu = run(*src, options(BackendKind::CPU, true, 48), 70);
-  const Run dense = run(*src, options(BackendKind::CPU, false, 48), 70);
+  const RunResult gpu = run(*src, options(BackendKind::WebGPU, true, 48), 70, /*warm=*/true);
+  const RunResult cpu = run(*src, options(BackendKind::CPU, true, 48), 70);
+  const RunResult dense = run(*src, options(BackendKind::CPU, false, 48), 70);
   EXPECT_TRUE(gpu.sparse_dispatched) << GetParam();
   const Diff d = diff(gpu.logits, cpu.logits), dd = diff(cpu.logits, dense.logits);
   std::printf("%s: sparse webgpu vs cpu max |diff| %.3g; cpu sparse vs dense %.3g\n", GetParam().c_str(), d.max_abs,
