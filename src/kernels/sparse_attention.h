@@ -17,6 +17,10 @@
 //     (equivalently the MEAN: same order of scores) of its queries, and GQA heads share one
 //     selection as in NSA (Yuan et al. 2025, "Native Sparse Attention", eq. 10: importance scores
 //     summed over the heads of a group). Ties go to the lower block id.
+// The rows summed are those of the query block present in the forward: a block split between two
+// prefill chunks (or decoded token by token) is scored per part, so sparse results depend on how a
+// prompt is chunked (the same chunking always gives the same bits; the CPU backend chunks the same
+// way only when it is given the same forwards).
 // Attention then reads ONLY the selected K/V blocks through the index buffer (attention_sparse.wgsl,
 // online softmax over the selected keys in ascending order): O(T * (1 + W + k) * B) key reads per
 // head instead of O(T * context). The block means are recomputed each forward for all complete
