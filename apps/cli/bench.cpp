@@ -69,6 +69,7 @@ std::vector<std::string> non_product(const BenchOpts& b) {
   if (o.fuse_qkv_rope_kv != d.fuse_qkv_rope_kv) r.push_back("--no-fuse-qkv-rope-kv");
   if (o.profile != d.profile) r.push_back("--profile");
   if (o.sparse_attn != d.sparse_attn) r.push_back("--sparse-attn");
+  if (o.sparse_tiled != d.sparse_tiled) r.push_back("--no-sparse-tiled");
   if (o.sparse_block != d.sparse_block) r.push_back("--sparse-block " + std::to_string(o.sparse_block));
   if (o.sparse_top_k != d.sparse_top_k) r.push_back("--sparse-top-k " + std::to_string(o.sparse_top_k));
   if (o.sparse_window != d.sparse_window) r.push_back("--sparse-window " + std::to_string(o.sparse_window));

@@ -107,6 +107,7 @@ int run_long_context(const LongContextOpts& b) {
   nlohmann::json j = {{"benchmark", "long-context"}, {"model", c.model}, {"backend", c.backend},
                       {"sparse_block", c.sparse_block}, {"sparse_top_k", c.sparse_top_k},
                       {"sparse_window", c.sparse_window}, {"sparse_threshold", c.sparse_threshold},
+                      {"sparse_tiled", c.sparse_tiled},
                       {"runs", runs}, {"summary", summary}};
   if (b.json_path.empty()) {
     std::cout << j.dump(1) << std::endl;

@@ -133,6 +133,9 @@ void add_common(CLI::App& app, CommonOptions& o) {
                  "block-sparse attention: context length (keys) from which a forward takes the sparse path; below it "
                  "the dense kernels run unchanged (default 8192)")
       ->transform(integer(0, kMaxTokens));
+  app.add_flag("--sparse-tiled,!--no-sparse-tiled", o.sparse_tiled,
+               "block-sparse attention, prefill: the tiled gather kernel (K/V tiles shared by a query block's rows; "
+               "head dims 32..128) instead of one workgroup per (head, token) (default on)");
   app.add_flag("--profile", o.profile, "print per-kernel GPU times of the last decode step");
   app.add_flag("--warmup,!--no-warmup", o.warmup,
                "compile every kernel variant at load with throwaway forwards, so no request pays a pipeline compile (default on)");
@@ -181,6 +184,7 @@ ModelOptions model_options(const CommonOptions& o) {
   mo.kernels.sparse_top_k = o.sparse_top_k;
   mo.kernels.sparse_window = o.sparse_window;
   mo.kernels.sparse_threshold = o.sparse_threshold;
+  mo.kernels.sparse_tiled = o.sparse_tiled;
   return mo;
 }
 

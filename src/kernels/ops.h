@@ -94,6 +94,10 @@ struct KernelOptions {
   uint32_t sparse_top_k = 16;        // scored blocks kept besides the sink and the window
   uint32_t sparse_window = 4;        // most recent blocks kept, the query's own block included (>= 1)
   uint32_t sparse_threshold = 8192;  // keys (pos0 + T) from which the sparse path is taken
+  // Sparse path, forwards of T > 1 tokens: the tiled gather kernel (attention_flash.wgsl GATHER, K/V
+  // tiles shared by the rows of a query block) where a flash tile covers the head dim, instead of
+  // the per-row one (attention_sparse.wgsl). Summation order differs.
+  bool sparse_tiled = true;
 };
 
 

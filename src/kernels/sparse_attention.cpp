@@ -95,33 +95,71 @@ void sparse_select(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_s
   o.rec.dispatch(select_pipe(o), {q.buf, sc.means, sc.scores, sc.index}, prm, n_qb, s.Hkv, 1, "sparse_select");
 }
 
+SparseKernel sparse_kernel(const OpContext& o, const AttentionShape& s) {
+  return o.opt.sparse_tiled && s.T > 1 && attention_flash_tile(o, s.HD).bc != 0 ? SparseKernel::Tiled : SparseKernel::Rows;
+}
+
+namespace {
+Defines tiled_defines(const FlashTile& ft, uint32_t HD) {
+  return {{"HD4", std::to_string(HD / 4)}, {"BR", std::to_string(ft.br)}, {"BC", std::to_string(ft.bc)},
+          {"RM", std::to_string(ft.rm)}, {"TX", std::to_string(ft.tx)}, {"KV_SHARED", ft.kv_shared ? "1" : "0"},
+          {"SPLIT", "0"}, {"GATHER", "1"}};
+}
+const gpu::Pipeline& tiled_pipe(OpContext& o, const FlashTile& ft, uint32_t HD) {
+  const Defines d = tiled_defines(ft, HD);
+  return o.pipelines.get(variant_key("attention_flash", d), [&] {
+    return gpu::KernelSpec{"", specialize(wgsl_source("attention_flash"), d),
+                           {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::ReadOnly, Bind::Uniform}};
+  });
+}
+}  // namespace
+
 void attention_gather(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_stride, const gpu::Buffer& kc,
-                      const gpu::Buffer& vc, const gpu::Buffer& index, F32Ref out, uint32_t o_stride, bool masked_dense) {
+                      const gpu::Buffer& vc, const gpu::Buffer& index, F32Ref out, uint32_t o_stride, SparseKernel k) {
   check_shape(s);
   const SparseConfig c = sparse_config(o.opt);
+  const bool masked = k == SparseKernel::MaskedDense;
+  // Gathered: each (head, token) row reads at most slots x B K and V rows of its KV head.
+  const uint64_t rows = masked ? uint64_t(s.T) * s.pos0 + uint64_t(s.T) * (s.T + 1) / 2
+                               : uint64_t(s.T) * std::min<uint64_t>(uint64_t(c.slots()) * c.block, s.pos0 + s.T);
+  if (k == SparseKernel::Tiled) {
+    const FlashTile ft = attention_flash_tile(o, s.HD);
+    if (ft.bc == 0) throw Error("sparse attention: no flash tile covers head_dim " + std::to_string(s.HD));
+    const uint32_t G = s.Hq / s.Hkv, n_qb = sparse_query_blocks(s.pos0, s.T, c.block);
+    const uint32_t ntb = ceil_div(std::min(c.block, s.T) * G, ft.br);  // row blocks per query block
+    struct { uint32_t T, pos0, Hq, Hkv, HD, q_off, q_stride, o_off, o_stride, kv_dim; float scale;
+             uint32_t split_len, n_split, B, S, qb0, ntb, pad[3]; } prm{
+        s.T, s.pos0, s.Hq, s.Hkv, s.HD, q.off, q_stride, out.off, o_stride, s.Hkv * s.HD, s.scale, 0, 1, c.block,
+        c.slots(), s.pos0 / c.block, ntb, {0, 0, 0}};
+    // K/V rows loaded: per row block, the selected rows of its KV head once.
+    o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Activations, 4ull * s.T * s.Hq * s.HD)
+                      .r(gpu::Traffic::KvCache, uint64_t(n_qb) * ntb * c.slots() * c.block * 8ull * s.Hkv * s.HD)
+                      .w(gpu::Traffic::Activations, 4ull * s.T * s.Hq * s.HD));
+    o.rec.dispatch(tiled_pipe(o, ft, s.HD), {q.buf, kc, vc, out.buf, index}, prm, n_qb * ntb, s.Hkv, 1,
+                   "attention_sparse_tiled");
+    return;
+  }
   struct { uint32_t T, pos0, Hq, Hkv, HD, q_off, q_stride, o_off, o_stride, kv_dim; float scale; uint32_t B, S, qb0, pad0, pad1; } prm{
       s.T, s.pos0, s.Hq, s.Hkv, s.HD, q.off, q_stride, out.off, o_stride, s.Hkv * s.HD, s.scale, c.block, c.slots(),
       s.pos0 / c.block, 0, 0};
-  // Gathered: each (head, token) row reads at most slots x B K and V rows of its KV head.
-  const uint64_t rows = masked_dense ? uint64_t(s.T) * s.pos0 + uint64_t(s.T) * (s.T + 1) / 2
-                                     : uint64_t(s.T) * std::min<uint64_t>(uint64_t(c.slots()) * c.block, s.pos0 + s.T);
   o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Activations, 4ull * s.T * s.Hq * s.HD)
                     .r(gpu::Traffic::KvCache, rows * 8ull * s.Hq * s.HD).w(gpu::Traffic::Activations, 4ull * s.T * s.Hq * s.HD));
-  o.rec.dispatch(gather_pipe(o, masked_dense), {q.buf, kc, vc, index, out.buf}, prm, s.Hq, s.T, 1,
-                 masked_dense ? "attention_masked_dense" : "attention_sparse");
+  o.rec.dispatch(gather_pipe(o, masked), {q.buf, kc, vc, index, out.buf}, prm, s.Hq, s.T, 1,
+                 masked ? "attention_masked_dense" : "attention_sparse");
 }
 
 void attention_sparse(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_stride, const gpu::Buffer& kc,
                       const gpu::Buffer& vc, F32Ref out, uint32_t o_stride, SparseScratch& sc) {
   sparse_block_means(o, s, kc, sc);
   sparse_select(o, s, q, q_stride, sc);
-  attention_gather(o, s, q, q_stride, kc, vc, sc.index, out, o_stride, false);
+  attention_gather(o, s, q, q_stride, kc, vc, sc.index, out, o_stride, sparse_kernel(o, s));
 }
 
-void sparse_compile(OpContext& o) {
+void sparse_compile(OpContext& o, uint32_t HD) {
   means_pipe(o);
   select_pipe(o);
   gather_pipe(o, false);
+  if (sparse_kernel(o, {2, 0, 1, 1, HD, 1.0f}) == SparseKernel::Tiled) tiled_pipe(o, attention_flash_tile(o, HD), HD);
 }
 
 }  // namespace wgllm::kernels

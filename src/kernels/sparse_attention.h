@@ -22,7 +22,8 @@
 // prompt is chunked (the same chunking always gives the same bits; the CPU backend chunks the same
 // way only when it is given the same forwards).
 // Attention then reads ONLY the selected K/V blocks through the index buffer (attention_sparse.wgsl,
-// online softmax over the selected keys in ascending order): O(T * (1 + W + k) * B) key reads per
+// or for prefill attention_flash.wgsl GATHER (KernelOptions::sparse_tiled): online softmax over the
+// selected keys in ascending order): O(T * (1 + W + k) * B) key reads per
 // head instead of O(T * context). The block means are recomputed each forward for all complete
 // blocks (sparse_means.wgsl: one read of the key cache per layer, no per-sequence state, so
 // rollbacks and imported sessions need no bookkeeping); for decode this pass is the larger part of
@@ -82,17 +83,29 @@ void sparse_block_means(OpContext& o, const AttentionShape& s, const gpu::Buffer
 /// The index rows of the forward's query blocks into sc.index (sparse_select.wgsl); needs the means.
 /// q rows as in kernels::attention.
 void sparse_select(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_stride, SparseScratch& sc);
+/// The attention kernel of the sparse path.
+enum class SparseKernel {
+  Rows,         // attention_sparse.wgsl: one workgroup per (query head, token), 64-key tiles
+  Tiled,        // attention_flash.wgsl GATHER: one workgroup per (BR rows of one query block, KV head),
+                // each selected K/V tile loaded once for all its rows (prefill)
+  MaskedDense,  // attention_sparse.wgsl MASKED: the test reference, all keys 0..pos with the mask
+};
+/// The kernel kernels::attention uses: Tiled for T > 1 when KernelOptions::sparse_tiled is on and
+/// attention_flash_tile(HD) fits the adapter (head dims 32..128, multiples of 32), else Rows.
+SparseKernel sparse_kernel(const OpContext& o, const AttentionShape& s);
 /// Attention over the blocks listed in `index` ([query block of the forward][Hkv][slots] u32, as
-/// sparse_select writes it): gathered (reads only those K/V rows) or, with masked_dense, the test
-/// reference that visits all keys 0..pos and masks the unselected ones. Same arguments otherwise as
-/// kernels::attention. Throws wgllm::Error unless HD % 4 == 0, HD <= 256 and Hkv divides Hq.
+/// sparse_select writes it) with kernel k; Rows and Tiled read only those K/V rows, MaskedDense
+/// visits all keys 0..pos and masks the unselected ones. Same arguments otherwise as
+/// kernels::attention. Throws wgllm::Error unless HD % 4 == 0, HD <= 256 and Hkv divides Hq, or
+/// for Tiled where no flash tile covers HD.
 void attention_gather(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_stride, const gpu::Buffer& kc,
                       const gpu::Buffer& vc, const gpu::Buffer& index, F32Ref out, uint32_t o_stride,
-                      bool masked_dense = false);
-/// The sparse path: sparse_block_means, sparse_select, attention_gather (3 dispatches).
+                      SparseKernel k);
+/// The sparse path: sparse_block_means, sparse_select, attention_gather with sparse_kernel()
+/// (3 dispatches).
 void attention_sparse(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_stride, const gpu::Buffer& kc,
                       const gpu::Buffer& vc, F32Ref out, uint32_t o_stride, SparseScratch& sc);
-/// Compiles the sparse path's pipelines (the warm-up, when sparse_attn is on).
-void sparse_compile(OpContext& o);
+/// Compiles the sparse path's pipelines for head dim HD (the warm-up, when sparse_attn is on).
+void sparse_compile(OpContext& o, uint32_t HD);
 
 }  // namespace wgllm::kernels

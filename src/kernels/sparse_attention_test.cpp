@@ -2,8 +2,9 @@
 // and against the masked-dense reference, on small shapes (head dims 32..128, blocks of 8..64 keys,
 // a few blocks of context) so that the whole binary stays fast on lavapipe.
 // Tolerances (absolute, on outputs that are convex combinations of N(0, 1) values):
-//   gather vs masked dense on the GPU: identical bits when every block 0..qb is selected (same keys,
-//   same tiles); otherwise 2e-5 (the tiles' online-softmax rescaling happens at other keys).
+//   per-row gather vs masked dense on the GPU: identical bits when every block 0..qb is selected
+//   (same keys, same tiles); otherwise 2e-5 (the tiles' online-softmax rescaling happens at other
+//   keys). Tiled gather (prefill, head dims 32/64/128) vs masked dense: 2e-5 (another kernel).
 //   GPU vs CPU twin: 2e-5 (summation order of the softmax and the V sums differs).
 //   CPU gather vs CPU masked dense: identical bits (same keys in the same order).
 #include <gtest/gtest.h>
@@ -130,7 +131,7 @@ std::vector<float> cpu_attention(const Case& c, const std::vector<float>& q, uin
 
 TEST(SparseAttention, GatherEqualsMaskedDenseAndCpu) {
   auto& e = env();
-  uint32_t seed = 1;
+  uint32_t seed = 1, n_tiled = 0;
   for (const Case& c : cases()) {
     for (bool all : {false, true}) {
       if (all && (c.pos0 + c.T - 1) / c.B + 1 > c.fwd().slots()) continue;  // all blocks must fit the slots
@@ -141,11 +142,16 @@ TEST(SparseAttention, GatherEqualsMaskedDenseAndCpu) {
       const auto idx = random_index(c, seed++, all);
       auto kb = e.upload(ck), vb = e.upload(cv), qb = e.upload(q), ib = e.upload(idx);
       auto og = e.upload(std::vector<float>(size_t(c.T) * Q)), om = e.upload(std::vector<float>(size_t(c.T) * Q));
+      auto ot = e.upload(std::vector<float>(size_t(c.T) * Q));
       auto o = e.op(c.opt());
       const AttentionShape s{c.T, c.pos0, c.Hq, c.Hkv, c.HD, 1.0f / std::sqrt(float(c.HD))};
+      // The tiled kernel where it applies (prefill, head dims covered by a flash tile).
+      const bool tiled = sparse_kernel(o, s) == SparseKernel::Tiled;
+      n_tiled += tiled;
       e.rec.begin();
-      attention_gather(o, s, {qb, 0}, q_stride, kb, vb, ib, {og, 0}, Q, false);
-      attention_gather(o, s, {qb, 0}, q_stride, kb, vb, ib, {om, 0}, Q, true);
+      attention_gather(o, s, {qb, 0}, q_stride, kb, vb, ib, {og, 0}, Q, SparseKernel::Rows);
+      attention_gather(o, s, {qb, 0}, q_stride, kb, vb, ib, {om, 0}, Q, SparseKernel::MaskedDense);
+      if (tiled) attention_gather(o, s, {qb, 0}, q_stride, kb, vb, ib, {ot, 0}, Q, SparseKernel::Tiled);
       e.rec.submit();
       const auto gather = e.download(og, size_t(c.T) * Q), masked = e.download(om, size_t(c.T) * Q);
       const auto cpu = cpu_attention(c, q, q_stride, ck, cv, idx, false);
@@ -156,6 +162,11 @@ TEST(SparseAttention, GatherEqualsMaskedDenseAndCpu) {
         EXPECT_LE(max_abs_diff(gather, masked), 2e-5f) << what;
       EXPECT_LE(max_abs_diff(gather, cpu), 2e-5f) << what << " (gather vs CPU)";
       EXPECT_LE(max_abs_diff(masked, cpu), 2e-5f) << what << " (masked dense vs CPU)";
+      if (tiled) {
+        const auto t = e.download(ot, size_t(c.T) * Q);
+        EXPECT_LE(max_abs_diff(t, masked), 2e-5f) << what << " (tiled gather vs masked dense)";
+        EXPECT_LE(max_abs_diff(t, cpu), 2e-5f) << what << " (tiled gather vs CPU)";
+      }
       if (all) {  // every block selected: the dense CPU attention
         std::vector<float> dense(size_t(c.T) * Q);
         for (uint32_t t = 0; t < c.T; ++t)
@@ -165,6 +176,7 @@ TEST(SparseAttention, GatherEqualsMaskedDenseAndCpu) {
       }
     }
   }
+  EXPECT_GE(n_tiled, 4u) << "the tiled kernel must be covered";
 }
 
 TEST(SparseAttention, BlockMeansAndSelectionMatchCpu) {

@@ -24,7 +24,7 @@ std::string GpuModel::backend_name() const { return "webgpu (" + ctx_->info().na
 void GpuModel::compile_switched_pipelines() {
   if (!opt_.kernels.sparse_attn || c_.n_heads == 0) return;
   kernels::OpContext o{*ctx_, *pipes_, *rec_, opt_.kernels};
-  kernels::sparse_compile(o);
+  kernels::sparse_compile(o, c_.head_dim);
 }
 
 void GpuModel::set_profiling(bool on) {
