@@ -73,10 +73,11 @@ void sparse_block_means(OpContext& o, const AttentionShape& s, const gpu::Buffer
   const uint32_t n_blocks = (s.pos0 + s.T) / c.block, kv_dim = s.Hkv * s.HD;
   if (n_blocks > sc.max_blocks) throw Error("sparse attention: the context exceeds the scratch's blocks");
   if (n_blocks == 0) return;
-  struct { uint32_t n_blocks, B, kv_dim, pad; } prm{n_blocks, c.block, kv_dim, 0};
+  const uint32_t grid_y = std::min<uint32_t>(n_blocks, 65535);  // maxComputeWorkgroupsPerDimension's minimum
+  struct { uint32_t n_blocks, B, kv_dim, grid_y; } prm{n_blocks, c.block, kv_dim, grid_y};
   o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::KvCache, 4ull * n_blocks * c.block * kv_dim)
                     .w(gpu::Traffic::Activations, 4ull * n_blocks * kv_dim));
-  o.rec.dispatch(means_pipe(o), {kc, sc.means}, prm, ceil_div(kv_dim, 64), n_blocks, 1, "sparse_means");
+  o.rec.dispatch(means_pipe(o), {kc, sc.means}, prm, ceil_div(kv_dim, 64), grid_y, 1, "sparse_means");
 }
 
 void sparse_select(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_stride, SparseScratch& sc) {
