@@ -70,6 +70,12 @@ std::vector<std::string> non_product(const BenchOpts& b) {
   if (o.fuse_silu != d.fuse_silu) r.push_back("--no-fuse-silu");
   if (o.fuse_qkv_rope_kv != d.fuse_qkv_rope_kv) r.push_back("--no-fuse-qkv-rope-kv");
   if (o.profile != d.profile) r.push_back("--profile");
+  if (o.sparse_attn != d.sparse_attn) r.push_back("--sparse-attn");
+  if (o.sparse_tiled != d.sparse_tiled) r.push_back("--no-sparse-tiled");
+  if (o.sparse_block != d.sparse_block) r.push_back("--sparse-block " + std::to_string(o.sparse_block));
+  if (o.sparse_top_k != d.sparse_top_k) r.push_back("--sparse-top-k " + std::to_string(o.sparse_top_k));
+  if (o.sparse_window != d.sparse_window) r.push_back("--sparse-window " + std::to_string(o.sparse_window));
+  if (o.sparse_threshold != d.sparse_threshold) r.push_back("--sparse-threshold " + std::to_string(o.sparse_threshold));
   if (o.tokens_per_wg != d.tokens_per_wg) r.push_back("--prefill-tokens-per-wg " + std::to_string(o.tokens_per_wg));
   if (o.rows_per_wg != d.rows_per_wg) r.push_back("--matmul-rows " + std::to_string(o.rows_per_wg));
   if (o.lanes != d.lanes) r.push_back("--matmul-lanes " + std::to_string(o.lanes));

@@ -2,7 +2,7 @@
 """Command-line robustness test of `wgllm`: no argument list crashes the process.
 
 Runs every subcommand (run, chat, devices, models, tokenize, perplexity, bench, bench ab, bench
-synthetic, bench multi-turn, bench attention; not `pull`, which downloads: scripts/pull_model_test.py
+synthetic, bench multi-turn, bench attention, bench long-context; not `pull`, which downloads: scripts/pull_model_test.py
 tests it offline) with boundary and pseudo-random arguments - 0, 1, -1, 2^32,
 2^64, huge, NaN, inf, empty strings, non-numbers, missing files, directories given as files,
 unknown flags and subcommands - and checks that each process exits by itself with a status code
@@ -76,6 +76,7 @@ def specs(e):
         "--repeat-penalty": "real", "--repeat-last-n": "int", "--seed": "int",
         "--prefill-tokens-per-wg": "int", "--matmul-rows": "int", "--matmul-lanes": "int",
         "--gdn-chunk": "int", "--backend": "text", "-m": "model", "--model": "model",
+        "--sparse-block": "int", "--sparse-top-k": "int", "--sparse-window": "int", "--sparse-threshold": "int",
     }
     cpu = ["-m", e.gguf, "--backend", "cpu"]
     return {
@@ -100,6 +101,9 @@ def specs(e):
                              cpu + ["--turns", "2", "--turn-tokens", "4", "--reply-tokens", "2", "--session-only"],
                              dict(common, **{"--turns": "int", "--turn-tokens": "int", "--reply-tokens": "int",
                                              "--json": "out"})),
+        "bench long-context": (["bench", "long-context"],
+                               cpu + ["--contexts", "6", "--sparse-threshold", "4", "--sparse-block", "2"],
+                               dict(common, **{"--contexts": "list", "--json": "out"})),
         "bench attention": (["bench", "attention"],
                             ["--tokens", "2", "--cache", "3", "--heads", "2", "--kv-heads", "1", "--head-dim", "8",
                              "--reps", "1", "--split-targets", "4"],

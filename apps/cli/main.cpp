@@ -23,6 +23,7 @@
 #include "gpu/context.h"
 #include "bench.h"
 #include "bench_attention.h"
+#include "bench_long_context.h"
 #include "bench_matmul.h"
 #include "bench_dispatch.h"
 #include "bench_multiturn.h"
@@ -254,6 +255,7 @@ int main(int argc, char** argv) {
   auto bench_hook = cli::add_bench(app, argv[0]);
   auto multiturn_hook = cli::add_bench_multiturn(app);  // after `bench` is registered
   auto attention_hook = cli::add_bench_attention(app);
+  auto long_context_hook = cli::add_bench_long_context(app);
   auto matmul_hook = cli::add_bench_matmul(app);
   auto dispatch_hook = cli::add_bench_dispatch(app);
   auto perplexity_hook = cli::add_perplexity(app);
@@ -282,6 +284,7 @@ int main(int argc, char** argv) {
     if (!prompt_file.empty()) prompt = cli::read_file(prompt_file);
     if (int rc = multiturn_hook(); rc >= 0) return rc;
     if (int rc = attention_hook(); rc >= 0) return rc;
+    if (int rc = long_context_hook(); rc >= 0) return rc;
     if (int rc = matmul_hook(); rc >= 0) return rc;
     if (int rc = dispatch_hook(); rc >= 0) return rc;
     if (int rc = perplexity_hook(); rc >= 0) return rc;

@@ -116,6 +116,27 @@ void add_common(CLI::App& app, CommonOptions& o) {
                         "default: on)");
   app.add_flag_callback("--no-attn-flash", [&o] { o.attn_flash = 0; },
                         "no flash attention kernel: prefill attention takes --attn-tiled's kernel (or the per-row one)");
+  app.add_flag("--sparse-attn,!--no-sparse-attn", o.sparse_attn,
+               "block-sparse attention once the context reaches --sparse-threshold keys: each query block attends "
+               "to the first key block, a local window and the top-k blocks by mean-pooled keys, reading only those "
+               "(default off: changes results)");
+  app.add_option("--sparse-block", o.sparse_block, "block-sparse attention: keys per block, 1..4096 (default 64)")
+      ->transform(integer(1, 4096));
+  app.add_option("--sparse-top-k", o.sparse_top_k,
+                 "block-sparse attention: key blocks chosen by score besides the first block and the window, 0..200 "
+                 "(default 16)")
+      ->transform(integer(0, 200));
+  app.add_option("--sparse-window", o.sparse_window,
+                 "block-sparse attention: most recent key blocks always attended, the query's own block included, "
+                 "1..55 (default 4)")
+      ->transform(integer(1, 55));
+  app.add_option("--sparse-threshold", o.sparse_threshold,
+                 "block-sparse attention: context length (keys) from which a forward takes the sparse path; below it "
+                 "the dense kernels run unchanged (default 8192)")
+      ->transform(integer(0, kMaxTokens));
+  app.add_flag("--sparse-tiled,!--no-sparse-tiled", o.sparse_tiled,
+               "block-sparse attention, prefill: the tiled gather kernel (K/V tiles shared by a query block's rows; "
+               "head dims 32..128) instead of one workgroup per (head, token) (default on)");
   app.add_flag("--profile", o.profile, "print per-kernel GPU times of the last decode step");
   app.add_flag("--warmup,!--no-warmup", o.warmup,
                "compile every kernel variant at load with throwaway forwards, so no request pays a pipeline compile (default on)");
@@ -160,6 +181,12 @@ ModelOptions model_options(const CommonOptions& o) {
   mo.kernels.matvec_rows_per_workgroup = o.matvec_rows;
   mo.kernels.matvec_subgroup_ops = o.matvec_subgroup_ops;
   mo.kernels.attention_flash = uint8_t(o.attn_flash);
+  mo.kernels.sparse_attn = o.sparse_attn;
+  mo.kernels.sparse_block = o.sparse_block;
+  mo.kernels.sparse_top_k = o.sparse_top_k;
+  mo.kernels.sparse_window = o.sparse_window;
+  mo.kernels.sparse_threshold = o.sparse_threshold;
+  mo.kernels.sparse_tiled = o.sparse_tiled;
   return mo;
 }
 

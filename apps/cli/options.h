@@ -44,6 +44,9 @@ struct CommonOptions {
   uint32_t matvec_rows = 0;  // KernelOptions::matvec_rows_per_workgroup
   bool matvec_subgroup_ops = true;  // KernelOptions::matvec_subgroup_ops
   int attn_flash = 2;  // KernelOptions::attention_flash: 2 = adapter default
+  // KernelOptions::sparse_* (kernels/sparse_attention.h): block-sparse attention past a context
+  bool sparse_attn = false, sparse_tiled = true;
+  uint32_t sparse_block = 64, sparse_top_k = 16, sparse_window = 4, sparse_threshold = 8192;
   bool profile = false;
   bool warmup = true;  // compile every kernel variant at load (runtime/warmup.h)
 };

@@ -84,6 +84,20 @@ struct KernelOptions {
   // 0 / 3584 cached: 377 / 3839 us vs the tiled kernel's 126 / 1264 us, 3x slower, 2026-12-01).
   // Summation order differs from the tiled kernel's.
   uint8_t attention_flash = 2;
+  // Gathered block-sparse attention (kernels/sparse_attention.h): forwards whose context (pos0 + T
+  // keys) is at least sparse_threshold attend, per query block and KV head, to the first block, the
+  // last sparse_window blocks and the sparse_top_k blocks whose mean-pooled keys score highest
+  // against the block's queries; only those K/V blocks are read. Off by default (models trained
+  // dense lose quality). Below the threshold the dense kernels run unchanged (same bits as off).
+  bool sparse_attn = false;
+  uint32_t sparse_block = 64;        // keys per block (B)
+  uint32_t sparse_top_k = 16;        // scored blocks kept besides the sink and the window
+  uint32_t sparse_window = 4;        // most recent blocks kept, the query's own block included (>= 1)
+  uint32_t sparse_threshold = 8192;  // keys (pos0 + T) from which the sparse path is taken
+  // Sparse path, forwards of T > 1 tokens: the tiled gather kernel (attention_flash.wgsl GATHER, K/V
+  // tiles shared by the rows of a query block) where a flash tile covers the head dim, instead of
+  // the per-row one (attention_sparse.wgsl). Summation order differs.
+  bool sparse_tiled = true;
 };
 
 
@@ -182,6 +196,8 @@ void rope(OpContext& o, F32Ref x, uint32_t stride, uint32_t T, uint32_t H, uint3
 void kv_store(OpContext& o, const gpu::Buffer& src, uint32_t k_off, uint32_t v_off, uint32_t stride,
               uint32_t T, uint32_t kv_dim, uint32_t pos0, const gpu::Buffer& kc, const gpu::Buffer& vc);
 
+struct SparseScratch;  // kernels/sparse_attention.h
+
 struct AttentionShape {
   uint32_t T, pos0, Hq, Hkv, HD;
   float scale;
@@ -191,9 +207,12 @@ struct AttentionShape {
 /// With `split_scratch` (see attention_split_floats) and KernelOptions::attention_split_keys, a
 /// forward whose heads x tokens would leave the GPU idle (decode) splits each row's keys over
 /// workgroups and merges the partials with a second dispatch (flash-decoding).
+/// With `sparse` and sparse_attention_used(o.opt, s) (KernelOptions::sparse_attn, context at least
+/// sparse_threshold keys) records the gathered block-sparse path instead (kernels/sparse_attention.h);
+/// otherwise `sparse` is ignored and the dense kernels below run unchanged.
 void attention(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_stride,
                const gpu::Buffer& kc, const gpu::Buffer& vc, F32Ref out, uint32_t o_stride,
-               const gpu::Buffer* split_scratch = nullptr);
+               const gpu::Buffer* split_scratch = nullptr, SparseScratch* sparse = nullptr);
 /// With KernelOptions::attention_tiled_prefill and T > 1, records attention_tiled.wgsl instead: one
 /// workgroup per (tile of (token, query head) rows of one KV head, KV head), each K/V tile loaded
 /// once into workgroup memory for all the tile's rows (and split over keys as above when there are

@@ -1,6 +1,7 @@
 // Pieces every CPU reference model shares (plain C++ over kernels/ref.h): the SwiGLU FFN block,
 // the output head, and greedy argmax on top of forward().
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <new>
@@ -11,6 +12,7 @@
 #include "core/error.h"
 #include "kernels/rope_table.h"
 
+#include "kernels/ops.h"
 #include "kernels/ref.h"
 #include "models/model.h"
 
@@ -44,6 +46,23 @@ std::unique_ptr<Sequence> cpu_new_sequence(const SequenceSize& s, const ModelCon
 /// x [T, d_model] (Shazeer 2020); h [T, d_model] is scratch.
 void cpu_swiglu_ffn(const ModelConfig& c, const std::vector<float>& norm, const kernels::ref::Matrix& gate,
                     const kernels::ref::Matrix& up, const kernels::ref::Matrix& down, float* x, float* h, uint32_t T);
+
+/// Causal GQA attention of T query rows (q + t * q_stride, c.n_heads heads of c.head_dim) at
+/// positions n_past + t over the cache rows kc/vc ([n_past + T][kv_dim]) into out + t * o_stride:
+/// ref::attention per row, or, with ko.sparse_attn and n_past + T >= ko.sparse_threshold, the
+/// block-sparse path of kernels/sparse_attention.h on the CPU twins (ref::sparse_block_means,
+/// ref::sparse_select, ref::attention_sparse). The rows are taken in groups of `chunk` tokens
+/// (cpu_chunk(): the WebGPU backend's submissions), each deciding dense or sparse and selecting
+/// blocks on its own, as a WebGPU forward split into chunks does. Throws wgllm::Error for a bad
+/// sparse config.
+void cpu_attention(const ModelConfig& c, const kernels::KernelOptions& ko, const float* q, uint32_t q_stride,
+                   const float* kc, const float* vc, float* out, uint32_t o_stride, uint32_t n_past, uint32_t T,
+                   float scale, uint32_t chunk);
+/// The WebGPU backend's tokens per submission for these options (GpuModel: ModelOptions::prefill_chunk
+/// capped by the trained context, at least 1).
+inline uint32_t cpu_chunk(const ModelConfig& c, const ModelOptions& o) {
+  return std::max<uint32_t>(1, std::min(o.prefill_chunk, c.max_context));
+}
 
 /// logits = lm_head(rmsnorm(x_last) * out_norm) ([vocab] floats).
 void cpu_logits(const ModelConfig& c, const float* x_last, const std::vector<float>& out_norm,

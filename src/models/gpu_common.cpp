@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "gpu/context.h"
 #include "kernels/rope_table.h"
+#include "kernels/sparse_attention.h"
 
 namespace wgllm {
 
@@ -25,6 +26,12 @@ GpuModel::GpuModel(const ModelConfig& c, const ModelOptions& opt) : c_(c), opt_(
 }
 
 std::string GpuModel::backend_name() const { return "webgpu (" + ctx_->info().name + ")"; }
+
+void GpuModel::compile_switched_pipelines() {
+  if (!opt_.kernels.sparse_attn || c_.n_heads == 0) return;
+  kernels::OpContext o{*ctx_, *pipes_, *rec_, opt_.kernels};
+  kernels::sparse_compile(o, c_.head_dim);
+}
 
 void GpuModel::set_profiling(bool on) {
   rec_->set_profiling(on);

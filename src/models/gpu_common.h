@@ -61,6 +61,7 @@ class GpuModel : public Model {
   void set_step_gpu_time(bool on) override { rec_->set_step_gpu_time(on); }
   std::vector<gpu::KernelTime> last_profile() const override { return rec_->last_profile(); }
   size_t pipeline_count() const override { return pipes_->size(); }
+  void compile_switched_pipelines() override;
   void forward(Sequence& seq, std::span<const int32_t> toks, std::vector<float>* logits) override;
   int32_t forward_argmax(Sequence& seq, std::span<const int32_t> toks) override;
 

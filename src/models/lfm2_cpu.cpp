@@ -137,6 +137,8 @@ class Lfm2Cpu final : public CpuModel {
  public:
   Lfm2Cpu(const ModelSource& src, const ModelOptions& opt) : c_(src.config), p_(lfm2_params(src)) {
     default_ctx_ = opt.context_length;
+    kopt_ = opt.kernels;
+    chunk_ = cpu_chunk(c_, opt);
     Lfm2Refs r = lfm2_refs(*src.tensors, c_, p_, src.is_gguf());
     embed_ = matrix(r.embed);
     out_norm_ = dequantize_tensor(r.out_norm);
@@ -213,9 +215,7 @@ class Lfm2Cpu final : public CpuModel {
           std::copy_n(&k[size_t(t) * KV], KV, &seq.kc[l][size_t(pos) * KV]);
           std::copy_n(&v[size_t(t) * KV], KV, &seq.vc[l][size_t(pos) * KV]);
         }
-        for (uint32_t t = 0; t < T; ++t)
-          ref::attention(&q[size_t(t) * Q], seq.kc[l].data(), seq.vc[l].data(), &att[size_t(t) * Q], n_past + t,
-                         c_.n_heads, c_.n_kv_heads, HD, scale);
+        cpu_attention(c_, kopt_, q.data(), Q, seq.kc[l].data(), seq.vc[l].data(), att.data(), Q, n_past, T, scale, chunk_);
         ref::matmul(L.wo, att.data(), Q, x.data(), D, T, true);
       } else {
         // ShortConv: [B | C | xs] = in_proj(h); y = C * conv(B * xs); x += out_proj(y).
@@ -234,6 +234,8 @@ class Lfm2Cpu final : public CpuModel {
   ModelConfig c_;
   Lfm2Params p_;
   uint32_t default_ctx_ = 0;
+  kernels::KernelOptions kopt_;  // the sparse-attention switches (cpu_attention)
+  uint32_t chunk_ = 1;           // cpu_attention's row groups (the WebGPU backend's submissions)
   ref::Matrix embed_, lm_head_;
   std::vector<float> out_norm_, rope_;  // rope_: grown by new_sequence() to the longest sequence
   std::vector<Layer> layers_;

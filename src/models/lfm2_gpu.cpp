@@ -17,6 +17,7 @@
 #include "models/lfm2.h"
 #include "models/lfm2_weights.h"
 #include "models/gpu_common.h"
+#include "kernels/sparse_attention.h"
 #include "models/source.h"
 
 namespace wgllm {
@@ -221,6 +222,10 @@ class Lfm2Gpu final : public GpuModel {
     tokens_ = mk(T, "tokens");
     amax_ = mk(1, "argmax");
     attn_split_ = mk(kernels::attention_split_floats(chunk_, c_.n_heads, c_.head_dim), "attn_split");
+    if (opt_.kernels.sparse_attn) {  // --sparse-attn: block means, selection and index scratch
+      sparse_ = kernels::make_sparse_scratch(*ctx_, opt_.kernels, c_.max_context, chunk_, c_.n_kv_heads, c_.head_dim);
+      mem_.scratch += sparse_.bytes();
+    }
   }
 
   void attention_layer(kernels::OpContext& o, Layer& L, GpuSeq& seq, uint32_t l, uint32_t T, uint32_t pos0) {
@@ -233,7 +238,7 @@ class Lfm2Gpu final : public GpuModel {
     kernels::rmsnorm(o, {raw_, k_off}, HD, L.k_norm, {qkv_, k_off}, HD, T * c_.n_kv_heads, HD, c_.rms_eps, "attn_k_norm");
     record_rope_kv(o, c_, {qkv_, 0, Q, k_off, v_off, KV}, T, pos0, rope_, seq.kc[l], seq.vc[l]);
     const kernels::AttentionShape as{T, pos0, c_.n_heads, c_.n_kv_heads, HD, 1.0f / std::sqrt(float(HD))};
-    kernels::attention(o, as, {qkv_, 0}, Q, seq.kc[l], seq.vc[l], {att_, 0}, Q, &attn_split_);
+    kernels::attention(o, as, {qkv_, 0}, Q, seq.kc[l], seq.vc[l], {att_, 0}, Q, &attn_split_, sparse_.index ? &sparse_ : nullptr);
     kernels::matmul(o, L.wo, {att_, 0}, Q, {x_, 0}, D, T, true, "attn_output");
   }
 
@@ -274,6 +279,7 @@ class Lfm2Gpu final : public GpuModel {
   uint32_t rope_rows_ = 0;
   std::vector<Layer> layers_;
   Buffer x_, h_, raw_, qkv_, att_, bcx_, gu_, act_, logits_, tokens_, amax_, attn_split_;
+  kernels::SparseScratch sparse_;  // allocated with --sparse-attn only
 };
 
 }  // namespace

@@ -80,6 +80,8 @@ class LlamaCpu final : public CpuModel {
  public:
   LlamaCpu(const ModelSource& src, const ModelOptions& opt) : c_(src.config) {
     default_ctx_ = opt.context_length;
+    kopt_ = opt.kernels;
+    chunk_ = cpu_chunk(c_, opt);
     LlamaRefs r = llama_refs(*src.tensors, c_, src.is_gguf());
     embed_ = matrix(r.embed);
     out_norm_ = dequantize_tensor(r.out_norm);
@@ -131,9 +133,7 @@ class LlamaCpu final : public CpuModel {
         std::copy_n(&k[size_t(t) * KV], KV, &seq.kc[l][size_t(pos) * KV]);
         std::copy_n(&v[size_t(t) * KV], KV, &seq.vc[l][size_t(pos) * KV]);
       }
-      for (uint32_t t = 0; t < T; ++t)
-        ref::attention(&q[size_t(t) * Q], seq.kc[l].data(), seq.vc[l].data(), &att[size_t(t) * Q], n_past + t,
-                       c_.n_heads, c_.n_kv_heads, c_.head_dim, scale);
+      cpu_attention(c_, kopt_, q.data(), Q, seq.kc[l].data(), seq.vc[l].data(), att.data(), Q, n_past, T, scale, chunk_);
       ref::matmul(L.wo, att.data(), Q, x.data(), D, T, true);
       cpu_swiglu_ffn(c_, L.ffn_norm, L.gate, L.up, L.down, x.data(), h.data(), T);
     }
@@ -144,6 +144,8 @@ class LlamaCpu final : public CpuModel {
  private:
   ModelConfig c_;
   uint32_t default_ctx_ = 0;
+  kernels::KernelOptions kopt_;  // the sparse-attention switches (cpu_attention)
+  uint32_t chunk_ = 1;           // cpu_attention's row groups (the WebGPU backend's submissions)
   ref::Matrix embed_, lm_head_;
   std::vector<float> out_norm_, rope_;  // rope_: grown by new_sequence() to the longest sequence
   std::vector<Layer> layers_;

@@ -10,6 +10,7 @@
 #include "models/llama_cpu.h"
 #include "models/llama_weights.h"
 #include "models/gpu_common.h"
+#include "kernels/sparse_attention.h"
 #include "models/source.h"
 
 namespace wgllm {
@@ -162,6 +163,10 @@ class LlamaGpu final : public GpuModel {
     tokens_ = mk(T, "tokens");
     amax_ = mk(1, "argmax");
     attn_split_ = mk(kernels::attention_split_floats(chunk_, c_.n_heads, c_.head_dim), "attn_split");
+    if (opt_.kernels.sparse_attn) {  // --sparse-attn: block means, selection and index scratch
+      sparse_ = kernels::make_sparse_scratch(*ctx_, opt_.kernels, c_.max_context, chunk_, c_.n_kv_heads, c_.head_dim);
+      mem_.scratch += sparse_.bytes();
+    }
   }
 
   int32_t chunk(Sequence& sq, std::span<const int32_t> toks, HeadOut out, std::vector<float>* logits) override {
@@ -194,7 +199,7 @@ class LlamaGpu final : public GpuModel {
                            qkv_, QKV, T, "attn_norm");
         record_rope_kv(o, c_, {qkv_, 0, QKV, Q, Q + KV, QKV}, T, pos0, rope_, kc, vc);
       }
-      kernels::attention(o, as, {qkv_, 0}, QKV, kc, vc, {att_, 0}, Q, &attn_split_);
+      kernels::attention(o, as, {qkv_, 0}, QKV, kc, vc, {att_, 0}, Q, &attn_split_, sparse_.index ? &sparse_ : nullptr);
       kernels::matmul(o, L.wo, {att_, 0}, Q, {x_, 0}, D, T, true, "attn_output");
       record_swiglu_ffn(o, c_, {L.ffn_norm, fused_gu_ ? &L.wgu : nullptr, &L.wg, &L.wu, L.wd}, x_, h_, gu_, act_, T);
     }
@@ -210,6 +215,7 @@ class LlamaGpu final : public GpuModel {
   uint32_t rope_rows_ = 0;
   std::vector<Layer> layers_;
   Buffer x_, h_, qkv_, att_, gu_, act_, logits_, tokens_, amax_, attn_split_;
+  kernels::SparseScratch sparse_;  // allocated with --sparse-attn only
 };
 
 }  // namespace

@@ -163,6 +163,9 @@ class Model {
   /// Kernel pipelines compiled so far (0 on the CPU backend); a forward that raises it paid a
   /// pipeline compile (runtime/warmup.h exists to prevent that).
   virtual size_t pipeline_count() const { return 0; }
+  /// Compiles the pipelines of switched-on paths that the warm-up's short forwards cannot reach
+  /// (--sparse-attn: taken only past its context threshold). No-op on the CPU backend.
+  virtual void compile_switched_pipelines() {}
 };
 
 /// Creates the model for src.config.arch on the chosen backend, loading all weights.

@@ -171,6 +171,8 @@ class Qwen35Cpu final : public CpuModel {
  public:
   Qwen35Cpu(const ModelSource& src, const ModelOptions& opt) : c_(src.config), p_(qwen35_params(src)) {
     default_ctx_ = opt.context_length;
+    kopt_ = opt.kernels;
+    chunk_ = cpu_chunk(c_, opt);
     Qwen35Refs r = qwen35_refs(*src.tensors, c_, p_);
     embed_ = matrix(r.embed);
     out_norm_ = qwen35_norm_weight(r.out_norm, p_);
@@ -274,11 +276,8 @@ class Qwen35Cpu final : public CpuModel {
       std::copy_n(&v[size_t(t) * KV], KV, &vc[size_t(pos) * KV]);
     }
     const float scale = 1.0f / std::sqrt(float(HD));
-    for (uint32_t t = 0; t < T; ++t) {
-      ref::attention(&qg[size_t(t) * 2 * Q], kc.data(), vc.data(), &att[size_t(t) * Q], n_past + t, c_.n_heads,
-                     c_.n_kv_heads, HD, scale);
-      ref::sigmoid_gate(&att[size_t(t) * Q], &qg[size_t(t) * 2 * Q + Q], Q);
-    }
+    cpu_attention(c_, kopt_, qg.data(), 2 * Q, kc.data(), vc.data(), att.data(), Q, n_past, T, scale, chunk_);
+    for (uint32_t t = 0; t < T; ++t) ref::sigmoid_gate(&att[size_t(t) * Q], &qg[size_t(t) * 2 * Q + Q], Q);
     ref::matmul(L.wo, att.data(), Q, x.data(), D, T, true);
   }
 
@@ -311,6 +310,8 @@ class Qwen35Cpu final : public CpuModel {
   ModelConfig c_;
   Qwen35Params p_;
   uint32_t default_ctx_ = 0, n_attn_ = 0, n_lin_ = 0;
+  kernels::KernelOptions kopt_;  // the sparse-attention switches (cpu_attention)
+  uint32_t chunk_ = 1;           // cpu_attention's row groups (the WebGPU backend's submissions)
   ref::Matrix embed_, lm_head_;
   std::vector<float> out_norm_, rope_;  // rope_: grown by new_sequence() to the longest sequence
   std::vector<Layer> layers_;

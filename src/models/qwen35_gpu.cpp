@@ -19,6 +19,7 @@
 #include "models/qwen35.h"
 #include "models/qwen35_weights.h"
 #include "models/gpu_common.h"
+#include "kernels/sparse_attention.h"
 #include "models/source.h"
 
 namespace wgllm {
@@ -245,6 +246,10 @@ class Qwen35Gpu final : public GpuModel {
     tokens_ = mk(T, "tokens");
     amax_ = mk(1, "argmax");
     attn_split_ = mk(kernels::attention_split_floats(chunk_, c_.n_heads, c_.head_dim), "attn_split");
+    if (opt_.kernels.sparse_attn) {  // --sparse-attn: block means, selection and index scratch
+      sparse_ = kernels::make_sparse_scratch(*ctx_, opt_.kernels, c_.max_context, chunk_, c_.n_kv_heads, c_.head_dim);
+      mem_.scratch += sparse_.bytes();
+    }
   }
 
   // Projections of one layer's input h into proj_ columns [0, ...) (fused or part by part).
@@ -269,7 +274,7 @@ class Qwen35Gpu final : public GpuModel {
     const Buffer &kc = seq.kc[L.slot], &vc = seq.vc[L.slot];
     record_rope_kv(o, c_, {proj_, 0, S, 2 * Q, 2 * Q + KV, S}, T, pos0, rope_, kc, vc);
     kernels::attention(o, {T, pos0, c_.n_heads, c_.n_kv_heads, HD, 1.0f / std::sqrt(float(HD))}, {proj_, 0}, S, kc, vc,
-                       {att_, 0}, Q, &attn_split_);
+                       {att_, 0}, Q, &attn_split_, sparse_.index ? &sparse_ : nullptr);
     kernels::sigmoid_gate(o, {att_, 0}, Q, {proj_, Q}, S, T, Q);
     kernels::matmul(o, L.wo, {att_, 0}, Q, {x_, 0}, c_.d_model, T, true, "attn_output");
   }
@@ -339,6 +344,7 @@ class Qwen35Gpu final : public GpuModel {
   uint32_t rope_rows_ = 0;
   std::vector<Layer> layers_;
   Buffer x_, h_, proj_, att_, conv_, gates_, work_, gu_, act_, logits_, tokens_, amax_, attn_split_;
+  kernels::SparseScratch sparse_;  // allocated with --sparse-attn only
 };
 
 }  // namespace

@@ -23,6 +23,7 @@ double warm_up(Model& m, const WarmupProgress& progress) {
     if (progress) progress(step, kWarmupMaxSteps, what);
     ++step;
   };
+  m.compile_switched_pipelines();  // --sparse-attn: its kernels run only past the threshold
   std::vector<float> logits;
   // A prefill longer than kernels::kFusedMaxTokens takes the unfused kernels (rmsnorm, silu_mul,
   // plain matmul); forwards of up to that many tokens the fused decode variants (matmul_norm,

@@ -23,15 +23,37 @@
 //   workgroup z handles keys [z * split_len, (z+1) * split_len) and writes the unnormalised partial
 //   (m, l, acc[HD]) at ((t * Hq + h) * n_split + z) * (HD + 2) for attention_combine.wgsl (a row with
 //   no visible key in its split writes m = -3.4e38, l = 0, acc = 0).
+//   GATHER 1 (gathered block-sparse attention, kernels/sparse_attention.h; not with SPLIT): the keys
+//   are the virtual sequence of the blocks listed in `index` for the rows' query block (slot s's
+//   block b gives virtual keys s * B .. s * B + B - 1 = cache rows b * B ..), as attention_sparse.wgsl;
+//   workgroup x = (query block of the forward) * ntb + (block of BR rows of that query block), so all
+//   rows of a workgroup share one selection; empty slots and future keys are masked. Only the
+//   selected K/V rows are loaded.
 // Workgroup memory (f32): (BR + BC * (2 - KV_SHARED)) * (HD + 4) + BC * (BR / RM + 1) * RM + 2 * BR * TX
 // (ops.cpp checks it against maxComputeWorkgroupStorageSize).
 struct P { T: u32, pos0: u32, Hq: u32, Hkv: u32, HD: u32, q_off: u32, q_stride: u32, o_off: u32,
-           o_stride: u32, kv_dim: u32, scale: f32, split_len: u32, n_split: u32 }
+           o_stride: u32, kv_dim: u32, scale: f32, split_len: u32, n_split: u32,
+#if GATHER
+           B: u32, S: u32, qb0: u32, ntb: u32,
+#endif
+}
 @group(0) @binding(0) var<storage, read> q: array<f32>;
 @group(0) @binding(1) var<storage, read> kc: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> vc: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read_write> o: array<f32>;
+#if GATHER
+@group(0) @binding(4) var<storage, read> index: array<u32>;
+@group(0) @binding(5) var<uniform> p: P;
+const NONE: u32 = 0xFFFFFFFFu;
+// Cache row of virtual key jv of index row ib, or NONE for an empty slot.
+fn key_row(jv: u32, ib: u32) -> u32 {
+  let b = index[ib + jv / p.B];
+  if (b == NONE) { return NONE; }
+  return b * p.B + jv % p.B;
+}
+#else
 @group(0) @binding(4) var<uniform> p: P;
+#endif
 
 alias RV = vec{{RM}}<f32>;       // one value per row of a thread's row group
 const HD4: u32 = {{HD4}}u;
@@ -56,13 +78,20 @@ var<workgroup> vs: array<vec4<f32>, BC * HS>;
 var<workgroup> pt: array<RV, BC * PS>;   // probabilities, key-major: pt[j * PS + ty][r]
 var<workgroup> pm: array<f32, BR * TX>;  // per row, per tx: partial max (at the end: partial sum)
 
-fn load_kv(l: u32, kb: u32, nk: u32, kv4: u32, kv_base: u32, from_v: bool) {
+fn load_kv(l: u32, kb: u32, nk: u32, kv4: u32, kv_base: u32, from_v: bool, ib: u32) {
   for (var e = l; e < BC * HD4; e += NT) {
     let j = e / HD4;
     let c = e % HD4;
     var v = vec4<f32>(0.0);
     if (j < nk) {
-      if (from_v) { v = vc[(kb + j) * kv4 + kv_base + c]; } else { v = kc[(kb + j) * kv4 + kv_base + c]; }
+#if GATHER
+      let row = key_row(kb + j, ib);
+#else
+      let row = kb + j;
+#endif
+      if (row != 0xFFFFFFFFu) {
+        if (from_v) { v = vc[row * kv4 + kv_base + c]; } else { v = kc[row * kv4 + kv_base + c]; }
+      }
     }
 #if KV_SHARED
     ks[j * HS + c] = v;
@@ -80,8 +109,20 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   let r0 = ty * RM;
   let G = p.Hq / p.Hkv;
   let hk = wid.y;
+#if GATHER
+  let qbi = wid.x / p.ntb;
+  let qb = p.qb0 + qbi;
+  let t_lo = max(qb * p.B, p.pos0) - p.pos0;
+  let t_hi = min((qb + 1u) * p.B, p.pos0 + p.T) - p.pos0;
+  let i0 = t_lo * G + (wid.x % p.ntb) * BR;
+  if (i0 >= t_hi * G) { return; }  // a row block past this query block's rows (whole workgroup)
+  let n_rows = min(BR, t_hi * G - i0);
+  let ib = (qbi * p.Hkv + hk) * p.S;
+#else
   let i0 = wid.x * BR;
   let n_rows = min(BR, p.T * G - i0);
+  let ib = 0u;
+#endif
   let kv_base = hk * HD4;
   let kv4 = p.kv_dim / 4u;
   for (var e = l; e < BR * HD4; e += NT) {
@@ -95,7 +136,11 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     }
     qs[r * HS + c] = v;
   }
+#if GATHER
+  let n_keys = p.S * p.B;  // virtual keys (uniform bound; empty slots and future keys masked)
+#else
   let n_keys = p.pos0 + (i0 + n_rows - 1u) / G + 1u;  // keys visible to the block's last row
+#endif
 #if SPLIT
   let k_begin = min(wid.z * p.split_len, n_keys);
   let k_end = min(k_begin + p.split_len, n_keys);
@@ -121,10 +166,10 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   for (var a = 0u; a < RM * RD; a++) { acc[a] = vec4<f32>(0.0); }
   for (var kb = k_begin; kb < k_end; kb += BC) {
     let nk = min(BC, k_end - kb);
-    load_kv(l, kb, nk, kv4, kv_base, false);
+    load_kv(l, kb, nk, kv4, kv_base, false, ib);
 #if KV_SHARED
 #else
-    load_kv(l, kb, nk, kv4, kv_base, true);
+    load_kv(l, kb, nk, kv4, kv_base, true, ib);
 #endif
     workgroupBarrier();
     // 1. scores
@@ -141,12 +186,22 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
         }
       }
     }
+    var jr: array<u32, RN>;  // cache row of each of this thread's keys
+    for (var u = 0u; u < RN; u++) {
+      let j = kb + tx + TX * u;
+#if GATHER
+      jr[u] = 0xFFFFFFFFu;
+      if (j < k_end) { jr[u] = key_row(j, ib); }
+#else
+      jr[u] = j;
+      if (j >= k_end) { jr[u] = 0xFFFFFFFFu; }
+#endif
+    }
     for (var r = 0u; r < RM; r++) {
       var mx = NEG;
       for (var u = 0u; u < RN; u++) {
-        let j = kb + tx + TX * u;
         let a = r * RN + u;
-        if (live[r] && j < k_end && j <= last[r]) { s[a] = s[a] * p.scale; } else { s[a] = NEG; }
+        if (live[r] && jr[u] != 0xFFFFFFFFu && jr[u] <= last[r]) { s[a] = s[a] * p.scale; } else { s[a] = NEG; }
         mx = max(mx, s[a]);
       }
       pm[(r0 + r) * TX + tx] = mx;
@@ -174,7 +229,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     }
     for (var r = 0u; r < RM; r++) { lsum[r] = lsum[r] * corr[r] + su[r]; }
 #if KV_SHARED
-    load_kv(l, kb, nk, kv4, kv_base, true);  // every thread is past its K reads (barrier above)
+    load_kv(l, kb, nk, kv4, kv_base, true, ib);  // every thread is past its K reads (barrier above)
 #endif
     workgroupBarrier();
     // 3. PV
