@@ -255,11 +255,18 @@ void Session::take_snapshot(bool end_of_turn) {
   Snap s;
   s.tokens = cache_;
   s.state = seq_->snapshot();
+  const uint64_t bytes = s.state->bytes();
   touch(s);
   snaps_.push_back(std::move(s));
   evict();
-  if (end_of_turn)
-    stats_.last_snapshot_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  if (!end_of_turn) return;
+  auto us = [&] { return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count(); };
+  stats_.last_snapshot_us = us();
+  stats_.last_snapshot_turn_bytes = bytes;
+  if (opt_.time_snapshot_copies) {
+    seq_->wait();
+    stats_.last_snapshot_done_us = us();
+  }
 }
 
 void Session::evict() {
