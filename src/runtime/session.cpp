@@ -128,7 +128,10 @@ TurnResult Session::run_turn(const GenerateOptions& g, const TokenCallback& cb, 
   std::string text = rendered_;
   if (render_prompt) {
     const std::string full = render(true);
-    if (full.size() > rendered_.size() && full.compare(0, rendered_.size(), rendered_) == 0) {
+    // (A suffix starting with a UTF-8 continuation byte means rendered_ ended inside a character,
+    // e.g. a reply cut mid-character that the message now holds as U+FFFD: not append-only.)
+    if (full.size() > rendered_.size() && full.compare(0, rendered_.size(), rendered_) == 0 &&
+        (static_cast<unsigned char>(full[rendered_.size()]) & 0xC0) != 0x80) {
       // Append-only: feed the new text only.
       const std::string_view suffix = std::string_view(full).substr(rendered_.size());
       std::vector<int32_t> ids = prompt.empty() ? tok_.encode_prompt(suffix) : tok_.encode(suffix);
