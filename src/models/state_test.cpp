@@ -297,10 +297,11 @@ void expect_restore_matches_recompute(const std::string& path, BackendKind backe
   o.context_length = 128;
   auto m = create_model(*src, o);
   const uint32_t V = m->config().vocab;
-  std::vector<int32_t> ids(40);
+  std::vector<int32_t> ids(16);
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t((i * 37 + 11) % V);
   const std::span<const int32_t> all(ids);
-  auto prefix = all.subspan(0, 17), detour = all.subspan(17, 9), next = all.subspan(26, 1), more = all.subspan(27, 3);
+  // Forwards of at most 8 tokens (the decode kernel variants only: few pipelines to compile).
+  auto prefix = all.subspan(0, 7), detour = all.subspan(7, 5), next = all.subspan(12, 1), more = all.subspan(13, 3);
 
   auto seq = m->new_sequence();
   m->forward(*seq, prefix, nullptr);
