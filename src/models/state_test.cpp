@@ -6,7 +6,7 @@
 //   - restorable() refuses a snapshot whose KV rows were rewritten, truncate() only KV-only;
 //   - export / import of the live state and of snapshots round-trip, with layout checks that
 //     change nothing on a mismatch; session-file v1 names translate to the new ones;
-//   - on the tiny llama / LFM2 / Qwen3.5 models, CPU and WebGPU: restoring a snapshot after
+//   - on the tiny llama / LFM2 / Qwen3.5 models, CPU and WebGPU (one test each): restoring a snapshot after
 //     decoding further gives logits bit-identical to recomputing the same tokens from scratch.
 #include <gtest/gtest.h>
 
@@ -327,15 +327,20 @@ void expect_restore_matches_recompute(const std::string& path, BackendKind backe
 
 }  // namespace
 
-TEST(StateModels, RestoreAfterDecodingMatchesRecomputeCpu) {
-  for (const std::string& p : {tiny_llama(), fixture("lfm2_tiny/hf"), fixture("qwen35_tiny")})
-    expect_restore_matches_recompute(p, BackendKind::CPU);
+// One test per model and backend: each stays short even when lavapipe compiles every pipeline cold.
+class RestoreMatchesRecompute : public ::testing::TestWithParam<std::tuple<const char*, bool>> {};
+
+TEST_P(RestoreMatchesRecompute, BitIdentical) {
+  const std::string m = std::get<0>(GetParam());
+  expect_restore_matches_recompute(m == "llama" ? tiny_llama() : fixture(m == "lfm2" ? "lfm2_tiny/hf" : "qwen35_tiny"),
+                                   std::get<1>(GetParam()) ? BackendKind::WebGPU : BackendKind::CPU);
 }
 
-TEST(StateModels, RestoreAfterDecodingMatchesRecomputeWebGpu) {
-  for (const std::string& p : {tiny_llama(), fixture("lfm2_tiny/hf"), fixture("qwen35_tiny")})
-    expect_restore_matches_recompute(p, BackendKind::WebGPU);
-}
+INSTANTIATE_TEST_SUITE_P(StateModels, RestoreMatchesRecompute,
+                         ::testing::Combine(::testing::Values("llama", "lfm2", "qwen35"), ::testing::Bool()),
+                         [](const auto& i) {
+                           return std::string(std::get<0>(i.param)) + (std::get<1>(i.param) ? "_webgpu" : "_cpu");
+                         });
 
 TEST(StateModels, ModelsBuildTheirLayerStates) {
   // Which state each layer of the fixtures holds, and that new_sequence() names them in layer order.
