@@ -4,7 +4,10 @@
 //   - the session: only the new tokens are prefilled (the KV cache and snapshots hold the rest);
 //   - full recompute: the same prompt tokens prefilled from an empty sequence;
 // and checks both give the same first token (greedy). host_ms: the turn's host work outside the
-// forwards (template rendering, tokenizing, seek, snapshot bookkeeping), which must stay flat. Writes JSON (--json, default stdout); plot
+// forwards (template rendering, tokenizing, seek, snapshot bookkeeping), which must stay flat.
+// Per turn also the end-of-turn snapshot: snapshot_us (recording its copies), snapshot_done_us
+// (until the device finished them; host_ms includes that wait) and snapshot_turn_bytes (bytes
+// copied: the recurrent states; 0 for KV-only models). Writes JSON (--json, default stdout); plot
 // it with tools/plots/plot_multiturn.py. Not a timed test: numbers depend on the machine.
 #include <fmt/core.h>
 
@@ -50,6 +53,8 @@ int run_multiturn(const MultiTurnOpts& b) {
   SessionOptions so;
   so.context_length = b.common.context;
   so.fingerprint = model_fingerprint(*l.src);
+  so.time_snapshot_copies = true;  // snapshot_done_us: each turn waits for its snapshot's copies (the
+                                   // next forward would wait for them anyway: same queue)
   Session s(*l.model, *l.tok, l.chat.get(), so);
   auto fresh = l.model->new_sequence(b.common.context);
   GenerateOptions g = b.common.gen;
@@ -99,10 +104,12 @@ int run_multiturn(const MultiTurnOpts& b) {
                      {"first_token_match", true},
                      {"snapshot_bytes", st.snapshot_bytes},
                      {"snapshot_us", st.last_snapshot_us},
+                     {"snapshot_done_us", st.last_snapshot_done_us},
+                     {"snapshot_turn_bytes", st.last_snapshot_turn_bytes},
                      {"kv_bytes_in_use", s.snapshots().empty() ? 0 : s.snapshots().back().kv_bytes}});
     fmt::print(stderr, "turn {:>2}: prompt {:>5} tokens (+{:>3} new) | TTFT session {:>8.1f} ms, host {:>5.2f} ms | "
-               "snapshot {:.1f} us, {} B live\n", t + 1, prompt_len, r.n_new, r.stats.ttft_ms, host_ms, st.last_snapshot_us,
-               st.snapshot_bytes);
+               "snapshot {:.1f} us (done {:.1f} us), {} B this turn, {} B live\n", t + 1, prompt_len, r.n_new, r.stats.ttft_ms,
+               host_ms, st.last_snapshot_us, st.last_snapshot_done_us, st.last_snapshot_turn_bytes, st.snapshot_bytes);
   }
   // The full-recompute arm runs after the whole conversation, not between its turns: interleaved,
   // each recompute (up to a 1,800-token prefill) perturbed the next session turn's timing (H200:

@@ -22,30 +22,6 @@ namespace wgllm {
 
 enum class HeadOut { None, Logits, Argmax };
 
-/// A recurrent-state snapshot kept on the GPU: the given state buffers packed into one buffer by
-/// GPU->GPU copies in one submission, with no host round trip (queue order makes every later
-/// forward and restore see the copy). Host bytes exist only when a session file asks for them
-/// (part()), or when a snapshot is rebuilt from a file (the second constructor).
-class GpuStateSnapshot final : public SeqSnapshot {
- public:
-  /// Copies each of `src` (in order) into the snapshot buffer.
-  GpuStateSnapshot(gpu::Context& ctx, const std::vector<const gpu::Buffer*>& src);
-  /// A snapshot with the layout of `like` holding `host[i]` (same byte sizes; checked by caller).
-  GpuStateSnapshot(gpu::Context& ctx, const std::vector<const gpu::Buffer*>& like,
-                   const std::vector<const std::vector<uint8_t>*>& host);
-  /// Copies the parts back into `dst` (same layout as at capture), one submission, no wait.
-  void restore(gpu::Context& ctx, const std::vector<const gpu::Buffer*>& dst) const;
-  /// Host copy of part i (reads the GPU buffer back: for files only).
-  std::vector<uint8_t> part(gpu::Context& ctx, size_t i) const;
-  size_t n_parts() const { return size_.size(); }
-  uint64_t bytes() const override { return total_; }
-
- private:
-  gpu::Buffer buf_;
-  std::vector<uint64_t> off_, size_;
-  uint64_t total_ = 0;
-};
-
 /// What every WebGPU model shares: the device, pipeline cache and recorder, options, the
 /// memory report, profiling hooks, and forward() splitting a call into submissions of at most
 /// prefill_chunk tokens with the output head only on the last one. An architecture implements

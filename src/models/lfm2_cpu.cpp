@@ -36,103 +36,6 @@ struct Layer {
   std::vector<float> conv;              // ShortConv, [d][L]
 };
 
-std::vector<uint8_t> bytes_of(const float* f, size_t n) {
-  std::vector<uint8_t> b(n * 4);
-  if (n) std::memcpy(b.data(), f, n * 4);
-  return b;
-}
-
-struct Lfm2CpuSnapshot final : SeqSnapshot {
-  std::vector<std::vector<float>> conv;  // per layer (empty for attention layers)
-  uint64_t bytes() const override {
-    uint64_t b = 0;
-    for (auto& v : conv) b += v.size() * 4;
-    return b;
-  }
-};
-
-/// KV caches (attention layers) and conv states (conv layers); the other kind's vectors are empty.
-/// State blobs (files; same names and layouts as lfm2_gpu.cpp): "blk.N.conv" [L-1, d] f32 per
-/// conv layer N; "blk.N.k" / "blk.N.v" rows [0, n_past) of [pos, kv_dim] f32 per attention layer.
-struct CpuSeq final : Sequence {
-  CpuSeq(uint32_t ctx, const ModelConfig& c, const Lfm2Params& p) : Sequence(ctx) {
-    for (uint32_t l = 0; l < c.n_layers; ++l) {
-      kc.emplace_back(p.attn[l] ? size_t(ctx) * c.kv_dim() : 0);
-      vc.emplace_back(p.attn[l] ? size_t(ctx) * c.kv_dim() : 0);
-      conv.emplace_back(p.attn[l] ? 0 : size_t(p.conv_L - 1) * c.d_model, 0.0f);
-    }
-  }
-  MemoryReport memory() const override {
-    MemoryReport m;
-    for (size_t l = 0; l < kc.size(); ++l) {
-      m.kv_cache += (kc[l].size() + vc[l].size()) * 4;
-      m.recurrent += conv[l].size() * 4;
-    }
-    return m;
-  }
-  std::vector<std::vector<float>> kc, vc;  // [layer][pos * kv_dim + i]
-  std::vector<std::vector<float>> conv;    // [layer][(L-1) * d]: last L-1 rows of B*x, oldest first
-  void advance(uint32_t n) { n_past_ += n; }
-
- protected:
-  std::unique_ptr<SeqSnapshot> capture() const override {
-    auto s = std::make_unique<Lfm2CpuSnapshot>();
-    s->conv = conv;
-    return s;
-  }
-  void restore_recurrent(const SeqSnapshot& s) override { conv = dynamic_cast<const Lfm2CpuSnapshot&>(s).conv; }
-  std::vector<StateBlob> snapshot_blobs(const SeqSnapshot& s) const override {
-    std::vector<StateBlob> out;
-    auto& c = dynamic_cast<const Lfm2CpuSnapshot&>(s).conv;
-    for (size_t l = 0; l < c.size(); ++l)
-      if (!conv[l].empty()) out.push_back({"blk." + std::to_string(l) + ".conv", bytes_of(c[l].data(), c[l].size())});
-    return out;
-  }
-  /// Validates every conv blob (count, names, sizes), then returns the states.
-  std::vector<std::vector<float>> take_conv(const std::vector<StateBlob>& blobs) const {
-    std::vector<std::vector<float>> c = conv;
-    for (size_t l = 0; l < c.size(); ++l)
-      if (!c[l].empty()) {
-        const StateBlob& b = state_blob(blobs, "blk." + std::to_string(l) + ".conv", c[l].size() * 4);
-        std::memcpy(c[l].data(), b.data.data(), b.data.size());
-      }
-    return c;
-  }
-  size_t n_conv() const { return size_t(std::count_if(conv.begin(), conv.end(), [](auto& v) { return !v.empty(); })); }
-  std::unique_ptr<SeqSnapshot> snapshot_from_blobs(const std::vector<StateBlob>& blobs) override {
-    check_blob_count(blobs, n_conv());
-    auto s = std::make_unique<Lfm2CpuSnapshot>();
-    s->conv = take_conv(blobs);
-    return s;
-  }
-  std::vector<StateBlob> read_state() const override {
-    std::vector<StateBlob> out = snapshot_blobs(*capture());
-    for (size_t l = 0; l < kc.size(); ++l)
-      if (!kc[l].empty()) {
-        const size_t n = size_t(n_past_) * (kc[l].size() / ctx_len_);
-        out.push_back({"blk." + std::to_string(l) + ".k", bytes_of(kc[l].data(), n)});
-        out.push_back({"blk." + std::to_string(l) + ".v", bytes_of(vc[l].data(), n)});
-      }
-    return out;
-  }
-  void write_state(uint32_t rows, const std::vector<StateBlob>& blobs) override {
-    size_t n_attn = 0;
-    for (auto& k : kc) n_attn += !k.empty();
-    check_blob_count(blobs, n_conv() + 2 * n_attn);
-    auto c = take_conv(blobs);
-    std::vector<std::pair<std::vector<float>*, const StateBlob*>> w;  // validate all before writing
-    for (size_t l = 0; l < kc.size(); ++l)
-      if (!kc[l].empty()) {
-        const uint64_t bytes = uint64_t(rows) * (kc[l].size() / ctx_len_) * 4;
-        w.push_back({&kc[l], &state_blob(blobs, "blk." + std::to_string(l) + ".k", bytes)});
-        w.push_back({&vc[l], &state_blob(blobs, "blk." + std::to_string(l) + ".v", bytes)});
-      }
-    conv = std::move(c);
-    for (auto [dst, b] : w)
-      if (!b->data.empty()) std::memcpy(dst->data(), b->data.data(), b->data.size());
-  }
-};
-
 class Lfm2Cpu final : public CpuModel {
  public:
   Lfm2Cpu(const ModelSource& src, const ModelOptions& opt) : c_(src.config), p_(lfm2_params(src)) {
@@ -176,7 +79,7 @@ class Lfm2Cpu final : public CpuModel {
     s.kv_cache = uint64_t(p_.n_attn()) * Lfm2Params::kv_bytes(c_, s.context);
     s.recurrent = uint64_t(c_.n_layers - p_.n_attn()) * p_.conv_state_bytes(c_);
     s.largest_buffer = std::max(p_.n_attn() ? Lfm2Params::kv_bytes(c_, s.context) / 2 : 0, p_.conv_state_bytes(c_));
-    return cpu_new_sequence(s, c_, p_.n_attn() ? &rope_ : nullptr, [&] { return std::make_unique<CpuSeq>(s.context, c_, p_); });
+    return cpu_new_sequence(s, c_, p_.n_attn() ? &rope_ : nullptr, [&] { return lfm2_sequence(nullptr, c_, p_, s.context); });
   }
   MemoryReport memory() const override {
     MemoryReport m;
@@ -189,9 +92,8 @@ class Lfm2Cpu final : public CpuModel {
     return m;
   }
 
-  void forward(Sequence& sq, std::span<const int32_t> toks, std::vector<float>* logits) override {
-    check_forward(sq, toks, c_.vocab);
-    CpuSeq& seq = dynamic_cast<CpuSeq&>(sq);
+  void forward(Sequence& seq, std::span<const int32_t> toks, std::vector<float>* logits) override {
+    check_forward(seq, toks, c_.vocab);
     const uint32_t T = uint32_t(toks.size()), n_past = seq.n_past();
     const uint32_t D = c_.d_model, Q = c_.q_dim(), KV = c_.kv_dim(), HD = c_.head_dim;
     std::vector<float> x(size_t(T) * D), h(size_t(T) * D), q(size_t(T) * Q), k(size_t(T) * KV), v(size_t(T) * KV),
@@ -202,6 +104,8 @@ class Lfm2Cpu final : public CpuModel {
       Layer& L = layers_[l];
       for (uint32_t t = 0; t < T; ++t) ref::rmsnorm(&x[size_t(t) * D], L.attn_norm.data(), &h[size_t(t) * D], D, c_.rms_eps);
       if (L.attn) {
+        KvState& kv = seq.kv(l);
+        float *kc = kv.keys().host(), *vc = kv.values().host();  // [ctx, kv_dim]
         ref::matmul(L.wq, h.data(), D, q.data(), Q, T, false);
         ref::matmul(L.wk, h.data(), D, k.data(), KV, T, false);
         ref::matmul(L.wv, h.data(), D, v.data(), KV, T, false);
@@ -212,16 +116,16 @@ class Lfm2Cpu final : public CpuModel {
           const uint32_t pos = n_past + t;
           ref::rope(&q[size_t(t) * Q], c_.n_heads, HD, c_.rope_dims, pos, rope_.data(), c_.rope_neox);
           ref::rope(&k[size_t(t) * KV], c_.n_kv_heads, HD, c_.rope_dims, pos, rope_.data(), c_.rope_neox);
-          std::copy_n(&k[size_t(t) * KV], KV, &seq.kc[l][size_t(pos) * KV]);
-          std::copy_n(&v[size_t(t) * KV], KV, &seq.vc[l][size_t(pos) * KV]);
+          std::copy_n(&k[size_t(t) * KV], KV, &kc[size_t(pos) * KV]);
+          std::copy_n(&v[size_t(t) * KV], KV, &vc[size_t(pos) * KV]);
         }
-        cpu_attention(c_, kopt_, q.data(), Q, seq.kc[l].data(), seq.vc[l].data(), att.data(), Q, n_past, T, scale, chunk_);
+        cpu_attention(c_, kopt_, q.data(), Q, kc, vc, att.data(), Q, n_past, T, scale, chunk_);
         ref::matmul(L.wo, att.data(), Q, x.data(), D, T, true);
       } else {
         // ShortConv: [B | C | xs] = in_proj(h); y = C * conv(B * xs); x += out_proj(y).
         ref::matmul(L.in_proj, h.data(), D, bcx.data(), 3 * D, T, false);
         ref::causal_conv(bcx.data() + 2 * D, 3 * D, bcx.data(), 3 * D, bcx.data() + D, 3 * D, L.conv.data(), nullptr,
-                         seq.conv[l].data(), att.data(), D, T, D, p_.conv_L, false);
+                         seq.conv(l).conv_state().host(), att.data(), D, T, D, p_.conv_L, false);
         ref::matmul(L.out_proj, att.data(), D, x.data(), D, T, true);
       }
       cpu_swiglu_ffn(c_, L.ffn_norm, L.gate, L.up, L.down, x.data(), h.data(), T);

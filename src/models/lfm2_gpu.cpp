@@ -40,102 +40,6 @@ struct Layer {
 };
 
 
-/// Per layer: KV cache buffers (attention) or the conv state buffer (conv); the others empty.
-/// Snapshots are host copies of the conv states (read back once, written back on restore); state
-/// blobs have the names and layouts of lfm2_cpu.cpp ("blk.N.conv", "blk.N.k", "blk.N.v").
-struct GpuSeq final : Sequence {
-  GpuSeq(gpu::Context& ctx, uint32_t ctx_len, const ModelConfig& c, const Lfm2Params& p)
-      : Sequence(ctx_len), ctx_(ctx), kv_row_(uint64_t(c.kv_dim()) * 4) {
-    for (uint32_t i = 0; i < c.n_layers; ++i) {
-      const std::string pre = "blk." + std::to_string(i) + ".";
-      if (p.attn[i]) {
-        const uint64_t bytes = Lfm2Params::kv_bytes(c, ctx_len) / 2;
-        kc.emplace_back(ctx, bytes, BufferKind::Storage, pre + "k_cache");
-        vc.emplace_back(ctx, bytes, BufferKind::Storage, pre + "v_cache");
-        conv.emplace_back();
-      } else {
-        kc.emplace_back();
-        vc.emplace_back();
-        conv.emplace_back(ctx, p.conv_state_bytes(c), BufferKind::Storage, pre + "conv_state");  // zeroed
-      }
-    }
-  }
-  MemoryReport memory() const override {
-    MemoryReport m;
-    for (size_t l = 0; l < kc.size(); ++l) {
-      m.kv_cache += kc[l].size() + vc[l].size();
-      m.recurrent += conv[l].size();
-    }
-    return m;
-  }
-  std::vector<Buffer> kc, vc;  // attention layers: [ctx, kv_dim] f32
-  std::vector<Buffer> conv;    // conv layers: [L-1, d] f32
-  void advance(uint32_t n) { n_past_ += n; }
-
- protected:
-  // Snapshots stay on the GPU (GpuStateSnapshot: one packed buffer, GPU->GPU copies, no wait).
-  std::vector<const Buffer*> conv_bufs() const {
-    std::vector<const Buffer*> v;
-    for (const Buffer& b : conv) v.push_back(&b);
-    return v;
-  }
-  std::unique_ptr<SeqSnapshot> capture() const override {
-    return std::make_unique<GpuStateSnapshot>(ctx_, conv_bufs());
-  }
-  void restore_recurrent(const SeqSnapshot& s) override {
-    dynamic_cast<const GpuStateSnapshot&>(s).restore(ctx_, conv_bufs());
-  }
-  std::vector<StateBlob> snapshot_blobs(const SeqSnapshot& s) const override {
-    auto& q = dynamic_cast<const GpuStateSnapshot&>(s);
-    std::vector<StateBlob> out;
-    for (size_t l = 0; l < conv.size(); ++l)
-      if (conv[l].size()) out.push_back({"blk." + std::to_string(l) + ".conv", q.part(ctx_, l)});
-    return out;
-  }
-  size_t n_conv() const { return size_t(std::count_if(conv.begin(), conv.end(), [](auto& b) { return b.size() > 0; })); }
-  std::unique_ptr<SeqSnapshot> snapshot_from_blobs(const std::vector<StateBlob>& blobs) override {
-    check_blob_count(blobs, n_conv());
-    static const std::vector<uint8_t> none;
-    std::vector<const std::vector<uint8_t>*> host;
-    for (size_t l = 0; l < conv.size(); ++l)
-      host.push_back(conv[l].size() ? &state_blob(blobs, "blk." + std::to_string(l) + ".conv", conv[l].size()).data : &none);
-    return std::make_unique<GpuStateSnapshot>(ctx_, conv_bufs(), host);
-  }
-  std::vector<StateBlob> read_state() const override {
-    std::vector<StateBlob> out = snapshot_blobs(*capture());
-    const uint64_t kvb = n_past_ * kv_row_;
-    for (size_t l = 0; l < kc.size(); ++l)
-      if (kc[l].size())
-        for (auto [buf, tag] : {std::pair{&kc[l], ".k"}, std::pair{&vc[l], ".v"}}) {
-          StateBlob b{"blk." + std::to_string(l) + tag, std::vector<uint8_t>(kvb)};
-          if (kvb) buf->read(ctx_, 0, b.data.data(), kvb);
-          out.push_back(std::move(b));
-        }
-    return out;
-  }
-  void write_state(uint32_t rows, const std::vector<StateBlob>& blobs) override {
-    size_t n_attn = 0;
-    for (auto& k : kc) n_attn += k.size() > 0;
-    check_blob_count(blobs, n_conv() + 2 * n_attn);
-    const uint64_t kvb = rows * kv_row_;
-    std::vector<std::pair<const Buffer*, const StateBlob*>> w;  // validate everything first
-    for (size_t l = 0; l < conv.size(); ++l) {
-      const std::string p = "blk." + std::to_string(l);
-      if (conv[l].size()) w.push_back({&conv[l], &state_blob(blobs, p + ".conv", conv[l].size())});
-      if (kc[l].size()) {
-        w.push_back({&kc[l], &state_blob(blobs, p + ".k", kvb)});
-        w.push_back({&vc[l], &state_blob(blobs, p + ".v", kvb)});
-      }
-    }
-    for (auto [buf, b] : w)
-      if (!b->data.empty()) buf->write(ctx_, 0, b->data.data(), b->data.size());
-  }
-
- private:
-  gpu::Context& ctx_;
-  uint64_t kv_row_ = 0;  // bytes per KV cache row
-};
-
 class Lfm2Gpu final : public GpuModel {
  public:
   Lfm2Gpu(const ModelSource& src, const ModelOptions& opt) : GpuModel(src.config, opt), p_(lfm2_params(src)) {
@@ -150,7 +54,7 @@ class Lfm2Gpu final : public GpuModel {
     s.recurrent = uint64_t(c_.n_layers - p_.n_attn()) * p_.conv_state_bytes(c_);
     s.largest_buffer = std::max(p_.n_attn() ? Lfm2Params::kv_bytes(c_, s.context) / 2 : 0, p_.conv_state_bytes(c_));
     prepare_sequence(s, p_.n_attn() ? &rope_ : nullptr, &rope_rows_);
-    return create_sequence(s, [&] { return std::make_unique<GpuSeq>(*ctx_, s.context, c_, p_); });
+    return create_sequence(s, [&] { return lfm2_sequence(ctx_.get(), c_, p_, s.context); });
   }
 
  private:
@@ -228,7 +132,9 @@ class Lfm2Gpu final : public GpuModel {
     }
   }
 
-  void attention_layer(kernels::OpContext& o, Layer& L, GpuSeq& seq, uint32_t l, uint32_t T, uint32_t pos0) {
+  void attention_layer(kernels::OpContext& o, Layer& L, Sequence& seq, uint32_t l, uint32_t T, uint32_t pos0) {
+    KvState& kv = seq.kv(l);
+    const Buffer &kc = kv.keys().buffer(), &vc = kv.values().buffer();
     const uint32_t D = c_.d_model, Q = c_.q_dim(), KV = c_.kv_dim(), HD = c_.head_dim;
     const uint32_t k_off = T * Q, v_off = T * (Q + KV);
     kernels::matmul(o, L.wq, {h_, 0}, D, {raw_, 0}, Q, T, false, "attn_q");
@@ -236,22 +142,21 @@ class Lfm2Gpu final : public GpuModel {
     kernels::matmul(o, L.wv, {h_, 0}, D, {qkv_, v_off}, KV, T, false, "attn_v");
     kernels::rmsnorm(o, {raw_, 0}, HD, L.q_norm, {qkv_, 0}, HD, T * c_.n_heads, HD, c_.rms_eps, "attn_q_norm");
     kernels::rmsnorm(o, {raw_, k_off}, HD, L.k_norm, {qkv_, k_off}, HD, T * c_.n_kv_heads, HD, c_.rms_eps, "attn_k_norm");
-    record_rope_kv(o, c_, {qkv_, 0, Q, k_off, v_off, KV}, T, pos0, rope_, seq.kc[l], seq.vc[l]);
+    record_rope_kv(o, c_, {qkv_, 0, Q, k_off, v_off, KV}, T, pos0, rope_, kc, vc);
     const kernels::AttentionShape as{T, pos0, c_.n_heads, c_.n_kv_heads, HD, 1.0f / std::sqrt(float(HD))};
-    kernels::attention(o, as, {qkv_, 0}, Q, seq.kc[l], seq.vc[l], {att_, 0}, Q, &attn_split_, sparse_.index ? &sparse_ : nullptr);
+    kernels::attention(o, as, {qkv_, 0}, Q, kc, vc, {att_, 0}, Q, &attn_split_, sparse_.index ? &sparse_ : nullptr);
     kernels::matmul(o, L.wo, {att_, 0}, Q, {x_, 0}, D, T, true, "attn_output");
   }
 
-  void conv_layer(kernels::OpContext& o, Layer& L, GpuSeq& seq, uint32_t l, uint32_t T) {
+  void conv_layer(kernels::OpContext& o, Layer& L, Sequence& seq, uint32_t l, uint32_t T) {
     const uint32_t D = c_.d_model;
     kernels::matmul(o, L.in_proj, {h_, 0}, D, {bcx_, 0}, 3 * D, T, false, "shortconv_in_proj");
     kernels::causal_conv(o, {T, D, p_.conv_L, false}, {bcx_, 2 * D}, 3 * D, F32Rows{&bcx_, 0, 3 * D},
-                         F32Rows{&bcx_, D, 3 * D}, L.conv, nullptr, {seq.conv[l], 0}, {att_, 0}, D, "shortconv_conv");
+                         F32Rows{&bcx_, D, 3 * D}, L.conv, nullptr, {seq.conv(l).conv_state().buffer(), 0}, {att_, 0}, D, "shortconv_conv");
     kernels::matmul(o, L.out_proj, {att_, 0}, D, {x_, 0}, D, T, true, "shortconv_out_proj");
   }
 
-  int32_t chunk(Sequence& sq, std::span<const int32_t> toks, HeadOut out, std::vector<float>* logits) override {
-    GpuSeq& seq = dynamic_cast<GpuSeq&>(sq);
+  int32_t chunk(Sequence& seq, std::span<const int32_t> toks, HeadOut out, std::vector<float>* logits) override {
     const uint32_t T = uint32_t(toks.size()), D = c_.d_model, pos0 = seq.n_past();
     tokens_.write(*ctx_, 0, toks.data(), uint64_t(T) * 4);
     kernels::OpContext o{*ctx_, *pipes_, *rec_, opt_.kernels};

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "formats/gguf.h"
+#include "models/model.h"
 #include "models/source.h"
 
 namespace wgllm {
@@ -262,6 +263,17 @@ Lfm2Refs lfm2_refs(const TensorStore& ts, const ModelConfig& c, const Lfm2Params
     r.layers.push_back(std::move(R));
   }
   return r;
+}
+
+std::unique_ptr<Sequence> lfm2_sequence(gpu::Context* ctx, const ModelConfig& c, const Lfm2Params& p, uint32_t context) {
+  std::vector<std::unique_ptr<LayerState>> st;
+  for (uint32_t i = 0; i < c.n_layers; ++i) {
+    if (p.attn[i])
+      st.push_back(std::make_unique<KvState>(ctx, i, context, c.kv_dim()));
+    else
+      st.push_back(std::make_unique<ConvState>(ctx, i, p.conv_L - 1, c.d_model));
+  }
+  return std::make_unique<Sequence>(context, ctx, std::move(st));
 }
 
 }  // namespace wgllm

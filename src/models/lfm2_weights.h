@@ -15,6 +15,7 @@
 // Shapes are ggml order {in, out}.
 #pragma once
 #include <optional>
+#include <memory>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -26,6 +27,8 @@ namespace wgllm {
 
 class GgufFile;
 struct ModelSource;
+class Sequence;
+namespace gpu { class Context; }
 
 /// LFM2-specific hyper-parameters (transformers configuration_lfm2.py Lfm2Config).
 struct Lfm2Params {
@@ -37,6 +40,10 @@ struct Lfm2Params {
   /// Bytes of one attention layer's KV cache for ctx positions (K and V, f32).
   static uint64_t kv_bytes(const ModelConfig& c, uint32_t ctx) { return 2ull * ctx * c.kv_dim() * 4; }
 };
+
+/// A new sequence of `context` positions: a KvState per attention layer, a ConvState [L-1,
+/// d_model] per conv layer (models/state.h), on ctx's GPU (nullptr: host).
+std::unique_ptr<Sequence> lfm2_sequence(gpu::Context* ctx, const ModelConfig& c, const Lfm2Params& p, uint32_t context);
 
 /// config.json (model_type "lfm2"). Layer pattern from `layer_types` ("conv"/"full_attention"),
 /// else `full_attn_idxs`, else all attention (Lfm2Config.__post_init__). FFN width from

@@ -32,50 +32,6 @@ struct Layer {
   ref::Matrix wq, wk, wv, wo, gate, up, down;
 };
 
-struct CpuSeq final : Sequence {
-  CpuSeq(uint32_t ctx, uint32_t layers, uint32_t kv_dim) : Sequence(ctx), kv_dim_(kv_dim) {
-    kc.assign(layers, std::vector<float>(size_t(ctx) * kv_dim));
-    vc = kc;
-  }
-  MemoryReport memory() const override {
-    MemoryReport m;
-    for (auto& k : kc) m.kv_cache += 2 * k.size() * 4;
-    return m;
-  }
-  std::vector<std::vector<float>> kc, vc;  // [layer][pos * kv_dim + i]
-  void advance(uint32_t n) { n_past_ += n; }
-
- protected:
-  // KV-only: snapshots are lengths (base defaults); files get rows [0, n_past) of each layer.
-  std::vector<StateBlob> read_state() const override {
-    std::vector<StateBlob> out;
-    const size_t n = size_t(n_past_) * kv_dim_;
-    for (size_t l = 0; l < kc.size(); ++l)
-      for (auto [c, tag] : {std::pair{&kc[l], ".k"}, std::pair{&vc[l], ".v"}}) {
-        StateBlob b{"blk." + std::to_string(l) + tag, std::vector<uint8_t>(n * 4)};
-        std::memcpy(b.data.data(), c->data(), n * 4);
-        out.push_back(std::move(b));
-      }
-    return out;
-  }
-  void write_state(uint32_t rows, const std::vector<StateBlob>& blobs) override {
-    check_blob_count(blobs, 2 * kc.size());
-    const uint64_t bytes = uint64_t(rows) * kv_dim_ * 4;
-    std::vector<const StateBlob*> k, v;  // validate all before writing anything
-    for (size_t l = 0; l < kc.size(); ++l) {
-      k.push_back(&state_blob(blobs, "blk." + std::to_string(l) + ".k", bytes));
-      v.push_back(&state_blob(blobs, "blk." + std::to_string(l) + ".v", bytes));
-    }
-    for (size_t l = 0; l < kc.size(); ++l) {
-      std::memcpy(kc[l].data(), k[l]->data.data(), bytes);
-      std::memcpy(vc[l].data(), v[l]->data.data(), bytes);
-    }
-  }
-
- private:
-  uint32_t kv_dim_ = 0;
-};
-
 class LlamaCpu final : public CpuModel {
  public:
   LlamaCpu(const ModelSource& src, const ModelOptions& opt) : c_(src.config) {
@@ -100,7 +56,11 @@ class LlamaCpu final : public CpuModel {
     s.context = sequence_context(ctx, default_ctx_, c_.max_context);
     s.largest_buffer = uint64_t(s.context) * c_.kv_dim() * 4;
     s.kv_cache = 2ull * c_.n_layers * s.largest_buffer;
-    return cpu_new_sequence(s, c_, &rope_, [&] { return std::make_unique<CpuSeq>(s.context, c_.n_layers, c_.kv_dim()); });
+    return cpu_new_sequence(s, c_, &rope_, [&] {
+      std::vector<std::unique_ptr<LayerState>> st;
+      for (uint32_t i = 0; i < c_.n_layers; ++i) st.push_back(std::make_unique<KvState>(nullptr, i, s.context, c_.kv_dim()));
+      return std::make_unique<Sequence>(s.context, nullptr, std::move(st));
+    });
   }
   MemoryReport memory() const override {
     MemoryReport m;
@@ -110,9 +70,8 @@ class LlamaCpu final : public CpuModel {
     return m;
   }
 
-  void forward(Sequence& sq, std::span<const int32_t> toks, std::vector<float>* logits) override {
-    check_forward(sq, toks, c_.vocab);
-    CpuSeq& seq = dynamic_cast<CpuSeq&>(sq);
+  void forward(Sequence& seq, std::span<const int32_t> toks, std::vector<float>* logits) override {
+    check_forward(seq, toks, c_.vocab);
     const uint32_t T = uint32_t(toks.size()), n_past = seq.n_past();
     const uint32_t D = c_.d_model, Q = c_.q_dim(), KV = c_.kv_dim();
     std::vector<float> x(size_t(T) * D), h(size_t(T) * D), q(size_t(T) * Q), k(size_t(T) * KV),
@@ -122,6 +81,8 @@ class LlamaCpu final : public CpuModel {
     const float scale = 1.0f / std::sqrt(float(c_.head_dim));
     for (uint32_t l = 0; l < c_.n_layers; ++l) {
       Layer& L = layers_[l];
+      KvState& kv = seq.kv(l);
+      float *kc = kv.keys().host(), *vc = kv.values().host();  // [ctx, kv_dim]
       for (uint32_t t = 0; t < T; ++t) ref::rmsnorm(&x[size_t(t) * D], L.attn_norm.data(), &h[size_t(t) * D], D, c_.rms_eps);
       ref::matmul(L.wq, h.data(), D, q.data(), Q, T, false);
       ref::matmul(L.wk, h.data(), D, k.data(), KV, T, false);
@@ -130,10 +91,10 @@ class LlamaCpu final : public CpuModel {
         const uint32_t pos = n_past + t;
         ref::rope(&q[size_t(t) * Q], c_.n_heads, c_.head_dim, c_.rope_dims, pos, rope_.data(), c_.rope_neox);
         ref::rope(&k[size_t(t) * KV], c_.n_kv_heads, c_.head_dim, c_.rope_dims, pos, rope_.data(), c_.rope_neox);
-        std::copy_n(&k[size_t(t) * KV], KV, &seq.kc[l][size_t(pos) * KV]);
-        std::copy_n(&v[size_t(t) * KV], KV, &seq.vc[l][size_t(pos) * KV]);
+        std::copy_n(&k[size_t(t) * KV], KV, &kc[size_t(pos) * KV]);
+        std::copy_n(&v[size_t(t) * KV], KV, &vc[size_t(pos) * KV]);
       }
-      cpu_attention(c_, kopt_, q.data(), Q, seq.kc[l].data(), seq.vc[l].data(), att.data(), Q, n_past, T, scale, chunk_);
+      cpu_attention(c_, kopt_, q.data(), Q, kc, vc, att.data(), Q, n_past, T, scale, chunk_);
       ref::matmul(L.wo, att.data(), Q, x.data(), D, T, true);
       cpu_swiglu_ffn(c_, L.ffn_norm, L.gate, L.up, L.down, x.data(), h.data(), T);
     }

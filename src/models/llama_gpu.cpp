@@ -27,58 +27,6 @@ struct Layer {
   GpuWeight wo, wgu, wg, wu, wd;
 };
 
-struct GpuSeq final : Sequence {
-  GpuSeq(gpu::Context& ctx, uint32_t ctx_len, uint32_t layers, uint32_t kv_dim)
-      : Sequence(ctx_len), ctx_(&ctx), kv_dim_(kv_dim) {
-    const uint64_t bytes = uint64_t(ctx_len) * kv_dim * 4;
-    for (uint32_t i = 0; i < layers; ++i) {
-      const std::string p = "blk." + std::to_string(i) + ".";
-      kc.emplace_back(ctx, bytes, BufferKind::Storage, p + "k_cache");
-      vc.emplace_back(ctx, bytes, BufferKind::Storage, p + "v_cache");
-    }
-  }
-  MemoryReport memory() const override {
-    MemoryReport m;
-    for (auto& b : kc) m.kv_cache += 2 * b.size();
-    return m;
-  }
-  std::vector<Buffer> kc, vc;  // per layer [ctx, kv_dim] f32
-  void advance(uint32_t n) { n_past_ += n; }
-
- protected:
-  // KV-only: snapshots are lengths (base defaults); files get rows [0, n_past) of each layer,
-  // read back from the GPU (blocking; not on the generation path).
-  std::vector<StateBlob> read_state() const override {
-    std::vector<StateBlob> out;
-    const uint64_t bytes = uint64_t(n_past_) * kv_dim_ * 4;
-    for (size_t l = 0; l < kc.size(); ++l)
-      for (auto [c, tag] : {std::pair{&kc[l], ".k"}, std::pair{&vc[l], ".v"}}) {
-        StateBlob b{"blk." + std::to_string(l) + tag, std::vector<uint8_t>(bytes)};
-        if (bytes) c->read(*ctx_, 0, b.data.data(), bytes);
-        out.push_back(std::move(b));
-      }
-    return out;
-  }
-  void write_state(uint32_t rows, const std::vector<StateBlob>& blobs) override {
-    check_blob_count(blobs, 2 * kc.size());
-    const uint64_t bytes = uint64_t(rows) * kv_dim_ * 4;
-    std::vector<const StateBlob*> k, v;  // validate all before writing anything
-    for (size_t l = 0; l < kc.size(); ++l) {
-      k.push_back(&state_blob(blobs, "blk." + std::to_string(l) + ".k", bytes));
-      v.push_back(&state_blob(blobs, "blk." + std::to_string(l) + ".v", bytes));
-    }
-    if (bytes == 0) return;
-    for (size_t l = 0; l < kc.size(); ++l) {
-      kc[l].write(*ctx_, 0, k[l]->data.data(), bytes);
-      vc[l].write(*ctx_, 0, v[l]->data.data(), bytes);
-    }
-  }
-
- private:
-  gpu::Context* ctx_ = nullptr;
-  uint32_t kv_dim_ = 0;
-};
-
 class LlamaGpu final : public GpuModel {
  public:
   LlamaGpu(const ModelSource& src, const ModelOptions& opt) : GpuModel(src.config, opt) {
@@ -92,7 +40,11 @@ class LlamaGpu final : public GpuModel {
     s.largest_buffer = uint64_t(s.context) * c_.kv_dim() * 4;
     s.kv_cache = 2ull * c_.n_layers * s.largest_buffer;
     prepare_sequence(s, &rope_, &rope_rows_);
-    return create_sequence(s, [&] { return std::make_unique<GpuSeq>(*ctx_, s.context, c_.n_layers, c_.kv_dim()); });
+    return create_sequence(s, [&] {
+      std::vector<std::unique_ptr<LayerState>> st;
+      for (uint32_t i = 0; i < c_.n_layers; ++i) st.push_back(std::make_unique<KvState>(ctx_.get(), i, s.context, c_.kv_dim()));
+      return std::make_unique<Sequence>(s.context, ctx_.get(), std::move(st));
+    });
   }
 
  private:
@@ -169,8 +121,7 @@ class LlamaGpu final : public GpuModel {
     }
   }
 
-  int32_t chunk(Sequence& sq, std::span<const int32_t> toks, HeadOut out, std::vector<float>* logits) override {
-    GpuSeq& seq = dynamic_cast<GpuSeq&>(sq);
+  int32_t chunk(Sequence& seq, std::span<const int32_t> toks, HeadOut out, std::vector<float>* logits) override {
     const uint32_t T = uint32_t(toks.size()), D = c_.d_model, Q = c_.q_dim(), KV = c_.kv_dim(),
                    QKV = Q + 2 * KV, pos0 = seq.n_past();
     tokens_.write(*ctx_, 0, toks.data(), uint64_t(T) * 4);
@@ -181,7 +132,8 @@ class LlamaGpu final : public GpuModel {
                                      1.0f / std::sqrt(float(c_.head_dim))};
     for (uint32_t l = 0; l < c_.n_layers; ++l) {
       Layer& L = layers_[l];
-      const Buffer &kc = seq.kc[l], &vc = seq.vc[l];
+      KvState& kv = seq.kv(l);
+      const Buffer &kc = kv.keys().buffer(), &vc = kv.values().buffer();
       if (fused_qkv_ && o.opt.fuse_qkv_rope_kv && T <= kernels::kFusedMaxTokens) {
         // Decode: norm (--fuse-norm), QKV, RoPE and the KV store in one dispatch.
         const kernels::QkvRopeKv rk{Q, KV, c_.head_dim, c_.rope_dims, pos0, c_.rope_neox, &rope_, &kc, &vc};

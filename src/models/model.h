@@ -1,5 +1,5 @@
-// Model: one loaded model on one backend, holding one sequence's state (KV cache). The runtime
-// (sampling, generation, sessions) talks to this interface only.
+// Model: one loaded model on one backend; Sequence: one sequence's state (per-layer state objects,
+// models/state.h). The runtime (sampling, generation, sessions) talks to these interfaces only.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -10,6 +10,7 @@
 #include "gpu/recorder.h"
 #include "kernels/ops.h"
 #include "models/config.h"
+#include "models/state.h"
 
 namespace wgllm {
 
@@ -43,92 +44,92 @@ struct MemoryReport {
   uint64_t scratch = 0;    // activations and other buffers
 };
 
-/// A saved point of one Sequence (Sequence::snapshot). KV rows are not copied: the snapshot
-/// records the length n_past (rows past it are ignored by the attention mask and overwritten
-/// later). Recurrent models subclass it to hold a copy of every recurrent state (fixed size,
-/// independent of the conversation length; on WebGPU a GPU->GPU copy in one submission).
+/// A saved point of one Sequence (Sequence::snapshot): its length n_past plus a copy of every
+/// state that is copied as is (ConvState, DeltaState; models/state.h), packed into one host
+/// vector or one GPU buffer. KV rows are not copied: a KvState rolls back by the length alone
+/// (rows past n_past are ignored by the attention mask and overwritten later).
 class SeqSnapshot {
  public:
-  virtual ~SeqSnapshot() = default;
   uint32_t n_past() const { return n_past_; }
-  /// Bytes this snapshot holds (its recurrent-state copies; 0 for KV-only models).
-  virtual uint64_t bytes() const { return 0; }
+  /// Bytes this snapshot holds (its copies of the copied states; 0 for KV-only models).
+  uint64_t bytes() const { return store_.bytes(); }
 
  private:
   friend class Sequence;
   uint32_t n_past_ = 0;
   uint64_t seq_id_ = 0;  // Sequence::id() of the sequence it was taken from
   uint64_t clock_ = 0;   // that sequence's write clock when it was taken
+  SnapshotStore store_;
 };
 
-/// One named piece of a sequence's state as host bytes (files): "blk.N.k"/"blk.N.v" hold KV rows
-/// [0, n_past) of layer N as f32 [n_past, kv_dim]; recurrent models add their states by name.
-struct StateBlob {
-  std::string name;
-  std::vector<uint8_t> data;
-};
-
-/// One sequence's state on a model's backend: the KV cache of every attention layer (and, for
-/// hybrid models, every recurrent layer's state) plus the number of tokens processed. Several
-/// sequences can share one Model (the weights); each forward names the sequence it advances.
+/// One sequence's state on a model's backend: one state object per layer (KvState for attention
+/// layers, ConvState / DeltaState for recurrent ones; models/state.h) plus the number of tokens
+/// processed and the per-row write clocks that decide which snapshots are still restorable. The
+/// same class serves every architecture: a model's new_sequence() only chooses the layer states.
+/// Several sequences can share one Model (the weights); each forward names the sequence it
+/// advances.
 class Sequence {
  public:
-  virtual ~Sequence() = default;
+  /// states: one per layer, in layer order (states[i]->layer() == i), all on the host (ctx ==
+  /// nullptr) or all in GPU buffers of ctx.
+  Sequence(uint32_t ctx_len, gpu::Context* ctx, std::vector<std::unique_ptr<LayerState>> states);
   Sequence(const Sequence&) = delete;
   Sequence& operator=(const Sequence&) = delete;
   uint32_t n_past() const { return n_past_; }
   uint32_t context_length() const { return ctx_len_; }
   /// Rolls back to the first n tokens (n <= n_past()): KV rows past n are ignored and later
-  /// overwritten. Throws wgllm::Error for n > n_past() and for models with recurrent state
+  /// overwritten. Throws wgllm::Error for n > n_past() and for sequences with copied states
   /// (those roll back by restoring a snapshot instead).
-  virtual void truncate(uint32_t n);
+  void truncate(uint32_t n);
   /// Bytes of this sequence's KV cache and recurrent state.
-  virtual MemoryReport memory() const = 0;
+  MemoryReport memory() const;
+
+  // --- Layer states (for the models' forwards) ---
+  const std::vector<std::unique_ptr<LayerState>>& states() const { return states_; }
+  /// The state of layer i as the given kind; throws wgllm::Error if layer i holds another kind.
+  KvState& kv(uint32_t i);
+  ConvState& conv(uint32_t i);
+  DeltaState& delta(uint32_t i);
+  /// Appends n processed tokens (a model's forward, after recording them; see check_forward()).
+  void advance(uint32_t n);
 
   // --- Snapshots (see src/runtime/session.h for the conversation-level policy) ---
   /// Process-unique id of this sequence.
   uint64_t id() const { return id_; }
-  /// A snapshot of the current point: n_past plus copies of the recurrent states (capture()).
+  /// A snapshot of the current point: n_past plus copies of the copied states. On WebGPU all
+  /// copies are GPU->GPU, recorded into one submission that is not waited for (no host round trip).
   std::unique_ptr<SeqSnapshot> snapshot() const;
   /// True iff s was taken from this sequence and no forward since then wrote a KV row below
   /// s.n_past() (those rows still hold the tokens they held when s was taken).
   bool restorable(const SeqSnapshot& s) const;
-  /// Returns to s: copies the recurrent states back (restore_recurrent()) and sets n_past.
+  /// Returns to s: copies the copied states back (one submission on WebGPU) and sets n_past.
   /// Throws wgllm::Error, changing nothing, when !restorable(s).
   void restore(const SeqSnapshot& s);
-  /// Host copy of the whole state for files: KV rows [0, n_past) of every layer and the
-  /// recurrent states (read back from the GPU). Throws wgllm::Error if the model has no export.
-  std::vector<StateBlob> export_state() const { return read_state(); }
-  /// Replaces the state with an exported one (same model and layout: names and byte sizes are
-  /// checked, wgllm::Error otherwise). All earlier snapshots of this sequence stop being
-  /// restorable except through import_snapshot().
+  /// Blocks until the queued state copies (snapshot(), restore()) have completed (WebGPU; no-op
+  /// on the host). Only for measurements: the queue orders the copies before later forwards.
+  void wait() const;
+  /// Host copy of the whole state for files, under the states' names (models/state.h): rows
+  /// [0, n_past) of each KvState array and every other array whole (read back from the GPU).
+  std::vector<StateBlob> export_state() const;
+  /// Replaces the state with an exported one (same model and layout: count, names and byte sizes
+  /// are checked, wgllm::Error otherwise, changing nothing). All earlier snapshots of this
+  /// sequence stop being restorable except through import_snapshot().
   void import_state(uint32_t n_past, const std::vector<StateBlob>& blobs);
-  /// Host copy of a snapshot's recurrent states (empty for KV-only models), and the inverse: a
-  /// snapshot at n_past of this sequence rebuilt from such blobs, restorable while this
-  /// sequence's KV rows [0, n_past) are the ones last imported or written (for files).
-  std::vector<StateBlob> export_snapshot(const SeqSnapshot& s) const { return snapshot_blobs(s); }
+  /// Host copy of a snapshot's copied states (empty for KV-only models), and the inverse: a
+  /// snapshot at n_past of this sequence rebuilt from such blobs (checked as import_state()),
+  /// restorable while this sequence's KV rows [0, n_past) are the ones last imported or written
+  /// (for files).
+  std::vector<StateBlob> export_snapshot(const SeqSnapshot& s) const;
   std::unique_ptr<SeqSnapshot> import_snapshot(uint32_t n_past, const std::vector<StateBlob>& blobs);
   /// Records that rows [n_past, n_past + n) are being rewritten (called by check_forward()).
   void mark_written(uint32_t n);
 
- protected:
-  Sequence(uint32_t ctx_len);
-  // Hooks. The defaults are right for KV-only models; recurrent models override the first four.
-  /// A new snapshot object holding copies of the recurrent states (base fields are set after).
-  virtual std::unique_ptr<SeqSnapshot> capture() const { return std::make_unique<SeqSnapshot>(); }
-  /// Copies a snapshot's recurrent states (made by capture() of this sequence) back.
-  virtual void restore_recurrent(const SeqSnapshot& s) {}
-  /// Host copies of a snapshot's recurrent states / a snapshot rebuilt from them (throws on a
-  /// layout mismatch). Default: no recurrent state; non-empty blobs are an error.
-  virtual std::vector<StateBlob> snapshot_blobs(const SeqSnapshot& s) const { return {}; }
-  virtual std::unique_ptr<SeqSnapshot> snapshot_from_blobs(const std::vector<StateBlob>& blobs);
-  /// KV rows [0, n_past) and recurrent states as host bytes; write_state() is the inverse for
-  /// n rows (check names/sizes, throw wgllm::Error). Default: throw "not supported".
-  virtual std::vector<StateBlob> read_state() const;
-  virtual void write_state(uint32_t n, const std::vector<StateBlob>& blobs);
-  uint32_t n_past_ = 0, ctx_len_ = 0;
-
  private:
+  /// Bytes of one snapshot (sum of the states' snapshot_bytes()).
+  uint64_t snapshot_bytes() const;
+  gpu::Context* ctx_ = nullptr;
+  std::vector<std::unique_ptr<LayerState>> states_;
+  uint32_t n_past_ = 0, ctx_len_ = 0;
   uint64_t id_ = 0, clock_ = 0;
   std::vector<uint64_t> row_clock_;  // [ctx_len] write clock of the last write of each KV row
 };
@@ -170,12 +171,6 @@ class Model {
 
 /// Creates the model for src.config.arch on the chosen backend, loading all weights.
 std::unique_ptr<Model> create_model(const ModelSource& src, const ModelOptions& opt);
-
-/// The blob named `name`, checked to hold exactly `bytes` bytes (write_state helpers); throws
-/// wgllm::Error naming the blob when it is missing or of another size.
-const StateBlob& state_blob(const std::vector<StateBlob>& blobs, const std::string& name, uint64_t bytes);
-/// Throws wgllm::Error unless there are exactly n blobs (no unknown state in an import).
-void check_blob_count(const std::vector<StateBlob>& blobs, size_t n);
 
 /// The context length of Model::new_sequence(requested): requested, else default_len
 /// (ModelOptions::context_length), else the model's trained length; always capped by the trained

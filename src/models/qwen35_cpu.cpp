@@ -38,133 +38,6 @@ struct Layer {
   // Gated DeltaNet
   ref::Matrix w_qkv, w_z, w_b, w_a, w_out;
   std::vector<float> conv, a_log, dt_bias, gdn_norm;
-  uint32_t slot = 0;  // index among layers of its kind (KV cache / recurrent state)
-};
-
-struct Qwen35CpuSnapshot final : SeqSnapshot {
-  std::vector<std::vector<float>> conv, ssm;
-  uint64_t bytes() const override {
-    uint64_t b = 0;
-    for (auto& v : conv) b += v.size() * 4;
-    for (auto& v : ssm) b += v.size() * 4;
-    return b;
-  }
-};
-
-// Layer ids of the attention (KV) and linear (recurrent) layers, for state blob names.
-std::vector<uint32_t> layer_ids(const Qwen35Params& p, bool linear) {
-  std::vector<uint32_t> v;
-  for (uint32_t i = 0; i < p.linear.size(); ++i)
-    if (p.linear[i] == linear) v.push_back(i);
-  return v;
-}
-
-std::vector<uint8_t> bytes_of(const float* f, size_t n) {
-  std::vector<uint8_t> b(n * 4);
-  if (n) std::memcpy(b.data(), f, n * 4);
-  return b;
-}
-
-struct CpuSeq final : Sequence {
-  CpuSeq(uint32_t ctx, uint32_t n_attn, uint32_t kv_dim, uint32_t n_lin, const Qwen35Params& p)
-      : Sequence(ctx), kv_dim_(kv_dim), attn_ids_(layer_ids(p, false)), lin_ids_(layer_ids(p, true)) {
-    kc.assign(n_attn, std::vector<float>(size_t(ctx) * kv_dim));
-    vc = kc;
-    conv.assign(n_lin, std::vector<float>(size_t(p.conv_k - 1) * p.conv_dim()));
-    ssm.assign(n_lin, std::vector<float>(size_t(p.nv) * p.dk * p.dv));
-  }
-  MemoryReport memory() const override {
-    MemoryReport m;
-    for (auto& k : kc) m.kv_cache += 2 * k.size() * 4;
-    for (auto& c : conv) m.recurrent += c.size() * 4;
-    for (auto& s : ssm) m.recurrent += s.size() * 4;
-    return m;
-  }
-  std::vector<std::vector<float>> kc, vc;    // [attn layer][pos * kv_dim + i]
-  std::vector<std::vector<float>> conv;      // [linear layer][(conv_k-1) * conv_dim]: last inputs, oldest first
-  std::vector<std::vector<float>> ssm;       // [linear layer][nv][dk][dv]
-  void advance(uint32_t n) { n_past_ += n; }
-
- protected:
-  std::unique_ptr<SeqSnapshot> capture() const override {
-    auto s = std::make_unique<Qwen35CpuSnapshot>();
-    s->conv = conv;
-    s->ssm = ssm;
-    return s;
-  }
-  void restore_recurrent(const SeqSnapshot& s) override {
-    auto& q = dynamic_cast<const Qwen35CpuSnapshot&>(s);
-    conv = q.conv;
-    ssm = q.ssm;
-  }
-  // Blobs: "blk.N.conv" / "blk.N.ssm" (f32, layouts as the members) for linear layer N, and
-  // "blk.N.k" / "blk.N.v" (rows [0, n_past) of [pos, kv_dim]) for attention layer N.
-  std::vector<StateBlob> recurrent_blobs(const std::vector<std::vector<float>>& c,
-                                         const std::vector<std::vector<float>>& s) const {
-    std::vector<StateBlob> out;
-    for (size_t i = 0; i < lin_ids_.size(); ++i) {
-      const std::string p = "blk." + std::to_string(lin_ids_[i]);
-      out.push_back({p + ".conv", bytes_of(c[i].data(), c[i].size())});
-      out.push_back({p + ".ssm", bytes_of(s[i].data(), s[i].size())});
-    }
-    return out;
-  }
-  // Validates every recurrent blob, then copies them into c and s.
-  void take_recurrent(const std::vector<StateBlob>& blobs, std::vector<std::vector<float>>& c,
-                      std::vector<std::vector<float>>& s) const {
-    std::vector<const StateBlob*> bc, bs;
-    for (size_t i = 0; i < lin_ids_.size(); ++i) {
-      const std::string p = "blk." + std::to_string(lin_ids_[i]);
-      bc.push_back(&state_blob(blobs, p + ".conv", conv[i].size() * 4));
-      bs.push_back(&state_blob(blobs, p + ".ssm", ssm[i].size() * 4));
-    }
-    c = conv;
-    s = ssm;
-    for (size_t i = 0; i < lin_ids_.size(); ++i) {
-      std::memcpy(c[i].data(), bc[i]->data.data(), bc[i]->data.size());
-      std::memcpy(s[i].data(), bs[i]->data.data(), bs[i]->data.size());
-    }
-  }
-  std::vector<StateBlob> snapshot_blobs(const SeqSnapshot& s) const override {
-    auto& q = dynamic_cast<const Qwen35CpuSnapshot&>(s);
-    return recurrent_blobs(q.conv, q.ssm);
-  }
-  std::unique_ptr<SeqSnapshot> snapshot_from_blobs(const std::vector<StateBlob>& blobs) override {
-    check_blob_count(blobs, 2 * lin_ids_.size());
-    auto s = std::make_unique<Qwen35CpuSnapshot>();
-    take_recurrent(blobs, s->conv, s->ssm);
-    return s;
-  }
-  std::vector<StateBlob> read_state() const override {
-    std::vector<StateBlob> out = recurrent_blobs(conv, ssm);
-    for (size_t i = 0; i < attn_ids_.size(); ++i) {
-      const std::string p = "blk." + std::to_string(attn_ids_[i]);
-      out.push_back({p + ".k", bytes_of(kc[i].data(), size_t(n_past_) * kv_dim_)});
-      out.push_back({p + ".v", bytes_of(vc[i].data(), size_t(n_past_) * kv_dim_)});
-    }
-    return out;
-  }
-  void write_state(uint32_t n, const std::vector<StateBlob>& blobs) override {
-    check_blob_count(blobs, 2 * (lin_ids_.size() + attn_ids_.size()));
-    std::vector<std::vector<float>> c, s;
-    take_recurrent(blobs, c, s);
-    std::vector<const StateBlob*> bk, bv;
-    const uint64_t kvb = uint64_t(n) * kv_dim_ * 4;
-    for (size_t i = 0; i < attn_ids_.size(); ++i) {
-      bk.push_back(&state_blob(blobs, "blk." + std::to_string(attn_ids_[i]) + ".k", kvb));
-      bv.push_back(&state_blob(blobs, "blk." + std::to_string(attn_ids_[i]) + ".v", kvb));
-    }
-    conv = std::move(c);
-    ssm = std::move(s);
-    for (size_t i = 0; i < attn_ids_.size() && kvb; ++i) {
-      std::memcpy(kc[i].data(), bk[i]->data.data(), kvb);
-      std::memcpy(vc[i].data(), bv[i]->data.data(), kvb);
-    }
-  }
-
- private:
-  uint32_t kv_dim_ = 0;
-  std::vector<uint32_t> attn_ids_, lin_ids_;
 };
 
 class Qwen35Cpu final : public CpuModel {
@@ -187,7 +60,7 @@ class Qwen35Cpu final : public CpuModel {
       L.up = matrix(R.w_up);
       L.down = matrix(R.w_down);
       if (L.linear) {
-        L.slot = n_lin_++;
+        ++n_lin_;
         L.w_qkv = matrix(R.w_qkv);
         L.w_z = matrix(R.w_z);
         L.w_b = matrix(R.w_b);
@@ -198,7 +71,7 @@ class Qwen35Cpu final : public CpuModel {
         L.dt_bias = dequantize_tensor(R.dt_bias);
         L.gdn_norm = dequantize_tensor(R.gdn_norm);
       } else {
-        L.slot = n_attn_++;
+        ++n_attn_;
         std::vector<uint8_t> q = qwen35_deinterleave_q(R.wq, c_.n_heads, c_.head_dim);
         TensorRef t = R.wq;
         t.data = q.data();
@@ -224,7 +97,7 @@ class Qwen35Cpu final : public CpuModel {
     s.recurrent = uint64_t(n_lin_) * (conv + ssm);
     s.largest_buffer = std::max({n_attn_ ? kvb : 0, n_lin_ ? conv : 0, n_lin_ ? ssm : 0});
     return cpu_new_sequence(s, c_, &rope_,
-                            [&] { return std::make_unique<CpuSeq>(s.context, n_attn_, c_.kv_dim(), n_lin_, p_); });
+                            [&] { return qwen35_sequence(nullptr, c_, p_, s.context); });
   }
   MemoryReport memory() const override {
     MemoryReport m;
@@ -236,19 +109,19 @@ class Qwen35Cpu final : public CpuModel {
     return m;
   }
 
-  void forward(Sequence& sq, std::span<const int32_t> toks, std::vector<float>* logits) override {
-    check_forward(sq, toks, c_.vocab);
-    CpuSeq& seq = dynamic_cast<CpuSeq&>(sq);
+  void forward(Sequence& seq, std::span<const int32_t> toks, std::vector<float>* logits) override {
+    check_forward(seq, toks, c_.vocab);
     const uint32_t T = uint32_t(toks.size()), D = c_.d_model;
     std::vector<float> x(size_t(T) * D), h(size_t(T) * D);
     for (uint32_t t = 0; t < T; ++t)
       std::copy_n(embed_.w.data() + size_t(toks[t]) * D, D, x.data() + size_t(t) * D);
-    for (Layer& L : layers_) {
+    for (uint32_t l = 0; l < c_.n_layers; ++l) {
+      Layer& L = layers_[l];
       for (uint32_t t = 0; t < T; ++t) ref::rmsnorm(&x[size_t(t) * D], L.attn_norm.data(), &h[size_t(t) * D], D, c_.rms_eps);
       if (L.linear)
-        delta_net(L, seq, h, x, T);
+        delta_net(L, seq.delta(l), h, x, T);
       else
-        attention(L, seq, h, x, T);
+        attention(L, seq.kv(l), seq.n_past(), h, x, T);
       cpu_swiglu_ffn(c_, L.ffn_norm, L.gate, L.up, L.down, x.data(), h.data(), T);
     }
     seq.advance(T);
@@ -257,14 +130,13 @@ class Qwen35Cpu final : public CpuModel {
 
  private:
   // x += o_proj(attention(q, k, v) * sigmoid(gate)), Qwen3_5Attention.
-  void attention(Layer& L, CpuSeq& seq, const std::vector<float>& h, std::vector<float>& x, uint32_t T) {
-    const uint32_t D = c_.d_model, Q = c_.q_dim(), KV = c_.kv_dim(), HD = c_.head_dim, n_past = seq.n_past();
+  void attention(Layer& L, KvState& kv, uint32_t n_past, const std::vector<float>& h, std::vector<float>& x, uint32_t T) {
+    const uint32_t D = c_.d_model, Q = c_.q_dim(), KV = c_.kv_dim(), HD = c_.head_dim;
     std::vector<float> qg(size_t(T) * 2 * Q), k(size_t(T) * KV), v(size_t(T) * KV), att(size_t(T) * Q);
     ref::matmul(L.wq, h.data(), D, qg.data(), 2 * Q, T, false);
     ref::matmul(L.wk, h.data(), D, k.data(), KV, T, false);
     ref::matmul(L.wv, h.data(), D, v.data(), KV, T, false);
-    auto& kc = seq.kc[L.slot];
-    auto& vc = seq.vc[L.slot];
+    float *kc = kv.keys().host(), *vc = kv.values().host();  // [ctx, kv_dim]
     for (uint32_t t = 0; t < T; ++t) {
       const uint32_t pos = n_past + t;
       float* q = &qg[size_t(t) * 2 * Q];
@@ -276,13 +148,13 @@ class Qwen35Cpu final : public CpuModel {
       std::copy_n(&v[size_t(t) * KV], KV, &vc[size_t(pos) * KV]);
     }
     const float scale = 1.0f / std::sqrt(float(HD));
-    cpu_attention(c_, kopt_, qg.data(), 2 * Q, kc.data(), vc.data(), att.data(), Q, n_past, T, scale, chunk_);
+    cpu_attention(c_, kopt_, qg.data(), 2 * Q, kc, vc, att.data(), Q, n_past, T, scale, chunk_);
     for (uint32_t t = 0; t < T; ++t) ref::sigmoid_gate(&att[size_t(t) * Q], &qg[size_t(t) * 2 * Q + Q], Q);
     ref::matmul(L.wo, att.data(), Q, x.data(), D, T, true);
   }
 
   // x += out_proj(RMSNormGated(delta_rule(conv(qkv)), z)), Qwen3_5GatedDeltaNet.
-  void delta_net(Layer& L, CpuSeq& seq, const std::vector<float>& h, std::vector<float>& x, uint32_t T) {
+  void delta_net(Layer& L, DeltaState& st, const std::vector<float>& h, std::vector<float>& x, uint32_t T) {
     const uint32_t D = c_.d_model, CD = p_.conv_dim(), VD = p_.value_dim(), KD = p_.key_dim(), nv = p_.nv;
     std::vector<float> qkv(size_t(T) * CD), cv(size_t(T) * CD), z(size_t(T) * VD), b(size_t(T) * nv),
         a(size_t(T) * nv), gb(size_t(T) * 2 * nv), o(size_t(T) * VD);
@@ -290,7 +162,7 @@ class Qwen35Cpu final : public CpuModel {
     ref::matmul(L.w_z, h.data(), D, z.data(), VD, T, false);
     ref::matmul(L.w_b, h.data(), D, b.data(), nv, T, false);
     ref::matmul(L.w_a, h.data(), D, a.data(), nv, T, false);
-    ref::causal_conv(qkv.data(), CD, nullptr, 0, nullptr, 0, L.conv.data(), nullptr, seq.conv[L.slot].data(), cv.data(),
+    ref::causal_conv(qkv.data(), CD, nullptr, 0, nullptr, 0, L.conv.data(), nullptr, st.conv_state().host(), cv.data(),
                      CD, T, CD, p_.conv_k, true);
     for (uint32_t t = 0; t < T; ++t) {
       float* r = &cv[size_t(t) * CD];
@@ -299,7 +171,7 @@ class Qwen35Cpu final : public CpuModel {
                      &gb[size_t(t) * 2 * nv + nv], nv);
     }
     ref::GdnArgs g{cv.data(), cv.data() + KD, cv.data() + 2 * KD, gb.data(), gb.data() + nv, CD, CD, 2 * nv,
-                   seq.ssm[L.slot].data(), o.data(), VD, T, p_.nk, nv, p_.dk, p_.dv, 1.0f / std::sqrt(float(p_.dk)),
+                   st.recurrent_state().host(), o.data(), VD, T, p_.nk, nv, p_.dk, p_.dv, 1.0f / std::sqrt(float(p_.dk)),
                    p_.gguf_layout};
     ref::gated_delta_rule(g);
     for (uint32_t t = 0; t < T; ++t)

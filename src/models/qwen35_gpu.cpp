@@ -31,7 +31,6 @@ using kernels::GpuWeight;
 
 struct Layer {
   bool linear = false;
-  uint32_t slot = 0;  // index among layers of its kind
   Buffer attn_norm, ffn_norm;
   GpuWeight w_in;  // attention: [q | gate | k | v]; linear: [qkv | z | b | a] (fused) ...
   std::vector<GpuWeight> w_parts;  // ... or one weight per part when types differ
@@ -40,101 +39,6 @@ struct Layer {
   Buffer conv, a_log, dt_bias, gdn_norm;  // linear
 };
 
-
-std::vector<uint32_t> layer_ids(const Qwen35Params& p, bool linear) {
-  std::vector<uint32_t> v;
-  for (uint32_t i = 0; i < p.linear.size(); ++i)
-    if (p.linear[i] == linear) v.push_back(i);
-  return v;
-}
-
-struct GpuSeq final : Sequence {
-  GpuSeq(gpu::Context& ctx, uint32_t ctx_len, uint32_t n_attn, uint32_t kv_dim, uint32_t n_lin, const Qwen35Params& p)
-      : Sequence(ctx_len), ctx_(ctx), kv_dim_(kv_dim), attn_ids_(layer_ids(p, false)), lin_ids_(layer_ids(p, true)) {
-    const uint64_t kvb = uint64_t(ctx_len) * kv_dim * 4;
-    for (uint32_t i = 0; i < n_attn; ++i) {
-      kc.emplace_back(ctx, kvb, BufferKind::Storage, "attn." + std::to_string(i) + ".k_cache");
-      vc.emplace_back(ctx, kvb, BufferKind::Storage, "attn." + std::to_string(i) + ".v_cache");
-    }
-    for (uint32_t i = 0; i < n_lin; ++i) {  // WebGPU zero-initialises buffers: an empty state
-      conv.emplace_back(ctx, uint64_t(p.conv_k - 1) * p.conv_dim() * 4, BufferKind::Storage, "gdn." + std::to_string(i) + ".conv");
-      ssm.emplace_back(ctx, uint64_t(p.nv) * p.dk * p.dv * 4, BufferKind::Storage, "gdn." + std::to_string(i) + ".ssm");
-    }
-  }
-  MemoryReport memory() const override {
-    MemoryReport m;
-    for (auto& b : kc) m.kv_cache += 2 * b.size();
-    for (auto& b : conv) m.recurrent += b.size();
-    for (auto& b : ssm) m.recurrent += b.size();
-    return m;
-  }
-  std::vector<Buffer> kc, vc;  // per attention layer [ctx, kv_dim] f32
-  std::vector<Buffer> conv;    // per linear layer [conv_k - 1, conv_dim] f32, oldest row first
-  std::vector<Buffer> ssm;     // per linear layer [nv, dk, dv] f32
-  void advance(uint32_t n) { n_past_ += n; }
-
- protected:
-  // Snapshots stay on the GPU (GpuStateSnapshot: all conv buffers, then all ssm buffers, packed
-  // into one buffer by GPU->GPU copies; no host round trip).
-  std::vector<const Buffer*> rec_bufs() const {
-    std::vector<const Buffer*> v;
-    for (auto* l : {&conv, &ssm})
-      for (const Buffer& b : *l) v.push_back(&b);
-    return v;
-  }
-  std::unique_ptr<SeqSnapshot> capture() const override { return std::make_unique<GpuStateSnapshot>(ctx_, rec_bufs()); }
-  void restore_recurrent(const SeqSnapshot& s) override {
-    dynamic_cast<const GpuStateSnapshot&>(s).restore(ctx_, rec_bufs());
-  }
-  // State blobs as on the CPU backend: "blk.N.conv" / "blk.N.ssm" per linear layer N (snapshot
-  // bufs hold all conv buffers, then all ssm buffers), "blk.N.k" / "blk.N.v" per attention layer.
-  std::string rec_name(size_t i) const {
-    const size_t n = lin_ids_.size();
-    return "blk." + std::to_string(lin_ids_[i % n]) + (i < n ? ".conv" : ".ssm");
-  }
-  const Buffer& rec_buf(size_t i) const { return i < conv.size() ? conv[i] : ssm[i - conv.size()]; }
-  std::vector<StateBlob> snapshot_blobs(const SeqSnapshot& s) const override {
-    auto& q = dynamic_cast<const GpuStateSnapshot&>(s);
-    std::vector<StateBlob> out;
-    for (size_t i = 0; i < q.n_parts(); ++i) out.push_back({rec_name(i), q.part(ctx_, i)});
-    return out;
-  }
-  std::unique_ptr<SeqSnapshot> snapshot_from_blobs(const std::vector<StateBlob>& blobs) override {
-    check_blob_count(blobs, 2 * lin_ids_.size());
-    std::vector<const std::vector<uint8_t>*> host;
-    for (size_t i = 0; i < 2 * lin_ids_.size(); ++i) host.push_back(&state_blob(blobs, rec_name(i), rec_buf(i).size()).data);
-    return std::make_unique<GpuStateSnapshot>(ctx_, rec_bufs(), host);
-  }
-  std::vector<StateBlob> read_state() const override {
-    auto snap = capture();
-    std::vector<StateBlob> out = snapshot_blobs(*snap);
-    const uint64_t kvb = uint64_t(n_past_) * kv_dim_ * 4;
-    for (size_t i = 0; i < attn_ids_.size(); ++i)
-      for (auto [buf, tag] : {std::pair{&kc[i], ".k"}, std::pair{&vc[i], ".v"}}) {
-        StateBlob b{"blk." + std::to_string(attn_ids_[i]) + tag, std::vector<uint8_t>(kvb)};
-        if (kvb) buf->read(ctx_, 0, b.data.data(), kvb);
-        out.push_back(std::move(b));
-      }
-    return out;
-  }
-  void write_state(uint32_t n, const std::vector<StateBlob>& blobs) override {
-    check_blob_count(blobs, 2 * (lin_ids_.size() + attn_ids_.size()));
-    const uint64_t kvb = uint64_t(n) * kv_dim_ * 4;
-    std::vector<std::pair<const Buffer*, const StateBlob*>> w;  // validate everything first
-    for (size_t i = 0; i < 2 * lin_ids_.size(); ++i) w.push_back({&rec_buf(i), &state_blob(blobs, rec_name(i), rec_buf(i).size())});
-    for (size_t i = 0; i < attn_ids_.size(); ++i) {
-      w.push_back({&kc[i], &state_blob(blobs, "blk." + std::to_string(attn_ids_[i]) + ".k", kvb)});
-      w.push_back({&vc[i], &state_blob(blobs, "blk." + std::to_string(attn_ids_[i]) + ".v", kvb)});
-    }
-    for (auto [buf, b] : w)
-      if (!b->data.empty()) buf->write(ctx_, 0, b->data.data(), b->data.size());
-  }
-
- private:
-  gpu::Context& ctx_;
-  uint32_t kv_dim_ = 0;
-  std::vector<uint32_t> attn_ids_, lin_ids_;
-};
 
 struct Part {  // rows of one matrix in a fused weight
   const TensorRef* t;
@@ -158,7 +62,7 @@ class Qwen35Gpu final : public GpuModel {
     s.recurrent = uint64_t(n_lin_) * (conv + ssm);
     s.largest_buffer = std::max({n_attn_ ? kvb : 0, n_lin_ ? conv : 0, n_lin_ ? ssm : 0});
     prepare_sequence(s, &rope_, &rope_rows_);
-    return create_sequence(s, [&] { return std::make_unique<GpuSeq>(*ctx_, s.context, n_attn_, c_.kv_dim(), n_lin_, p_); });
+    return create_sequence(s, [&] { return qwen35_sequence(ctx_.get(), c_, p_, s.context); });
   }
 
  private:
@@ -195,7 +99,7 @@ class Qwen35Gpu final : public GpuModel {
       L.attn_norm = f32_buffer(qwen35_norm_weight(R.attn_norm, p_), p + "attn_norm");
       L.ffn_norm = f32_buffer(qwen35_norm_weight(R.ffn_norm, p_), p + "ffn_norm");
       if (L.linear) {
-        L.slot = n_lin_++;
+        ++n_lin_;
         in_proj(L, {{&R.w_qkv, R.w_qkv.data}, {&R.w_z, R.w_z.data}, {&R.w_b, R.w_b.data}, {&R.w_a, R.w_a.data}},
                 p + "gdn_in");
         L.wo = weight({{&R.w_out, R.w_out.data}}, p + "gdn_out");
@@ -204,7 +108,7 @@ class Qwen35Gpu final : public GpuModel {
         L.dt_bias = f32_buffer(dequantize_tensor(R.dt_bias), p + "gdn_dt_bias");
         L.gdn_norm = f32_buffer(dequantize_tensor(R.gdn_norm), p + "gdn_norm");
       } else {
-        L.slot = n_attn_++;
+        ++n_attn_;
         std::vector<uint8_t> q = qwen35_deinterleave_q(R.wq, c_.n_heads, c_.head_dim);
         in_proj(L, {{&R.wq, q.data()}, {&R.wk, R.wk.data}, {&R.wv, R.wv.data}}, p + "attn_qgkv");
         L.wo = weight({{&R.wo, R.wo.data}}, p + "attn_output");
@@ -266,12 +170,12 @@ class Qwen35Gpu final : public GpuModel {
     }
   }
 
-  void attention(kernels::OpContext& o, Layer& L, GpuSeq& seq, uint32_t T, uint32_t pos0) {
+  void attention(kernels::OpContext& o, Layer& L, KvState& kv, uint32_t T, uint32_t pos0) {
     const uint32_t Q = c_.q_dim(), KV = c_.kv_dim(), HD = c_.head_dim, S = proj_stride_;
     project(o, L, T, "attn_qgkv");
     kernels::rmsnorm_heads(o, {proj_, 0}, S, HD, T, c_.n_heads, HD, L.q_norm, c_.rms_eps, "q_norm");
     kernels::rmsnorm_heads(o, {proj_, 2 * Q}, S, HD, T, c_.n_kv_heads, HD, L.k_norm, c_.rms_eps, "k_norm");
-    const Buffer &kc = seq.kc[L.slot], &vc = seq.vc[L.slot];
+    const Buffer &kc = kv.keys().buffer(), &vc = kv.values().buffer();
     record_rope_kv(o, c_, {proj_, 0, S, 2 * Q, 2 * Q + KV, S}, T, pos0, rope_, kc, vc);
     kernels::attention(o, {T, pos0, c_.n_heads, c_.n_kv_heads, HD, 1.0f / std::sqrt(float(HD))}, {proj_, 0}, S, kc, vc,
                        {att_, 0}, Q, &attn_split_, sparse_.index ? &sparse_ : nullptr);
@@ -279,27 +183,28 @@ class Qwen35Gpu final : public GpuModel {
     kernels::matmul(o, L.wo, {att_, 0}, Q, {x_, 0}, c_.d_model, T, true, "attn_output");
   }
 
-  void delta_net(kernels::OpContext& o, Layer& L, GpuSeq& seq, uint32_t T) {
+  void delta_net(kernels::OpContext& o, Layer& L, DeltaState& st, uint32_t T) {
+    const Buffer &conv = st.conv_state().buffer(), &ssm = st.recurrent_state().buffer();
     const uint32_t CD = p_.conv_dim(), VD = p_.value_dim(), KD = p_.key_dim(), nv = p_.nv, S = proj_stride_;
     project(o, L, T, "gdn_in");
     const kernels::GdnPrepShape shape{p_.nk, nv, p_.dk, p_.dv, p_.conv_k, 1e-6f};
     if (T == 1 && opt_.kernels.gdn_fuse_decode && kernels::gdn_decode_fits(shape)) {  // conv ... gated RMSNorm: one dispatch, same bits
-      kernels::gdn_decode(o, {proj_, 0, CD, CD + VD + nv, CD + VD, L.conv, seq.conv[L.slot], L.a_log, L.dt_bias, L.gdn_norm,
-                              seq.ssm[L.slot], {att_, 0}, shape, 1.0f / std::sqrt(float(p_.dk)), c_.rms_eps,
+      kernels::gdn_decode(o, {proj_, 0, CD, CD + VD + nv, CD + VD, L.conv, conv, L.a_log, L.dt_bias, L.gdn_norm,
+                              ssm, {att_, 0}, shape, 1.0f / std::sqrt(float(p_.dk)), c_.rms_eps,
                               p_.gguf_layout});
       kernels::matmul(o, L.wo, {att_, 0}, VD, {x_, 0}, c_.d_model, T, true, "gdn_out");
       return;
     }
     if (T == 1 && opt_.kernels.gdn_fuse_prep) {  // conv + SiLU, q/k L2 norm, gates: one dispatch, same bits
       kernels::gdn_decode_prep(o, shape, proj_, 0, CD + VD + nv, CD + VD, L.conv,
-                               seq.conv[L.slot], L.a_log, L.dt_bias, {conv_, 0}, {gates_, 0});
+                               conv, L.a_log, L.dt_bias, {conv_, 0}, {gates_, 0});
     } else {
-      kernels::causal_conv(o, {T, CD, p_.conv_k, true}, {proj_, 0}, S, {}, {}, L.conv, nullptr, {seq.conv[L.slot], 0},
+      kernels::causal_conv(o, {T, CD, p_.conv_k, true}, {proj_, 0}, S, {}, {}, L.conv, nullptr, {conv, 0},
                            {conv_, 0}, CD, "gdn_conv");
       kernels::l2norm_heads(o, {conv_, 0}, CD, p_.dk, T, 2 * p_.nk, p_.dk, 1e-6f, "gdn_l2norm");
       kernels::gdn_gates(o, proj_, CD + VD + nv, CD + VD, S, L.a_log, L.dt_bias, {gates_, 0}, 2 * nv, T, nv);
     }
-    const kernels::GdnOperands a{conv_, 0, KD, 2 * KD, CD, gates_, 0, 2 * nv, seq.ssm[L.slot], att_, 0, VD,
+    const kernels::GdnOperands a{conv_, 0, KD, 2 * KD, CD, gates_, 0, 2 * nv, ssm, att_, 0, VD,
                                  T, p_.nk, nv, p_.dk, p_.dv, 1.0f / std::sqrt(float(p_.dk)), p_.gguf_layout};
     if (T == 1 && opt_.kernels.gdn_fuse_norm) {  // delta-rule step + gated RMSNorm: one dispatch, same bits
       kernels::gdn_step_norm(o, a, {proj_, CD}, L.gdn_norm, c_.rms_eps);
@@ -313,19 +218,19 @@ class Qwen35Gpu final : public GpuModel {
     kernels::matmul(o, L.wo, {att_, 0}, VD, {x_, 0}, c_.d_model, T, true, "gdn_out");
   }
 
-  int32_t chunk(Sequence& sq, std::span<const int32_t> toks, HeadOut out, std::vector<float>* logits) override {
-    GpuSeq& seq = dynamic_cast<GpuSeq&>(sq);
+  int32_t chunk(Sequence& seq, std::span<const int32_t> toks, HeadOut out, std::vector<float>* logits) override {
     const uint32_t T = uint32_t(toks.size()), D = c_.d_model, pos0 = seq.n_past();
     tokens_.write(*ctx_, 0, toks.data(), uint64_t(T) * 4);
     kernels::OpContext o{*ctx_, *pipes_, *rec_, opt_.kernels};
     rec_->begin();
     kernels::embed(o, embed_, tokens_, T, {x_, 0});
-    for (Layer& L : layers_) {
+    for (uint32_t l = 0; l < c_.n_layers; ++l) {
+      Layer& L = layers_[l];
       kernels::rmsnorm(o, {x_, 0}, D, L.attn_norm, {h_, 0}, D, T, D, c_.rms_eps, "attn_norm");
       if (L.linear)
-        delta_net(o, L, seq, T);
+        delta_net(o, L, seq.delta(l), T);
       else
-        attention(o, L, seq, T, pos0);
+        attention(o, L, seq.kv(l), T, pos0);
       const bool fused = L.wgu.N != 0;
       const size_t g = fused ? 0 : L.w_parts.size() - 2;
       record_swiglu_ffn(o, c_, {L.ffn_norm, fused ? &L.wgu : nullptr, fused ? nullptr : &L.w_parts[g],

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "formats/gguf.h"
+#include "models/model.h"
 #include "models/source.h"
 
 namespace wgllm {
@@ -314,6 +315,18 @@ std::vector<float> qwen35_a_log(const TensorRef& a, const Qwen35Params& p) {
       x = float(std::log(-double(x)));
     }
   return v;
+}
+
+std::unique_ptr<Sequence> qwen35_sequence(gpu::Context* ctx, const ModelConfig& c, const Qwen35Params& p,
+                                          uint32_t context) {
+  std::vector<std::unique_ptr<LayerState>> st;
+  for (uint32_t i = 0; i < c.n_layers; ++i) {
+    if (p.linear[i])
+      st.push_back(std::make_unique<DeltaState>(ctx, i, p.conv_k - 1, p.conv_dim(), p.nv, p.dk, p.dv));
+    else
+      st.push_back(std::make_unique<KvState>(ctx, i, context, c.kv_dim()));
+  }
+  return std::make_unique<Sequence>(context, ctx, std::move(st));
 }
 
 }  // namespace wgllm

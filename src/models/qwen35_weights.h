@@ -22,6 +22,7 @@
 // j / (nv / nk)) in every per-value-head tensor, including ssm_out's input columns. The loader
 // keeps the file's layout (Qwen35Params::gguf_layout) and the kernels use the tiled head map.
 #pragma once
+#include <memory>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -33,6 +34,8 @@ namespace wgllm {
 
 class GgufFile;
 struct ModelSource;
+class Sequence;
+namespace gpu { class Context; }
 
 /// Qwen3.5-specific hyper-parameters (transformers configuration_qwen3_5.py Qwen3_5TextConfig).
 struct Qwen35Params {
@@ -48,6 +51,12 @@ struct Qwen35Params {
   uint32_t conv_dim() const { return 2 * key_dim() + value_dim(); }
   uint32_t n_linear() const;
 };
+
+/// A new sequence of `context` positions: a KvState per attention layer, a DeltaState (conv
+/// [conv_k - 1, conv_dim], recurrent [nv, dk, dv]) per linear layer (models/state.h), on ctx's
+/// GPU (nullptr: host).
+std::unique_ptr<Sequence> qwen35_sequence(gpu::Context* ctx, const ModelConfig& c, const Qwen35Params& p,
+                                          uint32_t context);
 
 /// Parses a config.json (model_type "qwen3_5_text", or "qwen3_5" with a nested text_config).
 /// Throws wgllm::Error naming the field for missing/mistyped/inconsistent values (unknown layer

@@ -1,29 +1,62 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
-#include <typeinfo>
 #if defined(__unix__) || defined(__APPLE__)
 #include <unistd.h>
 #endif
 
 #include "core/error.h"
+#include "gpu/context.h"
 #include "models/model.h"
 
 namespace wgllm {
 
+namespace {
+std::atomic<uint64_t> g_next_seq_id{1};
+}  // namespace
+
+Sequence::Sequence(uint32_t ctx_len, gpu::Context* ctx, std::vector<std::unique_ptr<LayerState>> states)
+    : ctx_(ctx), states_(std::move(states)), ctx_len_(ctx_len), id_(g_next_seq_id++), row_clock_(ctx_len, 0) {
+  for (size_t i = 0; i < states_.size(); ++i) {
+    if (!states_[i] || states_[i]->layer() != i) throw Error("sequence: layer state " + std::to_string(i) + " missing or out of order");
+    for (const StateArray& a : states_[i]->arrays())
+      if (a.on_gpu() != (ctx_ != nullptr)) throw Error("sequence: state '" + a.name() + "' on another backend");
+  }
+}
+
 void Sequence::truncate(uint32_t n) {
   if (n > n_past_)
     throw Error("truncate to " + std::to_string(n) + " tokens: the sequence has only " + std::to_string(n_past_));
-  if (memory().recurrent > 0)
+  if (snapshot_bytes() > 0)
     throw Error("a sequence with recurrent state cannot be truncated; restore a snapshot instead");
   n_past_ = n;
 }
 
-namespace {
-std::atomic<uint64_t> g_next_seq_id{1};
+MemoryReport Sequence::memory() const {
+  MemoryReport m;
+  for (const auto& s : states_) (s->by_length() ? m.kv_cache : m.recurrent) += s->bytes();
+  return m;
 }
 
-Sequence::Sequence(uint32_t ctx_len) : ctx_len_(ctx_len), id_(g_next_seq_id++), row_clock_(ctx_len, 0) {}
+namespace {
+template <class T>
+T& state_as(const std::vector<std::unique_ptr<LayerState>>& states, uint32_t i, const char* kind) {
+  T* s = i < states.size() ? dynamic_cast<T*>(states[i].get()) : nullptr;
+  if (!s)
+    throw Error("layer " + std::to_string(i) + " has no " + kind + " state" +
+                (i < states.size() ? std::string(" (it holds ") + states[i]->kind() + ")" : std::string()));
+  return *s;
+}
+}  // namespace
+
+KvState& Sequence::kv(uint32_t i) { return state_as<KvState>(states_, i, "kv"); }
+ConvState& Sequence::conv(uint32_t i) { return state_as<ConvState>(states_, i, "conv"); }
+DeltaState& Sequence::delta(uint32_t i) { return state_as<DeltaState>(states_, i, "delta"); }
+
+void Sequence::advance(uint32_t n) {
+  if (uint64_t(n_past_) + n > ctx_len_) throw Error("sequence: advance past the context");
+  n_past_ += n;
+}
 
 void Sequence::mark_written(uint32_t n) {
   ++clock_;
@@ -31,18 +64,18 @@ void Sequence::mark_written(uint32_t n) {
   std::fill(row_clock_.begin() + n_past_, row_clock_.begin() + end, clock_);
 }
 
-namespace {
-// A model with recurrent state that does not override the snapshot hooks would hand out plain
-// SeqSnapshots (KV length only) and silently restore the wrong states: refuse instead.
-void check_recurrent_hooks(const Sequence& seq, const SeqSnapshot& s) {
-  if (seq.memory().recurrent > 0 && typeid(s) == typeid(SeqSnapshot))
-    throw Error("this model's sequences have recurrent state but no snapshot support (Sequence::capture)");
+uint64_t Sequence::snapshot_bytes() const {
+  uint64_t b = 0;
+  for (const auto& s : states_) b += s->snapshot_bytes();
+  return b;
 }
-}  // namespace
 
 std::unique_ptr<SeqSnapshot> Sequence::snapshot() const {
-  std::unique_ptr<SeqSnapshot> s = capture();
-  check_recurrent_hooks(*this, *s);
+  auto s = std::make_unique<SeqSnapshot>();
+  s->store_ = SnapshotStore(ctx_, snapshot_bytes());
+  StateCopier c(s->store_);
+  for (const auto& st : states_) st->snapshot(c);
+  c.submit();
   s->n_past_ = n_past_;
   s->seq_id_ = id_;
   s->clock_ = clock_;
@@ -61,15 +94,43 @@ void Sequence::restore(const SeqSnapshot& s) {
   if (!restorable(s))
     throw Error("restore: KV rows below " + std::to_string(s.n_past_) +
                 " were rewritten after the snapshot was taken; recompute from an earlier point");
-  check_recurrent_hooks(*this, s);
-  restore_recurrent(s);
+  if (s.store_.bytes() != snapshot_bytes()) throw Error("restore: the snapshot's layout does not match this sequence");
+  StateCopier c(const_cast<SnapshotStore&>(s.store_));  // loads only: the store is read, never written
+  for (const auto& st : states_) st->restore(c);
+  c.submit();
   n_past_ = s.n_past_;
 }
+
+void Sequence::wait() const {
+  if (ctx_) ctx_->wait_idle();
+}
+
+std::vector<StateBlob> Sequence::export_state() const {
+  std::vector<StateBlob> out;
+  for (const auto& s : states_)
+    for (StateBlob& b : s->export_state(n_past_)) out.push_back(std::move(b));
+  return out;
+}
+
+namespace {
+// Every blob must belong to some array (no unknown state in an import).
+void check_count(const std::vector<StateBlob>& blobs, size_t n) {
+  if (blobs.size() != n)
+    throw Error("state has " + std::to_string(blobs.size()) + " parts, this model expects " + std::to_string(n));
+}
+}  // namespace
 
 void Sequence::import_state(uint32_t n, const std::vector<StateBlob>& blobs) {
   if (n > ctx_len_)
     throw Error("import_state: " + std::to_string(n) + " tokens do not fit a context of " + std::to_string(ctx_len_));
-  write_state(n, blobs);
+  size_t n_arrays = 0;
+  std::vector<std::vector<const StateBlob*>> checked;  // validate everything before writing
+  for (const auto& s : states_) {
+    n_arrays += s->arrays().size();
+    checked.push_back(s->check_import(n, blobs));
+  }
+  check_count(blobs, n_arrays);
+  for (size_t i = 0; i < states_.size(); ++i) states_[i]->import_state(checked[i]);
   // Rows [0, n) now hold the imported history; rows past n hold nothing usable.
   ++clock_;
   std::fill(row_clock_.begin(), row_clock_.begin() + n, clock_);
@@ -77,41 +138,43 @@ void Sequence::import_state(uint32_t n, const std::vector<StateBlob>& blobs) {
   n_past_ = n;
 }
 
+std::vector<StateBlob> Sequence::export_snapshot(const SeqSnapshot& s) const {
+  if (s.store_.bytes() != snapshot_bytes()) throw Error("export_snapshot: the snapshot's layout does not match this sequence");
+  std::vector<StateBlob> out;
+  uint64_t off = 0;
+  for (const auto& st : states_)
+    if (!st->by_length())
+      for (const StateArray& a : st->arrays()) {
+        out.push_back({a.name(), s.store_.read(off, a.bytes())});
+        off += a.bytes();
+      }
+  return out;
+}
+
 std::unique_ptr<SeqSnapshot> Sequence::import_snapshot(uint32_t n, const std::vector<StateBlob>& blobs) {
-  std::unique_ptr<SeqSnapshot> s = snapshot_from_blobs(blobs);
-  check_recurrent_hooks(*this, *s);
+  if (n > ctx_len_)
+    throw Error("snapshot: " + std::to_string(n) + " tokens do not fit a context of " + std::to_string(ctx_len_));
+  size_t n_arrays = 0;
+  std::vector<const StateBlob*> checked;
+  for (const auto& st : states_)
+    if (!st->by_length()) {
+      n_arrays += st->arrays().size();
+      for (const StateBlob* b : st->check_import(n, blobs)) checked.push_back(b);
+    }
+  if (n_arrays == 0 && !blobs.empty())
+    throw Error("snapshot: unexpected recurrent state '" + blobs[0].name + "' for a KV-only model");
+  check_count(blobs, n_arrays);
+  auto s = std::make_unique<SeqSnapshot>();
+  s->store_ = SnapshotStore(ctx_, snapshot_bytes());
+  uint64_t off = 0;
+  for (const StateBlob* b : checked) {
+    s->store_.write(off, b->data);
+    off += b->data.size();
+  }
   s->n_past_ = n;
   s->seq_id_ = id_;
   s->clock_ = clock_;
   return s;
-}
-
-std::unique_ptr<SeqSnapshot> Sequence::snapshot_from_blobs(const std::vector<StateBlob>& blobs) {
-  if (!blobs.empty()) throw Error("snapshot: unexpected recurrent state '" + blobs[0].name + "' for a KV-only model");
-  return std::make_unique<SeqSnapshot>();
-}
-
-std::vector<StateBlob> Sequence::read_state() const {
-  throw Error("this model's sequences cannot export their state");
-}
-
-void Sequence::write_state(uint32_t, const std::vector<StateBlob>&) {
-  throw Error("this model's sequences cannot import a state");
-}
-
-const StateBlob& state_blob(const std::vector<StateBlob>& blobs, const std::string& name, uint64_t bytes) {
-  for (const StateBlob& b : blobs)
-    if (b.name == name) {
-      if (b.data.size() != bytes)
-        throw Error("state '" + name + "' holds " + std::to_string(b.data.size()) + " bytes, expected " + std::to_string(bytes));
-      return b;
-    }
-  throw Error("state '" + name + "' is missing");
-}
-
-void check_blob_count(const std::vector<StateBlob>& blobs, size_t n) {
-  if (blobs.size() != n)
-    throw Error("state has " + std::to_string(blobs.size()) + " parts, this model expects " + std::to_string(n));
 }
 
 uint32_t sequence_context(uint32_t requested, uint32_t default_len, uint32_t max_context) {

@@ -128,7 +128,10 @@ TurnResult Session::run_turn(const GenerateOptions& g, const TokenCallback& cb, 
   std::string text = rendered_;
   if (render_prompt) {
     const std::string full = render(true);
-    if (full.size() > rendered_.size() && full.compare(0, rendered_.size(), rendered_) == 0) {
+    // (A suffix starting with a UTF-8 continuation byte means rendered_ ended inside a character,
+    // e.g. a reply cut mid-character that the message now holds as U+FFFD: not append-only.)
+    if (full.size() > rendered_.size() && full.compare(0, rendered_.size(), rendered_) == 0 &&
+        (static_cast<unsigned char>(full[rendered_.size()]) & 0xC0) != 0x80) {
       // Append-only: feed the new text only.
       const std::string_view suffix = std::string_view(full).substr(rendered_.size());
       std::vector<int32_t> ids = prompt.empty() ? tok_.encode_prompt(suffix) : tok_.encode(suffix);
@@ -255,11 +258,18 @@ void Session::take_snapshot(bool end_of_turn) {
   Snap s;
   s.tokens = cache_;
   s.state = seq_->snapshot();
+  const uint64_t bytes = s.state->bytes();
   touch(s);
   snaps_.push_back(std::move(s));
   evict();
-  if (end_of_turn)
-    stats_.last_snapshot_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  if (!end_of_turn) return;
+  auto us = [&] { return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count(); };
+  stats_.last_snapshot_us = us();
+  stats_.last_snapshot_turn_bytes = bytes;
+  if (opt_.time_snapshot_copies) {
+    seq_->wait();
+    stats_.last_snapshot_done_us = us();
+  }
 }
 
 void Session::evict() {

@@ -74,6 +74,8 @@ struct SessionOptions {
   uint32_t snapshot_cap_count = 64;       // LRU cap on the number of snapshots kept (0 = none kept)
   bool kv_truncate = true;  // KV-only models roll back by truncating the cache (switch: off forces the snapshot path)
   bool prompt_snapshot = true;  // sequences that cannot truncate also snapshot the end of each prompt (cheap regenerate)
+  bool time_snapshot_copies = false;  // benchmarks: wait for each end-of-turn snapshot's GPU copies to
+                                     // complete (Sequence::wait) and record SessionStats::last_snapshot_done_us
   std::string fingerprint;  // model identity for files (model_fingerprint()); empty: from config()
   nlohmann::json template_context = nlohmann::json::object();  // extra chat-template variables
 };
@@ -101,6 +103,9 @@ struct SessionStats {
   uint64_t recomputed_tokens = 0;  // tokens re-fed because no cached/snapshotted state covered them
   double last_snapshot_us = 0;     // wall time of the latest end-of-turn snapshot: bookkeeping plus
                                    // recording the recurrent-state copies (Sequence::snapshot())
+  double last_snapshot_done_us = 0;   // with SessionOptions::time_snapshot_copies: the same snapshot
+                                      // until its copies completed on the device (0 otherwise)
+  uint64_t last_snapshot_turn_bytes = 0;  // bytes copied by that snapshot (SeqSnapshot::bytes())
 };
 
 /// "llama L=30 d=576 ... tensors=<hash of names, types and shapes>" for SessionOptions::fingerprint.

@@ -5,8 +5,9 @@
 //   [16, 24)  u64 H = header bytes
 //   [24, 24+H) header: JSON (UTF-8) — fingerprint, tokens, turns, generation counter, snapshot
 //              table, blob table (name, size, FNV-1a 64 of each blob)
-//   blobs, back to back in blob-table order (texts; live state: KV rows [0, n_past) of each layer
-//              and recurrent states; each kept snapshot's recurrent states)
+//   blobs, back to back in blob-table order (texts; live state "state.<name>": KV rows [0, n_past)
+//              of each attention layer and the recurrent states; each kept snapshot's recurrent
+//              states "snap.<name>"; names from models/state.h, v1 names translated on load)
 //   u64 FNV-1a 64 of every byte before it
 // Texts (messages, rendered conversation) travel as a blob, byte-exact (they need not be UTF-8:
 // a reply cut by max tokens can end inside a character).
@@ -24,7 +25,9 @@ namespace wgllm {
 namespace {
 
 constexpr char kMagic[8] = {'W', 'G', 'L', 'L', 'M', 'S', 'E', 'S'};
-constexpr uint32_t kSessionVersion = 1;
+// v2: state blobs are named after the layer states (models/state.h: "layers.N.self_attn.keys",
+// ...); v1 files ("blk.N.k", "blk.N.conv", ...) still load, their names translated on reading.
+constexpr uint32_t kSessionVersion = 2;
 
 uint64_t fnv1a(const uint8_t* p, size_t n, uint64_t h = 0xcbf29ce484222325ull) {
   for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
@@ -255,7 +258,9 @@ void Session::load(const std::string& path) {
         if (used[i]) throw Error(what + "blob '" + blobs[i].name + "' is listed twice");
         if (blobs[i].name.rfind(prefix, 0) != 0) throw Error(what + "blob '" + blobs[i].name + "' is not a " + prefix + " blob");
         used[i] = true;
-        out.push_back({blobs[i].name.substr(prefix.size()), std::move(blobs[i].data)});
+        std::string name = blobs[i].name.substr(prefix.size());
+        if (version == 1) name = state_name_from_v1(name, seq_->states());
+        out.push_back({std::move(name), std::move(blobs[i].data)});
       }
       return out;
     };

@@ -10,8 +10,9 @@
 
 namespace wgllm {
 namespace {
+// KvState arrays (models/state.h): their blobs hold n_past rows.
 bool is_kv_blob(const std::string& n) {
-  return n.size() > 2 && (n.compare(n.size() - 2, 2, ".k") == 0 || n.compare(n.size() - 2, 2, ".v") == 0);
+  return n.ends_with(".self_attn.keys") || n.ends_with(".self_attn.values");
 }
 }  // namespace
 

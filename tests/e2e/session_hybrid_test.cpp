@@ -135,6 +135,7 @@ void regenerate_refeeds_one_token(const std::string& dir) {
 
 /// A session file's parts, to rewrite one blob with valid checksums.
 struct File {
+  uint32_t version = 0;  // format version (bytes 8..11)
   nlohmann::json header;
   std::vector<std::string> blobs;
   static uint64_t fnv1a(const std::string& s, uint64_t h = 0xcbf29ce484222325ull) {
@@ -146,6 +147,7 @@ struct File {
     std::string f((std::istreambuf_iterator<char>(in)), {});
     File out;
     uint64_t hn = 0;
+    std::memcpy(&out.version, f.data() + 8, 4);
     std::memcpy(&hn, f.data() + 16, 8);
     out.header = nlohmann::json::parse(f.substr(24, hn));
     size_t off = 24 + hn;
@@ -165,7 +167,7 @@ struct File {
     }
     const std::string hd = header.dump();
     std::string f = "WGLLMSES";
-    const uint32_t v[2] = {1, 0};
+    const uint32_t v[2] = {version, 0};
     const uint64_t hn = hd.size();
     f.append(reinterpret_cast<const char*>(v), 8);
     f.append(reinterpret_cast<const char*>(&hn), 8);
@@ -278,6 +280,51 @@ TEST(SessionHybrid, LoadChecksEveryBlobBeforeReplacingTheConversation) {
     EXPECT_EQ(live->n_turns(), 2u);
     std::filesystem::remove(path);
     std::filesystem::remove(bad);
+  }
+}
+
+TEST(SessionHybrid, VersionOneFilesStillLoad) {
+  // Format v1 named state blobs "blk.N.k" / ".v" / ".conv" / ".ssm"; v2 names them after the layer
+  // states ("layers.N.self_attn.keys", ...). A v1 file (this build's file with its names turned
+  // back) loads and continues exactly like the v2 file.
+  auto v1_name = [](std::string n) {
+    for (const char* p : {"state.", "snap."}) {
+      if (n.rfind(p, 0) != 0) continue;
+      const size_t a = std::strlen(p), b = n.find('.', a + 7);  // "layers." then N
+      const std::string layer = n.substr(a + 7, b - a - 7), rest = n.substr(b + 1);
+      const std::string tag = rest == "self_attn.keys" ? "k" : rest == "self_attn.values" ? "v"
+                            : rest == "linear_attn.recurrent_state" ? "ssm" : "conv";
+      return std::string(p) + "blk." + layer + "." + tag;
+    }
+    return n;
+  };
+  for (const char* dir : {"lfm2_tiny/hf", "qwen35_tiny"}) {
+    Tiny t(dir);
+    const std::string path = tmp_path("v2.wgs"), old = tmp_path("v1.wgs");
+    std::vector<int32_t> want;
+    {
+      auto a = t.session();
+      a->send("hello there", fixed(4));
+      a->save(path);
+      want = a->send("how are you today", fixed(4)).reply;
+    }
+    File f = File::read(path);
+    EXPECT_EQ(f.version, 2u);
+    ASSERT_LT(f.find("state.layers."), f.blobs.size());
+    ASSERT_LT(f.find("snap.layers."), f.blobs.size());
+    for (auto& b : f.header["blobs"]) b["name"] = v1_name(b["name"].get<std::string>());
+    ASSERT_EQ(f.find("state.layers."), f.blobs.size());
+    f.version = 1;
+    f.write(old);
+    auto s = t.session();
+    s->load(old);
+    EXPECT_EQ(s->n_turns(), 1u);
+    EXPECT_EQ(s->send("how are you today", fixed(4)).reply, want) << dir;
+    // A rollback restores the end-of-turn-1 snapshot read from the v1 file.
+    s->rollback(1);
+    EXPECT_EQ(s->send("how are you today", fixed(4)).reply, want) << dir;
+    std::filesystem::remove(path);
+    std::filesystem::remove(old);
   }
 }
 
