@@ -7,6 +7,9 @@ Reads, in DIR:
   new_vs_base_*.json           `wgllm bench ab` with A = the baseline build, B = this build
   ab_<what>.json               `wgllm bench ab` with A = a switch off, B = default (peer "default")
   wgllm_*.json, <model>.json   `wgllm bench --json` single results (figures without a counterpart)
+  long_context*.json           `wgllm bench long-context --json` (sparse vs dense per context length;
+                               a model file name containing "ctx<N>" is labelled synthetic context)
+  multiturn_<model>.json       `wgllm bench multi-turn --json` (per-turn snapshot cost, TTFT turn 30/2)
   attention_*.json, matmul_*.json, dispatch_*.json
                                `wgllm bench attention|matmul|dispatch --json` (one row per kernel variant
                                and shape; a name ending in _<flag> was measured with --<flag>)
@@ -94,6 +97,56 @@ def op_rows(path, model):
     return rows
 
 
+def long_context_rows(path):
+    """Sparse vs dense cold prefill per context length (`wgllm bench long-context`)."""
+    j = json.load(open(path))
+    model = os.path.basename(j.get("model", "?"))
+    synthetic = ".ctx" in model
+    name = model.split(".gguf")[0]
+    by = {}
+    for r in j["runs"]:  # a length measured twice in one file: the later run counts (warm GPU)
+        by[(r["mode"], r["context"])] = r
+    rows = []
+    for (mode, L), r in sorted(by.items()):
+        if mode != "sparse" or ("dense", L) not in by:
+            continue
+        d = by[("dense", L)]
+        for metric, key in (("prefill_ms", "total_ms"), ("last_chunk_ms", "last_chunk_ms")):
+            rows.append({"model": name, "weights": "real" + (", synthetic context" if synthetic else ""),
+                         "metric": metric, "context": f"cold prefill of {L} tokens in {r['chunk']}-token chunks",
+                         "wgllm": r[key], "peer": "dense", "peer_value": d[key], "ratio_ci": None,
+                         "config": f"switch --sparse-attn (block {j['sparse_block']}, top-k {j['sparse_top_k']}, "
+                                   f"window {j['sparse_window']}, threshold {j['sparse_threshold']})",
+                         "source": os.path.basename(path)})
+        rows.append({"model": name, "weights": "real" + (", synthetic context" if synthetic else ""),
+                     "metric": "peak_host_rss_bytes", "context": f"cold prefill of {L} tokens, sparse",
+                     "wgllm": r["host_peak_rss_kb"] * 1024, "ratio_ci": None, "config": "switch --sparse-attn",
+                     "source": os.path.basename(path)})
+    return rows
+
+
+def multiturn_rows(path):
+    """Per-turn snapshot cost and session TTFT growth of `wgllm bench multi-turn`."""
+    j = json.load(open(path))
+    model = os.path.basename(os.path.dirname(j.get("model", "?").rstrip("/"))) or j.get("model", "?")
+    turns = j["turns"]
+    rows = []
+    for k, metric in (("snapshot_us", "snapshot_record_us"), ("snapshot_done_us", "snapshot_done_us"),
+                      ("snapshot_turn_bytes", "snapshot_turn_bytes")):
+        v = [t[k] for t in turns if k in t]
+        if v:
+            rows.append({"model": model, "weights": "trained", "metric": metric,
+                         "context": f"median over {len(v)} turns of {j['turn_tokens']} + {j['reply_tokens']} tokens",
+                         "wgllm": median(v), "ratio_ci": None, "config": "product", "source": os.path.basename(path)})
+    t2 = next((t for t in turns if t["turn"] == 2), None)
+    tl = turns[-1]
+    if t2 and t2.get("ttft_session_ms"):
+        rows.append({"model": model, "weights": "trained", "metric": "ttft_last_over_turn2_fraction",
+                     "context": f"session TTFT turn {tl['turn']} / turn 2", "wgllm": tl["ttft_session_ms"] / t2["ttft_session_ms"],
+                     "ratio_ci": None, "config": "product", "source": os.path.basename(path)})
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("dir")
@@ -117,6 +170,12 @@ def main():
     for f in sorted(glob.glob(os.path.join(a.dir, "*.json"))):
         b = os.path.basename(f)
         if b.startswith(("vs_", "new_vs_base", "ab_", "summary")):
+            continue
+        if b.startswith("long_context"):
+            rows += long_context_rows(f)
+            continue
+        if b.startswith("multiturn_"):
+            rows += multiturn_rows(f)
             continue
         if b.startswith(("attention_", "matmul_", "dispatch_")):
             rows += op_rows(f, "kernel micro-benchmark")
