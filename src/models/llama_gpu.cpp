@@ -1,13 +1,17 @@
-// Llama forward pass on WebGPU: every op is a WGSL kernel (kernels/ops.h); a forward of up to
+// Llama forward pass on WebGPU (also Qwen2: Q/K/V biases added after the projections by one
+// add_bias dispatch, models/qwen2.h): every op is a WGSL kernel (kernels/ops.h); a forward of up to
 // prefill_chunk tokens is recorded into one command submission and ends with one small readback
 // (4 bytes for greedy argmax, or the vocab logits).
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "core/error.h"
 #include "gpu/context.h"
 #include "kernels/rope_table.h"
 #include "models/llama_cpu.h"
+#include "kernels/gdn_ops.h"
+#include "models/gemma3.h"
 #include "models/llama_weights.h"
 #include "models/gpu_common.h"
 #include "models/source.h"
@@ -24,6 +28,8 @@ struct Layer {
   Buffer attn_norm, ffn_norm;
   GpuWeight wqkv, wq, wk, wv;  // wqkv when fused, else wq/wk/wv
   GpuWeight wo, wgu, wg, wu, wd;
+  Buffer bqkv;  // Q|K|V biases [q_dim + 2 kv_dim] f32 (qwen2; when has_bias_)
+  Buffer q_norm, k_norm, post_attn_norm, post_ffn_norm;  // gemma3 (when gemma_)
 };
 
 struct GpuSeq final : Sequence {
@@ -88,9 +94,20 @@ class LlamaGpu final : public GpuModel {
   std::unique_ptr<Sequence> new_sequence(uint32_t ctx) override {
     SequenceSize s;
     s.context = sequence_length(ctx);
+    // gemma3: the attention kernels have no sliding-window mask, so a sequence is capped at the
+    // window, where sliding and global layers see the same keys (exact, but shorter).
+    if (gemma_) s.context = std::min(s.context, gemma_->sliding_window);
     s.largest_buffer = uint64_t(s.context) * c_.kv_dim() * 4;
     s.kv_cache = 2ull * c_.n_layers * s.largest_buffer;
     prepare_sequence(s, &rope_, &rope_rows_);
+    if (gemma_ && s.context > rope_local_rows_) {  // the sliding layers' table (theta rope_local_base)
+      const std::vector<float> t = kernels::rope_table(s.context, c_.rope_dims, gemma_->rope_local_base);
+      Buffer b(*ctx_, t.size() * 4, BufferKind::Storage, "rope_table_local");
+      b.write(*ctx_, 0, t.data(), t.size() * 4);
+      mem_.scratch += b.size() - (rope_local_rows_ ? rope_local_.size() : 0);
+      rope_local_ = std::move(b);
+      rope_local_rows_ = s.context;
+    }
     return create_sequence(s, [&] { return std::make_unique<GpuSeq>(*ctx_, s.context, c_.n_layers, c_.kv_dim()); });
   }
 
@@ -111,6 +128,10 @@ class LlamaGpu final : public GpuModel {
 
   void load(const ModelSource& src) {
     LlamaRefs r = llama_refs(*src.tensors, c_, src.is_gguf());
+    if (c_.arch == "gemma3") {
+      gemma_ = gemma3_params(src);
+      if (gemma_->final_softcap > 0) throw Error(src.path + ": gemma3 final logit softcapping is not supported on WebGPU yet");
+    }
     embed_ = weight({&r.embed}, "token_embd");
     if (!c_.tied_embeddings) lm_head_ = weight({&r.lm_head}, "output");
     out_norm_ = f32_buffer(r.out_norm, "output_norm");
@@ -132,6 +153,19 @@ class LlamaGpu final : public GpuModel {
         L.wq = weight({&R.wq}, p + "attn_q");
         L.wk = weight({&R.wk}, p + "attn_k");
         L.wv = weight({&R.wv}, p + "attn_v");
+      }
+      if (R.has_qkv_bias()) {
+        has_bias_ = true;
+        std::vector<float> b = dequantize_tensor(R.bq), bk = dequantize_tensor(R.bk), bv = dequantize_tensor(R.bv);
+        b.insert(b.end(), bk.begin(), bk.end());
+        b.insert(b.end(), bv.begin(), bv.end());
+        L.bqkv = upload_f32(*ctx_, b, p + "attn_qkv.bias", mem_);
+      }
+      if (R.has_gemma_norms()) {
+        L.q_norm = f32_buffer(R.q_norm, p + "attn_q_norm");
+        L.k_norm = f32_buffer(R.k_norm, p + "attn_k_norm");
+        L.post_attn_norm = f32_buffer(R.post_attn_norm, p + "post_attention_norm");
+        L.post_ffn_norm = f32_buffer(R.post_ffn_norm, p + "post_ffw_norm");
       }
       L.wo = weight({&R.wo}, p + "attn_output");
       if (fused_gu_) {
@@ -161,6 +195,7 @@ class LlamaGpu final : public GpuModel {
     logits_ = mk(c_.vocab, "logits");
     tokens_ = mk(T, "tokens");
     amax_ = mk(1, "argmax");
+    if (gemma_) o_ = mk(T * c_.d_model, "o");
     attn_split_ = mk(kernels::attention_split_floats(chunk_, c_.n_heads, c_.head_dim), "attn_split");
   }
 
@@ -172,12 +207,13 @@ class LlamaGpu final : public GpuModel {
     kernels::OpContext o{*ctx_, *pipes_, *rec_, opt_.kernels};
     rec_->begin();
     kernels::embed(o, embed_, tokens_, T, {x_, 0});
+    if (gemma_) kernels::scale(o, {x_, 0}, T * D, gemma_->embed_scale, "embed_scale");
     const kernels::AttentionShape as{T, pos0, c_.n_heads, c_.n_kv_heads, c_.head_dim,
-                                     1.0f / std::sqrt(float(c_.head_dim))};
+                                     gemma_ ? gemma_->attn_scale : 1.0f / std::sqrt(float(c_.head_dim))};
     for (uint32_t l = 0; l < c_.n_layers; ++l) {
       Layer& L = layers_[l];
       const Buffer &kc = seq.kc[l], &vc = seq.vc[l];
-      if (fused_qkv_ && o.opt.fuse_qkv_rope_kv && T <= kernels::kFusedMaxTokens) {
+      if (!has_bias_ && !gemma_ && fused_qkv_ && o.opt.fuse_qkv_rope_kv && T <= kernels::kFusedMaxTokens) {
         // Decode: norm (--fuse-norm), QKV, RoPE and the KV store in one dispatch.
         const kernels::QkvRopeKv rk{Q, KV, c_.head_dim, c_.rope_dims, pos0, c_.rope_neox, &rope_, &kc, &vc};
         if (o.opt.fuse_norm) {
@@ -192,9 +228,20 @@ class LlamaGpu final : public GpuModel {
         else
           record_norm_proj(o, c_, x_, L.attn_norm, h_, {{&L.wq, 0, "attn_q"}, {&L.wk, Q, "attn_k"}, {&L.wv, Q + KV, "attn_v"}},
                            qkv_, QKV, T, "attn_norm");
-        record_rope_kv(o, c_, {qkv_, 0, QKV, Q, Q + KV, QKV}, T, pos0, rope_, kc, vc);
+        if (has_bias_) kernels::add_bias(o, L.bqkv, QKV, {qkv_, 0}, QKV, T, "attn_qkv_bias");
+        if (gemma_) {
+          const uint32_t HD = c_.head_dim;
+          kernels::rmsnorm_heads(o, {qkv_, 0}, QKV, HD, T, c_.n_heads, HD, L.q_norm, c_.rms_eps, "q_norm");
+          kernels::rmsnorm_heads(o, {qkv_, Q}, QKV, HD, T, c_.n_kv_heads, HD, L.k_norm, c_.rms_eps, "k_norm");
+        }
+        const bool local = gemma_ && gemma_->sliding(l);
+        record_rope_kv(o, c_, {qkv_, 0, QKV, Q, Q + KV, QKV}, T, pos0, local ? rope_local_ : rope_, kc, vc);
       }
       kernels::attention(o, as, {qkv_, 0}, QKV, kc, vc, {att_, 0}, Q, &attn_split_);
+      if (gemma_) {
+        gemma_block(o, L, T);
+        continue;
+      }
       kernels::matmul(o, L.wo, {att_, 0}, Q, {x_, 0}, D, T, true, "attn_output");
       record_swiglu_ffn(o, c_, {L.ffn_norm, fused_gu_ ? &L.wgu : nullptr, &L.wg, &L.wu, L.wd}, x_, h_, gu_, act_, T);
     }
@@ -204,7 +251,31 @@ class LlamaGpu final : public GpuModel {
     return result;
   }
 
-  bool fused_qkv_ = false, fused_gu_ = false;
+  // Gemma 3 (models/gemma3.h), after attention: x += rmsnorm(Wo att) * post_attn_norm; then
+  // x += rmsnorm(down(gelu_tanh(gate(h)) * up(h))) * post_ffn_norm, h = rmsnorm(x) * ffn_norm.
+  void gemma_block(kernels::OpContext& o, const Layer& L, uint32_t T) {
+    const uint32_t D = c_.d_model, Q = c_.q_dim(), F = c_.ffn_dim;
+    const float eps = c_.rms_eps;
+    kernels::matmul(o, L.wo, {att_, 0}, Q, {o_, 0}, D, T, false, "attn_output");
+    kernels::rmsnorm(o, {o_, 0}, D, L.post_attn_norm, {h_, 0}, D, T, D, eps, "post_attention_norm");
+    kernels::add_bias(o, h_, T * D, {x_, 0}, 0, 1, "attn_residual");
+    kernels::rmsnorm(o, {x_, 0}, D, L.ffn_norm, {h_, 0}, D, T, D, eps, "ffn_norm");
+    if (fused_gu_) {
+      kernels::matmul(o, L.wgu, {h_, 0}, D, {gu_, 0}, 2 * F, T, false, "ffn_gate_up");
+    } else {
+      kernels::matmul(o, L.wg, {h_, 0}, D, {gu_, 0}, 2 * F, T, false, "ffn_gate");
+      kernels::matmul(o, L.wu, {h_, 0}, D, {gu_, F}, 2 * F, T, false, "ffn_up");
+    }
+    kernels::gelu_mul(o, gu_, 0, F, 2 * F, T, F, {act_, 0});
+    kernels::matmul(o, L.wd, {act_, 0}, F, {o_, 0}, D, T, false, "ffn_down");
+    kernels::rmsnorm(o, {o_, 0}, D, L.post_ffn_norm, {h_, 0}, D, T, D, eps, "post_ffw_norm");
+    kernels::add_bias(o, h_, T * D, {x_, 0}, 0, 1, "ffn_residual");
+  }
+
+  bool fused_qkv_ = false, fused_gu_ = false, has_bias_ = false;
+  std::optional<Gemma3Params> gemma_;
+  Buffer rope_local_, o_;  // gemma3: sliding layers' RoPE table (rope_local_rows_ positions); scratch [T, d]
+  uint32_t rope_local_rows_ = 0;
   GpuWeight embed_, lm_head_;
   Buffer out_norm_, rope_;  // rope_: positions [0, rope_rows_) (prepare_sequence)
   uint32_t rope_rows_ = 0;
