@@ -3,6 +3,7 @@
 // prefill_chunk tokens is recorded into one command submission and ends with one small readback
 // (4 bytes for greedy argmax, or the vocab logits).
 #include <cmath>
+#include <algorithm>
 #include <cstring>
 #include <optional>
 
@@ -132,8 +133,7 @@ class LlamaGpu final : public GpuModel {
       gemma_ = gemma3_params(src);
       if (gemma_->final_softcap > 0) throw Error(src.path + ": gemma3 final logit softcapping is not supported on WebGPU yet");
     }
-    embed_ = weight({&r.embed}, "token_embd");
-    if (!c_.tied_embeddings) lm_head_ = weight({&r.lm_head}, "output");
+    load_embed_and_head(r);
     out_norm_ = f32_buffer(r.out_norm, "output_norm");
     fused_qkv_ = opt_.fuse_qkv;
     fused_gu_ = opt_.fuse_gate_up;
@@ -205,8 +205,16 @@ class LlamaGpu final : public GpuModel {
                    QKV = Q + 2 * KV, pos0 = seq.n_past();
     tokens_.write(*ctx_, 0, toks.data(), uint64_t(T) * 4);
     kernels::OpContext o{*ctx_, *pipes_, *rec_, opt_.kernels};
+    if (host_embed_) {
+      // Rows gathered on the host (the table exceeds one storage binding): dequantize() of the
+      // stored row, as the CPU reference does; queued before this step's submission.
+      std::vector<float> rows(size_t(T) * D);
+      for (uint32_t t = 0; t < T; ++t)
+        dequantize(embed_type_, embed_host_.data() + uint64_t(toks[t]) * embed_row_bytes_, &rows[size_t(t) * D], D);
+      x_.write(*ctx_, 0, rows.data(), rows.size() * 4);
+    }
     rec_->begin();
-    kernels::embed(o, embed_, tokens_, T, {x_, 0});
+    if (!host_embed_) kernels::embed(o, embed_, tokens_, T, {x_, 0});
     if (gemma_) kernels::scale(o, {x_, 0}, T * D, gemma_->embed_scale, "embed_scale");
     const kernels::AttentionShape as{T, pos0, c_.n_heads, c_.n_kv_heads, c_.head_dim,
                                      gemma_ ? gemma_->attn_scale : 1.0f / std::sqrt(float(c_.head_dim))};
@@ -245,8 +253,11 @@ class LlamaGpu final : public GpuModel {
       kernels::matmul(o, L.wo, {att_, 0}, Q, {x_, 0}, D, T, true, "attn_output");
       record_swiglu_ffn(o, c_, {L.ffn_norm, fused_gu_ ? &L.wgu : nullptr, &L.wg, &L.wu, L.wd}, x_, h_, gu_, act_, T);
     }
-    const int32_t result = finish_forward(o, c_, x_, (T - 1) * D,
-                                          {out_norm_, c_.tied_embeddings ? embed_ : lm_head_, h_, logits_, amax_}, out, logits);
+    const int32_t result =
+        head_parts_.empty()
+            ? finish_forward(o, c_, x_, (T - 1) * D, {out_norm_, c_.tied_embeddings ? embed_ : lm_head_, h_, logits_, amax_},
+                             out, logits)
+            : finish_split_head(o, (T - 1) * D, out, logits);
     seq.advance(T);
     return result;
   }
@@ -271,6 +282,73 @@ class LlamaGpu final : public GpuModel {
     kernels::rmsnorm(o, {o_, 0}, D, L.post_ffn_norm, {h_, 0}, D, T, D, eps, "post_ffw_norm");
     kernels::add_bias(o, h_, T * D, {x_, 0}, 0, 1, "ffn_residual");
   }
+
+  // Weights larger than one storage binding (the adapter's maxStorageBufferBindingSize; lavapipe:
+  // 128 MiB, which the 150k-262k-row vocabularies of Qwen2.5 and Gemma 3 exceed): the embedding
+  // is kept as stored bytes on the host and its rows gathered per step; the output head is
+  // uploaded as blocks of rows, one matmul each into its range of the logits.
+  void load_embed_and_head(const LlamaRefs& r) {
+    const uint64_t lim = ctx_->info().limits.maxStorageBufferBindingSize;
+    auto packed_per_row = [](const TensorRef& t) {  // GPU bytes of one row (from 64 rows)
+      const uint32_t K = uint32_t(t.shape[0]), n = uint32_t(std::min<uint64_t>(t.shape[1], 64));
+      return double(kernels::pack_weight(t.type, t.data, K, n).words.size()) * 4.0 / n;
+    };
+    auto too_big = [&](const TensorRef& t) { return packed_per_row(t) * double(t.shape[1]) > 0.9 * double(lim); };
+    if (too_big(r.embed)) {
+      host_embed_ = true;
+      embed_type_ = r.embed.type;
+      embed_row_bytes_ = dtype_row_bytes(r.embed.type, r.embed.shape[0]);
+      embed_host_.assign(r.embed.data, r.embed.data + r.embed.nbytes);
+    } else {
+      embed_ = weight({&r.embed}, "token_embd");
+    }
+    const TensorRef& head = c_.tied_embeddings ? r.embed : r.lm_head;
+    if (too_big(head)) {
+      const uint64_t row_bytes = dtype_row_bytes(head.type, head.shape[0]);
+      const uint32_t N = uint32_t(head.shape[1]);
+      const uint32_t rows = std::max<uint32_t>(64, uint32_t(0.8 * double(lim) / packed_per_row(head)) / 64 * 64);
+      for (uint32_t r0 = 0; r0 < N; r0 += rows) {
+        const uint32_t n = std::min(rows, N - r0);
+        head_parts_.push_back(upload_rows(*ctx_, head.type, uint32_t(head.shape[0]),
+                                          {RowBlock{head.data + r0 * row_bytes, n * row_bytes, n}},
+                                          "output." + std::to_string(head_parts_.size()), mem_));
+        head_row0_.push_back(r0);
+      }
+    } else if (!c_.tied_embeddings) {
+      lm_head_ = weight({&r.lm_head}, "output");
+    }
+  }
+
+  // finish_forward() (gpu_common.h) with the head in row blocks.
+  int32_t finish_split_head(kernels::OpContext& o, uint32_t last_row, HeadOut out, std::vector<float>* logits) {
+    if (out == HeadOut::None) {
+      o.rec.submit();
+      return -1;
+    }
+    const uint32_t D = c_.d_model;
+    kernels::rmsnorm(o, {x_, last_row}, D, out_norm_, {h_, 0}, D, 1, D, c_.rms_eps, "output_norm");
+    for (size_t i = 0; i < head_parts_.size(); ++i)
+      kernels::matmul(o, head_parts_[i], {h_, 0}, D, {logits_, head_row0_[i]}, c_.vocab, 1, false, "output",
+                      gpu::Traffic::Logits);
+    if (out == HeadOut::Argmax) {
+      kernels::argmax(o, {logits_, 0}, c_.vocab, amax_);
+      o.rec.read_after(amax_, 0, 4);
+      uint32_t id = 0;
+      o.rec.submit(&id);
+      return int32_t(id);
+    }
+    logits->resize(c_.vocab);
+    o.rec.read_after(logits_, 0, uint64_t(c_.vocab) * 4);
+    o.rec.submit(logits->data());
+    return -1;
+  }
+
+  bool host_embed_ = false;
+  DType embed_type_ = DType::F32;
+  uint64_t embed_row_bytes_ = 0;
+  std::vector<uint8_t> embed_host_;
+  std::vector<GpuWeight> head_parts_;
+  std::vector<uint32_t> head_row0_;
 
   bool fused_qkv_ = false, fused_gu_ = false, has_bias_ = false;
   std::optional<Gemma3Params> gemma_;

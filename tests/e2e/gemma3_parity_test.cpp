@@ -4,8 +4,8 @@
 // q/k norms, post-attention and post-FFN norms, tied embeddings; attn_q and ffn_gate stored as
 // Q5_0, attn_v as Q8_0, the rest f32), on both backends:
 //   - config and params read from the metadata
-//   - WebGPU vs CPU reference last-token logits (T = 1, 9, 16), also with prefill_chunk 4
-//   - greedy tokens identical (4-token prompt + 12 steps, within the window)
+//   - WebGPU vs CPU reference last-token logits (T = 1, 9, 16)
+//   - greedy tokens identical (three 4-token prompts + 12 steps, within the window)
 //   - prefill(T) == prefill(T-1) + decode(1) on both backends
 //   - the sliding window is applied on the CPU (T = 30 > W: a window of 1000 changes the logits)
 //   - the WebGPU backend caps a sequence at the window (its attention has no window mask)
@@ -120,7 +120,7 @@ std::string write_doc(const std::string& name, const GgufDoc& d) {
 
 struct Models {
   std::unique_ptr<ModelSource> src;
-  std::unique_ptr<Model> cpu, gpu, gpu_chunked;
+  std::unique_ptr<Model> cpu, gpu;
   explicit Models(const std::string& path) {
     src = ModelSource::open(path);
     ModelOptions o;
@@ -129,8 +129,6 @@ struct Models {
     cpu = create_model(*src, o);
     o.backend = BackendKind::WebGPU;
     gpu = create_model(*src, o);
-    o.prefill_chunk = 4;
-    gpu_chunked = create_model(*src, o);
   }
 };
 Models& fx() {
@@ -175,23 +173,25 @@ TEST(Gemma3Parity, GpuVsCpuLogits) {
   auto& f = fx();
   for (size_t T : {1, 9, 16}) {
     auto ids = prompt(T, uint32_t(T));
-    auto c = logits(*f.cpu, ids), g = logits(*f.gpu, ids), gc = logits(*f.gpu_chunked, ids);
-    const Diff d = diff(g, c), dc = diff(gc, c);
-    std::printf("T=%2zu |gpu-cpu| %.2e |gpu chunk4-cpu| %.2e max|logit| %.2f\n", T, d.max_abs, dc.max_abs, d.ref_max);
+    auto c = logits(*f.cpu, ids), g = logits(*f.gpu, ids);
+    const Diff d = diff(g, c);
+    std::printf("T=%2zu |gpu-cpu| %.2e max|logit| %.2f\n", T, d.max_abs, d.ref_max);
     EXPECT_GT(d.ref_max, 0.5f) << "degenerate logits";
     EXPECT_LE(d.max_abs, kTolGpuVsCpu) << "T=" << T;
-    EXPECT_LE(dc.max_abs, kTolGpuVsCpu) << "T=" << T;
     EXPECT_EQ(d.argmax_a, d.argmax_b) << "T=" << T;
   }
 }
 
 TEST(Gemma3Parity, GreedyIdentical) {
   auto& f = fx();
-  auto ids = prompt(4, 77);
-  auto c = greedy(*f.cpu, ids, 12);
-  EXPECT_EQ(greedy(*f.gpu, ids, 12), c);
-  EXPECT_EQ(greedy(*f.gpu_chunked, ids, 12), c);
-  EXPECT_GT(std::set<int32_t>(c.begin(), c.end()).size(), 1u) << "a constant continuation tests little";
+  std::set<int32_t> seen;
+  for (uint32_t seed : {77, 78, 79}) {
+    auto ids = prompt(4, seed);
+    auto c = greedy(*f.cpu, ids, 12);
+    EXPECT_EQ(greedy(*f.gpu, ids, 12), c) << "seed " << seed;
+    seen.insert(c.begin(), c.end());
+  }
+  EXPECT_GT(seen.size(), 1u) << "constant continuations test little";
 }
 
 TEST(Gemma3Parity, PrefillEqualsPrefillPlusDecode) {
