@@ -509,6 +509,7 @@ void silu_mul(OpContext& o, const gpu::Buffer& src, uint32_t g_off, uint32_t u_o
 
 void add_bias(OpContext& o, const gpu::Buffer& b, uint32_t N, F32Ref y, uint32_t stride, uint32_t T, const char* label) {
   if (&b == &y.buf) throw Error("add_bias: b and y must be different buffers");
+  if (ceil_div(N, 64) > 65535) throw Error("add_bias: N = " + std::to_string(N) + " exceeds 65535 x 64 (one dispatch dimension)");
   const auto& p = get(o, "add_bias", {}, {Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
   struct { uint32_t T, N, y_off, stride; } prm{T, N, y.off, stride};
   o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Activations, 4ull * T * N + 4ull * N).w(gpu::Traffic::Activations, 4ull * T * N));
