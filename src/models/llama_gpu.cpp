@@ -3,6 +3,7 @@
 // prefill_chunk tokens is recorded into one command submission and ends with one small readback
 // (4 bytes for greedy argmax, or the vocab logits).
 #include <cmath>
+#include <cstdlib>
 #include <algorithm>
 #include <cstring>
 #include <optional>
@@ -288,7 +289,9 @@ class LlamaGpu final : public GpuModel {
   // is kept as stored bytes on the host and its rows gathered per step; the output head is
   // uploaded as blocks of rows, one matmul each into its range of the logits.
   void load_embed_and_head(const LlamaRefs& r) {
-    const uint64_t lim = ctx_->info().limits.maxStorageBufferBindingSize;
+    uint64_t lim = ctx_->info().limits.maxStorageBufferBindingSize;
+    // Test hook: a smaller limit, so that tiny models take these paths in CI (tests/e2e).
+    if (const char* e = std::getenv("WGLLM_TEST_MAX_BINDING_BYTES"); e && *e) lim = std::min<uint64_t>(lim, std::stoull(e));
     auto packed_per_row = [](const TensorRef& t) {  // GPU bytes of one row (from 64 rows)
       const uint32_t K = uint32_t(t.shape[0]), n = uint32_t(std::min<uint64_t>(t.shape[1], 64));
       return double(kernels::pack_weight(t.type, t.data, K, n).words.size()) * 4.0 / n;

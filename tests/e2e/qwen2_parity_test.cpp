@@ -238,3 +238,35 @@ TEST(Qwen2RealFile, CpuAndGpuGreedyAgree) {
   std::printf("cpu:    %s\n", tok->decode(c).c_str());
   EXPECT_EQ(g, c);
 }
+
+// The WebGPU paths for weights over one storage binding (embedding rows gathered on the host,
+// output head in row blocks; real vocabularies on lavapipe) on this tiny model, through the
+// WGLLM_TEST_MAX_BINDING_BYTES hook (the head splits into several blocks): same logits as the
+// normal GPU model.
+TEST(Qwen2Parity, OversizedEmbeddingAndHeadPaths) {
+  auto& f = fx();  // made before the hook is set
+  setenv("WGLLM_TEST_MAX_BINDING_BYTES", "8192", 1);
+  ModelOptions o;
+  o.context_length = 64;
+  o.backend = BackendKind::WebGPU;
+  std::unique_ptr<Model> split;
+  try {
+    split = create_model(*f.src, o);
+  } catch (...) {
+    unsetenv("WGLLM_TEST_MAX_BINDING_BYTES");
+    throw;
+  }
+  unsetenv("WGLLM_TEST_MAX_BINDING_BYTES");
+  EXPECT_EQ(split->memory().weights + uint64_t(kD) * kV * 4, fx().gpu->memory().weights)
+      << "the embedding (f32) stays on the host";
+  for (size_t T : {1, 9}) {
+    auto ids = prompt(T, 40 + uint32_t(T));
+    auto g = logits(*fx().gpu, ids), s = logits(*split, ids);
+    const Diff d = diff(s, g);
+    std::printf("T=%zu |split-gpu| %.2e\n", T, d.max_abs);
+    EXPECT_LE(d.max_abs, kTolGpuVsCpu) << "T=" << T;
+    EXPECT_EQ(d.argmax_a, d.argmax_b);
+  }
+  auto ids = prompt(3, 9);
+  EXPECT_EQ(greedy(*split, ids, 8), greedy(*fx().cpu, ids, 8));
+}
