@@ -99,6 +99,23 @@ void deq_q4_1(const uint8_t* b, float* y, uint64_t nb) {
   }
 }
 
+// block_q5_0 {f16 d; u8 qh[4]; u8 qs[16]} (ggml-quants.c dequantize_row_q5_0): 5-bit q = low
+// nibble of qs[j] | bit j of qh (as bit 4) for element j, high nibble | bit j+16 for element
+// j+16; y = (q - 16) * d.
+void deq_q5_0(const uint8_t* b, float* y, uint64_t nb) {
+  for (uint64_t i = 0; i < nb; ++i, b += 22, y += 32) {
+    const float d = rdf16(b);
+    const uint32_t qh = uint32_t(b[2]) | uint32_t(b[3]) << 8 | uint32_t(b[4]) << 16 | uint32_t(b[5]) << 24;
+    const uint8_t* qs = b + 6;
+    for (int j = 0; j < 16; ++j) {
+      const uint8_t xh0 = uint8_t(((qh >> j) << 4) & 0x10);
+      const uint8_t xh1 = uint8_t((qh >> (j + 12)) & 0x10);
+      y[j] = float(int32_t((qs[j] & 0x0F) | xh0) - 16) * d;
+      y[j + 16] = float(int32_t((qs[j] >> 4) | xh1) - 16) * d;
+    }
+  }
+}
+
 // block_q8_0 {f16 d; i8 qs[32]}: y = q * d.
 void deq_q8_0(const uint8_t* b, float* y, uint64_t nb) {
   for (uint64_t i = 0; i < nb; ++i, b += 34, y += 32) {
@@ -167,7 +184,7 @@ void deq_q6_K(const uint8_t* b, float* y, uint64_t nb) {
 bool dtype_supported(DType t) {
   switch (t) {
     case DType::F32: case DType::F16: case DType::BF16: case DType::Q8_0:
-    case DType::Q4_0: case DType::Q4_1: case DType::Q4_K: case DType::Q6_K:
+    case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q4_K: case DType::Q6_K:
       return true;
     default:
       return false;
@@ -199,7 +216,7 @@ size_t dtype_row_bytes(DType t, uint64_t n) {
 void dequantize(DType t, const void* src, float* dst, uint64_t n) {
   if (!dtype_supported(t))
     throw Error("cannot dequantize tensor type " + dtype_name(t) +
-                " (supported: f32, f16, bf16, q8_0, q4_0, q4_1, q4_K, q6_K)");
+                " (supported: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q4_K, q6_K)");
   const size_t be = dtype_block_elems(t);
   if (n % be != 0)
     throw Error("dequantize " + dtype_name(t) + ": element count " + std::to_string(n) +
@@ -218,6 +235,7 @@ void dequantize(DType t, const void* src, float* dst, uint64_t n) {
       break;
     case DType::Q4_0: deq_q4_0(s, dst, nb); break;
     case DType::Q4_1: deq_q4_1(s, dst, nb); break;
+    case DType::Q5_0: deq_q5_0(s, dst, nb); break;
     case DType::Q8_0: deq_q8_0(s, dst, nb); break;
     case DType::Q4_K: deq_q4_K(s, dst, nb); break;
     case DType::Q6_K: deq_q6_K(s, dst, nb); break;

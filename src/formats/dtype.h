@@ -14,7 +14,7 @@ enum class DType : uint32_t {
 };
 
 /// True for the types this engine can load and dequantize:
-/// F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K (others: a clear "unsupported type" error).
+/// F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q4_K, Q6_K (others: a clear "unsupported type" error).
 bool dtype_supported(DType t);
 /// True for every type id ggml defines (supported or not; see dtype.cpp kTypes). Files may contain
 /// known-but-unsupported types: they open fine, and dequantize() throws for them.

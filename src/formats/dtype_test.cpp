@@ -61,6 +61,17 @@ TEST(Dtype, HandComputedBlocks) {
   dequantize(DType::Q4_1, q41, y, 32);
   EXPECT_EQ(y[0], 0.5f);
   EXPECT_EQ(y[16], 6.5f);
+  // q5_0: d = 0.5 (0x3800); qh bit 0 and bit 17 set; qs[0] = 0x21, qs[1] = 0x43:
+  // element 0 = (1 | 16) - 16 = 1, element 16 = 2 - 16 = -14, element 1 = 3 - 16 = -13,
+  // element 17 = (4 | 16) - 16 = 4; others (0 - 16).
+  uint8_t q50[22] = {0x00, 0x38, 0x01, 0x00, 0x02, 0x00, 0x21, 0x43};
+  dequantize(DType::Q5_0, q50, y, 32);
+  EXPECT_EQ(y[0], 0.5f);
+  EXPECT_EQ(y[16], -7.0f);
+  EXPECT_EQ(y[1], -6.5f);
+  EXPECT_EQ(y[17], 2.0f);
+  EXPECT_EQ(y[2], -8.0f);
+  EXPECT_EQ(y[31], -8.0f);
   // q8_0: d = 2.0 (0x4000); qs[0] = -3.
   uint8_t q80[34] = {0x00, 0x40, 0xfd};
   dequantize(DType::Q8_0, q80, y, 32);

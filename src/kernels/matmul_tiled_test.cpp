@@ -77,7 +77,7 @@ std::vector<uint8_t> random_blocks(DType t, uint32_t K, uint32_t N, uint32_t see
         std::memcpy(b, &v, 4);
         break;
       }
-      case DType::Q4_0: case DType::Q8_0: put_f16(b, sc(g)); break;
+      case DType::Q4_0: case DType::Q5_0: case DType::Q8_0: put_f16(b, sc(g)); break;
       case DType::Q4_1: put_f16(b, sc(g)); put_f16(b + 2, -sc(g) * 8); break;
       case DType::Q4_K: put_f16(b, sc(g)); put_f16(b + 2, sc(g)); break;
       case DType::Q6_K: put_f16(b + 208, sc(g) * 0.1f); break;
@@ -159,7 +159,7 @@ TEST_P(MatmulTiledTest, MatchesCpuReferenceAtAwkwardSizes) {
 }
 INSTANTIATE_TEST_SUITE_P(AllTypes, MatmulTiledTest,
                          ::testing::Values(DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1,
-                                           DType::Q8_0, DType::Q4_K, DType::Q6_K),
+                                           DType::Q5_0, DType::Q8_0, DType::Q4_K, DType::Q6_K),
                          [](const auto& i) { return dtype_name(i.param); });
 
 TEST(MatmulTiled, EveryTileShapeMatchesCpuBitIdentically) {

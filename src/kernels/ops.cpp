@@ -509,6 +509,31 @@ void silu_mul(OpContext& o, const gpu::Buffer& src, uint32_t g_off, uint32_t u_o
   o.rec.dispatch(p, {src, y.buf}, prm, ceil_div(F, 64), T, 1, "silu_mul");
 }
 
+void add_bias(OpContext& o, const gpu::Buffer& b, uint32_t N, F32Ref y, uint32_t stride, uint32_t T, const char* label) {
+  if (&b == &y.buf) throw Error("add_bias: b and y must be different buffers");
+  if (ceil_div(N, 64) > 65535) throw Error("add_bias: N = " + std::to_string(N) + " exceeds 65535 x 64 (one dispatch dimension)");
+  const auto& p = get(o, "add_bias", {}, {Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
+  struct { uint32_t T, N, y_off, stride; } prm{T, N, y.off, stride};
+  o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Activations, 4ull * T * N + 4ull * N).w(gpu::Traffic::Activations, 4ull * T * N));
+  o.rec.dispatch(p, {b, y.buf}, prm, ceil_div(N, 64), T, 1, label);
+}
+
+void gelu_mul(OpContext& o, const gpu::Buffer& src, uint32_t g_off, uint32_t u_off, uint32_t in_stride,
+              uint32_t T, uint32_t F, F32Ref y) {
+  const auto& p = get(o, "gelu_mul", {}, {Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
+  struct { uint32_t T, F, g_off, u_off, in_stride, y_off; } prm{T, F, g_off, u_off, in_stride, y.off};
+  o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Activations, 8ull * T * F).w(gpu::Traffic::Activations, 4ull * T * F));
+  o.rec.dispatch(p, {src, y.buf}, prm, ceil_div(F, 64), T, 1, "gelu_mul");
+}
+
+void scale(OpContext& o, F32Ref x, uint32_t n, float s, const char* label) {
+  const auto& p = get(o, "scale", {}, {Bind::ReadWrite, Bind::Uniform});
+  struct { uint32_t n, off; float s; } prm{n, x.off, s};
+  o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Activations, 4ull * n).w(gpu::Traffic::Activations, 4ull * n));
+  const uint32_t groups = ceil_div(n, 64);
+  o.rec.dispatch(p, {x.buf}, prm, std::min(groups, 65535u), ceil_div(groups, 65535u), 1, label);
+}
+
 void argmax(OpContext& o, F32Ref x, uint32_t n, const gpu::Buffer& out) {
   const auto& p = get(o, "argmax", {}, {Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
   struct { uint32_t n, off; } prm{n, x.off};

@@ -250,6 +250,17 @@ bool attention_flash_used(const OpContext& o, const AttentionShape& s);
 void silu_mul(OpContext& o, const gpu::Buffer& src, uint32_t g_off, uint32_t u_off, uint32_t in_stride,
               uint32_t T, uint32_t F, F32Ref y);
 
+/// y[y.off + t*stride + i] += b[i] for t < T, i < N (a Linear bias broadcast over T rows; b: [N] f32;
+/// with T = 1 and N = rows x width, a residual add). N <= 65535 * 64, T <= 65535.
+void add_bias(OpContext& o, const gpu::Buffer& b, uint32_t N, F32Ref y, uint32_t stride, uint32_t T, const char* label);
+
+/// y[t, i] = gelu_tanh(src[g_off + t*in_stride + i]) * src[u_off + t*in_stride + i], y: [T, F]
+/// (GeGLU, Gemma 3; twin ref::gelu_tanh).
+void gelu_mul(OpContext& o, const gpu::Buffer& src, uint32_t g_off, uint32_t u_off, uint32_t in_stride,
+              uint32_t T, uint32_t F, F32Ref y);
+/// x[x.off + i] *= s for i < n, in place.
+void scale(OpContext& o, F32Ref x, uint32_t n, float s, const char* label);
+
 /// out[0] = argmax(x[off .. off+n)) as u32 (lowest index on ties).
 void argmax(OpContext& o, F32Ref x, uint32_t n, const gpu::Buffer& out);
 

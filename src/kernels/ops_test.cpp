@@ -267,6 +267,46 @@ TEST(Ops, EmbedRmsnormSiluArgmax) {
   }
 }
 
+// add_bias (Qwen2 Q/K/V biases; Gemma 3 residual adds), gelu_mul (Gemma 3 GeGLU) and scale
+// (Gemma 3 embedding scale) vs their CPU twins, at sizes that are not multiples of 64 and with
+// offsets and row strides; elements outside the written ranges keep their values.
+TEST(Ops, AddBiasGeluMulScale) {
+  auto& e = env();
+  auto o = e.op();
+  const uint32_t T = 3, N = 131, stride = 140, off = 5;
+  auto y = randn(off + size_t(T) * stride, 11), b = randn(N, 12);
+  auto yb = e.upload(y), bb = e.upload(b);
+  e.rec.begin();
+  add_bias(o, bb, N, {yb, off}, stride, T, "bias");
+  e.rec.submit();
+  std::vector<float> want = y;
+  for (uint32_t t = 0; t < T; ++t)
+    for (uint32_t i = 0; i < N; ++i) want[off + t * stride + i] += b[i];
+  EXPECT_EQ(e.download(yb, want.size()), want) << "add_bias";  // one f32 add: exact
+
+  const uint32_t F = 131;
+  auto gu = randn(size_t(T) * 2 * F, 13, 4.0f);
+  auto gb = e.upload(gu), ob = e.upload(std::vector<float>(size_t(T) * F));
+  e.rec.begin();
+  gelu_mul(o, gb, 0, F, 2 * F, T, F, {ob, 0});
+  e.rec.submit();
+  std::vector<float> wg(size_t(T) * F);
+  for (uint32_t t = 0; t < T; ++t)
+    for (uint32_t i = 0; i < F; ++i) wg[t * F + i] = ref::gelu_tanh(gu[t * 2 * F + i]) * gu[t * 2 * F + F + i];
+  expect_close(e.download(ob, wg.size()), wg, 1e-5f, "gelu_mul");
+  EXPECT_NEAR(ref::gelu_tanh(1.0f), 0.841192f, 1e-6f);  // 0.5 (1 + tanh(sqrt(2/pi) 1.044715))
+  EXPECT_NEAR(ref::gelu_tanh(-3.0f), -0.00363739f, 1e-6f);
+
+  auto x = randn(200, 14);
+  auto xb = e.upload(x);
+  e.rec.begin();
+  scale(o, {xb, 7}, 150, 25.3f, "scale");
+  e.rec.submit();
+  std::vector<float> ws = x;
+  for (uint32_t i = 0; i < 150; ++i) ws[7 + i] *= 25.3f;
+  EXPECT_EQ(e.download(xb, ws.size()), ws) << "scale";  // one f32 multiply: exact
+}
+
 TEST(Ops, RopeBothLayouts) {
   auto& e = env();
   const uint32_t T = 5, H = 3, HD = 64, pos0 = 37;

@@ -80,6 +80,11 @@ void attention(const float* q, const float* kc, const float* vc, float* out, uin
   }
 }
 
+float gelu_tanh(float a) {
+  const float k = 0.7978845608028654f;  // sqrt(2 / pi)
+  return 0.5f * a * (1.0f + std::tanh(k * (a + 0.044715f * a * a * a)));
+}
+
 void silu_mul(const float* g, const float* u, float* y, uint32_t F) {
   for (uint32_t i = 0; i < F; ++i) y[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
 }

@@ -23,6 +23,9 @@ void rope(float* x, uint32_t H, uint32_t HD, uint32_t rot, uint32_t pos, const f
 void attention(const float* q, const float* kc, const float* vc, float* out, uint32_t pos,
                uint32_t Hq, uint32_t Hkv, uint32_t HD, float scale);
 void silu_mul(const float* g, const float* u, float* y, uint32_t F);
+/// GELU, tanh approximation (transformers gelu_pytorch_tanh; Hendrycks & Gimpel 2016):
+/// 0.5 a (1 + tanh(sqrt(2/pi) (a + 0.044715 a^3))), in f32.
+float gelu_tanh(float a);
 /// Lowest index of the maximum; NaN never wins; 0 for an all-NaN input.
 uint32_t argmax(const float* x, uint32_t n);
 /// Twin of ops.h causal_conv (same formula and summation order j = 0..L-1): rows t < T of x at

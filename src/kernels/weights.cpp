@@ -44,12 +44,36 @@ WFormat gpu_format_for(DType t) {
     case DType::Q4_1: return WFormat::Q4_1;
     case DType::Q4_K: return WFormat::Q4_AF32;
     case DType::Q8_0: return WFormat::Q8_0;
+    case DType::Q5_0: return WFormat::Q8_0;  // widened exactly at pack time (pack_weight)
     case DType::Q6_K: return WFormat::Q8_F32;
     default: throw Error("no GPU weight layout for tensor type " + dtype_name(t));
   }
 }
 
 PackedWeight pack_weight(DType t, const uint8_t* data, uint32_t K, uint32_t N) {
+  if (t == DType::Q5_0) {
+    // Q5_0 (f16 d, 5-bit q, y = (q - 16) * d) as Q8_0 blocks: the same d and the integers q - 16
+    // in [-16, 15] as int8, so every dequantized value is bit-identical (ggml dequantize_row_q5_0).
+    if (K % 32) throw Error("weight row length " + std::to_string(K) + " is not a multiple of 32 for type q5_0");
+    const uint64_t nb = uint64_t(K) * N / 32;
+    std::vector<uint8_t> q8(nb * 34);
+    for (uint64_t b = 0; b < nb; ++b) {
+      const uint8_t* s = data + b * 22;
+      uint8_t* o = q8.data() + b * 34;
+      o[0] = s[0];
+      o[1] = s[1];
+      const uint32_t qh = rd32(s + 2);
+      for (int j = 0; j < 16; ++j) {
+        const uint32_t x0 = (s[6 + j] & 0x0Fu) | (((qh >> j) << 4) & 0x10u);
+        const uint32_t x1 = (uint32_t(s[6 + j]) >> 4) | ((qh >> (j + 12)) & 0x10u);
+        o[2 + j] = uint8_t(int8_t(int32_t(x0) - 16));
+        o[2 + j + 16] = uint8_t(int8_t(int32_t(x1) - 16));
+      }
+    }
+    PackedWeight pw = pack_weight(DType::Q8_0, q8.data(), K, N);
+    pw.file_bytes = dtype_row_bytes(t, K) * N;
+    return pw;
+  }
   PackedWeight pw;
   pw.fmt = gpu_format_for(t);
   pw.K = K;

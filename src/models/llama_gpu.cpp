@@ -1,13 +1,19 @@
-// Llama forward pass on WebGPU: every op is a WGSL kernel (kernels/ops.h); a forward of up to
+// Llama forward pass on WebGPU (also Qwen2: Q/K/V biases added after the projections by one
+// add_bias dispatch, models/qwen2.h): every op is a WGSL kernel (kernels/ops.h); a forward of up to
 // prefill_chunk tokens is recorded into one command submission and ends with one small readback
 // (4 bytes for greedy argmax, or the vocab logits).
 #include <cmath>
+#include <cstdlib>
+#include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "core/error.h"
 #include "gpu/context.h"
 #include "kernels/rope_table.h"
 #include "models/llama_cpu.h"
+#include "kernels/gdn_ops.h"
+#include "models/gemma3.h"
 #include "models/llama_weights.h"
 #include "models/gpu_common.h"
 #include "kernels/sparse_attention.h"
@@ -25,6 +31,8 @@ struct Layer {
   Buffer attn_norm, ffn_norm;
   GpuWeight wqkv, wq, wk, wv;  // wqkv when fused, else wq/wk/wv
   GpuWeight wo, wgu, wg, wu, wd;
+  Buffer bqkv;  // Q|K|V biases [q_dim + 2 kv_dim] f32 (qwen2; when has_bias_)
+  Buffer q_norm, k_norm, post_attn_norm, post_ffn_norm;  // gemma3 (when gemma_)
 };
 
 class LlamaGpu final : public GpuModel {
@@ -37,9 +45,20 @@ class LlamaGpu final : public GpuModel {
   std::unique_ptr<Sequence> new_sequence(uint32_t ctx) override {
     SequenceSize s;
     s.context = sequence_length(ctx);
+    // gemma3: the attention kernels have no sliding-window mask, so a sequence is capped at the
+    // window, where sliding and global layers see the same keys (exact, but shorter).
+    if (gemma_) s.context = std::min(s.context, gemma_->sliding_window);
     s.largest_buffer = uint64_t(s.context) * c_.kv_dim() * 4;
     s.kv_cache = 2ull * c_.n_layers * s.largest_buffer;
     prepare_sequence(s, &rope_, &rope_rows_);
+    if (gemma_ && s.context > rope_local_rows_) {  // the sliding layers' table (theta rope_local_base)
+      const std::vector<float> t = kernels::rope_table(s.context, c_.rope_dims, gemma_->rope_local_base);
+      Buffer b(*ctx_, t.size() * 4, BufferKind::Storage, "rope_table_local");
+      b.write(*ctx_, 0, t.data(), t.size() * 4);
+      mem_.scratch += b.size() - (rope_local_rows_ ? rope_local_.size() : 0);
+      rope_local_ = std::move(b);
+      rope_local_rows_ = s.context;
+    }
     return create_sequence(s, [&] {
       std::vector<std::unique_ptr<LayerState>> st;
       for (uint32_t i = 0; i < c_.n_layers; ++i) st.push_back(std::make_unique<KvState>(ctx_.get(), i, s.context, c_.kv_dim()));
@@ -64,8 +83,11 @@ class LlamaGpu final : public GpuModel {
 
   void load(const ModelSource& src) {
     LlamaRefs r = llama_refs(*src.tensors, c_, src.is_gguf());
-    embed_ = weight({&r.embed}, "token_embd");
-    if (!c_.tied_embeddings) lm_head_ = weight({&r.lm_head}, "output");
+    if (c_.arch == "gemma3") {
+      gemma_ = gemma3_params(src);
+      if (gemma_->final_softcap > 0) throw Error(src.path + ": gemma3 final logit softcapping is not supported on WebGPU yet");
+    }
+    load_embed_and_head(r);
     out_norm_ = f32_buffer(r.out_norm, "output_norm");
     fused_qkv_ = opt_.fuse_qkv;
     fused_gu_ = opt_.fuse_gate_up;
@@ -85,6 +107,19 @@ class LlamaGpu final : public GpuModel {
         L.wq = weight({&R.wq}, p + "attn_q");
         L.wk = weight({&R.wk}, p + "attn_k");
         L.wv = weight({&R.wv}, p + "attn_v");
+      }
+      if (R.has_qkv_bias()) {
+        has_bias_ = true;
+        std::vector<float> b = dequantize_tensor(R.bq), bk = dequantize_tensor(R.bk), bv = dequantize_tensor(R.bv);
+        b.insert(b.end(), bk.begin(), bk.end());
+        b.insert(b.end(), bv.begin(), bv.end());
+        L.bqkv = upload_f32(*ctx_, b, p + "attn_qkv.bias", mem_);
+      }
+      if (R.has_gemma_norms()) {
+        L.q_norm = f32_buffer(R.q_norm, p + "attn_q_norm");
+        L.k_norm = f32_buffer(R.k_norm, p + "attn_k_norm");
+        L.post_attn_norm = f32_buffer(R.post_attn_norm, p + "post_attention_norm");
+        L.post_ffn_norm = f32_buffer(R.post_ffn_norm, p + "post_ffw_norm");
       }
       L.wo = weight({&R.wo}, p + "attn_output");
       if (fused_gu_) {
@@ -114,6 +149,7 @@ class LlamaGpu final : public GpuModel {
     logits_ = mk(c_.vocab, "logits");
     tokens_ = mk(T, "tokens");
     amax_ = mk(1, "argmax");
+    if (gemma_) o_ = mk(T * c_.d_model, "o");
     attn_split_ = mk(kernels::attention_split_floats(chunk_, c_.n_heads, c_.head_dim), "attn_split");
     if (opt_.kernels.sparse_attn) {  // --sparse-attn: block means, selection and index scratch
       sparse_ = kernels::make_sparse_scratch(*ctx_, opt_.kernels, c_.max_context, chunk_, c_.n_kv_heads, c_.head_dim);
@@ -126,15 +162,24 @@ class LlamaGpu final : public GpuModel {
                    QKV = Q + 2 * KV, pos0 = seq.n_past();
     tokens_.write(*ctx_, 0, toks.data(), uint64_t(T) * 4);
     kernels::OpContext o{*ctx_, *pipes_, *rec_, opt_.kernels};
+    if (host_embed_) {
+      // Rows gathered on the host (the table exceeds one storage binding): dequantize() of the
+      // stored row, as the CPU reference does; queued before this step's submission.
+      std::vector<float> rows(size_t(T) * D);
+      for (uint32_t t = 0; t < T; ++t)
+        dequantize(embed_type_, embed_host_.data() + uint64_t(toks[t]) * embed_row_bytes_, &rows[size_t(t) * D], D);
+      x_.write(*ctx_, 0, rows.data(), rows.size() * 4);
+    }
     rec_->begin();
-    kernels::embed(o, embed_, tokens_, T, {x_, 0});
+    if (!host_embed_) kernels::embed(o, embed_, tokens_, T, {x_, 0});
+    if (gemma_) kernels::scale(o, {x_, 0}, T * D, gemma_->embed_scale, "embed_scale");
     const kernels::AttentionShape as{T, pos0, c_.n_heads, c_.n_kv_heads, c_.head_dim,
-                                     1.0f / std::sqrt(float(c_.head_dim))};
+                                     gemma_ ? gemma_->attn_scale : 1.0f / std::sqrt(float(c_.head_dim))};
     for (uint32_t l = 0; l < c_.n_layers; ++l) {
       Layer& L = layers_[l];
       KvState& kv = seq.kv(l);
       const Buffer &kc = kv.keys().buffer(), &vc = kv.values().buffer();
-      if (fused_qkv_ && o.opt.fuse_qkv_rope_kv && T <= kernels::kFusedMaxTokens) {
+      if (!has_bias_ && !gemma_ && fused_qkv_ && o.opt.fuse_qkv_rope_kv && T <= kernels::kFusedMaxTokens) {
         // Decode: norm (--fuse-norm), QKV, RoPE and the KV store in one dispatch.
         const kernels::QkvRopeKv rk{Q, KV, c_.head_dim, c_.rope_dims, pos0, c_.rope_neox, &rope_, &kc, &vc};
         if (o.opt.fuse_norm) {
@@ -149,19 +194,126 @@ class LlamaGpu final : public GpuModel {
         else
           record_norm_proj(o, c_, x_, L.attn_norm, h_, {{&L.wq, 0, "attn_q"}, {&L.wk, Q, "attn_k"}, {&L.wv, Q + KV, "attn_v"}},
                            qkv_, QKV, T, "attn_norm");
-        record_rope_kv(o, c_, {qkv_, 0, QKV, Q, Q + KV, QKV}, T, pos0, rope_, kc, vc);
+        if (has_bias_) kernels::add_bias(o, L.bqkv, QKV, {qkv_, 0}, QKV, T, "attn_qkv_bias");
+        if (gemma_) {
+          const uint32_t HD = c_.head_dim;
+          kernels::rmsnorm_heads(o, {qkv_, 0}, QKV, HD, T, c_.n_heads, HD, L.q_norm, c_.rms_eps, "q_norm");
+          kernels::rmsnorm_heads(o, {qkv_, Q}, QKV, HD, T, c_.n_kv_heads, HD, L.k_norm, c_.rms_eps, "k_norm");
+        }
+        const bool local = gemma_ && gemma_->sliding(l);
+        record_rope_kv(o, c_, {qkv_, 0, QKV, Q, Q + KV, QKV}, T, pos0, local ? rope_local_ : rope_, kc, vc);
       }
       kernels::attention(o, as, {qkv_, 0}, QKV, kc, vc, {att_, 0}, Q, &attn_split_, sparse_.index ? &sparse_ : nullptr);
+      if (gemma_) {
+        gemma_block(o, L, T);
+        continue;
+      }
       kernels::matmul(o, L.wo, {att_, 0}, Q, {x_, 0}, D, T, true, "attn_output");
       record_swiglu_ffn(o, c_, {L.ffn_norm, fused_gu_ ? &L.wgu : nullptr, &L.wg, &L.wu, L.wd}, x_, h_, gu_, act_, T);
     }
-    const int32_t result = finish_forward(o, c_, x_, (T - 1) * D,
-                                          {out_norm_, c_.tied_embeddings ? embed_ : lm_head_, h_, logits_, amax_}, out, logits);
+    const int32_t result =
+        head_parts_.empty()
+            ? finish_forward(o, c_, x_, (T - 1) * D, {out_norm_, c_.tied_embeddings ? embed_ : lm_head_, h_, logits_, amax_},
+                             out, logits)
+            : finish_split_head(o, (T - 1) * D, out, logits);
     seq.advance(T);
     return result;
   }
 
-  bool fused_qkv_ = false, fused_gu_ = false;
+  // Gemma 3 (models/gemma3.h), after attention: x += rmsnorm(Wo att) * post_attn_norm; then
+  // x += rmsnorm(down(gelu_tanh(gate(h)) * up(h))) * post_ffn_norm, h = rmsnorm(x) * ffn_norm.
+  void gemma_block(kernels::OpContext& o, const Layer& L, uint32_t T) {
+    const uint32_t D = c_.d_model, Q = c_.q_dim(), F = c_.ffn_dim;
+    const float eps = c_.rms_eps;
+    kernels::matmul(o, L.wo, {att_, 0}, Q, {o_, 0}, D, T, false, "attn_output");
+    kernels::rmsnorm(o, {o_, 0}, D, L.post_attn_norm, {h_, 0}, D, T, D, eps, "post_attention_norm");
+    kernels::add_bias(o, h_, T * D, {x_, 0}, 0, 1, "attn_residual");
+    kernels::rmsnorm(o, {x_, 0}, D, L.ffn_norm, {h_, 0}, D, T, D, eps, "ffn_norm");
+    if (fused_gu_) {
+      kernels::matmul(o, L.wgu, {h_, 0}, D, {gu_, 0}, 2 * F, T, false, "ffn_gate_up");
+    } else {
+      kernels::matmul(o, L.wg, {h_, 0}, D, {gu_, 0}, 2 * F, T, false, "ffn_gate");
+      kernels::matmul(o, L.wu, {h_, 0}, D, {gu_, F}, 2 * F, T, false, "ffn_up");
+    }
+    kernels::gelu_mul(o, gu_, 0, F, 2 * F, T, F, {act_, 0});
+    kernels::matmul(o, L.wd, {act_, 0}, F, {o_, 0}, D, T, false, "ffn_down");
+    kernels::rmsnorm(o, {o_, 0}, D, L.post_ffn_norm, {h_, 0}, D, T, D, eps, "post_ffw_norm");
+    kernels::add_bias(o, h_, T * D, {x_, 0}, 0, 1, "ffn_residual");
+  }
+
+  // Weights larger than one storage binding (the adapter's maxStorageBufferBindingSize; lavapipe:
+  // 128 MiB, which the 150k-262k-row vocabularies of Qwen2.5 and Gemma 3 exceed): the embedding
+  // is kept as stored bytes on the host and its rows gathered per step; the output head is
+  // uploaded as blocks of rows, one matmul each into its range of the logits.
+  void load_embed_and_head(const LlamaRefs& r) {
+    uint64_t lim = ctx_->info().limits.maxStorageBufferBindingSize;
+    // Test hook: a smaller limit, so that tiny models take these paths in CI (tests/e2e).
+    if (const char* e = std::getenv("WGLLM_TEST_MAX_BINDING_BYTES"); e && *e) lim = std::min<uint64_t>(lim, std::stoull(e));
+    auto packed_per_row = [](const TensorRef& t) {  // GPU bytes of one row (from 64 rows)
+      const uint32_t K = uint32_t(t.shape[0]), n = uint32_t(std::min<uint64_t>(t.shape[1], 64));
+      return double(kernels::pack_weight(t.type, t.data, K, n).words.size()) * 4.0 / n;
+    };
+    auto too_big = [&](const TensorRef& t) { return packed_per_row(t) * double(t.shape[1]) > 0.9 * double(lim); };
+    if (too_big(r.embed)) {
+      host_embed_ = true;
+      embed_type_ = r.embed.type;
+      embed_row_bytes_ = dtype_row_bytes(r.embed.type, r.embed.shape[0]);
+      embed_host_.assign(r.embed.data, r.embed.data + r.embed.nbytes);
+    } else {
+      embed_ = weight({&r.embed}, "token_embd");
+    }
+    const TensorRef& head = c_.tied_embeddings ? r.embed : r.lm_head;
+    if (too_big(head)) {
+      const uint64_t row_bytes = dtype_row_bytes(head.type, head.shape[0]);
+      const uint32_t N = uint32_t(head.shape[1]);
+      const uint32_t rows = std::max<uint32_t>(64, uint32_t(0.8 * double(lim) / packed_per_row(head)) / 64 * 64);
+      for (uint32_t r0 = 0; r0 < N; r0 += rows) {
+        const uint32_t n = std::min(rows, N - r0);
+        head_parts_.push_back(upload_rows(*ctx_, head.type, uint32_t(head.shape[0]),
+                                          {RowBlock{head.data + r0 * row_bytes, n * row_bytes, n}},
+                                          "output." + std::to_string(head_parts_.size()), mem_));
+        head_row0_.push_back(r0);
+      }
+    } else if (!c_.tied_embeddings) {
+      lm_head_ = weight({&r.lm_head}, "output");
+    }
+  }
+
+  // finish_forward() (gpu_common.h) with the head in row blocks.
+  int32_t finish_split_head(kernels::OpContext& o, uint32_t last_row, HeadOut out, std::vector<float>* logits) {
+    if (out == HeadOut::None) {
+      o.rec.submit();
+      return -1;
+    }
+    const uint32_t D = c_.d_model;
+    kernels::rmsnorm(o, {x_, last_row}, D, out_norm_, {h_, 0}, D, 1, D, c_.rms_eps, "output_norm");
+    for (size_t i = 0; i < head_parts_.size(); ++i)
+      kernels::matmul(o, head_parts_[i], {h_, 0}, D, {logits_, head_row0_[i]}, c_.vocab, 1, false, "output",
+                      gpu::Traffic::Logits);
+    if (out == HeadOut::Argmax) {
+      kernels::argmax(o, {logits_, 0}, c_.vocab, amax_);
+      o.rec.read_after(amax_, 0, 4);
+      uint32_t id = 0;
+      o.rec.submit(&id);
+      return int32_t(id);
+    }
+    logits->resize(c_.vocab);
+    o.rec.read_after(logits_, 0, uint64_t(c_.vocab) * 4);
+    o.rec.submit(logits->data());
+    return -1;
+  }
+
+  bool host_embed_ = false;
+  DType embed_type_ = DType::F32;
+  uint64_t embed_row_bytes_ = 0;
+  std::vector<uint8_t> embed_host_;
+  std::vector<GpuWeight> head_parts_;
+  std::vector<uint32_t> head_row0_;
+
+  bool fused_qkv_ = false, fused_gu_ = false, has_bias_ = false;
+  std::optional<Gemma3Params> gemma_;
+  Buffer rope_local_, o_;  // gemma3: sliding layers' RoPE table (rope_local_rows_ positions); scratch [T, d]
+  uint32_t rope_local_rows_ = 0;
   GpuWeight embed_, lm_head_;
   Buffer out_norm_, rope_;  // rope_: positions [0, rope_rows_) (prepare_sequence)
   uint32_t rope_rows_ = 0;

@@ -38,6 +38,19 @@ LlamaRefs llama_refs(const TensorStore& ts, const ModelConfig& c, bool g) {
     L.wk = need(ts, n("attn_k", "self_attn.k_proj"), {d, kv});
     L.wv = need(ts, n("attn_v", "self_attn.v_proj"), {d, kv});
     L.wo = need(ts, n("attn_output", "self_attn.o_proj"), {q, d});
+    if (c.arch == "qwen2") {
+      auto b = [&](const char* gguf, const char* hf) { return p + (g ? gguf : hf) + ".bias"; };
+      L.bq = need(ts, b("attn_q", "self_attn.q_proj"), {q});
+      L.bk = need(ts, b("attn_k", "self_attn.k_proj"), {kv});
+      L.bv = need(ts, b("attn_v", "self_attn.v_proj"), {kv});
+    }
+    if (c.arch == "gemma3") {
+      if (!g) throw Error(ts.source() + ": gemma3 needs GGUF tensor names");
+      L.q_norm = need(ts, n("attn_q_norm", ""), {c.head_dim});
+      L.k_norm = need(ts, n("attn_k_norm", ""), {c.head_dim});
+      L.post_attn_norm = need(ts, n("post_attention_norm", ""), {d});
+      L.post_ffn_norm = need(ts, n("post_ffw_norm", ""), {d});
+    }
     L.ffn_norm = need(ts, n("ffn_norm", "post_attention_layernorm"), {d});
     L.w_gate = need(ts, n("ffn_gate", "mlp.gate_proj"), {d, f});
     L.w_up = need(ts, n("ffn_up", "mlp.up_proj"), {d, f});

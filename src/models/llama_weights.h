@@ -14,6 +14,14 @@ struct LlamaLayerRefs {
   TensorRef ffn_norm;        // {d_model}
   TensorRef w_gate, w_up;    // {d, ffn}
   TensorRef w_down;          // {ffn, d}
+  // Q/K/V projection biases {q_dim}, {kv_dim}, {kv_dim}: present for qwen2 (models/qwen2.h), which
+  // adds them after the projections (y = W x + b); absent (empty shape) for llama.
+  TensorRef bq, bk, bv;
+  bool has_qkv_bias() const { return !bq.shape.empty(); }
+  // Gemma 3 (models/gemma3.h): per-head q/k RMSNorm weights {head_dim} and the post-attention /
+  // post-FFN RMSNorm weights {d}; absent (empty shape) otherwise.
+  TensorRef q_norm, k_norm, post_attn_norm, post_ffn_norm;
+  bool has_gemma_norms() const { return !q_norm.shape.empty(); }
 };
 
 struct LlamaRefs {
@@ -23,7 +31,9 @@ struct LlamaRefs {
   std::vector<LlamaLayerRefs> layers;
 };
 
-/// Finds every tensor and checks its shape. Throws wgllm::Error naming the missing tensor or the
+/// Finds every tensor and checks its shape. The Q/K/V biases are read (and required) when
+/// c.arch is "qwen2" (GGUF attn_{q,k,v}.bias, HF self_attn.{q,k,v}_proj.bias), the Gemma 3 norms
+/// when it is "gemma3" (GGUF attn_{q,k}_norm, post_attention_norm, post_ffw_norm). Throws wgllm::Error naming the missing tensor or the
 /// expected and actual shape.
 LlamaRefs llama_refs(const TensorStore& ts, const ModelConfig& c, bool gguf_names);
 

@@ -1,0 +1,277 @@
+// Gemma 3 (models/gemma3.h) on a tiny random model written here (2 layers with
+// sliding_window_pattern 2: layer 0 sliding (window 16, RoPE theta 10000), layer 1 global
+// (theta 1e6); d 64, 2 query heads / 1 KV head of 48 (head_dim != d / heads), FFN 96, vocab 128,
+// q/k norms, post-attention and post-FFN norms, tied embeddings; attn_q and ffn_gate stored as
+// Q5_0, attn_v as Q8_0, the rest f32), on both backends:
+//   - config and params read from the metadata
+//   - WebGPU vs CPU reference last-token logits (T = 1, 9, 16)
+//   - greedy tokens identical (three 4-token prompts + 12 steps, within the window)
+//   - prefill(T) == prefill(T-1) + decode(1) on both backends
+//   - the sliding window is applied on the CPU (T = 30 > W: a window of 1000 changes the logits)
+//   - the WebGPU backend caps a sequence at the window (its attention has no window mask)
+// And on the real gemma-3-270m Q4_K_M file when it is installed and WGLLM_REAL_MODEL_TESTS=1
+// (not run by CI): CPU and WebGPU greedy continuations of a raw prompt agree.
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <set>
+
+#include "core/error.h"
+#include "core/half.h"
+#include "formats/gguf_test_doc.h"
+#include "formats/st_test_writer.h"
+#include <fstream>
+#include <stdlib.h>
+#include "models/gemma3.h"
+#include "parity_util.h"
+#include "tokenizer/tokenizer.h"
+
+using namespace wgllm;
+using namespace wgllm::test;
+
+namespace {
+
+constexpr float kTolGpuVsCpu = 1e-4f;  // WebGPU f32 vs CPU f32 (summation order, FMA)
+constexpr float kTolSplit = 1e-4f;
+
+constexpr uint32_t kD = 64, kH = 2, kKV = 1, kHD = 48, kF = 96, kV = 128, kL = 2, kW = 16;
+
+/// Q5_0 blocks (ggml block_q5_0: f16 d, u32 qh, 16 bytes of nibbles) of n random values.
+std::vector<uint8_t> q5_0_random(uint64_t n, std::mt19937& rng) {
+  std::vector<uint8_t> b;
+  for (uint64_t i = 0; i < n / 32; ++i) {
+    const uint16_t d = f32_to_f16(0.3f / 16.0f * float(1 + i % 3));
+    b.push_back(uint8_t(d & 0xff));
+    b.push_back(uint8_t(d >> 8));
+    for (int j = 0; j < 20; ++j) b.push_back(uint8_t(rng()));
+  }
+  return b;
+}
+std::vector<uint8_t> q8_0_random(uint64_t n, std::mt19937& rng) {
+  std::vector<uint8_t> b;
+  for (uint64_t i = 0; i < n / 32; ++i) {
+    const uint16_t d = f32_to_f16(0.3f / 127.0f);
+    b.push_back(uint8_t(d & 0xff));
+    b.push_back(uint8_t(d >> 8));
+    for (int j = 0; j < 32; ++j) b.push_back(uint8_t(int8_t(int(rng() % 255) - 127)));
+  }
+  return b;
+}
+
+GgufDoc gemma3_doc(uint32_t window = kW) {
+  GgufDoc d;
+  d.set_str("general.architecture", "gemma3").set_str("general.name", "tiny-gemma3");
+  d.set_u32("gemma3.block_count", kL).set_u32("gemma3.embedding_length", kD).set_u32("gemma3.feed_forward_length", kF);
+  d.set_u32("gemma3.attention.head_count", kH).set_u32("gemma3.attention.head_count_kv", kKV);
+  d.set_u32("gemma3.attention.key_length", kHD).set_u32("gemma3.attention.value_length", kHD);
+  d.set_u32("gemma3.context_length", 4096).set_f32("gemma3.attention.layer_norm_rms_epsilon", 1e-6f);
+  d.set_f32("gemma3.rope.freq_base", 1000000.0f).set_u32("gemma3.attention.sliding_window", window);
+  d.set_u32("gemma3.attention.sliding_window_pattern", 2);
+  std::mt19937 rng(23);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  auto t = [&](const std::string& name, std::vector<uint64_t> shape, float base, float sd, DType type = DType::F32) {
+    uint64_t n = 1;
+    for (uint64_t s : shape) n *= s;
+    if (type == DType::Q5_0) return void(d.add_tensor(name, type, std::move(shape), q5_0_random(n, rng)));
+    if (type == DType::Q8_0) return void(d.add_tensor(name, type, std::move(shape), q8_0_random(n, rng)));
+    std::vector<float> v(n);
+    for (float& x : v) x = base + sd * nd(rng);
+    d.add_tensor(name, DType::F32, std::move(shape), bytes_of(v));
+  };
+  t("token_embd.weight", {kD, kV}, 0.0f, 0.15f);
+  t("output_norm.weight", {kD}, 1.0f, 0.2f);
+  for (uint32_t l = 0; l < kL; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    t(p + "attn_norm.weight", {kD}, 1.0f, 0.2f);
+    t(p + "attn_q.weight", {kD, kH * kHD}, 0.0f, 0.0f, DType::Q5_0);
+    t(p + "attn_k.weight", {kD, kKV * kHD}, 0.0f, 0.2f);
+    t(p + "attn_v.weight", {kD, kKV * kHD}, 0.0f, 0.0f, DType::Q8_0);
+    t(p + "attn_q_norm.weight", {kHD}, 1.0f, 0.3f);
+    t(p + "attn_k_norm.weight", {kHD}, 1.0f, 0.3f);
+    t(p + "attn_output.weight", {kH * kHD, kD}, 0.0f, 0.15f);
+    t(p + "post_attention_norm.weight", {kD}, 1.0f, 0.2f);
+    t(p + "ffn_norm.weight", {kD}, 1.0f, 0.2f);
+    t(p + "ffn_gate.weight", {kD, kF}, 0.0f, 0.0f, DType::Q5_0);
+    t(p + "ffn_up.weight", {kD, kF}, 0.0f, 0.2f);
+    t(p + "ffn_down.weight", {kF, kD}, 0.0f, 0.15f);
+    t(p + "post_ffw_norm.weight", {kD}, 1.0f, 0.2f);
+  }
+  return d;
+}
+
+/// Writes d to a fresh temporary directory (removed at exit) and returns the file's path.
+std::string write_doc(const std::string& name, const GgufDoc& d) {
+  static struct Dir {
+    std::string path;
+    Dir() {
+      char t[] = "/tmp/wgllm_arch_XXXXXX";
+      path = mkdtemp(t);
+    }
+    ~Dir() {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  } dir;
+  const std::string p = dir.path + "/" + name;
+  const std::vector<uint8_t> b = d.bytes();
+  std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size()));
+  return p;
+}
+
+struct Models {
+  std::unique_ptr<ModelSource> src;
+  std::unique_ptr<Model> cpu, gpu;
+  explicit Models(const std::string& path) {
+    src = ModelSource::open(path);
+    ModelOptions o;
+    o.context_length = 64;
+    o.backend = BackendKind::CPU;
+    cpu = create_model(*src, o);
+    o.backend = BackendKind::WebGPU;
+    gpu = create_model(*src, o);
+  }
+};
+Models& fx() {
+  static Models m(write_doc("gemma3_tiny.gguf", gemma3_doc()));
+  return m;
+}
+
+std::vector<int32_t> prompt(size_t T, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> ids(T);
+  for (auto& x : ids) x = int32_t(rng() % kV);
+  return ids;
+}
+
+std::vector<float> logits(Model& m, const std::vector<int32_t>& ids) {
+  auto seq = m.new_sequence();
+  std::vector<float> l;
+  m.forward(*seq, ids, &l);
+  return l;
+}
+
+}  // namespace
+
+TEST(Gemma3Parity, ConfigAndParams) {
+  const ModelConfig& c = fx().src->config;
+  EXPECT_EQ(c.arch, "gemma3");
+  EXPECT_EQ(c.head_dim, kHD);
+  EXPECT_EQ(c.q_dim(), kH * kHD);
+  EXPECT_TRUE(c.rope_neox);
+  EXPECT_TRUE(c.tied_embeddings);
+  const Gemma3Params p = gemma3_params(*fx().src);
+  EXPECT_EQ(p.sliding_window, kW);
+  EXPECT_TRUE(p.sliding(0));
+  EXPECT_FALSE(p.sliding(1));
+  EXPECT_EQ(p.rope_local_base, 10000.0);
+  EXPECT_FLOAT_EQ(p.embed_scale, 8.0f);
+  EXPECT_FLOAT_EQ(p.attn_scale, 1.0f / std::sqrt(48.0f));
+  EXPECT_EQ(p.final_softcap, 0.0f);
+}
+
+TEST(Gemma3Parity, GpuVsCpuLogits) {
+  auto& f = fx();
+  for (size_t T : {1, 9, 16}) {
+    auto ids = prompt(T, uint32_t(T));
+    auto c = logits(*f.cpu, ids), g = logits(*f.gpu, ids);
+    const Diff d = diff(g, c);
+    std::printf("T=%2zu |gpu-cpu| %.2e max|logit| %.2f\n", T, d.max_abs, d.ref_max);
+    EXPECT_GT(d.ref_max, 0.5f) << "degenerate logits";
+    EXPECT_LE(d.max_abs, kTolGpuVsCpu) << "T=" << T;
+    EXPECT_EQ(d.argmax_a, d.argmax_b) << "T=" << T;
+  }
+}
+
+TEST(Gemma3Parity, GreedyIdentical) {
+  auto& f = fx();
+  std::set<int32_t> seen;
+  for (uint32_t seed : {77, 78, 79}) {
+    auto ids = prompt(4, seed);
+    auto c = greedy(*f.cpu, ids, 12);
+    EXPECT_EQ(greedy(*f.gpu, ids, 12), c) << "seed " << seed;
+    seen.insert(c.begin(), c.end());
+  }
+  EXPECT_GT(seen.size(), 1u) << "constant continuations test little";
+}
+
+TEST(Gemma3Parity, PrefillEqualsPrefillPlusDecode) {
+  auto& f = fx();
+  auto ids = prompt(30, 5);
+  for (Model* m : {f.cpu.get(), f.gpu.get()}) {
+    for (size_t T : {2, 11, 16, 30}) {
+      if (m == f.gpu.get() && T > kW) continue;
+      std::vector<int32_t> pre(ids.begin(), ids.begin() + std::ptrdiff_t(T));
+      auto full = logits(*m, pre);
+      auto seq = m->new_sequence();
+      std::vector<float> l;
+      m->forward(*seq, std::span<const int32_t>(pre.data(), T - 1), nullptr);
+      m->forward(*seq, std::span<const int32_t>(pre.data() + T - 1, 1), &l);
+      EXPECT_LE(diff(l, full).max_abs, kTolSplit) << m->backend_name() << " T=" << T;
+    }
+  }
+}
+
+TEST(Gemma3Parity, SlidingWindowAppliedOnCpu) {
+  auto ids = prompt(30, 3);
+  auto wide_src = ModelSource::open(write_doc("gemma3_wide.gguf", gemma3_doc(1000)));
+  ModelOptions o;
+  o.context_length = 64;
+  o.backend = BackendKind::CPU;
+  auto wide = create_model(*wide_src, o);
+  std::vector<int32_t> in_window(ids.begin(), ids.begin() + kW);
+  EXPECT_EQ(diff(logits(*wide, in_window), logits(*fx().cpu, in_window)).max_abs, 0.0f) << "same keys within W";
+  EXPECT_GT(diff(logits(*wide, ids), logits(*fx().cpu, ids)).max_abs, 1e-3f) << "T > W: the window must matter";
+}
+
+TEST(Gemma3Parity, WebGpuSequenceCappedAtWindow) {
+  auto seq = fx().gpu->new_sequence(64);
+  EXPECT_EQ(seq->context_length(), kW);
+}
+
+TEST(Gemma3RealFile, CpuAndGpuGreedyAgree) {
+  const std::string path = cache_file("models/gemma-3-270m-q4_k_m.gguf");
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "not installed: " << path;
+  if (env_or("WGLLM_REAL_MODEL_TESTS", "") != "1") GTEST_SKIP() << "set WGLLM_REAL_MODEL_TESTS=1 (slow)";
+  auto src = ModelSource::open(path);
+  auto tok = Tokenizer::from_gguf(*src->gguf);
+  auto ids = tok->encode_prompt("The capital of France is");
+  ModelOptions o;
+  o.context_length = 128;
+  o.backend = BackendKind::WebGPU;
+  auto g = greedy(*create_model(*src, o), ids, 16);
+  std::printf("webgpu: %s\n", tok->decode(g).c_str());
+  o.backend = BackendKind::CPU;
+  auto c = greedy(*create_model(*src, o), ids, 16);
+  std::printf("cpu:    %s\n", tok->decode(c).c_str());
+  EXPECT_EQ(g, c);
+}
+
+// The WebGPU paths for weights over one storage binding (embedding rows gathered on the host,
+// output head in row blocks; real vocabularies on lavapipe) on this tiny model, through the
+// WGLLM_TEST_MAX_BINDING_BYTES hook (the head splits into several blocks): same logits as the
+// normal GPU model.
+TEST(Gemma3Parity, OversizedEmbeddingAndHeadPaths) {
+  auto& f = fx();  // made before the hook is set
+  setenv("WGLLM_TEST_MAX_BINDING_BYTES", "8192", 1);
+  ModelOptions o;
+  o.context_length = 64;
+  o.backend = BackendKind::WebGPU;
+  std::unique_ptr<Model> split;
+  try {
+    split = create_model(*f.src, o);
+  } catch (...) {
+    unsetenv("WGLLM_TEST_MAX_BINDING_BYTES");
+    throw;
+  }
+  unsetenv("WGLLM_TEST_MAX_BINDING_BYTES");
+  for (size_t T : {1, 9}) {
+    auto ids = prompt(T, 40 + uint32_t(T));
+    auto g = logits(*fx().gpu, ids), s = logits(*split, ids);
+    const Diff d = diff(s, g);
+    std::printf("T=%zu |split-gpu| %.2e\n", T, d.max_abs);
+    EXPECT_LE(d.max_abs, kTolGpuVsCpu) << "T=" << T;
+    EXPECT_EQ(d.argmax_a, d.argmax_b);
+  }
+  auto ids = prompt(3, 9);
+  EXPECT_EQ(greedy(*split, ids, 8), greedy(*fx().cpu, ids, 8));
+}
