@@ -47,7 +47,12 @@ Recorder::~Recorder() {
 }
 
 void Recorder::set_step_gpu_time(bool on) {
+#ifdef __EMSCRIPTEN__
+  step_gpu_ = false;  // encoder-level timestamps are a wgpu-native feature
+  (void)on;
+#else
   step_gpu_ = on && ctx_.has_feature(WGPUFeatureName(WGPUNativeFeature_TimestampQueryInsideEncoders));
+#endif
   if (step_gpu_ && !step_queries_) {
     WGPUQuerySetDescriptor qd = WGPU_QUERY_SET_DESCRIPTOR_INIT;
     qd.type = WGPUQueryType_Timestamp;
@@ -75,7 +80,9 @@ void Recorder::begin() {
   if (enc_) throw Error("Recorder::begin called twice without submit");
   t_begin_ns_ = now_ns();
   enc_ = wgpuDeviceCreateCommandEncoder(ctx_.device(), nullptr);
+#ifndef __EMSCRIPTEN__
   if (step_gpu_) wgpuCommandEncoderWriteTimestamp(enc_, step_queries_, 0);
+#endif
   n_dispatch_ = 0;
   chunk_start_ = 0;
   submissions_ = 0;
@@ -238,12 +245,14 @@ void Recorder::submit(void* read_dst) {
     pass_ = nullptr;
   }
   step_ts_off_ = 0;
+#ifndef __EMSCRIPTEN__
   if (step_gpu_ && read_pending_) {  // the timestamps travel back with the scheduled read
     wgpuCommandEncoderWriteTimestamp(enc_, step_queries_, 1);
     wgpuCommandEncoderResolveQuerySet(enc_, step_queries_, 0, 2, step_resolve_.handle(), 0);
     step_ts_off_ = (read_size_ + 3 + 255) & ~uint64_t(255);
     wgpuCommandEncoderCopyBufferToBuffer(enc_, step_resolve_.handle(), 0, staging_.handle(), step_ts_off_, 16);
   }
+#endif
   const uint32_t n_prof = profiling_ ? std::min(n_dispatch_, prof_cap_) : 0;
   const bool prof = n_prof > 0;
   if (prof) {
