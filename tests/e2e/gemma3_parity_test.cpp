@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include "models/gemma3.h"
 #include "parity_util.h"
+#include "tiny_gguf_util.h"
 #include "tokenizer/tokenizer.h"
 
 using namespace wgllm;
@@ -99,56 +100,14 @@ GgufDoc gemma3_doc(uint32_t window = kW) {
   return d;
 }
 
-/// Writes d to a fresh temporary directory (removed at exit) and returns the file's path.
-std::string write_doc(const std::string& name, const GgufDoc& d) {
-  static struct Dir {
-    std::string path;
-    Dir() {
-      char t[] = "/tmp/wgllm_arch_XXXXXX";
-      path = mkdtemp(t);
-    }
-    ~Dir() {
-      std::error_code ec;
-      std::filesystem::remove_all(path, ec);
-    }
-  } dir;
-  const std::string p = dir.path + "/" + name;
-  const std::vector<uint8_t> b = d.bytes();
-  std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size()));
-  return p;
-}
-
-struct Models {
-  std::unique_ptr<ModelSource> src;
-  std::unique_ptr<Model> cpu, gpu;
-  explicit Models(const std::string& path) {
-    src = ModelSource::open(path);
-    ModelOptions o;
-    o.context_length = 64;
-    o.backend = BackendKind::CPU;
-    cpu = create_model(*src, o);
-    o.backend = BackendKind::WebGPU;
-    gpu = create_model(*src, o);
-  }
-};
+std::string write_doc(const std::string& name, const GgufDoc& d) { return write_tiny_gguf(name, d); }
+using Models = TinyModels;
 Models& fx() {
-  static Models m(write_doc("gemma3_tiny.gguf", gemma3_doc()));
+  static Models m(write_tiny_gguf("gemma3_tiny.gguf", gemma3_doc()), 64);
   return m;
 }
-
-std::vector<int32_t> prompt(size_t T, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> ids(T);
-  for (auto& x : ids) x = int32_t(rng() % kV);
-  return ids;
-}
-
-std::vector<float> logits(Model& m, const std::vector<int32_t>& ids) {
-  auto seq = m.new_sequence();
-  std::vector<float> l;
-  m.forward(*seq, ids, &l);
-  return l;
-}
+std::vector<int32_t> prompt(size_t T, uint32_t seed) { return random_prompt(T, seed, kV); }
+std::vector<float> logits(Model& m, const std::vector<int32_t>& ids) { return last_logits(m, ids); }
 
 }  // namespace
 
