@@ -11,19 +11,28 @@
 #     --model ~/.cache/wgllm/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf \
 #     --extra ~/.cache/wgllm/text/package/moby-dick/data/data.txt=moby.txt
 # then the planned calls back to back: `bash tools/device/recipes/long_context.sh store` for all but
-# the last, `bash tools/device/recipes/long_context.sh measure` last. Results: $OUT/results.tgz.
+# the last, `bash tools/device/recipes/long_context.sh measure` last (PART=speed, then a further
+# call with PART=quality: each half fits one call). Results: $OUT/results.tgz.
 # Not covered here: 64k and ~100k contexts need a model trained for them (a synthetic one).
 set -u
 stage=${1:-measure}
 source tools/device/remote.sh
+[ -f .carry/moby.txt ] && cp .carry/moby.txt $W/moby.txt  # carried by the first call only
 [ "$stage" = store ] && { $B devices 2>&1 | head -3; exit 0; }
 T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 GGUF=$(wg_model qwen2.5-coder-1.5b-instruct-q4_k_m.gguf) || exit 1
 R=$W/res; rm -rf $R; mkdir -p $R
 trap 'tar czf $OUT/results.tgz -C $R .' EXIT
 wg_gpu_check | tee $R/gpu.txt
-$W/bin/sparse_attention_test > $R/sparse_attention_test.log 2>&1; echo "sparse_attention_test: exit $?"
+PART=${PART:-speed quality}  # PART=speed or PART=quality: one of the two halves per call (each fits a call)
+if [[ " $PART " == *" speed "* ]]; then
+for t in sparse_attention_test qwen2_parity_test; do
+  [ -x $W/bin/$t ] && { $W/bin/$t > $R/$t.log 2>&1; echo "$t: exit $? $(grep -E '^\[  (PASSED|FAILED) ' $R/$t.log | tr '\n' ' ')"; }
+done
 el "tests"
+# The real 1.5B in the product configuration (decode and TTFT at a 512-token prompt).
+$B bench -m $GGUF --prompt-lengths 512 --gen 128 --reps 2 --json $R/qwen25coder_p512_g128.json 2>&1 | grep -E "^\| product|decode step|dispatch"
+el "bench"
 # Default selection: blocks of 64 keys, sink + window 4 + top-16 = 21 blocks (1344 keys) per query block.
 $B bench long-context -m $GGUF --contexts 2048,4096,8192,16384,32768 --json $R/long_context.json 2>&1 | tail -12
 el "long-context"
@@ -33,8 +42,10 @@ el "round 2"
 # The prefill gather kernel: per-row instead of tiled (--no-sparse-tiled), sparse mode only.
 $B bench long-context -m $GGUF --contexts 16384,32768 --modes sparse --no-sparse-tiled --json $R/long_context_rows.json 2>&1 | tail -4
 el "per-row gather"
+fi
 TXT=.carry/moby.txt
-if [ -f $TXT ]; then
+[ -f $TXT ] || TXT=$W/moby.txt
+if [[ " $PART " == *" quality "* ]] && [ -f $TXT ]; then
   for w in 8192 16384 30000; do
     for m in no-sparse-attn sparse-attn; do
       $B perplexity -m $GGUF -f $TXT --window $w -c 32768 --$m 2>&1 | tail -1 | sed "s/^/ppl w=$w $m: /" | tee -a $R/perplexity.txt
