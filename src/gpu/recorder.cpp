@@ -9,6 +9,10 @@
 
 namespace wgllm::gpu {
 namespace {
+// Offset of the step's two timestamps after a read of `size` bytes in the staging buffer
+// (the read rounded up to 4 bytes, then to 256).
+uint64_t step_timestamps_offset(uint64_t size) { return (((size + 3) & ~uint64_t(3)) + 255) & ~uint64_t(255); }
+
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
@@ -98,16 +102,25 @@ void Recorder::end_pass() {
   pass_ = nullptr;
 }
 
-void Recorder::flush_chunk() {
-  end_pass();
+void Recorder::upload_params() {
   if (n_dispatch_ > chunk_start_)
     params_.write(ctx_, uint64_t(chunk_start_) * kParamSlot, params_cpu_.data() + size_t(chunk_start_) * kParamSlot,
                   uint64_t(n_dispatch_ - chunk_start_) * kParamSlot);
   chunk_start_ = n_dispatch_;
+}
+
+void Recorder::submit_encoder() {
   WGPUCommandBuffer cmd = wgpuCommandEncoderFinish(enc_, nullptr);
   wgpuCommandEncoderRelease(enc_);
+  enc_ = nullptr;
   wgpuQueueSubmit(ctx_.queue(), 1, &cmd);
   wgpuCommandBufferRelease(cmd);
+}
+
+void Recorder::flush_chunk() {
+  end_pass();
+  upload_params();
+  submit_encoder();
   ++submissions_;
   enc_ = wgpuDeviceCreateCommandEncoder(ctx_.device(), nullptr);
 }
@@ -191,11 +204,7 @@ void Recorder::dispatch(const Pipeline& p, std::initializer_list<Binding> storag
 
 void Recorder::copy(const Buffer& src, uint64_t so, const Buffer& dst, uint64_t dof, uint64_t size) {
   if (!enc_) throw Error("Recorder: copy outside begin()/submit()");
-  if (pass_) {
-    wgpuComputePassEncoderEnd(pass_);
-    wgpuComputePassEncoderRelease(pass_);
-    pass_ = nullptr;
-  }
+  end_pass();
   if (so + size > src.size() || dof + size > dst.size()) throw Error("Recorder::copy out of range");
   wgpuCommandEncoderCopyBufferToBuffer(enc_, src.handle(), so, dst.handle(), dof, (size + 3) & ~uint64_t(3));
 }
@@ -215,11 +224,7 @@ bool Recorder::copy_timed(const Buffer& src, uint64_t so, const Buffer& dst, uin
   const uint32_t slot = n_dispatch_++;  // a query pair (and an unused parameter slot)
   if (log_traffic_) cur_log_.push_back({label, 0.0, declared ? next_traffic_ : TrafficBytes{}, declared});
   labels_.push_back(label);
-  if (pass_) {
-    wgpuComputePassEncoderEnd(pass_);
-    wgpuComputePassEncoderRelease(pass_);
-    pass_ = nullptr;
-  }
+  end_pass();
   wgpuCommandEncoderWriteTimestamp(enc_, queries_, 2 * slot);
   copy(src, so, dst, dof, size);
   wgpuCommandEncoderWriteTimestamp(enc_, queries_, 2 * slot + 1);
@@ -228,8 +233,7 @@ bool Recorder::copy_timed(const Buffer& src, uint64_t so, const Buffer& dst, uin
 
 void Recorder::read_after(const Buffer& src, uint64_t off, uint64_t size) {
   uint64_t sz = (size + 3) & ~uint64_t(3);
-  // Room after the read for the step's two timestamps (set_step_gpu_time), 256-byte aligned.
-  const uint64_t need = ((sz + 255) & ~uint64_t(255)) + 16;
+  const uint64_t need = step_timestamps_offset(size) + 16;  // room for the step's two timestamps
   if (!staging_ || staging_.size() < need) staging_ = Buffer(ctx_, std::max<uint64_t>(need, 4096), BufferKind::Readback, "step-readback");
   copy(src, off, staging_, 0, sz);
   read_pending_ = true;
@@ -239,18 +243,15 @@ void Recorder::read_after(const Buffer& src, uint64_t off, uint64_t size) {
 void Recorder::submit(void* read_dst) {
   if (!enc_) throw Error("Recorder::submit without begin()");
   const int64_t t_submit = now_ns();
-  if (pass_) {
-    wgpuComputePassEncoderEnd(pass_);
-    wgpuComputePassEncoderRelease(pass_);
-    pass_ = nullptr;
-  }
-  step_ts_off_ = 0;
+  end_pass();
+  bool step_ts = false;  // the step's timestamps land in staging_ after the read
 #ifndef __EMSCRIPTEN__
   if (step_gpu_ && read_pending_) {  // the timestamps travel back with the scheduled read
     wgpuCommandEncoderWriteTimestamp(enc_, step_queries_, 1);
     wgpuCommandEncoderResolveQuerySet(enc_, step_queries_, 0, 2, step_resolve_.handle(), 0);
-    step_ts_off_ = (read_size_ + 3 + 255) & ~uint64_t(255);
-    wgpuCommandEncoderCopyBufferToBuffer(enc_, step_resolve_.handle(), 0, staging_.handle(), step_ts_off_, 16);
+    step_ts = true;
+    wgpuCommandEncoderCopyBufferToBuffer(enc_, step_resolve_.handle(), 0, staging_.handle(),
+                                         step_timestamps_offset(read_size_), 16);
   }
 #endif
   const uint32_t n_prof = profiling_ ? std::min(n_dispatch_, prof_cap_) : 0;
@@ -260,14 +261,8 @@ void Recorder::submit(void* read_dst) {
     wgpuCommandEncoderCopyBufferToBuffer(enc_, query_resolve_.handle(), 0, query_read_.handle(), 0,
                                          uint64_t(2 * n_prof) * 8);
   }
-  if (n_dispatch_ > chunk_start_)
-    params_.write(ctx_, uint64_t(chunk_start_) * kParamSlot, params_cpu_.data() + size_t(chunk_start_) * kParamSlot,
-                  uint64_t(n_dispatch_ - chunk_start_) * kParamSlot);
-  WGPUCommandBuffer cmd = wgpuCommandEncoderFinish(enc_, nullptr);
-  wgpuCommandEncoderRelease(enc_);
-  enc_ = nullptr;
-  wgpuQueueSubmit(ctx_.queue(), 1, &cmd);
-  wgpuCommandBufferRelease(cmd);
+  upload_params();
+  submit_encoder();
   last_submissions_ = submissions_ + 1;
   last_dispatches_ = n_dispatch_;
   dispatch_log_ = std::move(cur_log_);
@@ -279,12 +274,13 @@ void Recorder::submit(void* read_dst) {
   timing_.submit_us = double(t_wait - t_submit) / 1e3;
   if (read_pending_) {
     if (!read_dst) throw Error("Recorder::submit: a read was scheduled but no destination given");
-    if (step_ts_off_) {
-      std::vector<uint8_t> tmp(step_ts_off_ + 16);
+    if (step_ts) {
+      const uint64_t ts_off = step_timestamps_offset(read_size_);
+      std::vector<uint8_t> tmp(ts_off + 16);
       map_read(ctx_, staging_, tmp.data(), tmp.size());
       std::memcpy(read_dst, tmp.data(), read_size_);
       uint64_t ts[2];
-      std::memcpy(ts, tmp.data() + step_ts_off_, 16);
+      std::memcpy(ts, tmp.data() + ts_off, 16);
       if (ts[1] >= ts[0]) timing_.gpu_us = double(ts[1] - ts[0]) * wgpuQueueGetTimestampPeriod(ctx_.queue()) / 1e3;
     } else {
       map_read(ctx_, staging_, read_dst, read_size_);

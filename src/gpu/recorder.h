@@ -127,7 +127,9 @@ class Recorder {
   WGPUBindGroup bind_group(const Pipeline& p, std::initializer_list<Binding> storage, uint32_t slot);
   void ensure_pass();
   void end_pass();
-  void flush_chunk();  // submits the recording so far (chunked submission)
+  void upload_params();   // parameter slots [chunk_start_, n_dispatch_) to the GPU, before their submission
+  void submit_encoder();  // finishes enc_ and submits it (enc_ = nullptr)
+  void flush_chunk();     // submits the recording so far and opens a new encoder (chunked submission)
   Context& ctx_;
   uint32_t chunk_ = 0, chunk_start_ = 0, submissions_ = 0, last_submissions_ = 0;
   uint32_t max_dispatches_;
@@ -153,7 +155,6 @@ class Recorder {
   bool step_gpu_ = false;
   WGPUQuerySet step_queries_ = nullptr;
   Buffer step_resolve_;
-  uint64_t step_ts_off_ = 0;  // offset of the two timestamps in staging_ (0: not scheduled)
   int64_t t_begin_ns_ = 0;
   StepTiming timing_;
   std::vector<KernelTime> cur_log_, dispatch_log_;

@@ -188,21 +188,7 @@ TEST(Gemma3Parity, WebGpuSequenceCappedAtWindow) {
 }
 
 TEST(Gemma3RealFile, CpuAndGpuGreedyAgree) {
-  const std::string path = cache_file("models/gemma-3-270m-q4_k_m.gguf");
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "not installed: " << path;
-  if (env_or("WGLLM_REAL_MODEL_TESTS", "") != "1") GTEST_SKIP() << "set WGLLM_REAL_MODEL_TESTS=1 (slow)";
-  auto src = ModelSource::open(path);
-  auto tok = Tokenizer::from_gguf(*src->gguf);
-  auto ids = tok->encode_prompt("The capital of France is");
-  ModelOptions o;
-  o.context_length = 128;
-  o.backend = BackendKind::WebGPU;
-  auto g = greedy(*create_model(*src, o), ids, 16);
-  std::printf("webgpu: %s\n", tok->decode(g).c_str());
-  o.backend = BackendKind::CPU;
-  auto c = greedy(*create_model(*src, o), ids, 16);
-  std::printf("cpu:    %s\n", tok->decode(c).c_str());
-  EXPECT_EQ(g, c);
+  expect_real_file_greedy_agree("models/gemma-3-270m-q4_k_m.gguf", "The capital of France is", 16);
 }
 
 // The WebGPU paths for weights over one storage binding (embedding rows gathered on the host,
@@ -211,18 +197,7 @@ TEST(Gemma3RealFile, CpuAndGpuGreedyAgree) {
 // normal GPU model.
 TEST(Gemma3Parity, OversizedEmbeddingAndHeadPaths) {
   auto& f = fx();  // made before the hook is set
-  setenv("WGLLM_TEST_MAX_BINDING_BYTES", "8192", 1);
-  ModelOptions o;
-  o.context_length = 64;
-  o.backend = BackendKind::WebGPU;
-  std::unique_ptr<Model> split;
-  try {
-    split = create_model(*f.src, o);
-  } catch (...) {
-    unsetenv("WGLLM_TEST_MAX_BINDING_BYTES");
-    throw;
-  }
-  unsetenv("WGLLM_TEST_MAX_BINDING_BYTES");
+  const std::unique_ptr<Model> split = create_gpu_with_binding_cap(*f.src, 64, "8192");
   for (size_t T : {1, 9}) {
     auto ids = prompt(T, 40 + uint32_t(T));
     auto g = logits(*fx().gpu, ids), s = logits(*split, ids);

@@ -14,6 +14,8 @@
 #include "models/model.h"
 #include "models/registry.h"
 #include "models/source.h"
+#include "parity_util.h"
+#include "tokenizer/tokenizer.h"
 
 namespace wgllm::test {
 
@@ -65,6 +67,45 @@ inline std::vector<float> last_logits(Model& m, const std::vector<int32_t>& ids)
   std::vector<float> l;
   m.forward(*seq, ids, &l);
   return l;
+}
+
+/// src on WebGPU with storage bindings capped at max_bytes (the test-only
+/// WGLLM_TEST_MAX_BINDING_BYTES hook, unset again whatever happens): the oversized-weight paths.
+inline std::unique_ptr<Model> create_gpu_with_binding_cap(const ModelSource& src, uint32_t context_length,
+                                                          const char* max_bytes) {
+  setenv("WGLLM_TEST_MAX_BINDING_BYTES", max_bytes, 1);
+  ModelOptions o;
+  o.context_length = context_length;
+  o.backend = BackendKind::WebGPU;
+  std::unique_ptr<Model> m;
+  try {
+    m = create_model(src, o);
+  } catch (...) {
+    unsetenv("WGLLM_TEST_MAX_BINDING_BYTES");
+    throw;
+  }
+  unsetenv("WGLLM_TEST_MAX_BINDING_BYTES");
+  return m;
+}
+
+/// A real model file in the cache (slow; opt-in with WGLLM_REAL_MODEL_TESTS=1, skipped when not
+/// installed): the CPU and WebGPU greedy continuations of a raw prompt (n tokens) are identical.
+inline void expect_real_file_greedy_agree(const std::string& cache_rel, const std::string& text, int n) {
+  const std::string path = cache_file(cache_rel);
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "not installed: " << path;
+  if (env_or("WGLLM_REAL_MODEL_TESTS", "") != "1") GTEST_SKIP() << "set WGLLM_REAL_MODEL_TESTS=1 (slow)";
+  auto src = ModelSource::open(path);
+  auto tok = Tokenizer::from_gguf(*src->gguf);
+  const auto ids = tok->encode_prompt(text);
+  ModelOptions o;
+  o.context_length = 128;
+  o.backend = BackendKind::WebGPU;
+  const auto g = greedy(*create_model(*src, o), ids, n);
+  std::printf("webgpu: %s\n", tok->decode(g).c_str());
+  o.backend = BackendKind::CPU;
+  const auto c = greedy(*create_model(*src, o), ids, n);
+  std::printf("cpu:    %s\n", tok->decode(c).c_str());
+  EXPECT_EQ(g, c);
 }
 
 }  // namespace wgllm::test
