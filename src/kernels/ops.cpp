@@ -308,7 +308,10 @@ void attention_combine(OpContext& o, const AttentionShape& s, const gpu::Buffer&
 void attention_tiled(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_stride, const gpu::Buffer& kc,
                      const gpu::Buffer& vc, F32Ref out, uint32_t o_stride, const gpu::Buffer* split_scratch) {
   const TiledShape ts = tiled_shape(s.HD);
-  const uint32_t G = s.Hq / s.Hkv, row_tiles = ceil_div(s.T * G, ts.rows), max_keys = s.pos0 + s.T;
+  // max_keys: the longest key range of a row tile (with a window: at most the window plus the tile's
+  // other tokens, since the tile starts at its first row's window).
+  const uint32_t G = s.Hq / s.Hkv, row_tiles = ceil_div(s.T * G, ts.rows),
+                 max_keys = s.window ? std::min(s.pos0 + s.T, s.window + ts.rows) : s.pos0 + s.T;
   // Split-K decision (the written condition): scratch given, --attn-split on, fewer than `target`
   // workgroups without it and more than two key tiles in the longest row; then about `target`
   // workgroups (at most kSplitMax splits), each split >= 2 key tiles (and as many as fit the scratch).
@@ -330,11 +333,15 @@ void attention_tiled(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q
   const Defines d{{"HD4", std::to_string(s.HD / 4)}, {"RW", std::to_string(ts.rows)}, {"BK", std::to_string(ts.keys)},
                   {"NT", std::to_string(kTiledThreads)}, {"SPLIT", split ? "1" : "0"}};
   const auto& p = get(o, "attention_tiled", d, {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
-  struct { uint32_t T, pos0, Hq, Hkv, HD, q_off, q_stride, o_off, o_stride, kv_dim; float scale; uint32_t split_len, n_split, pad[3]; } prm{
-      s.T, s.pos0, s.Hq, s.Hkv, s.HD, q.off, q_stride, out.off, o_stride, s.Hkv * s.HD, s.scale, split_len, n_split, {0, 0, 0}};
-  // KV rows read: each row tile reads K and V rows [0, its last token's position] of its KV head.
+  struct { uint32_t T, pos0, Hq, Hkv, HD, q_off, q_stride, o_off, o_stride, kv_dim; float scale; uint32_t split_len, n_split, window, pad[2]; } prm{
+      s.T, s.pos0, s.Hq, s.Hkv, s.HD, q.off, q_stride, out.off, o_stride, s.Hkv * s.HD, s.scale, split_len, n_split, s.window, {0, 0}};
+  // KV rows read: each row tile reads K and V rows [its first row's window start, its last token's
+  // position] of its KV head.
   uint64_t kv_rows = 0;
-  for (uint32_t i = 0; i < row_tiles; ++i) kv_rows += s.pos0 + (std::min(s.T * G, (i + 1) * ts.rows) - 1) / G + 1;
+  for (uint32_t i = 0; i < row_tiles; ++i) {
+    const uint32_t last = s.pos0 + (std::min(s.T * G, (i + 1) * ts.rows) - 1) / G + 1, first = s.pos0 + i * ts.rows / G + 1;
+    kv_rows += last - (s.window && first > s.window ? first - s.window : 0);
+  }
   o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Activations, 4ull * s.T * s.Hq * s.HD)
                     .r(gpu::Traffic::KvCache, kv_rows * 8ull * s.Hkv * s.HD).w(gpu::Traffic::Activations, 4ull * s.T * s.Hq * s.HD));
   if (!split) {
@@ -408,7 +415,8 @@ namespace {
 // attention_decode_split_min keys.
 void attention_decode(OpContext& o, const AttentionShape& s, F32Ref q, const gpu::Buffer& kc, const gpu::Buffer& vc,
                       F32Ref out, uint32_t o_stride, const gpu::Buffer* split_scratch) {
-  const uint32_t G = s.Hq / s.Hkv, n_keys = s.pos0 + 1;
+  // n_keys: the keys the query sees (with a window: its last `window` keys).
+  const uint32_t G = s.Hq / s.Hkv, n_keys = s.window ? std::min(s.pos0 + 1, s.window) : s.pos0 + 1;
   uint32_t n_split = 1, split_len = n_keys;
   const bool sw = o.ctx.info().is_software();
   const uint32_t split_min = o.opt.attention_decode_split_min == kDecodeSplitMinAuto ? (sw ? 1024u : 0u)
@@ -425,8 +433,8 @@ void attention_decode(OpContext& o, const AttentionShape& s, F32Ref q, const gpu
   const Defines d{{"HD4", std::to_string(s.HD / 4)}, {"G", std::to_string(G)}, {"NT", std::to_string(kDecodeThreads)},
                   {"SG", sg ? "1" : "0"}, {"SPLIT", split ? "1" : "0"}};
   const auto& p = get(o, "attention_decode", d, {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
-  struct { uint32_t T, pos0, Hq, Hkv, HD, q_off, q_stride, o_off, o_stride, kv_dim; float scale; uint32_t split_len, n_split, pad[3]; } prm{
-      s.T, s.pos0, s.Hq, s.Hkv, s.HD, q.off, 0, out.off, o_stride, s.Hkv * s.HD, s.scale, split_len, n_split, {0, 0, 0}};
+  struct { uint32_t T, pos0, Hq, Hkv, HD, q_off, q_stride, o_off, o_stride, kv_dim; float scale; uint32_t split_len, n_split, window, pad[2]; } prm{
+      s.T, s.pos0, s.Hq, s.Hkv, s.HD, q.off, 0, out.off, o_stride, s.Hkv * s.HD, s.scale, split_len, n_split, s.window, {0, 0}};
   // Each K and V row of every KV head is read once.
   o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Activations, 4ull * s.Hq * s.HD)
                     .r(gpu::Traffic::KvCache, uint64_t(n_keys) * 8ull * s.Hkv * s.HD).w(gpu::Traffic::Activations, 4ull * s.Hq * s.HD));
@@ -460,7 +468,7 @@ FlashTile attention_flash_tile(const OpContext& o, uint32_t HD) {
 bool attention_flash_used(const OpContext& o, const AttentionShape& s) {
   // 2: on for software adapters only (measured: faster on lavapipe, 3x slower on the H200).
   const bool on = o.opt.attention_flash == 1 || (o.opt.attention_flash == 2 && o.ctx.info().is_software());
-  return s.T > 1 && on && attention_flash_tile(o, s.HD).bc != 0;
+  return s.T > 1 && on && s.window == 0 && attention_flash_tile(o, s.HD).bc != 0;
 }
 
 void attention(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_stride,
@@ -476,7 +484,7 @@ void attention(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_strid
   // Split-K decision (the written condition): scratch given, switch on, at most kSplitMaxRows
   // (head, token) rows, and more than two 64-key tiles in the longest row; then about
   // kSplitTarget workgroups in total, each split a multiple of 64 keys.
-  const uint32_t rows = s.Hq * s.T, max_keys = s.pos0 + s.T;
+  const uint32_t rows = s.Hq * s.T, max_keys = s.window ? std::min(s.pos0 + s.T, s.window) : s.pos0 + s.T;
   uint32_t n_split = 1, split_len = max_keys;
   if (split_scratch && o.opt.attention_split_keys && rows <= kSplitMaxRows && max_keys > 128) {
     const uint32_t want = std::min(kSplitMax, (kSplitTarget + rows - 1) / rows);
@@ -487,10 +495,15 @@ void attention(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_strid
   const bool split = n_split > 1;
   const auto& p = get(o, "attention", {{"SPLIT", split ? "1" : "0"}, {"ILP", o.opt.attention_ilp ? "1" : "0"}},
                       {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
-  struct { uint32_t T, pos0, Hq, Hkv, HD, q_off, q_stride, o_off, o_stride, kv_dim; float scale; uint32_t split_len, n_split, pad[3]; } prm{
-      s.T, s.pos0, s.Hq, s.Hkv, s.HD, q.off, q_stride, out.off, o_stride, s.Hkv * s.HD, s.scale, split_len, n_split, {0, 0, 0}};
-  // KV rows read: each query token t sees pos0 + t + 1 rows of K and V (all KV heads).
-  const uint64_t kv_rows = uint64_t(s.T) * s.pos0 + uint64_t(s.T) * (s.T + 1) / 2;
+  struct { uint32_t T, pos0, Hq, Hkv, HD, q_off, q_stride, o_off, o_stride, kv_dim; float scale; uint32_t split_len, n_split, window, pad[2]; } prm{
+      s.T, s.pos0, s.Hq, s.Hkv, s.HD, q.off, q_stride, out.off, o_stride, s.Hkv * s.HD, s.scale, split_len, n_split, s.window, {0, 0}};
+  // KV rows read: each query token t sees pos0 + t + 1 rows of K and V (all KV heads; with a window
+  // at most `window`).
+  uint64_t kv_rows = uint64_t(s.T) * s.pos0 + uint64_t(s.T) * (s.T + 1) / 2;
+  if (s.window) {
+    kv_rows = 0;
+    for (uint32_t t = 0; t < s.T; ++t) kv_rows += std::min(s.pos0 + t + 1, s.window);
+  }
   o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Activations, 4ull * s.T * s.Hq * s.HD)
                     .r(gpu::Traffic::KvCache, kv_rows * 8ull * s.Hkv * s.HD).w(gpu::Traffic::Activations, 4ull * s.T * s.Hq * s.HD));
   if (!split) {

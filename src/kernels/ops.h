@@ -201,9 +201,14 @@ struct SparseScratch;  // kernels/sparse_attention.h
 struct AttentionShape {
   uint32_t T, pos0, Hq, Hkv, HD;
   float scale;
+  /// Sliding-window attention (Gemma 3's local layers; Beltagy et al. 2020): token t at position
+  /// p = pos0 + t sees keys [p - window + 1, p] only (pos_q - pos_k < window); 0 = every key <= p.
+  uint32_t window = 0;
 };
 /// Causal GQA attention of T queries (rows q.off + t*q_stride, heads contiguous) over cache rows
-/// [0, pos0 + t]; output rows o.off + t*o_stride.
+/// [0, pos0 + t] (with s.window: [max(0, pos0 + t + 1 - window), pos0 + t]; the kernels start at
+/// the window's first key, they do not mask a dense pass); output rows o.off + t*o_stride.
+/// A windowed shape never takes the flash or the sparse kernel (the window bounds its cost).
 /// With `split_scratch` (see attention_split_floats) and KernelOptions::attention_split_keys, a
 /// forward whose heads x tokens would leave the GPU idle (decode) splits each row's keys over
 /// workgroups and merges the partials with a second dispatch (flash-decoding).

@@ -595,6 +595,70 @@ TEST(Ops, AttentionSplitKeysMatchesCpu) {
   }
 }
 
+TEST(Ops, AttentionSlidingWindowMatchesCpu) {
+  // Sliding-window attention (AttentionShape::window, Gemma 3's local layers): token t at position
+  // p sees keys [p - W + 1, p]. Every dense kernel that takes a window (per-row with and without the
+  // key split, the GQA decode kernel with and without it, the tiled prefill kernel with and without
+  // it; the flash kernel declines windowed shapes) against the CPU reference run on the window's rows only. The
+  // cache rows below the forward's first window are NaN: a kernel that read them (a masked dense
+  // pass) would return NaN.
+  auto& e = env();
+  struct Case { uint32_t HD, Hq, Hkv, T, pos0, W; };
+  const std::vector<Case> cases = {{64, 4, 1, 1, 299, 7},    {256, 4, 1, 1, 700, 512}, {64, 6, 2, 3, 300, 64},
+                                   {64, 4, 1, 40, 500, 33},  {256, 4, 1, 17, 90, 20},  {32, 4, 4, 70, 130, 1},
+                                   {64, 4, 1, 5, 2, 512}};
+  for (const Case& c : cases) {
+    const uint32_t kv_dim = c.Hkv * c.HD, ctx_len = c.pos0 + c.T, Q = c.Hq * c.HD;
+    const float scale = 1.0f / std::sqrt(float(c.HD));
+    const std::string what = "HD=" + std::to_string(c.HD) + " Hq=" + std::to_string(c.Hq) + " Hkv=" + std::to_string(c.Hkv) +
+                             " T=" + std::to_string(c.T) + " pos0=" + std::to_string(c.pos0) + " W=" + std::to_string(c.W);
+    auto ck = randn(size_t(ctx_len) * kv_dim, c.T + c.pos0 + 1), cv = randn(size_t(ctx_len) * kv_dim, c.T + c.pos0 + 2);
+    auto q = randn(size_t(c.T) * Q, c.T + c.pos0 + 3, 2.0f);
+    std::vector<float> want(size_t(c.T) * Q);
+    for (uint32_t t = 0; t < c.T; ++t) {
+      const uint32_t pos = c.pos0 + t, first = pos + 1 > c.W ? pos + 1 - c.W : 0;
+      ref::attention(q.data() + size_t(t) * Q, ck.data() + size_t(first) * kv_dim, cv.data() + size_t(first) * kv_dim,
+                     want.data() + size_t(t) * Q, pos - first, c.Hq, c.Hkv, c.HD, scale);
+    }
+    const uint32_t first0 = c.pos0 + 1 > c.W ? c.pos0 + 1 - c.W : 0;  // no kernel may read below this row
+    std::fill(ck.begin(), ck.begin() + size_t(first0) * kv_dim, NAN);
+    std::fill(cv.begin(), cv.begin() + size_t(first0) * kv_dim, NAN);
+    auto kb = e.upload(ck), vb = e.upload(cv), qb = e.upload(q);
+    gpu::Buffer scratch(*e.ctx, attention_split_floats(c.T, c.Hq, c.HD) * 4, gpu::BufferKind::Storage, "split");
+    // Paths: 0 per-row, 1 decode GQA (T = 1) / tiled (T > 1); the flash kernel declines windows.
+    KernelOptions flash;
+    flash.attention_flash = 1;
+    EXPECT_FALSE(attention_flash_used(e.op(flash), {c.T, c.pos0, c.Hq, c.Hkv, c.HD, scale, c.W})) << what;
+    for (int path = 0; path < 2; ++path) {
+      for (bool split : {false, true}) {
+        KernelOptions ko;
+        ko.attention_split_keys = split;
+        ko.attention_decode_split_min = 0;  // split decode keys as soon as there are two tiles
+        ko.attention_decode_split_len = 64;
+        ko.attention_tiled_prefill = path != 0;
+        ko.attention_decode_gqa = path != 0 ? 1 : 0;
+        ko.attention_flash = 0;
+        auto o = e.op(ko);
+        const AttentionShape as{c.T, c.pos0, c.Hq, c.Hkv, c.HD, scale, c.W};
+        auto ob = e.upload(std::vector<float>(want.size(), NAN));
+        e.rec.set_traffic_log(true);
+        e.rec.begin();
+        attention(o, as, {qb, 0}, Q, kb, vb, {ob, 0}, Q, &scratch);
+        e.rec.submit();
+        const auto disp = e.rec.last_dispatches();
+        e.rec.set_traffic_log(false);
+        ASSERT_FALSE(disp.empty());
+        const std::string lbl = disp[0].label;
+        if (path == 1 && c.T > 1) {
+          EXPECT_EQ(lbl, "attention_tiled") << what;
+        }
+        expect_close(e.download(ob, want.size()), want, 1e-5f,
+                     what + " path=" + std::to_string(path) + " split=" + std::to_string(split) + " " + lbl);
+      }
+    }
+  }
+}
+
 TEST(Ops, AttentionTiledMatchesCpu) {
   // Multi-query tiled attention (T > 1): head dims 24, 64 (and 256, Qwen3.5), GQA groups 1, 3, 4,
   // T = 2..70 over cache lengths 0..300 (ragged row and key tiles, rows that see no key of a split),

@@ -64,7 +64,8 @@ SparseScratch make_sparse_scratch(gpu::Context& ctx, const KernelOptions& opt, u
 }
 
 bool sparse_attention_used(const KernelOptions& opt, const AttentionShape& s) {
-  return opt.sparse_attn && uint64_t(s.pos0) + s.T >= opt.sparse_threshold;
+  // A sliding window (s.window) already bounds the keys: the sparse path is for dense layers only.
+  return opt.sparse_attn && s.window == 0 && uint64_t(s.pos0) + s.T >= opt.sparse_threshold;
 }
 
 void sparse_block_means(OpContext& o, const AttentionShape& s, const gpu::Buffer& kc, SparseScratch& sc) {

@@ -29,7 +29,8 @@
 // gelu_tanh(a) = 0.5 a (1 + tanh(sqrt(2/pi) (a + 0.044715 a^3))).
 //
 // The forwards are the llama ones (llama_cpu.cpp / llama_gpu.cpp) with these extras, switched
-// on when ModelConfig::arch is "gemma3".
+// on when ModelConfig::arch is "gemma3"; on WebGPU the sliding layers pass the window to the
+// attention kernels (kernels::AttentionShape::window).
 #pragma once
 #include <memory>
 #include <string>

@@ -45,9 +45,6 @@ class LlamaGpu final : public GpuModel {
   std::unique_ptr<Sequence> new_sequence(uint32_t ctx) override {
     SequenceSize s;
     s.context = sequence_length(ctx);
-    // gemma3: the attention kernels have no sliding-window mask, so a sequence is capped at the
-    // window, where sliding and global layers see the same keys (exact, but shorter).
-    if (gemma_) s.context = std::min(s.context, gemma_->sliding_window);
     s.largest_buffer = uint64_t(s.context) * c_.kv_dim() * 4;
     s.kv_cache = 2ull * c_.n_layers * s.largest_buffer;
     prepare_sequence(s, &rope_, &rope_rows_);
@@ -173,8 +170,10 @@ class LlamaGpu final : public GpuModel {
     rec_->begin();
     if (!host_embed_) kernels::embed(o, embed_, tokens_, T, {x_, 0});
     if (gemma_) kernels::scale(o, {x_, 0}, T * D, gemma_->embed_scale, "embed_scale");
-    const kernels::AttentionShape as{T, pos0, c_.n_heads, c_.n_kv_heads, c_.head_dim,
-                                     gemma_ ? gemma_->attn_scale : 1.0f / std::sqrt(float(c_.head_dim))};
+    const kernels::AttentionShape as_global{T, pos0, c_.n_heads, c_.n_kv_heads, c_.head_dim,
+                                            gemma_ ? gemma_->attn_scale : 1.0f / std::sqrt(float(c_.head_dim))};
+    kernels::AttentionShape as_local = as_global;  // gemma3 sliding layers: keys pos_q - pos_k < W only
+    if (gemma_) as_local.window = gemma_->sliding_window;
     for (uint32_t l = 0; l < c_.n_layers; ++l) {
       Layer& L = layers_[l];
       KvState& kv = seq.kv(l);
@@ -203,7 +202,9 @@ class LlamaGpu final : public GpuModel {
         const bool local = gemma_ && gemma_->sliding(l);
         record_rope_kv(o, c_, {qkv_, 0, QKV, Q, Q + KV, QKV}, T, pos0, local ? rope_local_ : rope_, kc, vc);
       }
-      kernels::attention(o, as, {qkv_, 0}, QKV, kc, vc, {att_, 0}, Q, &attn_split_, sparse_.index ? &sparse_ : nullptr);
+      const bool sliding = gemma_ && gemma_->sliding(l);
+      kernels::attention(o, sliding ? as_local : as_global, {qkv_, 0}, QKV, kc, vc, {att_, 0}, Q, &attn_split_,
+                         sparse_.index ? &sparse_ : nullptr);
       if (gemma_) {
         gemma_block(o, L, T);
         continue;

@@ -4,11 +4,11 @@
 // q/k norms, post-attention and post-FFN norms, tied embeddings; attn_q and ffn_gate stored as
 // Q5_0, attn_v as Q8_0, the rest f32), on both backends:
 //   - config and params read from the metadata
-//   - WebGPU vs CPU reference last-token logits (T = 1, 9, 16)
-//   - greedy tokens identical (three 4-token prompts + 12 steps, within the window)
-//   - prefill(T) == prefill(T-1) + decode(1) on both backends
-//   - the sliding window is applied on the CPU (T = 30 > W: a window of 1000 changes the logits)
-//   - the WebGPU backend caps a sequence at the window (its attention has no window mask)
+//   - WebGPU vs CPU reference last-token logits (T = 1, 9, 16, 40: past the window)
+//   - greedy tokens identical (three 4-token prompts + 24 steps, past the window)
+//   - prefill(T) == prefill(T-1) + decode(1) on both backends (T up to 30 > W)
+//   - the sliding window is applied on both backends (T = 30 > W: a window of 1000 changes the
+//     logits) and a WebGPU sequence is not capped at the window
 // And on the real gemma-3-270m Q4_K_M file when it is installed and WGLLM_REAL_MODEL_TESTS=1
 // (not run by CI): CPU and WebGPU greedy continuations of a raw prompt agree.
 #include <cstring>
@@ -130,7 +130,7 @@ TEST(Gemma3Parity, ConfigAndParams) {
 
 TEST(Gemma3Parity, GpuVsCpuLogits) {
   auto& f = fx();
-  for (size_t T : {1, 9, 16}) {
+  for (size_t T : {1, 9, 16, 40}) {
     auto ids = prompt(T, uint32_t(T));
     auto c = logits(*f.cpu, ids), g = logits(*f.gpu, ids);
     const Diff d = diff(g, c);
@@ -146,8 +146,8 @@ TEST(Gemma3Parity, GreedyIdentical) {
   std::set<int32_t> seen;
   for (uint32_t seed : {77, 78, 79}) {
     auto ids = prompt(4, seed);
-    auto c = greedy(*f.cpu, ids, 12);
-    EXPECT_EQ(greedy(*f.gpu, ids, 12), c) << "seed " << seed;
+    auto c = greedy(*f.cpu, ids, 24);
+    EXPECT_EQ(greedy(*f.gpu, ids, 24), c) << "seed " << seed;
     seen.insert(c.begin(), c.end());
   }
   EXPECT_GT(seen.size(), 1u) << "constant continuations test little";
@@ -158,7 +158,6 @@ TEST(Gemma3Parity, PrefillEqualsPrefillPlusDecode) {
   auto ids = prompt(30, 5);
   for (Model* m : {f.cpu.get(), f.gpu.get()}) {
     for (size_t T : {2, 11, 16, 30}) {
-      if (m == f.gpu.get() && T > kW) continue;
       std::vector<int32_t> pre(ids.begin(), ids.begin() + std::ptrdiff_t(T));
       auto full = logits(*m, pre);
       auto seq = m->new_sequence();
@@ -170,21 +169,25 @@ TEST(Gemma3Parity, PrefillEqualsPrefillPlusDecode) {
   }
 }
 
-TEST(Gemma3Parity, SlidingWindowAppliedOnCpu) {
+TEST(Gemma3Parity, SlidingWindowApplied) {
   auto ids = prompt(30, 3);
   auto wide_src = ModelSource::open(write_doc("gemma3_wide.gguf", gemma3_doc(1000)));
-  ModelOptions o;
-  o.context_length = 64;
-  o.backend = BackendKind::CPU;
-  auto wide = create_model(*wide_src, o);
-  std::vector<int32_t> in_window(ids.begin(), ids.begin() + kW);
-  EXPECT_EQ(diff(logits(*wide, in_window), logits(*fx().cpu, in_window)).max_abs, 0.0f) << "same keys within W";
-  EXPECT_GT(diff(logits(*wide, ids), logits(*fx().cpu, ids)).max_abs, 1e-3f) << "T > W: the window must matter";
+  for (BackendKind b : {BackendKind::CPU, BackendKind::WebGPU}) {
+    ModelOptions o;
+    o.context_length = 64;
+    o.backend = b;
+    auto wide = create_model(*wide_src, o);
+    Model& narrow = b == BackendKind::CPU ? *fx().cpu : *fx().gpu;
+    std::vector<int32_t> in_window(ids.begin(), ids.begin() + kW);
+    const float tol = b == BackendKind::CPU ? 0.0f : kTolSplit;  // same kernels on the GPU, same keys
+    EXPECT_LE(diff(logits(*wide, in_window), logits(narrow, in_window)).max_abs, tol) << "same keys within W";
+    EXPECT_GT(diff(logits(*wide, ids), logits(narrow, ids)).max_abs, 1e-3f) << "T > W: the window must matter";
+  }
 }
 
-TEST(Gemma3Parity, WebGpuSequenceCappedAtWindow) {
+TEST(Gemma3Parity, WebGpuSequenceNotCappedAtWindow) {
   auto seq = fx().gpu->new_sequence(64);
-  EXPECT_EQ(seq->context_length(), kW);
+  EXPECT_EQ(seq->context_length(), 64u);
 }
 
 TEST(Gemma3RealFile, CpuAndGpuGreedyAgree) {

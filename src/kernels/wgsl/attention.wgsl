@@ -2,14 +2,16 @@
 // 2023) over the KV cache, for T query tokens at positions pos0..pos0+T-1. One workgroup per
 // (query head, token); keys are processed in tiles of BK with an online softmax (Milakov &
 // Gimelshein 2018; as in FlashAttention), so any context length works with fixed shared memory.
-// Query head h reads KV head h / (Hq / Hkv). Key j is visible to token t iff j <= pos0 + t.
-// SPLIT (flash-decoding, Dao et al. 2023): workgroup z handles keys [z * split_len, (z+1) *
+// Query head h reads KV head h / (Hq / Hkv). Key j is visible to token t iff j <= pos0 + t (and,
+// with a sliding window W != 0, pos0 + t - j < W: the loop starts at the window's first key).
+// SPLIT (flash-decoding, Dao et al. 2023): workgroup z handles keys [k_lo + z * split_len, k_lo + (z+1) *
 // split_len) only and writes its unnormalised partial (m, l, acc[HD]) to `o` at
 // ((t * Hq + h) * n_split + z) * (HD + 2); attention_combine.wgsl merges the partials. Used when
 // (heads x tokens) alone would leave most of the GPU idle (decode).
 // ILP: independent partial sums in the QK and PV loops (more loads in flight).
 struct P { T: u32, pos0: u32, Hq: u32, Hkv: u32, HD: u32, q_off: u32, q_stride: u32, o_off: u32,
-           o_stride: u32, kv_dim: u32, scale: f32, split_len: u32, n_split: u32 }
+           o_stride: u32, kv_dim: u32, scale: f32, split_len: u32, n_split: u32,
+           window: u32 }
 @group(0) @binding(0) var<storage, read> q: array<f32>;
 @group(0) @binding(1) var<storage, read> kc: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> vc: array<f32>;
@@ -35,11 +37,13 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   }
   workgroupBarrier();
   let n_keys = p.pos0 + t + 1u;
+  var k_lo = 0u;  // first visible key: the sliding window's start (window 0: key 0)
+  if (p.window != 0u && n_keys > p.window) { k_lo = n_keys - p.window; }
 #if SPLIT
-  let k_begin = min(wid.z * p.split_len, n_keys);
+  let k_begin = min(k_lo + wid.z * p.split_len, n_keys);
   let k_end = min(k_begin + p.split_len, n_keys);
 #else
-  let k_begin = 0u;
+  let k_begin = k_lo;
   let k_end = n_keys;
 #endif
   var m = -3.402823466e38;

@@ -1,5 +1,5 @@
 // attention_decode: causal GQA attention for ONE query token (decode) at position pos0 over cache
-// rows [0, pos0]. One workgroup per (KV head hk, key split z) serves all G = Hq / Hkv query heads
+// rows [0, pos0] (with a sliding window W != 0: [pos0 + 1 - W, pos0]). One workgroup per (KV head hk, key split z) serves all G = Hq / Hkv query heads
 // of the group, so each K and V row is read once per group (attention.wgsl reads it once per query
 // head). Keys are processed in tiles of NT (one key per thread) with an online softmax (Milakov &
 // Gimelshein 2018) whose running max m_g is shared by the workgroup:
@@ -17,12 +17,14 @@
 // Variants (ops.cpp attention_decode picks them):
 //   HD4  head dim / 4;  G  query heads per KV head;  NT  threads = keys per tile;
 //   SG   1: subgroup reductions for the tile max (adapter with subgroups), 0: workgroup memory;
-//   SPLIT 1: workgroup z covers keys [z * split_len, (z+1) * split_len) only and writes the
+//   SPLIT 1: workgroup z covers keys [k_lo + z * split_len, k_lo + (z+1) * split_len) only (k_lo: the
+//        window's first key) and writes the
 //        unnormalised partial (m, l, acc[HD]) of each head h = hk * G + g at
 //        (h * n_split + z) * (HD + 2) for attention_combine.wgsl (an empty split: m = -3.4e38,
 //        l = 0, acc = 0); 0: one workgroup per KV head writes acc / l.
 struct P { T: u32, pos0: u32, Hq: u32, Hkv: u32, HD: u32, q_off: u32, q_stride: u32, o_off: u32,
-           o_stride: u32, kv_dim: u32, scale: f32, split_len: u32, n_split: u32 }
+           o_stride: u32, kv_dim: u32, scale: f32, split_len: u32, n_split: u32,
+           window: u32 }
 @group(0) @binding(0) var<storage, read> q: array<f32>;
 @group(0) @binding(1) var<storage, read> kc: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> vc: array<vec4<f32>>;
@@ -59,11 +61,13 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   }
   workgroupBarrier();
   let n_keys = p.pos0 + 1u;
+  var k_lo = 0u;  // first visible key: the sliding window's start (window 0: key 0)
+  if (p.window != 0u && n_keys > p.window) { k_lo = n_keys - p.window; }
 #if SPLIT
-  let k_begin = min(wid.z * p.split_len, n_keys);
+  let k_begin = min(k_lo + wid.z * p.split_len, n_keys);
   let k_end = min(k_begin + p.split_len, n_keys);
 #else
-  let k_begin = 0u;
+  let k_begin = k_lo;
   let k_end = n_keys;
 #endif
   let jg = l / HD4;

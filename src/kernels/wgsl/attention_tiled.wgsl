@@ -5,7 +5,8 @@
 // every query head of the group for about RW / G consecutive tokens (the last tile is ragged). Each
 // tile of BK keys is loaded once into workgroup memory (K, then V into the same array) and reused by
 // all RW rows: the K/V reads of attention.wgsl (one workgroup per row) are divided by up to RW.
-// Key j is visible to token t iff j <= pos0 + t (causal mask per row). Every sum runs in a fixed
+// Key j is visible to token t iff j <= pos0 + t (causal mask per row) and, with a sliding window
+// W != 0, pos0 + t - j < W (the tile starts at its first row's window; later rows mask theirs). Every sum runs in a fixed
 // order (keys ascending, one thread per sum), so results are deterministic.
 // Phases per key tile (4 barriers): load K; scores (NT / RW threads per row, each KPT keys) and
 // their partial maxes; online softmax (each thread of a row forms the row's new max m from the
@@ -14,11 +15,12 @@
 // per vec4 of a row's output).
 // Variants (ops.cpp picks them, keeping workgroup memory under 16 KiB, WebGPU's default limit):
 //   HD4  head dim / 4 (compile time);  RW  rows per workgroup;  BK  keys per tile;  NT  threads.
-//   SPLIT as attention.wgsl: workgroup z handles keys [z * split_len, (z+1) * split_len) only and
+//   SPLIT as attention.wgsl: workgroup z handles keys [k_lo + z * split_len, k_lo + (z+1) * split_len) only and
 //   writes its unnormalised partial (m, l, acc[HD]) to `o` at ((t * Hq + h) * n_split + z) * (HD + 2)
 //   for attention_combine.wgsl. A row with no visible key in its split writes m = -3.4e38, l = 0.
 struct P { T: u32, pos0: u32, Hq: u32, Hkv: u32, HD: u32, q_off: u32, q_stride: u32, o_off: u32,
-           o_stride: u32, kv_dim: u32, scale: f32, split_len: u32, n_split: u32 }
+           o_stride: u32, kv_dim: u32, scale: f32, split_len: u32, n_split: u32,
+           window: u32 }
 @group(0) @binding(0) var<storage, read> q: array<f32>;
 @group(0) @binding(1) var<storage, read> kc: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> vc: array<vec4<f32>>;
@@ -62,16 +64,23 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     qs[r * HS + c] = v;
   }
   let n_keys = p.pos0 + (i0 + n_rows - 1u) / G + 1u;  // keys visible to the tile's last row
+  // Sliding window W != 0: the tile's first row (lowest position) sees keys from k_lo on; later rows
+  // mask their own window's start below.
+  var k_lo = 0u;
+  let first_pos = p.pos0 + i0 / G;
+  if (p.window != 0u && first_pos + 1u > p.window) { k_lo = first_pos + 1u - p.window; }
 #if SPLIT
-  let k_begin = min(wid.z * p.split_len, n_keys);
+  let k_begin = min(k_lo + wid.z * p.split_len, n_keys);
   let k_end = min(k_begin + p.split_len, n_keys);
 #else
-  let k_begin = 0u;
+  let k_begin = k_lo;
   let k_end = n_keys;
 #endif
   let r_own = l / TPR;  // score/softmax phase: this thread's row and its lane within the row
   let sub = l % TPR;
   let last_key = p.pos0 + (i0 + min(r_own, n_rows - 1u)) / G;  // last key visible to row r_own
+  var first_key = 0u;                                           // first key visible to row r_own
+  if (p.window != 0u && last_key + 1u > p.window) { first_key = last_key + 1u - p.window; }
   var m = NEG;     // running max of row r_own (the same in all TPR threads of the row)
   var lsum = 0.0;  // running sum of row r_own (kept by its sub == 0 thread)
   var acc: array<vec4<f32>, ACC>;
@@ -99,7 +108,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     var pm = NEG;
     for (var k = 0u; k < KPT; k++) {
       let j = sub + TPR * k;
-      if (r_own < n_rows && j < nk && kb + j <= last_key) { sc[k] = sc[k] * p.scale; } else { sc[k] = NEG; }
+      if (r_own < n_rows && j < nk && kb + j <= last_key && kb + j >= first_key) { sc[k] = sc[k] * p.scale; } else { sc[k] = NEG; }
       pm = max(pm, sc[k]);
     }
     part_max[l] = pm;
