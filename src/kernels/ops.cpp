@@ -473,10 +473,12 @@ bool attention_flash_used(const OpContext& o, const AttentionShape& s) {
 
 void attention(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_stride,
                const gpu::Buffer& kc, const gpu::Buffer& vc, F32Ref out, uint32_t o_stride,
-               const gpu::Buffer* split_scratch, SparseScratch* sparse) {
+               const gpu::Buffer* split_scratch, SparseScratch* sparse, SparseMeansCache* means_cache) {
   if (s.HD % 4 || s.HD > 256) throw Error("attention: head_dim must be a multiple of 4 and <= 256");
   if (s.Hq % s.Hkv) throw Error("attention: query heads must be a multiple of KV heads");
-  if (sparse && sparse_attention_used(o.opt, s)) return attention_sparse(o, s, q, q_stride, kc, vc, out, o_stride, *sparse);
+  if (means_cache) means_cache->invalidate_from(s.pos0);  // this forward wrote key rows from pos0 on
+  if (sparse && sparse_attention_used(o.opt, s))
+    return attention_sparse(o, s, q, q_stride, kc, vc, out, o_stride, *sparse, means_cache);
   if (attention_decode_applies(o, s)) return attention_decode(o, s, q, kc, vc, out, o_stride, split_scratch);
   if (attention_flash_used(o, s))
     return attention_flash(o, s, attention_flash_tile(o, s.HD), q, q_stride, kc, vc, out, o_stride, split_scratch);

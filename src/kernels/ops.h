@@ -196,7 +196,8 @@ void rope(OpContext& o, F32Ref x, uint32_t stride, uint32_t T, uint32_t H, uint3
 void kv_store(OpContext& o, const gpu::Buffer& src, uint32_t k_off, uint32_t v_off, uint32_t stride,
               uint32_t T, uint32_t kv_dim, uint32_t pos0, const gpu::Buffer& kc, const gpu::Buffer& vc);
 
-struct SparseScratch;  // kernels/sparse_attention.h
+struct SparseScratch;      // kernels/sparse_attention.h
+struct SparseMeansCache;  // kernels/sparse_attention.h
 
 struct AttentionShape {
   uint32_t T, pos0, Hq, Hkv, HD;
@@ -215,9 +216,12 @@ struct AttentionShape {
 /// With `sparse` and sparse_attention_used(o.opt, s) (KernelOptions::sparse_attn, context at least
 /// sparse_threshold keys) records the gathered block-sparse path instead (kernels/sparse_attention.h);
 /// otherwise `sparse` is ignored and the dense kernels below run unchanged.
+/// `means_cache` (the sequence's SparseMeansCache of this layer, or null) is invalidated from
+/// pos0 on every call, sparse or dense, and used by the sparse path (kernels/sparse_attention.h).
 void attention(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_stride,
                const gpu::Buffer& kc, const gpu::Buffer& vc, F32Ref out, uint32_t o_stride,
-               const gpu::Buffer* split_scratch = nullptr, SparseScratch* sparse = nullptr);
+               const gpu::Buffer* split_scratch = nullptr, SparseScratch* sparse = nullptr,
+               SparseMeansCache* means_cache = nullptr);
 /// With KernelOptions::attention_tiled_prefill and T > 1, records attention_tiled.wgsl instead: one
 /// workgroup per (tile of (token, query head) rows of one KV head, KV head), each K/V tile loaded
 /// once into workgroup memory for all the tile's rows (and split over keys as above when there are

@@ -68,25 +68,42 @@ bool sparse_attention_used(const KernelOptions& opt, const AttentionShape& s) {
   return opt.sparse_attn && s.window == 0 && uint64_t(s.pos0) + s.T >= opt.sparse_threshold;
 }
 
-void sparse_block_means(OpContext& o, const AttentionShape& s, const gpu::Buffer& kc, SparseScratch& sc) {
+SparseMeansCache make_sparse_means_cache(gpu::Context& ctx, const KernelOptions& opt, uint32_t max_context,
+                                         uint32_t kv_dim, const std::string& label) {
+  const SparseConfig c = sparse_config(opt);
+  SparseMeansCache m;
+  m.block = c.block;
+  m.max_blocks = std::max<uint32_t>(1, ceil_div(std::max<uint32_t>(max_context, 1), c.block));
+  m.means = gpu::Buffer(ctx, 4ull * m.max_blocks * kv_dim, gpu::BufferKind::Storage, label);
+  return m;
+}
+
+void sparse_block_means(OpContext& o, const AttentionShape& s, const gpu::Buffer& kc, SparseScratch& sc,
+                        SparseMeansCache* cache) {
   check_shape(s);
   const SparseConfig c = sparse_config(o.opt);
   const uint32_t n_blocks = (s.pos0 + s.T) / c.block, kv_dim = s.Hkv * s.HD;
-  if (n_blocks > sc.max_blocks) throw Error("sparse attention: the context exceeds the scratch's blocks");
-  if (n_blocks == 0) return;
-  const uint32_t grid_y = std::min<uint32_t>(n_blocks, 65535);  // maxComputeWorkgroupsPerDimension's minimum
-  struct { uint32_t n_blocks, B, kv_dim, grid_y; } prm{n_blocks, c.block, kv_dim, grid_y};
-  o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::KvCache, 4ull * n_blocks * c.block * kv_dim)
-                    .w(gpu::Traffic::Activations, 4ull * n_blocks * kv_dim));
-  o.rec.dispatch(means_pipe(o), {kc, sc.means}, prm, ceil_div(kv_dim, 64), grid_y, 1, "sparse_means");
+  if (n_blocks > (cache ? cache->max_blocks : sc.max_blocks))
+    throw Error("sparse attention: the context exceeds the block means' blocks");
+  if (cache && cache->block != c.block) throw Error("sparse attention: the means cache was made for another block size");
+  const uint32_t b0 = cache ? std::min(cache->valid_blocks, n_blocks) : 0;
+  if (cache) cache->valid_blocks = n_blocks;
+  if (n_blocks == b0) return;
+  const uint32_t todo = n_blocks - b0, grid_y = std::min<uint32_t>(todo, 65535);  // maxComputeWorkgroupsPerDimension's minimum
+  struct { uint32_t n_blocks, B, kv_dim, grid_y, b0, pad0, pad1, pad2; } prm{n_blocks, c.block, kv_dim, grid_y, b0, 0, 0, 0};
+  o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::KvCache, 4ull * todo * c.block * kv_dim)
+                    .w(gpu::Traffic::Activations, 4ull * todo * kv_dim));
+  o.rec.dispatch(means_pipe(o), {kc, cache ? cache->means : sc.means}, prm, ceil_div(kv_dim, 64), grid_y, 1, "sparse_means");
 }
 
-void sparse_select(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_stride, SparseScratch& sc) {
+void sparse_select(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_stride, SparseScratch& sc,
+                   const SparseMeansCache* cache) {
   check_shape(s);
   const SparseConfig c = sparse_config(o.opt);
   const uint32_t n_qb = sparse_query_blocks(s.pos0, s.T, c.block);
   if (n_qb > sc.max_qblocks || (s.pos0 + s.T + c.block - 1) / c.block > sc.max_blocks)
     throw Error("sparse attention: the forward exceeds the scratch's query blocks or blocks");
+  if (cache && (s.pos0 + s.T) / c.block > cache->max_blocks) throw Error("sparse attention: the context exceeds the means cache");
   struct { uint32_t T, pos0, Hq, Hkv, HD, q_off, q_stride, kv_dim, B, top_k, window, S, qb0, n_cap, pad0, pad1; } prm{
       s.T, s.pos0, s.Hq, s.Hkv, s.HD, q.off, q_stride, s.Hkv * s.HD, c.block, c.top_k, c.window, c.slots(),
       s.pos0 / c.block, sc.max_blocks, 0, 0};
@@ -94,7 +111,8 @@ void sparse_select(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_s
   o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Activations, 4ull * s.T * s.Hq * s.HD)
                     .r(gpu::Traffic::Activations, 4ull * n_qb * cand * s.Hkv * s.HD * 1)
                     .w(gpu::Traffic::Activations, 4ull * n_qb * s.Hkv * c.slots()));
-  o.rec.dispatch(select_pipe(o), {q.buf, sc.means, sc.scores, sc.index}, prm, n_qb, s.Hkv, 1, "sparse_select");
+  o.rec.dispatch(select_pipe(o), {q.buf, cache ? cache->means : sc.means, sc.scores, sc.index}, prm, n_qb, s.Hkv, 1,
+                 "sparse_select");
 }
 
 SparseKernel sparse_kernel(const OpContext& o, const AttentionShape& s) {
@@ -151,9 +169,10 @@ void attention_gather(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t 
 }
 
 void attention_sparse(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_stride, const gpu::Buffer& kc,
-                      const gpu::Buffer& vc, F32Ref out, uint32_t o_stride, SparseScratch& sc) {
-  sparse_block_means(o, s, kc, sc);
-  sparse_select(o, s, q, q_stride, sc);
+                      const gpu::Buffer& vc, F32Ref out, uint32_t o_stride, SparseScratch& sc,
+                      SparseMeansCache* cache) {
+  sparse_block_means(o, s, kc, sc, cache);
+  sparse_select(o, s, q, q_stride, sc, cache);
   attention_gather(o, s, q, q_stride, kc, vc, sc.index, out, o_stride, sparse_kernel(o, s));
 }
 

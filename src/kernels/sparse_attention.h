@@ -24,10 +24,12 @@
 // Attention then reads ONLY the selected K/V blocks through the index buffer (attention_sparse.wgsl,
 // or for prefill attention_flash.wgsl GATHER (KernelOptions::sparse_tiled): online softmax over the
 // selected keys in ascending order): O(T * (1 + W + k) * B) key reads per
-// head instead of O(T * context). The block means are recomputed each forward for all complete
-// blocks (sparse_means.wgsl: one read of the key cache per layer, no per-sequence state, so
-// rollbacks and imported sessions need no bookkeeping); for decode this pass is the larger part of
-// the work (half the bytes of dense decode attention).
+// head instead of O(T * context). The block means (sparse_means.wgsl) are kept per layer and
+// sequence in a SparseMeansCache (models/state.h KvState owns one when the switch is on): a forward
+// computes only the blocks completed since the cache was last valid, so a decode step reads no key
+// outside its selected blocks (one new block mean every B steps) instead of the whole key cache.
+// Without a cache (tests, callers that pass none) every complete block is recomputed each forward.
+// Each block's mean is one invocation's sum in a fixed order, so both give the same bits.
 //
 // The sparse path replaces dense attention only when the forward's context (pos0 + T keys) is at
 // least KernelOptions::sparse_threshold (default 8192); below it kernels::attention records the
@@ -36,7 +38,9 @@
 //
 // CPU twins: kernels/sparse_ref.h. Tests: sparse_attention_test.cpp.
 #pragma once
+#include <algorithm>
 #include <cstdint>
+#include <string>
 
 #include "gpu/buffer.h"
 #include "kernels/ops.h"
@@ -69,6 +73,25 @@ struct SparseScratch {
   uint32_t max_blocks = 0, max_qblocks = 0;
   uint64_t bytes() const { return means.size() + scores.size() + index.size(); }
 };
+/// Block means of one attention layer's key cache kept across forwards of one sequence: means of
+/// blocks [0, valid_blocks) are those of the key rows now in the cache. Every forward invalidates
+/// the blocks holding the rows it writes (kernels::attention calls invalidate_from(pos0)); rows
+/// written any other way (a session import) must call reset(). Rollback by length (snapshot
+/// restore) rewrites nothing, so it needs no call: the rows written after it invalidate their blocks.
+struct SparseMeansCache {
+  gpu::Buffer means;          // f32 [max_blocks][kv_dim]
+  uint32_t max_blocks = 0, block = 0;
+  uint32_t valid_blocks = 0;  // host counter, advanced when the means dispatch is recorded
+  void invalidate_from(uint32_t row) {
+    if (block) valid_blocks = std::min(valid_blocks, row / block);
+  }
+  void reset() { valid_blocks = 0; }
+  uint64_t bytes() const { return means.size(); }
+};
+/// The cache for a key cache of max_context rows of kv_dim f32 (KernelOptions::sparse_block).
+SparseMeansCache make_sparse_means_cache(gpu::Context& ctx, const KernelOptions& opt, uint32_t max_context,
+                                         uint32_t kv_dim, const std::string& label);
+
 /// Allocates the scratch for sequences of up to max_context positions and forwards of up to max_T
 /// tokens with Hkv KV heads of HD. Throws wgllm::Error (sparse_config) or on allocation failure.
 SparseScratch make_sparse_scratch(gpu::Context& ctx, const KernelOptions& opt, uint32_t max_context, uint32_t max_T,
@@ -78,11 +101,15 @@ SparseScratch make_sparse_scratch(gpu::Context& ctx, const KernelOptions& opt, u
 /// s.pos0 + s.T >= sparse_threshold (the context after the forward, in keys).
 bool sparse_attention_used(const KernelOptions& opt, const AttentionShape& s);
 
-/// kbar of blocks 0 .. (pos0 + T) / B - 1 (the complete ones) into sc.means (sparse_means.wgsl).
-void sparse_block_means(OpContext& o, const AttentionShape& s, const gpu::Buffer& kc, SparseScratch& sc);
-/// The index rows of the forward's query blocks into sc.index (sparse_select.wgsl); needs the means.
-/// q rows as in kernels::attention.
-void sparse_select(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_stride, SparseScratch& sc);
+/// kbar of blocks 0 .. (pos0 + T) / B - 1 (the complete ones) into sc.means (sparse_means.wgsl);
+/// with a cache, only blocks cache->valid_blocks .. (pos0 + T) / B - 1 into cache->means (no
+/// dispatch when none is new), then valid_blocks = (pos0 + T) / B.
+void sparse_block_means(OpContext& o, const AttentionShape& s, const gpu::Buffer& kc, SparseScratch& sc,
+                        SparseMeansCache* cache = nullptr);
+/// The index rows of the forward's query blocks into sc.index (sparse_select.wgsl); needs the means
+/// (cache->means with a cache, else sc.means). q rows as in kernels::attention.
+void sparse_select(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_stride, SparseScratch& sc,
+                   const SparseMeansCache* cache = nullptr);
 /// The attention kernel of the sparse path.
 enum class SparseKernel {
   Rows,         // attention_sparse.wgsl: one workgroup per (query head, token), 64-key tiles
@@ -102,9 +129,10 @@ void attention_gather(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t 
                       const gpu::Buffer& vc, const gpu::Buffer& index, F32Ref out, uint32_t o_stride,
                       SparseKernel k);
 /// The sparse path: sparse_block_means, sparse_select, attention_gather with sparse_kernel()
-/// (3 dispatches).
+/// (3 dispatches; 2 with a cache when no block completed since the last forward).
 void attention_sparse(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_stride, const gpu::Buffer& kc,
-                      const gpu::Buffer& vc, F32Ref out, uint32_t o_stride, SparseScratch& sc);
+                      const gpu::Buffer& vc, F32Ref out, uint32_t o_stride, SparseScratch& sc,
+                      SparseMeansCache* cache = nullptr);
 /// Compiles the sparse path's pipelines for head dim HD (the warm-up, when sparse_attn is on).
 void sparse_compile(OpContext& o, uint32_t HD);
 

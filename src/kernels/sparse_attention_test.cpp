@@ -285,6 +285,65 @@ TEST(SparseAttention, FullPathMatchesCpuAndThresholdKeepsDense) {
   }
 }
 
+TEST(SparseAttention, CachedBlockMeansBitIdenticalToRecompute) {
+  // A sequence's SparseMeansCache against recomputing every block mean each forward, over one
+  // layer's life: a prefill chunk, decode steps across block boundaries, a rollback into the middle
+  // of a complete block with different keys written from there (the rows after a snapshot
+  // restore), more decode, then rows rewritten behind the cache's back (a session import) with
+  // reset(). Every forward's output must have the same bits both ways, and a decode step that
+  // completes no block must record no means dispatch.
+  auto& e = env();
+  const uint32_t HD = 32, Hq = 4, Hkv = 2, B = 8, kv_dim = Hkv * HD, Q = Hq * HD, ctx_len = 128;
+  KernelOptions ko;
+  ko.sparse_attn = true;
+  ko.sparse_block = B;
+  ko.sparse_top_k = 2;
+  ko.sparse_window = 1;
+  ko.sparse_threshold = 0;
+  ko.attention_flash = 0;
+  auto o = e.op(ko);
+  SparseScratch sc = make_sparse_scratch(*e.ctx, ko, ctx_len, 40, Hkv, HD);
+  SparseMeansCache cache = make_sparse_means_cache(*e.ctx, ko, ctx_len, kv_dim, "means");
+  auto ck = randn(size_t(ctx_len) * kv_dim, 900), cv = randn(size_t(ctx_len) * kv_dim, 901);
+  auto kb = e.upload(ck), vb = e.upload(cv);
+  auto out = e.upload(std::vector<float>(size_t(40) * Q));
+  uint32_t seed = 910;
+  // One forward of T tokens at pos0 whose rows were just written: with the cache, then without.
+  auto forward = [&](uint32_t pos0, uint32_t T, bool expect_means) {
+    const std::string what = "pos0=" + std::to_string(pos0) + " T=" + std::to_string(T);
+    auto q = randn(size_t(T) * Q, seed++, 2.0f);
+    auto qb = e.upload(q);
+    const AttentionShape s{T, pos0, Hq, Hkv, HD, 1.0f / std::sqrt(float(HD))};
+    e.rec.set_traffic_log(true);
+    e.rec.begin();
+    attention(o, s, {qb, 0}, Q, kb, vb, {out, 0}, Q, nullptr, &sc, &cache);
+    e.rec.submit();
+    bool means_ran = false;
+    for (const auto& d : e.rec.last_dispatches()) means_ran |= d.label == "sparse_means";
+    e.rec.set_traffic_log(false);
+    EXPECT_EQ(means_ran, expect_means) << what;
+    EXPECT_EQ(cache.valid_blocks, (pos0 + T) / B) << what;
+    const auto cached = e.download(out, size_t(T) * Q);
+    e.rec.begin();
+    attention(o, s, {qb, 0}, Q, kb, vb, {out, 0}, Q, nullptr, &sc, nullptr);
+    e.rec.submit();
+    EXPECT_EQ(cached, e.download(out, size_t(T) * Q)) << what << ": cached block means must give the recompute's bits";
+  };
+  forward(0, 37, true);                                        // blocks 0..3 complete
+  for (uint32_t p = 37; p < 50; ++p) forward(p, 1, (p + 1) % B == 0);  // completes blocks 4 (at 39) and 5 (at 47)
+  // Rollback to 42 (inside block 5, complete) with different keys from there on.
+  auto nk = randn(size_t(ctx_len - 42) * kv_dim, 950);
+  kb.write(*e.ctx, 42ull * kv_dim * 4, nk.data(), nk.size() * 4);
+  std::copy(nk.begin(), nk.end(), ck.begin() + 42 * kv_dim);
+  forward(42, 3, false);  // block 5 is incomplete again (45 rows), nothing new to compute
+  for (uint32_t p = 45; p < 57; ++p) forward(p, 1, (p + 1) % B == 0);
+  // Rows below the valid blocks rewritten without a forward (an import): reset() recomputes all.
+  auto ik = randn(size_t(57) * kv_dim, 960);
+  kb.write(*e.ctx, 0, ik.data(), ik.size() * 4);
+  cache.reset();
+  forward(57, 1, true);
+}
+
 TEST(SparseAttention, RejectsBadConfig) {
   KernelOptions o;
   o.sparse_window = 0;

@@ -33,6 +33,17 @@ void GpuModel::compile_switched_pipelines() {
   kernels::sparse_compile(o, c_.head_dim);
 }
 
+void GpuModel::attach_sparse_means(Sequence& seq) {
+  if (!opt_.kernels.sparse_attn) return;
+  for (const auto& st : seq.states()) {
+    auto* kv = dynamic_cast<KvState*>(st.get());
+    if (!kv) continue;
+    const uint32_t kv_dim = uint32_t(kv->keys().row_bytes() / 4);
+    kv->set_sparse_means(kernels::make_sparse_means_cache(*ctx_, opt_.kernels, uint32_t(kv->keys().rows()), kv_dim,
+                                                          "layers." + std::to_string(kv->layer()) + ".self_attn.block_means"));
+  }
+}
+
 void GpuModel::set_profiling(bool on) {
   rec_->set_profiling(on);
   rec_->set_traffic_log(on);

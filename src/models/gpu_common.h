@@ -62,13 +62,18 @@ class GpuModel : public Model {
   template <class F>
   std::unique_ptr<Sequence> create_sequence(const SequenceSize& s, F&& make) {
     try {
-      return make();
+      std::unique_ptr<Sequence> seq = make();
+      attach_sparse_means(*seq);
+      return seq;
     } catch (const std::bad_alloc&) {
       sequence_alloc_failed(s, backend_name(), "out of host memory");
     } catch (const Error& e) {
       sequence_alloc_failed(s, backend_name(), e.what());
     }
   }
+
+  /// With --sparse-attn, gives every KvState of seq its block-means cache (kernels/sparse_attention.h).
+  void attach_sparse_means(Sequence& seq);
 
   ModelConfig c_;
   ModelOptions opt_;

@@ -144,7 +144,8 @@ class Lfm2Gpu final : public GpuModel {
     kernels::rmsnorm(o, {raw_, k_off}, HD, L.k_norm, {qkv_, k_off}, HD, T * c_.n_kv_heads, HD, c_.rms_eps, "attn_k_norm");
     record_rope_kv(o, c_, {qkv_, 0, Q, k_off, v_off, KV}, T, pos0, rope_, kc, vc);
     const kernels::AttentionShape as{T, pos0, c_.n_heads, c_.n_kv_heads, HD, 1.0f / std::sqrt(float(HD))};
-    kernels::attention(o, as, {qkv_, 0}, Q, kc, vc, {att_, 0}, Q, &attn_split_, sparse_.index ? &sparse_ : nullptr);
+    kernels::attention(o, as, {qkv_, 0}, Q, kc, vc, {att_, 0}, Q, &attn_split_, sparse_.index ? &sparse_ : nullptr,
+                       kv.sparse_means());
     kernels::matmul(o, L.wo, {att_, 0}, Q, {x_, 0}, D, T, true, "attn_output");
   }
 

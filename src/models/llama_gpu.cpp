@@ -204,7 +204,7 @@ class LlamaGpu final : public GpuModel {
       }
       const bool sliding = gemma_ && gemma_->sliding(l);
       kernels::attention(o, sliding ? as_local : as_global, {qkv_, 0}, QKV, kc, vc, {att_, 0}, Q, &attn_split_,
-                         sparse_.index ? &sparse_ : nullptr);
+                         sparse_.index ? &sparse_ : nullptr, kv.sparse_means());
       if (gemma_) {
         gemma_block(o, L, T);
         continue;

@@ -178,7 +178,7 @@ class Qwen35Gpu final : public GpuModel {
     const Buffer &kc = kv.keys().buffer(), &vc = kv.values().buffer();
     record_rope_kv(o, c_, {proj_, 0, S, 2 * Q, 2 * Q + KV, S}, T, pos0, rope_, kc, vc);
     kernels::attention(o, {T, pos0, c_.n_heads, c_.n_kv_heads, HD, 1.0f / std::sqrt(float(HD))}, {proj_, 0}, S, kc, vc,
-                       {att_, 0}, Q, &attn_split_, sparse_.index ? &sparse_ : nullptr);
+                       {att_, 0}, Q, &attn_split_, sparse_.index ? &sparse_ : nullptr, kv.sparse_means());
     kernels::sigmoid_gate(o, {att_, 0}, Q, {proj_, Q}, S, T, Q);
     kernels::matmul(o, L.wo, {att_, 0}, Q, {x_, 0}, c_.d_model, T, true, "attn_output");
   }

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "gpu/context.h"
+#include "kernels/sparse_attention.h"
 
 namespace wgllm {
 
@@ -157,6 +158,7 @@ std::vector<const StateBlob*> LayerState::check_import(uint32_t n_past, const st
 void LayerState::import_state(const std::vector<const StateBlob*>& checked) {
   if (checked.size() != arrays_.size()) throw Error("state import: wrong number of arrays");
   for (size_t i = 0; i < arrays_.size(); ++i) arrays_[i].write(checked[i]->data);
+  imported();
 }
 
 namespace {
@@ -167,6 +169,16 @@ KvState::KvState(gpu::Context* ctx, uint32_t layer, uint32_t context, uint32_t k
   const std::string p = prefix(layer, "self_attn");
   arrays_.emplace_back(ctx, p + "keys", context, kv_dim);
   arrays_.emplace_back(ctx, p + "values", context, kv_dim);
+}
+
+KvState::~KvState() = default;
+
+void KvState::set_sparse_means(kernels::SparseMeansCache cache) {
+  means_ = std::make_unique<kernels::SparseMeansCache>(std::move(cache));
+}
+
+void KvState::imported() {
+  if (means_) means_->reset();
 }
 
 ConvState::ConvState(gpu::Context* ctx, uint32_t layer, uint32_t rows, uint32_t width) : LayerState(layer) {

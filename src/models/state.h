@@ -26,6 +26,7 @@
 namespace wgllm {
 
 namespace gpu { class Context; }
+namespace kernels { struct SparseMeansCache; }
 
 /// One named piece of a sequence's state as host bytes (files, Sequence::export_state).
 struct StateBlob {
@@ -143,6 +144,8 @@ class LayerState {
 
  protected:
   explicit LayerState(uint32_t layer) : layer_(layer) {}
+  /// Called after import_state() rewrote the arrays (KvState drops derived data).
+  virtual void imported() {}
   std::vector<StateArray> arrays_;
 
  private:
@@ -150,13 +153,27 @@ class LayerState {
 };
 
 /// Keys and values of one attention layer: [context, kv_dim] f32 each (self_attn.keys/values).
+/// With sparse attention on, it also keeps the block means of its keys (a derived cache, not part
+/// of snapshots or files: kernels::SparseMeansCache tracks which blocks are valid).
 class KvState final : public LayerState {
  public:
   KvState(gpu::Context* ctx, uint32_t layer, uint32_t context, uint32_t kv_dim);
+  ~KvState() override;
   const char* kind() const override { return "kv"; }
   bool by_length() const override { return true; }
   StateArray& keys() { return arrays_[0]; }
   StateArray& values() { return arrays_[1]; }
+  /// The block-means cache of the sparse path (kernels/sparse_attention.h), or null when none was
+  /// given (models without --sparse-attn, the CPU backend).
+  kernels::SparseMeansCache* sparse_means() { return means_.get(); }
+  /// Gives the state its block-means cache (WebGPU models with --sparse-attn, at new_sequence()).
+  void set_sparse_means(kernels::SparseMeansCache cache);
+
+ protected:
+  void imported() override;  // imported rows: no block mean is valid
+
+ private:
+  std::unique_ptr<kernels::SparseMeansCache> means_;
 };
 
 /// LFM2 short-conv state [L - 1, d_model] f32, oldest row first (conv.conv_state).

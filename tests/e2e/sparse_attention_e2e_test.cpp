@@ -5,7 +5,9 @@
 //   - past a lowered threshold (blocks of 8 keys, top-2 blocks, window 2, threshold 44 keys) the
 //     sparse kernels run (in prefill chunks and decode) and WebGPU matches the CPU reference's sparse
 //     path within the parity tests' tolerance, while the logits differ from dense attention;
-//   - the warm-up compiles the sparse pipelines: no pipeline is compiled by a later sparse forward.
+//   - the warm-up compiles the sparse pipelines: no pipeline is compiled by a later sparse forward;
+//   - the per-sequence block-means cache gives a fresh sequence's bits after a snapshot restore
+//     and after a session import.
 // Shapes are small so that the binary runs in seconds on lavapipe.
 #include <algorithm>
 #include <memory>
@@ -100,6 +102,49 @@ TEST_P(SparseE2E, PastThresholdGpuMatchesCpuSparse) {
   EXPECT_LE(d.max_abs, kTolGpuVsCpu) << GetParam();
   EXPECT_GT(dd.max_abs, 10 * kTolGpuVsCpu) << GetParam() << ": the sparse path must change what is attended";
   EXPECT_EQ(gpu.pipelines_at_end, gpu.pipelines_after_warmup) << GetParam() << ": the warm-up must compile the sparse kernels";
+}
+
+TEST_P(SparseE2E, BlockMeansCacheSurvivesRollbackAndImport) {
+  // Each KvState keeps its layer's block means (kernels::SparseMeansCache) across forwards; a
+  // snapshot restore (rollback by length) and a session import must leave it giving the bits a
+  // fresh sequence gives: decode 12 tokens after a 70-token prompt (blocks complete at 72 and 80),
+  // restore to 70 and decode the same tokens again, import the 70-token state into a sequence that
+  // ran another text and decode them there, and run everything in a fresh sequence.
+  auto src = ModelSource::open(path_of(GetParam()));
+  auto m = create_model(*src, options(BackendKind::WebGPU, true, 44));
+  const uint32_t vocab = m->config().vocab;
+  std::vector<int32_t> prompt;
+  for (uint32_t i = 0; i < 70; ++i) prompt.push_back(int32_t((i * 37 + 11) % std::min<uint32_t>(vocab, 280)));
+  std::vector<int32_t> gen;
+  auto decode = [&](Sequence& seq, std::vector<float> l) {
+    std::vector<float> all;
+    for (size_t i = 0; i < 12; ++i) {
+      if (gen.size() <= i) gen.push_back(int32_t(std::max_element(l.begin(), l.end()) - l.begin()));
+      m->forward(seq, std::span<const int32_t>(&gen[i], 1), &l);
+      all.insert(all.end(), l.begin(), l.end());
+    }
+    return all;
+  };
+  auto a = m->new_sequence(256);
+  std::vector<float> l0;
+  m->forward(*a, prompt, &l0);
+  auto snap = a->snapshot();
+  const std::vector<float> first = decode(*a, l0);
+  a->restore(*snap);
+  EXPECT_EQ(decode(*a, l0), first) << GetParam() << ": after a restore";
+  a->restore(*snap);
+  const auto blobs = a->export_state();
+  auto c = m->new_sequence(256);
+  std::vector<int32_t> other;  // another text first: c's block means are then those of other keys
+  for (uint32_t i = 0; i < 80; ++i) other.push_back(int32_t((i * 53 + 5) % std::min<uint32_t>(vocab, 280)));
+  m->forward(*c, other, nullptr);
+  c->import_state(70, blobs);
+  EXPECT_EQ(decode(*c, l0), first) << GetParam() << ": after an import";
+  auto d = m->new_sequence(256);
+  std::vector<float> l1;
+  m->forward(*d, prompt, &l1);
+  EXPECT_EQ(l1, l0);
+  EXPECT_EQ(decode(*d, l1), first) << GetParam() << ": a fresh sequence";
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, SparseE2E, ::testing::Values("lfm2", "qwen35"));
