@@ -29,7 +29,10 @@ The file is then checked: parsed back, its tensor table equal to the planned one
 """
 import argparse, json, os, sys, time
 
-import numpy as np
+try:
+    import numpy as np
+except ImportError:
+    raise SystemExit("write_gguf: needs numpy (scripts/setup.sh installs the pinned numpy==2.2.6)")
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gguf_io as g  # noqa: E402
