@@ -23,8 +23,10 @@
 #   bash tools/device/recipes/synth_bench.sh store            every planned call (starts the CUDA build)
 #   MODEL=lfm2-1.2b bash tools/device/recipes/synth_bench.sh measure      one call per model (~8-9 min)
 #   ... MODEL=qwen25-1.5b, qwen35-2b, qwen35-0.8b, lfm2-350m
-# PEERS="cuda vulkan" (default) picks the peers; ROUNDS (default 2) the bench ab rounds; a call that
-# runs short of time says which comparisons it left out (run them with PEERS=...).
+# (`... write` instead of `measure`: only write, verify and smoke-test the file: ~1 min.)
+# PEERS="vulkan cuda" (default; Vulkan first so the CUDA build has longer) picks the peers; ROUNDS
+# (default 2) the bench ab rounds; a call that runs short of time (400 s) says which comparisons it
+# left out (run them again with PEERS=...).
 # Results: $OUT/results.tgz with <model>/ per model (summarize: python3 tools/device/summarize.py
 # DIR/<model> --model <model>-synthetic --commit C --device "NVIDIA H200 (...)").
 # Fails loudly (exit 1, FAIL lines) when a file does not write or verify, wgllm cannot run it or
@@ -40,6 +42,7 @@ if ls .carry/llama-vk.tar.xz.part* > /dev/null 2>&1 && [ ! -x $W/llama-vk/llama-
 fi
 LB_CUDA=$W/lcpp/llama.cpp/build/bin/llama-bench
 LB_VK=$W/llama-vk/llama-bench
+export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$W/llama-vk  # its libgomp
 if [ -f $W/llama.cpp.tgz ] && [ ! -d $W/lcpp ]; then
   mkdir -p $W/lcpp && tar xzf $W/llama.cpp.tgz -C $W/lcpp
   (cd $W/lcpp/llama.cpp && setsid nohup bash -c "cmake -B build -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
@@ -49,6 +52,7 @@ if [ -f $W/llama.cpp.tgz ] && [ ! -d $W/lcpp ]; then
   el "llama.cpp CUDA build started"
 fi
 [ "$stage" = store ] && { $B devices 2>&1 | head -3; exit 0; }
+[ "$stage" = measure ] || [ "$stage" = write ] || { echo "FAIL: stage must be store, write or measure"; exit 1; }
 
 FAILED=0
 fail() { echo "FAIL: $*" | tee -a $R/FAILED.txt; FAILED=1; }
@@ -63,6 +67,7 @@ case $MODEL in
   *) echo "FAIL: unknown MODEL $MODEL"; exit 1 ;;
 esac
 R=$W/res/$MODEL; rm -rf $R; mkdir -p $R
+for h in $QH $SH; do [ -f $h ] || { echo "FAIL: missing $h (carry .carry/synth: see Staging)"; exit 1; }; done
 trap 'tar czf $OUT/results.tgz -C $W/res .' EXIT
 echo "synthetic weights: $MODEL (tools/synth/write_gguf.py $SRC --seed 1); the text is noise, the speed is real" > $R/LABEL.txt
 wg_gpu_check | tee $R/gpu.txt
@@ -71,7 +76,8 @@ python3 -c "import numpy; print('numpy', numpy.__version__)" || { fail "no numpy
 # ---- 1. write and verify the file
 F=$W/synth/$MODEL.synthetic.gguf
 if [ ! -f $F ]; then
-  python3 tools/synth/write_gguf.py $SRC --seed 1 $F 2>&1 | tee $R/write.txt || { fail "write_gguf.py $MODEL"; exit 1; }
+  python3 tools/synth/write_gguf.py $SRC --seed 1 $F > $R/write.txt 2>&1 || { cat $R/write.txt; fail "write_gguf.py $MODEL"; exit 1; }
+  cat $R/write.txt
 fi
 [ -f $F ] || { fail "write_gguf.py did not write $F"; exit 1; }
 python3 tools/synth/gguf_header.py --dump $F | grep -vE "^tokenizer.ggml.(tokens|token_type|merges|scores)" > $R/header.txt
@@ -89,33 +95,33 @@ $B perplexity -m $F -f $W/ppl.txt --window 128 -c 256 > $R/perplexity.txt 2>&1 |
 tail -1 $R/perplexity.txt
 grep -qiE "nan|inf" <(tail -1 $R/perplexity.txt) && fail "wgllm perplexity on $MODEL is not finite"
 el "wgllm smoke"
-for i in $(seq 1 90); do grep -q BUILD_DONE $W/lcpp.log 2>/dev/null && break; sleep 5; done
-PEERS=${PEERS:-cuda vulkan}
-declare -A LB=([cuda]=$LB_CUDA [vulkan]=$LB_VK)
-OK_PEERS=""
-for p in $PEERS; do
-  lb=${LB[$p]:-}
-  if [ ! -x "$lb" ]; then fail "llama.cpp $p: no llama-bench ($lb; CUDA build log: $(tail -1 $W/lcpp.log 2>/dev/null))"; continue; fi
-  if "$lb" -m $F -p 32 -n 4 -r 1 -o json > $R/llamacpp_${p}_smoke.json 2> $R/llamacpp_${p}_smoke.err; then
-    OK_PEERS="$OK_PEERS $p"
-  else
-    fail "llama.cpp $p cannot run $F: $(grep -iE "error|fail" $R/llamacpp_${p}_smoke.err | head -3)"
-  fi
-done
-el "llama.cpp smoke:$OK_PEERS"
+[ "$stage" = write ] && exit $FAILED
 
-# ---- 3. measurements
+# ---- 3. measurements: wgllm alone (--traffic: decode vs copy bandwidth), then per peer (Vulkan
+# first by default, so the CUDA build started by `store` has longer to finish) bench ab at 512 / 4096
 $B bench -m $F --prompt-lengths 512 --gen 128 --reps 2 --traffic --json $R/wgllm_p512_g128.json --md $R/wgllm_p512_g128.md 2>&1 \
   | grep -E "^\| product|copy bandwidth|dispatch" | head -6
 el "wgllm bench"
+declare -A LB=([cuda]=$LB_CUDA [vulkan]=$LB_VK)
 LEFT=""
-for p in $OK_PEERS; do
+for p in ${PEERS:-vulkan cuda}; do
+  lb=${LB[$p]:-}
+  if [ "$p" = cuda ] && [ -f $W/lcpp.log ]; then  # wait for the build, within the call's budget
+    while ! grep -q BUILD_DONE $W/lcpp.log && [ $(( $(date +%s) - T0 )) -lt 380 ]; do sleep 5; done
+    grep -q "BUILD_DONE 0" $W/lcpp.log || { fail "llama.cpp CUDA build not done or failed: $(tail -2 $W/lcpp.log | tr '\n' ' ')"; LEFT="$LEFT cuda"; continue; }
+  fi
+  if [ ! -x "$lb" ]; then fail "llama.cpp $p: no llama-bench at $lb"; continue; fi
+  if ! "$lb" -m $F -p 32 -n 4 -r 1 -o json > $R/llamacpp_${p}_smoke.json 2> $R/llamacpp_${p}_smoke.err; then
+    fail "llama.cpp $p cannot run $F: $(grep -iE "error|fail|except" $R/llamacpp_${p}_smoke.err | head -3 | tr '\n' ' ')"
+    continue
+  fi
+  el "llama.cpp $p loads and runs the file"
   for pg in "512 128" "4096 64"; do
     set -- $pg
     name=vs_llamacpp_${p}_p$1_g$2
     if [ $(( $(date +%s) - T0 )) -gt 400 ]; then LEFT="$LEFT $name"; continue; fi
     timeout 170 $B bench ab --a "bench -m $F --prompt-lengths $1 --gen $2 --reps 1" \
-      --b-cmd "bash tools/peers/peer_llamacpp.sh ${LB[$p]} $F $1 $2" --metric ttft_ms,decode_tok_s \
+      --b-cmd "bash tools/peers/peer_llamacpp.sh $lb $F $1 $2" --metric ttft_ms,decode_tok_s \
       --rounds ${ROUNDS:-2} --json $R/$name.json 2>&1 | tail -3
     [ -s $R/$name.json ] || fail "$name produced no result"
     el "$name"
