@@ -84,6 +84,10 @@ def gen_blocks(rng, t, nb):
         _put_u16(b, 2, _f16(-7.5 * d)[0])
     elif t == g.Q5_0:  # {d, qh[4], qs[16]}: (q - 16) d, std(q) = sqrt(1023/12)
         _put_u16(b, 0, _f16(SIGMA / 9.23)[0])
+    elif t == 7:  # q5_1 {d, m, qh[4], qs[16]}: q d + m
+        bits, d = _f16(SIGMA / 9.23)
+        _put_u16(b, 0, bits)
+        _put_u16(b, 2, _f16(-15.5 * d)[0])
     elif t == g.Q8_0:  # {d, i8 qs[32]}: q d, q uniform in [-128, 127]
         _put_u16(b, 0, _f16(SIGMA / 73.9)[0])
     elif t in (g.Q4_K, g.Q5_K):  # {d, dmin, scales[12], (qh[32]), qs[128]}: d sc q - dmin m
