@@ -428,8 +428,10 @@ def vocab_kv(vocab_path, n_vocab):
     return kv, v.get("general.name", os.path.basename(vocab_path))
 
 
-def header_from_config(path, vocab, sets):
+def header_from_config(path, vocab, sets, ftype=None):
     cfg = json.load(open(path))
+    if ftype:
+        cfg["ftype"] = ftype
     hf = dict(cfg["hf_config"])
     target = hf.get("text_config", hf)
     for s in sets:
@@ -473,6 +475,7 @@ def main():
     ap.add_argument("--config", help="tools/synth/configs/*.json")
     ap.add_argument("--vocab", help="GGUF or extract whose tokenizer.* keys are used (with --config)")
     ap.add_argument("--set", nargs="*", default=[], help="HF config overrides key=JSON (with --config)")
+    ap.add_argument("--ftype", choices=list(FTYPES), help="override the config's ftype (with --config)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--plan", action="store_true", help="print the tensor table and sizes, write nothing")
     a = ap.parse_args()
@@ -485,7 +488,7 @@ def main():
     else:
         if not a.vocab:
             raise SystemExit("write_gguf: --config needs --vocab (a GGUF or header extract with a tokenizer)")
-        h, src = header_from_config(a.config, a.vocab, a.set)
+        h, src = header_from_config(a.config, a.vocab, a.set, a.ftype)
     mark_synthetic(h, a.seed, src)
     counts = {}
     for t in h.tensors:
