@@ -48,6 +48,13 @@ fetch() {
 }
 pip_get() { python3 -m pip download -q --no-deps --only-binary=:all: "$@" -d .; }
 
+# ---- numpy (pinned) for tools/synth/write_gguf.py: synthetic-weight GGUFs (tests/e2e/synth_gguf_test)
+NUMPY_PIN=2.2.6
+if ! python3 -c "import numpy, sys; sys.exit(numpy.__version__ != '$NUMPY_PIN')" 2>/dev/null; then
+  log "pip install numpy==$NUMPY_PIN"
+  python3 -m pip install -q "numpy==$NUMPY_PIN" 2>/dev/null || python3 -m pip install -q --break-system-packages "numpy==$NUMPY_PIN"
+fi
+
 # ---- wgpu-native: prebuilt standard webgpu.h implementation + its official headers (PyPI `wgpu`)
 WGPU_WHL=wgpu-0.32.0-py3-none-manylinux_2_28_x86_64.whl
 fetch "$WGPU_WHL" 6499a31b5a29a10b4f1089fea4a0806411f42605fa86b6c0b543a07ca0de8568 \

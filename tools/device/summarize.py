@@ -25,6 +25,11 @@ def median(xs):
     return (xs[n // 2] + xs[(n - 1) // 2]) / 2 if n else None
 
 
+def weights_of(model):
+    """RESULTS.md `weights`: files written by tools/synth (model names with "synthetic") are synthetic."""
+    return "synthetic" if "synthetic" in model.lower() else "real" if "SmolLM2" in model else "trained"
+
+
 def ab_rows(path, model, context, peer, wgllm_is_b, config="product"):
     j = json.load(open(path))
     rows = []
@@ -35,7 +40,7 @@ def ab_rows(path, model, context, peer, wgllm_is_b, config="product"):
             w, p, ci = median(b), median(a), [r["lo"], r["hi"]]
         else:  # the interval of wgllm/peer is the inverse of B/A's
             w, p, ci = median(a), median(b), [1 / r["hi"], 1 / r["lo"]]
-        rows.append({"model": model, "weights": "real" if "SmolLM2" in model else "trained", "metric": metric,
+        rows.append({"model": model, "weights": weights_of(model), "metric": metric,
                      "context": context, "wgllm": w, "peer": peer, "peer_value": p,
                      "ratio_ci": ci, "noise_band": m["noise_band"], "config": config,
                      "broken_meter": m.get("broken", False), "source": os.path.basename(path)})
@@ -49,13 +54,13 @@ def bench_rows(path, model):
         ctx = f"prompt {r.get('n_prompt', '?')}, {r.get('n_gen', '?')} steps"
         for k in ("ttft_ms_median", "decode_tok_s_median", "dispatches_per_decode_step"):
             if k in r:
-                rows.append({"model": model, "weights": "real" if "SmolLM2" in model else "trained",
+                rows.append({"model": model, "weights": weights_of(model),
                              "metric": k.replace("_median", ""), "context": ctx, "wgllm": r[k],
                              "ratio_ci": None, "config": j.get("configuration", "product"),
                              "source": os.path.basename(path)})
     t = j.get("traffic_decode_step", {})
     if t.get("copy_bandwidth"):
-        rows.append({"model": model, "weights": "real", "metric": "decode_step_copy_bw_fraction",
+        rows.append({"model": model, "weights": weights_of(model), "metric": "decode_step_copy_bw_fraction",
                      "context": "one decode step", "wgllm": t.get("fraction_of_copy_bw"), "ratio_ci": None,
                      "config": "product", "source": os.path.basename(path)})
     return rows
