@@ -271,9 +271,13 @@ void Server::routes() {
   });
   http_.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;  // our own error bodies
-    if (res.status == 404) ++metrics_.http_errors_4xx;
-    const ApiError e(res.status, res.status == 404 ? fmt::format("no such endpoint: {} {}", req.method, req.path)
-                                                   : fmt::format("HTTP error {}", res.status));
+    std::string msg = fmt::format("HTTP error {}", res.status);
+    if (res.status == 404) msg = fmt::format("no such endpoint: {} {}", req.method, req.path);
+    if (res.status == 413)
+      msg = fmt::format("the request body is too large (at most {} bytes; bodies without 'Content-Type: "
+                        "application/json' are taken as forms, limited to 8192 bytes)", opt_.max_body_bytes);
+    if (res.status >= 400 && res.status < 500) ++metrics_.http_errors_4xx;
+    const ApiError e(res.status, msg);
     res.set_content(dump(error_body(e)), "application/json");
   });
   http_.Post("/v1/chat/completions", guarded([this](auto& req, auto& res) { generate(req, res, true); }));
