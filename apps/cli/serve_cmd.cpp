@@ -46,6 +46,7 @@ std::function<int()> add_serve(CLI::App& app) {
                 "recompute every prompt from the empty state (no cached prefixes; for comparisons)");
   return [s, cmd]() -> int {
     if (!*cmd) return -1;
+    server::block_shutdown_signals();  // before loading starts the GPU driver's threads
     Loaded l = load(s->o);
     l.seq.reset();  // the scheduler makes one sequence per slot
     server::ServerOptions so = s->so;

@@ -76,7 +76,8 @@ Scheduler::~Scheduler() { stop(); }
 bool Scheduler::submit(const std::shared_ptr<Job>& job) {
   {
     std::lock_guard<std::mutex> lk(mu_);
-    if (stopping_ || queue_.size() >= opt_.max_queue) return false;
+    // Room: the free slots (jobs there start at the next step) plus max_queue waiting.
+    if (stopping_ || queue_.size() >= opt_.max_queue + (slots_.size() - holding_)) return false;
     queue_.push_back(job);
     metrics_.queue_depth = queue_.size();
   }
@@ -119,6 +120,7 @@ void Scheduler::run() {
       for (size_t free = idle(); free > 0 && !queue_.empty(); --free) {
         admitted.push_back(std::move(queue_.front()));
         queue_.pop_front();
+        ++holding_;
       }
       metrics_.queue_depth = queue_.size();
     }
@@ -126,6 +128,7 @@ void Scheduler::run() {
       if (j->cancel) {
         end_job(*j, Finish::Cancelled);
         ++metrics_.requests_cancelled;
+        release();
         continue;
       }
       // The idle slot holding the longest prefix of the prompt; ties: the least recently used.
@@ -173,6 +176,7 @@ void Scheduler::run() {
         reset_slot(s);
         end_job(*j, Finish::Error, e.what());
         ++metrics_.requests_failed;
+        release();
         continue;
       }
       start(s, j);
@@ -392,6 +396,7 @@ void Scheduler::finish(Slot& s, Finish f, const std::string& error) {
   if (f == Finish::Cancelled) ++metrics_.requests_cancelled;
   if (f == Finish::Error) ++metrics_.requests_failed;
   --metrics_.active;
+  release();
   s.job.reset();
   s.last_use = ++use_clock_;
   if (!truncatable_ && opt_.prefix_reuse) {
@@ -400,6 +405,11 @@ void Scheduler::finish(Slot& s, Finish f, const std::string& error) {
     if (f != Finish::Error && !s.tokens.empty()) cache_.insert(s.index, s.tokens, s.seq->snapshot(), s.empty->bytes());
     cache_.prune(s.index, [&](const SeqSnapshot& x) { return s.seq->restorable(x); });
   }
+}
+
+void Scheduler::release() {
+  std::lock_guard<std::mutex> lk(mu_);
+  --holding_;
 }
 
 void Scheduler::reset_slot(Slot& s) {

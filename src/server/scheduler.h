@@ -99,7 +99,7 @@ struct Job {
 
 struct SchedulerOptions {
   uint32_t slots = 1;          // sequences decoded in turn (--parallel)
-  uint32_t max_queue = 64;     // jobs waiting for a slot beyond which submit() refuses (429)
+  uint32_t max_queue = 64;     // jobs waiting while every slot is taken; more are refused (429)
   uint32_t context = 0;        // tokens per sequence (0: the model's default)
   uint32_t prefill_chunk = 256;  // prompt tokens per step of one slot
   uint64_t snapshot_cap_bytes = 1ull << 30;  // PrefixCache caps
@@ -129,6 +129,8 @@ class Scheduler {
   bool emit(Slot& s, int32_t tok, TokenLogprob* lp);
   void finish(Slot& s, Finish f, const std::string& error = {});
   void reset_slot(Slot& s);
+  /// A job taken from the queue no longer holds a slot.
+  void release();
   void update_memory();
   bool can_truncate() const { return truncatable_; }
 
@@ -145,6 +147,7 @@ class Scheduler {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Job>> queue_;
+  size_t holding_ = 0;  // jobs taken from the queue that hold (or are about to hold) a slot
   bool stopping_ = false;
   std::thread thread_;
 };

@@ -267,6 +267,9 @@ void Server::routes() {
     if (auth == "Bearer " + opt_.api_key) return httplib::Server::HandlerResponse::Unhandled;
     answer_error(res, ApiError(401, auth.empty() ? "missing API key (send 'Authorization: Bearer KEY')" : "incorrect API key",
                                "", "invalid_api_key"));
+    // Answered before the body was read: close the connection, or the unread body would be
+    // parsed as the next request (and hold the worker until the read timeout).
+    res.set_header("Connection", "close");
     return httplib::Server::HandlerResponse::Handled;
   });
   http_.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
@@ -330,6 +333,7 @@ int Server::run() {
   http_.set_payload_max_length(opt_.max_body_bytes);
   http_.set_read_timeout(30, 0);
   http_.set_write_timeout(30, 0);
+  http_.set_keep_alive_timeout(2);  // idle keep-alive connections hold a worker (and delay stop()) this long
   int port = opt_.port;
   if (port == 0) {
     port = http_.bind_to_any_port(opt_.host);
@@ -363,13 +367,16 @@ int Server::run() {
 
 }  // namespace
 
-int serve(Model& model, const Tokenizer& tok, const ChatTemplate* tmpl, const ServerOptions& opt) {
-  // Blocked before any thread starts, so only the sigwait thread receives them.
+void block_shutdown_signals() {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+int serve(Model& model, const Tokenizer& tok, const ChatTemplate* tmpl, const ServerOptions& opt) {
+  block_shutdown_signals();  // before the scheduler and HTTP threads start
   signal(SIGPIPE, SIG_IGN);  // a client that went away is a failed write, not a signal
   Server s(model, tok, tmpl, opt);
   return s.run();

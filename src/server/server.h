@@ -38,8 +38,14 @@ struct ServerOptions {
   std::function<void(int port)> on_listening;  // called once the socket is bound
 };
 
+/// Blocks SIGINT and SIGTERM in the calling thread, and so in every thread it starts later, so that
+/// serve()'s signal thread alone takes them (sigwait). Call it before anything starts threads
+/// (loading a WebGPU model does): a thread that does not block them would let the default action
+/// end the process at once instead of the clean shutdown.
+void block_shutdown_signals();
+
 /// Serves until SIGINT or SIGTERM; returns 0 then. Throws wgllm::Error if the address cannot be
-/// bound. Blocks SIGINT/SIGTERM in the calling thread (and the threads it starts) to receive them.
+/// bound. Calls block_shutdown_signals().
 int serve(Model& model, const Tokenizer& tok, const ChatTemplate* tmpl, const ServerOptions& opt);
 
 }  // namespace wgllm::server

@@ -18,7 +18,8 @@ Starts servers on 127.0.0.1 with ephemeral ports (--port 0; the port is read fro
   - SIGTERM with a stream in flight: the stream ends, the process exits 0.
 Loopback only; every request loop is bounded in count and time.
 
-usage: test_server.py WGLLM MODEL [--backend cpu] [--quick] [--clients N] [-v]
+usage: test_server.py WGLLM MODEL [--backend cpu] [--quick] [--clients N] [--turns N] [--max-tokens N] [-v]
+  MODEL: a model path, or `tiny-llama`: a random-weight llama (KV-only) written at test time.
   --quick: only the conversation and isolation checks (for slower models, e.g. SmolLM2 on CPU).
 """
 import argparse
@@ -94,15 +95,19 @@ class Server:
         return out
 
     def stop(self, sig=signal.SIGTERM, timeout=30):
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-                raise AssertionError(f"server {self.name} did not exit within {timeout} s of signal {sig}")
-        return self.proc.returncode
+        try:
+            if self.proc.poll() is None:
+                self.proc.send_signal(sig)
+                try:
+                    self.proc.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait()
+                    raise AssertionError(f"server {self.name} did not exit within {timeout} s of signal {sig}")
+            return self.proc.returncode
+        finally:
+            self.proc.stdout.close()
+            self.log.close()
 
 
 def chat(client, messages, max_tokens=12, **kw):
@@ -130,7 +135,59 @@ PROMPTS = ["Tell me about the sea.", "What is a whale?", "Name three colours.", 
            "Why is the sky blue?", "Count to five.", "Write a short poem.", "Who was Ahab?"]
 
 
+def make_tiny_llama(out, tokenizer_dir, seed=3):
+    """A random-weight llama HF directory (2 layers, d 64, 4 heads / 2 KV heads, vocab 512) with the
+    tokenizer and chat template of `tokenizer_dir`: a KV-only model that runs in milliseconds on
+    the CPU backend (its replies are noise, but deterministic: enough for cache and isolation
+    checks, where any leaked state changes the tokens)."""
+    import shutil
+    import struct
+    from array import array
+    os.makedirs(out, exist_ok=True)
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(os.path.join(tokenizer_dir, f), out)
+    d, f, h, kvh, v, L = 64, 128, 4, 2, 512, 2
+    hd = d // h
+    cfg = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "num_hidden_layers": L, "hidden_size": d,
+           "intermediate_size": f, "num_attention_heads": h, "num_key_value_heads": kvh, "vocab_size": v,
+           "max_position_embeddings": 4096, "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": True,
+           "hidden_act": "silu", "bos_token_id": None, "eos_token_id": 2}
+    with open(os.path.join(out, "config.json"), "w") as fh:
+        json.dump(cfg, fh)
+    rng = random.Random(seed)
+    shapes = {"model.embed_tokens.weight": [v, d], "model.norm.weight": [d]}
+    for i in range(L):
+        p = f"model.layers.{i}."
+        shapes.update({p + "input_layernorm.weight": [d], p + "post_attention_layernorm.weight": [d],
+                       p + "self_attn.q_proj.weight": [h * hd, d], p + "self_attn.k_proj.weight": [kvh * hd, d],
+                       p + "self_attn.v_proj.weight": [kvh * hd, d], p + "self_attn.o_proj.weight": [d, h * hd],
+                       p + "mlp.gate_proj.weight": [f, d], p + "mlp.up_proj.weight": [f, d],
+                       p + "mlp.down_proj.weight": [d, f]})
+    header, blobs, off = {}, [], 0
+    for name, shape in shapes.items():
+        n = 1
+        for x in shape:
+            n *= x
+        if name.endswith("norm.weight"):
+            a = array("f", (1.0 + 0.1 * rng.gauss(0, 1) for _ in range(n)))
+        else:
+            a = array("f", (rng.gauss(0, 1.0 if "embed" in name else 0.2) for _ in range(n)))
+        b = a.tobytes()
+        header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    hj = json.dumps(header).encode()
+    hj += b" " * ((8 - len(hj) % 8) % 8)
+    with open(os.path.join(out, "model.safetensors"), "wb") as fh:
+        fh.write(struct.pack("<Q", len(hj)) + hj + b"".join(blobs))
+    return out
+
+
 def setUpModule():
+    if ARGS.model == "tiny-llama":
+        here = os.path.dirname(os.path.abspath(__file__))
+        ARGS.model = make_tiny_llama(os.path.join(ARGS.tmp, "tiny_llama"),
+                                     os.path.join(here, "..", "fixtures", "lfm2_trained", "hf"))
     SERVERS["main"] = Server("main", "--parallel", "4", "-c", "1024")
     SERVERS["ref"] = Server("ref", "--parallel", "1", "-c", "1024", "--no-prefix-reuse")
 
@@ -417,6 +474,11 @@ def main():
     p.add_argument("--max-tokens", type=int, default=12, help="tokens per reply in the conversation checks")
     p.add_argument("-v", action="store_true")
     ARGS, rest = p.parse_known_args()
+    if os.environ.get("WGLLM_SERVER_TEST_NEEDS_REAL_MODELS") and os.environ.get("WGLLM_REAL_MODEL_TESTS") != "1":
+        print("skipped: set WGLLM_REAL_MODEL_TESTS=1 to run the server tests on a real model")
+        sys.exit(77)
+    if ARGS.model != "tiny-llama" and not os.path.exists(ARGS.model):
+        sys.exit(f"model not found: {ARGS.model} (run `make setup`)")
     import tempfile
     with tempfile.TemporaryDirectory(prefix="wgllm_server_test_") as tmp:
         ARGS.tmp = tmp
