@@ -33,6 +33,7 @@
 #include "options.h"
 #include "perplexity_cmd.h"
 #include "serve_cmd.h"
+#include "bench_serve.h"
 #include "validate.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
@@ -262,6 +263,7 @@ int main(int argc, char** argv) {
   auto dispatch_hook = cli::add_bench_dispatch(app);
   auto perplexity_hook = cli::add_perplexity(app);
   auto serve_hook = cli::add_serve(app);
+  auto bench_serve_hook = cli::add_bench_serve(app);
   if (argc <= 1) {  // no command: the usage, as an error
     fmt::print(stderr, "{}", app.help());
     return 2;
@@ -292,6 +294,7 @@ int main(int argc, char** argv) {
     if (int rc = dispatch_hook(); rc >= 0) return rc;
     if (int rc = perplexity_hook(); rc >= 0) return rc;
     if (int rc = serve_hook(); rc >= 0) return rc;
+    if (int rc = bench_serve_hook(); rc >= 0) return rc;
     if (int rc = bench_hook(); rc >= 0) return rc;
     if (*run) return cmd_run(run_o, prompt, system, raw, print_ids);
     if (*chat) return cmd_chat(chat_o, system);

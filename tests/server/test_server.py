@@ -15,7 +15,8 @@ Starts servers on 127.0.0.1 with ephemeral ports (--port 0; the port is read fro
   - a streaming client that disconnects cancels its generation (slot freed, counted in /metrics);
   - a load test: N concurrent streaming clients (bounded in time), zero errors, each greedy
     answer identical to the same request run alone on the reference server;
-  - SIGTERM with a stream in flight: the stream ends, the process exits 0.
+  - SIGTERM with a stream in flight: the stream ends, the process exits 0;
+  - `wgllm bench serve` against the server: rows per concurrency level, no errors.
 Loopback only; every request loop is bounded in count and time.
 
 usage: test_server.py WGLLM MODEL [--backend cpu] [--quick] [--clients N] [--turns N] [--max-tokens N] [-v]
@@ -462,6 +463,27 @@ class Load(unittest.TestCase):
               f"{after['wgllm_generated_tokens_total'] - before['wgllm_generated_tokens_total']:.0f} tokens", file=sys.stderr)
 
 
+class BenchServe(unittest.TestCase):
+    def test_bench_serve_rows(self):
+        """`wgllm bench serve` against the main server: one row per level, no errors, every
+        request generating exactly --max-tokens (end of generation ignored)."""
+        if ARGS.quick:
+            self.skipTest("--quick")
+        out = os.path.join(ARGS.tmp, "bench_serve.json")
+        subprocess.run([ARGS.wgllm, "bench", "serve", "--url", SERVERS["main"].base, "--concurrency", "1,3",
+                        "--requests", "3", "--max-tokens", "5", "--prompt-words", "4", "--json", out],
+                       check=True, timeout=120, capture_output=True)
+        with open(out) as fh:
+            rows = json.load(fh)
+        self.assertEqual([r["concurrency"] for r in rows], [1, 3])
+        for r in rows:
+            self.assertEqual(r["errors"], 0)
+            self.assertEqual(r["generated_tokens"], 3 * 5)
+            self.assertGreater(r["tokens_per_s"], 0)
+            self.assertGreater(r["ttft_ms_p99"], 0)
+            self.assertGreaterEqual(r["ttft_ms_p99"], r["ttft_ms_p50"])
+
+
 def main():
     global ARGS
     p = argparse.ArgumentParser()
@@ -485,7 +507,7 @@ def main():
         prog = unittest.main(argv=[sys.argv[0]] + rest + (["-v"] if ARGS.v else []), exit=False)
         ok = prog.result.wasSuccessful()
         if not ok:
-            for f in sorted(os.listdir(tmp)):
+            for f in sorted(x for x in os.listdir(tmp) if x.endswith(".log")):
                 with open(os.path.join(tmp, f)) as fh:
                     tail = fh.read()[-3000:]
                 print(f"--- {f} (tail)\n{tail}", file=sys.stderr)
