@@ -14,7 +14,8 @@ Starts servers on 127.0.0.1 with ephemeral ports (--port 0; the port is read fro
     crash the server;
   - a streaming client that disconnects cancels its generation (slot freed, counted in /metrics);
   - a load test: N concurrent streaming clients (bounded in time), zero errors, each greedy
-    answer identical to the same request run alone on the reference server;
+    answer identical to the same request run alone on the reference server; twice, the server's
+    resident memory after the second round within 16 MiB of the first (no per-request leak);
   - SIGTERM with a stream in flight: the stream ends, the process exits 0;
   - `wgllm bench serve` against the server: rows per concurrency level, no errors.
 Loopback only; every request loop is bounded in count and time.
@@ -449,18 +450,25 @@ class Load(unittest.TestCase):
                 errors.append(repr(e))
                 return None
 
-        with ThreadPoolExecutor(n) as ex:
-            got = list(ex.map(one, range(n)))
-        dt = time.time() - t0
-        self.assertEqual(errors, [])
-        for i in range(n):
-            self.assertEqual(got[i], alone[i], f"client {i}")
-        after = main.metrics()
-        self.assertEqual(after["wgllm_requests_total"] - before["wgllm_requests_total"], n)
-        self.assertEqual(after["wgllm_active_requests"], 0)
-        self.assertEqual(after["wgllm_queue_depth"], 0)
-        print(f"\n[load] {n} concurrent streaming clients in {dt:.1f} s, "
-              f"{after['wgllm_generated_tokens_total'] - before['wgllm_generated_tokens_total']:.0f} tokens", file=sys.stderr)
+        rss = []
+        for rnd in range(2):  # the second round must not grow the server's memory (no per-request leak)
+            with ThreadPoolExecutor(n) as ex:
+                got = list(ex.map(one, range(n)))
+            dt = time.time() - t0
+            self.assertEqual(errors, [])
+            for i in range(n):
+                self.assertEqual(got[i], alone[i], f"round {rnd}, client {i}")
+            after = main.metrics()
+            self.assertEqual(after["wgllm_requests_total"] - before["wgllm_requests_total"], n * (rnd + 1))
+            self.assertEqual(after["wgllm_active_requests"], 0)
+            self.assertEqual(after["wgllm_queue_depth"], 0)
+            with open(f"/proc/{main.proc.pid}/status") as fh:
+                rss.append(int(re.search(r"VmRSS:\s+(\d+) kB", fh.read()).group(1)) * 1024)
+            print(f"\n[load] round {rnd}: {n} concurrent streaming clients in {dt:.1f} s, "
+                  f"{after['wgllm_generated_tokens_total'] - before['wgllm_generated_tokens_total']:.0f} tokens, "
+                  f"server RSS {rss[-1] / 2**20:.1f} MiB", file=sys.stderr)
+            t0 = time.time()
+        self.assertLess(rss[1], rss[0] + 16 * 2**20, "server memory grew by more than 16 MiB in the second round")
 
 
 class BenchServe(unittest.TestCase):
