@@ -89,7 +89,7 @@ void parse_common(const json& b, ParsedRequest& r) {
       bad("stop", "'stop' must be a string or an array of strings");
     }
     for (const auto& x : p.stop)
-      if (x.empty()) bad("stop", "'stop' sequences must not be empty");
+      if (x.empty() || x.size() > 1024) bad("stop", "'stop' sequences must be 1 to 1024 bytes long");
   }
   if (present(b, "stream")) r.stream = boolean(b, "stream");
   if (present(b, "stream_options")) {

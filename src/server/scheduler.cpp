@@ -192,7 +192,7 @@ void Scheduler::run() {
       try {
         step(s);
       } catch (const std::exception& e) {
-        finish(s, Finish::Error, e.what());
+        if (s.job) finish(s, Finish::Error, e.what());
         reset_slot(s);
       }
     }
@@ -401,8 +401,11 @@ void Scheduler::finish(Slot& s, Finish f, const std::string& error) {
   s.last_use = ++use_clock_;
   if (!truncatable_ && opt_.prefix_reuse) {
     // File the end of the reply (the next turn of this conversation starts from here), and drop
-    // the entries this request's writes made unrestorable.
-    if (f != Finish::Error && !s.tokens.empty()) cache_.insert(s.index, s.tokens, s.seq->snapshot(), s.empty->bytes());
+    // the entries this request's writes made unrestorable. A failed snapshot only costs reuse.
+    try {
+      if (f != Finish::Error && !s.tokens.empty()) cache_.insert(s.index, s.tokens, s.seq->snapshot(), s.empty->bytes());
+    } catch (const std::exception&) {
+    }
     cache_.prune(s.index, [&](const SeqSnapshot& x) { return s.seq->restorable(x); });
   }
 }
