@@ -1,8 +1,12 @@
 #include "server/server.h"
 
+#include <arpa/inet.h>
+#include <dirent.h>
 #include <httplib.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <chrono>
@@ -21,6 +25,58 @@ namespace wgllm::server {
 using nlohmann::json;
 
 namespace {
+
+/// The descriptor of the connection a request came on, or -1. cpp-httplib 0.11 gives handlers no
+/// access to their socket, so it is found among this process's descriptors by the request's local
+/// and remote address and port (Linux: /proc/self/fd). The handler's thread owns the connection
+/// until it returns, so the descriptor cannot be closed or reused meanwhile.
+int request_socket(const httplib::Request& req) {
+#ifdef __linux__
+  auto text = [](const sockaddr_storage& a, int& port) -> std::string {
+    char buf[INET6_ADDRSTRLEN] = {};
+    if (a.ss_family == AF_INET) {
+      const auto* v = reinterpret_cast<const sockaddr_in*>(&a);
+      port = ntohs(v->sin_port);
+      return inet_ntop(AF_INET, &v->sin_addr, buf, sizeof buf) ? buf : "";
+    }
+    if (a.ss_family == AF_INET6) {
+      const auto* v = reinterpret_cast<const sockaddr_in6*>(&a);
+      port = ntohs(v->sin6_port);
+      return inet_ntop(AF_INET6, &v->sin6_addr, buf, sizeof buf) ? buf : "";
+    }
+    return "";
+  };
+  DIR* d = opendir("/proc/self/fd");
+  if (!d) return -1;
+  int found = -1;
+  while (dirent* e = readdir(d)) {
+    char* end = nullptr;
+    const long fd = std::strtol(e->d_name, &end, 10);
+    if (*end || end == e->d_name || fd == dirfd(d)) continue;
+    sockaddr_storage peer{}, self{};
+    socklen_t pl = sizeof peer, sl = sizeof self;
+    if (getpeername(int(fd), reinterpret_cast<sockaddr*>(&peer), &pl) != 0) continue;
+    if (getsockname(int(fd), reinterpret_cast<sockaddr*>(&self), &sl) != 0) continue;
+    int pp = -1, sp = -1;
+    if (text(peer, pp) == req.remote_addr && pp == req.remote_port && text(self, sp) == req.local_addr &&
+        sp == req.local_port) {
+      found = int(fd);
+      break;
+    }
+  }
+  closedir(d);
+  return found;
+#else
+  return -1;
+#endif
+}
+
+/// True once the peer of socket fd has closed the connection (or it failed).
+bool peer_closed(int fd) {
+  if (fd < 0) return false;
+  pollfd p{fd, POLLRDHUP, 0};
+  return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
 
 json bytes_of(const std::string& s) {
   json b = json::array();
@@ -139,9 +195,12 @@ void Server::generate(const httplib::Request& req, httplib::Response& res, bool 
   if (!r.stream) {
     std::string out = r.echo ? text : "";
     std::vector<TokenLogprob> lps;
+    // A client that goes away (closes, or times out) cancels its generation: checked between waits.
     std::deque<JobEvent> evs;
-    while (!job->wait(std::chrono::milliseconds(1000), evs)) {
-    }
+    const int fd = request_socket(req);
+    while (!job->wait(std::chrono::milliseconds(200), evs))
+      if (!job->cancel && peer_closed(fd)) job->cancel = true;
+    if (job->cancel) return;  // nobody to answer
     for (auto& e : evs) {
       out += e.text;
       for (auto& l : e.logprobs) lps.push_back(std::move(l));

@@ -9,8 +9,9 @@
 // generation fails, 503 while shutting down.
 //
 // A streaming client that disconnects is noticed at the next write (each token, or a keep-alive
-// comment every second while waiting) and its generation is cancelled, freeing its slot. A
-// non-streamed request runs to its end. SIGINT / SIGTERM: new requests get 503, running
+// comment every second while waiting) and its generation is cancelled, freeing its slot. For a
+// non-streamed request the handler polls its connection for a hang-up every 200 ms while it waits
+// (Linux; elsewhere such a request runs to its end). SIGINT / SIGTERM: new requests get 503, running
 // generations are cancelled (streams end with an error event and [DONE]), then the server stops
 // and serve() returns 0.
 #pragma once

@@ -12,7 +12,8 @@ Starts servers on 127.0.0.1 with ephemeral ports (--port 0; the port is read fro
   - errors: malformed JSON, wrong types, n > 1, a prompt beyond the context -> 400; unknown fields
     ignored; missing / wrong API key -> 401; a full queue -> 429; random garbage bodies never
     crash the server;
-  - a streaming client that disconnects cancels its generation (slot freed, counted in /metrics);
+  - a streaming client that disconnects, and a non-streamed one that times out, cancel their
+    generation (slot freed, counted in /metrics);
   - a load test: N concurrent streaming clients (bounded in time), zero errors, each greedy
     answer identical to the same request run alone on the reference server; twice, the server's
     resident memory after the second round within 16 MiB of the first (no per-request leak);
@@ -409,6 +410,23 @@ class Limits(unittest.TestCase):
             m = s.metrics()
             self.assertEqual(m["wgllm_requests_cancelled_total"], 1)
             self.assertEqual(m["wgllm_requests_rejected_total"], 1)
+            self.assertEqual(m["wgllm_active_requests"], 0)
+            self.assertLess(m["wgllm_generated_tokens_total"], 4000)
+        finally:
+            self.assertEqual(s.stop(), 0)
+
+    def test_non_streamed_client_timeout_cancels(self):
+        s = Server("timeout", "-c", "4096")
+        try:
+            c = openai.OpenAI(base_url=s.base + "/v1", api_key="none", max_retries=0, timeout=1.0)
+            with self.assertRaises(openai.APITimeoutError):
+                c.chat.completions.create(model="x", messages=[{"role": "user", "content": "Go"}], max_tokens=4000,
+                                          temperature=0, extra_body={"ignore_eos": True})
+            deadline = time.time() + 30
+            while s.metrics()["wgllm_requests_cancelled_total"] < 1 and time.time() < deadline:
+                time.sleep(0.05)
+            m = s.metrics()
+            self.assertEqual(m["wgllm_requests_cancelled_total"], 1)
             self.assertEqual(m["wgllm_active_requests"], 0)
             self.assertLess(m["wgllm_generated_tokens_total"], 4000)
         finally:
