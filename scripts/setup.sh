@@ -21,6 +21,8 @@ APT_PKGS=(build-essential cmake ninja-build pkg-config libgtest-dev googletest n
 # runtimes) and llvm (llvm-symbolizer for sanitizer stack traces) are what `make fuzz` needs.
 # python3 (with pip) and node (with npm) are taken as found when present (they may come from outside apt).
 command -v python3 >/dev/null || APT_PKGS+=(python3 python3-pip)
+# Debian's python3 makes virtual environments (the server tests' venv, below) only with python3-venv.
+command -v python3 >/dev/null && ! python3 -c 'import ensurepip' 2>/dev/null && APT_PKGS+=(python3-venv)
 command -v npm >/dev/null || APT_PKGS+=(nodejs npm)
 if [ -z "${WGLLM_SKIP_APT:-}" ]; then
   missing=()

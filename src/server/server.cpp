@@ -180,13 +180,15 @@ void Server::generate(const httplib::Request& req, httplib::Response& res, bool 
                    chat ? "messages" : "prompt", "context_length_exceeded");
   if (!r.max_tokens_given) r.params.max_tokens = ctx - uint32_t(job->prompt.size());
   job->params = r.params;
+  ++metrics_.requests;  // before submit(): the job may finish before submit() returns
+  metrics_.prompt_tokens += job->prompt.size();
   if (!sched_.submit(job)) {
+    --metrics_.requests;
+    metrics_.prompt_tokens -= job->prompt.size();
     ++metrics_.requests_rejected;
     throw ApiError(429, "the server is busy (the request queue is full); retry later", "", "rate_limit_exceeded",
                    "rate_limit_error");
   }
-  ++metrics_.requests;
-  metrics_.prompt_tokens += job->prompt.size();
 
   const std::string id = fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", next_id_++);
   const std::time_t created = std::time(nullptr);
