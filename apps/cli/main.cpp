@@ -3,6 +3,7 @@
 //   wgllm chat [-m MODEL]                         interactive multi-turn chat, streamed
 //   wgllm devices                                 list WebGPU adapters
 //   wgllm perplexity [-m MODEL] -f TEXT           perplexity of a text (one window)
+//   wgllm serve [-m MODEL] [--port N]              OpenAI-compatible HTTP server (serve_cmd.cpp)
 //   wgllm bench [ab|synthetic|multi-turn|attention|matmul|dispatch] benchmarks (bench.cpp)
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
@@ -31,6 +32,8 @@
 #include "model_registry.h"
 #include "options.h"
 #include "perplexity_cmd.h"
+#include "serve_cmd.h"
+#include "bench_serve.h"
 #include "validate.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
@@ -259,6 +262,8 @@ int main(int argc, char** argv) {
   auto matmul_hook = cli::add_bench_matmul(app);
   auto dispatch_hook = cli::add_bench_dispatch(app);
   auto perplexity_hook = cli::add_perplexity(app);
+  auto serve_hook = cli::add_serve(app);
+  auto bench_serve_hook = cli::add_bench_serve(app);
   if (argc <= 1) {  // no command: the usage, as an error
     fmt::print(stderr, "{}", app.help());
     return 2;
@@ -288,6 +293,8 @@ int main(int argc, char** argv) {
     if (int rc = matmul_hook(); rc >= 0) return rc;
     if (int rc = dispatch_hook(); rc >= 0) return rc;
     if (int rc = perplexity_hook(); rc >= 0) return rc;
+    if (int rc = serve_hook(); rc >= 0) return rc;
+    if (int rc = bench_serve_hook(); rc >= 0) return rc;
     if (int rc = bench_hook(); rc >= 0) return rc;
     if (*run) return cmd_run(run_o, prompt, system, raw, print_ids);
     if (*chat) return cmd_chat(chat_o, system);

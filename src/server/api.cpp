@@ -1,0 +1,184 @@
+#include "server/api.h"
+
+#include <cmath>
+#include <random>
+
+#include <fmt/core.h>
+
+namespace wgllm::server {
+
+using nlohmann::json;
+
+json error_body(const ApiError& e) {
+  json err = {{"message", e.what()}, {"type", e.type}, {"param", nullptr}, {"code", nullptr}};
+  if (!e.param.empty()) err["param"] = e.param;
+  if (!e.code.empty()) err["code"] = e.code;
+  return json{{"error", err}};
+}
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+json parse_body(const std::string& text) {
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) throw ApiError(400, "the request body is not valid JSON");
+  if (!j.is_object()) throw ApiError(400, "the request body must be a JSON object");
+  return j;
+}
+
+namespace {
+
+[[noreturn]] void bad(const std::string& param, const std::string& msg) { throw ApiError(400, msg, param); }
+
+bool present(const json& b, const char* k) { return b.contains(k) && !b[k].is_null(); }
+
+double number(const json& b, const char* k, double lo, double hi) {
+  const json& v = b[k];
+  if (!v.is_number()) bad(k, fmt::format("'{}' must be a number", k));
+  const double d = v.get<double>();
+  if (!std::isfinite(d) || d < lo || d > hi) bad(k, fmt::format("'{}' must be in [{}, {}]", k, lo, hi));
+  return d;
+}
+
+int64_t integer(const json& b, const char* k, int64_t lo, int64_t hi) {
+  const json& v = b[k];
+  if (!v.is_number_integer()) bad(k, fmt::format("'{}' must be an integer", k));
+  if (v.is_number_unsigned() ? v.get<uint64_t>() > uint64_t(hi) : (v.get<int64_t>() < lo || v.get<int64_t>() > hi))
+    bad(k, fmt::format("'{}' must be in [{}, {}]", k, lo, hi));
+  return v.is_number_unsigned() ? int64_t(v.get<uint64_t>()) : v.get<int64_t>();
+}
+
+bool boolean(const json& b, const char* k) {
+  if (!b[k].is_boolean()) bad(k, fmt::format("'{}' must be true or false", k));
+  return b[k].get<bool>();
+}
+
+/// Fields shared by both endpoints.
+void parse_common(const json& b, ParsedRequest& r) {
+  if (present(b, "n") && integer(b, "n", 1, 1 << 20) != 1) bad("n", "only n = 1 is supported (one choice per request)");
+  if (present(b, "best_of") && integer(b, "best_of", 1, 1 << 20) != 1) bad("best_of", "only best_of = 1 is supported");
+  GenParams& p = r.params;
+  if (present(b, "temperature")) p.sampler.temperature = float(number(b, "temperature", 0, 2));
+  else p.sampler.temperature = 1.0f;  // OpenAI's default
+  if (present(b, "top_p")) {
+    p.sampler.top_p = float(number(b, "top_p", 0, 1));
+    if (p.sampler.top_p <= 0) bad("top_p", "'top_p' must be in (0, 1]");
+  }
+  if (present(b, "top_k")) p.sampler.top_k = uint32_t(integer(b, "top_k", 0, UINT32_MAX));
+  if (present(b, "min_p")) p.sampler.min_p = float(number(b, "min_p", 0, 1));
+  if (present(b, "presence_penalty")) p.presence_penalty = float(number(b, "presence_penalty", -2, 2));
+  if (present(b, "frequency_penalty")) p.frequency_penalty = float(number(b, "frequency_penalty", -2, 2));
+  if (present(b, "seed")) p.sampler.seed = uint64_t(integer(b, "seed", INT64_MIN, INT64_MAX));
+  else p.sampler.seed = (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
+  for (const char* k : {"max_completion_tokens", "max_tokens"})
+    if (present(b, k)) {
+      p.max_tokens = uint32_t(integer(b, k, 1, 1 << 24));
+      r.max_tokens_given = true;
+      break;
+    }
+  if (present(b, "stop")) {
+    const json& s = b["stop"];
+    if (s.is_string()) {
+      p.stop.push_back(s.get<std::string>());
+    } else if (s.is_array()) {
+      if (s.size() > 4) bad("stop", "'stop' takes at most 4 sequences");
+      for (const json& x : s) {
+        if (!x.is_string()) bad("stop", "'stop' must be a string or an array of strings");
+        p.stop.push_back(x.get<std::string>());
+      }
+    } else {
+      bad("stop", "'stop' must be a string or an array of strings");
+    }
+    for (const auto& x : p.stop)
+      if (x.empty() || x.size() > 1024) bad("stop", "'stop' sequences must be 1 to 1024 bytes long");
+  }
+  if (present(b, "stream")) r.stream = boolean(b, "stream");
+  if (present(b, "stream_options")) {
+    const json& so = b["stream_options"];
+    if (!so.is_object()) bad("stream_options", "'stream_options' must be an object");
+    if (!r.stream) bad("stream_options", "'stream_options' is only allowed with 'stream': true");
+    if (present(so, "include_usage")) {
+      if (!so["include_usage"].is_boolean()) bad("stream_options.include_usage", "'include_usage' must be true or false");
+      r.include_usage = so["include_usage"].get<bool>();
+    }
+  }
+  if (present(b, "ignore_eos")) p.ignore_eos = boolean(b, "ignore_eos");
+}
+
+std::string message_content(const json& m, size_t i) {
+  const std::string param = fmt::format("messages[{}].content", i);
+  if (!m.contains("content") || m["content"].is_null()) return "";
+  const json& c = m["content"];
+  if (c.is_string()) return c.get<std::string>();
+  if (!c.is_array()) bad(param, "a message's 'content' must be a string or an array of text parts");
+  std::string text;
+  for (const json& part : c) {
+    if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
+      bad(param, "each content part must be an object with a 'type'");
+    const std::string type = part["type"].get<std::string>();
+    if (type != "text") bad(param, fmt::format("content parts of type '{}' are not supported (text only)", type));
+    if (!part.contains("text") || !part["text"].is_string()) bad(param, "a text part needs a string 'text'");
+    text += part["text"].get<std::string>();
+  }
+  return text;
+}
+
+}  // namespace
+
+ParsedRequest parse_chat_request(const json& b) {
+  ParsedRequest r;
+  r.chat = true;
+  if (!b.contains("messages")) bad("messages", "'messages' is required");
+  const json& ms = b["messages"];
+  if (!ms.is_array() || ms.empty()) bad("messages", "'messages' must be a non-empty array");
+  for (size_t i = 0; i < ms.size(); ++i) {
+    const json& m = ms[i];
+    if (!m.is_object()) bad(fmt::format("messages[{}]", i), "each message must be an object");
+    if (!m.contains("role") || !m["role"].is_string())
+      bad(fmt::format("messages[{}].role", i), "each message needs a string 'role'");
+    if (present(m, "tool_calls")) bad(fmt::format("messages[{}].tool_calls", i), "tool calls are not supported");
+    std::string role = m["role"].get<std::string>();
+    if (role == "developer") role = "system";  // OpenAI's newer name for the system role
+    r.messages.push_back({role, message_content(m, i)});
+  }
+  if (present(b, "tools") && !(b["tools"].is_array() && b["tools"].empty())) bad("tools", "tools are not supported");
+  if (present(b, "functions")) bad("functions", "functions are not supported");
+  if (present(b, "response_format")) {
+    const json& f = b["response_format"];
+    if (!f.is_object() || !f.contains("type") || !f["type"].is_string())
+      bad("response_format", "'response_format' must be an object with a 'type'");
+    if (f["type"] != "text") bad("response_format", "only response_format type 'text' is supported");
+  }
+  if (present(b, "logprobs")) r.params.logprobs = boolean(b, "logprobs");
+  if (present(b, "top_logprobs")) {
+    r.params.top_logprobs = uint32_t(integer(b, "top_logprobs", 0, 20));
+    if (!r.params.logprobs) bad("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+  }
+  parse_common(b, r);
+  return r;
+}
+
+ParsedRequest parse_completion_request(const json& b) {
+  ParsedRequest r;
+  r.chat = false;
+  if (!b.contains("prompt")) bad("prompt", "'prompt' is required");
+  const json& p = b["prompt"];
+  if (p.is_string()) {
+    r.prompt = p.get<std::string>();
+  } else if (p.is_array() && p.size() == 1 && p[0].is_string()) {
+    r.prompt = p[0].get<std::string>();
+  } else if (p.is_array() && p.size() > 1 && p[0].is_string()) {
+    bad("prompt", "only one prompt per request is supported");
+  } else {
+    bad("prompt", "'prompt' must be a string");
+  }
+  if (present(b, "suffix")) bad("suffix", "'suffix' is not supported");
+  if (present(b, "echo")) r.echo = boolean(b, "echo");
+  if (present(b, "logprobs")) {
+    r.params.top_logprobs = uint32_t(integer(b, "logprobs", 0, 5));
+    r.params.logprobs = true;
+  }
+  parse_common(b, r);
+  return r;
+}
+
+}  // namespace wgllm::server

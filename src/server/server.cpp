@@ -1,0 +1,446 @@
+#include "server/server.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <httplib.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <chrono>
+#include <ctime>
+
+#include <fmt/core.h>
+
+#include "chat/chat_template.h"
+#include "core/error.h"
+#include "models/model.h"
+#include "server/api.h"
+#include "tokenizer/tokenizer.h"
+
+namespace wgllm::server {
+
+using nlohmann::json;
+
+namespace {
+
+/// The descriptor of the connection a request came on, or -1. cpp-httplib 0.11 gives handlers no
+/// access to their socket, so it is found among this process's descriptors by the request's local
+/// and remote address and port (Linux: /proc/self/fd). The handler's thread owns the connection
+/// until it returns, so the descriptor cannot be closed or reused meanwhile.
+int request_socket(const httplib::Request& req) {
+#ifdef __linux__
+  auto text = [](const sockaddr_storage& a, int& port) -> std::string {
+    char buf[INET6_ADDRSTRLEN] = {};
+    if (a.ss_family == AF_INET) {
+      const auto* v = reinterpret_cast<const sockaddr_in*>(&a);
+      port = ntohs(v->sin_port);
+      return inet_ntop(AF_INET, &v->sin_addr, buf, sizeof buf) ? buf : "";
+    }
+    if (a.ss_family == AF_INET6) {
+      const auto* v = reinterpret_cast<const sockaddr_in6*>(&a);
+      port = ntohs(v->sin6_port);
+      return inet_ntop(AF_INET6, &v->sin6_addr, buf, sizeof buf) ? buf : "";
+    }
+    return "";
+  };
+  DIR* d = opendir("/proc/self/fd");
+  if (!d) return -1;
+  int found = -1;
+  while (dirent* e = readdir(d)) {
+    char* end = nullptr;
+    const long fd = std::strtol(e->d_name, &end, 10);
+    if (*end || end == e->d_name || fd == dirfd(d)) continue;
+    sockaddr_storage peer{}, self{};
+    socklen_t pl = sizeof peer, sl = sizeof self;
+    if (getpeername(int(fd), reinterpret_cast<sockaddr*>(&peer), &pl) != 0) continue;
+    if (getsockname(int(fd), reinterpret_cast<sockaddr*>(&self), &sl) != 0) continue;
+    int pp = -1, sp = -1;
+    if (text(peer, pp) == req.remote_addr && pp == req.remote_port && text(self, sp) == req.local_addr &&
+        sp == req.local_port) {
+      found = int(fd);
+      break;
+    }
+  }
+  closedir(d);
+  return found;
+#else
+  return -1;
+#endif
+}
+
+/// True once the peer of socket fd has closed the connection (or it failed).
+bool peer_closed(int fd) {
+  if (fd < 0) return false;
+  pollfd p{fd, POLLRDHUP, 0};
+  return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+json bytes_of(const std::string& s) {
+  json b = json::array();
+  for (unsigned char c : s) b.push_back(int(c));
+  return b;
+}
+
+json chat_logprobs(const std::vector<TokenLogprob>& lps) {
+  json content = json::array();
+  for (const auto& lp : lps) {
+    json top = json::array();
+    for (const auto& t : lp.top) top.push_back({{"token", t.token}, {"logprob", t.logprob}, {"bytes", bytes_of(t.token)}});
+    content.push_back({{"token", lp.token}, {"logprob", lp.logprob}, {"bytes", bytes_of(lp.token)}, {"top_logprobs", top}});
+  }
+  return json{{"content", content}};
+}
+
+/// Completions' logprobs object; text_offset counts bytes from `offset`.
+json completion_logprobs(const std::vector<TokenLogprob>& lps, size_t offset) {
+  json tokens = json::array(), lp = json::array(), top = json::array(), off = json::array();
+  for (const auto& t : lps) {
+    tokens.push_back(t.token);
+    lp.push_back(t.logprob);
+    json m = json::object();
+    for (const auto& x : t.top) m[x.token] = x.logprob;
+    top.push_back(m);
+    off.push_back(offset);
+    offset += t.token.size();
+  }
+  return json{{"tokens", tokens}, {"token_logprobs", lp}, {"top_logprobs", top}, {"text_offset", off}};
+}
+
+class Server {
+ public:
+  Server(Model& model, const Tokenizer& tok, const ChatTemplate* tmpl, const ServerOptions& opt)
+      : model_(model), tok_(tok), tmpl_(tmpl), opt_(opt), sched_(model, tok, opt.scheduler, metrics_) {
+    created_ = std::time(nullptr);
+  }
+
+  int run();
+
+ private:
+  void routes();
+  void answer_error(httplib::Response& res, const ApiError& e);
+  void generate(const httplib::Request& req, httplib::Response& res, bool chat);
+  json usage(const Job& j) const;
+
+  Model& model_;
+  const Tokenizer& tok_;
+  const ChatTemplate* tmpl_;
+  ServerOptions opt_;
+  Metrics metrics_;
+  Scheduler sched_;
+  httplib::Server http_;
+  std::time_t created_ = 0;
+  std::atomic<bool> shutting_down_{false};
+  std::atomic<uint64_t> next_id_{1};
+  std::atomic<int> in_flight_{0};  // HTTP generation handlers not yet finished (streams included)
+};
+
+void Server::answer_error(httplib::Response& res, const ApiError& e) {
+  res.status = e.status;
+  if (e.status >= 400 && e.status < 500) ++metrics_.http_errors_4xx;
+  if (e.status == 429) res.set_header("Retry-After", "1");
+  res.set_content(dump(error_body(e)), "application/json");
+}
+
+json Server::usage(const Job& j) const {
+  return json{{"prompt_tokens", j.prompt.size()},
+              {"completion_tokens", j.completion_tokens},
+              {"total_tokens", j.prompt.size() + j.completion_tokens},
+              {"prompt_tokens_details", {{"cached_tokens", j.cached_tokens}}}};
+}
+
+void Server::generate(const httplib::Request& req, httplib::Response& res, bool chat) {
+  if (shutting_down_) throw ApiError(503, "the server is shutting down", "", "", "server_error");
+  const json body = parse_body(req.body);
+  ParsedRequest r = chat ? parse_chat_request(body) : parse_completion_request(body);
+  std::string text = r.prompt;
+  if (chat) {
+    if (!tmpl_) throw ApiError(400, "this model has no chat template; use /v1/completions", "messages");
+    try {
+      text = tmpl_->apply(r.messages, true);
+    } catch (const std::exception& e) {
+      throw ApiError(400, fmt::format("the chat template refused the messages: {}", e.what()), "messages");
+    }
+  }
+  auto job = std::make_shared<Job>();
+  try {
+    job->prompt = tok_.encode_prompt(text);
+  } catch (const std::exception& e) {
+    throw ApiError(400, fmt::format("the prompt cannot be tokenized: {}", e.what()), chat ? "messages" : "prompt");
+  }
+  if (job->prompt.empty()) throw ApiError(400, "the prompt is empty (no tokens)", chat ? "messages" : "prompt");
+  const uint32_t ctx = sched_.context_length();
+  if (job->prompt.size() + 1 > ctx)
+    throw ApiError(400,
+                   fmt::format("This model's maximum context length is {} tokens. However, your {} resulted in {} "
+                               "tokens (with room for at least one generated token).",
+                               ctx, chat ? "messages" : "prompt", job->prompt.size()),
+                   chat ? "messages" : "prompt", "context_length_exceeded");
+  if (!r.max_tokens_given) r.params.max_tokens = ctx - uint32_t(job->prompt.size());
+  job->params = r.params;
+  ++metrics_.requests;  // before submit(): the job may finish before submit() returns
+  metrics_.prompt_tokens += job->prompt.size();
+  if (!sched_.submit(job)) {
+    --metrics_.requests;
+    metrics_.prompt_tokens -= job->prompt.size();
+    ++metrics_.requests_rejected;
+    throw ApiError(429, "the server is busy (the request queue is full); retry later", "", "rate_limit_exceeded",
+                   "rate_limit_error");
+  }
+
+  const std::string id = fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", next_id_++);
+  const std::time_t created = std::time(nullptr);
+  const std::string model = opt_.model_id;
+  const std::string object = chat ? "chat.completion" : "text_completion";
+  if (!r.stream) {
+    std::string out = r.echo ? text : "";
+    std::vector<TokenLogprob> lps;
+    // A client that goes away (closes, or times out) cancels its generation: checked between waits.
+    std::deque<JobEvent> evs;
+    const int fd = request_socket(req);
+    while (!job->wait(std::chrono::milliseconds(200), evs))
+      if (!job->cancel && peer_closed(fd)) job->cancel = true;
+    if (job->cancel) return;  // nobody to answer
+    for (auto& e : evs) {
+      out += e.text;
+      for (auto& l : e.logprobs) lps.push_back(std::move(l));
+    }
+    std::lock_guard<std::mutex> lk(job->mu);
+    if (job->finish == Finish::Error) throw ApiError(500, "generation failed: " + job->error, "", "", "server_error");
+    if (job->finish == Finish::Cancelled) throw ApiError(503, "the server is shutting down", "", "", "server_error");
+    json choice = {{"index", 0}, {"finish_reason", finish_name(job->finish)}, {"logprobs", nullptr}};
+    if (chat) {
+      choice["message"] = {{"role", "assistant"}, {"content", out}};
+      if (r.params.logprobs) choice["logprobs"] = chat_logprobs(lps);
+    } else {
+      choice["text"] = out;
+      if (r.params.logprobs) choice["logprobs"] = completion_logprobs(lps, r.echo ? text.size() : 0);
+    }
+    json resp = {{"id", id}, {"object", object}, {"created", created}, {"model", model},
+                 {"system_fingerprint", "wgllm"}, {"choices", json::array({choice})}, {"usage", usage(*job)}};
+    res.set_content(dump(resp), "application/json");
+    return;
+  }
+  // Streaming: one chunk per released piece of text, then the finish chunk, usage, [DONE].
+  struct StreamState {
+    bool started = false;
+    std::chrono::steady_clock::time_point last_write = std::chrono::steady_clock::now();
+    size_t offset = 0;
+  };
+  auto st = std::make_shared<StreamState>();
+  const bool include_usage = r.include_usage, logprobs = r.params.logprobs, echo = r.echo;
+  ++in_flight_;
+  auto chunk = [=](json choice) {
+    json c = {{"id", id}, {"object", chat ? "chat.completion.chunk" : "text_completion"}, {"created", created},
+              {"model", model}, {"system_fingerprint", "wgllm"}, {"choices", json::array({choice})}};
+    if (include_usage) c["usage"] = nullptr;
+    return "data: " + dump(c) + "\n\n";
+  };
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [=, this](size_t, httplib::DataSink& sink) {
+        auto write = [&](const std::string& s) {
+          if (!sink.write(s.data(), s.size())) {
+            job->cancel = true;  // the client went away: free its slot
+            return false;
+          }
+          st->last_write = std::chrono::steady_clock::now();
+          return true;
+        };
+        if (!st->started) {
+          st->started = true;
+          json first = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
+          if (chat) first["delta"] = {{"role", "assistant"}, {"content", ""}};
+          else first["text"] = echo ? text : "";
+          if (!write(chunk(first))) return false;
+          st->offset = echo ? text.size() : 0;
+        }
+        std::deque<JobEvent> evs;
+        const bool done = job->wait(std::chrono::milliseconds(250), evs);
+        for (auto& e : evs) {
+          json c = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
+          if (chat) c["delta"] = {{"content", e.text}};
+          else c["text"] = e.text;
+          if (logprobs) c["logprobs"] = chat ? chat_logprobs(e.logprobs) : completion_logprobs(e.logprobs, st->offset);
+          st->offset += e.text.size();
+          if (!write(chunk(c))) return false;
+        }
+        if (!done) {
+          if (evs.empty() && std::chrono::steady_clock::now() - st->last_write > std::chrono::seconds(1))
+            return write(": keep-alive\n\n");  // notices a client that went away while waiting
+          return true;
+        }
+        Finish f;
+        std::string err;
+        json u;
+        {
+          std::lock_guard<std::mutex> lk(job->mu);
+          f = job->finish;
+          err = job->error;
+          u = usage(*job);
+        }
+        if (f == Finish::Error || f == Finish::Cancelled) {
+          const ApiError e = f == Finish::Error ? ApiError(500, "generation failed: " + err, "", "", "server_error")
+                                                : ApiError(503, "the server is shutting down", "", "", "server_error");
+          if (!write("data: " + dump(error_body(e)) + "\n\n")) return false;
+        } else {
+          json c = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_name(f)}};
+          if (chat) c["delta"] = json::object();
+          else c["text"] = "";
+          if (!write(chunk(c))) return false;
+          if (include_usage) {
+            json uc = {{"id", id}, {"object", chat ? "chat.completion.chunk" : "text_completion"}, {"created", created},
+                       {"model", model}, {"system_fingerprint", "wgllm"}, {"choices", json::array()}, {"usage", u}};
+            if (!write("data: " + dump(uc) + "\n\n")) return false;
+          }
+        }
+        if (!write("data: [DONE]\n\n")) return false;
+        sink.done();
+        return true;
+      },
+      [job, this](bool success) {
+        if (!success) job->cancel = true;
+        --in_flight_;
+      });
+}
+
+void Server::routes() {
+  // Every handler: errors as OpenAI-shaped bodies; nothing a client sends escapes as an exception.
+  auto guarded = [this](std::function<void(const httplib::Request&, httplib::Response&)> h) {
+    return [this, h](const httplib::Request& req, httplib::Response& res) {
+      try {
+        h(req, res);
+      } catch (const ApiError& e) {
+        answer_error(res, e);
+      } catch (const std::bad_alloc&) {
+        answer_error(res, ApiError(500, "out of memory", "", "", "server_error"));
+      } catch (const std::exception& e) {
+        answer_error(res, ApiError(500, fmt::format("internal error: {}", e.what()), "", "", "server_error"));
+      }
+    };
+  };
+  http_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (opt_.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+    const std::string auth = req.get_header_value("Authorization");
+    if (auth == "Bearer " + opt_.api_key) return httplib::Server::HandlerResponse::Unhandled;
+    answer_error(res, ApiError(401, auth.empty() ? "missing API key (send 'Authorization: Bearer KEY')" : "incorrect API key",
+                               "", "invalid_api_key"));
+    // Answered before the body was read: close the connection, or the unread body would be
+    // parsed as the next request (and hold the worker until the read timeout).
+    res.set_header("Connection", "close");
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  http_.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;  // our own error bodies
+    std::string msg = fmt::format("HTTP error {}", res.status);
+    if (res.status == 404) msg = fmt::format("no such endpoint: {} {}", req.method, req.path);
+    if (res.status == 413)
+      msg = fmt::format("the request body is too large (at most {} bytes; bodies without 'Content-Type: "
+                        "application/json' are taken as forms, limited to 8192 bytes)", opt_.max_body_bytes);
+    if (res.status >= 400 && res.status < 500) ++metrics_.http_errors_4xx;
+    const ApiError e(res.status, msg);
+    res.set_content(dump(error_body(e)), "application/json");
+  });
+  http_.Post("/v1/chat/completions", guarded([this](auto& req, auto& res) { generate(req, res, true); }));
+  http_.Post("/v1/completions", guarded([this](auto& req, auto& res) { generate(req, res, false); }));
+  http_.Get("/v1/models", guarded([this](auto&, auto& res) {
+    json m = {{"id", opt_.model_id}, {"object", "model"}, {"created", created_}, {"owned_by", "wgllm"},
+              {"meta", {{"context_length", sched_.context_length()}, {"vocab_size", tok_.vocab_size()},
+                        {"backend", model_.backend_name()}}}};
+    res.set_content(dump(json{{"object", "list"}, {"data", json::array({m})}}), "application/json");
+  }));
+  http_.Get("/health", guarded([this](auto&, auto& res) {
+    if (shutting_down_) throw ApiError(503, "the server is shutting down", "", "", "server_error");
+    res.set_content(R"({"status":"ok"})", "application/json");
+  }));
+  http_.Get("/metrics", guarded([this](auto&, auto& res) { res.set_content(metrics_.render(), "text/plain; version=0.0.4"); }));
+  http_.Post("/tokenize", guarded([this](auto& req, auto& res) {
+    const json b = parse_body(req.body);
+    if (!b.contains("content") || !b["content"].is_string()) throw ApiError(400, "'content' must be a string", "content");
+    bool special = false;
+    if (b.contains("add_special")) {
+      if (!b["add_special"].is_boolean()) throw ApiError(400, "'add_special' must be true or false", "add_special");
+      special = b["add_special"].get<bool>();
+    }
+    const std::string text = b["content"].get<std::string>();
+    std::vector<int32_t> ids;
+    try {
+      ids = special ? tok_.encode_prompt(text) : tok_.encode(text);
+    } catch (const std::exception& e) {
+      throw ApiError(400, fmt::format("the content cannot be tokenized: {}", e.what()), "content");
+    }
+    res.set_content(dump(json{{"tokens", ids}}), "application/json");
+  }));
+  http_.Post("/detokenize", guarded([this](auto& req, auto& res) {
+    const json b = parse_body(req.body);
+    if (!b.contains("tokens") || !b["tokens"].is_array()) throw ApiError(400, "'tokens' must be an array of token ids", "tokens");
+    std::vector<int32_t> ids;
+    for (const json& t : b["tokens"]) {
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 || uint64_t(t.get<int64_t>()) >= tok_.vocab_size())
+        throw ApiError(400, fmt::format("'tokens' must hold ids in [0, {})", tok_.vocab_size()), "tokens");
+      ids.push_back(int32_t(t.get<int64_t>()));
+    }
+    res.set_content(dump(json{{"content", tok_.decode(ids)}}), "application/json");
+  }));
+}
+
+int Server::run() {
+  routes();
+  const size_t threads = opt_.scheduler.slots + opt_.scheduler.max_queue + 8;
+  http_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  http_.set_payload_max_length(opt_.max_body_bytes);
+  http_.set_read_timeout(30, 0);
+  http_.set_write_timeout(30, 0);
+  http_.set_keep_alive_timeout(2);  // idle keep-alive connections hold a worker (and delay stop()) this long
+  int port = opt_.port;
+  if (port == 0) {
+    port = http_.bind_to_any_port(opt_.host);
+    if (port < 0) throw Error(fmt::format("cannot listen on {} (any port)", opt_.host));
+  } else if (!http_.bind_to_port(opt_.host, port)) {
+    throw Error(fmt::format("cannot listen on {}:{} (in use, or not an address of this machine)", opt_.host, port));
+  }
+  // SIGINT / SIGTERM are blocked in every thread (see serve()) and taken here by sigwait.
+  std::atomic<bool> exiting{false};
+  std::thread sig([&] {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    int s = 0;
+    sigwait(&set, &s);
+    if (exiting) return;
+    shutting_down_ = true;
+    sched_.stop();  // cancels every job: streams write their last event
+    for (int i = 0; i < 300 && in_flight_ > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    http_.stop();
+  });
+  if (opt_.on_listening) opt_.on_listening(port);
+  const bool ok = http_.listen_after_bind();
+  exiting = !shutting_down_;
+  if (exiting) pthread_kill(sig.native_handle(), SIGTERM);  // wake the signal thread
+  sig.join();
+  sched_.stop();
+  return ok || shutting_down_ ? 0 : 1;
+}
+
+}  // namespace
+
+void block_shutdown_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+int serve(Model& model, const Tokenizer& tok, const ChatTemplate* tmpl, const ServerOptions& opt) {
+  block_shutdown_signals();  // before the scheduler and HTTP threads start
+  signal(SIGPIPE, SIG_IGN);  // a client that went away is a failed write, not a signal
+  Server s(model, tok, tmpl, opt);
+  return s.run();
+}
+
+}  // namespace wgllm::server
