@@ -104,7 +104,7 @@ async function handleLoad(id, msg) {
     const storageError = await model.keep();
     if (storageError) info.storage_error = storageError;
   }
-  info.heap_bytes_js = engine.HEAP8.length;
+  info.heap_bytes_js = engine.HEAP8 ? engine.HEAP8.length : null;  // the same figure seen from JS
   info.adapter = adapterJson(adapter, device);
   return info;
 }

@@ -7,6 +7,7 @@
 # Usage (repo root): tools/device/browser/run_chromium.sh [--model PATH] [--wasm-dir DIR]
 #   [--lengths 512,4096] [--gen 128] [--reps 3] [--text FILE] [--timeout S] [--adapter-only]
 #   [--parts DIR (.carry/chromium)] [--prefix DIR (/root/chromium)] [--chromium BIN]
+# Env: EXTRA_CHROMIUM_FLAGS (appended to the flags), PORT (8765), OUT.
 # Without --chromium, the parts made by stage_chromium.sh are checked, joined and unpacked into
 # --prefix once (skipped when the prefix already holds chromium). Vulkan: VK_DRIVER_FILES is set to
 # the NVIDIA ICD when it exists (the device), else left as the caller set it (SwiftShader/lavapipe).
@@ -63,7 +64,7 @@ PROFILE=$(mktemp -d /tmp/chromium-profile.XXXXXX)
 FLAGS=(--headless=new --no-sandbox --enable-unsafe-webgpu --enable-features=Vulkan --use-vulkan=native
   --use-angle=vulkan --ignore-gpu-blocklist --disable-gpu-watchdog --no-first-run --disable-background-networking
   --disable-component-update --disable-sync --disable-quic --disable-dev-shm-usage --user-data-dir="$PROFILE"
-  --enable-logging=stderr --v=0 --window-size=800,600)
+  --enable-logging=stderr --v=0 --window-size=800,600 ${EXTRA_CHROMIUM_FLAGS:-})
 echo "[run_chromium] $CHROMIUM ${FLAGS[*]} $URL" | tee "$OUT/command.txt"
 "$CHROMIUM" "${FLAGS[@]}" "$URL" > "$OUT/chromium.log" 2>&1 &
 BROWSER=$!
