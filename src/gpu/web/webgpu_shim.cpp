@@ -89,8 +89,8 @@ EM_JS(int, wgjs_create_pl, (const int* layouts, int n), {
 // kernels' WGSL never carries it): added when the source uses them and the device has the feature.
 EM_JS(int, wgjs_create_module, (const char* code, const char* label), {
   let src = UTF8ToString(code);
-  if (/\bsubgroup[A-Z_]/.test(src) && !/enable\s+subgroups/.test(src) && WG.device().features.has('subgroups'))
-    src = 'enable subgroups;\n' + src;
+  if (src.includes('subgroup') && !src.includes('enable subgroups') && WG.device().features.has('subgroups'))
+    src = 'enable subgroups;' + String.fromCharCode(10) + src;  // (no backslashes inside EM_JS)
   return WG.add(WG.device().createShaderModule({label: UTF8ToString(label), code: src}));
 });
 EM_JS(int, wgjs_create_pipeline, (int layout, int mod, const char* entry, const char* label), {

@@ -46,7 +46,7 @@ nat = json.load(open(os.path.join(o, "native_bench.json")))
 br = json.load(open(os.path.join(o, "browser", "result.json")))
 ids = [l for l in open(os.path.join(o, "native_run.txt")) if l.startswith("token_ids:")]
 nat_ids = json.loads(ids[0].split(":", 1)[1]) if ids else None
-rows = {r["n_prompt"]: r for r in nat.get("rows", [])}
+rows = {r["n_prompt"]: r for r in nat.get("runs", [])}  # wgllm bench --json: "runs"
 print("adapter:", {k: br.get("adapter", {}).get(k) for k in ("vendor", "architecture", "description", "isFallbackAdapter")})
 print("greedy tokens equal:", nat_ids == (br.get("greedy") or {}).get("token_ids"))
 for r in (br.get("bench") or {}).get("rows", []):
