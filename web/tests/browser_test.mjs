@@ -18,8 +18,9 @@
 // Usage: node web/tests/browser_test.mjs --wgllm build/wgllm [--wasm-dir build-wasm/web]
 //          [--model ~/.cache/wgllm/models/SmolLM2-135M-Instruct.Q4_1.gguf] [--tokens 32]
 //          [--out build-wasm/web-test] [--chromium /usr/bin/chromium]
+//          [--native-ids FILE (the native token ids as a JSON array: skips step 1, e.g. on a busy machine)]
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, rmSync, existsSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, existsSync, writeFileSync, readFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { homedir } from 'node:os';
 import { fileURLToPath } from 'node:url';
@@ -64,7 +65,7 @@ if (existsSync('/usr/lib/chromium/vk_swiftshader_icd.json')) {
   delete env.VK_ICD_FILENAMES;
 }
 const t0 = Date.now();
-const nat = spawnSync(opt.wgllm, ['run', '-m', opt.model, '-p', PROMPT, '-n', String(opt.tokens), '--ignore-eos',
+const nat = args['native-ids'] ? { status: 0, stdout: `token_ids: ${JSON.stringify(JSON.parse(readFileSync(args['native-ids'], 'utf8')).slice(0, opt.tokens))}\n`, stderr: '' } : spawnSync(opt.wgllm, ['run', '-m', opt.model, '-p', PROMPT, '-n', String(opt.tokens), '--ignore-eos',
   '-c', String(opt.context), '--print-ids'], { env, encoding: 'utf8', timeout: 600000 });
 const m = /^token_ids: (\[.*\])$/m.exec(nat.stdout || '');
 if (nat.status !== 0 || !m) {
