@@ -35,7 +35,7 @@ if [ -z "$CHROMIUM" ]; then
     echo "[run_chromium] unpacked into $PREFIX in $(( $(date +%s) - t0 )) s ($(du -sm "$PREFIX" | cut -f1) MiB)"
   fi
   CHROMIUM=$PREFIX/usr/lib/chromium/chromium
-  export LD_LIBRARY_PATH=$PREFIX/usr/lib/x86_64-linux-gnu:$PREFIX/lib/x86_64-linux-gnu:$PREFIX/usr/lib/chromium${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  export LD_LIBRARY_PATH=$PREFIX/usr/lib/x86_64-linux-gnu:$PREFIX/lib/x86_64-linux-gnu:$PREFIX/usr/lib/x86_64-linux-gnu/pulseaudio:$PREFIX/usr/lib/chromium${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   # fontconfig: the carried config and fonts (the device has neither).
   mkdir -p "$OUT/fc"
   cat > "$OUT/fc/fonts.conf" <<FC
