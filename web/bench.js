@@ -4,7 +4,7 @@
 // `wgllm run -p PROMPT -n 32 --ignore-eos --print-ids`), and wgllm_bench rows (TTFT at each
 // prompt length, decode tok/s; measured like the native `wgllm bench`, web/wasm/engine.cpp).
 // Query: model (URL, default /models/SmolLM2-135M-Instruct.Q4_1.gguf), lengths (512,4096), gen
-// (128), reps (3), text (URL of the prompt text, default /text/moby-dick.txt), post (1: POST the
+// (128), reps (3), greedy (32 tokens), text (URL of the prompt text, default /text/moby-dick.txt), post (1: POST the
 // JSON to /adapter and /result of tools/device/browser/serve_bench.py).
 // window.benchResult holds the result; document.title becomes 'bench done' or 'bench failed'.
 import { CreateEngine } from './wgllm.js';
@@ -12,7 +12,7 @@ import { CreateEngine } from './wgllm.js';
 const q = new URLSearchParams(location.search);
 const model = q.get('model') || '/models/SmolLM2-135M-Instruct.Q4_1.gguf';
 const lengths = (q.get('lengths') || '512,4096').split(',').map(Number);
-const gen = Number(q.get('gen') || 128), reps = Number(q.get('reps') || 3);
+const gen = Number(q.get('gen') || 128), reps = Number(q.get('reps') || 3), greedyN = Number(q.get('greedy') || 32);
 const post = q.get('post') === '1';
 const PROMPT = 'Write a short story about a robot who learns to paint.';
 const logEl = document.getElementById('log');
@@ -64,7 +64,7 @@ async function main() {
   log(`loaded: ${JSON.stringify(result.load)}`);
 
   const g = await engine.chat.completions.create({ messages: [{ role: 'user', content: PROMPT }], temperature: 0,
-    max_tokens: 32, ignore_eos: true });
+    max_tokens: greedyN, ignore_eos: true });
   result.greedy = { prompt: PROMPT, token_ids: g.wgllm.token_ids, text: g.choices[0].message.content, usage: g.usage };
   log(`greedy: ${g.wgllm.token_ids.join(',')}`);
 

@@ -7,7 +7,7 @@
 # Usage (repo root): tools/device/browser/run_chromium.sh [--model PATH] [--wasm-dir DIR]
 #   [--lengths 512,4096] [--gen 128] [--reps 3] [--text FILE] [--timeout S] [--adapter-only]
 #   [--parts DIR (.carry/chromium)] [--prefix DIR (/root/chromium)] [--chromium BIN]
-# Env: EXTRA_CHROMIUM_FLAGS (appended to the flags), PORT (8765), OUT.
+# Env: EXTRA_CHROMIUM_FLAGS (appended to the flags), PORT (8765), OUT, GREEDY (greedy tokens, 32).
 # Without --chromium, the parts made by stage_chromium.sh are checked, joined and unpacked into
 # --prefix once (skipped when the prefix already holds chromium). Vulkan: VK_DRIVER_FILES is set to
 # the NVIDIA ICD when it exists (the device), else left as the caller set it (SwiftShader/lavapipe).
@@ -57,7 +57,7 @@ python3 "$ROOT/tools/device/browser/serve_bench.py" --port "$PORT" --wasm-dir "$
   --out "$OUT" ${TEXT:+--text "$TEXT"} --exit-after-result > "$OUT/server.log" 2>&1 &
 SERVER=$!
 sleep 1
-URL="http://127.0.0.1:$PORT/bench.html?post=1&lengths=$LENGTHS&gen=$GEN&reps=$REPS"
+URL="http://127.0.0.1:$PORT/bench.html?post=1&lengths=$LENGTHS&gen=$GEN&reps=$REPS&greedy=${GREEDY:-32}"
 [ -n "$MODEL" ] && URL="$URL&model=/models/$(basename "$MODEL")"
 [ "$ADAPTER_ONLY" = 1 ] && URL="$URL&adapter_only=1"
 PROFILE=$(mktemp -d /tmp/chromium-profile.XXXXXX)
