@@ -22,7 +22,7 @@ function setReady(ready) {
   ui.stop.disabled = true;
 }
 
-demo.load = async (source) => {
+demo.load = async (source, options = {}) => {
   setReady(false);
   ui.load.disabled = true;
   if (demo.engine) { demo.engine.unload(); demo.engine = null; }
@@ -32,10 +32,16 @@ demo.load = async (source) => {
     demo.engine = await CreateEngine(source, {
       onProgress: (p) => {
         ui.progress.value = p.percent ?? 0;
-        const what = { download: 'downloading', cache: 'reading from browser storage', file: 'reading file', init: 'loading on the GPU' }[p.phase] || p.phase;
+        const what = { download: 'downloading', cache: 'found in browser storage', file: 'reading file', init: 'starting the engine',
+          upload: 'uploading to the GPU' }[p.phase] || p.phase;
         ui.progressText.textContent = `${what}: ${fmtMB(p.loaded)}${p.total ? ` / ${fmtMB(p.total)}` : ''}` +
-          (p.percent != null ? ` (${p.percent.toFixed(0)}%)` : '');
+          (p.percent != null ? ` (${p.percent.toFixed(0)}%)` : '') + (p.stored ? ` · ${fmtMB(p.stored)} stored` : '');
       },
+      onDeviceLost: (message) => {
+        status(`[device_lost] The GPU device was lost (${message}). Reload the model to continue: it is read again from browser storage.`, true);
+        setReady(false);
+      },
+      ...options,
     });
     const i = demo.engine.info;
     ui.progress.value = 100;
@@ -52,6 +58,16 @@ demo.load = async (source) => {
   } finally {
     ui.load.disabled = false;
   }
+};
+
+// After a device loss: a new worker and device, the model read again from browser storage.
+demo.reload = async () => {
+  status('Reloading…');
+  const i = await demo.engine.reload();
+  demo.messages = []; demo.turns = [];
+  status(i.cached ? 'Ready (reloaded from browser storage).' : 'Ready (reloaded).');
+  setReady(true);
+  return i;
 };
 
 function bubble(role, text = '') {

@@ -6,14 +6,19 @@
 //     out += chunk.choices[0].delta.content ?? '';
 //
 // model: a URL string, a File (e.g. from <input type=file>), or {url} / {file}.
-// options: onProgress({phase, loaded, total, percent}), contextLength (KV cache tokens, default
-// 2048), warmup (default true: compile the GPU kernels while loading, see web/wasm/engine.cpp),
-// workerUrl, moduleUrl (the Emscripten module, default ./build/wgllm.js beside the worker).
+// options: onProgress({phase, loaded, total, percent}) (phases: download | cache | file | init |
+// upload), onDeviceLost(message), contextLength (KV cache tokens, default 2048), warmup (default
+// true: compile the GPU kernels while loading, see web/wasm/engine.cpp), workerUrl, moduleUrl (the
+// Emscripten module, default ./build/wgllm.js beside the worker).
+// The weights stream from browser storage (OPFS) or the network into GPU buffers: the model is
+// bounded by GPU memory and the storage quota, not by the 32-bit wasm heap. If the GPU device is
+// lost (driver reset, GPUDevice.lost), requests fail with kind 'device_lost' and
+// `await engine.reload()` starts a new worker and device and loads the stored model again.
 // Requests: {messages, stream, temperature (default 0 = greedy), top_p, top_k, max_tokens (256),
 // seed, ignore_eos, signal (AbortSignal)}. The engine keeps the conversation between requests:
 // a request that appends to the previous conversation processes only its new tokens
 // (usage.extra.prefill_tokens_processed); see web/protocol.md for the rules.
-// Errors are WgllmError with .kind: no_webgpu, model_too_large, device_limits,
+// Errors are WgllmError with .kind: no_webgpu, device_limits, device_lost,
 // unsupported_architecture, network, storage, context_full, bad_request, no_model, engine.
 
 const PROTOCOL = 1;
@@ -46,13 +51,19 @@ class ChunkStream {
 }
 
 export class Engine {
-  constructor(worker, modelName) {
-    this.worker = worker;
+  constructor(worker, modelName, load = null) {
     this.modelName = modelName;
     this.nextId = 1;
     this.pending = new Map();  // id -> {resolve, reject, onEvent}
     this.info = null;
+    this.lost = null;          // the device-loss message, once lost
+    this.load = load;          // {fields, options, workerUrl}: what reload() repeats
     this.chat = { completions: { create: (req) => this.#create(req) } };
+    this.#attach(worker);
+  }
+
+  #attach(worker) {
+    this.worker = worker;
     worker.onmessage = (ev) => this.#onMessage(ev.data);
     worker.onerror = (ev) => {
       const err = new WgllmError('engine', `engine worker failed: ${ev.message || 'unknown error'}`);
@@ -61,7 +72,38 @@ export class Engine {
     };
   }
 
+  /// Loads the model into this engine's worker (CreateEngine and reload()).
+  async _load() {
+    const { fields, options } = this.load;
+    this.info = await this.request('load', fields,
+      (msg) => { if (msg.type === 'progress' && options.onProgress) options.onProgress(msg); });
+    return this.info;
+  }
+
+  /// After a device loss (or at any time): a new worker and GPU device, and the model loaded again
+  /// (from browser storage when it was stored: info.cached). The conversation starts over.
+  async reload() {
+    this.worker.terminate();
+    for (const p of this.pending.values()) p.reject(new WgllmError('device_lost', 'the engine was reloaded'));
+    this.pending.clear();
+    this.lost = null;
+    this.#attach(new Worker(this.load.workerUrl, { type: 'module' }));
+    return this._load();
+  }
+
+  /// Raw-token benchmark in the product configuration (web/wasm/engine.cpp wgllm_bench):
+  /// {prompt_lengths: [512, 4096], gen: 128, reps: 3} -> JSON rows.
+  bench(request) { return this.request('bench', { request }); }
+
+  /// Tests: destroys the GPU device as a driver reset would (the engine sees GPUDevice.lost).
+  simulateDeviceLoss() { return this.request('lose_device'); }
+
   #onMessage(msg) {
+    if (msg.type === 'device_lost') {
+      this.lost = msg.message;
+      if (this.load && this.load.options.onDeviceLost) this.load.options.onDeviceLost(msg.message);
+      return;
+    }
     const p = this.pending.get(msg.id);
     if (!p) return;
     if (msg.type === 'result') { this.pending.delete(msg.id); p.resolve(msg.result); }
@@ -138,14 +180,16 @@ export async function CreateEngine(model, options = {}) {
   const workerUrl = options.workerUrl || new URL('./worker.js', import.meta.url);
   const worker = new Worker(workerUrl, { type: 'module' });
   const name = source.url ? source.url.split('/').pop() : source.file.name;
-  const engine = new Engine(worker, name);
+  const fields = {
+    source, contextLength: options.contextLength || 0, warmup: options.warmup !== false,
+    moduleUrl: options.moduleUrl ? String(options.moduleUrl) : undefined,
+    storageQuotaForTest: options.storageQuotaForTest,
+  };
+  const engine = new Engine(worker, name, { fields, options, workerUrl });
   try {
-    engine.info = await engine.request('load', {
-      source, contextLength: options.contextLength || 0, warmup: options.warmup !== false,
-      moduleUrl: options.moduleUrl ? String(options.moduleUrl) : undefined,
-    }, (msg) => { if (msg.type === 'progress' && options.onProgress) options.onProgress(msg); });
+    await engine._load();
   } catch (e) {
-    worker.terminate();
+    engine.worker.terminate();
     throw e;
   }
   return engine;

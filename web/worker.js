@@ -2,10 +2,15 @@
 // Talks to web/wgllm.js through the versioned message schema in web/protocol.md (PROTOCOL = 1).
 // Requests are served one at a time (the asyncified engine runs one call at a time); "abort" is
 // handled immediately (the engine yields to the event loop at every GPU readback).
-import { loadModelBytes } from './model_store.js';
+// The model file stays a Blob here (web/model_store.js); the engine reads it in windows while it
+// uploads the weights (wgllm_load_stream), so the wasm heap never holds the model.
+import { openModel } from './model_store.js';
 
 const PROTOCOL = 1;
 let engine = null;       // the Emscripten module
+let gpu = null;          // {adapter, device}
+let lost = null;         // why the device was lost (then every request fails with 'device_lost')
+let simulatedLoss = false;
 let abortRequested = false;
 let queue = Promise.resolve();
 
@@ -15,21 +20,28 @@ class EngineError extends Error {
   constructor(kind, message) { super(message); this.kind = kind; }
 }
 
+const lostError = () => new EngineError('device_lost', `the GPU device was lost (${lost}): the engine cannot continue; ` +
+  'call engine.reload() to start a new device and load the model again from browser storage');
+
 // Calls an engine entry point (async under asyncify); returns its parsed JSON or throws.
 async function call(name, types, args) {
   const ptr = await engine.ccall(name, 'number', types, args, { async: true });
   const text = engine.UTF8ToString(ptr);
   engine._wgllm_free(ptr);
   const res = JSON.parse(text);
-  if (res.error) throw new EngineError(res.kind || 'engine', res.error);
+  if (res.error) throw lost ? lostError() : new EngineError(res.kind || 'engine', res.error);
   return res;
 }
+
+// The optional features the kernels use when present (the same switches as the native build:
+// src/gpu/context.cpp requests them too): f16 prefill tiles, subgroup reductions.
+const OPTIONAL_FEATURES = ['shader-f16', 'subgroups'];
 
 async function initGpu() {
   if (!self.navigator.gpu)
     throw new EngineError('no_webgpu', 'WebGPU is not available in this browser (navigator.gpu is missing): ' +
       'use a browser with WebGPU enabled (Chrome/Edge 113+, or start Chromium with --enable-unsafe-webgpu)');
-  const adapter = await navigator.gpu.requestAdapter();
+  const adapter = await navigator.gpu.requestAdapter({ powerPreference: 'high-performance' });
   if (!adapter) throw new EngineError('no_webgpu', 'WebGPU: no adapter available (navigator.gpu.requestAdapter() returned null)');
   // Ask for everything the adapter offers that the engine relies on (large weight buffers).
   const want = ['maxBufferSize', 'maxStorageBufferBindingSize', 'maxComputeWorkgroupStorageSize',
@@ -37,41 +49,63 @@ async function initGpu() {
     'maxComputeWorkgroupsPerDimension'];
   const requiredLimits = {};
   for (const k of want) if (adapter.limits[k] !== undefined) requiredLimits[k] = adapter.limits[k];
-  const device = await adapter.requestDevice({ requiredLimits });
+  const requiredFeatures = OPTIONAL_FEATURES.filter((f) => adapter.features.has(f));
+  const device = await adapter.requestDevice({ requiredLimits, requiredFeatures });
+  device.lost.then((info) => {
+    if (info.reason === 'destroyed' && !simulatedLoss) return;  // our own unload
+    lost = `${info.reason || 'unknown'}: ${info.message || 'no message'}`;
+    post({ type: 'device_lost', message: lost });
+  });
   return { adapter, device };
 }
 
+function adapterJson(adapter, device) {
+  const i = adapter.info || {};
+  return { vendor: i.vendor, architecture: i.architecture, device: i.device, description: i.description,
+    isFallbackAdapter: !!(i.isFallbackAdapter ?? adapter.isFallbackAdapter),
+    subgroupMinSize: i.subgroupMinSize, subgroupMaxSize: i.subgroupMaxSize,
+    adapter_features: Array.from(adapter.features).sort(), device_features: Array.from(device.features).sort(),
+    maxBufferSize: device.limits.maxBufferSize, maxStorageBufferBindingSize: device.limits.maxStorageBufferBindingSize };
+}
+
 async function handleLoad(id, msg) {
-  const { adapter, device } = await initGpu();
-  const { bytes, cached, keep } = await loadModelBytes(msg.source, {
+  if (lost) throw lostError();
+  gpu = await initGpu();
+  const { adapter, device } = gpu;
+  const model = await openModel(msg.source, {
     onProgress: (p) => post({ type: 'progress', id, ...p }),
-    maxBytes: 2 ** 31,  // the model is mapped into the 32-bit wasm heap (4 GiB) with the engine's own memory
+    quotaOverride: msg.storageQuotaForTest,
   });
-  post({ type: 'progress', id, phase: 'init', loaded: bytes.byteLength, total: bytes.byteLength, percent: 100 });
+  const blob = model.blob, total = blob.size;
+  post({ type: 'progress', id, phase: 'init', loaded: 0, total, percent: 0 });
   const createWgllmModule = (await import(msg.moduleUrl || './build/wgllm.js')).default;
+  let uploaded = 0, lastReport = 0;
   engine = await createWgllmModule({
     wgllmDevice: device,
     wgllmAdapterInfo: adapter.info,
+    wgllmModelBlob: blob,
+    // Bytes of the file read by the engine while it packs and uploads the weights.
+    onRead: (off, n) => {
+      uploaded += n;
+      const now = performance.now();
+      if (now - lastReport > 100) {
+        lastReport = now;
+        post({ type: 'progress', id, phase: 'upload', loaded: uploaded, total, percent: Math.min(100, (100 * uploaded) / total) });
+      }
+    },
     print: (s) => console.log('[wgllm]', s),
     printErr: (s) => console.warn('[wgllm]', s),
   });
-  engine.FS.writeFile('/model.gguf', bytes);
-  let info;
-  try {
-    info = await call('wgllm_load', ['string', 'number', 'number'],
-      ['/model.gguf', msg.contextLength || 0, msg.warmup === false ? 0 : 1]);
-  } finally {
-    // The engine reads the file through mmap, which in Emscripten's MEMFS is a copy in the wasm
-    // heap: the file itself is no longer needed (frees one copy of the model).
-    engine.FS.unlink('/model.gguf');
-  }
-  info.cached = cached;
-  if (keep) {
-    const storageError = await keep();
+  const info = await call('wgllm_load_stream', ['number', 'number'], [msg.contextLength || 0, msg.warmup === false ? 0 : 1]);
+  post({ type: 'progress', id, phase: 'upload', loaded: uploaded, total, percent: 100 });
+  info.cached = model.cached;
+  if (model.storage_error) info.storage_error = model.storage_error;
+  if (model.keep) {
+    const storageError = await model.keep();
     if (storageError) info.storage_error = storageError;
   }
-  info.adapter = { description: adapter.info.description, vendor: adapter.info.vendor,
-    architecture: adapter.info.architecture, isFallbackAdapter: !!adapter.info.isFallbackAdapter };
+  info.heap_bytes_js = engine.HEAP8 ? engine.HEAP8.length : null;  // the same figure seen from JS
+  info.adapter = adapterJson(adapter, device);
   return info;
 }
 
@@ -91,15 +125,22 @@ async function handleChat(id, msg) {
 async function serve(msg) {
   const { id, type } = msg;
   try {
-    if (type !== 'load' && !engine) throw new EngineError('no_model', 'no model loaded: call CreateEngine first');
+    if (type !== 'load' && lost) throw lostError();
+    if (type !== 'load' && type !== 'adapter' && !engine) throw new EngineError('no_model', 'no model loaded: call CreateEngine first');
     let result;
     if (type === 'load') result = await handleLoad(id, msg);
     else if (type === 'chat') result = await handleChat(id, msg);
+    else if (type === 'bench') result = await call('wgllm_bench', ['string'], [JSON.stringify(msg.request)]);
     else if (type === 'reset') result = await call('wgllm_reset', [], []);
-    else throw new EngineError('bad_request', `unknown message type '${type}'`);
+    else if (type === 'lose_device') {  // tests: a device loss the engine did not cause
+      simulatedLoss = true;
+      gpu.device.destroy();
+      result = { ok: true };
+    } else throw new EngineError('bad_request', `unknown message type '${type}'`);
     post({ type: 'result', id, result });
   } catch (e) {
-    post({ type: 'error', id, kind: e.kind || 'engine', message: String((e && e.message) || e) });
+    const err = lost && !(e instanceof EngineError && e.kind === 'device_lost') ? lostError() : e;
+    post({ type: 'error', id, kind: err.kind || 'engine', message: String((err && err.message) || err) });
   }
 }
 

@@ -44,23 +44,30 @@ size_t min_size(GgufType t) {
   }
 }
 
-/// Bounds-checked little-endian cursor over the file bytes.
+/// Thrown when a streamed header prefix ends before the header does (open_streamed reads more).
+struct NeedMore {};
+
+/// Bounds-checked little-endian cursor over the file bytes: `size` bytes at p of a file of
+/// `file_size` bytes (larger for a streamed header prefix; the checks against the file's end use
+/// file_size, a read past the prefix throws NeedMore).
 struct Reader {
   const uint8_t* p;
   size_t size;
   size_t pos = 0;
   const std::string& file;
+  uint64_t file_size = 0;
 
   [[noreturn]] void fail(const std::string& field, const std::string& msg, size_t at) const {
     throw Error("gguf " + file + ": " + field + ": " + msg + " (at byte offset " +
                 std::to_string(at) + ")");
   }
-  size_t remaining() const { return size - pos; }
-  void need(size_t n, const std::string& field, const char* what) const {
+  uint64_t remaining() const { return file_size - pos; }
+  void need(uint64_t n, const std::string& field, const char* what) const {
     if (n > remaining())
       fail(field, std::string("unexpected end of file reading ") + what + " (need " +
                       std::to_string(n) + " bytes, " + std::to_string(remaining()) + " left)",
            pos);
+    if (n > size - pos) throw NeedMore{};
   }
   template <class T>
   T read(const std::string& field, const char* what) {
@@ -81,6 +88,7 @@ struct Reader {
       fail(idx >= 0 ? field + "[" + std::to_string(idx) + "]" : field, std::string(what) + " length " + std::to_string(len) + " exceeds the " +
                       std::to_string(remaining()) + " bytes left in the file",
            at);
+    need(len, field, what);
     std::string s(reinterpret_cast<const char*>(p + pos), size_t(len));
     pos += size_t(len);
     return s;
@@ -187,21 +195,39 @@ std::unique_ptr<GgufFile> GgufFile::open(const std::string& path) {
   auto [m, size] = detail::map_file(path, "gguf");
   f->map_ = m;
   f->map_size_ = size;
-  f->parse(static_cast<const uint8_t*>(m), f->map_size_);
+  f->parse(static_cast<const uint8_t*>(m), f->map_size_, f->map_size_);
   return f;
+}
+
+std::unique_ptr<GgufFile> GgufFile::open_streamed(const ByteReader& reader) {
+  const uint64_t file_size = reader.size();
+  uint64_t want = std::min<uint64_t>(file_size, uint64_t(4) << 20);
+  for (;;) {
+    std::unique_ptr<GgufFile> f(new GgufFile());
+    f->path_ = reader.name();
+    f->reader_ = &reader;
+    std::vector<uint8_t> head(static_cast<size_t>(want));
+    if (want) reader.read(0, head.data(), want);
+    try {
+      f->parse(head.data(), head.size(), file_size);
+      return f;
+    } catch (const NeedMore&) {
+      want = std::min<uint64_t>(file_size, want * 2);  // the header is longer than this prefix
+    }
+  }
 }
 
 std::unique_ptr<GgufFile> GgufFile::from_memory(const uint8_t* data, size_t size,
                                                 const std::string& name) {
   std::unique_ptr<GgufFile> f(new GgufFile());
   f->path_ = name;
-  f->parse(data, size);
+  f->parse(data, size, size);
   return f;
 }
 
-void GgufFile::parse(const uint8_t* data, size_t size) {
+void GgufFile::parse(const uint8_t* data, size_t avail, uint64_t size) {
   static const uint8_t empty = 0;
-  Reader r{data ? data : &empty, data ? size : 0, 0, path_};
+  Reader r{data ? data : &empty, data ? avail : 0, 0, path_, data ? size : 0};
 
   // ---- header
   r.need(4, "header", "magic");
@@ -309,7 +335,8 @@ void GgufFile::parse(const uint8_t* data, size_t size) {
                         ") relative to the data section at " + std::to_string(data_start) +
                         " extends past the end of the file (size " + std::to_string(size) + ")",
              info_at[i]);
-    t.data = r.p + data_start + t.offset;
+    t.file_offset = data_start + t.offset;
+    t.data = reader_ ? nullptr : r.p + t.file_offset;
   }
   std::vector<size_t> order(tensors_.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;

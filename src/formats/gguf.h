@@ -21,6 +21,7 @@
 #include <variant>
 #include <vector>
 
+#include "formats/byte_reader.h"
 #include "formats/dtype.h"
 
 namespace wgllm {
@@ -52,7 +53,9 @@ struct GgufTensor {
   uint64_t offset = 0;      // relative to the start of the tensor data section
   uint64_t nbytes = 0;      // bytes of the stored (possibly quantized) data
   const uint8_t* data = nullptr;  // points into the mapping (aligned to alignment() relative to the
-                                  // file start); valid while the GgufFile lives
+                                  // file start); valid while the GgufFile lives. nullptr when the
+                                  // file was opened streamed (open_streamed): read via file_offset.
+  uint64_t file_offset = 0;       // absolute byte offset of the data in the file
   uint64_t n_elements() const;
 };
 
@@ -64,6 +67,11 @@ class GgufFile {
   /// Parses from a caller-owned buffer (used by the fuzzer and tests); `data` must outlive the object.
   static std::unique_ptr<GgufFile> from_memory(const uint8_t* data, size_t size,
                                                const std::string& name = "<memory>");
+  /// Opens a file that is read through `reader` instead of being mapped: only the header and
+  /// tensor table are read (a growing prefix: 4 MiB, doubled until it holds the whole table) and
+  /// validated exactly as open() does; tensor data stays in the file (GgufTensor::data is null,
+  /// TensorRef::read fetches it). The reader must outlive the object.
+  static std::unique_ptr<GgufFile> open_streamed(const ByteReader& reader);
   ~GgufFile();
   GgufFile(const GgufFile&) = delete;
   GgufFile& operator=(const GgufFile&) = delete;
@@ -73,6 +81,8 @@ class GgufFile {
   uint64_t alignment() const { return alignment_; }
   const std::map<std::string, GgufValue>& metadata() const { return kv_; }
   const std::vector<GgufTensor>& tensors() const { return tensors_; }
+  /// The reader of a streamed file (open_streamed), else nullptr.
+  const ByteReader* reader() const { return reader_; }
 
   bool has(const std::string& key) const { return kv_.count(key) != 0; }
   /// Typed getters: throw wgllm::Error naming the key if missing or of an incompatible type.
@@ -97,7 +107,9 @@ class GgufFile {
 
  private:
   GgufFile() = default;
-  void parse(const uint8_t* data, size_t size);
+  // size: bytes at data; file_size: the whole file's (> size for a streamed header prefix: a read
+  // past `size` throws NeedMore, the data section is checked against file_size).
+  void parse(const uint8_t* data, size_t size, uint64_t file_size);
   std::string path_;
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;
@@ -106,6 +118,7 @@ class GgufFile {
   std::map<std::string, size_t> index_;
   void* map_ = nullptr;
   size_t map_size_ = 0;
+  const ByteReader* reader_ = nullptr;
 };
 
 }  // namespace wgllm

@@ -405,3 +405,77 @@ TEST(GgufRobust, RandomByteFlipsNeverCrash) {
   EXPECT_GT(ok, 0);
   EXPECT_GT(err, 0);
 }
+
+namespace {
+
+// A ByteReader over bytes in memory that counts its reads.
+struct MemReader final : ByteReader {
+  const std::vector<uint8_t>& b;
+  mutable uint64_t reads = 0, bytes_read = 0, largest = 0;
+  explicit MemReader(const std::vector<uint8_t>& bytes) : b(bytes) {}
+  uint64_t size() const override { return b.size(); }
+  std::string name() const override { return "mem.gguf"; }
+  void read(uint64_t off, void* dst, uint64_t n) const override {
+    if (off > b.size() || n > b.size() - off) throw Error("mem.gguf: read past the end");
+    std::memcpy(dst, b.data() + off, n);
+    ++reads;
+    bytes_read += n;
+    largest = std::max(largest, n);
+  }
+};
+
+}  // namespace
+
+// The streamed open reads only the header (growing the prefix when the header is longer than the
+// first 4 MiB) and the tensors' bytes on demand, and sees the same file as the mapped open.
+TEST(GgufStreamed, LongHeaderAndTensorsOnDemand) {
+  GgufWriter w;
+  w.header(3, 1, 2);
+  const std::string big(5u << 20, 'x');  // longer than the first prefix
+  w.kv_str("general.architecture", "llama").kv_str("big", big);
+  w.tensor("f32.weight", {8}, 0, 0);
+  w.pad(32);
+  const size_t ds = w.b.size();
+  w.bytes(32, 0);
+  for (int i = 0; i < 8; ++i) {
+    const float f = float(i) + 0.5f;
+    std::memcpy(&w.b[ds + 4 * i], &f, 4);
+  }
+  MemReader r(w.b);
+  auto f = GgufFile::open_streamed(r);
+  EXPECT_EQ(f->reader(), &r);
+  EXPECT_EQ(f->get_str("big").size(), big.size());
+  ASSERT_EQ(f->tensors().size(), 1u);
+  EXPECT_EQ(f->tensors()[0].data, nullptr);
+  EXPECT_EQ(f->tensors()[0].file_offset, ds);
+  EXPECT_LT(r.bytes_read, 2 * w.b.size());  // header prefixes only, no tensor data yet
+  TensorStore ts(*f);
+  const std::vector<float> v = dequantize_tensor(ts.get("f32.weight"));
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(v[i], float(i) + 0.5f);
+  uint8_t two[8];
+  ts.get("f32.weight").read(4, 8, two);
+  EXPECT_EQ(0, std::memcmp(two, &w.b[ds + 4], 8));
+  EXPECT_THROW(ts.get("f32.weight").read(30, 4, two), Error);
+  // A truncated file fails as the mapped reader does (no endless prefix growth).
+  for (size_t cut : {size_t(3), size_t(100), size_t(5u << 20), w.b.size() - 1}) {
+    std::vector<uint8_t> t(w.b.begin(), w.b.begin() + cut);
+    MemReader rt(t);
+    EXPECT_THROW(GgufFile::open_streamed(rt), Error) << "cut at " << cut;
+  }
+}
+
+TEST(GgufStreamed, RealModelSameAsMapped) {
+  const auto mapped = open_real();
+  const auto bytes = test::read_file(test::model_path());
+  MemReader r(bytes);
+  const auto f = GgufFile::open_streamed(r);
+  EXPECT_EQ(f->metadata().size(), mapped->metadata().size());
+  ASSERT_EQ(f->tensors().size(), mapped->tensors().size());
+  TensorStore a(*mapped), b(*f);
+  for (const std::string& n : a.names()) {
+    const TensorRef x = a.get(n), y = b.get(n);
+    ASSERT_EQ(x.nbytes, y.nbytes) << n;
+    EXPECT_EQ(y.data, nullptr) << n;
+    EXPECT_EQ(x.bytes(), y.bytes()) << n;
+  }
+}

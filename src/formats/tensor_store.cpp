@@ -2,6 +2,7 @@
 #include "formats/tensor_store.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/error.h"
 
@@ -13,9 +14,29 @@ uint64_t TensorRef::n_elements() const {
   return n;
 }
 
+void TensorRef::read(uint64_t off, uint64_t n, void* dst) const {
+  if (off > nbytes || n > nbytes - off)
+    throw Error("tensor '" + name + "': read of bytes [" + std::to_string(off) + ", +" + std::to_string(n) +
+                ") outside its " + std::to_string(nbytes) + " bytes");
+  if (!n) return;
+  if (data) {
+    std::memcpy(dst, data + off, n);
+  } else if (reader) {
+    reader->read(file_offset + off, dst, n);
+  } else {
+    throw Error("tensor '" + name + "': no data");
+  }
+}
+
+std::vector<uint8_t> TensorRef::bytes() const {
+  std::vector<uint8_t> v(nbytes);
+  read(0, nbytes, v.data());
+  return v;
+}
+
 TensorStore::TensorStore(const GgufFile& f) : source_(f.path()) {
   for (const GgufTensor& t : f.tensors())
-    entries_.push_back({TensorRef{t.name, t.type, t.shape, t.data, t.nbytes}, {}});
+    entries_.push_back({TensorRef{t.name, t.type, t.shape, t.data, t.nbytes, f.reader(), t.file_offset}, {}});
   std::sort(entries_.begin(), entries_.end(),
             [](const Entry& a, const Entry& b) { return a.ref.name < b.ref.name; });
 }
@@ -74,7 +95,12 @@ std::vector<float> dequantize_tensor(const TensorRef& t) {
                 std::to_string(need) + " needed for " + std::to_string(n) + " " + dtype_name(t.type) +
                 " elements");
   std::vector<float> out(n);
-  dequantize(t.type, t.data, out.data(), n);
+  if (t.data) {
+    dequantize(t.type, t.data, out.data(), n);
+  } else {
+    const std::vector<uint8_t> stored = t.bytes();  // a streamed tensor (norms, biases: small)
+    dequantize(t.type, stored.data(), out.data(), n);
+  }
   return out;
 }
 

@@ -23,9 +23,17 @@ struct TensorRef {
   std::string name;
   DType type = DType::F32;
   std::vector<uint64_t> shape;  // innermost first (ggml order)
-  const uint8_t* data = nullptr;  // stored bytes; valid while the source file/dir lives
+  const uint8_t* data = nullptr;  // stored bytes; valid while the source file/dir lives; nullptr
+                                  // for a streamed GGUF (GgufFile::open_streamed): use read()
   uint64_t nbytes = 0;
+  const ByteReader* reader = nullptr;  // streamed source: the file, and where the data starts
+  uint64_t file_offset = 0;
   uint64_t n_elements() const;
+  /// Copies stored bytes [off, off + n) into dst (from the mapping, or through the reader).
+  /// Throws wgllm::Error naming the tensor when the range is outside its data.
+  void read(uint64_t off, uint64_t n, void* dst) const;
+  /// All stored bytes, copied (a streamed tensor's bytes are fetched here).
+  std::vector<uint8_t> bytes() const;
 };
 
 class TensorStore {

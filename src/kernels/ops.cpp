@@ -91,8 +91,7 @@ void matvec_impl(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, 
   uint32_t rows = o.opt.matvec_rows_per_workgroup ? o.opt.matvec_rows_per_workgroup : (sw ? 8 : 4);
   uint32_t lanes = sw ? 8 : 32;
   bool subgroup = false;
-#ifndef __EMSCRIPTEN__
-  // (The browser build has no subgroup probe and browsers need `enable subgroups;`: the tree there.)
+  // (In the browser the sizes are the adapter's reported ones: gpu/web/context_web.cpp.)
   if (o.opt.matvec_subgroup_ops && o.ctx.has_subgroups()) {
     const auto [lo, hi] = o.ctx.measured_subgroup_sizes();
     // subgroupAdd must never span two rows: every subgroup size must divide LANES.
@@ -101,7 +100,6 @@ void matvec_impl(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, 
       subgroup = true;
     }
   }
-#endif
   if (rope) rows += rows & 1;  // both rows of a rotation pair in one workgroup
   if (rows * lanes > o.ctx.info().limits.maxComputeInvocationsPerWorkgroup)
     throw Error("matvec: rows (" + std::to_string(rows) + ") x lanes (" + std::to_string(lanes) +

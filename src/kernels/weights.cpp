@@ -1,5 +1,6 @@
 #include "kernels/weights.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
@@ -192,6 +193,42 @@ GpuWeight upload_weight(gpu::Context& ctx, const PackedWeight& pw, const std::st
   g.soff = pw.soff;
   g.buf = gpu::Buffer(ctx, uint64_t(pw.words.size()) * 4, gpu::BufferKind::Storage, label);
   g.buf.write(ctx, 0, pw.words.data(), uint64_t(pw.words.size()) * 4);
+  return g;
+}
+
+GpuWeight upload_weight_rows(gpu::Context& ctx, DType t, uint32_t K, uint32_t N, const RowReader& rows,
+                             const std::string& label, uint64_t chunk_bytes) {
+  const uint64_t row_bytes = dtype_row_bytes(t, K);
+  if (N < 2 || row_bytes * N <= chunk_bytes) {  // one chunk: pack it whole
+    std::vector<uint8_t> stored(row_bytes * N);
+    rows(0, N, stored.data());
+    return upload_weight(ctx, pack_weight(t, stored.data(), K, N), label);
+  }
+  const uint32_t chunk = std::max<uint32_t>(2, uint32_t(std::min<uint64_t>(N, chunk_bytes / row_bytes)) & ~1u);
+  std::vector<uint8_t> stored(row_bytes * chunk);
+  // Words per row of the quants (q) and per two rows of the scales (s2), from the first chunk.
+  rows(0, chunk, stored.data());
+  PackedWeight pw = pack_weight(t, stored.data(), K, chunk);
+  const uint64_t q = pw.soff / chunk, s2 = uint64_t(pw.words.size() - pw.soff) * 2 / chunk;
+  const uint64_t soff = q * N, total = soff + (s2 * N + 1) / 2;
+  GpuWeight g;
+  g.fmt = pw.fmt;
+  g.K = K;
+  g.N = N;
+  g.block = pw.block;
+  g.soff = uint32_t(soff);
+  g.buf = gpu::Buffer(ctx, total * 4, gpu::BufferKind::Storage, label);
+  for (uint32_t r0 = 0; r0 < N; r0 += chunk) {
+    const uint32_t n = std::min(chunk, N - r0);
+    if (r0) {
+      rows(r0, n, stored.data());
+      pw = pack_weight(t, stored.data(), K, n);
+    }
+    g.buf.write(ctx, uint64_t(r0) * q * 4, pw.words.data(), uint64_t(pw.soff) * 4);
+    if (pw.words.size() > pw.soff)
+      g.buf.write(ctx, (soff + uint64_t(r0) * s2 / 2) * 4, pw.words.data() + pw.soff,
+                  uint64_t(pw.words.size() - pw.soff) * 4);
+  }
   return g;
 }
 

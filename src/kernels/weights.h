@@ -6,6 +6,7 @@
 // the CPU reference up to the GPU's own fused multiply-add rounding.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -43,5 +44,18 @@ struct GpuWeight {
 };
 
 GpuWeight upload_weight(gpu::Context& ctx, const PackedWeight& pw, const std::string& label);
+
+/// Copies the stored bytes of rows [r0, r0 + n) of a weight into dst (n * row bytes).
+using RowReader = std::function<void(uint32_t r0, uint32_t n, uint8_t* dst)>;
+
+/// Packs and uploads a weight of N rows of K elements of type t, `chunk_bytes` of file rows at a
+/// time (an even number of rows, at least 2): the host holds one chunk of stored bytes and its
+/// packed words, never the whole matrix (the browser build streams weights through a 32-bit heap).
+/// The buffer holds exactly what upload_weight(pack_weight(all rows)) writes: every layout stores
+/// the quants of consecutive blocks, then their scales, both in block order (a Q4_0/Q8_0 scale
+/// word holds the scales of two blocks, hence the even row count). Throws what `rows` or the
+/// GPU throws.
+GpuWeight upload_weight_rows(gpu::Context& ctx, DType t, uint32_t K, uint32_t N, const RowReader& rows,
+                             const std::string& label, uint64_t chunk_bytes = uint64_t(8) << 20);
 
 }  // namespace wgllm::kernels

@@ -1,6 +1,7 @@
 #include "models/gpu_common.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/error.h"
 #include "gpu/context.h"
@@ -148,14 +149,31 @@ void record_rope_kv(kernels::OpContext& o, const ModelConfig& c, const QkvRows& 
 kernels::GpuWeight upload_rows(gpu::Context& ctx, DType type, uint32_t K, const std::vector<RowBlock>& blocks,
                                const std::string& label, MemoryReport& mem) {
   if (blocks.empty()) throw Error("upload of '" + label + "': no rows");
+  const uint64_t row_bytes = dtype_row_bytes(type, K);
   uint32_t N = 0;
-  std::vector<uint8_t> joined;
   for (const RowBlock& b : blocks) {
+    if (b.nbytes != uint64_t(b.rows) * row_bytes || (!b.data && !b.src))
+      throw Error("upload of '" + label + "': a row block of " + std::to_string(b.nbytes) + " bytes is not " +
+                  std::to_string(b.rows) + " rows of " + std::to_string(row_bytes) + " bytes");
     N += b.rows;
-    if (blocks.size() > 1) joined.insert(joined.end(), b.data, b.data + b.nbytes);
   }
-  const uint8_t* data = blocks.size() > 1 ? joined.data() : blocks[0].data;
-  kernels::GpuWeight w = kernels::upload_weight(ctx, kernels::pack_weight(type, data, K, N), label);
+  // Rows [r0, r0 + n) of the stacked matrix, gathered from the blocks they fall in.
+  auto rows = [&](uint32_t r0, uint32_t n, uint8_t* dst) {
+    uint32_t b0 = 0;
+    for (const RowBlock& b : blocks) {
+      const uint32_t lo = std::max(r0, b0), hi = std::min(r0 + n, b0 + b.rows);
+      if (lo < hi) {
+        const uint64_t off = uint64_t(lo - b0) * row_bytes, len = uint64_t(hi - lo) * row_bytes;
+        uint8_t* out = dst + uint64_t(lo - r0) * row_bytes;
+        if (b.data)
+          std::memcpy(out, b.data + off, len);
+        else
+          b.src->read(b.src_off + off, len, out);
+      }
+      b0 += b.rows;
+    }
+  };
+  kernels::GpuWeight w = kernels::upload_weight_rows(ctx, type, K, N, rows, label);
   mem.weights += w.bytes();
   return w;
 }
@@ -166,7 +184,7 @@ kernels::GpuWeight upload_matrix(gpu::Context& ctx, const std::vector<const Tens
   std::vector<RowBlock> blocks;
   for (const TensorRef* p : parts) {
     if (p->type != a.type || p->shape[0] != a.shape[0]) throw Error("cannot fuse " + label);
-    blocks.push_back({p->data, p->nbytes, uint32_t(p->shape[1])});
+    blocks.push_back({p, 0, p->nbytes, uint32_t(p->shape[1])});
   }
   return upload_rows(ctx, a.type, uint32_t(a.shape[0]), blocks, label, mem);
 }

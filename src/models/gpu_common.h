@@ -88,15 +88,19 @@ class GpuModel : public Model {
 };
 
 /// A block of whole rows of one weight matrix as stored in the file (e.g. Q, K and V projections
-/// stacked into one fused matrix): `rows` rows of `data` (nbytes bytes).
+/// stacked into one fused matrix): `rows` rows (nbytes bytes) of tensor `src` from byte
+/// `src_off`, or of host bytes `data` when set (rows re-ordered at load).
 struct RowBlock {
-  const uint8_t* data = nullptr;
+  const TensorRef* src = nullptr;
+  uint64_t src_off = 0;
   uint64_t nbytes = 0;
   uint32_t rows = 0;
+  const uint8_t* data = nullptr;
 };
 
 /// Uploads the row blocks of a matrix of type `type` with rows of K elements, stacked in order,
-/// as one GPU weight; adds its bytes to mem.weights. Throws wgllm::Error on unsupported types.
+/// as one GPU weight, a few MiB of rows at a time (kernels::upload_weight_rows: a streamed model's
+/// tensors are read as they are packed, never whole); adds its bytes to mem.weights. Throws wgllm::Error on unsupported types.
 kernels::GpuWeight upload_rows(gpu::Context& ctx, DType type, uint32_t K, const std::vector<RowBlock>& blocks,
                                const std::string& label, MemoryReport& mem);
 /// Same for whole tensors (shape {K, N} each); all must share type and K ("cannot fuse" otherwise).

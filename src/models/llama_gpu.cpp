@@ -252,14 +252,16 @@ class LlamaGpu final : public GpuModel {
     if (const char* e = std::getenv("WGLLM_TEST_MAX_BINDING_BYTES"); e && *e) lim = std::min<uint64_t>(lim, std::stoull(e));
     auto packed_per_row = [](const TensorRef& t) {  // GPU bytes of one row (from 64 rows)
       const uint32_t K = uint32_t(t.shape[0]), n = uint32_t(std::min<uint64_t>(t.shape[1], 64));
-      return double(kernels::pack_weight(t.type, t.data, K, n).words.size()) * 4.0 / n;
+      std::vector<uint8_t> head(dtype_row_bytes(t.type, K) * n);
+      t.read(0, head.size(), head.data());
+      return double(kernels::pack_weight(t.type, head.data(), K, n).words.size()) * 4.0 / n;
     };
     auto too_big = [&](const TensorRef& t) { return packed_per_row(t) * double(t.shape[1]) > 0.9 * double(lim); };
     if (too_big(r.embed)) {
       host_embed_ = true;
       embed_type_ = r.embed.type;
       embed_row_bytes_ = dtype_row_bytes(r.embed.type, r.embed.shape[0]);
-      embed_host_.assign(r.embed.data, r.embed.data + r.embed.nbytes);
+      embed_host_ = r.embed.bytes();
     } else {
       embed_ = weight({&r.embed}, "token_embd");
     }
@@ -271,7 +273,7 @@ class LlamaGpu final : public GpuModel {
       for (uint32_t r0 = 0; r0 < N; r0 += rows) {
         const uint32_t n = std::min(rows, N - r0);
         head_parts_.push_back(upload_rows(*ctx_, head.type, uint32_t(head.shape[0]),
-                                          {RowBlock{head.data + r0 * row_bytes, n * row_bytes, n}},
+                                          {RowBlock{&head, r0 * row_bytes, n * row_bytes, n}},
                                           "output." + std::to_string(head_parts_.size()), mem_));
         head_row0_.push_back(r0);
       }

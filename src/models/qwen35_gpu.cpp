@@ -42,7 +42,7 @@ struct Layer {
 
 struct Part {  // rows of one matrix in a fused weight
   const TensorRef* t;
-  const uint8_t* data;  // t->data, or re-ordered rows
+  const uint8_t* data = nullptr;  // re-ordered rows, or nullptr: t's own bytes
 };
 
 class Qwen35Gpu final : public GpuModel {
@@ -72,7 +72,7 @@ class Qwen35Gpu final : public GpuModel {
     std::vector<RowBlock> blocks;
     for (const Part& p : parts) {
       if (p.t->type != parts[0].t->type || p.t->shape[0] != parts[0].t->shape[0]) throw Error("cannot fuse " + label);
-      blocks.push_back({p.data, p.t->nbytes, uint32_t(p.t->shape[1])});
+      blocks.push_back({p.t, 0, p.t->nbytes, uint32_t(p.t->shape[1]), p.data});
     }
     return upload_rows(*ctx_, parts[0].t->type, uint32_t(parts[0].t->shape[0]), blocks, label, mem_);
   }
@@ -88,8 +88,8 @@ class Qwen35Gpu final : public GpuModel {
 
   void load(const ModelSource& src) {
     Qwen35Refs r = qwen35_refs(*src.tensors, c_, p_);
-    embed_ = weight({{&r.embed, r.embed.data}}, "token_embd");
-    if (!c_.tied_embeddings) lm_head_ = weight({{&r.lm_head, r.lm_head.data}}, "output");
+    embed_ = weight({{&r.embed}}, "token_embd");
+    if (!c_.tied_embeddings) lm_head_ = weight({{&r.lm_head}}, "output");
     out_norm_ = f32_buffer(qwen35_norm_weight(r.out_norm, p_), "output_norm");
     for (uint32_t i = 0; i < c_.n_layers; ++i) {
       auto& R = r.layers[i];
@@ -100,9 +100,9 @@ class Qwen35Gpu final : public GpuModel {
       L.ffn_norm = f32_buffer(qwen35_norm_weight(R.ffn_norm, p_), p + "ffn_norm");
       if (L.linear) {
         ++n_lin_;
-        in_proj(L, {{&R.w_qkv, R.w_qkv.data}, {&R.w_z, R.w_z.data}, {&R.w_b, R.w_b.data}, {&R.w_a, R.w_a.data}},
+        in_proj(L, {{&R.w_qkv}, {&R.w_z}, {&R.w_b}, {&R.w_a}},
                 p + "gdn_in");
-        L.wo = weight({{&R.w_out, R.w_out.data}}, p + "gdn_out");
+        L.wo = weight({{&R.w_out}}, p + "gdn_out");
         L.conv = f32_buffer(dequantize_tensor(R.conv), p + "gdn_conv");
         L.a_log = f32_buffer(qwen35_a_log(R.a_log, p_), p + "gdn_a_log");
         L.dt_bias = f32_buffer(dequantize_tensor(R.dt_bias), p + "gdn_dt_bias");
@@ -110,18 +110,18 @@ class Qwen35Gpu final : public GpuModel {
       } else {
         ++n_attn_;
         std::vector<uint8_t> q = qwen35_deinterleave_q(R.wq, c_.n_heads, c_.head_dim);
-        in_proj(L, {{&R.wq, q.data()}, {&R.wk, R.wk.data}, {&R.wv, R.wv.data}}, p + "attn_qgkv");
-        L.wo = weight({{&R.wo, R.wo.data}}, p + "attn_output");
+        in_proj(L, {{&R.wq, q.data()}, {&R.wk}, {&R.wv}}, p + "attn_qgkv");
+        L.wo = weight({{&R.wo}}, p + "attn_output");
         L.q_norm = f32_buffer(qwen35_norm_weight(R.q_norm, p_), p + "attn_q_norm");
         L.k_norm = f32_buffer(qwen35_norm_weight(R.k_norm, p_), p + "attn_k_norm");
       }
       if (opt_.fuse_gate_up && R.w_gate.type == R.w_up.type)
-        L.wgu = weight({{&R.w_gate, R.w_gate.data}, {&R.w_up, R.w_up.data}}, p + "ffn_gate_up");
+        L.wgu = weight({{&R.w_gate}, {&R.w_up}}, p + "ffn_gate_up");
       else {
-        L.w_parts.push_back(weight({{&R.w_gate, R.w_gate.data}}, p + "ffn_gate"));
-        L.w_parts.push_back(weight({{&R.w_up, R.w_up.data}}, p + "ffn_up"));
+        L.w_parts.push_back(weight({{&R.w_gate}}, p + "ffn_gate"));
+        L.w_parts.push_back(weight({{&R.w_up}}, p + "ffn_up"));
       }
-      L.wd = weight({{&R.w_down, R.w_down.data}}, p + "ffn_down");
+      L.wd = weight({{&R.w_down}}, p + "ffn_down");
       layers_.push_back(std::move(L));
     }
     ctx_->wait_idle();  // the RoPE table is made by new_sequence(), sized by the sequence's context

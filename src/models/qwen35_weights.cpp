@@ -294,8 +294,8 @@ std::vector<uint8_t> qwen35_deinterleave_q(const TensorRef& wq, uint32_t H, uint
   for (uint32_t h = 0; h < H; ++h)
     for (uint32_t i = 0; i < hd; ++i) {
       // file row h*2hd + i is query row h*hd + i; file row h*2hd + hd + i is gate row h*hd + i
-      std::memcpy(&out[(uint64_t(h) * hd + i) * rb], wq.data + (uint64_t(h) * 2 * hd + i) * rb, rb);
-      std::memcpy(&out[(uint64_t(H) * hd + uint64_t(h) * hd + i) * rb], wq.data + (uint64_t(h) * 2 * hd + hd + i) * rb, rb);
+      wq.read((uint64_t(h) * 2 * hd + i) * rb, rb, &out[(uint64_t(h) * hd + i) * rb]);
+      wq.read((uint64_t(h) * 2 * hd + hd + i) * rb, rb, &out[(uint64_t(H) * hd + uint64_t(h) * hd + i) * rb]);
     }
   return out;
 }

@@ -9,12 +9,18 @@
 //   5. clear errors: a missing model URL is a 'network' error, a non-GGUF file an engine error,
 //      an unknown architecture 'unsupported_architecture', a browser without WebGPU 'no_webgpu';
 //   6. a screenshot of the page after the replies is written to --out (path printed);
-//   7. an AbortSignal stops a reply early.
+//   7. an AbortSignal stops a reply early;
+//   8. the weights stream into GPU buffers: the engine read every tensor in windows of a few MiB
+//      and its wasm heap stays smaller than the model file (the old path held the file twice);
+//   9. the optional GPU features the adapter offers (subgroups, shader-f16) are enabled;
+//  10. a lost GPU device fails requests with 'device_lost'; engine.reload() loads the stored model;
+//  11. a storage quota too small for the model: it loads from memory, storage_error says why.
 // Usage: node web/tests/browser_test.mjs --wgllm build/wgllm [--wasm-dir build-wasm/web]
 //          [--model ~/.cache/wgllm/models/SmolLM2-135M-Instruct.Q4_1.gguf] [--tokens 32]
 //          [--out build-wasm/web-test] [--chromium /usr/bin/chromium]
+//          [--native-ids FILE (the native token ids as a JSON array: skips step 1, e.g. on a busy machine)]
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, rmSync, existsSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, existsSync, writeFileSync, readFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { homedir } from 'node:os';
 import { fileURLToPath } from 'node:url';
@@ -59,7 +65,7 @@ if (existsSync('/usr/lib/chromium/vk_swiftshader_icd.json')) {
   delete env.VK_ICD_FILENAMES;
 }
 const t0 = Date.now();
-const nat = spawnSync(opt.wgllm, ['run', '-m', opt.model, '-p', PROMPT, '-n', String(opt.tokens), '--ignore-eos',
+const nat = args['native-ids'] ? { status: 0, stdout: `token_ids: ${JSON.stringify(JSON.parse(readFileSync(args['native-ids'], 'utf8')).slice(0, opt.tokens))}\n`, stderr: '' } : spawnSync(opt.wgllm, ['run', '-m', opt.model, '-p', PROMPT, '-n', String(opt.tokens), '--ignore-eos',
   '-c', String(opt.context), '--print-ids'], { env, encoding: 'utf8', timeout: 600000 });
 const m = /^token_ids: (\[.*\])$/m.exec(nat.stdout || '');
 if (nat.status !== 0 || !m) {
@@ -130,11 +136,43 @@ try {
     `${opt.tokens} greedy tokens identical to the native engine`, firstDiff < 0 ? '' : `first difference at ${firstDiff}`);
   summary.greedy = greedy;
 
+  // 8. Streamed weights: read in windows, never the whole file in the wasm heap.
+  const MiB = 2 ** 20;
+  check(info.file_bytes > 0 && info.streamed_bytes >= 0.9 * info.file_bytes && info.largest_read_bytes <= 17 * MiB,
+    'weights streamed from the file in windows', `read ${(info.streamed_bytes / MiB).toFixed(1)} MiB of ${(info.file_bytes / MiB).toFixed(1)}, ` +
+    `largest read ${(info.largest_read_bytes / MiB).toFixed(1)} MiB`);
+  check((info.heap_bytes_js == null || info.heap_bytes === info.heap_bytes_js) && info.heap_bytes < info.file_bytes,
+    'wasm heap smaller than the model file', `heap ${(info.heap_bytes / MiB).toFixed(1)} MiB, file ${(info.file_bytes / MiB).toFixed(1)} MiB`);
+  // 9. Optional features requested when offered.
+  const ad = info.adapter;
+  check(['subgroups', 'shader-f16'].every((f) => ad.adapter_features.includes(f) === ad.device_features.includes(f)),
+    'subgroups / shader-f16 enabled when the adapter has them', `adapter: ${ad.adapter_features.join(' ')}; subgroup sizes ${ad.subgroupMinSize}..${ad.subgroupMaxSize}`);
+  summary.load_info = info;
+
   // 3. A reload reads the model from the origin's storage.
   await page.reload();
   t = Date.now();
   const info2 = await page.evaluate((u) => window.demo.load(u), modelUrl);
   check(info2.cached === true, 'second visit loads the model from browser storage (OPFS)', `${((Date.now() - t) / 1000).toFixed(1)} s`);
+
+  // 10. Device loss: requests fail clearly; reload() starts over from the stored model.
+  const loss = await page.evaluate(async ({ prompt }) => {
+    const e = window.demo.engine;
+    await e.simulateDeviceLoss();
+    for (let i = 0; i < 100 && !e.lost; ++i) await new Promise((r) => setTimeout(r, 50));
+    let err = null;
+    try {
+      await e.chat.completions.create({ messages: [{ role: 'user', content: prompt }], max_tokens: 2 });
+    } catch (x) { err = { kind: x.kind, message: x.message }; }
+    const page = document.getElementById('status').textContent;
+    const info = await window.demo.reload();
+    const r = await e.chat.completions.create({ messages: [{ role: 'user', content: prompt }], temperature: 0, max_tokens: 4, ignore_eos: true });
+    return { lost: e.lost, err, page, cached: info.cached, ids: r.wgllm.token_ids };
+  }, { prompt: PROMPT });
+  check(loss.err && loss.err.kind === 'device_lost' && /reload/.test(loss.err.message) && /device_lost/.test(loss.page),
+    'lost device -> device_lost error (and on the page)', JSON.stringify(loss.err));
+  check(loss.cached === true && JSON.stringify(loss.ids) === JSON.stringify(nativeIds.slice(0, 4)),
+    'reload() after device loss loads the stored model and generates the same tokens', JSON.stringify(loss));
 
   // 4. Two turns typed into the demo page (short replies: each token is ~1-3 s on SwiftShader).
   await page.fill('#max-tokens', '20');
@@ -187,6 +225,28 @@ try {
 } finally {
   await browser.close();
   await server.close();
+}
+// 11. Storage quota too small (test override of navigator.storage.estimate): loads from memory.
+{
+  const server3 = await startServer({ port: 0, wasmDir: opt.wasmDir, modelsDir: dirname(opt.model), quiet: true });
+  const b3 = await chromium.launch({ executablePath: opt.chromium, headless: true,
+    args: ['--enable-unsafe-webgpu', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+      '--disable-background-networking', '--disable-component-update', '--disable-sync'] });
+  try {
+    const page = await b3.newPage();
+    await page.goto(server3.url);
+    const r = await page.evaluate(async (u) => {
+      const i = await window.demo.load(u, { storageQuotaForTest: 2 ** 20, warmup: false });
+      return { cached: i.cached, storage_error: i.storage_error, arch: i.arch, status: document.getElementById('status').textContent };
+    }, modelUrl);
+    check(r.cached === false && /quota/.test(r.storage_error || '') && r.arch && /quota/.test(r.status),
+      'storage quota too small -> loaded from memory, storage_error names the quota', JSON.stringify(r));
+  } catch (e) {
+    check(false, 'quota run', e.stack || e.message);
+  } finally {
+    await b3.close();
+    await server3.close();
+  }
 }
 // 5d. Without WebGPU (Chromium without --enable-unsafe-webgpu on this machine, or any browser
 // whose adapter request fails) loading is refused with kind 'no_webgpu', and the page says so.

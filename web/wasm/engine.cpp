@@ -7,12 +7,21 @@
 // "bad_request" | "engine"}.
 // Tokens are streamed through Module.onToken(id, text) (web/worker.js); returning false stops the
 // generation (abort).
+// Weights are streamed (wgllm_load_stream): the model file stays a Blob on the JS side (an OPFS
+// file, a picked File, or a downloaded Blob); the engine reads the GGUF header and then each
+// tensor a window of rows at a time (FileReaderSync, worker only) while packing it into its GPU
+// buffer, so the wasm heap never holds the model (load result: heap_bytes, streamed_bytes,
+// largest_read_bytes).
 #include <emscripten.h>
+#include <emscripten/heap.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <span>
+#include <vector>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -34,9 +43,71 @@ namespace {
 EM_JS(int, wgjs_on_token, (int id, const char* text), {
   return Module['onToken'] ? (Module['onToken'](id, UTF8ToString(text)) === false ? 0 : 1) : 1;
 });
+EM_JS(double, wgjs_blob_size, (), {
+  const b = Module['wgllmModelBlob'];
+  return b ? b.size : -1;
+});
+EM_JS(const char*, wgjs_blob_name, (), {
+  const b = Module['wgllmModelBlob'], s = (b && b.name) || 'model.gguf';
+  const n = lengthBytesUTF8(s) + 1, p = _malloc(n);
+  stringToUTF8(s, p, n);
+  return p;
+});
+// Copies blob bytes [off, off + n) into the heap at dst; returns 1, or 0 with Module.wgllmReadError.
+EM_JS(int, wgjs_blob_read, (double off, void* dst, double n), {
+  try {
+    const buf = new FileReaderSync().readAsArrayBuffer(Module['wgllmModelBlob'].slice(off, off + n));
+    if (buf.byteLength !== n) throw new Error('short read: ' + buf.byteLength + ' of ' + n + ' bytes');
+    HEAPU8.set(new Uint8Array(buf), dst);
+    if (Module['onRead']) Module['onRead'](off, n);
+    return 1;
+  } catch (e) {
+    Module['wgllmReadError'] = String((e && e.message) || e);
+    return 0;
+  }
+});
+EM_JS(const char*, wgjs_read_error, (), {
+  const s = Module['wgllmReadError'] || 'unknown error';
+  const n = lengthBytesUTF8(s) + 1, p = _malloc(n);
+  stringToUTF8(s, p, n);
+  return p;
+});
 // clang-format on
 
+std::string take(const char* p) {
+  std::string s(p ? p : "");
+  std::free(const_cast<char*>(p));
+  return s;
+}
+
+// The model file as the worker's Blob (Module.wgllmModelBlob), read synchronously in windows.
+class BlobReader final : public ByteReader {
+ public:
+  BlobReader() : name_(take(wgjs_blob_name())) {
+    const double s = wgjs_blob_size();
+    if (s < 0) throw Error("no model file was given to the engine (Module.wgllmModelBlob)");
+    size_ = uint64_t(s);
+  }
+  uint64_t size() const override { return size_; }
+  std::string name() const override { return name_; }
+  void read(uint64_t off, void* dst, uint64_t n) const override {
+    if (off > size_ || n > size_ - off)
+      throw Error(name_ + ": read of [" + std::to_string(off) + ", +" + std::to_string(n) + ") past the end of the file");
+    if (!wgjs_blob_read(double(off), dst, double(n))) throw Error(name_ + ": reading the model file failed: " + take(wgjs_read_error()));
+    total_ += n;
+    largest_ = std::max(largest_, n);
+  }
+  uint64_t total_read() const { return total_; }
+  uint64_t largest_read() const { return largest_; }
+
+ private:
+  std::string name_;
+  uint64_t size_ = 0;
+  mutable uint64_t total_ = 0, largest_ = 0;
+};
+
 struct Engine {
+  std::unique_ptr<BlobReader> reader;  // streamed loads: outlives src (the tensors read through it)
   std::unique_ptr<ModelSource> src;
   std::unique_ptr<Tokenizer> tok;
   std::unique_ptr<ChatTemplate> chat;
@@ -79,13 +150,51 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// Loads e->src (opened by the caller) onto the GPU: tokenizer, chat template, model, warm-up.
+json finish_load(std::unique_ptr<Engine> e, int context, int warmup, std::chrono::steady_clock::time_point t0) {
+  const std::string path = e->src->path;
+  e->tok = Tokenizer::from_gguf(*e->src->gguf);
+  if (std::string t = e->src->chat_template(); !t.empty()) {
+    auto text = [&](int32_t id) { return id >= 0 ? e->tok->token_text(id) : std::string(); };
+    e->chat = std::make_unique<ChatTemplate>(t, text(e->tok->bos_id()), text(e->tok->eos_id()));
+  } else {
+    throw Error(path + ": the model has no chat template (tokenizer.chat_template)");
+  }
+  ModelOptions mo;
+  mo.context_length = context > 0 ? uint32_t(context) : 2048;
+  e->model = create_model(*e->src, mo);
+  e->context = mo.context_length;
+  const double warmup_ms = warmup ? warm_up(*e->model) : 0;  // runtime/warmup.h, as in the native CLI
+  e->conv.open(*e->model, *e->tok, *e->chat, e->context);
+  const auto mem = e->model->memory();
+  const auto& c = e->model->config();
+  json info = {{"arch", c.arch},
+               {"backend", e->model->backend_name()},
+               {"context_length", e->conv.session().context_length()},
+               {"weights_bytes", mem.weights},
+               {"scratch_bytes", mem.scratch},
+               {"vocab_size", c.vocab},
+               {"n_layers", c.n_layers},
+               {"warmup_ms", warmup_ms},
+               {"load_ms", ms_since(t0)},
+               {"heap_bytes", uint64_t(emscripten_get_heap_size())}};
+  if (e->reader) {
+    info["file_bytes"] = e->reader->size();
+    info["streamed_bytes"] = e->reader->total_read();
+    info["largest_read_bytes"] = e->reader->largest_read();
+  }
+  g_engine = std::move(e);
+  return info;
+}
+
 }  // namespace
 
 extern "C" {
 
 EMSCRIPTEN_KEEPALIVE void wgllm_free(char* p) { std::free(p); }
 
-/// Loads the GGUF file at `path` (MEMFS) with a KV cache of `context` tokens (0: 2048).
+/// Loads the GGUF file at `path` (MEMFS: the whole file in the wasm heap; wgllm_load_stream does
+/// not copy it) with a KV cache of `context` tokens (0: 2048).
 /// warmup != 0: compiles every kernel variant at load time (runtime/warmup.h: throwaway forwards
 /// on a scratch sequence; WebGPU compiles a pipeline at its first use, and on a software adapter
 /// that takes seconds that would otherwise land in a reply's TTFT and tokens/s). Results are
@@ -97,32 +206,26 @@ EMSCRIPTEN_KEEPALIVE char* wgllm_load(const char* path, int context, int warmup)
     auto e = std::make_unique<Engine>();
     e->src = ModelSource::open(path);
     if (!e->src->is_gguf()) throw Error(std::string(path) + ": the browser build loads GGUF files only");
-    e->tok = Tokenizer::from_gguf(*e->src->gguf);
-    if (std::string t = e->src->chat_template(); !t.empty()) {
-      auto text = [&](int32_t id) { return id >= 0 ? e->tok->token_text(id) : std::string(); };
-      e->chat = std::make_unique<ChatTemplate>(t, text(e->tok->bos_id()), text(e->tok->eos_id()));
-    } else {
-      throw Error(std::string(path) + ": the model has no chat template (tokenizer.chat_template)");
-    }
-    ModelOptions mo;
-    mo.context_length = context > 0 ? uint32_t(context) : 2048;
-    e->model = create_model(*e->src, mo);
-    e->context = mo.context_length;
-    const double warmup_ms = warmup ? warm_up(*e->model) : 0;  // runtime/warmup.h, as in the native CLI
-    e->conv.open(*e->model, *e->tok, *e->chat, e->context);
-    const auto mem = e->model->memory();
-    const auto& c = e->model->config();
-    json info = {{"arch", c.arch},
-                 {"backend", e->model->backend_name()},
-                 {"context_length", e->conv.session().context_length()},
-                 {"weights_bytes", mem.weights},
-                 {"scratch_bytes", mem.scratch},
-                 {"vocab_size", c.vocab},
-                 {"n_layers", c.n_layers},
-                 {"warmup_ms", warmup_ms},
-                 {"load_ms", ms_since(t0)}};
-    g_engine = std::move(e);
-    return info;
+    return finish_load(std::move(e), context, warmup, t0);
+  });
+}
+
+/// Loads the model from Module.wgllmModelBlob (a JS Blob or File), streamed: the header is read
+/// first, then each tensor's rows a window at a time as they are packed into GPU buffers
+/// (kernels::upload_weight_rows). Same result as wgllm_load plus file_bytes, streamed_bytes and
+/// largest_read_bytes; heap_bytes stays far below the file size for large models.
+EMSCRIPTEN_KEEPALIVE char* wgllm_load_stream(int context, int warmup) {
+  return guarded([&] {
+    const auto t0 = std::chrono::steady_clock::now();
+    g_engine.reset();
+    auto e = std::make_unique<Engine>();
+    e->reader = std::make_unique<BlobReader>();
+    e->src = std::make_unique<ModelSource>();
+    e->src->path = e->reader->name();
+    e->src->gguf = GgufFile::open_streamed(*e->reader);
+    e->src->tensors = std::make_unique<TensorStore>(*e->src->gguf);
+    e->src->config = config_from_gguf(*e->src->gguf);
+    return finish_load(std::move(e), context, warmup, t0);
   });
 }
 
@@ -140,6 +243,69 @@ EMSCRIPTEN_KEEPALIVE char* wgllm_chat(const char* request) {
       throw web::BadRequest(std::string("request is not JSON: ") + e.what());
     }
     return g_engine->conv.turn(req, [](int32_t id, const std::string& text) { return wgjs_on_token(id, text.c_str()) != 0; });
+  });
+}
+
+/// Raw-token benchmark, measured like the native `wgllm bench` (apps/cli/bench.cpp) so the two can
+/// be compared on one GPU: for each prompt length P, a prompt of P tokens (request `text` tokenized,
+/// repeated and cut as bench.cpp's prompt_tokens does), rep 0 a warm-up, then `reps` times: TTFT =
+/// the prefill forward_argmax of P tokens (first token out), decode tok/s = (gen - 1) / the time of
+/// the gen - 1 greedy steps after it. Request: {text, prompt_lengths: [512, 4096], gen: 128,
+/// reps: 3}. Result: {rows: [{n_prompt, n_gen, ttft_ms: [...], decode_tok_s: [...], ttft_ms_median,
+/// decode_tok_s_median, greedy_tokens}]}; greedy_tokens are the last rep's gen tokens.
+EMSCRIPTEN_KEEPALIVE char* wgllm_bench(const char* request) {
+  return guarded([&] {
+    if (!g_engine) throw Error("no model loaded");
+    json req;
+    try {
+      req = json::parse(request);
+    } catch (const std::exception& e) {
+      throw web::BadRequest(std::string("bench request is not JSON: ") + e.what());
+    }
+    const auto lengths = req.value("prompt_lengths", std::vector<uint32_t>{512, 4096});
+    const uint32_t gen = req.value("gen", 128u), reps = req.value("reps", 3u);
+    std::string text = req.value("text", std::string());
+    if (text.empty()) text = "The quick brown fox jumps over the lazy dog. ";
+    if (gen < 2 || reps < 1 || lengths.empty()) throw web::BadRequest("bench: gen >= 2, reps >= 1 and prompt_lengths needed");
+    Model& m = *g_engine->model;
+    json rows = json::array();
+    for (uint32_t P : lengths) {
+      if (P < 1 || P + gen + 8 > g_engine->context)
+        throw web::BadRequest("bench: a prompt of " + std::to_string(P) + " tokens plus " + std::to_string(gen) +
+                              " generated needs a context of " + std::to_string(P + gen + 8) + " (loaded: " +
+                              std::to_string(g_engine->context) + "; load with a larger contextLength)");
+      std::vector<int32_t> ids = g_engine->tok->encode(text.substr(0, std::min<size_t>(text.size(), size_t(P) * 8 + 64)));
+      if (ids.empty()) ids.push_back(0);
+      while (ids.size() < P) ids.insert(ids.end(), ids.begin(), ids.end());
+      ids.resize(P);
+      std::vector<double> ttft, tps;
+      std::vector<int32_t> greedy;
+      for (uint32_t rep = 0; rep <= reps; ++rep) {  // rep 0: warm-up, not recorded
+        auto seq = m.new_sequence(P + gen + 8);
+        greedy.clear();
+        const auto t0 = std::chrono::steady_clock::now();
+        int32_t t = m.forward_argmax(*seq, ids);
+        const double tt = ms_since(t0);
+        greedy.push_back(t);
+        const auto d0 = std::chrono::steady_clock::now();
+        for (uint32_t i = 1; i < gen; ++i) {
+          t = m.forward_argmax(*seq, std::span<const int32_t>(&t, 1));
+          greedy.push_back(t);
+        }
+        const double dms = ms_since(d0);
+        if (rep == 0) continue;
+        ttft.push_back(tt);
+        tps.push_back((gen - 1) / (dms / 1000.0));
+      }
+      auto median = [](std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+      };
+      rows.push_back({{"n_prompt", P}, {"n_gen", gen}, {"ttft_ms", ttft}, {"decode_tok_s", tps},
+                      {"ttft_ms_median", median(ttft)}, {"decode_tok_s_median", median(tps)},
+                      {"prefill_tok_s_median", P / (median(ttft) / 1000.0)}, {"greedy_tokens", greedy}});
+    }
+    return json{{"rows", rows}, {"backend", m.backend_name()}, {"context_length", g_engine->context}};
   });
 }
 

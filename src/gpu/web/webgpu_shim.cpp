@@ -85,8 +85,13 @@ EM_JS(int, wgjs_create_pl, (const int* layouts, int n), {
   for (let i = 0; i < n; ++i) l.push(WG.get(HEAP32[(layouts >> 2) + i]));
   return WG.add(WG.device().createPipelineLayout({bindGroupLayouts: l}));
 });
+// Browsers require `enable subgroups;` before subgroup builtins (wgpu-native rejects it, so the
+// kernels' WGSL never carries it): added when the source uses them and the device has the feature.
 EM_JS(int, wgjs_create_module, (const char* code, const char* label), {
-  return WG.add(WG.device().createShaderModule({label: UTF8ToString(label), code: UTF8ToString(code)}));
+  let src = UTF8ToString(code);
+  if (src.includes('subgroup') && !src.includes('enable subgroups') && WG.device().features.has('subgroups'))
+    src = 'enable subgroups;' + String.fromCharCode(10) + src;  // (no backslashes inside EM_JS)
+  return WG.add(WG.device().createShaderModule({label: UTF8ToString(label), code: src}));
 });
 EM_JS(int, wgjs_create_pipeline, (int layout, int mod, const char* entry, const char* label), {
   return WG.add(WG.device().createComputePipeline({
