@@ -187,7 +187,7 @@ def main():
             continue
         try:
             rows += bench_rows(f, a.model if b.startswith("wgllm") else b[:-5])
-        except (KeyError, json.JSONDecodeError, TypeError):
+        except (KeyError, json.JSONDecodeError, TypeError, AttributeError):  # not a wgllm bench file (e.g. llama-bench's list)
             pass
     out = {"commit": a.commit, "date": a.date, "device": a.device, "rows": rows}
     with open(os.path.join(a.dir, "summary.json"), "w") as fh:
