@@ -56,7 +56,8 @@ Recorder::~Recorder() {
     if (r.busy && r.done && r.status == WGPUMapAsyncStatus_Success) wgpuBufferUnmap(r.buf.handle());
   if (pass_) wgpuComputePassEncoderRelease(pass_);
   if (enc_) wgpuCommandEncoderRelease(enc_);
-  for (auto& [k, bg] : bind_groups_) wgpuBindGroupRelease(bg);
+  for (auto& [h, es] : bind_groups_)
+    for (auto& e : es) wgpuBindGroupRelease(e.bg);
   if (queries_) wgpuQuerySetRelease(queries_);
   if (step_queries_) wgpuQuerySetRelease(step_queries_);
 }
@@ -144,48 +145,63 @@ void Recorder::flush_chunk() {
 
 void Recorder::ensure_pass() {
   if (!enc_) throw Error("Recorder: dispatch outside begin()/submit()");
-  if (!pass_) pass_ = wgpuCommandEncoderBeginComputePass(enc_, nullptr);
+  if (!pass_) {
+    pass_ = wgpuCommandEncoderBeginComputePass(enc_, nullptr);
+    pass_pipeline_ = nullptr;
+  }
 }
 
 WGPUBindGroup Recorder::bind_group(const Pipeline& p, std::initializer_list<Binding> storage,
                                    uint32_t slot) {
-  std::vector<uint64_t> key;
-  key.reserve(2 + 3 * storage.size());
-  key.push_back(reinterpret_cast<uintptr_t>(p.layout()));
-  key.push_back(slot);
+  if (storage.size() > kMaxStorage) throw Error("kernel '" + p.key() + "': more than 16 storage bindings");
+  uint64_t key[2 + 3 * kMaxStorage];
+  size_t n = 0;
+  key[n++] = reinterpret_cast<uintptr_t>(p.layout());
+  key[n++] = slot;
   for (const Binding& b : storage) {
-    key.push_back(b.buf->id());
-    key.push_back(b.offset);
-    key.push_back(b.size);
+    key[n++] = b.buf->id();
+    key[n++] = b.offset;
+    key[n++] = b.size;
   }
-  auto it = bind_groups_.find(key);
-  if (it != bind_groups_.end()) return it->second;
-  std::vector<WGPUBindGroupEntry> es;
+  uint64_t h = 0x9E3779B97F4A7C15ull;
+  for (size_t i = 0; i < n; ++i) {  // splitmix64-style mixing of each word
+    uint64_t z = key[i] + 0x9E3779B97F4A7C15ull * (i + 1);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    h = (h ^ z ^ (z >> 31)) * 0x100000001B3ull;
+  }
+  auto& bucket = bind_groups_[h];
+  for (const BindGroupEntry& e : bucket)
+    if (e.key.size() == n && std::memcmp(e.key.data(), key, n * sizeof(uint64_t)) == 0) return e.bg;
+  WGPUBindGroupEntry es[kMaxStorage + 1];
   uint32_t i = 0;
   for (const Binding& b : storage) {
     WGPUBindGroupEntry e = WGPU_BIND_GROUP_ENTRY_INIT;
-    e.binding = i++;
+    e.binding = i;
     e.buffer = b.buf->handle();
     e.offset = b.offset;
     e.size = b.size ? b.size : b.buf->size() - b.offset;
-    es.push_back(e);
+    es[i++] = e;
   }
   WGPUBindGroupEntry u = WGPU_BIND_GROUP_ENTRY_INIT;
   u.binding = i;
   u.buffer = params_.handle();
   u.offset = uint64_t(slot) * kParamSlot;
   u.size = kParamSlot;
-  es.push_back(u);
+  es[i++] = u;
   WGPUBindGroupDescriptor d = WGPU_BIND_GROUP_DESCRIPTOR_INIT;
   d.layout = p.layout();
-  d.entryCount = es.size();
-  d.entries = es.data();
+  d.entryCount = i;
+  d.entries = es;
   WGPUBindGroup bg = wgpuDeviceCreateBindGroup(ctx_.device(), &d);
-  if (bind_groups_.size() > 65536) {  // bound the cache (e.g. many distinct prefill shapes)
-    for (auto& [k, g] : bind_groups_) wgpuBindGroupRelease(g);
+  if (n_bind_groups_ >= 65536) {  // bound the cache (e.g. many distinct prefill shapes)
+    for (auto& [hh, es2] : bind_groups_)
+      for (auto& e : es2) wgpuBindGroupRelease(e.bg);
     bind_groups_.clear();
+    n_bind_groups_ = 0;
   }
-  bind_groups_.emplace(std::move(key), bg);
+  bind_groups_[h].push_back({std::vector<uint64_t>(key, key + n), bg});
+  ++n_bind_groups_;
   return bg;
 }
 
@@ -209,7 +225,10 @@ void Recorder::dispatch(const Pipeline& p, std::initializer_list<Binding> storag
   WGPUBindGroup bg = bind_group(p, storage, slot);
   const bool prof = profiling_ && slot < prof_cap_;
   if (prof) wgpuComputePassEncoderWriteTimestamp(pass_, queries_, 2 * slot);
-  wgpuComputePassEncoderSetPipeline(pass_, p.handle());
+  if (p.handle() != pass_pipeline_) {
+    wgpuComputePassEncoderSetPipeline(pass_, p.handle());
+    pass_pipeline_ = p.handle();
+  }
   wgpuComputePassEncoderSetBindGroup(pass_, 0, bg, 0, nullptr);
   wgpuComputePassEncoderDispatchWorkgroups(pass_, gx, gy, gz);
   if (prof) {

@@ -7,8 +7,8 @@
 #include <array>
 #include <cstdint>
 #include <initializer_list>
-#include <map>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "gpu/buffer.h"
@@ -168,7 +168,17 @@ class Recorder {
   uint32_t n_dispatch_ = 0, last_dispatches_ = 0;
   WGPUCommandEncoder enc_ = nullptr;
   WGPUComputePassEncoder pass_ = nullptr;
-  std::map<std::vector<uint64_t>, WGPUBindGroup> bind_groups_;
+  // Bind groups by a 64-bit hash of their key (layout, parameter slot, then each storage binding's
+  // buffer id, offset and size), the key built on the stack: no allocation for a cached lookup.
+  // Entries keep the whole key (collisions share a bucket).
+  static constexpr size_t kMaxStorage = 16;  // storage bindings per kernel
+  struct BindGroupEntry {
+    std::vector<uint64_t> key;
+    WGPUBindGroup bg;
+  };
+  std::unordered_map<uint64_t, std::vector<BindGroupEntry>> bind_groups_;
+  size_t n_bind_groups_ = 0;
+  WGPUComputePipeline pass_pipeline_ = nullptr;  // last pipeline set in pass_ (setPipeline skipped when equal)
   Buffer staging_;
   bool read_pending_ = false;
   const Buffer* read_src_ = nullptr;
