@@ -30,6 +30,7 @@
 #include "gpu/context.h"
 #include "kernels/bandwidth_probe.h"
 #include "options.h"
+#include "runtime/decode_pipeline.h"
 #include "validate.h"
 
 namespace wgllm::cli {
@@ -57,6 +58,7 @@ std::vector<std::string> non_product(const BenchOpts& b) {
   if (o.backend != d.backend) r.push_back("--backend " + o.backend);
   if (o.shader_checks != d.shader_checks) r.push_back(o.shader_checks ? "--shader-checks" : "--no-shader-checks");
   if (o.submit_chunk != d.submit_chunk) r.push_back("--submit-chunk " + std::to_string(o.submit_chunk));
+  if (o.decode_pipeline != d.decode_pipeline) r.push_back(o.decode_pipeline ? "--decode-pipeline" : "--no-decode-pipeline");
   if (o.fuse_qkv != d.fuse_qkv) r.push_back("--no-fuse-qkv");
   if (o.fuse_gate_up != d.fuse_gate_up) r.push_back("--no-fuse-gate-up");
   if (o.vec4 != d.vec4) r.push_back("--no-vec4");
@@ -134,8 +136,12 @@ nlohmann::json copy_bandwidth(const BenchOpts& b) {
 
 // Per decode step: where the wall time went (gpu::StepTiming), kept for the last repetition so that
 // slow steps can be told apart: a slow GPU execution (gpu_us, with --step-gpu-times) or a slow host
-// side (record, submit, or the wait beyond the GPU time).
+// side (record, submit, or the wait beyond the GPU time). Pipelined (--decode-pipeline), a step's
+// record and submit are those of the NEXT step, made while this one runs on the GPU, and wait is
+// the time blocked on this step's token; with GPU times, overlap_us = record + submit + gpu - wall
+// is the host work hidden behind GPU execution (about 0 when the host and the GPU take turns).
 struct StepSplit {
+  bool pipelined = false;
   std::vector<double> record, submit, wait, gpu;
   void add(const gpu::StepTiming& t) {
     record.push_back(t.record_us);
@@ -144,8 +150,13 @@ struct StepSplit {
     gpu.push_back(t.gpu_us);
   }
   nlohmann::json json(const std::vector<double>& lat_ms) const {
-    nlohmann::json j = {{"record_us", record}, {"submit_us", submit}, {"wait_us", wait}};
-    if (!gpu.empty() && gpu.front() >= 0) j["gpu_us"] = gpu;
+    nlohmann::json j = {{"pipelined", pipelined}, {"record_us", record}, {"submit_us", submit}, {"wait_us", wait}};
+    if (!gpu.empty() && gpu.front() >= 0) {
+      j["gpu_us"] = gpu;
+      std::vector<double> ov;
+      for (size_t i = 0; i < gpu.size() && i < lat_ms.size(); ++i) ov.push_back(record[i] + submit[i] + gpu[i] - 1e3 * lat_ms[i]);
+      if (!ov.empty()) j["overlap_us_p50"] = bench::quantile(ov, 0.5);
+    }
     // Steps slower than 1.5x the median step, and how many of them have a slow GPU execution.
     if (!lat_ms.empty()) {
       const double m = bench::median(lat_ms);
@@ -278,16 +289,18 @@ int run_bench(BenchOpts& b) {
     std::vector<double> ttft, decode_tps, lat_all;
     for (uint32_t rep = 0; rep <= b.reps; ++rep) {  // rep 0 is warm-up (pipeline creation), not recorded
       auto seq = l.model->new_sequence(P + b.gen + 8);
+      GreedyDecoder dec(*l.model, *seq);  // --decode-pipeline: step i+1 submitted before step i's token is read
       auto t0 = clk::now();
-      int32_t t = l.model->forward_argmax(*seq, ids);
+      int32_t t = dec.next(ids, false);
       const double tt = ms_since(t0);
       if (b.planted_slowdown > 0) spin_for(tt * b.planted_slowdown);
       std::vector<double> lat;
       StepSplit split;
+      split.pipelined = dec.pipelined();
       const auto d0 = clk::now();
       for (uint32_t i = 1; i < b.gen; ++i) {
         auto s0 = clk::now();
-        t = l.model->forward_argmax(*seq, std::span<const int32_t>(&t, 1));
+        t = dec.next(std::span<const int32_t>(&t, 1), i + 1 < b.gen);
         double dt = ms_since(s0);
         split.add(l.model->last_step_timing());
         if (b.planted_slowdown > 0) {
@@ -329,11 +342,18 @@ int run_bench(BenchOpts& b) {
   for (auto& r : rows) {
     const auto& sp = r["decode_step_split_us_last_rep"];
     if (!sp.contains("wait_us_p50")) continue;
-    md += fmt::format("\nprompt {}: decode step p50 record {:.0f} us, submit {:.0f} us, wait {:.0f} us{}; {} of {} steps slower than "
+    md += fmt::format("\nprompt {}: decode step p50 record {:.0f} us, submit {:.0f} us, wait {:.0f} us{}{}; {} of {} steps slower than "
                       "1.5x the median{}\n",
                       r["n_prompt"].get<uint32_t>(), sp["record_us_p50"].get<double>(), sp["submit_us_p50"].get<double>(),
                       sp["wait_us_p50"].get<double>(),
                       sp.contains("gpu_us_p50") ? fmt::format(" (GPU {:.0f} us)", sp["gpu_us_p50"].get<double>()) : "",
+                      sp.value("pipelined", false)
+                          ? fmt::format(" [pipelined: record/submit of the next step while this one runs{}]",
+                                        sp.contains("overlap_us_p50") ? fmt::format("; {:.0f} us of host work hidden behind the GPU",
+                                                                                    sp["overlap_us_p50"].get<double>())
+                                                                      : "")
+                      : sp.contains("overlap_us_p50") ? fmt::format(" [{:.0f} us of host work overlapped]", sp["overlap_us_p50"].get<double>())
+                                                      : "",
                       sp["slow_steps"].get<uint32_t>(), sp["record_us"].size(),
                       sp.contains("slow_steps_with_slow_gpu")
                           ? fmt::format(", {} of them with a slow GPU execution", sp["slow_steps_with_slow_gpu"].get<uint32_t>())

@@ -43,6 +43,9 @@ void add_common(CLI::App& app, CommonOptions& o) {
                  "submit a forward every N dispatches so the GPU starts while the rest is recorded (0: one submission per "
                  "forward; 0..4096; default: 32 on hardware GPUs, 0 on software adapters)")
       ->transform(integer(0, 4096));
+  app.add_flag("--decode-pipeline,!--no-decode-pipeline", o.decode_pipeline,
+               "greedy decoding: keep the argmax on the GPU and submit the next step before reading this one's token "
+               "(one step of lag; same tokens; default off)");
   app.add_flag("--fuse-qkv,!--no-fuse-qkv", o.fuse_qkv, "one matmul for Q, K, V (default on)");
   app.add_flag("--fuse-gate-up,!--no-fuse-gate-up", o.fuse_gate_up, "one matmul for gate and up (default on)");
   app.add_flag("--vec4,!--no-vec4", o.vec4, "vec4 activation loads in matmul (default on)");
@@ -149,6 +152,7 @@ ModelOptions model_options(const CommonOptions& o) {
   mo.adapter_index = o.adapter;
   mo.shader_runtime_checks = o.shader_checks;
   mo.submit_chunk = o.submit_chunk;
+  mo.decode_pipeline = o.decode_pipeline;
   mo.fuse_qkv = o.fuse_qkv;
   mo.fuse_gate_up = o.fuse_gate_up;
   mo.kernels.vec4_activations = o.vec4;

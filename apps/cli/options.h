@@ -25,6 +25,7 @@ struct CommonOptions {
   int adapter = -1;
   bool shader_checks = false;  // ModelOptions::shader_runtime_checks
   uint32_t submit_chunk = ModelOptions{}.submit_chunk;  // ModelOptions::submit_chunk
+  bool decode_pipeline = ModelOptions{}.decode_pipeline;  // ModelOptions::decode_pipeline
   GenerateOptions gen;
   bool fuse_qkv = true, fuse_gate_up = true, vec4 = true, attn_split = true, attn_ilp = true,
        attn_tiled = true;

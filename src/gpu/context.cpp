@@ -323,6 +323,13 @@ void Context::poll_wait() {
   Watchdog::get().disarm();
 }
 
+void Context::poll_wait_for(uint64_t index) {
+  Watchdog::get().arm(wait_timeout_s(), "a GPU submission on '" + info_.name + "'");
+  const WGPUSubmissionIndex i = index;
+  wgpuDevicePoll(device_, true, &i);
+  Watchdog::get().disarm();
+}
+
 void Context::wait_idle() {
   poll_wait();
   check();

@@ -79,6 +79,10 @@ class Context {
   /// One blocking wgpuDevicePoll under the wait watchdog (exits the process with
   /// kGpuTimeoutExitCode and a message on stderr past wait_timeout_s()). Native builds only.
   void poll_wait();
+  /// As poll_wait(), returning once the submission `index` (gpu::Recorder's submissions,
+  /// wgpuQueueSubmitForIndex) has completed, without waiting for later ones (native builds; the
+  /// browser shim has no submission indices and waits for its pending maps).
+  void poll_wait_for(uint64_t index);
   /// The timeout in force for blocking waits, in seconds.
   double wait_timeout_s() const;
   /// Throws if a validation error or device loss was recorded; cheap.

@@ -43,9 +43,21 @@ Recorder::Recorder(Context& ctx, uint32_t max_dispatches)
       params_cpu_(size_t(max_dispatches) * kParamSlot, 0) {}
 
 Recorder::~Recorder() {
+  // A pending map's callback points into ring_: let it run before the slots go away.
+  bool pending = false;
+  for (const ReadSlot& r : ring_) pending = pending || (r.busy && !r.done);
+  if (pending) {
+    try {
+      ctx_.poll_wait();
+    } catch (...) {
+    }
+  }
+  for (ReadSlot& r : ring_)
+    if (r.busy && r.done && r.status == WGPUMapAsyncStatus_Success) wgpuBufferUnmap(r.buf.handle());
   if (pass_) wgpuComputePassEncoderRelease(pass_);
   if (enc_) wgpuCommandEncoderRelease(enc_);
-  for (auto& [k, bg] : bind_groups_) wgpuBindGroupRelease(bg);
+  for (auto& [h, es] : bind_groups_)
+    for (auto& e : es) wgpuBindGroupRelease(e.bg);
   if (queries_) wgpuQuerySetRelease(queries_);
   if (step_queries_) wgpuQuerySetRelease(step_queries_);
 }
@@ -87,6 +99,8 @@ void Recorder::begin() {
 #ifndef __EMSCRIPTEN__
   if (step_gpu_) wgpuCommandEncoderWriteTimestamp(enc_, step_queries_, 0);
 #endif
+  for (const CopyRange& c : begin_copies_) copy(*c.src, c.src_off, *c.dst, c.dst_off, c.size);
+  begin_copies_.clear();
   n_dispatch_ = 0;
   chunk_start_ = 0;
   submissions_ = 0;
@@ -113,7 +127,11 @@ void Recorder::submit_encoder() {
   WGPUCommandBuffer cmd = wgpuCommandEncoderFinish(enc_, nullptr);
   wgpuCommandEncoderRelease(enc_);
   enc_ = nullptr;
+#ifdef __EMSCRIPTEN__
   wgpuQueueSubmit(ctx_.queue(), 1, &cmd);
+#else
+  last_index_ = wgpuQueueSubmitForIndex(ctx_.queue(), 1, &cmd);
+#endif
   wgpuCommandBufferRelease(cmd);
 }
 
@@ -127,48 +145,63 @@ void Recorder::flush_chunk() {
 
 void Recorder::ensure_pass() {
   if (!enc_) throw Error("Recorder: dispatch outside begin()/submit()");
-  if (!pass_) pass_ = wgpuCommandEncoderBeginComputePass(enc_, nullptr);
+  if (!pass_) {
+    pass_ = wgpuCommandEncoderBeginComputePass(enc_, nullptr);
+    pass_pipeline_ = nullptr;
+  }
 }
 
 WGPUBindGroup Recorder::bind_group(const Pipeline& p, std::initializer_list<Binding> storage,
                                    uint32_t slot) {
-  std::vector<uint64_t> key;
-  key.reserve(2 + 3 * storage.size());
-  key.push_back(reinterpret_cast<uintptr_t>(p.layout()));
-  key.push_back(slot);
+  if (storage.size() > kMaxStorage) throw Error("kernel '" + p.key() + "': more than 16 storage bindings");
+  uint64_t key[2 + 3 * kMaxStorage];
+  size_t n = 0;
+  key[n++] = reinterpret_cast<uintptr_t>(p.layout());
+  key[n++] = slot;
   for (const Binding& b : storage) {
-    key.push_back(b.buf->id());
-    key.push_back(b.offset);
-    key.push_back(b.size);
+    key[n++] = b.buf->id();
+    key[n++] = b.offset;
+    key[n++] = b.size;
   }
-  auto it = bind_groups_.find(key);
-  if (it != bind_groups_.end()) return it->second;
-  std::vector<WGPUBindGroupEntry> es;
+  uint64_t h = 0x9E3779B97F4A7C15ull;
+  for (size_t i = 0; i < n; ++i) {  // splitmix64-style mixing of each word
+    uint64_t z = key[i] + 0x9E3779B97F4A7C15ull * (i + 1);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    h = (h ^ z ^ (z >> 31)) * 0x100000001B3ull;
+  }
+  auto& bucket = bind_groups_[h];
+  for (const BindGroupEntry& e : bucket)
+    if (e.key.size() == n && std::memcmp(e.key.data(), key, n * sizeof(uint64_t)) == 0) return e.bg;
+  WGPUBindGroupEntry es[kMaxStorage + 1];
   uint32_t i = 0;
   for (const Binding& b : storage) {
     WGPUBindGroupEntry e = WGPU_BIND_GROUP_ENTRY_INIT;
-    e.binding = i++;
+    e.binding = i;
     e.buffer = b.buf->handle();
     e.offset = b.offset;
     e.size = b.size ? b.size : b.buf->size() - b.offset;
-    es.push_back(e);
+    es[i++] = e;
   }
   WGPUBindGroupEntry u = WGPU_BIND_GROUP_ENTRY_INIT;
   u.binding = i;
   u.buffer = params_.handle();
   u.offset = uint64_t(slot) * kParamSlot;
   u.size = kParamSlot;
-  es.push_back(u);
+  es[i++] = u;
   WGPUBindGroupDescriptor d = WGPU_BIND_GROUP_DESCRIPTOR_INIT;
   d.layout = p.layout();
-  d.entryCount = es.size();
-  d.entries = es.data();
+  d.entryCount = i;
+  d.entries = es;
   WGPUBindGroup bg = wgpuDeviceCreateBindGroup(ctx_.device(), &d);
-  if (bind_groups_.size() > 65536) {  // bound the cache (e.g. many distinct prefill shapes)
-    for (auto& [k, g] : bind_groups_) wgpuBindGroupRelease(g);
+  if (n_bind_groups_ >= 65536) {  // bound the cache (e.g. many distinct prefill shapes)
+    for (auto& [hh, es2] : bind_groups_)
+      for (auto& e : es2) wgpuBindGroupRelease(e.bg);
     bind_groups_.clear();
+    n_bind_groups_ = 0;
   }
-  bind_groups_.emplace(std::move(key), bg);
+  bind_groups_[h].push_back({std::vector<uint64_t>(key, key + n), bg});
+  ++n_bind_groups_;
   return bg;
 }
 
@@ -192,7 +225,10 @@ void Recorder::dispatch(const Pipeline& p, std::initializer_list<Binding> storag
   WGPUBindGroup bg = bind_group(p, storage, slot);
   const bool prof = profiling_ && slot < prof_cap_;
   if (prof) wgpuComputePassEncoderWriteTimestamp(pass_, queries_, 2 * slot);
-  wgpuComputePassEncoderSetPipeline(pass_, p.handle());
+  if (p.handle() != pass_pipeline_) {
+    wgpuComputePassEncoderSetPipeline(pass_, p.handle());
+    pass_pipeline_ = p.handle();
+  }
   wgpuComputePassEncoderSetBindGroup(pass_, 0, bg, 0, nullptr);
   wgpuComputePassEncoderDispatchWorkgroups(pass_, gx, gy, gz);
   if (prof) {
@@ -232,35 +268,30 @@ bool Recorder::copy_timed(const Buffer& src, uint64_t so, const Buffer& dst, uin
 }
 
 void Recorder::read_after(const Buffer& src, uint64_t off, uint64_t size) {
-  uint64_t sz = (size + 3) & ~uint64_t(3);
-  const uint64_t need = step_timestamps_offset(size) + 16;  // room for the step's two timestamps
-  if (!staging_ || staging_.size() < need) staging_ = Buffer(ctx_, std::max<uint64_t>(need, 4096), BufferKind::Readback, "step-readback");
-  copy(src, off, staging_, 0, sz);
+  if (!enc_) throw Error("Recorder: read_after outside begin()/submit()");
+  if (off + ((size + 3) & ~uint64_t(3)) > src.size() || size > (16u << 20)) throw Error("Recorder::read_after out of range");
   read_pending_ = true;
+  read_src_ = &src;
+  read_off_ = off;
   read_size_ = size;
 }
 
-void Recorder::submit(void* read_dst) {
-  if (!enc_) throw Error("Recorder::submit without begin()");
-  const int64_t t_submit = now_ns();
-  end_pass();
-  bool step_ts = false;  // the step's timestamps land in staging_ after the read
+bool Recorder::record_read_and_timestamps(const Buffer& dst) {
+  copy(*read_src_, read_off_, dst, 0, (read_size_ + 3) & ~uint64_t(3));
 #ifndef __EMSCRIPTEN__
-  if (step_gpu_ && read_pending_) {  // the timestamps travel back with the scheduled read
+  if (step_gpu_) {  // the timestamps travel back with the scheduled read
     wgpuCommandEncoderWriteTimestamp(enc_, step_queries_, 1);
     wgpuCommandEncoderResolveQuerySet(enc_, step_queries_, 0, 2, step_resolve_.handle(), 0);
-    step_ts = true;
-    wgpuCommandEncoderCopyBufferToBuffer(enc_, step_resolve_.handle(), 0, staging_.handle(),
+    wgpuCommandEncoderCopyBufferToBuffer(enc_, step_resolve_.handle(), 0, dst.handle(),
                                          step_timestamps_offset(read_size_), 16);
+    return true;
   }
 #endif
-  const uint32_t n_prof = profiling_ ? std::min(n_dispatch_, prof_cap_) : 0;
-  const bool prof = n_prof > 0;
-  if (prof) {
-    wgpuCommandEncoderResolveQuerySet(enc_, queries_, 0, 2 * n_prof, query_resolve_.handle(), 0);
-    wgpuCommandEncoderCopyBufferToBuffer(enc_, query_resolve_.handle(), 0, query_read_.handle(), 0,
-                                         uint64_t(2 * n_prof) * 8);
-  }
+  (void)dst;
+  return false;
+}
+
+void Recorder::finish_submission(int64_t t_submit) {
   upload_params();
   submit_encoder();
   last_submissions_ = submissions_ + 1;
@@ -268,11 +299,100 @@ void Recorder::submit(void* read_dst) {
   dispatch_log_ = std::move(cur_log_);
   cur_log_.clear();
   ctx_.check();
-  const int64_t t_wait = now_ns();
-  timing_ = StepTiming{};
   timing_.record_us = double(t_submit - t_begin_ns_) / 1e3;
-  timing_.submit_us = double(t_wait - t_submit) / 1e3;
+  timing_.submit_us = double(now_ns() - t_submit) / 1e3;
+}
+
+uint64_t Recorder::submit_async() {
+  if (!enc_) throw Error("Recorder::submit_async without begin()");
+  if (!read_pending_) throw Error("Recorder::submit_async: no read scheduled (read_after)");
+  if (profiling_) throw Error("Recorder::submit_async: per-dispatch profiling needs submit()");
+  const int64_t t_submit = now_ns();
+  ReadSlot* slot = nullptr;
+  for (ReadSlot& r : ring_)
+    if (!r.busy) {
+      slot = &r;
+      break;
+    }
+  if (!slot) throw Error("Recorder::submit_async: " + std::to_string(kReadRing) + " tickets unread");
+  const uint64_t need = step_timestamps_offset(read_size_) + 16;
+  if (!slot->buf || slot->buf.size() < need)
+    slot->buf = Buffer(ctx_, std::max<uint64_t>(need, 256), BufferKind::Readback, "step-readback-ring");
+  end_pass();
+  slot->step_ts = record_read_and_timestamps(slot->buf);
+  read_pending_ = false;
+  finish_submission(t_submit);
+  slot->ticket = next_ticket_++;
+  slot->index = last_index_;
+  slot->size = read_size_;
+  slot->busy = true;
+  slot->done = false;
+  WGPUBufferMapCallbackInfo cb = WGPU_BUFFER_MAP_CALLBACK_INFO_INIT;
+  cb.mode = WGPUCallbackMode_AllowProcessEvents;
+  cb.callback = [](WGPUMapAsyncStatus s, WGPUStringView m, void* u1, void*) {
+    auto* r = static_cast<ReadSlot*>(u1);
+    r->done = true;
+    r->status = s;
+    r->msg = str(m);
+  };
+  cb.userdata1 = slot;
+  wgpuBufferMapAsync(slot->buf.handle(), WGPUMapMode_Read, 0, slot->buf.size(), cb);
+  return slot->ticket;
+}
+
+void Recorder::wait_read(uint64_t ticket, void* dst) {
+  ReadSlot* slot = nullptr;
+  for (ReadSlot& r : ring_)
+    if (r.busy && r.ticket == ticket) slot = &r;
+  if (!slot) throw Error("Recorder::wait_read: ticket " + std::to_string(ticket) + " is not pending");
+  const int64_t t0 = now_ns();
+  while (!slot->done) {
+    ctx_.poll_wait_for(slot->index);
+    ctx_.check();
+  }
+  slot->busy = false;
+  if (slot->status != WGPUMapAsyncStatus_Success) throw Error("GPU readback failed: " + slot->msg);
+  const uint64_t ts_off = step_timestamps_offset(slot->size);
+  const uint64_t n = slot->step_ts ? ts_off + 16 : slot->size;
+  const auto* p = static_cast<const uint8_t*>(wgpuBufferGetConstMappedRange(slot->buf.handle(), 0, slot->buf.size()));
+  if (!p) {
+    wgpuBufferUnmap(slot->buf.handle());
+    throw Error("GPU readback: mapped range unavailable");
+  }
+  std::memcpy(dst, p, slot->size);
+  timing_.gpu_us = -1;
+  if (slot->step_ts && n <= slot->buf.size()) {
+    uint64_t ts[2];
+    std::memcpy(ts, p + ts_off, 16);
+    if (ts[1] >= ts[0]) timing_.gpu_us = double(ts[1] - ts[0]) * wgpuQueueGetTimestampPeriod(ctx_.queue()) / 1e3;
+  }
+  wgpuBufferUnmap(slot->buf.handle());
+  timing_.wait_us = double(now_ns() - t0) / 1e3;
+}
+
+void Recorder::submit(void* read_dst) {
+  if (!enc_) throw Error("Recorder::submit without begin()");
+  const int64_t t_submit = now_ns();
+  end_pass();
+  bool step_ts = false;  // the step's timestamps land in staging_ after the read
   if (read_pending_) {
+    const uint64_t need = step_timestamps_offset(read_size_) + 16;  // room for the step's two timestamps
+    if (!staging_ || staging_.size() < need)
+      staging_ = Buffer(ctx_, std::max<uint64_t>(need, 4096), BufferKind::Readback, "step-readback");
+    step_ts = record_read_and_timestamps(staging_);
+  }
+  const uint32_t n_prof = profiling_ ? std::min(n_dispatch_, prof_cap_) : 0;
+  const bool prof = n_prof > 0;
+  if (prof) {
+    wgpuCommandEncoderResolveQuerySet(enc_, queries_, 0, 2 * n_prof, query_resolve_.handle(), 0);
+    wgpuCommandEncoderCopyBufferToBuffer(enc_, query_resolve_.handle(), 0, query_read_.handle(), 0,
+                                         uint64_t(2 * n_prof) * 8);
+  }
+  timing_ = StepTiming{};
+  finish_submission(t_submit);
+  const int64_t t_wait = now_ns();
+  if (read_pending_) {
+    read_pending_ = false;
     if (!read_dst) throw Error("Recorder::submit: a read was scheduled but no destination given");
     if (step_ts) {
       const uint64_t ts_off = step_timestamps_offset(read_size_);
@@ -285,7 +405,6 @@ void Recorder::submit(void* read_dst) {
     } else {
       map_read(ctx_, staging_, read_dst, read_size_);
     }
-    read_pending_ = false;
   }
   timing_.wait_us = double(now_ns() - t_wait) / 1e3;
   profile_.clear();

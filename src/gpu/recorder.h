@@ -4,10 +4,11 @@
 // (256-byte slot per dispatch, written once per submission); bind groups are cached by
 // (layout, buffers, offsets, slot), so a decode step after the first creates no WebGPU objects.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <initializer_list>
-#include <map>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "gpu/buffer.h"
@@ -52,6 +53,11 @@ struct KernelTime {
 /// the map round trip); gpu_us: encoder-level timestamps at the start and end of the submission's
 /// commands (-1 when not measured: step timing off, no read scheduled, or the device lacks
 /// native:timestamp-query-inside-encoders).
+/// Pipelined submissions (Recorder::submit_async / wait_read) fill it in two halves: submit_async()
+/// sets record_us and submit_us of the submission it makes, wait_read() sets wait_us (the time
+/// blocked on that ticket) and gpu_us (of the ticket's submission). A pipelined decode step (submit
+/// step i+1, then read step i) thus reads as: the host cost of the step it submitted, the wait for
+/// the token it returned.
 struct StepTiming {
   double record_us = 0, submit_us = 0, wait_us = 0, gpu_us = -1;
 };
@@ -102,11 +108,30 @@ class Recorder {
   /// copy. Returns whether it was timed. Used by the copy-bandwidth probe.
   bool copy_timed(const Buffer& src, uint64_t src_off, const Buffer& dst, uint64_t dst_off, uint64_t size,
                   const char* label);
-  /// Schedules a read of src[off, off+size) at the end of this submission (size <= 16 MiB).
+  /// Schedules a read of src[off, off+size) at the end of this submission (size <= 16 MiB): the
+  /// copy into the staging buffer is recorded by submit() / submit_async(), after everything else.
   void read_after(const Buffer& src, uint64_t off, uint64_t size);
   /// Ends recording and submits once. If a read was scheduled, waits and copies it to read_dst.
   /// Throws wgllm::Error on any captured validation error or device loss.
   void submit(void* read_dst = nullptr);
+
+  /// Staging buffers of submit_async(): at most this many tickets unread at once.
+  static constexpr uint32_t kReadRing = 4;
+  /// As submit(), without waiting: the read scheduled by read_after() (required) goes to one of
+  /// kReadRing staging buffers, mapped asynchronously; returns a ticket for wait_read(). Throws
+  /// wgllm::Error when kReadRing tickets are unread or per-dispatch profiling is on (its timestamps
+  /// are read back synchronously: use submit()). The pipelined greedy decode (Model::
+  /// forward_argmax_async) submits step i+1 before it reads step i's token this way.
+  uint64_t submit_async();
+  /// The ticket of the last submit_async() (0 before the first).
+  uint64_t last_ticket() const { return next_ticket_ - 1; }
+  /// Waits until the submission of `ticket` has completed (not the later ones: the host goes on
+  /// while the GPU runs them), copies its read (the size given to read_after) to dst and frees the
+  /// ticket's staging buffer. Tickets may be read in any order, each once.
+  void wait_read(uint64_t ticket, void* dst);
+  /// Copies recorded at the start of the next begin()'s encoder, before its first dispatch (a
+  /// sequence's one-step undo copies, Sequence::prepare_undo()); consumed by that begin().
+  void copy_on_begin(std::vector<CopyRange> copies) { begin_copies_ = std::move(copies); }
 
   /// Per-dispatch timestamps for later submissions (no-op if the device lacks the feature).
   void set_profiling(bool on);
@@ -128,7 +153,12 @@ class Recorder {
   void ensure_pass();
   void end_pass();
   void upload_params();   // parameter slots [chunk_start_, n_dispatch_) to the GPU, before their submission
-  void submit_encoder();  // finishes enc_ and submits it (enc_ = nullptr)
+  void submit_encoder();  // finishes enc_ and submits it (enc_ = nullptr; last_index_ = its submission index)
+  // The end of submit()/submit_async(): the scheduled read's copy into dst at offset 0 and, with
+  // step timing, the step's timestamps after it; returns whether the timestamps were recorded.
+  bool record_read_and_timestamps(const Buffer& dst);
+  void finish_submission(int64_t t_submit);  // params upload, submit, bookkeeping, record/submit times
+  uint64_t last_index_ = 0;  // submission index of the last submit_encoder() (native)
   void flush_chunk();     // submits the recording so far and opens a new encoder (chunked submission)
   Context& ctx_;
   uint32_t chunk_ = 0, chunk_start_ = 0, submissions_ = 0, last_submissions_ = 0;
@@ -138,10 +168,32 @@ class Recorder {
   uint32_t n_dispatch_ = 0, last_dispatches_ = 0;
   WGPUCommandEncoder enc_ = nullptr;
   WGPUComputePassEncoder pass_ = nullptr;
-  std::map<std::vector<uint64_t>, WGPUBindGroup> bind_groups_;
+  // Bind groups by a 64-bit hash of their key (layout, parameter slot, then each storage binding's
+  // buffer id, offset and size), the key built on the stack: no allocation for a cached lookup.
+  // Entries keep the whole key (collisions share a bucket).
+  static constexpr size_t kMaxStorage = 16;  // storage bindings per kernel
+  struct BindGroupEntry {
+    std::vector<uint64_t> key;
+    WGPUBindGroup bg;
+  };
+  std::unordered_map<uint64_t, std::vector<BindGroupEntry>> bind_groups_;
+  size_t n_bind_groups_ = 0;
+  WGPUComputePipeline pass_pipeline_ = nullptr;  // last pipeline set in pass_ (setPipeline skipped when equal)
   Buffer staging_;
   bool read_pending_ = false;
-  uint64_t read_size_ = 0;
+  const Buffer* read_src_ = nullptr;
+  uint64_t read_off_ = 0, read_size_ = 0;
+  std::vector<CopyRange> begin_copies_;
+  // submit_async(): one staging buffer per unread ticket, mapped asynchronously
+  struct ReadSlot {
+    Buffer buf;
+    uint64_t ticket = 0, index = 0, size = 0;
+    bool busy = false, done = false, step_ts = false;
+    WGPUMapAsyncStatus status{};
+    std::string msg;
+  };
+  std::array<ReadSlot, kReadRing> ring_;
+  uint64_t next_ticket_ = 1;
   // profiling
   bool profiling_ = false;
   uint32_t prof_cap_ = 0;

@@ -94,14 +94,53 @@ int32_t GpuModel::forward_argmax(Sequence& seq, std::span<const int32_t> toks) {
   return run(seq, toks, HeadOut::Argmax, nullptr);
 }
 
+uint64_t GpuModel::forward_argmax_async(Sequence& seq, std::span<const int32_t> toks, bool undoable) {
+  if (!async_argmax())
+    throw Error(std::string("pipelined greedy decoding is not available on this model: ") +
+                (!opt_.decode_pipeline ? "--decode-pipeline is off"
+                 : rec_->profiling()   ? "per-dispatch profiling is on"
+                                       : "its embedding rows are gathered on the host"));
+  const bool chained = toks.empty();
+  if (chained && !amax_ready_) throw Error("forward_argmax_async: the last forward did not end in argmax (no id on the device)");
+  const int32_t placeholder = 0;  // checked as an id; the embedding reads the device's id instead
+  const std::span<const int32_t> in = chained ? std::span<const int32_t>(&placeholder, 1) : toks;
+  if (undoable && in.size() != 1) throw Error("forward_argmax_async: only a one-token forward can be undone");
+  if (uint64_t(seq.n_past()) + in.size() > seq.context_length()) check_forward(seq, in, c_.vocab);  // throws
+  if (undoable) rec_->copy_on_begin(seq.prepare_undo());
+  chained_ = chained;
+  try {
+    run(seq, in, HeadOut::ArgmaxAsync, nullptr);
+  } catch (...) {
+    chained_ = false;
+    rec_->copy_on_begin({});
+    throw;
+  }
+  chained_ = false;
+  return rec_->last_ticket();
+}
+
+int32_t GpuModel::argmax_result(uint64_t ticket) {
+  uint32_t id = 0;
+  rec_->wait_read(ticket, &id);
+  return int32_t(id);
+}
+
+const gpu::Buffer& GpuModel::token_ids(const gpu::Buffer& tokens, const gpu::Buffer& amax, std::span<const int32_t> toks) {
+  if (chained_) return amax;
+  tokens.write(*ctx_, 0, toks.data(), uint64_t(toks.size()) * 4);
+  return tokens;
+}
+
 int32_t GpuModel::run(Sequence& seq, std::span<const int32_t> toks, HeadOut out, std::vector<float>* logits) {
   check_forward(seq, toks, c_.vocab);
   const uint32_t T = uint32_t(toks.size());
   int32_t result = -1;
+  amax_ready_ = false;
   for (uint32_t s = 0; s < T; s += chunk_) {
     const uint32_t n = std::min(chunk_, T - s);
     result = chunk(seq, toks.subspan(s, n), s + n == T ? out : HeadOut::None, logits);
   }
+  amax_ready_ = out == HeadOut::Argmax || out == HeadOut::ArgmaxAsync;
   return result;
 }
 
@@ -196,6 +235,17 @@ gpu::Buffer upload_f32(gpu::Context& ctx, const std::vector<float>& v, const std
   return b;
 }
 
+int32_t submit_argmax(kernels::OpContext& o, const gpu::Buffer& amax, HeadOut out) {
+  o.rec.read_after(amax, 0, 4);
+  if (out == HeadOut::ArgmaxAsync) {
+    o.rec.submit_async();
+    return -1;
+  }
+  uint32_t id = 0;
+  o.rec.submit(&id);
+  return int32_t(id);
+}
+
 int32_t finish_forward(kernels::OpContext& o, const ModelConfig& c, const gpu::Buffer& x, uint32_t last_row,
                        const HeadBuffers& hb, HeadOut out, std::vector<float>* logits) {
   if (out == HeadOut::None) {
@@ -205,12 +255,9 @@ int32_t finish_forward(kernels::OpContext& o, const ModelConfig& c, const gpu::B
   const uint32_t D = c.d_model;
   kernels::rmsnorm(o, {x, last_row}, D, hb.out_norm, {hb.h, 0}, D, 1, D, c.rms_eps, "output_norm");
   kernels::matmul(o, hb.lm_head, {hb.h, 0}, D, {hb.logits, 0}, c.vocab, 1, false, "output", gpu::Traffic::Logits);
-  if (out == HeadOut::Argmax) {
+  if (out == HeadOut::Argmax || out == HeadOut::ArgmaxAsync) {
     kernels::argmax(o, {hb.logits, 0}, c.vocab, hb.amax);
-    o.rec.read_after(hb.amax, 0, 4);
-    uint32_t id = 0;
-    o.rec.submit(&id);
-    return int32_t(id);
+    return submit_argmax(o, hb.amax, out);
   }
   logits->resize(c.vocab);
   o.rec.read_after(hb.logits, 0, uint64_t(c.vocab) * 4);

@@ -20,7 +20,10 @@
 
 namespace wgllm {
 
-enum class HeadOut { None, Logits, Argmax };
+/// What a forward ends with: nothing, the logits read back, the argmax read back (waited for), or
+/// the argmax submitted without waiting (gpu::Recorder::submit_async; the ticket is
+/// Recorder::last_ticket()).
+enum class HeadOut { None, Logits, Argmax, ArgmaxAsync };
 
 /// What every WebGPU model shares: the device, pipeline cache and recorder, options, the
 /// memory report, profiling hooks, and forward() splitting a call into submissions of at most
@@ -40,12 +43,21 @@ class GpuModel : public Model {
   void compile_switched_pipelines() override;
   void forward(Sequence& seq, std::span<const int32_t> toks, std::vector<float>* logits) override;
   int32_t forward_argmax(Sequence& seq, std::span<const int32_t> toks) override;
+  bool async_argmax() const override { return opt_.decode_pipeline && device_token_input() && !rec_->profiling(); }
+  uint64_t forward_argmax_async(Sequence& seq, std::span<const int32_t> toks, bool undoable) override;
+  int32_t argmax_result(uint64_t ticket) override;
 
  protected:
   /// Creates the device on opt.adapter_index (throws wgllm::Error without a usable adapter).
   GpuModel(const ModelConfig& c, const ModelOptions& opt);
   /// One submission for toks (size <= chunk_), appended to seq; the head runs when out != None.
   virtual int32_t chunk(Sequence& seq, std::span<const int32_t> toks, HeadOut out, std::vector<float>* logits) = 0;
+  /// Whether the embedding reads token ids from a GPU buffer (async_argmax() needs it).
+  virtual bool device_token_input() const { return true; }
+  /// The token ids of a chunk for the embedding: writes toks into `tokens` (queued) and returns
+  /// it, or, in a forward_argmax_async() with no tokens, returns `amax` (the previous forward's
+  /// argmax, still on the device) without writing anything.
+  const gpu::Buffer& token_ids(const gpu::Buffer& tokens, const gpu::Buffer& amax, std::span<const int32_t> toks);
   /// Context length for new_sequence(ctx): ctx, else the options' default, capped by the model
   /// (sequence_context()).
   uint32_t sequence_length(uint32_t ctx) const;
@@ -85,6 +97,8 @@ class GpuModel : public Model {
 
  private:
   int32_t run(Sequence& seq, std::span<const int32_t> toks, HeadOut out, std::vector<float>* logits);
+  bool chained_ = false;     // the forward being recorded takes its token from the device (token_ids)
+  bool amax_ready_ = false;  // the last forward ended in argmax: its id is on the device
 };
 
 /// A block of whole rows of one weight matrix as stored in the file (e.g. Q, K and V projections
@@ -120,9 +134,14 @@ struct HeadBuffers {
 
 /// Records the output head on row `last_row` (element offset of the last token's hidden state in
 /// x), then submits the recording (the only submission of the step). With HeadOut::Argmax reads
-/// back 4 bytes and returns the id; with Logits fills *logits; with None submits without a head.
+/// back 4 bytes and returns the id; with ArgmaxAsync submits the same without waiting (returns -1;
+/// the ticket is o.rec.last_ticket()); with Logits fills *logits; with None submits without a head.
 int32_t finish_forward(kernels::OpContext& o, const ModelConfig& c, const gpu::Buffer& x, uint32_t last_row,
                        const HeadBuffers& hb, HeadOut out, std::vector<float>* logits);
+
+/// The end of an argmax head: schedules the 4-byte read of amax and submits (HeadOut::Argmax:
+/// waits, returns the id; ArgmaxAsync: returns -1 without waiting).
+int32_t submit_argmax(kernels::OpContext& o, const gpu::Buffer& amax, HeadOut out);
 
 /// Weights of a SwiGLU feed-forward block (Shazeer 2020): either the fused gate|up matrix or
 /// the two separate ones.

@@ -159,10 +159,10 @@ class Lfm2Gpu final : public GpuModel {
 
   int32_t chunk(Sequence& seq, std::span<const int32_t> toks, HeadOut out, std::vector<float>* logits) override {
     const uint32_t T = uint32_t(toks.size()), D = c_.d_model, pos0 = seq.n_past();
-    tokens_.write(*ctx_, 0, toks.data(), uint64_t(T) * 4);
+    const Buffer& ids = token_ids(tokens_, amax_, toks);
     kernels::OpContext o{*ctx_, *pipes_, *rec_, opt_.kernels};
     rec_->begin();
-    kernels::embed(o, embed_, tokens_, T, {x_, 0});
+    kernels::embed(o, embed_, ids, T, {x_, 0});
     for (uint32_t l = 0; l < c_.n_layers; ++l) {
       Layer& L = layers_[l];
       kernels::rmsnorm(o, {x_, 0}, D, L.attn_norm, {h_, 0}, D, T, D, c_.rms_eps, "operator_norm");

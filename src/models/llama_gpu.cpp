@@ -42,6 +42,8 @@ class LlamaGpu final : public GpuModel {
     alloc_scratch();
   }
 
+  bool device_token_input() const override { return !host_embed_; }
+
   std::unique_ptr<Sequence> new_sequence(uint32_t ctx) override {
     SequenceSize s;
     s.context = sequence_length(ctx);
@@ -157,7 +159,7 @@ class LlamaGpu final : public GpuModel {
   int32_t chunk(Sequence& seq, std::span<const int32_t> toks, HeadOut out, std::vector<float>* logits) override {
     const uint32_t T = uint32_t(toks.size()), D = c_.d_model, Q = c_.q_dim(), KV = c_.kv_dim(),
                    QKV = Q + 2 * KV, pos0 = seq.n_past();
-    tokens_.write(*ctx_, 0, toks.data(), uint64_t(T) * 4);
+    const Buffer& ids = host_embed_ ? tokens_ : token_ids(tokens_, amax_, toks);
     kernels::OpContext o{*ctx_, *pipes_, *rec_, opt_.kernels};
     if (host_embed_) {
       // Rows gathered on the host (the table exceeds one storage binding): dequantize() of the
@@ -168,7 +170,7 @@ class LlamaGpu final : public GpuModel {
       x_.write(*ctx_, 0, rows.data(), rows.size() * 4);
     }
     rec_->begin();
-    if (!host_embed_) kernels::embed(o, embed_, tokens_, T, {x_, 0});
+    if (!host_embed_) kernels::embed(o, embed_, ids, T, {x_, 0});
     if (gemma_) kernels::scale(o, {x_, 0}, T * D, gemma_->embed_scale, "embed_scale");
     const kernels::AttentionShape as_global{T, pos0, c_.n_heads, c_.n_kv_heads, c_.head_dim,
                                             gemma_ ? gemma_->attn_scale : 1.0f / std::sqrt(float(c_.head_dim))};
@@ -293,12 +295,9 @@ class LlamaGpu final : public GpuModel {
     for (size_t i = 0; i < head_parts_.size(); ++i)
       kernels::matmul(o, head_parts_[i], {h_, 0}, D, {logits_, head_row0_[i]}, c_.vocab, 1, false, "output",
                       gpu::Traffic::Logits);
-    if (out == HeadOut::Argmax) {
+    if (out == HeadOut::Argmax || out == HeadOut::ArgmaxAsync) {
       kernels::argmax(o, {logits_, 0}, c_.vocab, amax_);
-      o.rec.read_after(amax_, 0, 4);
-      uint32_t id = 0;
-      o.rec.submit(&id);
-      return int32_t(id);
+      return submit_argmax(o, amax_, out);
     }
     logits->resize(c_.vocab);
     o.rec.read_after(logits_, 0, uint64_t(c_.vocab) * 4);

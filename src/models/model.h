@@ -34,6 +34,11 @@ struct ModelOptions {
   /// per forward; kSubmitChunkAuto = 32 on hardware adapters, 0 on software ones (docs/FLAGS.md).
   static constexpr uint32_t kSubmitChunkAuto = 0xFFFFFFFFu;
   uint32_t submit_chunk = kSubmitChunkAuto;
+  /// Pipelined greedy decoding (--decode-pipeline; runtime/decode_pipeline.h): the argmax id stays
+  /// on the device, the next step's embedding reads it there, and the host records and submits
+  /// step i+1 before it reads step i's id (one step of lag; a step past a stop is taken back).
+  /// Bit-identical tokens and state (tests/e2e/decode_pipeline_test.cpp). WebGPU only.
+  bool decode_pipeline = false;
 };
 
 /// Byte sizes of resident memory, for reports.
@@ -124,6 +129,20 @@ class Sequence {
   /// Records that rows [n_past, n_past + n) are being rewritten (called by check_forward()).
   void mark_written(uint32_t n);
 
+  // --- One-step undo (pipelined greedy decoding, runtime/decode_pipeline.h) ---
+  /// Before a forward of one token that may be taken back: remembers n_past and the write clocks
+  /// that forward changes, and returns the GPU copies of every copied state (ConvState,
+  /// DeltaState) into this sequence's undo store (one snapshot's size, allocated on first use),
+  /// which the model records at the start of that forward's submission (gpu::Recorder::
+  /// copy_on_begin), so the queue runs them before the forward. Empty for KV-only sequences (a
+  /// KvState rolls back by the length) and on the host (the copies are made at once).
+  std::vector<gpu::CopyRange> prepare_undo();
+  /// Takes back the one-token forward that followed prepare_undo(): copies the saved states back
+  /// (one queued submission), restores n_past and the clocks, so the sequence is exactly as before
+  /// that forward (export_state() and restorable() alike; the KV row it wrote lies past n_past).
+  /// Throws wgllm::Error, changing nothing, unless exactly that one forward happened since.
+  void undo();
+
  private:
   /// Bytes of one snapshot (sum of the states' snapshot_bytes()).
   uint64_t snapshot_bytes() const;
@@ -132,6 +151,12 @@ class Sequence {
   uint32_t n_past_ = 0, ctx_len_ = 0;
   uint64_t id_ = 0, clock_ = 0;
   std::vector<uint64_t> row_clock_;  // [ctx_len] write clock of the last write of each KV row
+  struct Undo {
+    bool armed = false;
+    uint32_t n_past = 0;
+    uint64_t clock = 0, row_clock = 0;
+  } undo_;
+  SnapshotStore undo_store_;  // prepare_undo()'s copies of the copied states
 };
 
 class Model {
@@ -149,6 +174,21 @@ class Model {
   /// As forward(), returning argmax of the last logits (computed on the device: on WebGPU the
   /// step reads back 4 bytes instead of the vocab logits). Ties go to the lowest id.
   virtual int32_t forward_argmax(Sequence& seq, std::span<const int32_t> tokens) = 0;
+  /// Pipelined greedy decoding (ModelOptions::decode_pipeline; runtime/decode_pipeline.h drives
+  /// it). True when forward_argmax_async() is available: the switch is on, the backend is WebGPU,
+  /// the embedding reads its ids on the device (not rows gathered on the host for a table larger
+  /// than one storage binding) and per-dispatch profiling is off.
+  virtual bool async_argmax() const { return false; }
+  /// As forward_argmax() without waiting for the id: returns a ticket for argmax_result(). The id
+  /// also stays on the device, where a call with `tokens` empty takes it as its one input token
+  /// (the argmax of this model's last forward, which must have ended in argmax: no host round
+  /// trip between two steps). `undoable` (one token only): seq.prepare_undo() first, its copies
+  /// recorded at the start of this forward, so that seq.undo() can take the forward back. Throws
+  /// wgllm::Error when !async_argmax() and as forward() does (seq unchanged).
+  virtual uint64_t forward_argmax_async(Sequence& seq, std::span<const int32_t> tokens, bool undoable);
+  /// Waits for the id of a ticket (each ticket read once; at most gpu::Recorder::kReadRing unread;
+  /// only that ticket's submission is waited for, not later ones).
+  virtual int32_t argmax_result(uint64_t ticket);
   /// Weights and scratch buffers (sequence state is reported by Sequence::memory()).
   virtual MemoryReport memory() const = 0;
   /// Per-kernel GPU times of the last submission when profiling is on (WebGPU only).

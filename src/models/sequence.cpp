@@ -64,6 +64,30 @@ void Sequence::mark_written(uint32_t n) {
   std::fill(row_clock_.begin() + n_past_, row_clock_.begin() + end, clock_);
 }
 
+std::vector<gpu::CopyRange> Sequence::prepare_undo() {
+  undo_ = Undo{true, n_past_, clock_, n_past_ < ctx_len_ ? row_clock_[n_past_] : 0};
+  const uint64_t bytes = snapshot_bytes();
+  if (!bytes) return {};
+  if (undo_store_.bytes() != bytes) undo_store_ = SnapshotStore(ctx_, bytes);
+  StateCopier c(undo_store_);
+  for (const auto& st : states_) st->snapshot(c);
+  return c.take();
+}
+
+void Sequence::undo() {
+  if (!undo_.armed || n_past_ != undo_.n_past + 1 || clock_ != undo_.clock + 1)
+    throw Error("undo: the sequence did not advance by exactly one forward of one token since prepare_undo()");
+  if (snapshot_bytes()) {
+    StateCopier c(undo_store_);
+    for (const auto& st : states_) st->restore(c);
+    c.submit();
+  }
+  n_past_ = undo_.n_past;
+  clock_ = undo_.clock;
+  row_clock_[n_past_] = undo_.row_clock;
+  undo_.armed = false;
+}
+
 uint64_t Sequence::snapshot_bytes() const {
   uint64_t b = 0;
   for (const auto& s : states_) b += s->snapshot_bytes();
@@ -175,6 +199,14 @@ std::unique_ptr<SeqSnapshot> Sequence::import_snapshot(uint32_t n, const std::ve
   s->seq_id_ = id_;
   s->clock_ = clock_;
   return s;
+}
+
+uint64_t Model::forward_argmax_async(Sequence&, std::span<const int32_t>, bool) {
+  throw Error("pipelined greedy decoding (--decode-pipeline) is not available on " + backend_name());
+}
+
+int32_t Model::argmax_result(uint64_t) {
+  throw Error("pipelined greedy decoding (--decode-pipeline) is not available on " + backend_name());
 }
 
 uint32_t sequence_context(uint32_t requested, uint32_t default_len, uint32_t max_context) {

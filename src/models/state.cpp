@@ -108,6 +108,11 @@ void StateCopier::load(StateArray& a) {
     std::memcpy(a.host(), store_.host_.data() + off, n);
 }
 
+std::vector<gpu::CopyRange> StateCopier::take() {
+  if (off_ != store_.bytes_) throw Error("state snapshot: the layout does not match this sequence");
+  return std::move(gpu_);
+}
+
 void StateCopier::submit() {
   if (off_ != store_.bytes_) throw Error("state snapshot: the layout does not match this sequence");
   if (!gpu_.empty()) gpu::copy_buffers(*store_.ctx_, gpu_);

@@ -101,6 +101,9 @@ class StateCopier {
   /// Submits the recorded GPU copies (one submission); throws wgllm::Error if the regions did not
   /// add up to the store's size.
   void submit();
+  /// As submit(), returning the recorded GPU copies for the caller to record instead (e.g. into a
+  /// forward's own submission, gpu::Recorder::copy_on_begin).
+  std::vector<gpu::CopyRange> take();
 
  private:
   /// The next region for a (checked), then advances past it.

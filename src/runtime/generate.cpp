@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "core/error.h"
+#include "runtime/decode_pipeline.h"
 #include "tokenizer/tokenizer.h"
 
 namespace wgllm {
@@ -11,6 +12,12 @@ namespace wgllm {
 std::vector<int32_t> generate(Model& model, Sequence& seq, const Tokenizer& tok, std::span<const int32_t> prompt,
                               const GenerateOptions& opt, const TokenCallback& on_token, GenerateStats* stats,
                               std::span<const int32_t> earlier) {
+  return generate(model, seq, [&tok](int32_t t) { return tok.is_eog(t); }, prompt, opt, on_token, stats, earlier);
+}
+
+std::vector<int32_t> generate(Model& model, Sequence& seq, const std::function<bool(int32_t)>& is_eog,
+                              std::span<const int32_t> prompt, const GenerateOptions& opt, const TokenCallback& on_token,
+                              GenerateStats* stats, std::span<const int32_t> earlier) {
   using clock = std::chrono::steady_clock;
   if (prompt.empty()) throw Error("generate: empty prompt");
   Sampler sampler(opt.sampler);
@@ -20,8 +27,12 @@ std::vector<int32_t> generate(Model& model, Sequence& seq, const Tokenizer& tok,
   history.insert(history.end(), prompt.begin(), prompt.end());
   std::vector<float> logits;
   const bool dev = opt.sampler.device_argmax_ok();
-  auto step = [&](std::span<const int32_t> in) {
-    if (dev) return model.forward_argmax(seq, in);
+  // Greedy: the argmax on the device, pipelined with --decode-pipeline (runtime/decode_pipeline.h:
+  // `more` says the next token may be wanted, so its forward may be submitted before this one's
+  // id is read; a forward past a stop is taken back by dec.cancel()).
+  GreedyDecoder dec(model, seq);
+  auto step = [&](std::span<const int32_t> in, bool more) {
+    if (dev) return dec.next(in, more);
     model.forward(seq, in, &logits);
     return sampler.sample(logits, history);
   };
@@ -33,21 +44,22 @@ std::vector<int32_t> generate(Model& model, Sequence& seq, const Tokenizer& tok,
     if (stats) *stats = st;
     return out;
   }
-  int32_t next = step(prompt);
+  int32_t next = step(prompt, false);  // not speculated: the time to the first token stays as it was
   const auto t1 = clock::now();
   st.ttft_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
   auto t_last = t1;
   while (true) {
-    if (opt.stop_at_eog && tok.is_eog(next)) break;
+    if (opt.stop_at_eog && is_eog(next)) break;
     out.push_back(next);
     history.push_back(next);
     if (on_token && !on_token(next)) break;
     if (out.size() >= opt.max_new_tokens) break;
-    if (seq.n_past() + 1 > seq.context_length()) break;  // context full: stop, documented
-    next = step(std::span<const int32_t>(&next, 1));
+    if (dec.n_past() + 1 > seq.context_length()) break;  // context full: stop, documented
+    next = step(std::span<const int32_t>(&next, 1), out.size() + 1 < opt.max_new_tokens);
     t_last = clock::now();
     ++st.n_decode_steps;
   }
+  dec.cancel();  // a forward speculated past the stop: the sequence as without pipelining
   st.n_generated = uint32_t(out.size());
   st.decode_ms = std::chrono::duration<double, std::milli>(t_last - t1).count();
   if (stats) *stats = st;

@@ -39,5 +39,11 @@ using TokenCallback = std::function<bool(int32_t)>;
 std::vector<int32_t> generate(Model& model, Sequence& seq, const Tokenizer& tok, std::span<const int32_t> prompt,
                               const GenerateOptions& opt, const TokenCallback& on_token = nullptr,
                               GenerateStats* stats = nullptr, std::span<const int32_t> earlier = {});
+/// The same with the end-of-generation test given as a predicate (the overload above passes
+/// tok.is_eog; tests stop at chosen tokens).
+std::vector<int32_t> generate(Model& model, Sequence& seq, const std::function<bool(int32_t)>& is_eog,
+                              std::span<const int32_t> prompt, const GenerateOptions& opt,
+                              const TokenCallback& on_token = nullptr, GenerateStats* stats = nullptr,
+                              std::span<const int32_t> earlier = {});
 
 }  // namespace wgllm

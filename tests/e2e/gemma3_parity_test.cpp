@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include "models/gemma3.h"
 #include "parity_util.h"
+#include "decode_pipeline_util.h"
 #include "tiny_gguf_util.h"
 #include "tokenizer/tokenizer.h"
 
@@ -212,3 +213,6 @@ TEST(Gemma3Parity, OversizedEmbeddingAndHeadPaths) {
   auto ids = prompt(3, 9);
   EXPECT_EQ(greedy(*split, ids, 8), greedy(*fx().cpu, ids, 8));
 }
+
+// --decode-pipeline: the same tokens and final state as the plain loop (tests/e2e/decode_pipeline_util.h).
+TEST(Gemma3Parity, DecodePipelineIdentical) { expect_pipeline_identical(*fx().src, prompt(4, 7), 64); }  // sequences <= the 16-token window

@@ -23,6 +23,7 @@
 #include <fstream>
 #include <stdlib.h>
 #include "parity_util.h"
+#include "decode_pipeline_util.h"
 #include "tiny_gguf_util.h"
 #include "tokenizer/tokenizer.h"
 
@@ -204,3 +205,6 @@ TEST(Qwen2Parity, OversizedEmbeddingAndHeadPaths) {
   auto ids = prompt(3, 9);
   EXPECT_EQ(greedy(*split, ids, 8), greedy(*fx().cpu, ids, 8));
 }
+
+// --decode-pipeline: the same tokens and final state as the plain loop (tests/e2e/decode_pipeline_util.h).
+TEST(Qwen2Parity, DecodePipelineIdentical) { expect_pipeline_identical(*fx().src, prompt(11, 7), 64); }

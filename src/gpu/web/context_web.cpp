@@ -112,6 +112,7 @@ void Context::wait_idle() {
 // The browser has no blocking waits to watch (mapAsync promises are awaited through asyncify;
 // a lost device rejects them): poll_wait() is the plain shim poll and there is no timeout.
 void Context::poll_wait() { wgpuDevicePoll(device_, true, nullptr); }
+void Context::poll_wait_for(uint64_t) { wgpuDevicePoll(device_, true, nullptr); }
 double Context::wait_timeout_s() const { return 0; }
 // Subgroups when the device has the standard feature (the shim adds WGSL's `enable subgroups;`,
 // which browsers require and wgpu-native rejects). The sizes are the adapter's own
