@@ -2,7 +2,7 @@
 //   wgllm run  [-m MODEL] -p PROMPT [sampling]   generate an answer (chat template applied)
 //   wgllm chat [-m MODEL]                         interactive multi-turn chat, streamed
 //   wgllm devices                                 list WebGPU adapters
-//   wgllm perplexity [-m MODEL] -f TEXT           perplexity of a text (one window)
+//   wgllm perplexity [-m MODEL] -f TEXT [-c N]    perplexity of a text (llama-perplexity method)
 //   wgllm bench [ab|synthetic|multi-turn|attention|matmul|dispatch] benchmarks (bench.cpp)
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
