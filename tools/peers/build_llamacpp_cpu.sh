@@ -6,7 +6,8 @@
 # Cached: $CACHE/llamacpp-cpu-0.3.36-<cpu>/bin (CACHE = $WGLLM_CACHE or ~/.cache/wgllm) with a
 # stamp naming the sdist checksum, the greedy tool's checksum and this machine's CPU flags
 # (GGML_NATIVE=ON: the build is for the CPU it runs on); a second run with the stamp in place
-# only prints the folder. The sdist is fetched with pip into $CACHE/downloads (sha256 checked).
+# only prints the folder. The sdist is fetched with pip into $CACHE/downloads (sha256 checked);
+# LCPP_SRC_TGZ=.carry/llama.cpp.tgz uses that tarball of the same source instead (device machine).
 # Time: 37 min measured on 2 shared cores under load ~15 (2026-12-02; fewer on idle cores); build tree
 # in $LCPP_CPU_WORK (default /tmp/lcpp-cpu), removed afterwards unless KEEP_WORK=1.
 set -euo pipefail
@@ -25,16 +26,22 @@ log() { printf '[lcpp-cpu] %s\n' "$*" >&2; }
 
 if [ -f "$STAMP" ]; then echo "$DEST/bin"; exit 0; fi
 
-mkdir -p "$CACHE/downloads"
-if [ ! -f "$SDIST" ]; then
-  log "fetching llama-cpp-python==$VER (sdist) from PyPI"
-  python3 -m pip download --no-deps --no-binary=:all: -d "$CACHE/downloads" "llama-cpp-python==$VER" >&2
-fi
-echo "$SHA  $SDIST" | sha256sum -c - >&2
-
 rm -rf "$WORK"; mkdir -p "$WORK"
-tar xzf "$SDIST" -C "$WORK" "llama_cpp_python-$VER/vendor/llama.cpp"
-SRC="$WORK/llama_cpp_python-$VER/vendor/llama.cpp"
+if [ -n "${LCPP_SRC_TGZ:-}" ]; then
+  # The device machine (no registry access): the same source as tools/device/pack.py stages it
+  # (.carry/llama.cpp.tgz: the sdist's vendor/llama.cpp folder).
+  tar xzf "$LCPP_SRC_TGZ" -C "$WORK"
+  SRC="$WORK/llama.cpp"
+else
+  mkdir -p "$CACHE/downloads"
+  if [ ! -f "$SDIST" ]; then
+    log "fetching llama-cpp-python==$VER (sdist) from PyPI"
+    python3 -m pip download --no-deps --no-binary=:all: -d "$CACHE/downloads" "llama-cpp-python==$VER" >&2
+  fi
+  echo "$SHA  $SDIST" | sha256sum -c - >&2
+  tar xzf "$SDIST" -C "$WORK" "llama_cpp_python-$VER/vendor/llama.cpp"
+  SRC="$WORK/llama_cpp_python-$VER/vendor/llama.cpp"
+fi
 log "configuring (CPU backend, static, native)"
 cmake -S "$SRC" -B "$WORK/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=OFF \
   -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_EXAMPLES=ON \
