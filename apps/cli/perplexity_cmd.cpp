@@ -34,7 +34,7 @@ std::function<int()> add_perplexity(CLI::App& app) {
   struct State {
     CommonOptions o;
     std::string file, json;
-    uint32_t window = 0;
+    uint32_t window = 0, ctx_size = 0;
     int64_t chunks = -1;
   };
   auto s = std::make_shared<State>();
@@ -42,6 +42,7 @@ std::function<int()> add_perplexity(CLI::App& app) {
   add_common(*cmd, s->o);
   cmd->get_option("--context")->description("tokens per chunk, n_ctx (llama-perplexity -c; default 512 here)");
   cmd->add_option("-f,--file", s->file, "text file (UTF-8)")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--ctx-size,--ctx", s->ctx_size, "same as -c (llama.cpp's long name)")->transform(integer(4, kMaxTokens));
   cmd->add_option("--chunks", s->chunks, "evaluate at most this many chunks (default: all)")->transform(integer(1, 1u << 30));
   cmd->add_option("--window", s->window, "older mode: score the first N tokens in one window")->transform(integer(2, 1u << 20));
   cmd->add_option("--json", s->json, "also write the result as JSON to this file")->check(OutputFile);
@@ -51,7 +52,7 @@ std::function<int()> add_perplexity(CLI::App& app) {
     if (!text.empty() && text.back() == '\n') text.pop_back();  // as llama.cpp's -f
     CommonOptions o = s->o;
     const bool window = s->window > 0;
-    const uint32_t n_ctx = cmd->get_option("--context")->count() ? o.context : 512;
+    const uint32_t n_ctx = s->ctx_size ? s->ctx_size : cmd->get_option("--context")->count() ? o.context : 512;
     o.context = window ? std::max(o.context, s->window) : n_ctx;
     Loaded l = load(o);
     l.seq.reset();  // perplexity makes its own sequences
