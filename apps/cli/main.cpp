@@ -2,9 +2,9 @@
 //   wgllm run  [-m MODEL] -p PROMPT [sampling]   generate an answer (chat template applied)
 //   wgllm chat [-m MODEL]                         interactive multi-turn chat, streamed
 //   wgllm devices                                 list WebGPU adapters
-//   wgllm perplexity [-m MODEL] -f TEXT           perplexity of a text (one window)
+//   wgllm perplexity [-m MODEL] -f TEXT [-c N]    perplexity of a text (llama-perplexity method)
 //   wgllm serve [-m MODEL] [--port N]              OpenAI-compatible HTTP server (serve_cmd.cpp)
-//   wgllm bench [ab|synthetic|multi-turn|attention|matmul|dispatch] benchmarks (bench.cpp)
+//   wgllm bench [ab|synthetic|multi-turn|attention|matmul|dispatch|long-context|planted-fact|serve] benchmarks (bench.cpp)
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
@@ -25,6 +25,7 @@
 #include "bench.h"
 #include "bench_attention.h"
 #include "bench_long_context.h"
+#include "bench_planted_fact.h"
 #include "bench_matmul.h"
 #include "bench_dispatch.h"
 #include "bench_multiturn.h"
@@ -259,6 +260,7 @@ int main(int argc, char** argv) {
   auto multiturn_hook = cli::add_bench_multiturn(app);  // after `bench` is registered
   auto attention_hook = cli::add_bench_attention(app);
   auto long_context_hook = cli::add_bench_long_context(app);
+  auto planted_fact_hook = cli::add_bench_planted_fact(app);
   auto matmul_hook = cli::add_bench_matmul(app);
   auto dispatch_hook = cli::add_bench_dispatch(app);
   auto perplexity_hook = cli::add_perplexity(app);
@@ -290,6 +292,7 @@ int main(int argc, char** argv) {
     if (int rc = multiturn_hook(); rc >= 0) return rc;
     if (int rc = attention_hook(); rc >= 0) return rc;
     if (int rc = long_context_hook(); rc >= 0) return rc;
+    if (int rc = planted_fact_hook(); rc >= 0) return rc;
     if (int rc = matmul_hook(); rc >= 0) return rc;
     if (int rc = dispatch_hook(); rc >= 0) return rc;
     if (int rc = perplexity_hook(); rc >= 0) return rc;

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "gpu/context.h"
+#include "kernels/nll.h"
 #include "kernels/rope_table.h"
 #include "kernels/sparse_attention.h"
 
@@ -129,6 +130,80 @@ const gpu::Buffer& GpuModel::token_ids(const gpu::Buffer& tokens, const gpu::Buf
   if (chained_) return amax;
   tokens.write(*ctx_, 0, toks.data(), uint64_t(toks.size()) * 4);
   return tokens;
+}
+
+void GpuModel::forward_nll(Sequence& seq, std::span<const int32_t> toks, std::span<const int32_t> targets,
+                           std::vector<float>* nll) {
+  check_nll_targets(toks, targets, c_.vocab);
+  check_forward(seq, toks, c_.vocab);
+  amax_ready_ = false;  // these forwards end in no argmax: no id for a chained step
+  const uint32_t T = uint32_t(toks.size());
+  nll->assign(T, 0.0f);
+  struct Reset {  // the request never outlives this call, whatever a submission throws
+    GpuModel& m;
+    ~Reset() {
+      m.nll_targets_ = {};
+      m.nll_out_ = nullptr;
+    }
+  } reset{*this};
+  for (uint32_t s = 0; s < T; s += chunk_) {
+    const uint32_t n = std::min(chunk_, T - s);
+    nll_targets_ = targets.subspan(s, n);
+    nll_out_ = nll->data() + s;
+    const bool scored = std::any_of(nll_targets_.begin(), nll_targets_.end(), [](int32_t t) { return t >= 0; });
+    chunk(seq, toks.subspan(s, n), scored ? HeadOut::Nll : HeadOut::None, nullptr);
+  }
+}
+
+int32_t GpuModel::finish_forward(kernels::OpContext& o, const ModelConfig& c, const gpu::Buffer& x, uint32_t last_row,
+                                 const HeadBuffers& hb, HeadOut out, std::vector<float>* logits) {
+  if (out != HeadOut::Nll) return wgllm::finish_forward(o, c, x, last_row, hb, out, logits);
+  const HeadPart whole{&hb.lm_head, 0};
+  record_nll_head(o, x, last_row / c.d_model + 1, hb.out_norm, {&whole, 1});
+  return -1;
+}
+
+uint32_t GpuModel::nll_block_rows() const {
+  const auto& lim = ctx_->info().limits;
+  const uint64_t bytes = std::min<uint64_t>({256ull << 20, lim.maxStorageBufferBindingSize, lim.maxBufferSize});
+  uint64_t r = std::min<uint64_t>(chunk_, bytes / (uint64_t(c_.vocab) * 4));
+  if (r >= 32) r = r / 32 * 32;
+  return uint32_t(std::max<uint64_t>(r, 1));
+}
+
+void GpuModel::record_nll_head(kernels::OpContext& o, const gpu::Buffer& x, uint32_t T, const gpu::Buffer& out_norm,
+                               std::span<const HeadPart> parts) {
+  if (nll_targets_.size() != T || !nll_out_) throw Error("record_nll_head: no NLL request for this submission");
+  const uint32_t D = c_.d_model, V = c_.vocab, R = nll_block_rows();
+  if (!nll_y_) {
+    auto mk = [&](uint64_t bytes, const char* name) {
+      mem_.scratch += bytes;
+      return gpu::Buffer(*ctx_, bytes, gpu::BufferKind::Storage, name);
+    };
+    nll_h_ = mk(uint64_t(R) * D * 4, "nll.h");
+    nll_logits_ = mk(uint64_t(R) * V * 4, "nll.logits");
+    nll_tgt_ = mk(uint64_t(chunk_) * 4, "nll.targets");
+    nll_y_ = mk(uint64_t(chunk_) * 4, "nll.y");
+  }
+  uint32_t lo = 0, hi = T;
+  while (lo < T && nll_targets_[lo] < 0) ++lo;
+  while (hi > lo && nll_targets_[hi - 1] < 0) --hi;
+  nll_tgt_.write(*ctx_, 0, nll_targets_.data(), uint64_t(T) * 4);
+  for (uint32_t r0 = lo; r0 < hi; r0 += R) {
+    const uint32_t n = std::min(R, hi - r0);
+    kernels::rmsnorm(o, {x, r0 * D}, D, out_norm, {nll_h_, 0}, D, n, D, c_.rms_eps, "output_norm");
+    for (const HeadPart& p : parts)
+      kernels::matmul(o, *p.w, {nll_h_, 0}, D, {nll_logits_, p.row0}, V, n, false, "output", gpu::Traffic::Logits);
+    kernels::nll_rows(o, {nll_logits_, 0}, V, V, n, nll_tgt_, r0, {nll_y_, r0});
+  }
+  if (hi == lo) {
+    o.rec.submit();
+    return;
+  }
+  o.rec.read_after(nll_y_, uint64_t(lo) * 4, uint64_t(hi - lo) * 4);
+  o.rec.submit(nll_out_ + lo);
+  for (uint32_t t = lo; t < hi; ++t)
+    if (nll_targets_[t] < 0) nll_out_[t] = 0.0f;
 }
 
 int32_t GpuModel::run(Sequence& seq, std::span<const int32_t> toks, HeadOut out, std::vector<float>* logits) {

@@ -20,10 +20,20 @@
 
 namespace wgllm {
 
-/// What a forward ends with: nothing, the logits read back, the argmax read back (waited for), or
-/// the argmax submitted without waiting (gpu::Recorder::submit_async; the ticket is
-/// Recorder::last_ticket()).
-enum class HeadOut { None, Logits, Argmax, ArgmaxAsync };
+/// What the end of a submission computes: nothing, the last row's logits (read back), their argmax
+/// (4 bytes read back, waited for), the argmax submitted without waiting (gpu::Recorder::
+/// submit_async; the ticket is Recorder::last_ticket()), or the NLL of a target id at every scored
+/// row (GpuModel::forward_nll: one float per row read back).
+enum class HeadOut { None, Logits, Argmax, ArgmaxAsync, Nll };
+
+/// A block of output-head rows: vocab ids row0 .. row0 + w->N (the whole head, or one part of a
+/// head split across storage bindings).
+struct HeadPart {
+  const kernels::GpuWeight* w;
+  uint32_t row0;
+};
+
+struct HeadBuffers;
 
 /// What every WebGPU model shares: the device, pipeline cache and recorder, options, the
 /// memory report, profiling hooks, and forward() splitting a call into submissions of at most
@@ -46,6 +56,11 @@ class GpuModel : public Model {
   bool async_argmax() const override { return opt_.decode_pipeline && device_token_input() && !rec_->profiling(); }
   uint64_t forward_argmax_async(Sequence& seq, std::span<const int32_t> toks, bool undoable) override;
   int32_t argmax_result(uint64_t ticket) override;
+  /// On the device: each prefill-chunk submission ends with the output norm and head on its
+  /// scored rows only (in blocks of nll_block_rows() rows) and kernels::nll_rows; one float per
+  /// scored row is read back, never the logits.
+  void forward_nll(Sequence& seq, std::span<const int32_t> toks, std::span<const int32_t> targets,
+                   std::vector<float>* nll) override;
 
  protected:
   /// Creates the device on opt.adapter_index (throws wgllm::Error without a usable adapter).
@@ -86,6 +101,21 @@ class GpuModel : public Model {
 
   /// With --sparse-attn, gives every KvState of seq its block-means cache (kernels/sparse_attention.h).
   void attach_sparse_means(Sequence& seq);
+  /// The end of one submission as the architectures call it (this member hides the free
+  /// finish_forward() inside GpuModel's subclasses): HeadOut::Nll runs record_nll_head() over
+  /// rows 0 .. last_row / d_model of x with hb.lm_head as the whole head; the other kinds go to
+  /// the free function unchanged.
+  int32_t finish_forward(kernels::OpContext& o, const ModelConfig& c, const gpu::Buffer& x, uint32_t last_row,
+                         const HeadBuffers& hb, HeadOut out, std::vector<float>* logits);
+  /// HeadOut::Nll for the T rows of x [T, d_model] of this submission: for the rows whose target
+  /// (forward_nll's, this submission's share) is >= 0, in blocks of nll_block_rows() rows: RMSNorm
+  /// with out_norm, the head parts into a [rows, vocab] scratch, kernels::nll_rows; then submits
+  /// and reads back the floats of the scored range. Scratch is allocated on first use.
+  void record_nll_head(kernels::OpContext& o, const gpu::Buffer& x, uint32_t T, const gpu::Buffer& out_norm,
+                       std::span<const HeadPart> parts);
+  /// Rows of logits one NLL block holds: as many as fit 256 MiB and one storage binding, at most
+  /// the prefill chunk (a multiple of 32 when >= 32).
+  uint32_t nll_block_rows() const;
 
   ModelConfig c_;
   ModelOptions opt_;
@@ -99,6 +129,12 @@ class GpuModel : public Model {
   int32_t run(Sequence& seq, std::span<const int32_t> toks, HeadOut out, std::vector<float>* logits);
   bool chained_ = false;     // the forward being recorded takes its token from the device (token_ids)
   bool amax_ready_ = false;  // the last forward ended in argmax: its id is on the device
+  // forward_nll's request for the submission being recorded: its targets and host destination.
+  std::span<const int32_t> nll_targets_;
+  float* nll_out_ = nullptr;
+  // NLL scratch (record_nll_head): normed rows [R, d], logits [R, vocab], targets [chunk] i32,
+  // NLL [chunk]; R = nll_block_rows().
+  gpu::Buffer nll_h_, nll_logits_, nll_tgt_, nll_y_;
 };
 
 /// A block of whole rows of one weight matrix as stored in the file (e.g. Q, K and V projections

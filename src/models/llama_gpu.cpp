@@ -291,6 +291,12 @@ class LlamaGpu final : public GpuModel {
       return -1;
     }
     const uint32_t D = c_.d_model;
+    if (out == HeadOut::Nll) {
+      std::vector<HeadPart> parts;
+      for (size_t i = 0; i < head_parts_.size(); ++i) parts.push_back({&head_parts_[i], head_row0_[i]});
+      record_nll_head(o, x_, last_row / D + 1, out_norm_, parts);
+      return -1;
+    }
     kernels::rmsnorm(o, {x_, last_row}, D, out_norm_, {h_, 0}, D, 1, D, c_.rms_eps, "output_norm");
     for (size_t i = 0; i < head_parts_.size(); ++i)
       kernels::matmul(o, head_parts_[i], {h_, 0}, D, {logits_, head_row0_[i]}, c_.vocab, 1, false, "output",

@@ -189,6 +189,16 @@ class Model {
   /// Waits for the id of a ticket (each ticket read once; at most gpu::Recorder::kReadRing unread;
   /// only that ticket's submission is waited for, not later ones).
   virtual int32_t argmax_result(uint64_t ticket);
+  /// As forward(), scoring positions instead of returning logits (perplexity): for every t with
+  /// targets[t] >= 0, nll[t] = logsumexp(l_t) - l_t[targets[t]] where l_t are the f32 vocab logits
+  /// after tokens[0..t] (ref::nll_rows, kernels/nll.h); nll[t] = 0 where targets[t] < 0.
+  /// targets.size() == tokens.size(). This default runs the unscored prefix and suffix as one
+  /// forward each and the scored range one token at a time with its logits read back (the CPU
+  /// backend); WebGPU overrides it with one batched prefill per chunk and the NLL on the device.
+  /// Throws wgllm::Error (sequence unchanged) for mismatched sizes or a target >= vocab, and
+  /// whatever forward() throws.
+  virtual void forward_nll(Sequence& seq, std::span<const int32_t> tokens, std::span<const int32_t> targets,
+                           std::vector<float>* nll);
   /// Weights and scratch buffers (sequence state is reported by Sequence::memory()).
   virtual MemoryReport memory() const = 0;
   /// Per-kernel GPU times of the last submission when profiling is on (WebGPU only).
@@ -241,5 +251,8 @@ void check_host_memory(const SequenceSize& s, uint64_t extra, const std::string&
 /// KV rows [n_past, n_past + T) as rewritten (snapshot validity, Sequence::restorable); every
 /// model's forward must call it before writing.
 void check_forward(Sequence& seq, std::span<const int32_t> tokens, uint32_t vocab);
+/// forward_nll's own checks: targets.size() == tokens.size() and every target < vocab. Throws
+/// wgllm::Error naming the first offender.
+void check_nll_targets(std::span<const int32_t> tokens, std::span<const int32_t> targets, uint32_t vocab);
 
 }  // namespace wgllm

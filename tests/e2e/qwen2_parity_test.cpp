@@ -25,6 +25,7 @@
 #include "parity_util.h"
 #include "decode_pipeline_util.h"
 #include "tiny_gguf_util.h"
+#include "runtime/perplexity.h"
 #include "tokenizer/tokenizer.h"
 
 using namespace wgllm;
@@ -208,3 +209,34 @@ TEST(Qwen2Parity, OversizedEmbeddingAndHeadPaths) {
 
 // --decode-pipeline: the same tokens and final state as the plain loop (tests/e2e/decode_pipeline_util.h).
 TEST(Qwen2Parity, DecodePipelineIdentical) { expect_pipeline_identical(*fx().src, prompt(11, 7), 64); }
+
+// Model::forward_nll on WebGPU (NLL computed on the device; kernels/nll.h) against the CPU
+// default, with the whole head and with the head split in row blocks (the real vocabularies on
+// lavapipe); and llama.cpp-method perplexity over chunks of a KV-only model (one sequence rolled
+// back per chunk) equal on both backends.
+TEST(Qwen2Parity, ForwardNllAndPerplexityChunks) {
+  auto& f = fx();
+  const std::unique_ptr<Model> split = create_gpu_with_binding_cap(*f.src, 64, "8192");
+  const auto ids = prompt(40, 77);
+  std::vector<int32_t> targets(40, -1);
+  for (size_t t = 5; t < 39; ++t) targets[t] = ids[t + 1];
+  auto nll = [&](Model& m) {
+    auto seq = m.new_sequence(64);
+    std::vector<float> v;
+    m.forward_nll(*seq, ids, targets, &v);
+    return v;
+  };
+  const auto c = nll(*f.cpu), g = nll(*f.gpu), s = nll(*split);
+  const Diff dg = diff(g, c), ds = diff(s, c);
+  std::printf("forward_nll |gpu-cpu| %.2e |split-cpu| %.2e max nll %.2f\n", dg.max_abs, ds.max_abs, dg.ref_max);
+  EXPECT_GT(dg.ref_max, 1.0f) << "degenerate NLL";
+  EXPECT_LE(dg.max_abs, kTolGpuVsCpu);
+  EXPECT_LE(ds.max_abs, kTolGpuVsCpu);
+  const auto toks = prompt(3 * 32, 78);
+  PerplexityOptions o;
+  o.n_ctx = 32;
+  const PerplexityResult pc = perplexity_chunks(*f.cpu, toks, o), pg = perplexity_chunks(*f.gpu, toks, o);
+  std::printf("ppl cpu %.6f gpu %.6f\n", pc.ppl, pg.ppl);
+  EXPECT_EQ(pg.scored, 3u * 15u);
+  EXPECT_NEAR(pg.ppl, pc.ppl, 1e-4 * pc.ppl);
+}
