@@ -14,7 +14,8 @@
 #     --extra ~/.cache/wgllm/text/package/moby-dick/data/data.txt=moby.txt --llamacpp
 # then `bash tools/device/recipes/quality.sh store` for all calls but the last, and
 # `PART=ppl bash tools/device/recipes/quality.sh`, `PART=planted ...`, `PART=agree ...` (one call
-# each, back to back). Results: $OUT/results.tgz.
+# each, back to back). Results: $OUT/results.tgz. CHUNK_TOKENS=N limits each perplexity run to
+# N / n_ctx chunks (the first ones of the text); DEPTHS picks the planted-fact depths.
 set -u
 stage=${1:-measure}
 source tools/device/remote.sh
@@ -30,12 +31,13 @@ case "${PART:-ppl}" in
 ppl)
   for c in 8192 16384 32768; do
     for m in no-sparse-attn sparse-attn; do
-      $B perplexity -m $GGUF -f $TXT -c $c --$m --json $R/ppl_c${c}_$m.json 2>$R/ppl_c${c}_$m.err | tail -2
+      ch=""; [ -n "${CHUNK_TOKENS:-}" ] && ch="--chunks $(( CHUNK_TOKENS / c ))"
+      $B perplexity -m $GGUF -f $TXT -c $c $ch --$m --json $R/ppl_c${c}_$m.json 2>$R/ppl_c${c}_$m.err | tail -2
       el "ppl n_ctx=$c $m"
     done
   done ;;
 planted)
-  $B bench planted-fact -m $GGUF -f $TXT --lengths 8192,16384,32768 --depths 0.1,0.25,0.5,0.75,0.9 \
+  $B bench planted-fact -m $GGUF -f $TXT --lengths 8192,16384,32768 --depths ${DEPTHS:-0.1,0.25,0.5,0.75,0.9} \
     --json $R/planted_fact.json 2>&1 | tee $R/planted_fact.txt | grep -E "FOUND|missed|found"
   el "planted" ;;
 agree)
