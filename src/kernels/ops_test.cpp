@@ -385,7 +385,7 @@ TEST(Ops, AttentionFlashMatchesCpu) {
     gpu::Buffer scratch(*e.ctx, attention_split_floats(c.T, c.Hq, c.HD) * 4, gpu::BufferKind::Storage, "split");
     for (bool split : {false, true}) {
       KernelOptions ko;
-      ko.attention_split_keys = split;
+      ko.attention_prefill_split = split;
       ko.attention_flash = 1;
       auto o = e.op(ko);
       ASSERT_TRUE(attention_flash_used(o, {c.T, c.pos0, c.Hq, c.Hkv, c.HD, scale})) << what;
@@ -574,7 +574,7 @@ TEST(Ops, AttentionSplitKeysMatchesCpu) {
       for (int variant = 0; variant < 3; ++variant) {
         const bool split = variant > 0;
         KernelOptions ko;
-        ko.attention_split_keys = split;
+        ko.attention_decode_split = split;
         ko.attention_ilp = variant != 2;
         ko.attention_tiled_prefill = false;  // this test covers the per-row kernel (tiled: below)
         ko.attention_decode_gqa = 0;         // ... also for T = 1 (decode kernel: AttentionDecodeGqa*)
@@ -623,7 +623,7 @@ TEST(Ops, AttentionTiledMatchesCpu) {
     gpu::Buffer scratch(*e.ctx, attention_split_floats(c.T, c.Hq, c.HD) * 4, gpu::BufferKind::Storage, "split");
     for (bool split : {false, true}) {
       KernelOptions ko;
-      ko.attention_split_keys = split;
+      ko.attention_prefill_split = split;
       ko.attention_flash = 0;  // this test covers attention_tiled.wgsl (flash: below)
       auto o = e.op(ko);
       std::vector<float> first;
@@ -657,7 +657,7 @@ TEST(Ops, AttentionTiledMatchesCpu) {
 
 TEST(Ops, AttentionTiledSplitsWhenFewTiles) {
   // The multi-turn shape (44 new tokens over a 1700-token cache, 9 heads over 3 KV heads) has 27
-  // row tiles: with --attn-split it must split over keys (2 dispatches), without it not.
+  // row tiles: with --attn-prefill-split it must split over keys (2 dispatches), without it not.
   auto& e = env();
   const uint32_t HD = 64, Hq = 9, Hkv = 3, T = 44, pos0 = 1700, kv_dim = Hkv * HD;
   auto kb = e.upload(randn(size_t(pos0 + T) * kv_dim, 1)), vb = e.upload(randn(size_t(pos0 + T) * kv_dim, 2));
@@ -665,7 +665,7 @@ TEST(Ops, AttentionTiledSplitsWhenFewTiles) {
   gpu::Buffer scratch(*e.ctx, attention_split_floats(64, Hq, HD) * 4, gpu::BufferKind::Storage, "split");
   for (bool split : {false, true}) {
     KernelOptions ko;
-    ko.attention_split_keys = split;
+    ko.attention_prefill_split = split;
     ko.attention_flash = 0;
     auto o = e.op(ko);
     e.rec.set_traffic_log(true);
