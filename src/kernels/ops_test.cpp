@@ -201,9 +201,17 @@ TEST(Ops, MatmulSwitchesGiveSameResults) {
   auto x = randn(size_t(T) * K, 3);
   auto xb = e.upload(x);
   std::vector<std::vector<float>> outs;
-  for (KernelOptions ko : {KernelOptions{4, 32, 8, true}, KernelOptions{1, 64, 1, false},
-                           KernelOptions{8, 16, 4, true}, KernelOptions{2, 32, 16, false},
-                           KernelOptions{64, 1, 8, true}, KernelOptions{16, 1, 1, false}}) {
+  // (rows per workgroup, lanes per row, prefill tokens per workgroup, vec4 activations)
+  auto mk = [](uint32_t rows, uint32_t lanes, uint32_t tt, bool vec4) {
+    KernelOptions k;
+    k.matmul_rows_per_workgroup = rows;
+    k.matmul_lanes_per_row = lanes;
+    k.prefill_tokens_per_workgroup = tt;
+    k.vec4_activations = vec4;
+    return k;
+  };
+  for (KernelOptions ko : {mk(4, 32, 8, true), mk(1, 64, 1, false), mk(8, 16, 4, true), mk(2, 32, 16, false),
+                           mk(64, 1, 8, true), mk(16, 1, 1, false)}) {
     auto yb = e.upload(std::vector<float>(size_t(T) * N));
     auto o = e.op(ko);
     e.rec.begin();
