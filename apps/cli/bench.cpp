@@ -51,50 +51,14 @@ struct BenchOpts {
 };
 
 /// Flags that differ from the product defaults (what `wgllm run` uses); empty = product config.
+/// Every switch of the table (kernels/switches.def) at a non-default value counts, unless the table
+/// declares it product-neutral.
 std::vector<std::string> non_product(const BenchOpts& b) {
   const CommonOptions d;
   const CommonOptions& o = b.common;
   std::vector<std::string> r;
   if (o.backend != d.backend) r.push_back("--backend " + o.backend);
-  if (o.shader_checks != d.shader_checks) r.push_back(o.shader_checks ? "--shader-checks" : "--no-shader-checks");
-  if (o.submit_chunk != d.submit_chunk) r.push_back("--submit-chunk " + std::to_string(o.submit_chunk));
-  if (o.decode_pipeline != d.decode_pipeline) r.push_back(o.decode_pipeline ? "--decode-pipeline" : "--no-decode-pipeline");
-  if (o.fuse_qkv != d.fuse_qkv) r.push_back("--no-fuse-qkv");
-  if (o.fuse_gate_up != d.fuse_gate_up) r.push_back("--no-fuse-gate-up");
-  if (o.vec4 != d.vec4) r.push_back("--no-vec4");
-  if (o.attn_split != d.attn_split) r.push_back("--no-attn-split");
-  if (o.attn_ilp != d.attn_ilp) r.push_back("--no-attn-ilp");
-  if (o.attn_tiled != d.attn_tiled) r.push_back("--no-attn-tiled");
-  if (o.gdn_chunk != d.gdn_chunk) r.push_back("--gdn-chunk " + std::to_string(o.gdn_chunk));
-  if (o.warmup != d.warmup) r.push_back("--no-warmup");
-  if (o.fuse_norm != d.fuse_norm) r.push_back("--no-fuse-norm");
-  if (o.fuse_rope_kv != d.fuse_rope_kv) r.push_back("--no-fuse-rope-kv");
-  if (o.fuse_silu != d.fuse_silu) r.push_back("--no-fuse-silu");
-  if (o.fuse_qkv_rope_kv != d.fuse_qkv_rope_kv) r.push_back("--no-fuse-qkv-rope-kv");
-  if (o.profile != d.profile) r.push_back("--profile");
-  if (o.sparse_attn != d.sparse_attn) r.push_back("--sparse-attn");
-  if (o.sparse_tiled != d.sparse_tiled) r.push_back("--no-sparse-tiled");
-  if (o.sparse_block != d.sparse_block) r.push_back("--sparse-block " + std::to_string(o.sparse_block));
-  if (o.sparse_top_k != d.sparse_top_k) r.push_back("--sparse-top-k " + std::to_string(o.sparse_top_k));
-  if (o.sparse_window != d.sparse_window) r.push_back("--sparse-window " + std::to_string(o.sparse_window));
-  if (o.sparse_threshold != d.sparse_threshold) r.push_back("--sparse-threshold " + std::to_string(o.sparse_threshold));
-  if (o.tokens_per_wg != d.tokens_per_wg) r.push_back("--prefill-tokens-per-wg " + std::to_string(o.tokens_per_wg));
-  if (o.rows_per_wg != d.rows_per_wg) r.push_back("--matmul-rows " + std::to_string(o.rows_per_wg));
-  if (o.lanes != d.lanes) r.push_back("--matmul-lanes " + std::to_string(o.lanes));
-  if (o.matmul_tiled != d.matmul_tiled) r.push_back(o.matmul_tiled == 1 ? "--matmul-tiled" : "--no-matmul-tiled");
-  if (o.matmul_tiled_f16 != d.matmul_tiled_f16) r.push_back("--matmul-tiled-f16");
-  if (o.matmul_tile_n != d.matmul_tile_n) r.push_back("--matmul-tile-n " + std::to_string(o.matmul_tile_n));
-  if (o.matmul_tile_t != d.matmul_tile_t) r.push_back("--matmul-tile-t " + std::to_string(o.matmul_tile_t));
-  if (o.matmul_reg_n != d.matmul_reg_n) r.push_back("--matmul-reg-n " + std::to_string(o.matmul_reg_n));
-  if (o.matmul_reg_t != d.matmul_reg_t) r.push_back("--matmul-reg-t " + std::to_string(o.matmul_reg_t));
-  if (o.matmul_min_wgs != d.matmul_min_wgs) r.push_back("--matmul-min-wgs " + std::to_string(o.matmul_min_wgs));
-  if (o.attn_decode_gqa != d.attn_decode_gqa) r.push_back(o.attn_decode_gqa == 1 ? "--attn-decode-gqa" : "--no-attn-decode-gqa");
-  if (o.attn_decode_split_min != d.attn_decode_split_min) r.push_back("--attn-decode-split-min " + std::to_string(o.attn_decode_split_min));
-  if (o.attn_decode_split_len != d.attn_decode_split_len) r.push_back("--attn-decode-split-len " + std::to_string(o.attn_decode_split_len));
-  if (o.matvec_subgroup != d.matvec_subgroup) r.push_back(o.matvec_subgroup == 1 ? "--matvec-subgroup" : "--no-matvec-subgroup");
-  if (o.matvec_rows != d.matvec_rows) r.push_back("--matvec-rows " + std::to_string(o.matvec_rows));
-  if (o.matvec_subgroup_ops != d.matvec_subgroup_ops) r.push_back("--no-matvec-subgroup-ops");
-  if (o.attn_flash != d.attn_flash) r.push_back(o.attn_flash == 1 ? "--attn-flash" : "--no-attn-flash");
+  for (std::string& f : non_default_switches(o)) r.push_back(std::move(f));
   if (b.planted_slowdown > 0) r.push_back("--planted-slowdown");
   if (b.step_gpu_times) r.push_back("--step-gpu-times");
   return r;

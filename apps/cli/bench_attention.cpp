@@ -110,7 +110,8 @@ int run_attention_bench(const AttnBenchOpts& b) {
       kernels::KernelOptions ko;
       ko.attention_tiled_prefill = tiled;
       ko.attention_flash = v.flash ? 1 : 0;
-      ko.attention_split_keys = split;
+      ko.attention_decode_split = split;  // the variant splits whichever kernel it runs
+      ko.attention_prefill_split = split;
       if (v.target) ko.attention_tiled_split_target = v.target;
       ko.attention_decode_gqa = v.gqa ? 1 : 0;
       ko.attention_decode_split_min = v.split_len ? 0 : (1u << 30);  // a split variant always splits

@@ -59,7 +59,7 @@ int run_long_context(const LongContextOpts& b) {
   std::map<std::pair<std::string, uint32_t>, std::pair<double, double>> totals;  // (mode, L) -> (total, last chunk)
   for (const std::string& mode : b.modes) {
     CommonOptions co = b.common;
-    co.sparse_attn = mode == "sparse";
+    co.switches.kernels.sparse_attn = mode == "sparse";
     co.context = std::max(co.context, max_len);
     Loaded l = load(co);
     l.seq.reset();
@@ -80,7 +80,7 @@ int run_long_context(const LongContextOpts& b) {
         l.model->forward_argmax(*seq, std::span<const int32_t>(ids.data() + p, n));
         last = std::chrono::duration<double, std::milli>(clk::now() - t0).count();
         total += last;
-        const bool sparse = co.sparse_attn && uint64_t(p) + n >= mo.kernels.sparse_threshold;
+        const bool sparse = co.switches.kernels.sparse_attn && uint64_t(p) + n >= mo.kernels.sparse_threshold;
         chunks.push_back({{"pos0", p}, {"tokens", n}, {"ms", last}, {"sparse", sparse}});
       }
       const MemoryReport mm = l.model->memory(), sm = seq->memory();
@@ -105,9 +105,9 @@ int run_long_context(const LongContextOpts& b) {
   }
   const CommonOptions& c = b.common;
   nlohmann::json j = {{"benchmark", "long-context"}, {"model", c.model}, {"backend", c.backend},
-                      {"sparse_block", c.sparse_block}, {"sparse_top_k", c.sparse_top_k},
-                      {"sparse_window", c.sparse_window}, {"sparse_threshold", c.sparse_threshold},
-                      {"sparse_tiled", c.sparse_tiled},
+                      {"sparse_block", c.switches.kernels.sparse_block}, {"sparse_top_k", c.switches.kernels.sparse_top_k},
+                      {"sparse_window", c.switches.kernels.sparse_window}, {"sparse_threshold", c.switches.kernels.sparse_threshold},
+                      {"sparse_tiled", c.switches.kernels.sparse_tiled},
                       {"runs", runs}, {"summary", summary}};
   if (b.json_path.empty()) {
     std::cout << j.dump(1) << std::endl;

@@ -159,8 +159,9 @@ int run_multiturn(const MultiTurnOpts& b) {
                       {"turn_tokens", b.turn_tokens},
                       {"reply_tokens", b.reply_tokens},
                       {"context", s.context_length()},
-                      {"attn_tiled", b.common.attn_tiled},
-                      {"attn_split", b.common.attn_split},
+                      {"attn_tiled", b.common.switches.kernels.attention_tiled_prefill},
+                      {"attn_decode_split", b.common.switches.kernels.attention_decode_split},
+                      {"attn_prefill_split", b.common.switches.kernels.attention_prefill_split},
                       {"first_token_mismatches", mismatches},
                       {"turns", turns},
                       {"profile_last_turn_forward", profile}};

@@ -38,6 +38,7 @@
 #include "validate.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
+#include "models/switches.h"
 
 using namespace wgllm;
 
@@ -256,6 +257,9 @@ int main(int argc, char** argv) {
   tokenize->add_option("-m,--model", tok_o.model, "GGUF file, HF directory or installed model name")->transform(cli::ModelPath);
   tokenize->add_option("-p,--prompt", tok_text, "text")->required();
   tokenize->add_flag("--chat", tok_chat, "wrap the text as a user message in the chat template");
+  bool flags_md = false;
+  auto* flags = app.add_subcommand("flags", "every performance switch: flag, default, bit-exact, what it does and its decision record");
+  flags->add_flag("--markdown", flags_md, "print docs/FLAGS.md instead (generated from the switch table and the records)");
   auto bench_hook = cli::add_bench(app, argv[0]);
   auto multiturn_hook = cli::add_bench_multiturn(app);  // after `bench` is registered
   auto attention_hook = cli::add_bench_attention(app);
@@ -312,6 +316,7 @@ int main(int argc, char** argv) {
     }
     if (*pull) return cli::run_pull(pull_names, keep_downloads);
     if (*tokenize) return cmd_tokenize(tok_o, tok_text, tok_chat);
+    if (*flags) return fmt::print("{}", flags_md ? flags_markdown() : flags_text()), 0;
     return 0;
   };
   int rc = 0;

@@ -5,18 +5,43 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <type_traits>
 
 #include <fmt/core.h>
 #include <unistd.h>
 
 #include "core/error.h"
 #include "model_registry.h"
+#include "models/switches.h"
 #include "runtime/warmup.h"
 #include "validate.h"
 
 namespace wgllm::cli {
 
 std::string default_model_path() { return cache_dir() + "/models/SmolLM2-135M-Instruct.Q4_1.gguf"; }
+
+namespace {
+
+// One switch's CLI flag: BOOL `--f` / `--no-f`; TRI (uint8_t: 0 off, 1 on, 2 adapter default) `--f`
+// sets 1, `--no-f` 0; INT `--f N` in [lo, hi]; POW2 `--f N`, 0 or a power of two <= hi.
+template <class T>
+void add_switch(CLI::App& app, SwitchKind kind, const char* flag, T& v, int64_t lo, int64_t hi, const char* help) {
+  if (!*flag) return;  // no CLI flag
+  const std::string f = std::string("--") + flag, nf = std::string("--no-") + flag;
+  if constexpr (std::is_same_v<T, bool>) {
+    app.add_flag(f + ",!" + nf, v, help);
+  } else if constexpr (std::is_same_v<T, uint8_t>) {
+    app.add_flag_callback(f, [&v] { v = 1; }, help);
+    app.add_flag_callback(nf, [&v] { v = 0; }, std::string("turns off ") + f);
+  } else {
+    if (kind == SwitchKind::Pow2)
+      app.add_option(f, v, help)->transform(zero_or_power_of_two(uint32_t(hi)));
+    else
+      app.add_option(f, v, help)->transform(integer(lo, uint64_t(hi)));
+  }
+}
+
+}  // namespace
 
 void add_common(CLI::App& app, CommonOptions& o) {
   app.add_option("-m,--model", o.model, "GGUF file, Hugging Face model directory or installed model name (`wgllm models`; default: SmolLM2-135M-Instruct from `make setup`)")
@@ -36,162 +61,57 @@ void add_common(CLI::App& app, CommonOptions& o) {
       ->transform(integer(0, UINT32_MAX));
   app.add_option("--seed", o.gen.sampler.seed, "sampling seed")->transform(integer(0, UINT64_MAX));
   app.add_flag("!--ignore-eos", o.gen.stop_at_eog, "keep generating after end-of-generation tokens");
-  app.add_flag("--shader-checks,!--no-shader-checks", o.shader_checks,
-               "naga's runtime checks in kernels: bounds checks on every array access and loop bounding (default off on native: "
-               "trusted shader modules, identical results while accesses are in bounds; always on in browsers)");
-  app.add_option("--submit-chunk", o.submit_chunk,
-                 "submit a forward every N dispatches so the GPU starts while the rest is recorded (0: one submission per "
-                 "forward; 0..4096; default: 32 on hardware GPUs, 0 on software adapters)")
-      ->transform(integer(0, 4096));
-  app.add_flag("--decode-pipeline,!--no-decode-pipeline", o.decode_pipeline,
-               "greedy decoding: keep the argmax on the GPU and submit the next step before reading this one's token "
-               "(one step of lag; same tokens; default off)");
-  app.add_flag("--fuse-qkv,!--no-fuse-qkv", o.fuse_qkv, "one matmul for Q, K, V (default on)");
-  app.add_flag("--fuse-gate-up,!--no-fuse-gate-up", o.fuse_gate_up, "one matmul for gate and up (default on)");
-  app.add_flag("--vec4,!--no-vec4", o.vec4, "vec4 activation loads in matmul (default on)");
-  app.add_flag("--attn-split,!--no-attn-split", o.attn_split, "split attention keys over workgroups when rows are few (flash-decoding; default on)");
-  app.add_flag("--attn-ilp,!--no-attn-ilp", o.attn_ilp, "independent partial sums in attention loops (default on)");
-  app.add_flag("--attn-tiled,!--no-attn-tiled", o.attn_tiled,
-               "multi-query tiled attention for forwards of several tokens (prefill, new turn tokens; default on)");
-  app.add_option("--prefill-tokens-per-wg", o.tokens_per_wg, "prefill tokens per matmul workgroup, 1..64 (1 = off)")
-      ->transform(integer(1, 64));
-  app.add_option("--matmul-rows", o.rows_per_wg, "matmul output rows per workgroup, 0..1024 (0 = adapter default)")
-      ->transform(integer(0, 1024));
-  app.add_option("--matmul-lanes", o.lanes, "matmul threads per output row, power of two up to 1024 (0 = adapter default)")
-      ->transform(zero_or_power_of_two(1024));
-  app.add_option("--gdn-chunk", o.gdn_chunk, "Gated DeltaNet prefill chunk in tokens, 1..256 (default 64)")->transform(integer(1, 256));
-  app.add_flag("--fuse-conv-state,!--no-fuse-conv-state", o.fuse_conv_state,
-               "causal conv (LFM2 ShortConv, DeltaNet conv1d) and its state update in one dispatch for forwards of <= 8 tokens (default on)");
-  app.add_flag("--gdn-fuse-prep,!--no-gdn-fuse-prep", o.gdn_fuse_prep,
-               "DeltaNet decode: conv1d+SiLU, q/k L2 norm and gates in one dispatch (default on)");
-  app.add_flag("--gdn-fuse-norm,!--no-gdn-fuse-norm", o.gdn_fuse_norm,
-               "DeltaNet decode: delta-rule step and gated RMSNorm in one dispatch (default on)");
-  app.add_flag("--gdn-fuse-decode,!--no-gdn-fuse-decode", o.gdn_fuse_decode,
-               "DeltaNet decode: conv1d, norms, gates, delta-rule step and gated RMSNorm in one dispatch per layer; "
-               "takes precedence over --gdn-fuse-prep/--gdn-fuse-norm (default on)");
-  app.add_flag("--fuse-norm,!--no-fuse-norm", o.fuse_norm,
-               "decode (<= 8 tokens): RMSNorm computed in the next matmul's activation load, bit-identical (default on)");
-  app.add_flag("--fuse-rope-kv,!--no-fuse-rope-kv", o.fuse_rope_kv,
-               "RoPE of q and k and the KV-cache store in one dispatch, bit-identical (default on)");
-  app.add_flag("--fuse-qkv-rope-kv,!--no-fuse-qkv-rope-kv", o.fuse_qkv_rope_kv,
-               "decode (<= 8 tokens): RoPE and the KV-cache store in the fused QKV matmul's epilogue (llama), bit-identical (default on)");
-  app.add_flag("--fuse-silu,!--no-fuse-silu", o.fuse_silu,
-               "decode (<= 8 tokens): SiLU(gate) x up computed in the down projection's activation load, bit-identical (default on)");
-  // Three states (default: the adapter decides), so two callbacks rather than one bool flag.
-  app.add_flag_callback("--matmul-tiled", [&o] { o.matmul_tiled = 1; },
-                        "tiled matmul kernel for forwards of more than 8 tokens (prefill; default: on for GPUs, off on software adapters)");
-  app.add_flag_callback("--no-matmul-tiled", [&o] { o.matmul_tiled = 0; }, "per-row matmul kernel for every forward");
-  app.add_option("--matmul-tile-n", o.matmul_tile_n, "tiled matmul: output features per workgroup, 0..256 (0 = adapter default)")
-      ->transform(integer(0, 256));
-  app.add_option("--matmul-tile-t", o.matmul_tile_t, "tiled matmul: tokens per workgroup, 0..256 (0 = adapter default)")
-      ->transform(integer(0, 256));
-  app.add_option("--matmul-reg-n", o.matmul_reg_n, "tiled matmul: output features per thread, 4 or 8 (0 = adapter default)")
-      ->transform(integer(0, 8));
-  app.add_option("--matmul-reg-t", o.matmul_reg_t, "tiled matmul: tokens per thread, 4 or 8 (0 = adapter default)")
-      ->transform(integer(0, 8));
-  app.add_option("--matmul-min-wgs", o.matmul_min_wgs,
-                 "tiled matmul: halve the default tile (to 32 x 32 at least) while the grid has fewer workgroups (default 264; 0 = never)")
-      ->transform(integer(0, 1 << 20));
-  app.add_flag("--matmul-tiled-f16,!--no-matmul-tiled-f16", o.matmul_tiled_f16,
-               "tiled matmul in f16 (f16 tiles, f16 sums per 32-element K-step; needs shader-f16; default off)");
-  app.add_flag_callback("--attn-decode-gqa", [&o] { o.attn_decode_gqa = 1; },
-                        "decode attention: one workgroup per (KV head, key split) for all query heads of the group (default on)");
-  app.add_flag_callback("--no-attn-decode-gqa", [&o] { o.attn_decode_gqa = 0; }, "decode attention: the per-row kernel (one workgroup per query head)");
-  app.add_option("--attn-decode-split-min", o.attn_decode_split_min,
-                 "decode attention (--attn-decode-gqa): split keys over workgroups only past this many keys, 0..1048576 (default: 0 on GPUs, 1024 on software adapters)")
-      ->transform(integer(0, 1u << 20));
-  app.add_option("--attn-decode-split-len", o.attn_decode_split_len,
-                 "decode attention (--attn-decode-gqa): keys per split, 1..1048576 (default: 64 on GPUs, 256 on software adapters; more when 32 splits would not cover the row)")
-      ->transform(integer(1, 1u << 20));
-  app.add_flag_callback("--matvec-subgroup", [&o] { o.matvec_subgroup = 1; },
-                        "forwards of <= 8 tokens (decode): matrix-vector kernel with register sums, vec4 weight loads and "
-                        "subgroup row reductions (default: on for GPUs, off on software adapters)");
-  app.add_flag_callback("--no-matvec-subgroup", [&o] { o.matvec_subgroup = 0; },
-                        "forwards of <= 8 tokens: the per-row matmul kernel (matmul.wgsl)");
-  app.add_option("--matvec-rows", o.matvec_rows,
-                 "matrix-vector kernel: output rows per workgroup, 0..32 (0 = adapter default: 4 GPUs, 8 software)")
-      ->transform(integer(0, 32));
-  app.add_flag("--matvec-subgroup-ops,!--no-matvec-subgroup-ops", o.matvec_subgroup_ops,
-               "matrix-vector kernel: reduce each row with subgroupAdd where the adapter has subgroups, else a "
-               "workgroup-memory tree (default on)");
-  app.add_flag_callback("--attn-flash", [&o] { o.attn_flash = 1; },
-                        "register-tiled flash attention for forwards of several tokens (prefill; head dims 32/64/96/128; "
-                        "default: on)");
-  app.add_flag_callback("--no-attn-flash", [&o] { o.attn_flash = 0; },
-                        "no flash attention kernel: prefill attention takes --attn-tiled's kernel (or the per-row one)");
-  app.add_flag("--sparse-attn,!--no-sparse-attn", o.sparse_attn,
-               "block-sparse attention once the context reaches --sparse-threshold keys: each query block attends "
-               "to the first key block, a local window and the top-k blocks by mean-pooled keys, reading only those "
-               "(default off: changes results)");
-  app.add_option("--sparse-block", o.sparse_block, "block-sparse attention: keys per block, 1..4096 (default 64)")
-      ->transform(integer(1, 4096));
-  app.add_option("--sparse-top-k", o.sparse_top_k,
-                 "block-sparse attention: key blocks chosen by score besides the first block and the window, 0..200 "
-                 "(default 16)")
-      ->transform(integer(0, 200));
-  app.add_option("--sparse-window", o.sparse_window,
-                 "block-sparse attention: most recent key blocks always attended, the query's own block included, "
-                 "1..55 (default 4)")
-      ->transform(integer(1, 55));
-  app.add_option("--sparse-threshold", o.sparse_threshold,
-                 "block-sparse attention: context length (keys) from which a forward takes the sparse path; below it "
-                 "the dense kernels run unchanged (default 8192)")
-      ->transform(integer(0, kMaxTokens));
-  app.add_flag("--sparse-tiled,!--no-sparse-tiled", o.sparse_tiled,
-               "block-sparse attention, prefill: the tiled gather kernel (K/V tiles shared by a query block's rows; "
-               "head dims 32..128) instead of one workgroup per (head, token) (default on)");
-  app.add_flag("--profile", o.profile, "print per-kernel GPU times of the last decode step");
-  app.add_flag("--warmup,!--no-warmup", o.warmup,
-               "compile every kernel variant at load with throwaway forwards, so no request pays a pipeline compile (default on)");
+  // Every performance switch, from the table (kernels/switches.def).
+  constexpr SwitchKind BOOL = SwitchKind::Bool, TRI = SwitchKind::Tri, INT = SwitchKind::Int, POW2 = SwitchKind::Pow2;
+#define WGLLM_SWITCH(scope, field, type, kind, def, lo, hi, flag, bit_exact, product, record, warmup, help) \
+  WGLLM_CLI_##scope(field, kind, lo, hi, flag, help)
+#define WGLLM_CLI_KERNEL(field, kind, lo, hi, flag, help) add_switch(app, kind, flag, o.switches.kernels.field, lo, hi, help);
+#define WGLLM_CLI_MODEL(field, kind, lo, hi, flag, help) add_switch(app, kind, flag, o.switches.field, lo, hi, help);
+#define WGLLM_CLI_APP(field, kind, lo, hi, flag, help) add_switch(app, kind, flag, o.field, lo, hi, help);
+#define WGLLM_CLI_SESSION(...)
+#define WGLLM_CLI_WEB(...)
+#include "kernels/switches.def"
+#undef WGLLM_CLI_KERNEL
+#undef WGLLM_CLI_MODEL
+#undef WGLLM_CLI_APP
+#undef WGLLM_CLI_SESSION
+#undef WGLLM_CLI_WEB
+#undef WGLLM_SWITCH
 }
 
 ModelOptions model_options(const CommonOptions& o) {
-  ModelOptions mo;
+  ModelOptions mo = o.switches;
   mo.backend = o.backend == "cpu" ? BackendKind::CPU : BackendKind::WebGPU;
   mo.context_length = o.context;
   mo.adapter_index = o.adapter;
-  mo.shader_runtime_checks = o.shader_checks;
-  mo.submit_chunk = o.submit_chunk;
-  mo.decode_pipeline = o.decode_pipeline;
-  mo.fuse_qkv = o.fuse_qkv;
-  mo.fuse_gate_up = o.fuse_gate_up;
-  mo.kernels.vec4_activations = o.vec4;
-  mo.kernels.attention_split_keys = o.attn_split;
-  mo.kernels.attention_ilp = o.attn_ilp;
-  mo.kernels.attention_tiled_prefill = o.attn_tiled;
-  mo.kernels.prefill_tokens_per_workgroup = o.tokens_per_wg;
-  mo.kernels.matmul_rows_per_workgroup = o.rows_per_wg;
-  mo.kernels.matmul_lanes_per_row = o.lanes;
-  mo.kernels.gdn_chunk = o.gdn_chunk;
-  mo.kernels.fuse_conv_state = o.fuse_conv_state;
-  mo.kernels.gdn_fuse_prep = o.gdn_fuse_prep;
-  mo.kernels.gdn_fuse_norm = o.gdn_fuse_norm;
-  mo.kernels.gdn_fuse_decode = o.gdn_fuse_decode;
-  mo.kernels.fuse_norm = o.fuse_norm;
-  mo.kernels.fuse_rope_kv = o.fuse_rope_kv;
-  mo.kernels.fuse_silu = o.fuse_silu;
-  mo.kernels.fuse_qkv_rope_kv = o.fuse_qkv_rope_kv;
-  mo.kernels.matmul_tiled = uint8_t(o.matmul_tiled);
-  mo.kernels.matmul_tile_n = o.matmul_tile_n;
-  mo.kernels.matmul_tile_t = o.matmul_tile_t;
-  mo.kernels.matmul_reg_n = o.matmul_reg_n;
-  mo.kernels.matmul_reg_t = o.matmul_reg_t;
-  mo.kernels.matmul_tiled_f16 = o.matmul_tiled_f16;
-  mo.kernels.matmul_tiled_min_workgroups = o.matmul_min_wgs;
-  mo.kernels.attention_decode_gqa = uint8_t(o.attn_decode_gqa);
-  mo.kernels.attention_decode_split_min = o.attn_decode_split_min;
-  mo.kernels.attention_decode_split_len = o.attn_decode_split_len;
-  mo.kernels.matvec_subgroup = uint8_t(o.matvec_subgroup);
-  mo.kernels.matvec_rows_per_workgroup = o.matvec_rows;
-  mo.kernels.matvec_subgroup_ops = o.matvec_subgroup_ops;
-  mo.kernels.attention_flash = uint8_t(o.attn_flash);
-  mo.kernels.sparse_attn = o.sparse_attn;
-  mo.kernels.sparse_block = o.sparse_block;
-  mo.kernels.sparse_top_k = o.sparse_top_k;
-  mo.kernels.sparse_window = o.sparse_window;
-  mo.kernels.sparse_threshold = o.sparse_threshold;
-  mo.kernels.sparse_tiled = o.sparse_tiled;
   return mo;
+}
+
+std::vector<std::string> non_default_switches(const CommonOptions& o) {
+  std::vector<std::string> r = wgllm::non_default_switches(o.switches);
+#define WGLLM_SWITCH(scope, field, type, kind, def, lo, hi, flag, bit_exact, product, record, warmup, help) \
+  WGLLM_NONDEF_##scope(field, type, def, product)
+#define WGLLM_NONDEF_APP(field, type, def, product)                                   \
+  if (product && o.field != type(def)) {                                              \
+    const SwitchInfo* s = find_switch(#field, SwitchScope::App);                      \
+    r.push_back(s->spelled(int64_t(o.field)));                                        \
+  }
+#define WGLLM_NONDEF_KERNEL(...)
+#define WGLLM_NONDEF_MODEL(...)
+#define WGLLM_NONDEF_SESSION(...)
+#define WGLLM_NONDEF_WEB(...)
+  {
+    constexpr bool PRODUCT = true, NEUTRAL = false;
+    (void)NEUTRAL;
+#include "kernels/switches.def"
+  }
+#undef WGLLM_NONDEF_APP
+#undef WGLLM_NONDEF_KERNEL
+#undef WGLLM_NONDEF_MODEL
+#undef WGLLM_NONDEF_SESSION
+#undef WGLLM_NONDEF_WEB
+#undef WGLLM_SWITCH
+  return r;
 }
 
 std::string read_file(const std::string& path) {

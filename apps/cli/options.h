@@ -23,38 +23,33 @@ struct CommonOptions {
   std::string backend = "webgpu";
   uint32_t context = 4096;
   int adapter = -1;
-  bool shader_checks = false;  // ModelOptions::shader_runtime_checks
-  uint32_t submit_chunk = ModelOptions{}.submit_chunk;  // ModelOptions::submit_chunk
-  bool decode_pipeline = ModelOptions{}.decode_pipeline;  // ModelOptions::decode_pipeline
   GenerateOptions gen;
-  bool fuse_qkv = true, fuse_gate_up = true, vec4 = true, attn_split = true, attn_ilp = true,
-       attn_tiled = true;
-  uint32_t tokens_per_wg = 8;
-  uint32_t gdn_chunk = 64;
-  bool fuse_conv_state = true, gdn_fuse_prep = true, gdn_fuse_norm = true, gdn_fuse_decode = true;
-  uint32_t rows_per_wg = 0, lanes = 0;  // 0: adapter default
-  bool fuse_norm = true, fuse_rope_kv = true, fuse_silu = true, fuse_qkv_rope_kv = true;  // decode fusions (docs/FLAGS.md)
-  int matmul_tiled = 2;  // KernelOptions::matmul_tiled: 2 = adapter default
-  bool matmul_tiled_f16 = false;  // kernels/matmul_tiled.h
-  uint32_t matmul_tile_n = 0, matmul_tile_t = 0, matmul_reg_n = 0, matmul_reg_t = 0;  // 0: adapter default
-  uint32_t matmul_min_wgs = 264;  // KernelOptions::matmul_tiled_min_workgroups
-  int attn_decode_gqa = 2;  // KernelOptions::attention_decode_gqa: 2 = adapter default
-  // KernelOptions::attention_decode_split_*: adapter defaults (kernels::kDecodeSplitMinAuto, 0)
-  uint32_t attn_decode_split_min = 0xFFFFFFFFu, attn_decode_split_len = 0;
-  int matvec_subgroup = 2;  // KernelOptions::matvec_subgroup: 2 = adapter default
-  uint32_t matvec_rows = 0;  // KernelOptions::matvec_rows_per_workgroup
-  bool matvec_subgroup_ops = true;  // KernelOptions::matvec_subgroup_ops
-  int attn_flash = 2;  // KernelOptions::attention_flash: 2 = adapter default
-  // KernelOptions::sparse_* (kernels/sparse_attention.h): block-sparse attention past a context
-  bool sparse_attn = false, sparse_tiled = true;
-  uint32_t sparse_block = 64, sparse_top_k = 16, sparse_window = 4, sparse_threshold = 8192;
-  bool profile = false;
-  bool warmup = true;  // compile every kernel variant at load (runtime/warmup.h)
+  // Performance switches (kernels/switches.def): the kernel- and model-level ones in the ModelOptions
+  // they are loaded with (model_options() adds backend, context and adapter); the CLI's own (warmup,
+  // profile) below. Every one has its flag from the table (add_common).
+  ModelOptions switches;
+#define WGLLM_SWITCH(scope, field, type, kind, def, ...) WGLLM_SWITCH_FIELD_##scope(field, type, def)
+#define WGLLM_SWITCH_FIELD_KERNEL(field, type, def)
+#define WGLLM_SWITCH_FIELD_MODEL(field, type, def)
+#define WGLLM_SWITCH_FIELD_APP(field, type, def) type field = def;
+#define WGLLM_SWITCH_FIELD_SESSION(field, type, def)
+#define WGLLM_SWITCH_FIELD_WEB(field, type, def)
+#include "kernels/switches.def"
+#undef WGLLM_SWITCH_FIELD_KERNEL
+#undef WGLLM_SWITCH_FIELD_MODEL
+#undef WGLLM_SWITCH_FIELD_APP
+#undef WGLLM_SWITCH_FIELD_SESSION
+#undef WGLLM_SWITCH_FIELD_WEB
+#undef WGLLM_SWITCH
 };
 
 /// Registers -m, --backend, sampling and performance flags on a subcommand, each with a
 /// validator (validate.h): a value out of range is a parse error, before any model loads.
 void add_common(CLI::App& app, CommonOptions& o);
+
+/// The CLI spelling of every switch of `o` (kernel, model and CLI level; kernels/switches.def) that
+/// differs from its default and is not declared product-neutral: empty = the product configuration.
+std::vector<std::string> non_default_switches(const CommonOptions& o);
 
 /// $WGLLM_CACHE/models/SmolLM2-135M-Instruct.Q4_1.gguf (default cache ~/.cache/wgllm).
 std::string default_model_path();

@@ -310,13 +310,13 @@ void attention_tiled(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q
   // other tokens, since the tile starts at its first row's window).
   const uint32_t G = s.Hq / s.Hkv, row_tiles = ceil_div(s.T * G, ts.rows),
                  max_keys = s.window ? std::min(s.pos0 + s.T, s.window + ts.rows) : s.pos0 + s.T;
-  // Split-K decision (the written condition): scratch given, --attn-split on, fewer than `target`
+  // Split-K decision (the written condition): scratch given, --attn-prefill-split on, fewer than `target`
   // workgroups without it and more than two key tiles in the longest row; then about `target`
   // workgroups (at most kSplitMax splits), each split >= 2 key tiles (and as many as fit the scratch).
   const uint32_t target = std::min(o.opt.attention_tiled_split_target, kTiledSplitTargetMax);
   uint32_t n_split = 1, split_len = max_keys;
   const uint32_t tiles = row_tiles * s.Hkv;
-  if (split_scratch && o.opt.attention_split_keys && tiles < target && max_keys > 2 * ts.keys) {
+  if (split_scratch && o.opt.attention_prefill_split && tiles < target && max_keys > 2 * ts.keys) {
     const uint32_t want = std::min(kSplitMax, ceil_div(target, tiles));
     split_len = std::max(2 * ts.keys, ceil_div(ceil_div(max_keys, want), ts.keys) * ts.keys);
     n_split = ceil_div(max_keys, split_len);
@@ -360,7 +360,7 @@ void attention_flash(OpContext& o, const AttentionShape& s, const FlashTile& ft,
   const uint32_t target = std::min(o.opt.attention_tiled_split_target, kTiledSplitTargetMax);
   uint32_t n_split = 1, split_len = max_keys;
   const uint32_t tiles = row_tiles * s.Hkv;
-  if (split_scratch && o.opt.attention_split_keys && tiles < target && max_keys > 2 * ft.bc) {
+  if (split_scratch && o.opt.attention_prefill_split && tiles < target && max_keys > 2 * ft.bc) {
     const uint32_t want = std::min(kSplitMax, ceil_div(target, tiles));
     split_len = std::max(2 * ft.bc, ceil_div(ceil_div(max_keys, want), ft.bc) * ft.bc);
     n_split = ceil_div(max_keys, split_len);
@@ -420,7 +420,7 @@ void attention_decode(OpContext& o, const AttentionShape& s, F32Ref q, const gpu
   const uint32_t split_min = o.opt.attention_decode_split_min == kDecodeSplitMinAuto ? (sw ? 1024u : 0u)
                                                                                     : o.opt.attention_decode_split_min;
   const uint32_t split_len_opt = o.opt.attention_decode_split_len ? o.opt.attention_decode_split_len : (sw ? 256u : 64u);
-  if (split_scratch && o.opt.attention_split_keys && n_keys > split_min) {
+  if (split_scratch && o.opt.attention_decode_split && n_keys > split_min) {
     split_len = std::max<uint32_t>({split_len_opt, 1, ceil_div(n_keys, kSplitMax)});
     const uint64_t fit = split_scratch->size() / (4ull * s.Hq * (s.HD + 2));
     if (ceil_div(n_keys, split_len) > fit) split_len = ceil_div(n_keys, uint32_t(std::max<uint64_t>(fit, 1)));
@@ -486,7 +486,7 @@ void attention(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_strid
   // kSplitTarget workgroups in total, each split a multiple of 64 keys.
   const uint32_t rows = s.Hq * s.T, max_keys = s.window ? std::min(s.pos0 + s.T, s.window) : s.pos0 + s.T;
   uint32_t n_split = 1, split_len = max_keys;
-  if (split_scratch && o.opt.attention_split_keys && rows <= kSplitMaxRows && max_keys > 128) {
+  if (split_scratch && o.opt.attention_decode_split && rows <= kSplitMaxRows && max_keys > 128) {
     const uint32_t want = std::min(kSplitMax, (kSplitTarget + rows - 1) / rows);
     split_len = ((max_keys + want - 1) / want + 63) / 64 * 64;
     n_split = (max_keys + split_len - 1) / split_len;

@@ -11,93 +11,27 @@
 
 namespace wgllm::kernels {
 
-/// Performance switches of the kernels. Each field governs exactly one behaviour; none changes
-/// results beyond floating-point summation order (documented in docs/FLAGS.md).
 /// KernelOptions::attention_decode_split_min's adapter default (see there).
 constexpr uint32_t kDecodeSplitMinAuto = 0xFFFFFFFFu;
 
+/// Performance switches of the kernels. Each field governs exactly one behaviour; none changes
+/// results beyond floating-point summation order or the attended keys (documented in docs/FLAGS.md).
 struct KernelOptions {
-  // 0 = adapter default: hardware GPUs 4 rows x 32 lanes (a row's blocks spread over lanes, then a
-  // tree reduction); software (CPU) adapters 64 rows x 1 lane (no barriers, which are costly there).
-  uint32_t matmul_rows_per_workgroup = 0;   // ROWS: output rows per workgroup
-  uint32_t matmul_lanes_per_row = 0;        // LANES: threads per output row (power of two)
-  uint32_t prefill_tokens_per_workgroup = 8;  // TT for T > 1 (1 disables token grouping)
-  bool vec4_activations = true;             // VEC4: vec4<f32> activation loads in matmul
-  bool attention_split_keys = true;         // split-K attention (flash-decoding) for few rows
-  bool attention_ilp = true;                // independent partial sums in attention's loops
-  bool attention_tiled_prefill = true;      // T > 1: multi-query tiled attention (attention_tiled.wgsl)
-  uint32_t attention_tiled_split_target = 2048;  // tiled + split: split keys until ~this many workgroups
-  uint32_t gdn_chunk = 64;                  // Gated DeltaNet prefill chunk (tokens); kernels/gdn_ops.h
-  bool fuse_conv_state = true;             // causal_conv: conv + state update in one dispatch (T <= 8)
-  bool gdn_fuse_prep = true;               // DeltaNet T = 1: conv1d+SiLU, q/k L2 norm, gates in one dispatch
-  bool gdn_fuse_norm = true;               // DeltaNet T = 1: delta-rule step + gated RMSNorm in one dispatch
-  bool gdn_fuse_decode = true;             // DeltaNet T = 1: all of the above in one dispatch (takes precedence)
-  // Decode fusions (forwards of T <= kFusedMaxTokens tokens; bit-identical to the unfused path):
-  bool fuse_norm = true;     // RMSNorm computed in the following matmul's activation load (matmul_norm)
-  bool fuse_rope_kv = true;  // RoPE of q and k + KV-cache store in one dispatch (rope_kv_store)
-  bool fuse_silu = true;     // SiLU(gate) x up computed in the down projection's activation load (matmul_silu)
-  bool fuse_qkv_rope_kv = true;  // RoPE + KV store in the fused QKV matmul's epilogue (matmul_qkv_rope_kv)
-  // Prefill matmul (kernels/matmul_tiled.h): forwards of T > 8 tokens record the tiled kernel
-  // (matmul_tiled.wgsl; summation order differs from the per-row kernel's). 0 = off, 1 = on,
-  // 2 = adapter default: on for hardware GPUs, off on software adapters (lavapipe, 34-token prompt:
-  // TTFT 7.9 s tiled vs 6.3 s per-row).
-  uint8_t matmul_tiled = 2;
-  // matmul_tiled tile: features x tokens per workgroup and per thread (0 = adapter default:
-  // hardware 64 x 64 / 4 x 4, software adapters 32 x 32 / 4 x 4).
-  uint32_t matmul_tile_n = 0, matmul_tile_t = 0, matmul_reg_n = 0, matmul_reg_t = 0;
-  bool matmul_tiled_f16 = false;  // matmul_tiled: f16 tiles and per-K-step f16 sums (shader-f16)
-  // matmul_tiled, hardware adapters: halve the default tile (down to 32 x 32) while the grid has
-  // fewer workgroups than this (264: two per SM of a 132-SM GPU such as the H200; 0 = never).
-  uint32_t matmul_tiled_min_workgroups = 264;
-  // Decode attention (forwards of T = 1; attention_decode.wgsl): one workgroup per (KV head, key
-  // split) for all query heads of the GQA group instead of the per-row kernel (summation order
-  // differs). 0 = off, 1 = on, 2 = adapter default (on; see docs/FLAGS.md).
-  uint8_t attention_decode_gqa = 2;
-  // attention_decode with attention_split_keys and a split scratch: split keys only when the row
-  // has more than this many keys (below: one dispatch, no combine) ... kDecodeSplitMinAuto =
-  // adapter default: hardware 0 (always split), software 1024. H200, SmolLM2, 2026-12-01: with 1024,
-  // rows of 512-768 keys ran in 3 workgroups (60 us per layer, decode 189 tok/s); split into 64-key
-  // parts decode reached 365 tok/s (bench/results/2026-12-01-h200-speed).
-  uint32_t attention_decode_split_min = 0xFFFFFFFFu;
-  // ... into splits of this many keys (more when that would exceed 32 splits or the scratch);
-  // 0 = adapter default: hardware 64, software 256.
-  uint32_t attention_decode_split_len = 0;
-  // attention_decode: subgroup reductions for the tile max where the adapter has subgroups (else,
-  // or when false, workgroup memory; tests cover both forms on one adapter).
-  bool attention_decode_subgroups = true;
-  // Forwards of T <= kFusedMaxTokens tokens (decode): the matrix-vector kernel matvec.wgsl (register
-  // sums, vec4<u32> weight loads, subgroupAdd row reduction where the adapter has subgroups, else a
-  // workgroup-memory tree; summation order differs from matmul.wgsl's). 0 = off (matmul.wgsl),
-  // 1 = on, 2 = adapter default: on for hardware GPUs, off on software adapters.
-  uint8_t matvec_subgroup = 2;
-  // matvec.wgsl output rows per workgroup (0 = adapter default: hardware 4, software 8); the
-  // threads per row are 32 (hardware) / 8 (software), raised to the adapter's largest subgroup size.
-  uint32_t matvec_rows_per_workgroup = 0;
-  // matvec.wgsl row reduction: subgroupAdd where the adapter has subgroups (true) or always the
-  // workgroup-memory tree (false; the order then matches adapters without subgroups).
-  bool matvec_subgroup_ops = true;
-  // Prefill attention (T > 1): the register-tiled flash kernel (attention_flash.wgsl) instead of
-  // attention_tiled.wgsl where it covers the head dim (multiples of 32 up to 128) and fits the
-  // adapter's workgroup memory; key split as attention_tiled (attention_split_keys,
-  // attention_tiled_split_target). 0 = off, 1 = on, 2 = adapter default: on for software adapters
-  // only (lavapipe, 70 tokens over 300 cached: 2-7x faster than attention_tiled; H200, T = 512 over
-  // 0 / 3584 cached: 377 / 3839 us vs the tiled kernel's 126 / 1264 us, 3x slower, 2026-12-01).
-  // Summation order differs from the tiled kernel's.
-  uint8_t attention_flash = 2;
-  // Gathered block-sparse attention (kernels/sparse_attention.h): forwards whose context (pos0 + T
-  // keys) is at least sparse_threshold attend, per query block and KV head, to the first block, the
-  // last sparse_window blocks and the sparse_top_k blocks whose mean-pooled keys score highest
-  // against the block's queries; only those K/V blocks are read. Off by default (models trained
-  // dense lose quality). Below the threshold the dense kernels run unchanged (same bits as off).
-  bool sparse_attn = false;
-  uint32_t sparse_block = 64;        // keys per block (B)
-  uint32_t sparse_top_k = 16;        // scored blocks kept besides the sink and the window
-  uint32_t sparse_window = 4;        // most recent blocks kept, the query's own block included (>= 1)
-  uint32_t sparse_threshold = 8192;  // keys (pos0 + T) from which the sparse path is taken
-  // Sparse path, forwards of T > 1 tokens: the tiled gather kernel (attention_flash.wgsl GATHER, K/V
-  // tiles shared by the rows of a query block) where a flash tile covers the head dim, instead of
-  // the per-row one (attention_sparse.wgsl). Summation order differs.
-  bool sparse_tiled = true;
+  // Generated from the switch table (kernels/switches.def: field, default, help, bit-exact; the
+  // decision records in docs/FLAGS.md, `wgllm flags`).
+#define WGLLM_SWITCH(scope, field, type, kind, def, ...) WGLLM_SWITCH_FIELD_##scope(field, type, def)
+#define WGLLM_SWITCH_FIELD_KERNEL(field, type, def) type field = def;
+#define WGLLM_SWITCH_FIELD_MODEL(field, type, def)
+#define WGLLM_SWITCH_FIELD_APP(field, type, def)
+#define WGLLM_SWITCH_FIELD_SESSION(field, type, def)
+#define WGLLM_SWITCH_FIELD_WEB(field, type, def)
+#include "kernels/switches.def"
+#undef WGLLM_SWITCH_FIELD_KERNEL
+#undef WGLLM_SWITCH_FIELD_MODEL
+#undef WGLLM_SWITCH_FIELD_APP
+#undef WGLLM_SWITCH_FIELD_SESSION
+#undef WGLLM_SWITCH_FIELD_WEB
+#undef WGLLM_SWITCH
 };
 
 
@@ -210,9 +144,11 @@ struct AttentionShape {
 /// [0, pos0 + t] (with s.window: [max(0, pos0 + t + 1 - window), pos0 + t]; the kernels start at
 /// the window's first key, they do not mask a dense pass); output rows o.off + t*o_stride.
 /// A windowed shape never takes the flash or the sparse kernel (the window bounds its cost).
-/// With `split_scratch` (see attention_split_floats) and KernelOptions::attention_split_keys, a
-/// forward whose heads x tokens would leave the GPU idle (decode) splits each row's keys over
-/// workgroups and merges the partials with a second dispatch (flash-decoding).
+/// With `split_scratch` (see attention_split_floats), a forward whose heads x tokens would leave the
+/// GPU idle splits each row's keys over workgroups and merges the partials with a second dispatch
+/// (flash-decoding): KernelOptions::attention_decode_split for the one-row kernels (decode, or
+/// any T when the multi-query kernels are off), attention_prefill_split for the tiled and flash
+/// kernels (T > 1).
 /// With `sparse` and sparse_attention_used(o.opt, s) (KernelOptions::sparse_attn, context at least
 /// sparse_threshold keys) records the gathered block-sparse path instead (kernels/sparse_attention.h);
 /// otherwise `sparse` is ignored and the dense kernels below run unchanged.

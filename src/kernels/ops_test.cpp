@@ -201,9 +201,17 @@ TEST(Ops, MatmulSwitchesGiveSameResults) {
   auto x = randn(size_t(T) * K, 3);
   auto xb = e.upload(x);
   std::vector<std::vector<float>> outs;
-  for (KernelOptions ko : {KernelOptions{4, 32, 8, true}, KernelOptions{1, 64, 1, false},
-                           KernelOptions{8, 16, 4, true}, KernelOptions{2, 32, 16, false},
-                           KernelOptions{64, 1, 8, true}, KernelOptions{16, 1, 1, false}}) {
+  // (rows per workgroup, lanes per row, prefill tokens per workgroup, vec4 activations)
+  auto mk = [](uint32_t rows, uint32_t lanes, uint32_t tt, bool vec4) {
+    KernelOptions k;
+    k.matmul_rows_per_workgroup = rows;
+    k.matmul_lanes_per_row = lanes;
+    k.prefill_tokens_per_workgroup = tt;
+    k.vec4_activations = vec4;
+    return k;
+  };
+  for (KernelOptions ko : {mk(4, 32, 8, true), mk(1, 64, 1, false), mk(8, 16, 4, true), mk(2, 32, 16, false),
+                           mk(64, 1, 8, true), mk(16, 1, 1, false)}) {
     auto yb = e.upload(std::vector<float>(size_t(T) * N));
     auto o = e.op(ko);
     e.rec.begin();
@@ -385,7 +393,7 @@ TEST(Ops, AttentionFlashMatchesCpu) {
     gpu::Buffer scratch(*e.ctx, attention_split_floats(c.T, c.Hq, c.HD) * 4, gpu::BufferKind::Storage, "split");
     for (bool split : {false, true}) {
       KernelOptions ko;
-      ko.attention_split_keys = split;
+      ko.attention_prefill_split = split;
       ko.attention_flash = 1;
       auto o = e.op(ko);
       ASSERT_TRUE(attention_flash_used(o, {c.T, c.pos0, c.Hq, c.Hkv, c.HD, scale})) << what;
@@ -574,7 +582,7 @@ TEST(Ops, AttentionSplitKeysMatchesCpu) {
       for (int variant = 0; variant < 3; ++variant) {
         const bool split = variant > 0;
         KernelOptions ko;
-        ko.attention_split_keys = split;
+        ko.attention_decode_split = split;
         ko.attention_ilp = variant != 2;
         ko.attention_tiled_prefill = false;  // this test covers the per-row kernel (tiled: below)
         ko.attention_decode_gqa = 0;         // ... also for T = 1 (decode kernel: AttentionDecodeGqa*)
@@ -632,7 +640,8 @@ TEST(Ops, AttentionSlidingWindowMatchesCpu) {
     for (int path = 0; path < 2; ++path) {
       for (bool split : {false, true}) {
         KernelOptions ko;
-        ko.attention_split_keys = split;
+        ko.attention_decode_split = split;
+        ko.attention_prefill_split = split;
         ko.attention_decode_split_min = 0;  // split decode keys as soon as there are two tiles
         ko.attention_decode_split_len = 64;
         ko.attention_tiled_prefill = path != 0;
@@ -687,7 +696,7 @@ TEST(Ops, AttentionTiledMatchesCpu) {
     gpu::Buffer scratch(*e.ctx, attention_split_floats(c.T, c.Hq, c.HD) * 4, gpu::BufferKind::Storage, "split");
     for (bool split : {false, true}) {
       KernelOptions ko;
-      ko.attention_split_keys = split;
+      ko.attention_prefill_split = split;
       ko.attention_flash = 0;  // this test covers attention_tiled.wgsl (flash: below)
       auto o = e.op(ko);
       std::vector<float> first;
@@ -721,7 +730,7 @@ TEST(Ops, AttentionTiledMatchesCpu) {
 
 TEST(Ops, AttentionTiledSplitsWhenFewTiles) {
   // The multi-turn shape (44 new tokens over a 1700-token cache, 9 heads over 3 KV heads) has 27
-  // row tiles: with --attn-split it must split over keys (2 dispatches), without it not.
+  // row tiles: with --attn-prefill-split it must split over keys (2 dispatches), without it not.
   auto& e = env();
   const uint32_t HD = 64, Hq = 9, Hkv = 3, T = 44, pos0 = 1700, kv_dim = Hkv * HD;
   auto kb = e.upload(randn(size_t(pos0 + T) * kv_dim, 1)), vb = e.upload(randn(size_t(pos0 + T) * kv_dim, 2));
@@ -729,7 +738,7 @@ TEST(Ops, AttentionTiledSplitsWhenFewTiles) {
   gpu::Buffer scratch(*e.ctx, attention_split_floats(64, Hq, HD) * 4, gpu::BufferKind::Storage, "split");
   for (bool split : {false, true}) {
     KernelOptions ko;
-    ko.attention_split_keys = split;
+    ko.attention_prefill_split = split;
     ko.attention_flash = 0;
     auto o = e.op(ko);
     e.rec.set_traffic_log(true);

@@ -25,20 +25,26 @@ struct ModelOptions {
   uint32_t context_length = 4096;  // KV cache positions of a new sequence (0: the trained length);
                                    // capped by the model's trained length (sequence_context())
   uint32_t prefill_chunk = 512;    // max tokens per forward submission; longer prompts are split
-  bool fuse_qkv = true;            // one matmul for Q, K, V when their types match (stacked rows)
-  bool fuse_gate_up = true;        // one matmul for the SwiGLU gate and up projections
   kernels::KernelOptions kernels;  // kernel-level switches
   int adapter_index = -1;          // WebGPU adapter (see `wgllm devices`)
-  bool shader_runtime_checks = false;  // gpu::ContextOptions::shader_runtime_checks (--shader-checks)
-  /// gpu::Recorder::set_submit_chunk (--submit-chunk): dispatches per submission, 0 = one submission
-  /// per forward; kSubmitChunkAuto = 32 on hardware adapters, 0 on software ones (docs/FLAGS.md).
+  /// submit_chunk's adapter default: 32 on hardware adapters, 0 on software ones (docs/FLAGS.md).
   static constexpr uint32_t kSubmitChunkAuto = 0xFFFFFFFFu;
-  uint32_t submit_chunk = kSubmitChunkAuto;
-  /// Pipelined greedy decoding (--decode-pipeline; runtime/decode_pipeline.h): the argmax id stays
-  /// on the device, the next step's embedding reads it there, and the host records and submits
-  /// step i+1 before it reads step i's id (one step of lag; a step past a stop is taken back).
-  /// Bit-identical tokens and state (tests/e2e/decode_pipeline_test.cpp). WebGPU only.
-  bool decode_pipeline = false;
+  // Model-level switches, generated from the switch table (kernels/switches.def): fuse_qkv,
+  // fuse_gate_up (stacked weights at load), shader_runtime_checks (gpu::ContextOptions),
+  // submit_chunk (gpu::Recorder::set_submit_chunk), decode_pipeline (runtime/decode_pipeline.h).
+#define WGLLM_SWITCH(scope, field, type, kind, def, ...) WGLLM_SWITCH_FIELD_##scope(field, type, def)
+#define WGLLM_SWITCH_FIELD_KERNEL(field, type, def)
+#define WGLLM_SWITCH_FIELD_MODEL(field, type, def) type field = def;
+#define WGLLM_SWITCH_FIELD_APP(field, type, def)
+#define WGLLM_SWITCH_FIELD_SESSION(field, type, def)
+#define WGLLM_SWITCH_FIELD_WEB(field, type, def)
+#include "kernels/switches.def"
+#undef WGLLM_SWITCH_FIELD_KERNEL
+#undef WGLLM_SWITCH_FIELD_MODEL
+#undef WGLLM_SWITCH_FIELD_APP
+#undef WGLLM_SWITCH_FIELD_SESSION
+#undef WGLLM_SWITCH_FIELD_WEB
+#undef WGLLM_SWITCH
 };
 
 /// Byte sizes of resident memory, for reports.

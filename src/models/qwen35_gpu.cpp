@@ -76,9 +76,10 @@ class Qwen35Gpu final : public GpuModel {
     }
     return upload_rows(*ctx_, parts[0].t->type, uint32_t(parts[0].t->shape[0]), blocks, label, mem_);
   }
-  // Fused when all types match (ModelOptions::fuse_qkv), else one weight per part.
-  void in_proj(Layer& L, const std::vector<Part>& parts, const std::string& label) {
-    bool same = opt_.fuse_qkv;
+  // Fused when `fuse` (ModelOptions::fuse_qkv for attention layers, fuse_gdn_in for DeltaNet layers)
+  // and all types match, else one weight per part.
+  void in_proj(Layer& L, const std::vector<Part>& parts, const std::string& label, bool fuse) {
+    bool same = fuse;
     for (const Part& p : parts) same = same && p.t->type == parts[0].t->type;
     if (same) return void(L.w_in = weight(parts, label));
     for (size_t i = 0; i < parts.size(); ++i) L.w_parts.push_back(weight({parts[i]}, label + "." + std::to_string(i)));
@@ -101,7 +102,7 @@ class Qwen35Gpu final : public GpuModel {
       if (L.linear) {
         ++n_lin_;
         in_proj(L, {{&R.w_qkv}, {&R.w_z}, {&R.w_b}, {&R.w_a}},
-                p + "gdn_in");
+                p + "gdn_in", opt_.fuse_gdn_in);
         L.wo = weight({{&R.w_out}}, p + "gdn_out");
         L.conv = f32_buffer(dequantize_tensor(R.conv), p + "gdn_conv");
         L.a_log = f32_buffer(qwen35_a_log(R.a_log, p_), p + "gdn_a_log");
@@ -110,7 +111,7 @@ class Qwen35Gpu final : public GpuModel {
       } else {
         ++n_attn_;
         std::vector<uint8_t> q = qwen35_deinterleave_q(R.wq, c_.n_heads, c_.head_dim);
-        in_proj(L, {{&R.wq, q.data()}, {&R.wk}, {&R.wv}}, p + "attn_qgkv");
+        in_proj(L, {{&R.wq, q.data()}, {&R.wk}, {&R.wv}}, p + "attn_qgkv", opt_.fuse_qkv);
         L.wo = weight({{&R.wo}}, p + "attn_output");
         L.q_norm = f32_buffer(qwen35_norm_weight(R.q_norm, p_), p + "attn_q_norm");
         L.k_norm = f32_buffer(qwen35_norm_weight(R.k_norm, p_), p + "attn_k_norm");

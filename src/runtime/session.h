@@ -72,8 +72,22 @@ struct SessionOptions {
   uint32_t context_length = 0;            // 0: the model's default (ModelOptions::context_length)
   uint64_t snapshot_cap_bytes = 1ull << 30;  // LRU cap on bytes of snapshot copies (recurrent state)
   uint32_t snapshot_cap_count = 64;       // LRU cap on the number of snapshots kept (0 = none kept)
-  bool kv_truncate = true;  // KV-only models roll back by truncating the cache (switch: off forces the snapshot path)
-  bool prompt_snapshot = true;  // sequences that cannot truncate also snapshot the end of each prompt (cheap regenerate)
+  // kv_truncate (KV-only models roll back by truncating the cache; off forces the snapshot path) and
+  // prompt_snapshot (sequences that cannot truncate also snapshot the end of each prompt: cheap
+  // regenerate), generated from the switch table (kernels/switches.def, docs/FLAGS.md).
+#define WGLLM_SWITCH(scope, field, type, kind, def, ...) WGLLM_SWITCH_FIELD_##scope(field, type, def)
+#define WGLLM_SWITCH_FIELD_KERNEL(field, type, def)
+#define WGLLM_SWITCH_FIELD_MODEL(field, type, def)
+#define WGLLM_SWITCH_FIELD_APP(field, type, def)
+#define WGLLM_SWITCH_FIELD_SESSION(field, type, def) type field = def;
+#define WGLLM_SWITCH_FIELD_WEB(field, type, def)
+#include "kernels/switches.def"
+#undef WGLLM_SWITCH_FIELD_KERNEL
+#undef WGLLM_SWITCH_FIELD_MODEL
+#undef WGLLM_SWITCH_FIELD_APP
+#undef WGLLM_SWITCH_FIELD_SESSION
+#undef WGLLM_SWITCH_FIELD_WEB
+#undef WGLLM_SWITCH
   bool time_snapshot_copies = false;  // benchmarks: wait for each end-of-turn snapshot's GPU copies to
                                      // complete (Sequence::wait) and record SessionStats::last_snapshot_done_us
   std::string fingerprint;  // model identity for files (model_fingerprint()); empty: from config()

@@ -1,0 +1,76 @@
+// The switch table (kernels/switches.def) and its decision records (switch_records.inc): the
+// generated docs/FLAGS.md matches the file in the tree, every switch has a record and every record a
+// switch, the bit-exact claims agree, the accessors read the struct defaults, the CLI spellings are
+// unique, and a non-default value is reported.
+#include "models/switches.h"
+
+#include <fstream>
+#include <iterator>
+#include <set>
+#include <string>
+
+#include <gtest/gtest.h>
+
+using namespace wgllm;
+
+TEST(Switches, FlagsDocInSync) {
+  std::ifstream in(std::string(WGLLM_SOURCE_DIR) + "/docs/FLAGS.md", std::ios::binary);
+  ASSERT_TRUE(in.is_open());
+  const std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(file == flags_markdown())
+      << "docs/FLAGS.md is out of date with src/kernels/switches.def / src/models/switch_records.inc: "
+         "regenerate it with `build/wgllm flags --markdown > docs/FLAGS.md`";
+}
+
+TEST(Switches, EveryDocumentedSwitchAppearsInTheDoc) {
+  const std::string md = flags_markdown();
+  for (const SwitchInfo& s : switches()) EXPECT_NE(md.find("`" + s.qualified() + "`"), std::string::npos) << s.field;
+}
+
+TEST(Switches, RecordsMatchTheTable) {
+  std::set<std::string> keys, used;
+  for (const SwitchRecord& r : switch_records()) EXPECT_TRUE(keys.insert(r.key).second) << "duplicate record " << r.key;
+  for (const SwitchInfo& s : switches()) {
+    EXPECT_TRUE(keys.count(s.record)) << s.field << ": no record '" << s.record << "'";
+    used.insert(s.record);
+  }
+  for (const std::string& k : keys) EXPECT_TRUE(used.count(k)) << "record '" << k << "' names no switch";
+  // The prose's bit-exact claim starts with the table's word.
+  for (const SwitchRecord& r : switch_records())
+    for (const SwitchInfo& s : switches())
+      if (r.key == std::string(s.record)) {
+        const std::string want = s.bit_exact ? "yes" : "no";
+        EXPECT_EQ(std::string(r.bit_exact).substr(0, want.size()), want) << s.field << " (record " << r.key << ")";
+      }
+}
+
+TEST(Switches, AccessorsReadTheDefaultsAndWrite) {
+  const ModelOptions d;
+  for (const SwitchInfo& s : switches()) {
+    const bool has = s.scope == SwitchScope::Kernel || s.scope == SwitchScope::Model;
+    EXPECT_EQ(s.get != nullptr, has) << s.field;
+    if (!has) continue;
+    EXPECT_EQ(s.get(d), s.def) << s.field;
+    ModelOptions o;
+    const int64_t v = s.def == s.lo ? s.hi : s.lo;
+    s.set(o, v);
+    EXPECT_EQ(s.get(o), v) << s.field;
+    const auto nd = non_default_switches(o);
+    ASSERT_EQ(nd.size(), s.product ? 1u : 0u) << s.field;
+    if (s.product && *s.flag) EXPECT_EQ(nd[0], s.spelled(v)) << s.field;
+  }
+  EXPECT_TRUE(non_default_switches(d).empty());
+}
+
+TEST(Switches, FlagsAreUniqueAndOneBehaviourEach) {
+  std::set<std::string> flags;
+  for (const SwitchInfo& s : switches()) {
+    if (!*s.flag) continue;
+    EXPECT_TRUE(flags.insert(s.flag).second) << "--" << s.flag << " twice";
+    EXPECT_TRUE(flags.insert(std::string("no-") + s.flag).second) << "--no-" << s.flag << " clashes";
+  }
+  // The two switches that used to govern two behaviours each are gone.
+  EXPECT_FALSE(flags.count("attn-split"));
+  EXPECT_TRUE(flags.count("attn-decode-split") && flags.count("attn-prefill-split"));
+  EXPECT_TRUE(flags.count("fuse-qkv") && flags.count("fuse-gdn-in"));
+}
