@@ -152,6 +152,46 @@ def multiturn_rows(path):
     return rows
 
 
+def quality_rows(d, model):
+    """wgllm perplexity --json (ppl_c<N>_<mode>.json, sparse vs dense) and bench planted-fact."""
+    rows = []
+    ppl = {}
+    for f in sorted(glob.glob(os.path.join(d, "ppl_c*.json"))):
+        j = json.load(open(f))
+        ppl.setdefault(j["n_ctx"], {})["sparse" if j.get("sparse_attn") else "dense"] = j
+    for n_ctx, m in sorted(ppl.items()):
+        if "sparse" not in m:
+            continue
+        j, base = m["sparse"], m.get("dense")
+        row = {"model": model, "weights": "real", "metric": "perplexity_ppl",
+               "context": f"llama.cpp method, n_ctx {n_ctx}, {j['chunks']} chunks, {j['tokens_scored']} tokens scored",
+               "wgllm": j["ppl"], "ratio_ci": None, "config": "switch --sparse-attn"}
+        if base:
+            row.update(peer="dense", peer_value=base["ppl"])
+        rows.append(row)
+        if base:
+            rows.append({"model": model, "weights": "real", "metric": "perplexity_run_ms",
+                         "context": f"n_ctx {n_ctx}, {j['chunks']} chunks", "wgllm": 1000 * j["seconds"], "peer": "dense",
+                         "peer_value": 1000 * base["seconds"], "ratio_ci": None, "config": "switch --sparse-attn"})
+    pf = os.path.join(d, "planted_fact.json")
+    if os.path.exists(pf):
+        j = json.load(open(pf))
+        by = {}
+        for r in j["rows"]:
+            by.setdefault((r["length"], r["mode"]), []).append(r["found"])
+        for (length, mode), found in sorted(by.items()):
+            if mode != "sparse":
+                continue
+            dense = by.get((length, "dense"))
+            row = {"model": model, "weights": "real", "metric": "planted_fact_found_fraction",
+                   "context": f"~{length}-token prompt, {len(found)} depths", "wgllm": sum(found) / len(found),
+                   "ratio_ci": None, "config": "switch --sparse-attn"}
+            if dense:
+                row.update(peer="dense", peer_value=sum(dense) / len(dense))
+            rows.append(row)
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("dir")
@@ -172,9 +212,10 @@ def main():
     for f in sorted(glob.glob(os.path.join(a.dir, "ab_*.json"))):
         what = os.path.basename(f)[3:-5]
         rows += ab_rows(f, what.split("__")[0], what, "default-off", wgllm_is_b=True, config=f"switch {what}")
+    rows += quality_rows(a.dir, a.model)
     for f in sorted(glob.glob(os.path.join(a.dir, "*.json"))):
         b = os.path.basename(f)
-        if b.startswith(("vs_", "new_vs_base", "ab_", "summary")):
+        if b.startswith(("vs_", "new_vs_base", "ab_", "summary", "ppl_c", "planted_fact")):
             continue
         if b.startswith("long_context"):
             rows += long_context_rows(f)
