@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Browser vs native on the H200 (issue 15): Debian's chromium (carried, tools/device/browser/
+# stage_chromium.sh) runs web/bench.html headless with WebGPU on Vulkan against the Python server
+# (tools/device/browser/serve_bench.py); the native wgllm measures the same model on the same GPU in
+# the same call. SmolLM2-135M-Instruct Q4_1, product configuration, prompts of 512 and 4096 tokens.
+# Staging (here, in the repo root, after `make build web`):
+#   tools/device/browser/stage_chromium.sh                      # .carry/chromium/chromium.tar.xz.partNN
+#   python3 tools/device/pack.py --bin wgllm --model ~/.cache/wgllm/models/SmolLM2-135M-Instruct.Q4_1.gguf --gl
+# Calls, back to back (the machine keeps /root/wg only while warm):
+#   every call: `bash tools/device/recipes/browser_bench.sh` with carry = one chromium part (plus
+#   .carry/chromium/SHA256SUMS) and/or the model slices pack.py planned; the call in which the last
+#   piece arrives also carries build-wasm/web and .carry/bin, .gl and runs everything.
+#   STAGE=adapter: only the adapter check (seconds) once chromium is complete.
+# Output ($OUT): native_run.txt, native_bench.json, browser/{adapter,result,run}.json, browser/chromium.log.
+set -u
+source tools/device/remote.sh
+T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
+P=$W/chromium-parts
+mkdir -p $P
+cp .carry/chromium/* $P/ 2>/dev/null
+[ -d build-wasm/web ] && mkdir -p $W/wasm && cp build-wasm/web/wgllm.* $W/wasm/
+have=$(ls $P/chromium.tar.xz.part* 2>/dev/null | wc -l); need=$(grep -c part $P/SHA256SUMS 2>/dev/null || echo '?')
+el "chromium: $have of $need parts; wasm: $(ls $W/wasm 2>/dev/null | tr '\n' ' ')"
+[ "$have" = "$need" ] || exit 0
+if [ "${STAGE:-}" = adapter ]; then
+  OUT=$OUT/browser tools/device/browser/run_chromium.sh --parts $P --adapter-only --timeout 60
+  exit
+fi
+GGUF=$(wg_model SmolLM2-135M-Instruct.Q4_1.gguf) || exit 0
+[ -f $W/wasm/wgllm.wasm ] || { el "build-wasm/web not carried yet"; exit 0; }
+mkdir -p $W/text/package/moby-dick/data && cp tests/fixtures/parity/prompt_256.txt $W/text/package/moby-dick/data/data.txt
+wg_gpu_check
+PROMPT="Write a short story about a robot who learns to paint."
+el "native greedy"
+$B run -m $GGUF -p "$PROMPT" -n 32 --ignore-eos -c 4232 --print-ids > $OUT/native_run.txt 2>&1
+el "native bench"
+$B bench -m $GGUF --prompt-lengths 512,4096 --gen 128 --reps 3 --json $OUT/native_bench.json > $OUT/native_bench.log 2>&1
+el "browser bench"
+OUT=$OUT/browser tools/device/browser/run_chromium.sh --parts $P --model $GGUF --wasm-dir $W/wasm \
+  --text $W/text/package/moby-dick/data/data.txt --lengths 512,4096 --gen 128 --reps 3 --timeout 420
+grep token_ids $OUT/native_run.txt
+python3 - $OUT <<'PY'
+import json, sys, os
+o = sys.argv[1]
+nat = json.load(open(os.path.join(o, "native_bench.json")))
+br = json.load(open(os.path.join(o, "browser", "result.json")))
+ids = [l for l in open(os.path.join(o, "native_run.txt")) if l.startswith("token_ids:")]
+nat_ids = json.loads(ids[0].split(":", 1)[1]) if ids else None
+rows = {r["n_prompt"]: r for r in nat.get("runs", [])}  # wgllm bench --json: "runs"
+print("adapter:", {k: br.get("adapter", {}).get(k) for k in ("vendor", "architecture", "description", "isFallbackAdapter")})
+print("greedy tokens equal:", nat_ids == (br.get("greedy") or {}).get("token_ids"))
+for r in (br.get("bench") or {}).get("rows", []):
+    n = rows.get(r["n_prompt"], {})
+    print(f"P={r['n_prompt']}: TTFT browser {r['ttft_ms_median']:.2f} ms vs native {n.get('ttft_ms_median', float('nan')):.2f} ms; "
+          f"decode browser {r['decode_tok_s_median']:.1f} vs native {n.get('decode_tok_s_median', float('nan'))} tok/s")
+PY
+el done
