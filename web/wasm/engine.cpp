@@ -162,6 +162,9 @@ json finish_load(std::unique_ptr<Engine> e, int context, int warmup, std::chrono
   }
   ModelOptions mo;
   mo.context_length = context > 0 ? uint32_t(context) : 2048;
+  // --decode-pipeline stays off in the browser until measured there: the web shim's readback waits
+  // for every pending map (no overlap to gain), and it has not run on a browser GPU yet.
+  mo.decode_pipeline = false;
   e->model = create_model(*e->src, mo);
   e->context = mo.context_length;
   const double warmup_ms = warmup ? warm_up(*e->model) : 0;  // runtime/warmup.h, as in the native CLI
