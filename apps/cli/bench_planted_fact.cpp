@@ -77,7 +77,7 @@ int run_planted_fact(const PlantedOpts& b) {
   nlohmann::json rows = nlohmann::json::array(), summary = nlohmann::json::object();
   for (const std::string& mode : b.modes) {
     CommonOptions co = b.common;
-    co.sparse_attn = mode == "sparse";
+    co.switches.kernels.sparse_attn = mode == "sparse";
     co.context = std::max(co.context, max_len);
     Loaded l = load(co);
     l.seq.reset();
@@ -128,8 +128,8 @@ int run_planted_fact(const PlantedOpts& b) {
   const CommonOptions& c = b.common;
   nlohmann::json j = {{"benchmark", "planted-fact"}, {"model", c.model}, {"backend", c.backend}, {"file", file},
                       {"offset", b.offset}, {"question", kQuestion}, {"gen", b.gen},
-                      {"sparse_block", c.sparse_block}, {"sparse_top_k", c.sparse_top_k},
-                      {"sparse_window", c.sparse_window}, {"sparse_threshold", c.sparse_threshold},
+                      {"sparse_block", c.switches.kernels.sparse_block}, {"sparse_top_k", c.switches.kernels.sparse_top_k},
+                      {"sparse_window", c.switches.kernels.sparse_window}, {"sparse_threshold", c.switches.kernels.sparse_threshold},
                       {"rows", rows}, {"summary", summary}};
   if (b.json_path.empty()) {
     std::cout << j.dump(1) << std::endl;

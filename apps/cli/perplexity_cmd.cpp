@@ -100,7 +100,7 @@ std::function<int()> add_perplexity(CLI::App& app) {
                      {"ppl", r.ppl},
                      {"perplexity", r.ppl},
                      {"stderr", r.ppl_stderr},
-                     {"sparse_attn", o.sparse_attn},
+                     {"sparse_attn", o.switches.kernels.sparse_attn},
                      {"seconds", sec},
                      {"tokens_per_second", sec > 0 ? double(r.chunks) * r.n_ctx / sec : 0.0}};
     fmt::print("{}\n", j.dump());
