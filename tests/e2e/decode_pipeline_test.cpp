@@ -61,6 +61,7 @@ TEST(DecodePipeline, RefusedWhenOffOrWithoutDeviceId) {
   auto src = ModelSource::open(fixture("lfm2_tiny/lfm2_tiny.f32.gguf"));
   ModelOptions o;
   o.context_length = 64;
+  o.decode_pipeline = false;
   auto off = create_model(*src, o);
   auto seq = off->new_sequence();
   const auto p = prompt_for(src->config.vocab);

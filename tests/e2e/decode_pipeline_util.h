@@ -64,6 +64,7 @@ inline void expect_pipeline_identical(const ModelSource& src, const std::vector<
   ModelOptions o;
   o.backend = BackendKind::WebGPU;
   o.context_length = ctx;
+  o.decode_pipeline = false;  // the plain loop (the switch is on by default)
   auto plain = create_model(src, o);
   o.decode_pipeline = true;
   auto piped = create_model(src, o);
