@@ -18,7 +18,6 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
-#include <iostream>
 #include <random>
 #include <vector>
 
@@ -155,12 +154,7 @@ int run_attention_bench(const AttnBenchOpts& b) {
                       {"timing", ts ? "timestamps" : "wall_clock_submit_wait"},
                       {"tokens", T}, {"cache", b.cache}, {"heads", Hq}, {"kv_heads", Hkv}, {"head_dim", HD},
                       {"reps", b.reps}, {"flop", flop}, {"peak_tflops", b.peak_tflops}, {"variants", variants}};
-  if (b.json_path.empty()) {
-    std::cout << j.dump(1) << std::endl;
-  } else {
-    write_file(b.json_path, j.dump(1) + "\n");
-    fmt::print(stderr, "wrote {}\n", b.json_path);
-  }
+  print_or_write_json(b.json_path, j.dump(1));
   return 0;
 }
 

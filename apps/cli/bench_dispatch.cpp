@@ -4,7 +4,6 @@
 // so "total" times 180 is the floor of a decode step at that pattern.
 #include <fmt/core.h>
 
-#include <iostream>
 
 #include <nlohmann/json.hpp>
 
@@ -43,12 +42,7 @@ int run_dispatch_bench(const DispatchBenchOpts& b) {
   nlohmann::json j = {{"benchmark", "dispatch"}, {"adapter", ctx->info().name}, {"count", r.count},
                       {"repeats", r.repeats}, {"split_every", b.probe.split_every}, {"timestamps", r.timestamps},
                       {"results", rows}};
-  if (b.json_path.empty()) {
-    std::cout << j.dump(1) << std::endl;
-  } else {
-    write_file(b.json_path, j.dump(1) + "\n");
-    fmt::print(stderr, "wrote {}\n", b.json_path);
-  }
+  print_or_write_json(b.json_path, j.dump(1));
   return 0;
 }
 

@@ -15,7 +15,6 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
-#include <iostream>
 #include <map>
 #include <sstream>
 
@@ -109,12 +108,7 @@ int run_long_context(const LongContextOpts& b) {
                       {"sparse_window", c.switches.kernels.sparse_window}, {"sparse_threshold", c.switches.kernels.sparse_threshold},
                       {"sparse_tiled", c.switches.kernels.sparse_tiled},
                       {"runs", runs}, {"summary", summary}};
-  if (b.json_path.empty()) {
-    std::cout << j.dump(1) << std::endl;
-  } else {
-    write_file(b.json_path, j.dump(1) + "\n");
-    fmt::print(stderr, "wrote {}\n", b.json_path);
-  }
+  print_or_write_json(b.json_path, j.dump(1));
   return 0;
 }
 

@@ -13,7 +13,6 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
-#include <iostream>
 #include <random>
 #include <vector>
 
@@ -201,12 +200,7 @@ int run_matmul_bench(const MatmulBenchOpts& b) {
   nlohmann::json j = {{"benchmark", "matmul"}, {"adapter", ctx->info().name}, {"type", b.type},
                       {"timing", ts ? "timestamps" : "wall_clock_submit_wait"}, {"reps", b.reps},
                       {"peak_tflops", b.peak_tflops}, {"results", results}};
-  if (b.json_path.empty()) {
-    std::cout << j.dump(1) << std::endl;
-  } else {
-    write_file(b.json_path, j.dump(1) + "\n");
-    fmt::print(stderr, "wrote {}\n", b.json_path);
-  }
+  print_or_write_json(b.json_path, j.dump(1));
   return 0;
 }
 

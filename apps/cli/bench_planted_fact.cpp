@@ -21,7 +21,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <iostream>
 
 #include <nlohmann/json.hpp>
 
@@ -131,12 +130,7 @@ int run_planted_fact(const PlantedOpts& b) {
                       {"sparse_block", c.switches.kernels.sparse_block}, {"sparse_top_k", c.switches.kernels.sparse_top_k},
                       {"sparse_window", c.switches.kernels.sparse_window}, {"sparse_threshold", c.switches.kernels.sparse_threshold},
                       {"rows", rows}, {"summary", summary}};
-  if (b.json_path.empty()) {
-    std::cout << j.dump(1) << std::endl;
-  } else {
-    write_file(b.json_path, j.dump(1) + "\n");
-    fmt::print(stderr, "wrote {}\n", b.json_path);
-  }
+  print_or_write_json(b.json_path, j.dump(1));
   return 0;
 }
 

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <iostream>
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -156,6 +157,15 @@ void write_file(const std::string& path, const std::string& text) {
   f << text;
   f.close();
   if (!f) throw Error("cannot write " + path + ": " + (errno ? std::strerror(errno) : "write failed"));
+}
+
+void print_or_write_json(const std::string& path, const std::string& text) {
+  if (path.empty()) {
+    std::cout << text << std::endl;
+    return;
+  }
+  write_file(path, text + "\n");
+  fmt::print(stderr, "wrote {}\n", path);
 }
 
 }  // namespace wgllm::cli

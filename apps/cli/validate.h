@@ -50,4 +50,8 @@ std::string closest(const std::string& word, const std::vector<std::string>& nam
 /// failed --json/--md is an error exit, never a silent success.
 void write_file(const std::string& path, const std::string& text);
 
+/// A bench subcommand's JSON result: `text` (a JSON dump, no trailing newline) to stdout when `path`
+/// is empty, else written to `path` (write_file) with a "wrote PATH" line on stderr.
+void print_or_write_json(const std::string& path, const std::string& text);
+
 }  // namespace wgllm::cli
