@@ -7,6 +7,10 @@
 // and the achieved rate 2 N K T / time in GFLOP/s and as a share of --peak-tflops (default 67: the
 // H200's fp32 FMA peak); per variant also the layer total (sum over the shapes). JSON to --json
 // (default stdout).
+// `wgllm bench matvec`: the decode matrix-vector kernel (matvec.wgsl, T <= 8) alone, per launch
+// shape (rows per workgroup / rows per thread / lanes; 0 = the by-shape default) and prologue
+// (none, the fused RMSNorm, the fused SiLU gate), as bytes moved per second and as a share of the
+// device's measured copy bandwidth (kernels/bandwidth_probe.h): the yardstick of issue 11 item 2.
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -24,6 +28,7 @@
 #include "core/half.h"
 #include "formats/dtype.h"
 #include "gpu/context.h"
+#include "kernels/bandwidth_probe.h"
 #include "kernels/matmul_tiled.h"
 #include "kernels/ops.h"
 #include "validate.h"
@@ -228,6 +233,160 @@ std::function<int()> add_bench_matmul(CLI::App& app) {
       ->transform(real(0, 1e6, true));
   cmd->add_option("--json", b->json_path, "write the results as JSON here (default: stdout)")->check(OutputFile);
   return [=]() -> int { return *cmd ? run_matmul_bench(*b) : -1; };
+}
+
+namespace {
+
+struct MatvecBenchOpts {
+  int adapter = -1;
+  bool shader_checks = false;
+  // Default shapes: an LFM2-1.2B layer (gate+up 16384:2048, down 2048:8192, conv in_proj 6144:2048,
+  // out_proj 2048:2048) and its 65536-row output head.
+  std::vector<std::string> shapes = {"16384:2048", "2048:8192", "6144:2048", "2048:2048", "65536:2048"};
+  std::vector<std::string> types = {"q4_K"};
+  std::vector<std::string> variants = {"0/0/0"};
+  std::vector<std::string> prologues = {"none"};
+  std::vector<uint32_t> tokens = {1};
+  uint32_t reps = 20;
+  std::string json_path;
+};
+
+struct MatvecVariant {
+  uint32_t rows = 0, rpt = 0, lanes = 0;
+  std::string str() const { return fmt::format("{}/{}/{}", rows, rpt, lanes); }
+};
+
+MatvecVariant parse_matvec_variant(const std::string& s) {
+  MatvecVariant v;
+  char extra = 0;
+  if (std::sscanf(s.c_str(), "%u/%u/%u%c", &v.rows, &v.rpt, &v.lanes, &extra) != 3 || v.rows > 64 || v.rpt > 4 ||
+      v.lanes > 256)
+    throw Error("bench matvec: variant '" + s + "' is not ROWS/RPT/LANES (0 = default; rows <= 64, rpt <= 4, lanes <= 256)");
+  return v;
+}
+
+int run_matvec_bench(const MatvecBenchOpts& b) {
+  struct Shape { uint32_t N, K; };
+  std::vector<Shape> shapes;
+  for (const auto& s : b.shapes) {
+    Shape sh{};
+    char extra = 0;
+    if (std::sscanf(s.c_str(), "%u:%u%c", &sh.N, &sh.K, &extra) != 2 || !sh.N || !sh.K || sh.N > 262144 || sh.K > 65536)
+      throw Error("bench matvec: shape '" + s + "' is not N:K with N in 1..262144 and K in 1..65536");
+    shapes.push_back(sh);
+  }
+  std::vector<DType> types;
+  for (const auto& t : b.types) types.push_back(parse_type(t));
+  std::vector<MatvecVariant> vars;
+  for (const auto& v : b.variants) vars.push_back(parse_matvec_variant(v));
+  for (const auto& p : b.prologues)
+    if (p != "none" && p != "norm" && p != "silu") throw Error("bench matvec: prologue '" + p + "' is not none, norm or silu");
+  gpu::ContextOptions co;
+  co.adapter_index = b.adapter;
+  co.shader_runtime_checks = b.shader_checks;
+  auto ctx = gpu::Context::create(co);
+  gpu::PipelineCache pipes(*ctx);
+  gpu::Recorder rec(*ctx);
+  const bool ts = ctx->timestamps_inside_passes();
+  rec.set_profiling(ts);
+  rec.set_traffic_log(true);
+  fmt::print(stderr, "bench matvec on {}: measuring copy bandwidth...\n", ctx->info().name);
+  const double copy = kernels::measure_bandwidth(*ctx).copy_GBps();
+  fmt::print(stderr, "copy bandwidth {:.0f} GB/s; timing: {}\n", copy, ts ? "timestamps" : "wall clock of submit + wait");
+  fmt::print(stderr, "  {:<5} {:<2} {:>6} {:>6} {:<6} {:<12} {:<9} {:>9} {:>9} {:>7}\n", "type", "T", "N", "K", "pro",
+             "rows/rpt/ln", "(chosen)", "us", "GB/s", "% copy");
+  nlohmann::json results = nlohmann::json::array();
+  for (DType type : types) {
+    for (const Shape& sh : shapes) {
+      const uint32_t K = sh.K, N = sh.N;
+      if (K % dtype_block_elems(type)) {
+        fmt::print(stderr, "  skipping {} {}:{}: K is not a multiple of {}\n", dtype_name(type), N, K, dtype_block_elems(type));
+        continue;
+      }
+      auto blocks = random_blocks(type, K, N);
+      auto W = kernels::upload_weight(*ctx, kernels::pack_weight(type, blocks.data(), K, N), "w");
+      const uint32_t Tmax = *std::max_element(b.tokens.begin(), b.tokens.end());
+      std::vector<float> xv(size_t(Tmax) * 2 * K);
+      std::mt19937 g(3);
+      std::normal_distribution<float> nd(0.0f, 1.0f);
+      for (auto& v : xv) v = nd(g);
+      gpu::Buffer x(*ctx, xv.size() * 4, gpu::BufferKind::Storage, "x");
+      x.write(*ctx, 0, xv.data(), xv.size() * 4);
+      std::vector<float> nwv(K, 1.0f);
+      gpu::Buffer nw(*ctx, size_t(K) * 4, gpu::BufferKind::Storage, "norm_w");
+      nw.write(*ctx, 0, nwv.data(), nwv.size() * 4);
+      gpu::Buffer y(*ctx, size_t(Tmax) * N * 4, gpu::BufferKind::Storage, "y");
+      for (uint32_t T : b.tokens) {
+        for (const auto& pro : b.prologues) {
+          for (const MatvecVariant& v : vars) {
+            kernels::KernelOptions ko;
+            ko.matvec_subgroup = 1;
+            ko.matvec_rows_per_workgroup = v.rows, ko.matvec_rows_per_thread = v.rpt, ko.matvec_lanes = v.lanes;
+            kernels::OpContext o{*ctx, pipes, rec, ko};
+            kernels::MatvecShape chosen;
+            try {
+              chosen = kernels::matvec_shape(o, N);
+            } catch (const Error& e) {
+              fmt::print(stderr, "  skipping {}: {}\n", v.str(), e.what());
+              continue;
+            }
+            std::vector<double> us;
+            uint64_t bytes = 0;
+            float sink = 0;
+            for (uint32_t r = 0; r <= b.reps; ++r) {
+              rec.begin();
+              if (pro == "norm") kernels::matmul_norm(o, W, {x, 0}, K, nw, 1e-5f, {y, 0}, N, T, false);
+              else if (pro == "silu") kernels::matmul_silu(o, W, x, 0, K, 2 * K, {y, 0}, N, T, false);
+              else kernels::matmul(o, W, {x, 0}, K, {y, 0}, N, T, false);
+              rec.read_after(y, 0, 4);
+              const auto t0 = std::chrono::steady_clock::now();
+              rec.submit(&sink);
+              const double wall = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+              double gpu = 0;
+              for (const auto& k : rec.last_profile()) gpu += k.us;
+              if (!bytes) for (const auto& k : rec.last_dispatches()) bytes += k.traffic.total();
+              if (r > 0) us.push_back(ts ? gpu : wall);
+            }
+            if (!std::isfinite(sink)) throw Error("bench matvec: non-finite output");
+            std::sort(us.begin(), us.end());
+            const double med = us[us.size() / 2], gbs = double(bytes) / med / 1e3;
+            const std::string chosen_s = fmt::format("{}/{}/{}", chosen.rows, chosen.rows_per_thread, chosen.lanes);
+            fmt::print(stderr, "  {:<5} {:<2} {:>6} {:>6} {:<6} {:<12} {:<9} {:>9.2f} {:>9.1f} {:>6.1f}%\n",
+                       dtype_name(type), T, N, K, pro, v.str(), chosen_s, med, gbs, 100.0 * gbs / copy);
+            results.push_back({{"type", dtype_name(type)}, {"T", T}, {"N", N}, {"K", K}, {"prologue", pro},
+                               {"variant", v.str()}, {"chosen", chosen_s}, {"bytes", bytes}, {"median_us", med},
+                               {"min_us", us.front()}, {"max_us", us.back()}, {"GBps", gbs},
+                               {"copy_fraction", gbs / copy}});
+          }
+        }
+      }
+    }
+  }
+  nlohmann::json j = {{"benchmark", "matvec"}, {"adapter", ctx->info().name}, {"copy_GBps", copy},
+                      {"timing", ts ? "timestamps" : "wall_clock_submit_wait"}, {"reps", b.reps}, {"results", results}};
+  print_or_write_json(b.json_path, j.dump(1));
+  return 0;
+}
+
+}  // namespace
+
+std::function<int()> add_bench_matvec(CLI::App& app) {
+  CLI::App* bench = bench_subcommand(app);
+  auto b = std::make_shared<MatvecBenchOpts>();
+  auto* cmd = bench->add_subcommand("matvec", "time the decode matrix-vector kernel alone per launch shape: GB/s and share of copy bandwidth");
+  cmd->add_option("--adapter", b->adapter, "adapter index (wgllm devices); default: first hardware adapter")
+      ->transform(integer(-1, 1024));
+  add_shader_checks_flag(cmd, b->shader_checks);
+  cmd->add_option("--shapes", b->shapes, "N:K weight shapes (default: an LFM2-1.2B layer and its output head)")->delimiter(',');
+  cmd->add_option("--types", b->types, "weight types: f32 f16 bf16 q4_0 q4_1 q8_0 q4_K q6_K (default q4_K)")->delimiter(',');
+  cmd->add_option("--variants", b->variants, "launch shapes ROWS/RPT/LANES, 0 = the by-shape default (default 0/0/0)")
+      ->delimiter(',');
+  cmd->add_option("--prologues", b->prologues, "none, norm (fused RMSNorm), silu (fused SiLU gate) (default none)")
+      ->delimiter(',');
+  cmd->add_option("--tokens", b->tokens, "token counts T, 1..8 (default 1)")->delimiter(',')->transform(integer(1, 8));
+  cmd->add_option("--reps", b->reps, "measured repetitions after one warm-up, 1..100000 (default 20)")->transform(integer(1, 100000));
+  cmd->add_option("--json", b->json_path, "write the results as JSON here (default: stdout)")->check(OutputFile);
+  return [=]() -> int { return *cmd ? run_matvec_bench(*b) : -1; };
 }
 
 }  // namespace wgllm::cli

@@ -266,6 +266,7 @@ int main(int argc, char** argv) {
   auto long_context_hook = cli::add_bench_long_context(app);
   auto planted_fact_hook = cli::add_bench_planted_fact(app);
   auto matmul_hook = cli::add_bench_matmul(app);
+  auto matvec_hook = cli::add_bench_matvec(app);
   auto dispatch_hook = cli::add_bench_dispatch(app);
   auto perplexity_hook = cli::add_perplexity(app);
   auto serve_hook = cli::add_serve(app);
@@ -298,6 +299,7 @@ int main(int argc, char** argv) {
     if (int rc = long_context_hook(); rc >= 0) return rc;
     if (int rc = planted_fact_hook(); rc >= 0) return rc;
     if (int rc = matmul_hook(); rc >= 0) return rc;
+    if (int rc = matvec_hook(); rc >= 0) return rc;
     if (int rc = dispatch_hook(); rc >= 0) return rc;
     if (int rc = perplexity_hook(); rc >= 0) return rc;
     if (int rc = serve_hook(); rc >= 0) return rc;

@@ -92,9 +92,10 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& want,
 // with scalar activation loads, and 2 rows x 1 lane (fewer threads than the 5 tokens of a group).
 // (Each variant is a pipeline compile on lavapipe, seconds each: the list is kept short for CI.)
 // Then the matrix-vector kernel (matvec.wgsl, --matvec-subgroup) both fused and unfused: subgroup
-// reduction with default rows, and the workgroup-memory tree with 3 rows and scalar loads.
+// reduction with default rows, the workgroup-memory tree with 3 rows and scalar loads, and 8 rows
+// of 4 per thread (one activation block for four rows).
 std::vector<KernelOptions> variants() {
-  std::vector<KernelOptions> v(5);
+  std::vector<KernelOptions> v(6);
   v[0].matvec_subgroup = v[1].matvec_subgroup = v[2].matvec_subgroup = 0;
   v[1].matmul_rows_per_workgroup = 3, v[1].matmul_lanes_per_row = 8;
   v[1].vec4_activations = false;
@@ -102,6 +103,7 @@ std::vector<KernelOptions> variants() {
   v[3].matvec_subgroup = 1;
   v[4].matvec_subgroup = 1, v[4].matvec_subgroup_ops = false, v[4].matvec_rows_per_workgroup = 3;
   v[4].vec4_activations = false;
+  v[5].matvec_subgroup = 1, v[5].matvec_rows_per_workgroup = 8, v[5].matvec_rows_per_thread = 4;
   return v;
 }
 

@@ -81,31 +81,20 @@ gpu::TrafficBytes matmul_traffic(const GpuWeight& W, uint32_t T, bool accumulate
 }
 
 // One matvec.wgsl dispatch (T <= kFusedMaxTokens; see matmul_impl for the arguments): one token
-// per grid row, ROWS rows x LANES threads per workgroup.
+// per grid row, matvec_shape's rows per workgroup.
 void matvec_impl(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, F32Ref y, uint32_t y_stride,
                  uint32_t T, bool accumulate, const char* label, gpu::Traffic y_kind, Prologue pro,
                  const gpu::Buffer* norm_w, float eps, uint32_t u_off, const QkvRopeKv* rope) {
   const bool vec4 = o.opt.vec4_activations && x.off % 4 == 0 && x_stride % 4 == 0 && W.block % 4 == 0 &&
                     u_off % 4 == 0;
-  const bool sw = o.ctx.info().is_software();
-  uint32_t rows = o.opt.matvec_rows_per_workgroup ? o.opt.matvec_rows_per_workgroup : (sw ? 8 : 4);
-  uint32_t lanes = sw ? 8 : 32;
-  bool subgroup = false;
-  // (In the browser the sizes are the adapter's reported ones: gpu/web/context_web.cpp.)
-  if (o.opt.matvec_subgroup_ops && o.ctx.has_subgroups()) {
-    const auto [lo, hi] = o.ctx.measured_subgroup_sizes();
-    // subgroupAdd must never span two rows: every subgroup size must divide LANES.
-    if (lo > 0 && (lo & (lo - 1)) == 0 && (hi & (hi - 1)) == 0 && hi <= 256) {
-      lanes = std::max(lanes, hi);
-      subgroup = true;
-    }
-  }
-  if (rope) rows += rows & 1;  // both rows of a rotation pair in one workgroup
-  if (rows * lanes > o.ctx.info().limits.maxComputeInvocationsPerWorkgroup)
-    throw Error("matvec: rows (" + std::to_string(rows) + ") x lanes (" + std::to_string(lanes) +
-                ") exceeds maxComputeInvocationsPerWorkgroup");
+  const MatvecShape sh = matvec_shape(o, W.N, rope != nullptr);
+  const uint32_t rows = sh.rows, lanes = sh.lanes;
+  const bool subgroup = sh.subgroup;
   Defines d = weight_defines(W);
   d["ROWS"] = std::to_string(rows);
+  d["RPT"] = std::to_string(sh.rows_per_thread);
+  d["R2"] = sh.rows_per_thread >= 2 ? "1" : "0";
+  d["R4"] = sh.rows_per_thread == 4 ? "1" : "0";
   d["LANES"] = std::to_string(lanes);
   d["SUBGROUP"] = subgroup ? "1" : "0";
   d["VEC4"] = vec4 ? "1" : "0";
@@ -167,6 +156,44 @@ void matmul_impl(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, 
     o.rec.dispatch(p, {W.buf, x.buf, y.buf}, prm, gx, gy, 1, label);
 }
 }  // namespace
+
+MatvecShape matvec_shape(const OpContext& o, uint32_t N, bool rope) {
+  const bool sw = o.ctx.info().is_software();
+  MatvecShape sh;
+  sh.lanes = o.opt.matvec_lanes ? o.opt.matvec_lanes : (sw ? 8 : 32);
+  if (sh.lanes & (sh.lanes - 1)) throw Error("matvec: lanes (" + std::to_string(sh.lanes) + ") must be a power of two");
+  // (In the browser the sizes are the adapter's reported ones: gpu/web/context_web.cpp.)
+  if (o.opt.matvec_subgroup_ops && o.ctx.has_subgroups()) {
+    const auto [lo, hi] = o.ctx.measured_subgroup_sizes();
+    // subgroupAdd must never span two row groups: every subgroup size must divide LANES.
+    if (lo > 0 && (lo & (lo - 1)) == 0 && (hi & (hi - 1)) == 0 && hi <= 256) {
+      sh.lanes = std::max(sh.lanes, hi);
+      sh.subgroup = true;
+    }
+  }
+  // By shape (hardware): tall matrices take 4 rows per thread (an activation block serves 4 weight
+  // rows), short ones fewer so that the grid still has a few workgroups per SM; 4 row groups per
+  // workgroup. Software adapters: 8 rows of 1 per workgroup (the earlier default).
+  uint32_t rpt = o.opt.matvec_rows_per_thread;
+  if (!rpt) rpt = sw ? 1 : (N >= 8192 ? 4 : N >= 4096 ? 2 : 1);
+  if (rpt != 1 && rpt != 2 && rpt != 4)
+    throw Error("matvec: rows per thread must be 1, 2 or 4 (got " + std::to_string(rpt) + ")");
+  uint32_t rows = o.opt.matvec_rows_per_workgroup ? o.opt.matvec_rows_per_workgroup : (sw ? 8 : 4 * rpt);
+  if (rope) rows += rows & 1;  // both rows of a rotation pair in one workgroup
+  // Defaults shrink to the adapter's workgroup size (e.g. wide subgroups); explicit settings throw.
+  const uint32_t max_threads = o.ctx.info().limits.maxComputeInvocationsPerWorkgroup;
+  if (!o.opt.matvec_rows_per_workgroup)
+    while (rows > rpt && rows / rpt * sh.lanes > max_threads) rows -= rpt;
+  if (rows % rpt)
+    throw Error("matvec: rows per workgroup (" + std::to_string(rows) + ") is not a multiple of rows per thread (" +
+                std::to_string(rpt) + ")");
+  if (rows / rpt * sh.lanes > max_threads)
+    throw Error("matvec: " + std::to_string(rows / rpt) + " row groups x " + std::to_string(sh.lanes) +
+                " lanes exceeds maxComputeInvocationsPerWorkgroup");
+  sh.rows = rows;
+  sh.rows_per_thread = rpt;
+  return sh;
+}
 
 bool matvec_enabled(const OpContext& o) {
   return o.opt.matvec_subgroup == 1 || (o.opt.matvec_subgroup == 2 && !o.ctx.info().is_software());

@@ -192,6 +192,51 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, MatvecTest,
                                            DType::Q8_0, DType::Q4_K, DType::Q6_K),
                          [](const auto& i) { return dtype_name(i.param); });
 
+// matvec.wgsl's rows per workgroup and rows per thread are speed knobs: every row keeps its own
+// sums in the same order, so the output bits must not change (N = 37 leaves the last workgroup
+// partly empty; 16- and 32-element blocks; the subgroup reduction and the tree; accumulate).
+TEST(Ops, MatvecShapeKnobsAreBitExact) {
+  auto& e = env();
+  const uint32_t K = 768, N = 37, T = 3;
+  for (DType t : {DType::Q4_K, DType::Q6_K}) {
+    auto blocks = random_blocks(t, K, N, 11);
+    auto W = upload_weight(*e.ctx, pack_weight(t, blocks.data(), K, N), "w");
+    auto x = randn(size_t(T) * K, 7);
+    auto y0 = randn(size_t(T) * N, 8);
+    auto xb = e.upload(x);
+    for (bool sg_ops : {true, false}) {
+      std::vector<float> base;
+      for (auto [rows, rpt] : {std::pair{4u, 1u}, {6u, 2u}, {8u, 4u}, {4u, 4u}}) {
+        KernelOptions ko;
+        ko.matvec_subgroup = 1, ko.matvec_subgroup_ops = sg_ops;
+        ko.matvec_rows_per_workgroup = rows, ko.matvec_rows_per_thread = rpt;
+        auto o = e.op(ko);
+        ASSERT_EQ(matvec_shape(o, N).rows_per_thread, rpt);
+        auto yb = e.upload(y0);
+        e.rec.begin();
+        matmul(o, W, {xb, 0}, K, {yb, 0}, N, T, true);
+        e.rec.submit();
+        auto y = e.download(yb, y0.size());
+        const std::string what = dtype_name(t) + " rows=" + std::to_string(rows) + " rpt=" + std::to_string(rpt) +
+                                 " subgroup_ops=" + std::to_string(sg_ops);
+        if (base.empty()) {
+          base = y;
+          EXPECT_NE(std::memcmp(y.data(), y0.data(), y.size() * 4), 0) << what << ": nothing written";
+        } else {
+          EXPECT_EQ(std::memcmp(y.data(), base.data(), y.size() * 4), 0) << what << " vs rows=4 rpt=1";
+        }
+      }
+    }
+  }
+  KernelOptions bad;
+  bad.matvec_subgroup = 1, bad.matvec_rows_per_workgroup = 6, bad.matvec_rows_per_thread = 4;
+  auto o = e.op(bad);
+  EXPECT_THROW(matvec_shape(o, N), Error);
+  bad.matvec_rows_per_workgroup = 0, bad.matvec_rows_per_thread = 3;
+  auto o3 = e.op(bad);
+  EXPECT_THROW(matvec_shape(o3, N), Error);
+}
+
 TEST(Ops, MatmulSwitchesGiveSameResults) {
   // Grouping prefill tokens, vec4 loads, rows and lanes per workgroup only change speed.
   auto& e = env();

@@ -13,17 +13,6 @@ namespace {
 uint16_t rd16(const uint8_t* p) { return uint16_t(p[0] | (p[1] << 8)); }
 uint32_t rd32(const uint8_t* p) { uint32_t v; std::memcpy(&v, p, 4); return v; }
 
-// ggml get_scale_min_k4 (ggml-quants.c): 6-bit scale and min of Q4_K sub-block j.
-void scale_min_k4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
-  if (j < 4) {
-    *d = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
-
 }  // namespace
 
 const char* wformat_define(WFormat f) {
@@ -31,7 +20,7 @@ const char* wformat_define(WFormat f) {
     case WFormat::F32: return "FMT_F32";
     case WFormat::Q4_0: return "FMT_Q4_0";
     case WFormat::Q4_1: return "FMT_Q4_1";
-    case WFormat::Q4_AF32: return "FMT_Q4_AF32";
+    case WFormat::Q4_K: return "FMT_Q4_K";
     case WFormat::Q8_0: return "FMT_Q8_0";
     case WFormat::Q8_F32: return "FMT_Q8_F32";
   }
@@ -43,7 +32,7 @@ WFormat gpu_format_for(DType t) {
     case DType::F32: case DType::F16: case DType::BF16: return WFormat::F32;
     case DType::Q4_0: return WFormat::Q4_0;
     case DType::Q4_1: return WFormat::Q4_1;
-    case DType::Q4_K: return WFormat::Q4_AF32;
+    case DType::Q4_K: return WFormat::Q4_K;
     case DType::Q8_0: return WFormat::Q8_0;
     case DType::Q5_0: return WFormat::Q8_0;  // widened exactly at pack time (pack_weight)
     case DType::Q6_K: return WFormat::Q8_F32;
@@ -123,30 +112,24 @@ PackedWeight pack_weight(DType t, const uint8_t* data, uint32_t K, uint32_t N) {
       }
       break;
     }
-    case WFormat::Q4_AF32: {  // Q4_K: 256-element super-blocks -> 8 sub-blocks of 32
+    case WFormat::Q4_K: {  // 256-element super-blocks -> 8 sub-blocks of 32; header kept as stored
       need_multiple(256);
       const uint64_t ns = n_el / 256, nb = ns * 8;
       pw.soff = uint32_t(nb * 4);
-      pw.words.assign(nb * 4 + nb * 2, 0);
+      pw.words.assign(nb * 4 + ns * 4, 0);
       for (uint64_t s = 0; s < ns; ++s) {
         const uint8_t* blk = data + s * 144;
-        const float d = f16_to_f32(rd16(blk)), dmin = f16_to_f32(rd16(blk + 2));
-        const uint8_t* sc = blk + 4;
         const uint8_t* qs = blk + 16;
+        // d, dmin (f16) and the 12 bytes of 6-bit sub-block scales and mins, as stored.
+        std::memcpy(&pw.words[pw.soff + 4 * s], blk, 16);
         for (int g = 0; g < 4; ++g) {
           for (int half = 0; half < 2; ++half) {
-            const int j = 2 * g + half;
-            uint8_t scv, mv;
-            scale_min_k4(j, sc, &scv, &mv);
-            const float d1 = d * float(scv), m1 = dmin * float(mv);
-            const uint64_t b = s * 8 + j;
+            const uint64_t b = s * 8 + 2 * g + half;
             uint8_t v[32];
             for (int l = 0; l < 32; ++l) v[l] = half ? (qs[g * 32 + l] >> 4) : (qs[g * 32 + l] & 0xF);
             uint8_t packed[16];
             for (int l = 0; l < 16; ++l) packed[l] = uint8_t(v[l] | (v[l + 16] << 4));
             std::memcpy(&pw.words[b * 4], packed, 16);
-            pw.words[pw.soff + 2 * b] = bits_from_f32(d1);
-            pw.words[pw.soff + 2 * b + 1] = bits_from_f32(-m1);
           }
         }
       }

@@ -1,9 +1,10 @@
 // GPU weight layouts. A weight matrix W (N rows x K columns, GGUF shape {K, N}) is repacked at
 // upload from its file blocks into one of a few layouts that WGSL can read as array<u32> (GGUF's
 // 18- and 34-byte blocks are not 4-byte aligned). See wgsl/quant.wgsl for the exact layouts.
-// The repack keeps the stored bits of every quant and scale (K-quant sub-block scales are
-// expanded to f32 exactly as ggml computes them), so the GPU dequantizes to the same values as
-// the CPU reference up to the GPU's own fused multiply-add rounding.
+// The repack keeps the stored bits of every quant and scale (Q4_K keeps its super-block header and
+// the GPU forms each sub-block's scale and min with the same f32 products as ggml; Q6_K sub-block
+// scales are expanded to f32 exactly as ggml computes them), so the GPU dequantizes to the same
+// values as the CPU reference up to the GPU's own fused multiply-add rounding.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -15,7 +16,7 @@
 
 namespace wgllm::kernels {
 
-enum class WFormat { F32, Q4_0, Q4_1, Q4_AF32, Q8_0, Q8_F32 };
+enum class WFormat { F32, Q4_0, Q4_1, Q4_K, Q8_0, Q8_F32 };
 const char* wformat_define(WFormat f);  // "FMT_Q4_1", ...
 
 /// Which GPU layout a file type maps to. Throws wgllm::Error for types without a GPU path.

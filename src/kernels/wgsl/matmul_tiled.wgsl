@@ -100,11 +100,12 @@ fn fetch(n: u32, kt: u32, q4: u32) -> Raw {
   r.q.x = w[bi * 4u + q4];
   r.r.x = w[p.soff + bi];
 #endif
-#if FMT_Q4_AF32
+#if FMT_Q4_K
   let bi = n * p.nb + kt;
+  let hs = p.soff + (bi >> 3u) * 4u;
   r.q.x = w[bi * 4u + q4];
-  r.r.x = w[p.soff + 2u * bi];
-  r.r.y = w[p.soff + 2u * bi + 1u];
+  r.r = vec4<u32>(w[hs], w[hs + 1u], w[hs + 2u], w[hs + 3u]);
+  r.sel = bi & 7u;
 #endif
 #if FMT_Q8_0
   let bi = n * p.nb + kt;
@@ -140,9 +141,10 @@ fn decode(r: Raw, q4: u32) -> Part {
   v.a = lo4(r.q.x) * dm.x + dm.y; v.b = hi4(r.q.x) * dm.x + dm.y;
   v.ka = 4u * q4; v.kb = 16u + 4u * q4;
 #endif
-#if FMT_Q4_AF32
-  let s = bitcast<f32>(r.r.x);
-  let o = bitcast<f32>(r.r.y);
+#if FMT_Q4_K
+  let so = q4k_scale_min(r.r, r.sel);
+  let s = so.x;
+  let o = so.y;
   v.a = lo4(r.q.x) * s + o; v.b = hi4(r.q.x) * s + o;
   v.ka = 4u * q4; v.kb = 16u + 4u * q4;
 #endif

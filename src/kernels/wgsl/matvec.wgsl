@@ -2,24 +2,33 @@
 // matvec_subgroup, --matvec-subgroup): y[t, n] (+)= sum_k W[n, k] * x[t, k] for a quantized/float
 // weight W (N x K, layouts in quant.wgsl) and f32 activations x (T x K). One token per workgroup
 // row of the grid (wid.y = t; the weights of a few tokens are re-read from L2), ROWS output rows
-// per workgroup, LANES threads per row. Each thread sums its blocks (lane, lane + LANES, ...) in a
-// register; the quant words of a block are read with vec4<u32> loads (binding B_W4 is the weight
-// buffer again, seen as array<vec4<u32>>: every layout's quant region is a whole number of vec4 per
-// block). Then the LANES partial sums of a row are reduced:
+// per workgroup, LANES threads per row group, RPT rows per thread: a workgroup is ROWS / RPT row
+// groups of LANES threads, and the thread at `lane` of group g sums blocks lane, lane + LANES, ...
+// of rows g * RPT .. g * RPT + RPT - 1. A block of activations (with its NORM / SILU prologue) is
+// loaded once per thread and used for all RPT rows: activation reads and prologue arithmetic per
+// weight byte fall by RPT (with RPT = 1 every row re-read the whole activation vector from L1/L2,
+// 5x the weight bytes of a 6-bit matrix). Each row keeps two register sums (even / odd steps of its
+// lane: two block loads in flight); the quant words of a block are read with vec4<u32> loads
+// (binding B_W4 is the weight buffer again, seen as array<vec4<u32>>: every layout's quant region is
+// a whole number of vec4 per block). Then the LANES partial sums of a row are reduced:
 //   SUBGROUP 1: subgroupAdd over each subgroup (the host enables this only when every subgroup
 //            size the adapter uses divides LANES, so a subgroup never spans two rows; invocations
 //            are assumed numbered subgroup-major, as every Vulkan/Metal/D3D driver does), then the
 //            LANES / subgroup_size subgroup sums of the row in increasing order (one barrier).
 //   SUBGROUP 0: a workgroup-memory tree (red[i] += red[i + off], off = LANES/2 .. 1).
-// The order is fixed for a given adapter, so results are run-to-run deterministic, and the
-// prologues/epilogues below do not change it: fused and unfused forms with this kernel are
-// bit-identical (kernels/fused_ops_test.cpp).
-// Variant defines (all required): FMT_* (one of quant.wgsl's), BE, BE16, BE32, ROWS, LANES (power
-// of two), SUBGROUP, VEC4, ADD, NORM, SILU, ROPE, NEOX and the binding numbers B_W4, B_NW (NORM),
-// B_CS, B_KC, B_VC (ROPE), B_P. NORM / SILU / ROPE / ADD have matmul.wgsl's meaning:
+// A row's summation order depends on LANES and SUBGROUP (and the adapter's subgroup size) only, not
+// on ROWS or RPT: those two are bit-exact speed knobs (kernels/ops_test.cpp). The order is fixed
+// for a given adapter, so results are run-to-run deterministic, and the prologues/epilogues below
+// do not change it: fused and unfused forms with this kernel are bit-identical
+// (kernels/fused_ops_test.cpp).
+// Variant defines (all required): FMT_* (one of quant.wgsl's), BE, BE16, BE32, ROWS, RPT (1, 2 or
+// 4; ROWS a multiple of it), R2 (RPT >= 2), R4 (RPT == 4), LANES (power of two), SUBGROUP, VEC4,
+// ADD, NORM, SILU, ROPE, NEOX and the binding numbers B_W4, B_NW (NORM), B_CS, B_KC, B_VC (ROPE),
+// B_P. NORM / SILU / ROPE / ADD have matmul.wgsl's meaning:
 //   NORM  RMSNorm prologue: x[t, k] * inv[t] * nw[k], inv from rms_sum.wgsl (as rmsnorm.wgsl).
 //   SILU  activations silu(x[t, k]) * x[t, u_off + k] (silu_mul.wgsl's expression).
-//   ROPE  RoPE + KV-cache store epilogue of the fused QKV projection over row pairs (ROWS even).
+//   ROPE  RoPE + KV-cache store epilogue of the fused QKV projection over row pairs (ROWS even;
+//         the two rows of a pair are slots 2i, 2i + 1 of one workgroup).
 //   ADD   y += instead of y =.
 struct P { K: u32, N: u32, T: u32, nb: u32, soff: u32, x_off: u32, x_stride: u32, y_off: u32, y_stride: u32,
            eps: f32, u_off: u32, pos0: u32, q_rows: u32, kv_rows: u32, hd: u32, rot: u32, table_pairs: u32,
@@ -48,11 +57,10 @@ struct P { K: u32, N: u32, T: u32, nb: u32, soff: u32, x_off: u32, x_stride: u32
 
 const BE: u32 = {{BE}}u;
 const ROWS: u32 = {{ROWS}}u;
+const RPT: u32 = {{RPT}}u;
 const LANES: u32 = {{LANES}}u;
-var<workgroup> red: array<f32, ROWS * LANES>;
-#if ROPE
-var<workgroup> tot: array<f32, ROWS>;  // row sums, for the partner row of a rotation pair
-#endif
+const THREADS: u32 = ROWS / RPT * LANES;
+var<workgroup> red: array<f32, ROWS * LANES>;  // [row slot][lane] partial sums
 
 #include quant
 
@@ -81,9 +89,10 @@ fn load_wide(bi: u32) -> Blk {
   b.v0 = lo4(q.x) * dm.x + dm.y; b.v1 = lo4(q.y) * dm.x + dm.y; b.v2 = lo4(q.z) * dm.x + dm.y; b.v3 = lo4(q.w) * dm.x + dm.y;
   b.v4 = hi4(q.x) * dm.x + dm.y; b.v5 = hi4(q.y) * dm.x + dm.y; b.v6 = hi4(q.z) * dm.x + dm.y; b.v7 = hi4(q.w) * dm.x + dm.y;
 #endif
-#if FMT_Q4_AF32
-  let s = bitcast<f32>(w[p.soff + 2u * bi]);
-  let o = bitcast<f32>(w[p.soff + 2u * bi + 1u]);
+#if FMT_Q4_K
+  let so = q4k_scale_min(w4[p.soff / 4u + (bi >> 3u)], bi & 7u);  // soff: a multiple of 4 words
+  let s = so.x;
+  let o = so.y;
   let q = w4[bi];
   b.v0 = lo4(q.x) * s + o; b.v1 = lo4(q.y) * s + o; b.v2 = lo4(q.z) * s + o; b.v3 = lo4(q.w) * s + o;
   b.v4 = hi4(q.x) * s + o; b.v5 = hi4(q.y) * s + o; b.v6 = hi4(q.z) * s + o; b.v7 = hi4(q.w) * s + o;
@@ -144,22 +153,38 @@ fn xs(xb: u32, k: u32, inv: f32) -> vec4<f32> {
 #endif
 }
 
-fn block_dot(b: Blk, xb: u32, k: u32, inv: f32) -> f32 {
-  var s = dot(b.v0, xs(xb, k, inv));
+// The BE activations of the block starting at element k, prologue applied (a Blk of activations).
+fn act_block(xb: u32, k: u32, inv: f32) -> Blk {
+  var a: Blk;
+  a.v0 = xs(xb, k, inv);
 #if BE16
-  s += dot(b.v1, xs(xb, k + 4u, inv)) + dot(b.v2, xs(xb, k + 8u, inv)) + dot(b.v3, xs(xb, k + 12u, inv));
+  a.v1 = xs(xb, k + 4u, inv); a.v2 = xs(xb, k + 8u, inv); a.v3 = xs(xb, k + 12u, inv);
 #endif
 #if BE32
-  s += dot(b.v1, xs(xb, k + 4u, inv)) + dot(b.v2, xs(xb, k + 8u, inv)) + dot(b.v3, xs(xb, k + 12u, inv));
-  s += dot(b.v4, xs(xb, k + 16u, inv)) + dot(b.v5, xs(xb, k + 20u, inv)) + dot(b.v6, xs(xb, k + 24u, inv)) + dot(b.v7, xs(xb, k + 28u, inv));
+  a.v1 = xs(xb, k + 4u, inv); a.v2 = xs(xb, k + 8u, inv); a.v3 = xs(xb, k + 12u, inv);
+  a.v4 = xs(xb, k + 16u, inv); a.v5 = xs(xb, k + 20u, inv); a.v6 = xs(xb, k + 24u, inv); a.v7 = xs(xb, k + 28u, inv);
+#endif
+  return a;
+}
+
+// Dot product of a weight block and an activation block (fixed order: the v0 term, then v1..v3,
+// then v4..v7 left to right).
+fn block_dot(b: Blk, a: Blk) -> f32 {
+  var s = dot(b.v0, a.v0);
+#if BE16
+  s += dot(b.v1, a.v1) + dot(b.v2, a.v2) + dot(b.v3, a.v3);
+#endif
+#if BE32
+  s += dot(b.v1, a.v1) + dot(b.v2, a.v2) + dot(b.v3, a.v3);
+  s += dot(b.v4, a.v4) + dot(b.v5, a.v5) + dot(b.v6, a.v6) + dot(b.v7, a.v7);
 #endif
   return s;
 }
 
-#if ROPE
 // The output row of virtual row v (matmul.wgsl's row_of): within the first rot dims of a q or k
 // head, virtual rows 2p / 2p + 1 are the two rows of rotation pair p.
 fn row_of(v: u32) -> u32 {
+#if ROPE
   if (v >= p.q_rows + p.kv_rows) { return v; }
   let j = v % p.hd;
   if (j >= p.rot) { return v; }
@@ -168,94 +193,164 @@ fn row_of(v: u32) -> u32 {
 #else
   return v;
 #endif
-}
+#else
+  return v;
 #endif
+}
 
-@compute @workgroup_size(ROWS * LANES)
+// First block index of the weight row of virtual row v; rows past N read row N - 1 (their sums
+// are never written), so every thread runs the same loads.
+fn wrow(v: u32) -> u32 { return min(row_of(v), p.N - 1u) * p.nb; }
+
+// The full sum of row slot `slot` after the reduction (see the header).
+fn row_sum(slot: u32, sgs: u32) -> f32 {
+#if SUBGROUP
+  var s = red[slot * LANES];
+  for (var j = sgs; j < LANES; j += sgs) { s += red[slot * LANES + j]; }
+  return s;
+#else
+  return red[slot * LANES];
+#endif
+}
+
+@compute @workgroup_size(THREADS)
 #if SUBGROUP
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u,
         @builtin(subgroup_size) sgs: u32, @builtin(subgroup_invocation_id) sgi: u32) {
 #else
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u) {
+  let sgs = LANES;
 #endif
   let lane = lid.x % LANES;
-  let r = lid.x / LANES;
-  let vrow = wid.x * ROWS + r;
-#if ROPE
-  let n = row_of(vrow);
-#else
-  let n = vrow;
-#endif
+  let slot0 = lid.x / LANES * RPT;  // this thread's first row slot in the workgroup
+  let v0 = wid.x * ROWS + slot0;
   let t = wid.y;
   let xb = p.x_off + t * p.x_stride;
 #if NORM
-  let ss = rms_sum_squares(lid.x, ROWS * LANES, xb, p.K);  // same value in every thread
+  let ss = rms_sum_squares(lid.x, THREADS, xb, p.K);  // same value in every thread
   let inv = 1.0 / sqrt(ss / f32(p.K) + p.eps);
 #else
   let inv = 1.0;
 #endif
-  // Two independent register sums (even / odd steps of this lane) keep two block loads in flight.
-  var acc0 = 0.0;
-  var acc1 = 0.0;
-  if (n < p.N) {
-    let row0 = n * p.nb;
-    var b = lane;
-    for (; b + LANES < p.nb; b += 2u * LANES) {
-      let b0 = load_wide(row0 + b);
-      let b1 = load_wide(row0 + b + LANES);
-      acc0 += block_dot(b0, xb, b * BE, inv);
-      acc1 += block_dot(b1, xb, (b + LANES) * BE, inv);
-    }
-    if (b < p.nb) { acc0 += block_dot(load_wide(row0 + b), xb, b * BE, inv); }
+  let w0 = wrow(v0);
+  var e0 = 0.0;
+  var o0 = 0.0;
+#if R2
+  let w1 = wrow(v0 + 1u);
+  var e1 = 0.0;
+  var o1 = 0.0;
+#endif
+#if R4
+  let w2 = wrow(v0 + 2u);
+  let w3 = wrow(v0 + 3u);
+  var e2 = 0.0;
+  var o2 = 0.0;
+  var e3 = 0.0;
+  var o3 = 0.0;
+#endif
+  var b = lane;
+  for (; b + LANES < p.nb; b += 2u * LANES) {
+    let xe = act_block(xb, b * BE, inv);
+    let xo = act_block(xb, (b + LANES) * BE, inv);
+    e0 += block_dot(load_wide(w0 + b), xe);
+    o0 += block_dot(load_wide(w0 + b + LANES), xo);
+#if R2
+    e1 += block_dot(load_wide(w1 + b), xe);
+    o1 += block_dot(load_wide(w1 + b + LANES), xo);
+#endif
+#if R4
+    e2 += block_dot(load_wide(w2 + b), xe);
+    o2 += block_dot(load_wide(w2 + b + LANES), xo);
+    e3 += block_dot(load_wide(w3 + b), xe);
+    o3 += block_dot(load_wide(w3 + b + LANES), xo);
+#endif
   }
-  let acc = acc0 + acc1;
+  if (b < p.nb) {
+    let xe = act_block(xb, b * BE, inv);
+    e0 += block_dot(load_wide(w0 + b), xe);
+#if R2
+    e1 += block_dot(load_wide(w1 + b), xe);
+#endif
+#if R4
+    e2 += block_dot(load_wide(w2 + b), xe);
+    e3 += block_dot(load_wide(w3 + b), xe);
+#endif
+  }
+  let r0 = slot0 * LANES + lane;  // red index of this thread's first row
 #if SUBGROUP
-  let s = subgroupAdd(acc);
-  if (sgi == 0u) { red[lid.x] = s; }  // lane is a multiple of sgs here
-  workgroupBarrier();
-  var sum = 0.0;
-  if (lane == 0u) {
-    sum = red[lid.x];
-    for (var j = sgs; j < LANES; j += sgs) { sum += red[lid.x + j]; }
+  let s0 = subgroupAdd(e0 + o0);
+#if R2
+  let s1 = subgroupAdd(e1 + o1);
+#endif
+#if R4
+  let s2 = subgroupAdd(e2 + o2);
+  let s3 = subgroupAdd(e3 + o3);
+#endif
+  if (sgi == 0u) {  // lane is a multiple of sgs here
+    red[r0] = s0;
+#if R2
+    red[r0 + LANES] = s1;
+#endif
+#if R4
+    red[r0 + 2u * LANES] = s2;
+    red[r0 + 3u * LANES] = s3;
+#endif
   }
+  workgroupBarrier();
 #else
-  red[lid.x] = acc;
+  red[r0] = e0 + o0;
+#if R2
+  red[r0 + LANES] = e1 + o1;
+#endif
+#if R4
+  red[r0 + 2u * LANES] = e2 + o2;
+  red[r0 + 3u * LANES] = e3 + o3;
+#endif
   workgroupBarrier();
   for (var off = LANES / 2u; off > 0u; off >>= 1u) {
-    if (lane < off) { red[lid.x] += red[lid.x + off]; }
+    if (lane < off) {
+      red[r0] += red[r0 + off];
+#if R2
+      red[r0 + LANES] += red[r0 + LANES + off];
+#endif
+#if R4
+      red[r0 + 2u * LANES] += red[r0 + 2u * LANES + off];
+      red[r0 + 3u * LANES] += red[r0 + 3u * LANES + off];
+#endif
+    }
     workgroupBarrier();
   }
-  let sum = red[lid.x];  // valid in lane 0
 #endif
+  // Lane i < RPT of a group writes the group's row slot i.
+  if (lane >= RPT) { return; }
+  let slot = slot0 + lane;
+  let vrow = wid.x * ROWS + slot;
+  let n = row_of(vrow);
+  if (n >= p.N) { return; }
+  let sum = row_sum(slot, sgs);
 #if ROPE
-  if (lane == 0u) { tot[r] = sum; }
-  workgroupBarrier();
-  if (lane == 0u && n < p.N) {
-    let qk = p.q_rows + p.kv_rows;
-    let j = vrow % p.hd;
-    var out = sum;
-    if (vrow < qk && j < p.rot) {
-      let first = (vrow & 1u) == 0u;
-      let pv = tot[r ^ 1u];
-      let c = cs[(p.pos0 + t) * p.table_pairs + j / 2u];
-      let a = select(pv, out, first);
-      let b = select(out, pv, first);
-      if (first) { out = a * c.x - b * c.y; } else { out = a * c.y + b * c.x; }
-    }
-    y[p.y_off + t * p.y_stride + n] = out;
-    if (n >= p.q_rows) {
-      let e = n - p.q_rows;
-      if (e < p.kv_rows) { kc[(p.pos0 + t) * p.kv_rows + e] = out; } else { vc[(p.pos0 + t) * p.kv_rows + e - p.kv_rows] = out; }
-    }
+  let qk = p.q_rows + p.kv_rows;
+  let j = vrow % p.hd;
+  var out = sum;
+  if (vrow < qk && j < p.rot) {
+    let first = (vrow & 1u) == 0u;
+    let pv = row_sum(slot ^ 1u, sgs);  // the pair's other row (ROWS even: same workgroup)
+    let c = cs[(p.pos0 + t) * p.table_pairs + j / 2u];
+    let a = select(pv, out, first);
+    let bb = select(out, pv, first);
+    if (first) { out = a * c.x - bb * c.y; } else { out = a * c.y + bb * c.x; }
+  }
+  y[p.y_off + t * p.y_stride + n] = out;
+  if (n >= p.q_rows) {
+    let e = n - p.q_rows;
+    if (e < p.kv_rows) { kc[(p.pos0 + t) * p.kv_rows + e] = out; } else { vc[(p.pos0 + t) * p.kv_rows + e - p.kv_rows] = out; }
   }
 #else
-  if (lane == 0u && n < p.N) {
-    let yi = p.y_off + t * p.y_stride + n;
+  let yi = p.y_off + t * p.y_stride + n;
 #if ADD
-    y[yi] = y[yi] + sum;
+  y[yi] = y[yi] + sum;
 #else
-    y[yi] = sum;
+  y[yi] = sum;
 #endif
-  }
 #endif
 }

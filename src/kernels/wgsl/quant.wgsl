@@ -5,7 +5,10 @@
 //   FMT_F32    : w[row*K + k] = f32 bits (F32, F16, BF16 upcast exactly); BE = 32 or 4
 //   FMT_Q4_0   : 4 words of nibbles per block, f16 d packed 2 blocks/word; y = (q - 8) * d
 //   FMT_Q4_1   : 4 words of nibbles, one word (f16 d | f16 m << 16) per block; y = q * d + m
-//   FMT_Q4_AF32: 4 words of nibbles, 2 f32 words (s, b) per block; y = q * s + b (Q4_K sub-blocks)
+//   FMT_Q4_K   : 4 words of nibbles per 32-element sub-block; per 256-element super-block 4 scale
+//                words as stored in the GGUF block (f16 d | f16 dmin << 16, then 12 bytes of 6-bit
+//                sub-block scales and mins); y = q * (d * sc) - dmin * m (ggml dequantize_row_q4_K;
+//                4.5 bits per weight, as in the file)
 //   FMT_Q8_0   : 8 words of int8 per block, f16 d packed 2 blocks/word; y = q * d
 //   FMT_Q8_F32 : BE/4 words of int8 per block, 1 f32 word per block; y = q * s (Q6_K, BE = 16)
 // Nibble order follows ggml Q4_0/Q4_1: byte j holds element j (low) and element j + 16 (high).
@@ -25,6 +28,24 @@ fn hi4(word: u32) -> vec4<f32> {
 fn i8x4(word: u32) -> vec4<f32> {
   let s = bitcast<i32>(word);
   return vec4<f32>(f32((s << 24u) >> 24u), f32((s << 16u) >> 24u), f32((s << 8u) >> 24u), f32(s >> 24u));
+}
+// Q4_K sub-block j (0..7) of a super-block whose 4 header words are h: (scale, offset) =
+// (d * sc, -(dmin * m)) with ggml's get_scale_min_k4 6-bit unpacking of the 12 bytes h.y..h.w
+// (bytes q[0..11]: j < 4: sc = q[j] & 63, m = q[j + 4] & 63; else sc = (q[j + 4] & 15) |
+// (q[j - 4] >> 6) << 4, m = (q[j + 4] >> 4) | (q[j] >> 6) << 4). f32 products as ggml's.
+fn q4k_scale_min(h: vec4<u32>, j: u32) -> vec2<f32> {
+  let dm = unpack2x16float(h.x);
+  let sh = 8u * (j & 3u);
+  let by = (h.y >> sh) & 0xffu;
+  let bz = (h.z >> sh) & 0xffu;
+  let bw = (h.w >> sh) & 0xffu;
+  var sc = by & 63u;
+  var m = bz & 63u;
+  if (j >= 4u) {
+    sc = (bw & 0xfu) | ((by >> 6u) << 4u);
+    m = (bw >> 4u) | ((bz >> 6u) << 4u);
+  }
+  return vec2<f32>(dm.x * f32(sc), -(dm.y * f32(m)));
 }
 fn wf4(i: u32) -> vec4<f32> {
   return vec4<f32>(bitcast<f32>(w[i]), bitcast<f32>(w[i + 1u]), bitcast<f32>(w[i + 2u]), bitcast<f32>(w[i + 3u]));
@@ -52,9 +73,12 @@ fn load_block(bi: u32) -> Blk {
   b.v0 = lo4(q0) * dm.x + dm.y; b.v1 = lo4(q1) * dm.x + dm.y; b.v2 = lo4(q2) * dm.x + dm.y; b.v3 = lo4(q3) * dm.x + dm.y;
   b.v4 = hi4(q0) * dm.x + dm.y; b.v5 = hi4(q1) * dm.x + dm.y; b.v6 = hi4(q2) * dm.x + dm.y; b.v7 = hi4(q3) * dm.x + dm.y;
 #endif
-#if FMT_Q4_AF32
-  let s = bitcast<f32>(w[p.soff + 2u * bi]);
-  let o = bitcast<f32>(w[p.soff + 2u * bi + 1u]);
+#if FMT_Q4_K
+  let h = vec4<u32>(w[p.soff + (bi >> 3u) * 4u], w[p.soff + (bi >> 3u) * 4u + 1u], w[p.soff + (bi >> 3u) * 4u + 2u],
+                    w[p.soff + (bi >> 3u) * 4u + 3u]);
+  let so = q4k_scale_min(h, bi & 7u);
+  let s = so.x;
+  let o = so.y;
   let q0 = w[bi * 4u]; let q1 = w[bi * 4u + 1u]; let q2 = w[bi * 4u + 2u]; let q3 = w[bi * 4u + 3u];
   b.v0 = lo4(q0) * s + o; b.v1 = lo4(q1) * s + o; b.v2 = lo4(q2) * s + o; b.v3 = lo4(q3) * s + o;
   b.v4 = hi4(q0) * s + o; b.v5 = hi4(q1) * s + o; b.v6 = hi4(q2) * s + o; b.v7 = hi4(q3) * s + o;
