@@ -247,7 +247,7 @@ struct MatvecBenchOpts {
   std::vector<std::string> variants = {"0/0/0"};
   std::vector<std::string> prologues = {"none"};
   std::vector<uint32_t> tokens = {1};
-  uint32_t reps = 20;
+  uint32_t reps = 5;
   std::string json_path;
 };
 
@@ -303,8 +303,14 @@ int run_matvec_bench(const MatvecBenchOpts& b) {
         fmt::print(stderr, "  skipping {} {}:{}: K is not a multiple of {}\n", dtype_name(type), N, K, dtype_block_elems(type));
         continue;
       }
+      // Several copies of the weight, used in turn, so that a dispatch never finds its matrix in
+      // the L2 cache (50 MB on the H200) as a decode step never does: >= 256 MB in all.
       auto blocks = random_blocks(type, K, N);
-      auto W = kernels::upload_weight(*ctx, kernels::pack_weight(type, blocks.data(), K, N), "w");
+      const auto packed = kernels::pack_weight(type, blocks.data(), K, N);
+      const uint64_t wbytes = uint64_t(packed.words.size()) * 4;
+      const uint32_t copies = uint32_t(std::clamp<uint64_t>((256ull << 20) / wbytes + 1, 1, 64));
+      std::vector<kernels::GpuWeight> Ws;
+      for (uint32_t c = 0; c < copies; ++c) Ws.push_back(kernels::upload_weight(*ctx, packed, "w"));
       const uint32_t Tmax = *std::max_element(b.tokens.begin(), b.tokens.end());
       std::vector<float> xv(size_t(Tmax) * 2 * K);
       std::mt19937 g(3);
@@ -318,45 +324,61 @@ int run_matvec_bench(const MatvecBenchOpts& b) {
       gpu::Buffer y(*ctx, size_t(Tmax) * N * 4, gpu::BufferKind::Storage, "y");
       for (uint32_t T : b.tokens) {
         for (const auto& pro : b.prologues) {
+          // The variants that apply, interleaved: every submission records a burst of dispatches of
+          // each variant in turn, so that all of them see the same clocks and the same load.
+          struct Live { MatvecVariant v; kernels::KernelOptions ko; std::string chosen; std::vector<double> us; };
+          std::vector<Live> live;
           for (const MatvecVariant& v : vars) {
             kernels::KernelOptions ko;
             ko.matvec_subgroup = 1;
             ko.matvec_rows_per_workgroup = v.rows, ko.matvec_rows_per_thread = v.rpt, ko.matvec_lanes = v.lanes;
             kernels::OpContext o{*ctx, pipes, rec, ko};
-            kernels::MatvecShape chosen;
             try {
-              chosen = kernels::matvec_shape(o, N);
+              const kernels::MatvecShape c = kernels::matvec_shape(o, Ws.front());
+              live.push_back({v, ko, fmt::format("{}/{}/{}", c.rows, c.rows_per_thread, c.lanes), {}});
             } catch (const Error& e) {
               fmt::print(stderr, "  skipping {}: {}\n", v.str(), e.what());
-              continue;
             }
-            std::vector<double> us;
-            uint64_t bytes = 0;
-            float sink = 0;
-            for (uint32_t r = 0; r <= b.reps; ++r) {
-              rec.begin();
-              if (pro == "norm") kernels::matmul_norm(o, W, {x, 0}, K, nw, 1e-5f, {y, 0}, N, T, false);
-              else if (pro == "silu") kernels::matmul_silu(o, W, x, 0, K, 2 * K, {y, 0}, N, T, false);
-              else kernels::matmul(o, W, {x, 0}, K, {y, 0}, N, T, false);
-              rec.read_after(y, 0, 4);
-              const auto t0 = std::chrono::steady_clock::now();
-              rec.submit(&sink);
-              const double wall = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-              double gpu = 0;
-              for (const auto& k : rec.last_profile()) gpu += k.us;
-              if (!bytes) for (const auto& k : rec.last_dispatches()) bytes += k.traffic.total();
-              if (r > 0) us.push_back(ts ? gpu : wall);
+          }
+          const uint32_t burst = ts ? 8 : 1;
+          uint64_t bytes = 0;
+          float sink = 0;
+          uint32_t wi = 0;
+          for (uint32_t r = 0; r <= b.reps; ++r) {  // r = 0: warm-up (pipeline creation, clock ramp)
+            rec.begin();
+            for (auto& l : live) {
+              kernels::OpContext o{*ctx, pipes, rec, l.ko};
+              for (uint32_t i = 0; i < burst; ++i) {
+                const kernels::GpuWeight& W = Ws[wi++ % copies];
+                if (pro == "norm") kernels::matmul_norm(o, W, {x, 0}, K, nw, 1e-5f, {y, 0}, N, T, false);
+                else if (pro == "silu") kernels::matmul_silu(o, W, x, 0, K, 2 * K, {y, 0}, N, T, false);
+                else kernels::matmul(o, W, {x, 0}, K, {y, 0}, N, T, false);
+              }
             }
-            if (!std::isfinite(sink)) throw Error("bench matvec: non-finite output");
+            rec.read_after(y, 0, 4);
+            const auto t0 = std::chrono::steady_clock::now();
+            rec.submit(&sink);
+            const double wall = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+            if (!bytes && !rec.last_dispatches().empty()) bytes = rec.last_dispatches().front().traffic.total();
+            if (r == 0) continue;
+            if (ts) {
+              const auto& prof = rec.last_profile();
+              for (size_t i = 0; i < prof.size() && i / burst < live.size(); ++i) live[i / burst].us.push_back(prof[i].us);
+            } else {
+              for (auto& l : live) l.us.push_back(wall / live.size());
+            }
+          }
+          if (!std::isfinite(sink)) throw Error("bench matvec: non-finite output");
+          for (auto& l : live) {
+            auto& us = l.us;
             std::sort(us.begin(), us.end());
             const double med = us[us.size() / 2], gbs = double(bytes) / med / 1e3;
-            const std::string chosen_s = fmt::format("{}/{}/{}", chosen.rows, chosen.rows_per_thread, chosen.lanes);
             fmt::print(stderr, "  {:<5} {:<2} {:>6} {:>6} {:<6} {:<12} {:<9} {:>9.2f} {:>9.1f} {:>6.1f}%\n",
-                       dtype_name(type), T, N, K, pro, v.str(), chosen_s, med, gbs, 100.0 * gbs / copy);
+                       dtype_name(type), T, N, K, pro, l.v.str(), l.chosen, med, gbs, 100.0 * gbs / copy);
             results.push_back({{"type", dtype_name(type)}, {"T", T}, {"N", N}, {"K", K}, {"prologue", pro},
-                               {"variant", v.str()}, {"chosen", chosen_s}, {"bytes", bytes}, {"median_us", med},
+                               {"variant", l.v.str()}, {"chosen", l.chosen}, {"bytes", bytes}, {"median_us", med},
                                {"min_us", us.front()}, {"max_us", us.back()}, {"GBps", gbs},
-                               {"copy_fraction", gbs / copy}});
+                               {"copy_fraction", gbs / copy}, {"weight_copies", copies}});
           }
         }
       }
@@ -384,7 +406,8 @@ std::function<int()> add_bench_matvec(CLI::App& app) {
   cmd->add_option("--prologues", b->prologues, "none, norm (fused RMSNorm), silu (fused SiLU gate) (default none)")
       ->delimiter(',');
   cmd->add_option("--tokens", b->tokens, "token counts T, 1..8 (default 1)")->delimiter(',')->transform(integer(1, 8));
-  cmd->add_option("--reps", b->reps, "measured repetitions after one warm-up, 1..100000 (default 20)")->transform(integer(1, 100000));
+  cmd->add_option("--reps", b->reps, "measured submissions (each: 8 dispatches of every variant in turn, on weight copies "
+                  "used round-robin) after one warm-up submission, 1..100000 (default 5)")->transform(integer(1, 100000));
   cmd->add_option("--json", b->json_path, "write the results as JSON here (default: stdout)")->check(OutputFile);
   return [=]() -> int { return *cmd ? run_matvec_bench(*b) : -1; };
 }

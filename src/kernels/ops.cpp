@@ -87,7 +87,7 @@ void matvec_impl(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, 
                  const gpu::Buffer* norm_w, float eps, uint32_t u_off, const QkvRopeKv* rope) {
   const bool vec4 = o.opt.vec4_activations && x.off % 4 == 0 && x_stride % 4 == 0 && W.block % 4 == 0 &&
                     u_off % 4 == 0;
-  const MatvecShape sh = matvec_shape(o, W.N, rope != nullptr);
+  const MatvecShape sh = matvec_shape(o, W, rope != nullptr);
   const uint32_t rows = sh.rows, lanes = sh.lanes;
   const bool subgroup = sh.subgroup;
   Defines d = weight_defines(W);
@@ -157,10 +157,17 @@ void matmul_impl(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, 
 }
 }  // namespace
 
-MatvecShape matvec_shape(const OpContext& o, uint32_t N, bool rope) {
+MatvecShape matvec_shape(const OpContext& o, const GpuWeight& W, bool rope) {
   const bool sw = o.ctx.info().is_software();
+  const uint32_t N = W.N, nb = W.K / W.block;
+  // By shape on hardware adapters (H200 sweep and decode A/B, bench/results/2026-12-02-h200-matvec/):
+  // rows of many blocks get more lanes (128 from 192 blocks, 64 from 48: K = 8192 / 1536 at 32 per
+  // block), 128 threads per workgroup (256 with 128 lanes); tall matrices 4 rows per thread (2 from
+  // 1024 rows, 1 below), so that one activation block load serves 4 weight rows; output heads
+  // (>= 32768 rows) 16 rows of 4 on 32 lanes. Software adapters: 8 rows of 1 on 8 lanes.
+  const bool head = N >= 32768;
   MatvecShape sh;
-  sh.lanes = o.opt.matvec_lanes ? o.opt.matvec_lanes : (sw ? 8 : 32);
+  sh.lanes = o.opt.matvec_lanes ? o.opt.matvec_lanes : sw ? 8 : head ? 32 : nb >= 192 ? 128 : nb >= 48 ? 64 : 32;
   if (sh.lanes & (sh.lanes - 1)) throw Error("matvec: lanes (" + std::to_string(sh.lanes) + ") must be a power of two");
   // (In the browser the sizes are the adapter's reported ones: gpu/web/context_web.cpp.)
   if (o.opt.matvec_subgroup_ops && o.ctx.has_subgroups()) {
@@ -171,14 +178,12 @@ MatvecShape matvec_shape(const OpContext& o, uint32_t N, bool rope) {
       sh.subgroup = true;
     }
   }
-  // By shape (hardware): tall matrices take 4 rows per thread (an activation block serves 4 weight
-  // rows), short ones fewer so that the grid still has a few workgroups per SM; 4 row groups per
-  // workgroup. Software adapters: 8 rows of 1 per workgroup (the earlier default).
   uint32_t rpt = o.opt.matvec_rows_per_thread;
-  if (!rpt) rpt = sw ? 1 : (N >= 8192 ? 4 : N >= 4096 ? 2 : 1);
+  if (!rpt) rpt = sw ? 1 : (N >= 2048 ? 4 : N >= 1024 ? 2 : 1);
   if (rpt != 1 && rpt != 2 && rpt != 4)
     throw Error("matvec: rows per thread must be 1, 2 or 4 (got " + std::to_string(rpt) + ")");
-  uint32_t rows = o.opt.matvec_rows_per_workgroup ? o.opt.matvec_rows_per_workgroup : (sw ? 8 : 4 * rpt);
+  const uint32_t groups = std::max<uint32_t>(1, (sh.lanes >= 128 ? 256 : 128) / sh.lanes);
+  uint32_t rows = o.opt.matvec_rows_per_workgroup ? o.opt.matvec_rows_per_workgroup : (sw ? 8 : groups * rpt);
   if (rope) rows += rows & 1;  // both rows of a rotation pair in one workgroup
   // Defaults shrink to the adapter's workgroup size (e.g. wide subgroups); explicit settings throw.
   const uint32_t max_threads = o.ctx.info().limits.maxComputeInvocationsPerWorkgroup;
@@ -190,6 +195,9 @@ MatvecShape matvec_shape(const OpContext& o, uint32_t N, bool rope) {
   if (rows / rpt * sh.lanes > max_threads)
     throw Error("matvec: " + std::to_string(rows / rpt) + " row groups x " + std::to_string(sh.lanes) +
                 " lanes exceeds maxComputeInvocationsPerWorkgroup");
+  if (ceil_div(N, rows) > o.ctx.info().limits.maxComputeWorkgroupsPerDimension)
+    throw Error("matvec: " + std::to_string(N) + " rows in workgroups of " + std::to_string(rows) +
+                " exceed maxComputeWorkgroupsPerDimension");
   sh.rows = rows;
   sh.rows_per_thread = rpt;
   return sh;

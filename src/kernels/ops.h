@@ -48,7 +48,7 @@ struct OpContext {
   KernelOptions opt;
 };
 
-/// The launch shape of matvec.wgsl for a weight of N rows: `rows` output rows per workgroup, of
+/// The launch shape of matvec.wgsl for weight W (N rows of W.K / W.block blocks): `rows` output rows per workgroup, of
 /// which each thread sums `rows_per_thread` (1, 2 or 4), `lanes` threads per row group (a power of
 /// two), `subgroup` = the row reduction uses subgroupAdd. KernelOptions::matvec_rows_per_workgroup /
 /// matvec_rows_per_thread / matvec_lanes override the by-shape defaults; `rope`: the fused QKV
@@ -58,7 +58,7 @@ struct MatvecShape {
   uint32_t rows = 4, rows_per_thread = 1, lanes = 32;
   bool subgroup = false;
 };
-MatvecShape matvec_shape(const OpContext& o, uint32_t N, bool rope = false);
+MatvecShape matvec_shape(const OpContext& o, const GpuWeight& W, bool rope = false);
 
 /// True when forwards of T <= kFusedMaxTokens tokens take matvec.wgsl (KernelOptions::matvec_subgroup
 /// resolved for the adapter: 2 = on for hardware GPUs, off on software adapters).

@@ -211,7 +211,7 @@ TEST(Ops, MatvecShapeKnobsAreBitExact) {
         ko.matvec_subgroup = 1, ko.matvec_subgroup_ops = sg_ops;
         ko.matvec_rows_per_workgroup = rows, ko.matvec_rows_per_thread = rpt;
         auto o = e.op(ko);
-        ASSERT_EQ(matvec_shape(o, N).rows_per_thread, rpt);
+        ASSERT_EQ(matvec_shape(o, W).rows_per_thread, rpt);
         auto yb = e.upload(y0);
         e.rec.begin();
         matmul(o, W, {xb, 0}, K, {yb, 0}, N, T, true);
@@ -228,13 +228,15 @@ TEST(Ops, MatvecShapeKnobsAreBitExact) {
       }
     }
   }
+  auto bw = random_blocks(DType::Q4_K, K, N, 12);
+  auto Wb = upload_weight(*e.ctx, pack_weight(DType::Q4_K, bw.data(), K, N), "w");
   KernelOptions bad;
   bad.matvec_subgroup = 1, bad.matvec_rows_per_workgroup = 6, bad.matvec_rows_per_thread = 4;
   auto o = e.op(bad);
-  EXPECT_THROW(matvec_shape(o, N), Error);
+  EXPECT_THROW(matvec_shape(o, Wb), Error);
   bad.matvec_rows_per_workgroup = 0, bad.matvec_rows_per_thread = 3;
   auto o3 = e.op(bad);
-  EXPECT_THROW(matvec_shape(o3, N), Error);
+  EXPECT_THROW(matvec_shape(o3, Wb), Error);
 }
 
 TEST(Ops, MatmulSwitchesGiveSameResults) {

@@ -50,9 +50,9 @@ store)
   # LFM2-1.2B: gate+up, down, conv in_proj, out_proj / attention o, output head; Qwen2.5-1.5B:
   # gate+up, down, qkv, o, output head (151936 rows).
   SHAPES=16384:2048,2048:8192,6144:2048,2048:2048,65536:2048,17920:1536,1536:8960,2048:1536,1536:1536,151936:1536
-  VARS=4/1/32,8/1/32,8/2/32,16/4/32,8/4/32,32/4/32,4/2/32,4/4/32,4/1/64,8/2/64,16/4/64,2/1/128,4/2/128,0/0/0
+  VARS=4/1/32,8/2/32,16/4/32,8/4/32,4/4/32,32/4/32,8/2/64,8/4/64,16/4/64,4/2/128,4/4/128,8/4/128,4/4/256,0/0/0
   for t in q4_K q6_K; do
-    timeout 240 $B bench matvec --types $t --shapes $SHAPES --variants $VARS --prologues none,norm,silu --reps 15 \
+    timeout 240 $B bench matvec --types $t --shapes $SHAPES --variants $VARS --prologues none,norm,silu --reps 4 \
       --json $R/matvec_$t.json 2> $R/matvec_$t.txt || fail "bench matvec $t (exit $?): $(tail -2 $R/matvec_$t.txt)"
     el "bench matvec $t"
   done
@@ -75,7 +75,7 @@ decode)
       --md $R/wgllm_p512_g128.md > $R/bench.txt 2>&1 || fail "bench --traffic $m (exit $?)"
     grep -E "^\| product|copy bandwidth|dispatches per" $R/wgllm_p512_g128.md | head -4
     el "$m traffic"
-    timeout 150 $B bench ab --a "bench -m $F --prompt-lengths 512 --gen 128 --reps 1 --matvec-rows 4 --matvec-rows-per-thread 1" \
+    timeout 150 $B bench ab --a "bench -m $F --prompt-lengths 512 --gen 128 --reps 1 --matvec-rows 4 --matvec-rows-per-thread 1 --matvec-lanes 32" \
       --b "bench -m $F --prompt-lengths 512 --gen 128 --reps 1" --metric decode_tok_s --rounds 3 \
       --json $R/ab_rpt1_vs_default.json > $R/ab_rpt1_vs_default.txt 2>&1 || fail "bench ab rpt $m (exit $?)"
     tail -2 $R/ab_rpt1_vs_default.txt

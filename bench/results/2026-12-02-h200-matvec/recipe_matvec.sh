@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# H200: the decode matrix-vector kernel at size (issue 11 item 2): matvec.wgsl's launch shapes
+# (rows per workgroup / rows per thread / lanes) alone, then whole decode on full-size files, then
+# against llama.cpp CUDA on the same files.
+#   store    every planned call: binaries, Vulkan loader, llama.cpp sdist (starts the CUDA build
+#            in the background); then `wgllm bench matvec` over the shapes of LFM2-1.2B and
+#            Qwen2.5-1.5B, q4_K / q6_K, prologues none / norm / silu, a grid of launch shapes.
+#   decode   writes the synthetic LFM2-1.2B and Qwen2.5-1.5B-shaped GGUFs (tools/synth; the text
+#            is noise, the speed is real) unless present; `wgllm bench --traffic` on them and on
+#            SmolLM2-135M (product configuration), and `bench ab` of the old launch shape (4 rows,
+#            1 per thread: the kernel before rows per thread) against the new default.
+#   peers    `bench ab` wgllm vs llama.cpp CUDA (waits for the build): decode after 512 (+128) and
+#            TTFT 512 on each of the three files.
+# Staging (here):
+#   mkdir -p /tmp/synth && python3 tools/synth/gguf_header.py \
+#       ~/.cache/wgllm/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf /tmp/synth/qwen25-coder-1.5b.hdr.gz
+#   python3 tools/synth/gguf_header.py ~/.cache/wgllm/models/SmolLM2-135M-Instruct.Q4_1.gguf /tmp/synth/smollm2.hdr.gz
+#   python3 tools/device/pack.py --bin wgllm --gl --llamacpp --extra /tmp/synth=synth \
+#       --model ~/.cache/wgllm/models/SmolLM2-135M-Instruct.Q4_1.gguf
+# Calls, back to back: STAGE=store, then STAGE=decode, then STAGE=peers (bash tools/device/recipes/matvec.sh).
+# Results: $OUT/results.tgz (summarize: python3 tools/device/summarize.py DIR/<model> ...).
+set -u
+stage=${STAGE:-${1:-store}}
+source tools/device/remote.sh
+T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
+mkdir -p $W/synth $W/res
+[ -d .carry/synth ] && cp .carry/synth/* $W/synth/
+trap 'tar czf $OUT/results.tgz -C $W/res .' EXIT
+FAILED=0
+fail() { echo "FAIL: $*" | tee -a $W/res/FAILED.txt; FAILED=1; }
+LB_CUDA=$W/lcpp/llama.cpp/build/bin/llama-bench
+if [ -f $W/llama.cpp.tgz ] && [ ! -d $W/lcpp ]; then
+  mkdir -p $W/lcpp && tar xzf $W/llama.cpp.tgz -C $W/lcpp
+  (cd $W/lcpp/llama.cpp && setsid nohup bash -c "cmake -B build -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+    -DLLAMA_CURL=OFF -DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
+    > $W/lcpp.log 2>&1 && cmake --build build -j 16 --target llama-bench >> $W/lcpp.log 2>&1; \
+    echo BUILD_DONE \$? >> $W/lcpp.log" > /dev/null 2>&1 &)
+  el "llama.cpp CUDA build started"
+fi
+SMOL=$(wg_model SmolLM2-135M-Instruct.Q4_1.gguf) || fail "SmolLM2 not carried"
+QH=$W/synth/qwen25-coder-1.5b.hdr.gz SH=$W/synth/smollm2.hdr.gz
+declare -A SRC=([lfm2-1.2b]="--config tools/synth/configs/lfm2-1.2b.json --vocab $SH" [qwen25-1.5b]="--header $QH")
+declare -A FILE=([smollm2]=$SMOL [lfm2-1.2b]=$W/synth/lfm2-1.2b.synthetic.gguf [qwen25-1.5b]=$W/synth/qwen25-1.5b.synthetic.gguf)
+
+case $stage in
+store)
+  R=$W/res/matvec; mkdir -p $R
+  wg_gpu_check | tee $R/gpu.txt
+  $B devices 2>&1 | head -4
+  # LFM2-1.2B: gate+up, down, conv in_proj, out_proj / attention o, output head; Qwen2.5-1.5B:
+  # gate+up, down, qkv, o, output head (151936 rows).
+  SHAPES=16384:2048,2048:8192,6144:2048,2048:2048,65536:2048,17920:1536,1536:8960,2048:1536,1536:1536,151936:1536
+  VARS=4/1/32,8/2/32,16/4/32,8/4/32,4/4/32,32/4/32,8/2/64,8/4/64,16/4/64,4/2/128,4/4/128,8/4/128,4/4/256,0/0/0
+  for t in q4_K q6_K; do
+    timeout 240 $B bench matvec --types $t --shapes $SHAPES --variants $VARS --prologues none,norm,silu --reps 4 \
+      --json $R/matvec_$t.json 2> $R/matvec_$t.txt || fail "bench matvec $t (exit $?): $(tail -2 $R/matvec_$t.txt)"
+    el "bench matvec $t"
+  done
+  grep -E "copy bandwidth" $R/matvec_q4_K.txt
+  ;;
+decode)
+  python3 -c "import numpy" || { fail "no numpy on the device"; exit 1; }
+  for m in lfm2-1.2b qwen25-1.5b; do
+    F=${FILE[$m]}
+    [ -f $F ] || python3 tools/synth/write_gguf.py ${SRC[$m]} --seed 1 $F > $W/res/write_$m.txt 2>&1 \
+      || { fail "write_gguf.py $m: $(tail -2 $W/res/write_$m.txt)"; continue; }
+    el "wrote $m ($(stat -c %s $F) bytes)"
+  done
+  for m in smollm2 lfm2-1.2b qwen25-1.5b; do
+    F=${FILE[$m]}; R=$W/res/$m; mkdir -p $R
+    [ -f $F ] || continue
+    [ $m = smollm2 ] || echo "synthetic weights: $m (tools/synth/write_gguf.py ${SRC[$m]} --seed 1); the text is noise, the speed is real" > $R/LABEL.txt
+    wg_gpu_check > $R/gpu.txt
+    timeout 120 $B bench -m $F --prompt-lengths 512 --gen 128 --reps 2 --traffic --json $R/wgllm_p512_g128.json \
+      --md $R/wgllm_p512_g128.md > $R/bench.txt 2>&1 || fail "bench --traffic $m (exit $?)"
+    grep -E "^\| product|copy bandwidth|dispatches per" $R/wgllm_p512_g128.md | head -4
+    el "$m traffic"
+    timeout 150 $B bench ab --a "bench -m $F --prompt-lengths 512 --gen 128 --reps 1 --matvec-rows 4 --matvec-rows-per-thread 1 --matvec-lanes 32" \
+      --b "bench -m $F --prompt-lengths 512 --gen 128 --reps 1" --metric decode_tok_s --rounds 3 \
+      --json $R/ab_rpt1_vs_default.json > $R/ab_rpt1_vs_default.txt 2>&1 || fail "bench ab rpt $m (exit $?)"
+    tail -2 $R/ab_rpt1_vs_default.txt
+    el "$m ab old shape vs default"
+  done
+  ;;
+peers)
+  while ! grep -q BUILD_DONE $W/lcpp.log 2>/dev/null && [ $(( $(date +%s) - T0 )) -lt 300 ]; do sleep 5; done
+  grep -q "BUILD_DONE 0" $W/lcpp.log || { fail "llama.cpp CUDA build not done: $(tail -2 $W/lcpp.log | tr '\n' ' ')"; exit 1; }
+  for m in smollm2 lfm2-1.2b qwen25-1.5b; do
+    F=${FILE[$m]}; R=$W/res/$m; mkdir -p $R
+    [ -f $F ] || { fail "$m: no file (run STAGE=decode first)"; continue; }
+    timeout 170 $B bench ab --a "bench -m $F --prompt-lengths 512 --gen 128 --reps 1" \
+      --b-cmd "bash tools/peers/peer_llamacpp.sh $LB_CUDA $F 512 128" --metric ttft_ms,decode_tok_s \
+      --rounds ${ROUNDS:-2} --json $R/vs_llamacpp_cuda_p512_g128.json > $R/vs_cuda.txt 2>&1 || fail "ab vs cuda $m (exit $?)"
+    tail -3 $R/vs_cuda.txt
+    el "$m vs llama.cpp CUDA"
+  done
+  ;;
+*) echo "FAIL: STAGE must be store, decode or peers"; exit 1 ;;
+esac
+nvidia-smi --query-gpu=clocks.sm,memory.used --format=csv
+exit $FAILED
