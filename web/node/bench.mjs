@@ -9,7 +9,7 @@
 // Usage: node web/node/bench.mjs --model FILE.gguf --webgpu DIR [--wasm-dir build-wasm/web]
 //          [--lengths 512,4096] [--gen 128] [--reps 3] [--greedy 32] [--text FILE]
 //          [--adapter hardware|software] [--backend vulkan] [--dawn-option OPT ...]
-//          [--wgllm build/wgllm] [--native-ids FILE] [--out result.json]
+//          [--wgllm build/wgllm] [--native-ids FILE] [--out result.json] [--adapter-only 1]
 //   --webgpu      the unpacked npm package webgpu@0.6.2 (the folder with index.js and
 //                 dist/linux-x64/dawn.node)
 //   --adapter     hardware (default): fail unless the adapter is a hardware GPU (not Dawn's Null
@@ -20,7 +20,8 @@
 //   --wgllm       the native CLI: its greedy ids for the same prompt (`wgllm run -p PROMPT -n GREEDY
 //                 --ignore-eos --print-ids`, same Vulkan driver) are compared with the engine's
 //                 here; --native-ids FILE gives them instead (a JSON array, or a file with a line
-//                 `token_ids: [...]`). A mismatch fails the run (exit 3).
+//                 `token_ids: [...]`; the same context length). A mismatch fails the run (exit 3).
+//   --adapter-only 1  only the adapter check (a second; the model is not loaded)
 // Output: the JSON of web/bench.js (adapter, load, greedy, bench.rows: n_prompt, ttft_ms,
 // decode_tok_s, *_median, greedy_tokens) plus label, runtime {node, webgpu, backend,
 // dawn_adapters}, to --out (default stdout's last line is a summary). Exit: 0 ok, 2 usage,
@@ -46,7 +47,7 @@ function parseArgs(argv) {
 }
 
 function usage(msg) {
-  console.error(`node-bench: ${msg}\n${readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n').slice(8, 26).join('\n')}`);
+  console.error(`node-bench: ${msg}\n${readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n').slice(8, 27).join('\n')}`);
   process.exit(2);
 }
 
@@ -59,7 +60,7 @@ export function adapterKind(a) {
   return 'hardware';
 }
 
-function nativeIds(opt, n, prompt) {
+function nativeIds(opt, n, prompt, context) {
   if (opt['native-ids']) {
     const s = readFileSync(opt['native-ids'], 'utf8');
     const m = /token_ids: (\[.*\])/.exec(s);
@@ -67,7 +68,7 @@ function nativeIds(opt, n, prompt) {
   }
   if (!opt.wgllm) return null;
   const t0 = Date.now();
-  const r = spawnSync(opt.wgllm, ['run', '-m', opt.model, '-p', prompt, '-n', String(n), '--ignore-eos', '-c', '2048', '--print-ids'],
+  const r = spawnSync(opt.wgllm, ['run', '-m', opt.model, '-p', prompt, '-n', String(n), '--ignore-eos', '-c', String(context), '--print-ids'],
     { encoding: 'utf8', timeout: 600000 });
   const m = /^token_ids: (\[.*\])$/m.exec(r.stdout || '');
   if (r.status !== 0 || !m) throw new Error(`native run failed (status ${r.status}):\n${r.stdout}\n${r.stderr}`);
@@ -111,13 +112,15 @@ async function main() {
   };
   let status = 0;
   try {
+    const adapterOnly = opt['adapter-only'] === '1';
     await runBench({ file: NodeFile.open(opt.model) }, { lengths, gen, reps, greedy, text, log, onAdapter: checkAdapter,
-      engineOptions: { moduleUrl: pathToFileURL(join(wasmDir, 'wgllm.js')).href } }, result);
+      adapterOnly, engineOptions: { moduleUrl: pathToFileURL(join(wasmDir, 'wgllm.js')).href } }, result);
+    if (adapterOnly) return finish(result, opt, 0, log);
     // The engine's own adapter (worker.js) must be the one checked above.
     const la = result.load.adapter || {};
     if (la.description !== result.adapter.description || la.device !== result.adapter.device)
       throw new Error(`the engine's adapter (${la.description}) is not the one checked (${result.adapter.description})`);
-    const nat = nativeIds(opt, greedy, PROMPT);
+    const nat = nativeIds(opt, greedy, PROMPT, result.load.context_length);
     if (nat) {
       result.greedy.native_token_ids = nat.ids;
       result.greedy.native_source = nat.source;
@@ -131,6 +134,10 @@ async function main() {
     log(`FAILED: ${result.error}`);
     status = 1;
   }
+  return finish(result, opt, status, log);
+}
+
+function finish(result, opt, status, log) {
   const json = JSON.stringify(result, null, 1);
   if (opt.out) writeFileSync(opt.out, json);
   else console.log(json);
