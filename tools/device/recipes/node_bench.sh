@@ -17,7 +17,8 @@
 # `bash tools/device/recipes/node_bench.sh` with that call's carry list (plus .carry/models.sha256);
 # each stores what it carried and, once everything has arrived, measures (the last call).
 # STAGE=adapter: only the adapter check (a few seconds), once Node and Dawn have arrived.
-# Env: COMMIT (the commit measured, for summary.json), ROUNDS (3).
+# Env: COMMIT (the commit measured, for summary.json), ROUNDS (3), BUDGET_S (330: no round starts
+# later; call timeout 600), NODE_TIMEOUT (200 s per Node run).
 # Output ($OUT): results.tgz (the results folder: native_run.txt, native_bench_r<k>.json,
 # node_result_r<k>.json, logs, gpu.txt, summary.json) and summary.json.
 set -u
@@ -62,12 +63,14 @@ native() {
 }
 node_bench() {
   el "round $1: Dawn in Node bench"
-  timeout 400 $NODE "${NB[@]}" --model $GGUF --text $TEXT --lengths 512,4096 --gen 128 --reps 3 --greedy 32 \
+  timeout ${NODE_TIMEOUT:-200} $NODE "${NB[@]}" --model $GGUF --text $TEXT --lengths 512,4096 --gen 128 --reps 3 --greedy 32 \
     --native-ids $R/native_run.txt --out $R/node_result_r$1.json > $R/node_r$1.log 2>&1
   echo "exit $?" >> $R/node_r$1.log
   grep -v "^Warning: max" $R/node_r$1.log | grep -E "adapter: backend|greedy tokens|P=|FAILED|exit" | cut -c1-300
 }
 for ((k = 1; k <= ${ROUNDS:-3}; ++k)); do
+  # Stop starting rounds before the device call's 600 s limit (the EXIT trap must still run).
+  (( $(date +%s) - T0 > ${BUDGET_S:-330} )) && { el "time budget reached: $((k - 1)) rounds"; break; }
   if (( k % 2 )); then native $k; node_bench $k; else node_bench $k; native $k; fi
 done
 DEV="$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1 | sed 's/, / (Vulkan, driver /;s/$/)/')"
