@@ -24,8 +24,8 @@
 //   --adapter-only 1  only the adapter check (a second; the model is not loaded)
 // Output: the JSON of web/bench.js (adapter, load, greedy, bench.rows: n_prompt, ttft_ms,
 // decode_tok_s, *_median, greedy_tokens) plus label, runtime {node, webgpu, backend,
-// dawn_adapters}, to --out (default stdout's last line is a summary). Exit: 0 ok, 2 usage,
-// 1 engine/adapter failure, 3 greedy tokens differ from the native engine's.
+// dawn_adapters}, to --out (default: stdout); progress and a summary go to stderr.
+// Exit: 0 ok, 2 usage, 1 engine/adapter failure, 3 greedy tokens differ from the native engine's.
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
@@ -47,7 +47,7 @@ function parseArgs(argv) {
 }
 
 function usage(msg) {
-  console.error(`node-bench: ${msg}\n${readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n').slice(8, 27).join('\n')}`);
+  console.error(`node-bench: ${msg}\n${readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n').slice(8, 28).join('\n')}`);
   process.exit(2);
 }
 
