@@ -52,6 +52,7 @@ TEXT=$W/text/package/moby-dick/data/data.txt
 R=$W/res; rm -rf $R; mkdir -p $R
 trap 'tar czf $OUT/results.tgz -C $R .; cp $R/summary.json $OUT/ 2>/dev/null' EXIT
 wg_gpu_check | tee $R/gpu.txt
+cp tools/device/recipes/node_bench.sh $R/recipe_node_bench.sh
 PROMPT="Write a short story about a robot who learns to paint."
 el "native greedy"
 $B run -m $GGUF -p "$PROMPT" -n 32 --ignore-eos -c 4232 --print-ids > $R/native_run.txt 2>&1
