@@ -10,7 +10,9 @@ Reads, in DIR:
   long_context*.json           `wgllm bench long-context --json` (sparse vs dense per context length;
                                a model file name containing "ctx<N>" is labelled synthetic context)
   multiturn_<model>.json       `wgllm bench multi-turn --json` (per-turn snapshot cost, TTFT turn 30/2)
-  node_result_r<k>.json, browser_result_r<k>.json, native_bench_r<k>.json, native_run.txt
+  node_result_r<k>.json, browser_result_r<k>.json, native_bench_r<k>.json, native_run.txt,
+  native_nodp_bench_r<k>.json  (native with --no-decode-pipeline, as the browser build runs: peer
+                               "native --no-decode-pipeline")
                                the browser engine (web/bench_run.js: web/node/bench.mjs under Dawn in
                                Node, or bench.html) vs native `wgllm bench --json`, round k of
                                interleaved rounds (peer "native"; each row carries the result's label,
@@ -163,10 +165,11 @@ def web_vs_native_rows(d, model):
     rounds on each side; round_ratios = per-round ratios of the medians (ratio_ci stays null: not a
     `wgllm bench ab` interval); noise_band = the spread of native's round medians (max-min)/median."""
     rows = []
-    nat = {}
-    for f in sorted(glob.glob(os.path.join(d, "native_bench_r*.json"))):
-        k = os.path.basename(f)[len("native_bench_r"):-5]
-        nat[k] = {r["n_prompt"]: r for r in json.load(open(f)).get("runs", [])}
+    peers = {}  # peer name -> round -> n_prompt -> native bench row
+    for prefix, peer in (("native_bench_r", "native"), ("native_nodp_bench_r", "native --no-decode-pipeline")):
+        for f in sorted(glob.glob(os.path.join(d, prefix + "*.json"))):
+            k = os.path.basename(f)[len(prefix):-5]
+            peers.setdefault(peer, {})[k] = {r["n_prompt"]: r for r in json.load(open(f)).get("runs", [])}
     native_ids = None
     run = os.path.join(d, "native_run.txt")
     if os.path.exists(run):
@@ -186,25 +189,24 @@ def web_vs_native_rows(d, model):
         base = {"model": model, "weights": weights_of(model), "label": label,
                 "adapter": adapter.get("description") or adapter.get("device"), "config": "product"}
         lengths = sorted({r["n_prompt"] for j in res.values() for r in j["bench"]["rows"]})
-        for P in lengths:
-            for metric in ("ttft_ms", "decode_tok_s"):
-                w, p, ratios, nat_meds = [], [], [], []
-                for k, j in sorted(res.items()):
-                    r = next((x for x in j["bench"]["rows"] if x["n_prompt"] == P), None)
-                    n = nat.get(k, {}).get(P)
-                    if r is None or n is None:
-                        continue
-                    w += r[metric]; p += n[metric]
-                    ratios.append(median(r[metric]) / median(n[metric]))
-                    nat_meds.append(median(n[metric]))
-                if not ratios:
+        for (peer, nat), P, metric in ((x, P, m) for x in peers.items() for P in lengths for m in ("ttft_ms", "decode_tok_s")):
+            w, p, ratios, nat_meds = [], [], [], []
+            for k, j in sorted(res.items()):
+                r = next((x for x in j["bench"]["rows"] if x["n_prompt"] == P), None)
+                n = nat.get(k, {}).get(P)
+                if r is None or n is None:
                     continue
-                gen = first["bench"]["rows"][0]["n_gen"]
-                rows.append({**base, "metric": metric, "context": f"prompt {P}, {gen} steps, {len(ratios)} interleaved rounds",
-                             "wgllm": median(w), "peer": "native", "peer_value": median(p), "ratio_ci": None,
-                             "round_ratios": ratios,
-                             "noise_band": (max(nat_meds) - min(nat_meds)) / median(nat_meds),
-                             "source": f"{kind}_result_r*.json, native_bench_r*.json"})
+                w += r[metric]; p += n[metric]
+                ratios.append(median(r[metric]) / median(n[metric]))
+                nat_meds.append(median(n[metric]))
+            if not ratios:
+                continue
+            gen = first["bench"]["rows"][0]["n_gen"]
+            rows.append({**base, "metric": metric, "context": f"prompt {P}, {gen} steps, {len(ratios)} interleaved rounds",
+                         "wgllm": median(w), "peer": peer, "peer_value": median(p), "ratio_ci": None,
+                         "round_ratios": ratios,
+                         "noise_band": (max(nat_meds) - min(nat_meds)) / median(nat_meds),
+                         "source": f"{kind}_result_r*.json, {'native_bench' if peer == 'native' else 'native_nodp_bench'}_r*.json"})
         for k, j in sorted(res.items()):
             ids = (j.get("greedy") or {}).get("token_ids")
             if ids is None or native_ids is None:
@@ -282,7 +284,7 @@ def main():
     rows += web_vs_native_rows(a.dir, a.model)
     for f in sorted(glob.glob(os.path.join(a.dir, "*.json"))):
         b = os.path.basename(f)
-        if b.startswith(("vs_", "new_vs_base", "ab_", "summary", "ppl_c", "planted_fact", "native_bench_r", "node_result_r",
+        if b.startswith(("vs_", "new_vs_base", "ab_", "summary", "ppl_c", "planted_fact", "native_bench_r", "native_nodp_bench_r", "node_result_r",
                          "browser_result_r", "node_adapter")):
             continue
         if b.startswith("long_context"):

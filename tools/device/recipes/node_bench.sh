@@ -5,7 +5,10 @@
 # WebGPU (web/node/bench.mjs, npm webgpu@0.6.2's dawn.node, backend vulkan, refusing any adapter
 # that is not the hardware GPU); the native wgllm measures the same model on the same GPU in the
 # same call, in interleaved rounds (ROUNDS, default 3; native first in odd rounds, Node first in
-# even ones). Every Node figure is labelled "Dawn in Node, not a browser".
+# even ones). Native runs twice a round: the product configuration (peer "native") and with
+# --no-decode-pipeline (peer "native --no-decode-pipeline"), which the browser build does not use yet,
+# to tell that switch apart from the wasm/WebGPU cost. Every Node figure is labelled
+# "Dawn in Node, not a browser".
 # SmolLM2-135M-Instruct Q4_1, product configuration, prompts of 512 and 4096 tokens, 128 decode
 # steps, 3 reps per round (+1 warm-up rep), 32 greedy tokens of the bench prompt compared with
 # `wgllm run --print-ids`.
@@ -20,7 +23,7 @@
 # Env: COMMIT (the commit measured, for summary.json), ROUNDS (3), BUDGET_S (330: no round starts
 # later; call timeout 600), NODE_TIMEOUT (200 s per Node run).
 # Output ($OUT): results.tgz (the results folder: native_run.txt, native_bench_r<k>.json,
-# node_result_r<k>.json, logs, gpu.txt, summary.json) and summary.json.
+# native_nodp_bench_r<k>.json, node_result_r<k>.json, logs, gpu.txt, summary.json) and summary.json.
 set -u
 source tools/device/remote.sh
 T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
@@ -57,10 +60,12 @@ PROMPT="Write a short story about a robot who learns to paint."
 el "native greedy"
 $B run -m $GGUF -p "$PROMPT" -n 32 --ignore-eos -c 4232 --print-ids > $R/native_run.txt 2>&1
 grep token_ids $R/native_run.txt
-native() {
-  el "round $1: native bench"
+native() {  # the product configuration, and with --no-decode-pipeline as the browser build runs (web/wasm/engine.cpp)
+  el "round $1: native bench (product; --no-decode-pipeline)"
   $B bench -m $GGUF --prompt-lengths 512,4096 --gen 128 --reps 3 --json $R/native_bench_r$1.json > $R/native_bench_r$1.log 2>&1 ||
     { el "native bench failed"; tail -5 $R/native_bench_r$1.log; }
+  $B bench -m $GGUF --prompt-lengths 512,4096 --gen 128 --reps 3 --no-decode-pipeline --json $R/native_nodp_bench_r$1.json \
+    > $R/native_nodp_bench_r$1.log 2>&1 || { el "native --no-decode-pipeline bench failed"; tail -5 $R/native_nodp_bench_r$1.log; }
 }
 node_bench() {
   el "round $1: Dawn in Node bench"
@@ -79,5 +84,5 @@ python3 tools/device/summarize.py $R --commit "${COMMIT:-unknown}" --device "$DE
 python3 -c "
 import json, sys
 for r in json.load(open('$R/summary.json'))['rows']:
-    print(r['metric'], r['context'], r.get('label', ''), 'node' , round(r['wgllm'], 3), 'native', r.get('peer_value'), r.get('round_ratios'))"
+    print(r['metric'], r['context'], r.get('label', ''), round(r['wgllm'], 3), 'vs', r.get('peer'), r.get('peer_value'), r.get('round_ratios'))"
 el done
