@@ -28,8 +28,8 @@ export async function adapterInfo() {
 
 /// Loads `model` (URL string or {file}) and measures. opts: {lengths: [512, 4096], gen: 128, reps: 3,
 /// greedy: 32, text: prompt text for the bench ('' = the engine's default), log(s), onAdapter(json)
-/// (awaited; may throw to stop, e.g. a harness refusing a software adapter), adapterOnly,
-/// engineOptions (extra CreateEngine options, e.g. moduleUrl)}.
+/// (awaited; may throw to stop, e.g. a harness refusing a software adapter), adapterOnly, loadOnly
+/// (stop after the load), engineOptions (extra CreateEngine options, e.g. moduleUrl, warmup)}.
 /// `result` (filled in as it goes, so a failure still returns what was measured) gets adapter, load,
 /// greedy, bench, finished.
 export async function runBench(model, opts, result) {
@@ -50,6 +50,7 @@ export async function runBench(model, opts, result) {
   try {
     result.load = { ...engine.info, page_load_ms: performance.now() - t0 };
     log(`loaded: ${JSON.stringify(result.load)}`);
+    if (opts.loadOnly) return result;
 
     const g = await engine.chat.completions.create({ messages: [{ role: 'user', content: PROMPT }], temperature: 0,
       max_tokens: greedy, ignore_eos: true });

@@ -22,6 +22,7 @@
 //                 here; --native-ids FILE gives them instead (a JSON array, or a file with a line
 //                 `token_ids: [...]`; the same context length). A mismatch fails the run (exit 3).
 //   --adapter-only 1  only the adapter check (a second; the model is not loaded)
+//   --load-only 1     stop after the load (tests); --warmup 0: no kernel warm-up at load
 // Output: the JSON of web/bench.js (adapter, load, greedy, bench.rows: n_prompt, ttft_ms,
 // decode_tok_s, *_median, greedy_tokens) plus label, runtime {node, webgpu, backend,
 // dawn_adapters}, to --out (default: stdout); progress and a summary go to stderr.
@@ -47,7 +48,7 @@ function parseArgs(argv) {
 }
 
 function usage(msg) {
-  console.error(`node-bench: ${msg}\n${readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n').slice(8, 28).join('\n')}`);
+  console.error(`node-bench: ${msg}\n${readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n').slice(8, 29).join('\n')}`);
   process.exit(2);
 }
 
@@ -114,8 +115,9 @@ async function main() {
   try {
     const adapterOnly = opt['adapter-only'] === '1';
     await runBench({ file: NodeFile.open(opt.model) }, { lengths, gen, reps, greedy, text, log, onAdapter: checkAdapter,
-      adapterOnly, engineOptions: { moduleUrl: pathToFileURL(join(wasmDir, 'wgllm.js')).href } }, result);
-    if (adapterOnly) return finish(result, opt, 0, log);
+      adapterOnly, loadOnly: opt['load-only'] === '1',
+      engineOptions: { moduleUrl: pathToFileURL(join(wasmDir, 'wgllm.js')).href, warmup: opt.warmup !== '0' } }, result);
+    if (adapterOnly || opt['load-only'] === '1') return finish(result, opt, 0, log);
     // The engine's own adapter (worker.js) must be the one checked above.
     const la = result.load.adapter || {};
     if (la.description !== result.adapter.description || la.device !== result.adapter.device)
