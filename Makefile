@@ -53,9 +53,11 @@ web-serve: web
 	node web/serve.mjs --port $(PORT) --wasm-dir $(WASM_BUILD)/web
 
 # Headless Chromium test: native vs browser greedy tokens, OPFS reload, two-turn chat, errors,
-# screenshot in $(WASM_BUILD)/web-test/web-demo.png.
+# screenshot in $(WASM_BUILD)/web-test/web-demo.png. Then the Dawn-in-Node harness's smoke test
+# (web/node: adapter check, the page JS + wasm under Node, a tiny model's streamed load; seconds).
 web-test:
 	node web/tests/browser_test.mjs --wgllm $(BUILD)/wgllm --wasm-dir $(WASM_BUILD)/web --out $(WASM_BUILD)/web-test
+	env $$(scripts/vulkan_env.sh) node web/tests/node_smoke_test.mjs --wasm-dir $(WASM_BUILD)/web
 
 # libFuzzer targets (fuzz/README.md): clang + ASan + UBSan build in build-fuzz, seed corpora from the
 # test fixtures in build-fuzz/corpus. `make fuzz FUZZ_SECONDS=N` then fuzzes each target for N s;

@@ -133,10 +133,11 @@ SRC
 fi
 
 # ---- browser tests: playwright-core (npm, version and integrity pinned by web/package-lock.json)
-# driving Debian's chromium; installed into web/node_modules (ignored by git).
+# driving Debian's chromium, and webgpu (Dawn for Node: web/node's harness and its smoke test);
+# installed into web/node_modules (ignored by git).
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-if [ ! -f "$ROOT/web/node_modules/playwright-core/package.json" ]; then
-  log "npm ci (web/: playwright-core)"
+if [ ! -f "$ROOT/web/node_modules/playwright-core/package.json" ] || [ ! -f "$ROOT/web/node_modules/webgpu/package.json" ]; then
+  log "npm ci (web/: playwright-core, webgpu)"
   (cd "$ROOT/web" && npm ci --no-audit --no-fund >/dev/null 2>&1) || { echo "[setup] ERROR: npm ci in web/ failed" >&2; exit 1; }
 fi
 

@@ -138,27 +138,33 @@ def main():
     budget = LIMIT - tree_bytes() - int(a.margin_mib * MiB)
     if any(s > budget for _, s in items):
         sys.exit(f"pack: an item exceeds the per-call budget of {budget / MiB:.1f} MiB")
-    calls, cur, left = [], [], budget
+    # First fit: each item goes into the first call with room for it; model slices then fill the room
+    # left in every call, in order, before new calls are opened (a call carries at most 8 paths,
+    # one of them .carry/models.sha256).
+    calls = []  # [paths, bytes left]
     for path, size in items:
-        if size > left:
-            calls.append(cur); cur, left = [], budget
-        cur.append(path); left -= size
+        call = next((c for c in calls if c[1] >= size and len(c[0]) < 7), None)
+        if call is None:
+            call = [[], budget]
+            calls.append(call)
+        call[0].append(path); call[1] -= size
     models = []
     for m in a.model:
         name = os.path.basename(m)
         total, off, k = os.path.getsize(m), 0, 0
         with open(m, "rb") as f:
             while off < total:
-                if left < MiB or len(cur) == 7:
-                    calls.append(cur); cur, left = [], budget
-                n = min(left, total - off)
+                call = next((c for c in calls if c[1] >= MiB and len(c[0]) < 7), None)
+                if call is None:
+                    call = [[], budget]
+                    calls.append(call)
+                n = min(call[1], total - off)
                 part = f"{name}.part{k:02d}"
                 with open(os.path.join(CARRY, part), "wb") as o:
                     o.write(f.read(n))
-                cur.append(".carry/" + part); left -= n; off += n; k += 1
+                call[0].append(".carry/" + part); call[1] -= n; off += n; k += 1
         models.append({"name": name, "parts": k, "sha256": sha256(m), "bytes": total})
-    if cur:
-        calls.append(cur)
+    calls = [c[0] for c in calls]
     plan = {"budget_bytes": budget, "calls": calls, "models": models}
     with open(os.path.join(CARRY, "plan.json"), "w") as f:
         json.dump(plan, f, indent=1)

@@ -10,6 +10,13 @@ Reads, in DIR:
   long_context*.json           `wgllm bench long-context --json` (sparse vs dense per context length;
                                a model file name containing "ctx<N>" is labelled synthetic context)
   multiturn_<model>.json       `wgllm bench multi-turn --json` (per-turn snapshot cost, TTFT turn 30/2)
+  node_result_r<k>.json, browser_result_r<k>.json, native_bench_r<k>.json, native_run.txt,
+  native_nodp_bench_r<k>.json  (native with --no-decode-pipeline, as the browser build runs: peer
+                               "native --no-decode-pipeline")
+                               the browser engine (web/bench_run.js: web/node/bench.mjs under Dawn in
+                               Node, or bench.html) vs native `wgllm bench --json`, round k of
+                               interleaved rounds (peer "native"; each row carries the result's label,
+                               e.g. "Dawn in Node, not a browser"), and its greedy ids vs `wgllm run --print-ids`
   attention_*.json, matmul_*.json, dispatch_*.json
                                `wgllm bench attention|matmul|dispatch --json` (one row per kernel variant
                                and shape; a name ending in _<flag> was measured with --<flag>)
@@ -152,6 +159,67 @@ def multiturn_rows(path):
     return rows
 
 
+def web_vs_native_rows(d, model):
+    """The browser engine (each round's web/bench_run.js result) vs native `wgllm bench` on the same
+    GPU, over interleaved rounds: per prompt length and metric, the median of all reps of all
+    rounds on each side; round_ratios = per-round ratios of the medians (ratio_ci stays null: not a
+    `wgllm bench ab` interval); noise_band = the spread of native's round medians (max-min)/median."""
+    rows = []
+    peers = {}  # peer name -> round -> n_prompt -> native bench row
+    for prefix, peer in (("native_bench_r", "native"), ("native_nodp_bench_r", "native --no-decode-pipeline")):
+        for f in sorted(glob.glob(os.path.join(d, prefix + "*.json"))):
+            k = os.path.basename(f)[len(prefix):-5]
+            peers.setdefault(peer, {})[k] = {r["n_prompt"]: r for r in json.load(open(f)).get("runs", [])}
+    native_ids = None
+    run = os.path.join(d, "native_run.txt")
+    if os.path.exists(run):
+        for line in open(run):
+            if line.startswith("token_ids:"):
+                native_ids = json.loads(line.split(":", 1)[1])
+    for kind in ("node", "browser"):
+        res = {}
+        for f in sorted(glob.glob(os.path.join(d, f"{kind}_result_r*.json"))):
+            j = json.load(open(f))
+            if not j.get("error") and j.get("bench"):
+                res[os.path.basename(f)[len(f"{kind}_result_r"):-5]] = j
+        if not res:
+            continue
+        first = next(iter(res.values()))
+        label, adapter = first.get("label", kind), first.get("adapter", {})
+        base = {"model": model, "weights": weights_of(model), "label": label,
+                "adapter": adapter.get("description") or adapter.get("device"), "config": "product"}
+        lengths = sorted({r["n_prompt"] for j in res.values() for r in j["bench"]["rows"]})
+        for (peer, nat), P, metric in ((x, P, m) for x in peers.items() for P in lengths for m in ("ttft_ms", "decode_tok_s")):
+            w, p, ratios, nat_meds = [], [], [], []
+            for k, j in sorted(res.items()):
+                r = next((x for x in j["bench"]["rows"] if x["n_prompt"] == P), None)
+                n = nat.get(k, {}).get(P)
+                if r is None or n is None:
+                    continue
+                w += r[metric]; p += n[metric]
+                ratios.append(median(r[metric]) / median(n[metric]))
+                nat_meds.append(median(n[metric]))
+            if not ratios:
+                continue
+            gen = first["bench"]["rows"][0]["n_gen"]
+            rows.append({**base, "metric": metric, "context": f"prompt {P}, {gen} steps, {len(ratios)} interleaved rounds",
+                         "wgllm": median(w), "peer": peer, "peer_value": median(p), "ratio_ci": None,
+                         "round_ratios": ratios,
+                         "noise_band": (max(nat_meds) - min(nat_meds)) / median(nat_meds),
+                         "source": f"{kind}_result_r*.json, {'native_bench' if peer == 'native' else 'native_nodp_bench'}_r*.json"})
+        for k, j in sorted(res.items()):
+            ids = (j.get("greedy") or {}).get("token_ids")
+            if ids is None or native_ids is None:
+                continue
+            n = min(len(ids), len(native_ids))
+            same = next((i for i in range(n) if ids[i] != native_ids[i]), n)
+            rows.append({**base, "metric": "greedy_prefix_equal_fraction",
+                         "context": f"{len(native_ids)} greedy tokens of the bench prompt, round {k}",
+                         "wgllm": same / max(1, len(native_ids)), "peer": "native", "peer_value": 1.0,
+                         "ratio_ci": None, "source": f"{kind}_result_r{k}.json, native_run.txt"})
+    return rows
+
+
 def quality_rows(d, model):
     """wgllm perplexity --json (ppl_c<N>_<mode>.json, sparse vs dense) and bench planted-fact."""
     rows = []
@@ -213,9 +281,11 @@ def main():
         what = os.path.basename(f)[3:-5]
         rows += ab_rows(f, what.split("__")[0], what, "default-off", wgllm_is_b=True, config=f"switch {what}")
     rows += quality_rows(a.dir, a.model)
+    rows += web_vs_native_rows(a.dir, a.model)
     for f in sorted(glob.glob(os.path.join(a.dir, "*.json"))):
         b = os.path.basename(f)
-        if b.startswith(("vs_", "new_vs_base", "ab_", "summary", "ppl_c", "planted_fact")):
+        if b.startswith(("vs_", "new_vs_base", "ab_", "summary", "ppl_c", "planted_fact", "native_bench_r", "native_nodp_bench_r", "node_result_r",
+                         "browser_result_r", "node_adapter")):
             continue
         if b.startswith("long_context"):
             rows += long_context_rows(f)
