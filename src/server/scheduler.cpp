@@ -68,7 +68,7 @@ Scheduler::Scheduler(Model& model, const Tokenizer& tok, const SchedulerOptions&
   ctx_len_ = slots_[0]->seq->context_length();
   if (!truncatable_)
     for (auto& s : slots_) s->empty = s->seq->snapshot();
-  metrics_.batched_forward = model_.batched_forward() ? 1 : 0;
+  metrics_.batched_forward = opt_.batch && model_.batched_forward() ? 1 : 0;
   update_memory();
   thread_ = std::thread([this] { run(); });
 }
@@ -239,22 +239,28 @@ void Scheduler::step_all() {
     items.push_back(it);
   }
   if (items.empty()) return;
-  try {
-    model_.forward_batch(items);
-  } catch (const std::exception& e) {
-    // The batch failed as a whole (forward_batch checks every item before writing; what is left
-    // is a device error): every slot in it ends with the error and starts over empty.
-    for (Slot* s : stepping) {
-      if (s->job) finish(*s, Finish::Error, e.what());
-      reset_slot(*s);
+  // A failed forward ends its slots' jobs with the error; they start over empty. forward_batch
+  // checks every item before writing, so what fails a whole batch is a device error.
+  std::vector<std::optional<std::string>> failed(items.size());
+  if (opt_.batch) {
+    try {
+      model_.forward_batch(items);
+    } catch (const std::exception& e) {
+      for (auto& f : failed) f = e.what();
     }
-    return;
+  } else {
+    for (size_t i = 0; i < items.size(); ++i) try {
+        model_.forward_batch({&items[i], 1});
+      } catch (const std::exception& e) {
+        failed[i] = e.what();
+      }
   }
-  ++metrics_.forwards;
+  metrics_.forwards += opt_.batch ? 1 : items.size();
   metrics_.batch_items += items.size();
   for (size_t i = 0; i < items.size(); ++i) {
     Slot& s = *stepping[i];
     try {
+      if (failed[i]) throw Error(*failed[i]);
       after(s, items[i]);
     } catch (const std::exception& e) {
       if (s.job) finish(s, Finish::Error, e.what());

@@ -104,6 +104,7 @@ struct SchedulerOptions {
   uint64_t snapshot_cap_bytes = 1ull << 30;  // PrefixCache caps
   uint32_t snapshot_cap_count = 256;
   bool prefix_reuse = true;    // off: every request starts from the empty state (for tests)
+  bool batch = true;           // off: one forward per slot and step, in turn (--no-batch, for comparisons)
 };
 
 class Scheduler {
