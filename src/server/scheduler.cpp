@@ -226,6 +226,9 @@ void Scheduler::start(Slot& s, std::shared_ptr<Job> job) {
 void Scheduler::step_all() {
   std::vector<Slot*> stepping;
   std::vector<BatchItem> items;
+  // Prompt rows per forward, over all slots: slots joining together spread their prompts over
+  // several steps instead of stalling every decoding slot for all of them at once.
+  uint32_t budget = opt_.prefill_chunk;
   for (auto& sp : slots_) {
     Slot& s = *sp;
     if (!s.job) continue;
@@ -234,7 +237,7 @@ void Scheduler::step_all() {
       continue;
     }
     BatchItem it;
-    if (!plan(s, it)) continue;
+    if (!plan(s, it, budget)) continue;
     stepping.push_back(&s);
     items.push_back(it);
   }
@@ -269,7 +272,7 @@ void Scheduler::step_all() {
   }
 }
 
-bool Scheduler::plan(Slot& s, BatchItem& it) {
+bool Scheduler::plan(Slot& s, BatchItem& it, uint32_t& budget) {
   Job& j = *s.job;
   const GenParams& p = j.params;
   const bool need_logits = !p.sampler.device_argmax_ok() || p.logprobs || p.presence_penalty != 0.0f ||
@@ -277,7 +280,9 @@ bool Scheduler::plan(Slot& s, BatchItem& it) {
   std::span<const int32_t> in;
   bool produces = true;  // this step ends in a token to sample
   if (s.fed < j.prompt.size()) {
-    const size_t n = std::min<size_t>(opt_.prefill_chunk, j.prompt.size() - s.fed);
+    const size_t n = std::min<size_t>(budget, j.prompt.size() - s.fed);
+    if (n == 0) return false;  // this step's prompt rows are taken: wait for the next one
+    budget -= uint32_t(n);
     // Recurrent state: the prompt's last token is fed apart, with a snapshot before it (filed
     // under the prompt minus one token), so an identical resend (a retry, a regenerated reply,
     // an edited reply) recomputes only that token, as a KV-only sequence does by truncating.

@@ -6,8 +6,9 @@
 // Continuous batching: the steps of all active slots are one Model::forward_batch (matmuls over
 // the rows of every slot, attention and recurrent state per sequence; models without a batched
 // forward run the items in turn, Model::batched_forward()). Jobs join (their prompt chunks ride in
-// the same forward as the others' decode tokens) and leave between steps, so a long prompt does
-// not hold up the other slots' decoding for more than one chunk.
+// the same forward as the others' decode tokens; at most prefill_chunk prompt tokens per forward
+// over all slots) and leave between steps, so prompts, even several arriving at once, do not hold
+// up the other slots' decoding for more than one chunk per step.
 //
 // Prefix reuse (a client resending the conversation pays only for the new tokens): an idle
 // slot keeps the state of its last request. A new job goes to the idle slot that holds the longest
@@ -100,7 +101,7 @@ struct SchedulerOptions {
   uint32_t slots = 1;          // sequences decoded together (--parallel)
   uint32_t max_queue = 64;     // jobs waiting while every slot is taken; more are refused (429)
   uint32_t context = 0;        // tokens per sequence (0: the model's default)
-  uint32_t prefill_chunk = 256;  // prompt tokens per step of one slot
+  uint32_t prefill_chunk = 256;  // prompt tokens per step, over all slots (decode tokens come on top)
   uint64_t snapshot_cap_bytes = 1ull << 30;  // PrefixCache caps
   uint32_t snapshot_cap_count = 256;
   bool prefix_reuse = true;    // off: every request starts from the empty state (for tests)
@@ -124,9 +125,10 @@ class Scheduler {
   void start(Slot& s, std::shared_ptr<Job> job);
   /// One forward for every active slot's step (plan(), Model::forward_batch, after()).
   void step_all();
-  /// Slot s's input for this step (a prompt chunk or its last sampled token) and what it needs
-  /// back; false when the slot has no step (finished at the context's end).
-  bool plan(Slot& s, BatchItem& it);
+  /// Slot s's input for this step (a prompt chunk of at most `budget` tokens, taken from it, or
+  /// its last sampled token) and what it needs back; false when the slot has no step (finished at
+  /// the context's end, or no prompt rows left in this step's budget).
+  bool plan(Slot& s, BatchItem& it, uint32_t& budget);
   /// Slot s after the forward of its item: token bookkeeping, prefix-cache snapshot, sampling,
   /// latency metrics, emit().
   void after(Slot& s, const BatchItem& it);
