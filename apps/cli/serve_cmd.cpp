@@ -22,6 +22,7 @@ std::function<int()> add_serve(CLI::App& app) {
     server::ServerOptions so;
     uint64_t snapshot_cap_mib = 1024;
     bool no_prefix_reuse = false;
+    bool no_batch = false;
   };
   auto s = std::make_shared<State>();
   auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (chat/completions, completions, models, metrics)");
@@ -40,10 +41,13 @@ std::function<int()> add_serve(CLI::App& app) {
                   "prefix cache: MiB of recurrent-state snapshots kept, least recently used evicted (default 1024)")
       ->transform(integer(0, 1u << 24));
   cmd->add_option("--serve-prefill-chunk", s->so.scheduler.prefill_chunk,
-                  "prompt tokens per scheduler step of one slot, so long prompts let other slots decode (default 256)")
+                  "prompt tokens per scheduler step over all slots, so prompts let other slots decode (default 256)")
       ->transform(integer(1, 1u << 16));
   cmd->add_flag("--no-prefix-reuse", s->no_prefix_reuse,
                 "recompute every prompt from the empty state (no cached prefixes; for comparisons)");
+  cmd->add_flag("--no-batch", s->no_batch,
+                "one forward per slot and step (the slots take turns) instead of one forward over all active slots "
+                "(for comparisons)");
   return [s, cmd]() -> int {
     if (!*cmd) return -1;
     server::block_shutdown_signals();  // before loading starts the GPU driver's threads
@@ -53,6 +57,7 @@ std::function<int()> add_serve(CLI::App& app) {
     so.scheduler.context = s->o.context;
     so.scheduler.snapshot_cap_bytes = s->snapshot_cap_mib << 20;
     so.scheduler.prefix_reuse = !s->no_prefix_reuse;
+    so.scheduler.batch = !s->no_batch;
     if (so.model_id.empty()) so.model_id = std::filesystem::path(l.src->path).filename().string();
     const std::string backend = l.model->backend_name();
     so.on_listening = [&](int port) {

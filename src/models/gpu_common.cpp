@@ -17,7 +17,9 @@ GpuModel::GpuModel(const ModelConfig& c, const ModelOptions& opt) : c_(c), opt_(
   co.shader_runtime_checks = opt.shader_runtime_checks;
   ctx_ = gpu::Context::create(co);
   pipes_ = std::make_unique<gpu::PipelineCache>(*ctx_);
-  rec_ = std::make_unique<gpu::Recorder>(*ctx_);
+  // 16384 parameter slots (4 MiB): a batched decode step records per-sequence attention
+  // dispatches for every layer (max_batch_seqs()).
+  rec_ = std::make_unique<gpu::Recorder>(*ctx_, kMaxDispatches);
   // H200, 2026-12-01 (bench/results/2026-12-01-h200-submit-chunk): 32 dispatches per submission
   // let the GPU run while the host records; decode x1.48 after a 512-token prompt. Not measured on
   // software adapters: they keep one submission per forward.
@@ -217,6 +219,137 @@ int32_t GpuModel::run(Sequence& seq, std::span<const int32_t> toks, HeadOut out,
   }
   amax_ready_ = out == HeadOut::Argmax || out == HeadOut::ArgmaxAsync;
   return result;
+}
+
+uint32_t GpuModel::max_batch_seqs() const {
+  const uint32_t per = std::max<uint32_t>(1, c_.n_layers * batch_dispatches_per_seq_layer() + 8);
+  return std::max<uint32_t>(1, (kMaxDispatches - 1024) / per);
+}
+
+void GpuModel::chunk_batch(std::span<const BatchSeg>, std::span<const int32_t>, std::span<BatchItem* const>) {
+  throw Error("chunk_batch: " + c_.arch + " has no batched forward on WebGPU");
+}
+
+void GpuModel::forward_batch(std::span<BatchItem> items) {
+  if (!supports_batch() || items.size() <= 1) return Model::forward_batch(items);
+  check_batch(items, c_.vocab);
+  constexpr uint64_t kReadCap = 16ull << 20;  // gpu::Recorder::read_after's limit
+  const uint32_t max_seqs = max_batch_seqs();
+  auto single = [&](BatchItem& it) {
+    if (it.out == BatchItem::Out::Argmax)
+      it.argmax = run(*it.seq, it.tokens, HeadOut::Argmax, nullptr);
+    else
+      run(*it.seq, it.tokens, it.out == BatchItem::Out::Logits ? HeadOut::Logits : HeadOut::None, it.logits);
+  };
+  std::vector<BatchItem*> group;
+  uint64_t rows = 0, read = 0;
+  auto flush = [&] {
+    if (group.size() == 1) single(*group[0]);
+    if (group.size() > 1) run_batch(group);
+    group.clear();
+    rows = read = 0;
+  };
+  for (BatchItem& it : items) {
+    if (it.tokens.size() > chunk_) {
+      single(it);
+      continue;
+    }
+    const uint64_t rb = 4 + (it.out == BatchItem::Out::Logits ? uint64_t(c_.vocab) * 4 : 0);
+    if (!group.empty() && (rows + it.tokens.size() > chunk_ || read + rb > kReadCap || group.size() >= max_seqs)) flush();
+    group.push_back(&it);
+    rows += it.tokens.size();
+    read += rb;
+  }
+  flush();
+}
+
+void GpuModel::run_batch(std::span<BatchItem* const> group) {
+  std::vector<BatchSeg> segs;
+  std::vector<int32_t> toks;
+  uint32_t row = 0;
+  for (BatchItem* it : group) {
+    const uint32_t pos0 = it->seq->n_past();
+    check_forward(*it->seq, it->tokens, c_.vocab);
+    segs.push_back({it->seq, row, uint32_t(it->tokens.size()), pos0});
+    toks.insert(toks.end(), it->tokens.begin(), it->tokens.end());
+    row += uint32_t(it->tokens.size());
+  }
+  amax_ready_ = false;  // the batch's ids are not a chained step's input
+  chunk_batch(segs, toks, group);
+}
+
+void GpuModel::finish_batch(kernels::OpContext& o, const gpu::Buffer& x, const gpu::Buffer& out_norm,
+                            std::span<const HeadPart> parts, std::span<const BatchSeg> segs,
+                            std::span<BatchItem* const> items) {
+  const uint32_t D = c_.d_model, V = c_.vocab;
+  std::vector<uint32_t> want;  // items that want a head, in order
+  uint32_t n_logits = 0;
+  for (uint32_t i = 0; i < items.size(); ++i)
+    if (items[i]->out != BatchItem::Out::None) {
+      want.push_back(i);
+      n_logits += items[i]->out == BatchItem::Out::Logits;
+    }
+  if (want.empty()) {
+    o.rec.submit();
+    return;
+  }
+  const uint32_t n = uint32_t(want.size());
+  auto mk = [&](gpu::Buffer& b, uint64_t bytes, const char* name) {
+    if (b && b.size() >= bytes) return;
+    if (b) mem_.scratch -= b.size();
+    mem_.scratch += bytes;
+    b = gpu::Buffer(*ctx_, bytes, gpu::BufferKind::Storage, name);
+  };
+  if (!bhead_rows_) {
+    const auto& lim = ctx_->info().limits;
+    const uint64_t bytes = std::min<uint64_t>({64ull << 20, lim.maxStorageBufferBindingSize, lim.maxBufferSize});
+    bhead_rows_ = uint32_t(std::clamp<uint64_t>(bytes / (uint64_t(V) * 4), 1, 64));
+  }
+  const uint32_t R = bhead_rows_;
+  mk(bh_, uint64_t(R) * D * 4, "batch.h");
+  mk(blogits_, uint64_t(R) * V * 4, "batch.logits");
+  const uint64_t res_bytes = (uint64_t(n) + uint64_t(n_logits) * V) * 4;
+  mk(bres_, res_bytes, "batch.result");
+  while (bamax_.size() < n) {
+    mem_.scratch += 4;
+    bamax_.emplace_back(*ctx_, 4, gpu::BufferKind::Storage, "batch.argmax");
+  }
+  uint32_t k = 0;  // logits rows copied so far
+  for (uint32_t b0 = 0; b0 < n; b0 += R) {
+    const uint32_t m = std::min(R, n - b0);
+    // The last rows of consecutive one-token segments are consecutive: one RMSNorm for the run.
+    for (uint32_t j = 0; j < m;) {
+      const BatchSeg& s = segs[want[b0 + j]];
+      const uint32_t r0 = s.row0 + s.T - 1;
+      uint32_t e = j + 1;
+      while (e < m && segs[want[b0 + e]].row0 + segs[want[b0 + e]].T - 1 == r0 + (e - j)) ++e;
+      kernels::rmsnorm(o, {x, r0 * D}, D, out_norm, {bh_, j * D}, D, e - j, D, c_.rms_eps, "output_norm");
+      j = e;
+    }
+    for (const HeadPart& p : parts)
+      kernels::matmul(o, *p.w, {bh_, 0}, D, {blogits_, p.row0}, V, m, false, "output", gpu::Traffic::Logits);
+    for (uint32_t j = 0; j < m; ++j)
+      if (items[want[b0 + j]]->out == BatchItem::Out::Argmax) kernels::argmax(o, {blogits_, j * V}, V, bamax_[b0 + j]);
+    for (uint32_t j = 0; j < m; ++j) {
+      if (items[want[b0 + j]]->out == BatchItem::Out::Argmax)
+        o.rec.copy(bamax_[b0 + j], 0, bres_, uint64_t(b0 + j) * 4, 4);
+      else
+        o.rec.copy(blogits_, uint64_t(j) * V * 4, bres_, (uint64_t(n) + uint64_t(k++) * V) * 4, uint64_t(V) * 4);
+    }
+  }
+  std::vector<uint32_t> host(res_bytes / 4);
+  o.rec.read_after(bres_, 0, res_bytes);
+  o.rec.submit(host.data());
+  k = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    BatchItem& it = *items[want[i]];
+    if (it.out == BatchItem::Out::Argmax) {
+      it.argmax = int32_t(host[i]);
+    } else {
+      it.logits->resize(V);
+      std::memcpy(it.logits->data(), host.data() + n + uint64_t(k++) * V, uint64_t(V) * 4);
+    }
+  }
 }
 
 void record_swiglu_ffn(kernels::OpContext& o, const ModelConfig& c, const FfnWeights& w, const gpu::Buffer& x,

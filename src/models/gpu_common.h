@@ -35,6 +35,13 @@ struct HeadPart {
 
 struct HeadBuffers;
 
+/// One sequence's rows in a batched submission (GpuModel::chunk_batch): rows [row0, row0 + T) of
+/// the step's activations hold its tokens at positions pos0 .. pos0 + T - 1.
+struct BatchSeg {
+  Sequence* seq;
+  uint32_t row0, T, pos0;
+};
+
 /// What every WebGPU model shares: the device, pipeline cache and recorder, options, the
 /// memory report, profiling hooks, and forward() splitting a call into submissions of at most
 /// prefill_chunk tokens with the output head only on the last one. An architecture implements
@@ -61,12 +68,36 @@ class GpuModel : public Model {
   /// scored row is read back, never the logits.
   void forward_nll(Sequence& seq, std::span<const int32_t> toks, std::span<const int32_t> targets,
                    std::vector<float>* nll) override;
+  /// Groups the items into submissions of at most chunk_ rows (and at most max_batch_seqs()
+  /// sequences, and a readback within 16 MiB) and runs each group through chunk_batch(); a group
+  /// of one item, an item longer than chunk_ and every item of an architecture without
+  /// chunk_batch() go through the single-sequence path (run()).
+  void forward_batch(std::span<BatchItem> items) override;
+  bool batched_forward() const override { return supports_batch(); }
 
  protected:
   /// Creates the device on opt.adapter_index (throws wgllm::Error without a usable adapter).
   GpuModel(const ModelConfig& c, const ModelOptions& opt);
   /// One submission for toks (size <= chunk_), appended to seq; the head runs when out != None.
   virtual int32_t chunk(Sequence& seq, std::span<const int32_t> toks, HeadOut out, std::vector<float>* logits) = 0;
+  /// Whether this architecture implements chunk_batch().
+  virtual bool supports_batch() const { return false; }
+  /// One submission for several sequences: segs[i] holds items[i]'s rows (in order, rows
+  /// 0 .. sum T - 1, at most chunk_), toks all their ids in row order. Records the embedding and
+  /// per-row ops over all rows, attention / recurrent updates per segment, ends with
+  /// finish_batch() and advances every sequence. The sequences are already checked
+  /// (check_forward).
+  virtual void chunk_batch(std::span<const BatchSeg> segs, std::span<const int32_t> toks, std::span<BatchItem* const> items);
+  /// Per-sequence dispatches one layer of chunk_batch() records at most (for max_batch_seqs()).
+  virtual uint32_t batch_dispatches_per_seq_layer() const { return 6; }
+  /// Sequences one batched submission takes at most (the recorder's dispatch capacity).
+  uint32_t max_batch_seqs() const;
+  /// The head of a batched submission: for each item with Out::Logits / Out::Argmax, the output
+  /// RMSNorm of its last row of x [rows, d_model], the head parts (row blocks of the vocab) on
+  /// those rows in blocks, argmax per row on the device; then submits, reads back the ids and the
+  /// requested logits in one read, and fills the items. Submits without a head when no item asks.
+  void finish_batch(kernels::OpContext& o, const gpu::Buffer& x, const gpu::Buffer& out_norm,
+                    std::span<const HeadPart> parts, std::span<const BatchSeg> segs, std::span<BatchItem* const> items);
   /// Whether the embedding reads token ids from a GPU buffer (async_argmax() needs it).
   virtual bool device_token_input() const { return true; }
   /// The token ids of a chunk for the embedding: writes toks into `tokens` (queued) and returns
@@ -117,6 +148,7 @@ class GpuModel : public Model {
   /// the prefill chunk (a multiple of 32 when >= 32).
   uint32_t nll_block_rows() const;
 
+  static constexpr uint32_t kMaxDispatches = 16384;  // gpu::Recorder parameter slots
   ModelConfig c_;
   ModelOptions opt_;
   std::unique_ptr<gpu::Context> ctx_;
@@ -135,6 +167,13 @@ class GpuModel : public Model {
   // NLL scratch (record_nll_head): normed rows [R, d], logits [R, vocab], targets [chunk] i32,
   // NLL [chunk]; R = nll_block_rows().
   gpu::Buffer nll_h_, nll_logits_, nll_tgt_, nll_y_;
+  void run_batch(std::span<BatchItem* const> group);
+  // finish_batch scratch (allocated on first use, grown as needed): normed last rows [R, d],
+  // their logits [R, vocab], one u32 argmax per item (kernels::argmax writes element 0), and
+  // the readback [items u32 ids | logits rows].
+  uint32_t bhead_rows_ = 0;
+  gpu::Buffer bh_, blogits_, bres_;
+  std::vector<gpu::Buffer> bamax_;
 };
 
 /// A block of whole rows of one weight matrix as stored in the file (e.g. Q, K and V projections

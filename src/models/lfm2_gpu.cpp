@@ -132,9 +132,9 @@ class Lfm2Gpu final : public GpuModel {
     }
   }
 
-  void attention_layer(kernels::OpContext& o, Layer& L, Sequence& seq, uint32_t l, uint32_t T, uint32_t pos0) {
-    KvState& kv = seq.kv(l);
-    const Buffer &kc = kv.keys().buffer(), &vc = kv.values().buffer();
+  // Attention for the rows of segs (q, k and v projections laid out as blocks of all T rows:
+  // q [T, Q] | k [T, KV] | v [T, KV]); RoPE, the KV store and attention per segment.
+  void attention_layer(kernels::OpContext& o, Layer& L, std::span<const BatchSeg> segs, uint32_t l, uint32_t T) {
     const uint32_t D = c_.d_model, Q = c_.q_dim(), KV = c_.kv_dim(), HD = c_.head_dim;
     const uint32_t k_off = T * Q, v_off = T * (Q + KV);
     kernels::matmul(o, L.wq, {h_, 0}, D, {raw_, 0}, Q, T, false, "attn_q");
@@ -142,40 +142,71 @@ class Lfm2Gpu final : public GpuModel {
     kernels::matmul(o, L.wv, {h_, 0}, D, {qkv_, v_off}, KV, T, false, "attn_v");
     kernels::rmsnorm(o, {raw_, 0}, HD, L.q_norm, {qkv_, 0}, HD, T * c_.n_heads, HD, c_.rms_eps, "attn_q_norm");
     kernels::rmsnorm(o, {raw_, k_off}, HD, L.k_norm, {qkv_, k_off}, HD, T * c_.n_kv_heads, HD, c_.rms_eps, "attn_k_norm");
-    record_rope_kv(o, c_, {qkv_, 0, Q, k_off, v_off, KV}, T, pos0, rope_, kc, vc);
-    const kernels::AttentionShape as{T, pos0, c_.n_heads, c_.n_kv_heads, HD, 1.0f / std::sqrt(float(HD))};
-    kernels::attention(o, as, {qkv_, 0}, Q, kc, vc, {att_, 0}, Q, &attn_split_, sparse_.index ? &sparse_ : nullptr,
-                       kv.sparse_means());
+    for (const BatchSeg& s : segs) {
+      KvState& kv = s.seq->kv(l);
+      const Buffer &kc = kv.keys().buffer(), &vc = kv.values().buffer();
+      record_rope_kv(o, c_, {qkv_, s.row0 * Q, Q, k_off + s.row0 * KV, v_off + s.row0 * KV, KV}, s.T, s.pos0, rope_, kc, vc);
+      const kernels::AttentionShape as{s.T, s.pos0, c_.n_heads, c_.n_kv_heads, HD, 1.0f / std::sqrt(float(HD))};
+      kernels::attention(o, as, {qkv_, s.row0 * Q}, Q, kc, vc, {att_, s.row0 * Q}, Q, &attn_split_,
+                         sparse_.index ? &sparse_ : nullptr, kv.sparse_means());
+    }
     kernels::matmul(o, L.wo, {att_, 0}, Q, {x_, 0}, D, T, true, "attn_output");
   }
 
-  void conv_layer(kernels::OpContext& o, Layer& L, Sequence& seq, uint32_t l, uint32_t T) {
+  // ShortConv for the rows of segs: in_proj and out_proj over all rows, the causal conv per
+  // segment with its sequence's conv state.
+  void conv_layer(kernels::OpContext& o, Layer& L, std::span<const BatchSeg> segs, uint32_t l, uint32_t T) {
     const uint32_t D = c_.d_model;
     kernels::matmul(o, L.in_proj, {h_, 0}, D, {bcx_, 0}, 3 * D, T, false, "shortconv_in_proj");
-    kernels::causal_conv(o, {T, D, p_.conv_L, false}, {bcx_, 2 * D}, 3 * D, F32Rows{&bcx_, 0, 3 * D},
-                         F32Rows{&bcx_, D, 3 * D}, L.conv, nullptr, {seq.conv(l).conv_state().buffer(), 0}, {att_, 0}, D, "shortconv_conv");
+    for (const BatchSeg& s : segs) {
+      const uint32_t r = s.row0 * 3 * D;
+      kernels::causal_conv(o, {s.T, D, p_.conv_L, false}, {bcx_, r + 2 * D}, 3 * D, F32Rows{&bcx_, r, 3 * D},
+                           F32Rows{&bcx_, r + D, 3 * D}, L.conv, nullptr, {s.seq->conv(l).conv_state().buffer(), 0},
+                           {att_, s.row0 * D}, D, "shortconv_conv");
+    }
     kernels::matmul(o, L.out_proj, {att_, 0}, D, {x_, 0}, D, T, true, "shortconv_out_proj");
   }
 
-  int32_t chunk(Sequence& seq, std::span<const int32_t> toks, HeadOut out, std::vector<float>* logits) override {
-    const uint32_t T = uint32_t(toks.size()), D = c_.d_model, pos0 = seq.n_past();
-    const Buffer& ids = token_ids(tokens_, amax_, toks);
-    kernels::OpContext o{*ctx_, *pipes_, *rec_, opt_.kernels};
+  // Begins the submission and records the embedding and every layer for the rows of segs.
+  void record_body(kernels::OpContext& o, std::span<const BatchSeg> segs, std::span<const int32_t> toks) {
+    const uint32_t T = uint32_t(toks.size()), D = c_.d_model;
+    const Buffer* ids = &tokens_;
+    if (segs.size() == 1)
+      ids = &token_ids(tokens_, amax_, toks);
+    else
+      tokens_.write(*ctx_, 0, toks.data(), uint64_t(T) * 4);
     rec_->begin();
-    kernels::embed(o, embed_, ids, T, {x_, 0});
+    kernels::embed(o, embed_, *ids, T, {x_, 0});
     for (uint32_t l = 0; l < c_.n_layers; ++l) {
       Layer& L = layers_[l];
       kernels::rmsnorm(o, {x_, 0}, D, L.attn_norm, {h_, 0}, D, T, D, c_.rms_eps, "operator_norm");
       if (L.attn)
-        attention_layer(o, L, seq, l, T, pos0);
+        attention_layer(o, L, segs, l, T);
       else
-        conv_layer(o, L, seq, l, T);
+        conv_layer(o, L, segs, l, T);
       record_swiglu_ffn(o, c_, {L.ffn_norm, fused_gu_ ? &L.wgu : nullptr, &L.wg, &L.wu, L.wd}, x_, h_, gu_, act_, T);
     }
+  }
+
+  int32_t chunk(Sequence& seq, std::span<const int32_t> toks, HeadOut out, std::vector<float>* logits) override {
+    const uint32_t T = uint32_t(toks.size()), D = c_.d_model;
+    const BatchSeg seg{&seq, 0, T, seq.n_past()};
+    kernels::OpContext o{*ctx_, *pipes_, *rec_, opt_.kernels};
+    record_body(o, {&seg, 1}, toks);
     const int32_t result = finish_forward(o, c_, x_, (T - 1) * D,
                                           {out_norm_, c_.tied_embeddings ? embed_ : lm_head_, h_, logits_, amax_}, out, logits);
     seq.advance(T);
     return result;
+  }
+
+  bool supports_batch() const override { return true; }
+
+  void chunk_batch(std::span<const BatchSeg> segs, std::span<const int32_t> toks, std::span<BatchItem* const> items) override {
+    kernels::OpContext o{*ctx_, *pipes_, *rec_, opt_.kernels};
+    record_body(o, segs, toks);
+    const HeadPart head{c_.tied_embeddings ? &embed_ : &lm_head_, 0};
+    finish_batch(o, x_, out_norm_, {&head, 1}, segs, items);
+    for (const BatchSeg& s : segs) s.seq->advance(s.T);
   }
 
   Lfm2Params p_;

@@ -157,10 +157,41 @@ class LlamaGpu final : public GpuModel {
   }
 
   int32_t chunk(Sequence& seq, std::span<const int32_t> toks, HeadOut out, std::vector<float>* logits) override {
-    const uint32_t T = uint32_t(toks.size()), D = c_.d_model, Q = c_.q_dim(), KV = c_.kv_dim(),
-                   QKV = Q + 2 * KV, pos0 = seq.n_past();
-    const Buffer& ids = host_embed_ ? tokens_ : token_ids(tokens_, amax_, toks);
+    const uint32_t T = uint32_t(toks.size()), D = c_.d_model;
+    const BatchSeg seg{&seq, 0, T, seq.n_past()};
     kernels::OpContext o{*ctx_, *pipes_, *rec_, opt_.kernels};
+    record_body(o, {&seg, 1}, toks);
+    const int32_t result =
+        head_parts_.empty()
+            ? finish_forward(o, c_, x_, (T - 1) * D, {out_norm_, c_.tied_embeddings ? embed_ : lm_head_, h_, logits_, amax_},
+                             out, logits)
+            : finish_split_head(o, (T - 1) * D, out, logits);
+    seq.advance(T);
+    return result;
+  }
+
+  bool supports_batch() const override { return true; }
+
+  void chunk_batch(std::span<const BatchSeg> segs, std::span<const int32_t> toks, std::span<BatchItem* const> items) override {
+    kernels::OpContext o{*ctx_, *pipes_, *rec_, opt_.kernels};
+    record_body(o, segs, toks);
+    std::vector<HeadPart> parts;
+    if (head_parts_.empty())
+      parts.push_back({c_.tied_embeddings ? &embed_ : &lm_head_, 0});
+    else
+      for (size_t i = 0; i < head_parts_.size(); ++i) parts.push_back({&head_parts_[i], head_row0_[i]});
+    finish_batch(o, x_, out_norm_, parts, segs, items);
+    for (const BatchSeg& s : segs) s.seq->advance(s.T);
+  }
+
+  // Begins the submission and records the embedding and every layer for the rows of segs (one
+  // sequence, or several: continuous batching). Per-row ops run once over all rows; RoPE, the KV
+  // store and attention per segment, against its sequence's cache at its positions.
+  void record_body(kernels::OpContext& o, std::span<const BatchSeg> segs, std::span<const int32_t> toks) {
+    const uint32_t T = uint32_t(toks.size()), D = c_.d_model, Q = c_.q_dim(), KV = c_.kv_dim(), QKV = Q + 2 * KV;
+    const bool solo = segs.size() == 1;
+    const Buffer& ids = host_embed_ ? tokens_ : solo ? token_ids(tokens_, amax_, toks) : tokens_;
+    if (!host_embed_ && !solo) tokens_.write(*ctx_, 0, toks.data(), uint64_t(T) * 4);
     if (host_embed_) {
       // Rows gathered on the host (the table exceeds one storage binding): dequantize() of the
       // stored row, as the CPU reference does; queued before this step's submission.
@@ -172,17 +203,14 @@ class LlamaGpu final : public GpuModel {
     rec_->begin();
     if (!host_embed_) kernels::embed(o, embed_, ids, T, {x_, 0});
     if (gemma_) kernels::scale(o, {x_, 0}, T * D, gemma_->embed_scale, "embed_scale");
-    const kernels::AttentionShape as_global{T, pos0, c_.n_heads, c_.n_kv_heads, c_.head_dim,
-                                            gemma_ ? gemma_->attn_scale : 1.0f / std::sqrt(float(c_.head_dim))};
-    kernels::AttentionShape as_local = as_global;  // gemma3 sliding layers: keys pos_q - pos_k < W only
-    if (gemma_) as_local.window = gemma_->sliding_window;
     for (uint32_t l = 0; l < c_.n_layers; ++l) {
       Layer& L = layers_[l];
-      KvState& kv = seq.kv(l);
-      const Buffer &kc = kv.keys().buffer(), &vc = kv.values().buffer();
-      if (!has_bias_ && !gemma_ && fused_qkv_ && o.opt.fuse_qkv_rope_kv && T <= kernels::kFusedMaxTokens) {
+      const bool local = gemma_ && gemma_->sliding(l);
+      if (solo && !has_bias_ && !gemma_ && fused_qkv_ && o.opt.fuse_qkv_rope_kv && T <= kernels::kFusedMaxTokens) {
         // Decode: norm (--fuse-norm), QKV, RoPE and the KV store in one dispatch.
-        const kernels::QkvRopeKv rk{Q, KV, c_.head_dim, c_.rope_dims, pos0, c_.rope_neox, &rope_, &kc, &vc};
+        KvState& kv = segs[0].seq->kv(l);
+        const kernels::QkvRopeKv rk{Q, KV, c_.head_dim, c_.rope_dims, segs[0].pos0, c_.rope_neox, &rope_,
+                                    &kv.keys().buffer(), &kv.values().buffer()};
         if (o.opt.fuse_norm) {
           kernels::matmul_qkv_rope_kv(o, L.wqkv, {x_, 0}, D, &L.attn_norm, c_.rms_eps, {qkv_, 0}, QKV, T, rk);
         } else {
@@ -201,12 +229,21 @@ class LlamaGpu final : public GpuModel {
           kernels::rmsnorm_heads(o, {qkv_, 0}, QKV, HD, T, c_.n_heads, HD, L.q_norm, c_.rms_eps, "q_norm");
           kernels::rmsnorm_heads(o, {qkv_, Q}, QKV, HD, T, c_.n_kv_heads, HD, L.k_norm, c_.rms_eps, "k_norm");
         }
-        const bool local = gemma_ && gemma_->sliding(l);
-        record_rope_kv(o, c_, {qkv_, 0, QKV, Q, Q + KV, QKV}, T, pos0, local ? rope_local_ : rope_, kc, vc);
+        for (const BatchSeg& s : segs) {
+          KvState& kv = s.seq->kv(l);
+          const uint32_t r = s.row0 * QKV;
+          record_rope_kv(o, c_, {qkv_, r, QKV, r + Q, r + Q + KV, QKV}, s.T, s.pos0, local ? rope_local_ : rope_,
+                         kv.keys().buffer(), kv.values().buffer());
+        }
       }
-      const bool sliding = gemma_ && gemma_->sliding(l);
-      kernels::attention(o, sliding ? as_local : as_global, {qkv_, 0}, QKV, kc, vc, {att_, 0}, Q, &attn_split_,
-                         sparse_.index ? &sparse_ : nullptr, kv.sparse_means());
+      for (const BatchSeg& s : segs) {
+        KvState& kv = s.seq->kv(l);
+        kernels::AttentionShape as{s.T, s.pos0, c_.n_heads, c_.n_kv_heads, c_.head_dim,
+                                   gemma_ ? gemma_->attn_scale : 1.0f / std::sqrt(float(c_.head_dim))};
+        if (local) as.window = gemma_->sliding_window;  // gemma3 sliding layers: keys pos_q - pos_k < W only
+        kernels::attention(o, as, {qkv_, s.row0 * QKV}, QKV, kv.keys().buffer(), kv.values().buffer(), {att_, s.row0 * Q}, Q,
+                           &attn_split_, sparse_.index ? &sparse_ : nullptr, kv.sparse_means());
+      }
       if (gemma_) {
         gemma_block(o, L, T);
         continue;
@@ -214,13 +251,6 @@ class LlamaGpu final : public GpuModel {
       kernels::matmul(o, L.wo, {att_, 0}, Q, {x_, 0}, D, T, true, "attn_output");
       record_swiglu_ffn(o, c_, {L.ffn_norm, fused_gu_ ? &L.wgu : nullptr, &L.wg, &L.wu, L.wd}, x_, h_, gu_, act_, T);
     }
-    const int32_t result =
-        head_parts_.empty()
-            ? finish_forward(o, c_, x_, (T - 1) * D, {out_norm_, c_.tied_embeddings ? embed_ : lm_head_, h_, logits_, amax_},
-                             out, logits)
-            : finish_split_head(o, (T - 1) * D, out, logits);
-    seq.advance(T);
-    return result;
   }
 
   // Gemma 3 (models/gemma3.h), after attention: x += rmsnorm(Wo att) * post_attn_norm; then

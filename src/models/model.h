@@ -165,6 +165,17 @@ class Sequence {
   SnapshotStore undo_store_;  // prepare_undo()'s copies of the copied states
 };
 
+/// One sequence's part of a batched forward (Model::forward_batch): its new tokens (>= 1, at
+/// positions seq->n_past() ..) and what it wants back for its last token.
+struct BatchItem {
+  enum class Out { None, Logits, Argmax };
+  Sequence* seq = nullptr;
+  std::span<const int32_t> tokens;
+  Out out = Out::Argmax;
+  std::vector<float>* logits = nullptr;  // Out::Logits: receives the last token's vocab logits (f32)
+  int32_t argmax = -1;                   // Out::Argmax: set to the argmax of those logits (ties: lowest id)
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -195,6 +206,19 @@ class Model {
   /// Waits for the id of a ticket (each ticket read once; at most gpu::Recorder::kReadRing unread;
   /// only that ticket's submission is waited for, not later ones).
   virtual int32_t argmax_result(uint64_t ticket);
+  /// Continuous batching: advances every item's sequence by its tokens as forward() /
+  /// forward_argmax() would, each sequence against its own state (KV rows, positions, recurrent
+  /// state). Where batched_forward() is true the items go through one forward: matmuls, norms,
+  /// FFN, embedding and output head over the rows of all items at once, attention and recurrent
+  /// updates per sequence (split into several submissions only when the rows exceed the prefill
+  /// chunk). Otherwise, and by default, the items are run one after the other (taking turns).
+  /// Results equal the items run alone up to the matmul's summation order over T rows (bit-
+  /// identical where the T <= kernels::kFusedMaxTokens kernels compute each row alike:
+  /// tests/e2e/batch_forward_test.cpp). Throws wgllm::Error, changing no sequence, when an item
+  /// has no tokens, overflows its context, has an id out of range or a sequence appears twice.
+  virtual void forward_batch(std::span<BatchItem> items);
+  /// Whether forward_batch() runs the items in one forward (false: they take turns).
+  virtual bool batched_forward() const { return false; }
   /// As forward(), scoring positions instead of returning logits (perplexity): for every t with
   /// targets[t] >= 0, nll[t] = logsumexp(l_t) - l_t[targets[t]] where l_t are the f32 vocab logits
   /// after tokens[0..t] (ref::nll_rows, kernels/nll.h); nll[t] = 0 where targets[t] < 0.
@@ -257,6 +281,9 @@ void check_host_memory(const SequenceSize& s, uint64_t extra, const std::string&
 /// KV rows [n_past, n_past + T) as rewritten (snapshot validity, Sequence::restorable); every
 /// model's forward must call it before writing.
 void check_forward(Sequence& seq, std::span<const int32_t> tokens, uint32_t vocab);
+/// forward_batch's checks before anything is written: per item as check_forward (without marking
+/// rows) plus no sequence twice. Throws wgllm::Error naming the item.
+void check_batch(std::span<const BatchItem> items, uint32_t vocab);
 /// forward_nll's own checks: targets.size() == tokens.size() and every target < vocab. Throws
 /// wgllm::Error naming the first offender.
 void check_nll_targets(std::span<const int32_t> tokens, std::span<const int32_t> targets, uint32_t vocab);

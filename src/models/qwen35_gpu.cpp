@@ -171,76 +171,109 @@ class Qwen35Gpu final : public GpuModel {
     }
   }
 
-  void attention(kernels::OpContext& o, Layer& L, KvState& kv, uint32_t T, uint32_t pos0) {
+  // Gated attention for the rows of segs: projections, head norms, gate and output over all rows;
+  // RoPE, the KV store and attention per segment against its sequence's cache.
+  void attention(kernels::OpContext& o, Layer& L, std::span<const BatchSeg> segs, uint32_t l, uint32_t T) {
     const uint32_t Q = c_.q_dim(), KV = c_.kv_dim(), HD = c_.head_dim, S = proj_stride_;
     project(o, L, T, "attn_qgkv");
     kernels::rmsnorm_heads(o, {proj_, 0}, S, HD, T, c_.n_heads, HD, L.q_norm, c_.rms_eps, "q_norm");
     kernels::rmsnorm_heads(o, {proj_, 2 * Q}, S, HD, T, c_.n_kv_heads, HD, L.k_norm, c_.rms_eps, "k_norm");
-    const Buffer &kc = kv.keys().buffer(), &vc = kv.values().buffer();
-    record_rope_kv(o, c_, {proj_, 0, S, 2 * Q, 2 * Q + KV, S}, T, pos0, rope_, kc, vc);
-    kernels::attention(o, {T, pos0, c_.n_heads, c_.n_kv_heads, HD, 1.0f / std::sqrt(float(HD))}, {proj_, 0}, S, kc, vc,
-                       {att_, 0}, Q, &attn_split_, sparse_.index ? &sparse_ : nullptr, kv.sparse_means());
+    for (const BatchSeg& s : segs) {
+      KvState& kv = s.seq->kv(l);
+      const Buffer &kc = kv.keys().buffer(), &vc = kv.values().buffer();
+      const uint32_t r = s.row0 * S;
+      record_rope_kv(o, c_, {proj_, r, S, r + 2 * Q, r + 2 * Q + KV, S}, s.T, s.pos0, rope_, kc, vc);
+      kernels::attention(o, {s.T, s.pos0, c_.n_heads, c_.n_kv_heads, HD, 1.0f / std::sqrt(float(HD))}, {proj_, r}, S, kc,
+                         vc, {att_, s.row0 * Q}, Q, &attn_split_, sparse_.index ? &sparse_ : nullptr, kv.sparse_means());
+    }
     kernels::sigmoid_gate(o, {att_, 0}, Q, {proj_, Q}, S, T, Q);
     kernels::matmul(o, L.wo, {att_, 0}, Q, {x_, 0}, c_.d_model, T, true, "attn_output");
   }
 
-  void delta_net(kernels::OpContext& o, Layer& L, DeltaState& st, uint32_t T) {
-    const Buffer &conv = st.conv_state().buffer(), &ssm = st.recurrent_state().buffer();
+  // Gated DeltaNet for the rows of segs: input and output projections over all rows; the conv,
+  // gates, delta rule and gated norm per segment with its sequence's conv and recurrent state.
+  void delta_net(kernels::OpContext& o, Layer& L, std::span<const BatchSeg> segs, uint32_t l, uint32_t T) {
     const uint32_t CD = p_.conv_dim(), VD = p_.value_dim(), KD = p_.key_dim(), nv = p_.nv, S = proj_stride_;
     project(o, L, T, "gdn_in");
     const kernels::GdnPrepShape shape{p_.nk, nv, p_.dk, p_.dv, p_.conv_k, 1e-6f};
-    if (T == 1 && opt_.kernels.gdn_fuse_decode && kernels::gdn_decode_fits(shape)) {  // conv ... gated RMSNorm: one dispatch, same bits
-      kernels::gdn_decode(o, {proj_, 0, CD, CD + VD + nv, CD + VD, L.conv, conv, L.a_log, L.dt_bias, L.gdn_norm,
-                              ssm, {att_, 0}, shape, 1.0f / std::sqrt(float(p_.dk)), c_.rms_eps,
-                              p_.gguf_layout});
-      kernels::matmul(o, L.wo, {att_, 0}, VD, {x_, 0}, c_.d_model, T, true, "gdn_out");
-      return;
-    }
-    if (T == 1 && opt_.kernels.gdn_fuse_prep) {  // conv + SiLU, q/k L2 norm, gates: one dispatch, same bits
-      kernels::gdn_decode_prep(o, shape, proj_, 0, CD + VD + nv, CD + VD, L.conv,
-                               conv, L.a_log, L.dt_bias, {conv_, 0}, {gates_, 0});
-    } else {
-      kernels::causal_conv(o, {T, CD, p_.conv_k, true}, {proj_, 0}, S, {}, {}, L.conv, nullptr, {conv, 0},
-                           {conv_, 0}, CD, "gdn_conv");
-      kernels::l2norm_heads(o, {conv_, 0}, CD, p_.dk, T, 2 * p_.nk, p_.dk, 1e-6f, "gdn_l2norm");
-      kernels::gdn_gates(o, proj_, CD + VD + nv, CD + VD, S, L.a_log, L.dt_bias, {gates_, 0}, 2 * nv, T, nv);
-    }
-    const kernels::GdnOperands a{conv_, 0, KD, 2 * KD, CD, gates_, 0, 2 * nv, ssm, att_, 0, VD,
-                                 T, p_.nk, nv, p_.dk, p_.dv, 1.0f / std::sqrt(float(p_.dk)), p_.gguf_layout};
-    if (T == 1 && opt_.kernels.gdn_fuse_norm) {  // delta-rule step + gated RMSNorm: one dispatch, same bits
-      kernels::gdn_step_norm(o, a, {proj_, CD}, L.gdn_norm, c_.rms_eps);
-    } else {
-      if (T == 1)
-        kernels::gdn_step(o, a);
-      else
-        kernels::gdn_chunked(o, a, work_);
-      kernels::gated_rmsnorm(o, {att_, 0}, VD, {proj_, CD}, S, L.gdn_norm, T, nv, p_.dv, c_.rms_eps);
+    for (const BatchSeg& sg : segs) {
+      DeltaState& st = sg.seq->delta(l);
+      const Buffer &conv = st.conv_state().buffer(), &ssm = st.recurrent_state().buffer();
+      const uint32_t n = sg.T, P = sg.row0 * S, C0 = sg.row0 * CD, G0 = sg.row0 * 2 * nv, A0 = sg.row0 * VD;
+      if (n == 1 && opt_.kernels.gdn_fuse_decode && kernels::gdn_decode_fits(shape)) {  // conv ... gated RMSNorm: one dispatch, same bits
+        kernels::gdn_decode(o, {proj_, P, P + CD, P + CD + VD + nv, P + CD + VD, L.conv, conv, L.a_log, L.dt_bias,
+                                L.gdn_norm, ssm, {att_, A0}, shape, 1.0f / std::sqrt(float(p_.dk)), c_.rms_eps,
+                                p_.gguf_layout});
+        continue;
+      }
+      if (n == 1 && opt_.kernels.gdn_fuse_prep) {  // conv + SiLU, q/k L2 norm, gates: one dispatch, same bits
+        kernels::gdn_decode_prep(o, shape, proj_, P, P + CD + VD + nv, P + CD + VD, L.conv, conv, L.a_log, L.dt_bias,
+                                 {conv_, C0}, {gates_, G0});
+      } else {
+        kernels::causal_conv(o, {n, CD, p_.conv_k, true}, {proj_, P}, S, {}, {}, L.conv, nullptr, {conv, 0}, {conv_, C0},
+                             CD, "gdn_conv");
+        kernels::l2norm_heads(o, {conv_, C0}, CD, p_.dk, n, 2 * p_.nk, p_.dk, 1e-6f, "gdn_l2norm");
+        kernels::gdn_gates(o, proj_, P + CD + VD + nv, P + CD + VD, S, L.a_log, L.dt_bias, {gates_, G0}, 2 * nv, n, nv);
+      }
+      const kernels::GdnOperands a{conv_, C0, C0 + KD, C0 + 2 * KD, CD, gates_, G0, 2 * nv, ssm, att_, A0, VD,
+                                   n, p_.nk, nv, p_.dk, p_.dv, 1.0f / std::sqrt(float(p_.dk)), p_.gguf_layout};
+      if (n == 1 && opt_.kernels.gdn_fuse_norm) {  // delta-rule step + gated RMSNorm: one dispatch, same bits
+        kernels::gdn_step_norm(o, a, {proj_, P + CD}, L.gdn_norm, c_.rms_eps);
+      } else {
+        if (n == 1)
+          kernels::gdn_step(o, a);
+        else
+          kernels::gdn_chunked(o, a, work_);
+        kernels::gated_rmsnorm(o, {att_, A0}, VD, {proj_, P + CD}, S, L.gdn_norm, n, nv, p_.dv, c_.rms_eps);
+      }
     }
     kernels::matmul(o, L.wo, {att_, 0}, VD, {x_, 0}, c_.d_model, T, true, "gdn_out");
   }
 
-  int32_t chunk(Sequence& seq, std::span<const int32_t> toks, HeadOut out, std::vector<float>* logits) override {
-    const uint32_t T = uint32_t(toks.size()), D = c_.d_model, pos0 = seq.n_past();
-    const Buffer& ids = token_ids(tokens_, amax_, toks);
-    kernels::OpContext o{*ctx_, *pipes_, *rec_, opt_.kernels};
+  // Begins the submission and records the embedding and every layer for the rows of segs.
+  void record_body(kernels::OpContext& o, std::span<const BatchSeg> segs, std::span<const int32_t> toks) {
+    const uint32_t T = uint32_t(toks.size()), D = c_.d_model;
+    const Buffer* ids = &tokens_;
+    if (segs.size() == 1)
+      ids = &token_ids(tokens_, amax_, toks);
+    else
+      tokens_.write(*ctx_, 0, toks.data(), uint64_t(T) * 4);
     rec_->begin();
-    kernels::embed(o, embed_, ids, T, {x_, 0});
+    kernels::embed(o, embed_, *ids, T, {x_, 0});
     for (uint32_t l = 0; l < c_.n_layers; ++l) {
       Layer& L = layers_[l];
       kernels::rmsnorm(o, {x_, 0}, D, L.attn_norm, {h_, 0}, D, T, D, c_.rms_eps, "attn_norm");
       if (L.linear)
-        delta_net(o, L, seq.delta(l), T);
+        delta_net(o, L, segs, l, T);
       else
-        attention(o, L, seq.kv(l), T, pos0);
+        attention(o, L, segs, l, T);
       const bool fused = L.wgu.N != 0;
       const size_t g = fused ? 0 : L.w_parts.size() - 2;
       record_swiglu_ffn(o, c_, {L.ffn_norm, fused ? &L.wgu : nullptr, fused ? nullptr : &L.w_parts[g],
                                 fused ? nullptr : &L.w_parts[g + 1], L.wd}, x_, h_, gu_, act_, T);
     }
+  }
+
+  int32_t chunk(Sequence& seq, std::span<const int32_t> toks, HeadOut out, std::vector<float>* logits) override {
+    const uint32_t T = uint32_t(toks.size()), D = c_.d_model;
+    const BatchSeg seg{&seq, 0, T, seq.n_past()};
+    kernels::OpContext o{*ctx_, *pipes_, *rec_, opt_.kernels};
+    record_body(o, {&seg, 1}, toks);
     const int32_t result = finish_forward(o, c_, x_, (T - 1) * D,
                                           {out_norm_, c_.tied_embeddings ? embed_ : lm_head_, h_, logits_, amax_}, out, logits);
     seq.advance(T);
     return result;
+  }
+
+  bool supports_batch() const override { return true; }
+  uint32_t batch_dispatches_per_seq_layer() const override { return 8; }
+
+  void chunk_batch(std::span<const BatchSeg> segs, std::span<const int32_t> toks, std::span<BatchItem* const> items) override {
+    kernels::OpContext o{*ctx_, *pipes_, *rec_, opt_.kernels};
+    record_body(o, segs, toks);
+    const HeadPart head{c_.tied_embeddings ? &embed_ : &lm_head_, 0};
+    finish_batch(o, x_, out_norm_, {&head, 1}, segs, items);
+    for (const BatchSeg& s : segs) s.seq->advance(s.T);
   }
 
   Qwen35Params p_;

@@ -263,4 +263,32 @@ void check_forward(Sequence& seq, std::span<const int32_t> toks, uint32_t vocab)
   seq.mark_written(uint32_t(toks.size()));
 }
 
+void check_batch(std::span<const BatchItem> items, uint32_t vocab) {
+  for (size_t i = 0; i < items.size(); ++i) {
+    const BatchItem& it = items[i];
+    const std::string who = "forward_batch item " + std::to_string(i) + ": ";
+    if (!it.seq) throw Error(who + "no sequence");
+    if (it.tokens.empty()) throw Error(who + "no tokens");
+    if (it.out == BatchItem::Out::Logits && !it.logits) throw Error(who + "Out::Logits without a logits vector");
+    if (uint64_t(it.seq->n_past()) + it.tokens.size() > it.seq->context_length())
+      throw Error(who + "context length exceeded: " + std::to_string(it.seq->n_past()) + " + " +
+                  std::to_string(it.tokens.size()) + " tokens > " + std::to_string(it.seq->context_length()));
+    for (int32_t t : it.tokens)
+      if (t < 0 || uint32_t(t) >= vocab)
+        throw Error(who + "token id " + std::to_string(t) + " out of range [0, " + std::to_string(vocab) + ")");
+    for (size_t k = 0; k < i; ++k)
+      if (items[k].seq == it.seq) throw Error(who + "the sequence of item " + std::to_string(k) + " again");
+  }
+}
+
+void Model::forward_batch(std::span<BatchItem> items) {
+  check_batch(items, config().vocab);
+  for (BatchItem& it : items) {
+    if (it.out == BatchItem::Out::Argmax)
+      it.argmax = forward_argmax(*it.seq, it.tokens);
+    else
+      forward(*it.seq, it.tokens, it.out == BatchItem::Out::Logits ? it.logits : nullptr);
+  }
+}
+
 }  // namespace wgllm

@@ -43,7 +43,13 @@ std::string Metrics::render() const {
   line("wgllm_prompt_tokens_total", "counter", "prompt tokens of accepted requests", prompt_tokens.load());
   line("wgllm_cached_tokens_total", "counter", "prompt tokens reused from cached sequence state", cached_tokens.load());
   line("wgllm_generated_tokens_total", "counter", "tokens generated", generated_tokens.load());
-  line("wgllm_scheduler_steps_total", "counter", "forwards run by the scheduler", steps.load());
+  line("wgllm_scheduler_steps_total", "counter", "slot steps run by the scheduler (prompt chunks and decode tokens)", steps.load());
+  line("wgllm_scheduler_forwards_total", "counter", "batched forwards (one per scheduler step over all active slots)",
+       forwards.load());
+  line("wgllm_scheduler_batched_forward", "gauge",
+       "1 when one forward advances every active slot (continuous batching), 0 when the slots take turns",
+       batched_forward.load());
+  line("wgllm_scheduler_batch_items_total", "counter", "slot steps in those forwards (sum of batch sizes)", batch_items.load());
   line("wgllm_queue_depth", "gauge", "requests waiting for a slot", queue_depth.load());
   line("wgllm_active_requests", "gauge", "requests holding a slot", active.load());
   line("wgllm_kv_memory_bytes", "gauge", "bytes of KV cache and recurrent state of all slots", kv_bytes.load());

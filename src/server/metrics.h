@@ -41,7 +41,10 @@ struct Metrics {
   std::atomic<uint64_t> snapshot_bytes{0};     // prefix cache snapshots
   std::atomic<uint64_t> snapshot_entries{0};
   std::atomic<uint64_t> snapshot_evictions{0};
-  std::atomic<uint64_t> steps{0};              // scheduler steps (forwards)
+  std::atomic<uint64_t> steps{0};              // slot steps (a prompt chunk or a decode token of one slot)
+  std::atomic<uint64_t> forwards{0};           // batched forwards (each advances every active slot once)
+  std::atomic<uint64_t> batched_forward{0};    // 1: one forward advances all slots (Model::batched_forward), 0: in turn
+  std::atomic<uint64_t> batch_items{0};         // slot steps in those forwards (batch_items / forwards: mean batch size)
   Histogram ttft{{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}};
   Histogram itl{{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}};
 

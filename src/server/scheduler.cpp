@@ -51,6 +51,7 @@ struct Scheduler::Slot {
   std::vector<TokenLogprob> pending_lp;
   Clock::time_point last_token;
   bool first = true;
+  std::vector<float> logits;  // this step's logits (BatchItem::Out::Logits)
 };
 
 Scheduler::Scheduler(Model& model, const Tokenizer& tok, const SchedulerOptions& opt, Metrics& metrics)
@@ -67,6 +68,7 @@ Scheduler::Scheduler(Model& model, const Tokenizer& tok, const SchedulerOptions&
   ctx_len_ = slots_[0]->seq->context_length();
   if (!truncatable_)
     for (auto& s : slots_) s->empty = s->seq->snapshot();
+  metrics_.batched_forward = opt_.batch && model_.batched_forward() ? 1 : 0;
   update_memory();
   thread_ = std::thread([this] { run(); });
 }
@@ -181,21 +183,8 @@ void Scheduler::run() {
       }
       start(s, j);
     }
-    // One step of every active slot (continuous batching would make this one forward).
-    for (auto& sp : slots_) {
-      Slot& s = *sp;
-      if (!s.job) continue;
-      if (s.job->cancel) {
-        finish(s, Finish::Cancelled);
-        continue;
-      }
-      try {
-        step(s);
-      } catch (const std::exception& e) {
-        if (s.job) finish(s, Finish::Error, e.what());
-        reset_slot(s);
-      }
-    }
+    // One step of every active slot, all in one forward (Model::forward_batch).
+    step_all();
     update_memory();
   }
   // Shutdown: every queued and active job ends as cancelled.
@@ -234,46 +223,100 @@ void Scheduler::start(Slot& s, std::shared_ptr<Job> job) {
   ++metrics_.active;
 }
 
-void Scheduler::step(Slot& s) {
+void Scheduler::step_all() {
+  std::vector<Slot*> stepping;
+  std::vector<BatchItem> items;
+  // Prompt rows per forward, over all slots: slots joining together spread their prompts over
+  // several steps instead of stalling every decoding slot for all of them at once.
+  uint32_t budget = opt_.prefill_chunk;
+  for (auto& sp : slots_) {
+    Slot& s = *sp;
+    if (!s.job) continue;
+    if (s.job->cancel) {
+      finish(s, Finish::Cancelled);
+      continue;
+    }
+    BatchItem it;
+    if (!plan(s, it, budget)) continue;
+    stepping.push_back(&s);
+    items.push_back(it);
+  }
+  if (items.empty()) return;
+  // A failed forward ends its slots' jobs with the error; they start over empty. forward_batch
+  // checks every item before writing, so what fails a whole batch is a device error.
+  std::vector<std::optional<std::string>> failed(items.size());
+  if (opt_.batch) {
+    try {
+      model_.forward_batch(items);
+    } catch (const std::exception& e) {
+      for (auto& f : failed) f = e.what();
+    }
+  } else {
+    for (size_t i = 0; i < items.size(); ++i) try {
+        model_.forward_batch({&items[i], 1});
+      } catch (const std::exception& e) {
+        failed[i] = e.what();
+      }
+  }
+  metrics_.forwards += opt_.batch ? 1 : items.size();
+  metrics_.batch_items += items.size();
+  for (size_t i = 0; i < items.size(); ++i) {
+    Slot& s = *stepping[i];
+    try {
+      if (failed[i]) throw Error(*failed[i]);
+      after(s, items[i]);
+    } catch (const std::exception& e) {
+      if (s.job) finish(s, Finish::Error, e.what());
+      reset_slot(s);
+    }
+  }
+}
+
+bool Scheduler::plan(Slot& s, BatchItem& it, uint32_t& budget) {
   Job& j = *s.job;
   const GenParams& p = j.params;
   const bool need_logits = !p.sampler.device_argmax_ok() || p.logprobs || p.presence_penalty != 0.0f ||
                            p.frequency_penalty != 0.0f;
-  std::vector<float> logits;
   std::span<const int32_t> in;
-  const bool prefill = s.fed < j.prompt.size();
-  if (prefill) {
-    const size_t n = std::min<size_t>(opt_.prefill_chunk, j.prompt.size() - s.fed);
+  bool produces = true;  // this step ends in a token to sample
+  if (s.fed < j.prompt.size()) {
+    const size_t n = std::min<size_t>(budget, j.prompt.size() - s.fed);
+    if (n == 0) return false;  // this step's prompt rows are taken: wait for the next one
+    budget -= uint32_t(n);
     // Recurrent state: the prompt's last token is fed apart, with a snapshot before it (filed
     // under the prompt minus one token), so an identical resend (a retry, a regenerated reply,
     // an edited reply) recomputes only that token, as a KV-only sequence does by truncating.
     const bool split_last = !truncatable_ && opt_.prefix_reuse && n > 1 && s.fed + n == j.prompt.size();
-    const size_t n_now = split_last ? n - 1 : n;
-    in = std::span<const int32_t>(j.prompt).subspan(s.fed, n_now);
-    if (s.fed + n_now < j.prompt.size()) {  // not the last token: nothing to sample yet
-      model_.forward(*s.seq, in, nullptr);
-      s.tokens.insert(s.tokens.end(), in.begin(), in.end());
-      s.fed += n_now;
-      ++metrics_.steps;
-      if (!truncatable_ && opt_.prefix_reuse && s.fed + 1 == j.prompt.size())
-        cache_.insert(s.index, s.tokens, s.seq->snapshot(), s.empty->bytes());
-      return;
-    }
+    in = std::span<const int32_t>(j.prompt).subspan(s.fed, split_last ? n - 1 : n);
+    produces = s.fed + in.size() == j.prompt.size();
   } else {
-    if (s.seq->n_past() + 1 > ctx_len_) return finish(s, Finish::Length);
+    if (s.seq->n_past() + 1 > ctx_len_) {
+      finish(s, Finish::Length);
+      return false;
+    }
     in = std::span<const int32_t>(&s.next, 1);
   }
-  int32_t t;
-  TokenLogprob lp;
-  if (need_logits) {
-    model_.forward(*s.seq, in, &logits);
-    s.tokens.insert(s.tokens.end(), in.begin(), in.end());
-    t = pick(s, logits, p.logprobs ? &lp : nullptr);
-  } else {
-    t = model_.forward_argmax(*s.seq, in);
-    s.tokens.insert(s.tokens.end(), in.begin(), in.end());
-  }
+  it.seq = s.seq.get();
+  it.tokens = in;
+  it.out = !produces ? BatchItem::Out::None : need_logits ? BatchItem::Out::Logits : BatchItem::Out::Argmax;
+  it.logits = &s.logits;
+  return true;
+}
+
+void Scheduler::after(Slot& s, const BatchItem& it) {
+  Job& j = *s.job;
+  const GenParams& p = j.params;
+  const bool prefill = s.fed < j.prompt.size();
+  s.tokens.insert(s.tokens.end(), it.tokens.begin(), it.tokens.end());
   ++metrics_.steps;
+  if (it.out == BatchItem::Out::None) {  // a prompt chunk before the last token: nothing to sample yet
+    s.fed += it.tokens.size();
+    if (!truncatable_ && opt_.prefix_reuse && s.fed + 1 == j.prompt.size())
+      cache_.insert(s.index, s.tokens, s.seq->snapshot(), s.empty->bytes());
+    return;
+  }
+  TokenLogprob lp;
+  const int32_t t = it.out == BatchItem::Out::Logits ? pick(s, s.logits, p.logprobs ? &lp : nullptr) : it.argmax;
   const auto now = Clock::now();
   if (prefill) {
     s.fed = j.prompt.size();

@@ -2,13 +2,13 @@
 //
 // HTTP threads submit() a Job (prompt tokens + sampling parameters) and read its events; the
 // scheduler thread admits waiting jobs into free slots between steps, then advances every active
-// slot by one step: a prompt chunk (at most prefill_chunk tokens) or one decode token, each one
-// Model::forward on that slot's sequence. Jobs join and leave between steps, so a long prompt
-// does not hold up the other slots' decoding for more than one chunk.
-//
-// Not continuous batching: each step is one forward per active slot (the slots take turns); one
-// forward over all active sequences needs a multi-sequence Model::forward (not in src/models yet).
-// step_slots() is where it would go: gather the active slots' next tokens into one batch.
+// slot by one step: a prompt chunk (at most prefill_chunk tokens) or one decode token.
+// Continuous batching: the steps of all active slots are one Model::forward_batch (matmuls over
+// the rows of every slot, attention and recurrent state per sequence; models without a batched
+// forward run the items in turn, Model::batched_forward()). Jobs join (their prompt chunks ride in
+// the same forward as the others' decode tokens; at most prefill_chunk prompt tokens per forward
+// over all slots) and leave between steps, so prompts, even several arriving at once, do not hold
+// up the other slots' decoding for more than one chunk per step.
 //
 // Prefix reuse (a client resending the conversation pays only for the new tokens): an idle
 // slot keeps the state of its last request. A new job goes to the idle slot that holds the longest
@@ -98,13 +98,14 @@ struct Job {
 };
 
 struct SchedulerOptions {
-  uint32_t slots = 1;          // sequences decoded in turn (--parallel)
+  uint32_t slots = 1;          // sequences decoded together (--parallel)
   uint32_t max_queue = 64;     // jobs waiting while every slot is taken; more are refused (429)
   uint32_t context = 0;        // tokens per sequence (0: the model's default)
-  uint32_t prefill_chunk = 256;  // prompt tokens per step of one slot
+  uint32_t prefill_chunk = 256;  // prompt tokens per step, over all slots (decode tokens come on top)
   uint64_t snapshot_cap_bytes = 1ull << 30;  // PrefixCache caps
   uint32_t snapshot_cap_count = 256;
   bool prefix_reuse = true;    // off: every request starts from the empty state (for tests)
+  bool batch = true;           // off: one forward per slot and step, in turn (--no-batch, for comparisons)
 };
 
 class Scheduler {
@@ -122,7 +123,15 @@ class Scheduler {
   void run();
   void admit();
   void start(Slot& s, std::shared_ptr<Job> job);
-  void step(Slot& s);
+  /// One forward for every active slot's step (plan(), Model::forward_batch, after()).
+  void step_all();
+  /// Slot s's input for this step (a prompt chunk of at most `budget` tokens, taken from it, or
+  /// its last sampled token) and what it needs back; false when the slot has no step (finished at
+  /// the context's end, or no prompt rows left in this step's budget).
+  bool plan(Slot& s, BatchItem& it, uint32_t& budget);
+  /// Slot s after the forward of its item: token bookkeeping, prefix-cache snapshot, sampling,
+  /// latency metrics, emit().
+  void after(Slot& s, const BatchItem& it);
   /// Samples the next token from `logits` for slot s (penalties, sampler, logprobs).
   int32_t pick(Slot& s, std::vector<float>& logits, TokenLogprob* lp);
   /// Handles a sampled token: stop checks, text, events. Returns false when the job is finished.

@@ -487,6 +487,14 @@ class Load(unittest.TestCase):
                   f"server RSS {rss[-1] / 2**20:.1f} MiB", file=sys.stderr)
             t0 = time.time()
         self.assertLess(rss[1], rss[0] + 16 * 2**20, "server memory grew by more than 16 MiB in the second round")
+        # Continuous batching: the slots' steps went through shared forwards (4 slots, n clients:
+        # most forwards carry several slots), in one batched forward on WebGPU (in turn on the CPU).
+        forwards = after["wgllm_scheduler_forwards_total"] - before["wgllm_scheduler_forwards_total"]
+        items = after["wgllm_scheduler_batch_items_total"] - before["wgllm_scheduler_batch_items_total"]
+        print(f"[load] {items:.0f} slot steps in {forwards:.0f} forwards (mean batch {items / forwards:.2f})", file=sys.stderr)
+        if n >= 4:
+            self.assertGreater(items / forwards, 1.5, "the slots' steps were not batched")
+        self.assertEqual(after["wgllm_scheduler_batched_forward"], 0.0 if ARGS.backend == "cpu" else 1.0)
 
 
 class BenchServe(unittest.TestCase):

@@ -1,0 +1,319 @@
+// Model::forward_batch (continuous batching) against each sequence run alone, on WebGPU, for
+// every architecture with a batched forward: tiny random llama, qwen2 (Q/K/V biases; also with
+// the embedding gathered on the host and the head split in row blocks) and gemma3 (sliding window
+// 8, crossed by the prompts) GGUFs written here, the tiny LFM2 (attention + ShortConv) and
+// Qwen3.5 (attention + Gated DeltaNet) fixtures, and SmolLM2-135M Q4_1 when
+// WGLLM_REAL_MODEL_TESTS=1 (slow on lavapipe: ~4 min; passes bit-identical there too).
+//   - Decode: sequences prefilled alone, then decoded together (one token each, T = rows <= 8):
+//     greedy tokens identical and logits BIT-IDENTICAL to decoding each alone (the T <= 8 kernels
+//     compute every row alike whatever T is).
+//   - Many sequences (T = 10 rows > kernels::kFusedMaxTokens): greedy tokens identical, logits
+//     within kManyTol. Bit-identical with the software-adapter defaults (matmul.wgsl for every T);
+//     with the hardware defaults (llama_gpu_kernels: matvec.wgsl for T <= 8, the tiled matmul
+//     past 8) a step of more than 8 rows sums in another order than a decode alone.
+//   - Mixed steps: prompts of different lengths prefilled in one forward, a sequence joining
+//     (prefill) while the others decode, Out::Argmax / Logits / None mixed: tokens identical,
+//     logits within kManyTol, argmax == the solo logits' argmax.
+//   - The comparison can fail: two sequences swapped between steps (each then continues the
+//     other's state) give other tokens than the reference.
+//   - Bad batches (a sequence twice, an id out of range) throw and change no sequence.
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "core/error.h"
+#include "parity_util.h"
+#include "formats/st_test_writer.h"
+#include "tiny_gguf_util.h"
+
+using namespace wgllm;
+using namespace wgllm::test;
+
+namespace {
+
+constexpr float kManyTol = 1e-3f;  // max |logit difference| allowed where rows > 8 (tiled matmul)
+constexpr int kSteps = 5;          // decode steps per sequence
+
+/// A tiny random llama-family GGUF (2 layers, d 64, 4 query / 2 KV heads of 16, FFN 96, vocab
+/// 128, f32): arch "llama", "qwen2" (with Q/K/V biases) or "gemma3" (q/k norms, post norms,
+/// sliding window 8 on every other layer).
+std::string tiny_llama_family(const std::string& arch) {
+  constexpr uint32_t kD = 64, kH = 4, kKV = 2, kHD = 16, kF = 96, kV = 128, kL = 2;
+  GgufDoc d;
+  const std::string a = arch + ".";
+  d.set_str("general.architecture", arch).set_str("general.name", "tiny-" + arch);
+  d.set_u32(a + "block_count", kL).set_u32(a + "embedding_length", kD).set_u32(a + "feed_forward_length", kF);
+  d.set_u32(a + "attention.head_count", kH).set_u32(a + "attention.head_count_kv", kKV);
+  d.set_u32(a + "context_length", 4096).set_f32(a + "attention.layer_norm_rms_epsilon", 1e-6f);
+  d.set_f32(a + "rope.freq_base", 10000.0f);
+  if (arch == "gemma3") {
+    d.set_u32(a + "attention.key_length", kHD).set_u32(a + "attention.value_length", kHD);
+    d.set_u32(a + "attention.sliding_window", 8).set_u32(a + "attention.sliding_window_pattern", 2);
+  }
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  auto t = [&](const std::string& name, std::vector<uint64_t> shape, float base, float sd) {
+    uint64_t n = 1;
+    for (uint64_t x : shape) n *= x;
+    std::vector<float> v(n);
+    for (float& x : v) x = base + sd * nd(rng);
+    d.add_tensor(name, DType::F32, std::move(shape), bytes_of(v));
+  };
+  t("token_embd.weight", {kD, kV}, 0.0f, arch == "gemma3" ? 0.15f : 1.0f);
+  t("output_norm.weight", {kD}, 1.0f, 0.1f);
+  if (arch != "gemma3") t("output.weight", {kD, kV}, 0.0f, 0.3f);
+  for (uint32_t l = 0; l < kL; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    t(p + "attn_norm.weight", {kD}, 1.0f, 0.1f);
+    t(p + "attn_q.weight", {kD, kH * kHD}, 0.0f, 0.2f);
+    t(p + "attn_k.weight", {kD, kKV * kHD}, 0.0f, 0.2f);
+    t(p + "attn_v.weight", {kD, kKV * kHD}, 0.0f, 0.2f);
+    if (arch == "qwen2") {
+      t(p + "attn_q.bias", {kH * kHD}, 0.0f, 0.5f);
+      t(p + "attn_k.bias", {kKV * kHD}, 0.0f, 0.5f);
+      t(p + "attn_v.bias", {kKV * kHD}, 0.0f, 0.5f);
+    }
+    if (arch == "gemma3") {
+      t(p + "attn_q_norm.weight", {kHD}, 1.0f, 0.3f);
+      t(p + "attn_k_norm.weight", {kHD}, 1.0f, 0.3f);
+      t(p + "post_attention_norm.weight", {kD}, 1.0f, 0.2f);
+      t(p + "post_ffw_norm.weight", {kD}, 1.0f, 0.2f);
+    }
+    t(p + "attn_output.weight", {kH * kHD, kD}, 0.0f, 0.15f);
+    t(p + "ffn_norm.weight", {kD}, 1.0f, 0.1f);
+    t(p + "ffn_gate.weight", {kD, kF}, 0.0f, 0.2f);
+    t(p + "ffn_up.weight", {kD, kF}, 0.0f, 0.2f);
+    t(p + "ffn_down.weight", {kF, kD}, 0.0f, 0.15f);
+  }
+  return write_tiny_gguf(arch + "_batch_tiny.gguf", d);
+}
+
+std::string path_of(const std::string& model) {
+  if (model == "smollm2") return cache_file("models/SmolLM2-135M-Instruct.Q4_1.gguf");
+  if (model == "lfm2") return fixture("lfm2_tiny/lfm2_tiny.f32.gguf");
+  if (model == "qwen35") return fixture("qwen35_tiny");
+  if (model == "qwen2_split") return tiny_llama_family("qwen2");
+  if (model == "llama_gpu_kernels") return tiny_llama_family("llama");
+  return tiny_llama_family(model);
+}
+
+std::vector<int32_t> prompt_of(uint32_t i, uint32_t vocab) {
+  std::vector<int32_t> p;
+  const uint32_t n = 3 + (i * 5) % 13;  // 3 .. 15 tokens: some past 8 (the prefill kernels)
+  for (uint32_t k = 0; k < n; ++k) p.push_back(int32_t((k * 37 + i * 101 + 11) % std::min<uint32_t>(vocab, 280)));
+  return p;
+}
+
+int32_t argmax_of(const std::vector<float>& l) { return int32_t(std::max_element(l.begin(), l.end()) - l.begin()); }
+
+/// One sequence run alone: the logits after its prompt and after each of kSteps greedy tokens.
+struct Solo {
+  std::vector<int32_t> tokens;              // greedy token after the prompt, then after each step
+  std::vector<std::vector<float>> logits;   // logits[0]: after the prompt; logits[s]: after step s
+};
+
+Solo run_alone(Model& m, const std::vector<int32_t>& prompt) {
+  Solo r;
+  auto seq = m.new_sequence(128);
+  std::vector<float> l;
+  m.forward(*seq, prompt, &l);
+  for (int s = 0;; ++s) {
+    r.logits.push_back(l);
+    r.tokens.push_back(argmax_of(l));
+    if (s == kSteps) break;
+    m.forward(*seq, std::span<const int32_t>(&r.tokens.back(), 1), &l);
+  }
+  return r;
+}
+
+struct Fixture {
+  std::unique_ptr<ModelSource> src;
+  std::unique_ptr<Model> model;
+  std::map<uint32_t, Solo> solo;  // by prompt index
+  const Solo& alone(uint32_t i) {
+    auto it = solo.find(i);
+    if (it == solo.end()) it = solo.emplace(i, run_alone(*model, prompt_of(i, src->config.vocab))).first;
+    return it->second;
+  }
+};
+Fixture& fixture_for(const std::string& name) {
+  static std::map<std::string, Fixture> all;
+  Fixture& f = all[name];
+  if (!f.model) {
+    f.src = ModelSource::open(path_of(name));
+    if (name == "qwen2_split") {  // 16 KiB bindings: embedding rows gathered on the host, head in 2 blocks
+      f.model = create_gpu_with_binding_cap(*f.src, 128, "16384");
+    } else {
+      ModelOptions o;
+      o.context_length = 128;
+      if (name == "llama_gpu_kernels") {  // the hardware-GPU defaults: matvec.wgsl for T <= 8, tiled matmul past 8
+        o.kernels.matvec_subgroup = 1;
+        o.kernels.matmul_tiled = 1;
+      }
+      f.model = create_model(*f.src, o);
+    }
+  }
+  return f;
+}
+
+float max_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  float d = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) d = std::max(d, std::fabs(a[i] - b[i]));
+  return d;
+}
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+}
+
+/// n sequences prefilled alone, then kSteps decode steps all in one forward_batch each.
+/// swap_at >= 0: sequences 0 and 1 trade places at that step (the test must then fail).
+/// Returns the greedy tokens per sequence; checks logits (bit-identical or within tol) unless
+/// swapped; *swap_diff: the largest |logit diff| vs alone of sequences 0 and 1 (swapped runs).
+std::vector<std::vector<int32_t>> decode_together(Fixture& f, uint32_t n, bool bit_identical, int swap_at = -1,
+                                                  float* swap_diff = nullptr) {
+  Model& m = *f.model;
+  std::vector<std::unique_ptr<Sequence>> seqs;
+  std::vector<std::vector<int32_t>> toks(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    seqs.push_back(m.new_sequence(128));
+    std::vector<float> l;
+    m.forward(*seqs[i], prompt_of(i, f.src->config.vocab), &l);
+    toks[i].push_back(argmax_of(l));
+  }
+  float worst = 0;
+  for (int s = 1; s <= kSteps; ++s) {
+    if (s == swap_at) std::swap(seqs[0], seqs[1]);
+    std::vector<std::vector<float>> logits(n);
+    std::vector<BatchItem> items(n);
+    for (uint32_t i = 0; i < n; ++i) {
+      items[i].seq = seqs[i].get();
+      items[i].tokens = std::span<const int32_t>(&toks[i].back(), 1);
+      items[i].out = BatchItem::Out::Logits;
+      items[i].logits = &logits[i];
+    }
+    m.forward_batch(items);
+    for (uint32_t i = 0; i < n; ++i) {
+      toks[i].push_back(argmax_of(logits[i]));
+      const Solo& ref = f.alone(i);
+      if (swap_at >= 0) {
+        if (i < 2 && swap_diff) *swap_diff = std::max(*swap_diff, max_diff(logits[i], ref.logits[s]));
+        continue;
+      }
+      if (bit_identical) {
+        EXPECT_TRUE(same_bits(logits[i], ref.logits[s])) << "sequence " << i << " step " << s << ": max diff "
+                                                          << max_diff(logits[i], ref.logits[s]);
+      }
+      worst = std::max(worst, max_diff(logits[i], ref.logits[s]));
+    }
+  }
+  if (swap_at < 0) {
+    EXPECT_LE(worst, kManyTol);
+    std::printf("[ batch ] %u sequences decoded together: max |logit diff| vs alone = %g\n", n, worst);
+  }
+  return toks;
+}
+
+}  // namespace
+
+class BatchForward : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == "smollm2" && env_or("WGLLM_REAL_MODEL_TESTS", "") != "1")
+      GTEST_SKIP() << "SmolLM2 on lavapipe is slow: set WGLLM_REAL_MODEL_TESTS=1";
+  }
+};
+
+TEST_P(BatchForward, DecodeTogetherIsBitIdenticalToAlone) {
+  Fixture& f = fixture_for(GetParam());
+  ASSERT_TRUE(f.model->batched_forward());
+  const auto toks = decode_together(f, 4, true);
+  for (uint32_t i = 0; i < 4; ++i) EXPECT_EQ(toks[i], f.alone(i).tokens) << "sequence " << i;
+}
+
+TEST_P(BatchForward, ManySequencesPastEightRows) {
+  Fixture& f = fixture_for(GetParam());
+  const auto toks = decode_together(f, 10, false);
+  for (uint32_t i = 0; i < 10; ++i) EXPECT_EQ(toks[i], f.alone(i).tokens) << "sequence " << i;
+}
+
+TEST_P(BatchForward, SwappedStatesAreCaught) {
+  Fixture& f = fixture_for(GetParam());
+  float d = 0;
+  decode_together(f, 4, false, 2, &d);
+  // From step 2 on sequence 0 continues sequence 1's state with its own token and vice versa: its
+  // logits leave the reference by far more than kManyTol (the tiny models may repeat one greedy
+  // token, so the logits are compared rather than the tokens).
+  EXPECT_GT(d, 100 * kManyTol) << "swapping two sequences' states went unnoticed: the comparison cannot fail";
+}
+
+TEST_P(BatchForward, MixedPrefillDecodeJoinLeave) {
+  Fixture& f = fixture_for(GetParam());
+  Model& m = *f.model;
+  const uint32_t vocab = f.src->config.vocab;
+  // Sequences 0..2 prefill together; sequence 3 joins with its prefill at step 2 while the others
+  // decode; sequence 0 leaves after step 3. Out kinds rotate over Logits, Argmax.
+  std::vector<std::unique_ptr<Sequence>> seqs;
+  std::vector<std::vector<int32_t>> toks(4), prompts(4);
+  for (uint32_t i = 0; i < 4; ++i) {
+    seqs.push_back(m.new_sequence(128));
+    prompts[i] = prompt_of(i, vocab);
+  }
+  float worst = 0;
+  for (int step = 0; step <= kSteps + 2; ++step) {
+    std::vector<BatchItem> items;
+    std::vector<uint32_t> who;
+    std::vector<std::vector<float>> logits(4);
+    for (uint32_t i = 0; i < 4; ++i) {
+      const int start = i == 3 ? 2 : 0;  // the step of its prefill
+      if (step < start || (i == 0 && step > 3) || int(toks[i].size()) > kSteps) continue;
+      BatchItem it;
+      it.seq = seqs[i].get();
+      it.tokens = step == start ? std::span<const int32_t>(prompts[i]) : std::span<const int32_t>(&toks[i].back(), 1);
+      it.out = (i + step) % 2 ? BatchItem::Out::Argmax : BatchItem::Out::Logits;
+      it.logits = &logits[i];
+      items.push_back(it);
+      who.push_back(i);
+    }
+    if (items.empty()) break;
+    m.forward_batch(items);
+    for (size_t k = 0; k < items.size(); ++k) {
+      const uint32_t i = who[k];
+      const Solo& ref = f.alone(i);
+      const size_t s = toks[i].size();  // logits index of this result
+      if (items[k].out == BatchItem::Out::Argmax) {
+        EXPECT_EQ(items[k].argmax, ref.tokens[s]) << "sequence " << i << " result " << s;
+        toks[i].push_back(items[k].argmax);
+      } else {
+        worst = std::max(worst, max_diff(logits[i], ref.logits[s]));
+        toks[i].push_back(argmax_of(logits[i]));
+      }
+      EXPECT_EQ(seqs[i]->n_past(), prompts[i].size() + s);
+    }
+  }
+  for (uint32_t i = 0; i < 4; ++i) {
+    const auto& ref = f.alone(i).tokens;
+    ASSERT_GE(toks[i].size(), 3u) << "sequence " << i;
+    EXPECT_TRUE(std::equal(toks[i].begin(), toks[i].end(), ref.begin())) << "sequence " << i;
+  }
+  EXPECT_LE(worst, kManyTol);
+  std::printf("[ batch ] mixed prefill/decode: max |logit diff| vs alone = %g\n", worst);
+}
+
+TEST_P(BatchForward, BadBatchThrowsAndChangesNothing) {
+  Fixture& f = fixture_for(GetParam());
+  Model& m = *f.model;
+  auto a = m.new_sequence(128), b = m.new_sequence(128);
+  const std::vector<int32_t> one{1}, bad{int32_t(f.src->config.vocab)};
+  std::vector<BatchItem> twice{{a.get(), one}, {a.get(), one}};
+  EXPECT_THROW(m.forward_batch(twice), Error);
+  std::vector<BatchItem> out_of_range{{a.get(), one}, {b.get(), bad}};
+  EXPECT_THROW(m.forward_batch(out_of_range), Error);
+  EXPECT_EQ(a->n_past(), 0u);
+  EXPECT_EQ(b->n_past(), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Architectures, BatchForward,
+                         ::testing::Values("llama", "llama_gpu_kernels", "qwen2", "qwen2_split", "gemma3", "lfm2", "qwen35", "smollm2"));
