@@ -68,7 +68,7 @@ BandwidthReport measure_bandwidth(gpu::Context& ctx, const BandwidthOptions& opt
   gpu::PipelineCache pipes(ctx);
   auto pipe = [&](const char* name) -> const gpu::Pipeline& {
     return pipes.get(name, [&] {
-      return gpu::KernelSpec{"", specialize(wgsl_source(name), {}), {Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform}};
+      return gpu::KernelSpec{"", specialize(name, {}), {Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform}};
     });
   };
   const gpu::Pipeline& copy_k = pipe("copy_vec4");

@@ -57,7 +57,7 @@ DispatchReport measure_dispatch_cost(gpu::Context& ctx, const DispatchProbeOptio
   };
   gpu::PipelineCache pipes(ctx);
   const gpu::Pipeline& pipe = pipes.get("dispatch_probe", [&] {
-    return gpu::KernelSpec{"", specialize(wgsl_source("dispatch_probe"), {}), {gpu::Bind::ReadWrite, gpu::Bind::Uniform}};
+    return gpu::KernelSpec{"", specialize("dispatch_probe", {}), {gpu::Bind::ReadWrite, gpu::Bind::Uniform}};
   });
   // Split submissions restart the parameter slots, so the recorder needs room for `count` only.
   gpu::Recorder rec(ctx, opt.count + 8);

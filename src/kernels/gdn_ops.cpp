@@ -14,7 +14,7 @@ using gpu::TrafficBytes;
 
 const gpu::Pipeline& get(OpContext& o, const std::string& name, const Defines& defs, std::vector<Bind> binds) {
   return o.pipelines.get(variant_key(name, defs), [&] {
-    return gpu::KernelSpec{"", specialize(wgsl_source(name), defs), std::move(binds)};
+    return gpu::KernelSpec{"", specialize(name, defs), std::move(binds)};
   });
 }
 
@@ -101,7 +101,7 @@ void gdn_gates(OpContext& o, const gpu::Buffer& src, uint32_t a_off, uint32_t b_
 void gdn_step(OpContext& o, const GdnOperands& a) {
   if (a.T != 1) throw Error("gdn_step: exactly one token (use gdn_chunked for prefill)");
   const GdnParams prm = params(a, 1);
-  const auto& p = get(o, "gdn_step", {}, {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::ReadWrite, Bind::Uniform});
+  const auto& p = get(o, "gdn_step", {{"NORM", "0"}}, {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::ReadWrite, Bind::Uniform});
   const uint64_t sb = 4ull * a.NV * a.DK * a.DV;
   o.rec.declare(TrafficBytes().r(Traffic::Activations, 4ull * (2 * a.NK * a.DK + a.NV * a.DV + 2 * a.NV))
                     .r(Traffic::Recurrent, sb).w(Traffic::Recurrent, sb).w(Traffic::Activations, 4ull * a.NV * a.DV));
@@ -202,7 +202,7 @@ void gdn_chunked(OpContext& o, const GdnOperands& a, const gpu::Buffer& work) {
                  {a.qkv, a.gates, work}, prm, nch, a.NV, 1, "gdn_chunk_prep");
   o.rec.declare(TrafficBytes().r(Traffic::Activations, io + wk).r(Traffic::Recurrent, sb).w(Traffic::Recurrent, sb)
                     .w(Traffic::Activations, 4ull * a.T * a.NV * a.DV));
-  o.rec.dispatch(get(o, "gdn_chunk_scan", d,
+  o.rec.dispatch(get(o, "gdn_chunk_scan", {},
                      {Bind::ReadOnly, Bind::ReadWrite, Bind::ReadWrite, Bind::ReadWrite, Bind::Uniform}),
                  {a.qkv, work, a.state, a.out}, prm, ceil_div(a.DV, 64), a.NV, 1, "gdn_chunk_scan");
 }

@@ -150,9 +150,8 @@ void matmul_tiled(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride,
     throw Error("matmul_tiled: activation offset and stride must be multiples of 4 and the weight block divide 32");
   const bool f16 = matmul_tiled_uses_f16(o);
   const MatmulTile t = matmul_tile(o, f16, W.N, T);
-  // The weight defines as kernels::matmul sets them (ops.cpp keeps its helper file-local).
-  Defines d{{wformat_define(W.fmt), "1"}, {"BE", std::to_string(W.block)}, {"BE16", W.block == 16 ? "1" : "0"},
-            {"BE32", W.block == 32 ? "1" : "0"}};
+  // The weight defines as kernels::matmul sets them, less BE16 (matmul_tiled.wgsl has no 16-element path).
+  Defines d{{wformat_define(W.fmt), "1"}, {"BE", std::to_string(W.block)}, {"BE32", W.block == 32 ? "1" : "0"}};
   d["BN"] = std::to_string(t.bn);
   d["BT"] = std::to_string(t.bt);
   d["RN"] = std::to_string(t.rn);
@@ -160,7 +159,7 @@ void matmul_tiled(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride,
   d["ADD"] = accumulate ? "1" : "0";
   d["F16"] = f16 ? "1" : "0";
   const auto& p = o.pipelines.get(variant_key("matmul_tiled", d), [&] {
-    return gpu::KernelSpec{"", specialize(tiled_source(t, f16), d),
+    return gpu::KernelSpec{"", specialize("matmul_tiled", tiled_source(t, f16), d),
                            {gpu::Bind::ReadOnly, gpu::Bind::ReadOnly, gpu::Bind::ReadWrite, gpu::Bind::Uniform}};
   });
   struct { uint32_t K, N, T, nb, soff, x_off, x_stride, y_off, y_stride; } prm{

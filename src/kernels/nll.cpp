@@ -16,7 +16,7 @@ void nll_rows(OpContext& o, F32Ref x, uint32_t n, uint32_t x_stride, uint32_t ro
                 std::to_string(rows));
   using gpu::Bind;
   const auto& p = o.pipelines.get(variant_key("nll", {}), [] {
-    return gpu::KernelSpec{"", specialize(wgsl_source("nll"), {}),
+    return gpu::KernelSpec{"", specialize("nll", {}),
                            {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform}};
   });
   struct { uint32_t n, rows, x_off, x_stride, t_off, y_off; } prm{n, rows, x.off, x_stride, t_off, y.off};

@@ -18,7 +18,7 @@ using gpu::Bind;
 const gpu::Pipeline& get(OpContext& o, const std::string& name, const Defines& defs,
                          std::vector<Bind> binds) {
   return o.pipelines.get(variant_key(name, defs), [&] {
-    return gpu::KernelSpec{"", specialize(wgsl_source(name), defs), std::move(binds)};
+    return gpu::KernelSpec{"", specialize(name, defs), std::move(binds)};
   });
 }
 
@@ -374,7 +374,7 @@ void attention_flash(OpContext& o, const AttentionShape& s, const FlashTile& ft,
   const bool split = n_split > 1;
   const Defines d{{"HD4", std::to_string(s.HD / 4)}, {"BR", std::to_string(ft.br)}, {"BC", std::to_string(ft.bc)},
                   {"RM", std::to_string(ft.rm)}, {"TX", std::to_string(ft.tx)}, {"KV_SHARED", ft.kv_shared ? "1" : "0"},
-                  {"SPLIT", split ? "1" : "0"}};
+                  {"SPLIT", split ? "1" : "0"}, {"GATHER", "0"}};
   const auto& p = get(o, "attention_flash", d, {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
   struct { uint32_t T, pos0, Hq, Hkv, HD, q_off, q_stride, o_off, o_stride, kv_dim; float scale; uint32_t split_len, n_split, pad[3]; } prm{
       s.T, s.pos0, s.Hq, s.Hkv, s.HD, q.off, q_stride, out.off, o_stride, s.Hkv * s.HD, s.scale, split_len, n_split, {0, 0, 0}};
@@ -588,7 +588,7 @@ void causal_conv(OpContext& o, const CausalConvShape& s, F32Ref x, uint32_t x_st
                     .r(gpu::Traffic::Recurrent, sb).w(gpu::Traffic::Activations, io));
   o.rec.dispatch(get(o, "causal_conv", d, binds), {x.buf, gi, go, w, b, state.buf, y.buf}, prm, ceil_div(s.C, 64), s.T, 1,
                  label);
-  d = {{"GATE_IN", gate_in.buf ? "1" : "0"}, {"UPDATE", "1"}};
+  d = {{"GATE_IN", gate_in.buf ? "1" : "0"}, {"GATE_OUT", "0"}, {"BIAS", "0"}, {"SILU", "0"}, {"UPDATE", "1"}, {"FUSED", "0"}};
   o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Activations, sb * (gate_in.buf ? 2 : 1)).w(gpu::Traffic::Recurrent, sb));
   o.rec.dispatch(get(o, "causal_conv", d, binds), {x.buf, gi, go, w, b, state.buf, y.buf}, prm, ceil_div(s.C, 64), 1, 1,
                  "causal_conv_state");

@@ -16,19 +16,19 @@ uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
 
 const gpu::Pipeline& means_pipe(OpContext& o) {
   return o.pipelines.get(variant_key("sparse_means", {}), [] {
-    return gpu::KernelSpec{"", specialize(wgsl_source("sparse_means"), {}), {Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform}};
+    return gpu::KernelSpec{"", specialize("sparse_means", {}), {Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform}};
   });
 }
 const gpu::Pipeline& select_pipe(OpContext& o) {
   return o.pipelines.get(variant_key("sparse_select", {}), [] {
-    return gpu::KernelSpec{"", specialize(wgsl_source("sparse_select"), {}),
+    return gpu::KernelSpec{"", specialize("sparse_select", {}),
                            {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::ReadWrite, Bind::Uniform}};
   });
 }
 const gpu::Pipeline& gather_pipe(OpContext& o, bool masked) {
   const Defines d{{"MASKED", masked ? "1" : "0"}};
   return o.pipelines.get(variant_key("attention_sparse", d), [&] {
-    return gpu::KernelSpec{"", specialize(wgsl_source("attention_sparse"), d),
+    return gpu::KernelSpec{"", specialize("attention_sparse", d),
                            {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform}};
   });
 }
@@ -128,7 +128,7 @@ Defines tiled_defines(const FlashTile& ft, uint32_t HD) {
 const gpu::Pipeline& tiled_pipe(OpContext& o, const FlashTile& ft, uint32_t HD) {
   const Defines d = tiled_defines(ft, HD);
   return o.pipelines.get(variant_key("attention_flash", d), [&] {
-    return gpu::KernelSpec{"", specialize(wgsl_source("attention_flash"), d),
+    return gpu::KernelSpec{"", specialize("attention_flash", d),
                            {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::ReadOnly, Bind::Uniform}};
   });
 }
