@@ -103,7 +103,8 @@ struct MatmulParams {
   float eps;
   uint32_t u_off, pos0, q_rows, kv_rows, hd, rot, table_pairs, pad0, pad1, pad2;
 };
-WGLLM_PARAMS(MatmulParams, K, N, T, nb, soff, x_off, x_stride, y_off, y_stride, eps, u_off, pos0, q_rows, kv_rows, hd, rot, table_pairs, pad0, pad1, pad2);
+WGLLM_PARAMS(MatmulParams, K, N, T, nb, soff, x_off, x_stride, y_off, y_stride, eps, u_off, pos0, q_rows, kv_rows, hd,
+             rot, table_pairs, pad0, pad1, pad2);
 MatmulParams matmul_params(const GpuWeight& W, F32Ref x, uint32_t x_stride, F32Ref y, uint32_t y_stride, uint32_t T,
                            float eps, uint32_t u_off, const QkvRopeKv* rope) {
   return {W.K, W.N, T, W.K / W.block, W.soff, x.off, x_stride, y.off, y_stride, eps, u_off,
@@ -253,8 +254,7 @@ void rope_kv_store(OpContext& o, const gpu::Buffer& src, uint32_t q_off, uint32_
   const auto& p = get(o, "rope_kv", {{"NEOX", neox ? "1" : "0"}},
                       {Bind::ReadWrite, Bind::ReadOnly, Bind::ReadWrite, Bind::ReadWrite, Bind::Uniform});
   const uint32_t kv_dim = Hkv * HD;
-  RopeKvParams prm{
-      T, Hq, HD, rot, pos0, q_off, q_stride, k_off, v_off, kv_stride, kv_dim, rot / 2};
+  RopeKvParams prm{T, Hq, HD, rot, pos0, q_off, q_stride, k_off, v_off, kv_stride, kv_dim, rot / 2};
   o.rec.declare(gpu::TrafficBytes()
                     .r(gpu::Traffic::Activations, 4ull * T * (Hq * rot + 2 * kv_dim))
                     .r(gpu::Traffic::Weights, 4ull * T * rot)
