@@ -45,7 +45,8 @@ constexpr std::string_view wgsl_type_of() {
   else static_assert(!sizeof(T), "parameter fields are u32/i32/f32 scalars (add the WGSL type here)");
 }
 
-// WGLLM_PARAMS(S, f...): defines param_fields(const S*) -> the ParamField list of f... in order.
+// WGLLM_PARAMS(S, f...): defines param_fields(const S*) -> the ParamField list of f... in order (at
+// most 64 fields: the depth of WGLLM_PARAMS_EXPAND).
 #define WGLLM_PARAMS_FIELD(S, f) \
   ::wgllm::kernels::ParamField{#f, ::wgllm::kernels::wgsl_type_of<decltype(S::f)>(), offsetof(S, f), sizeof(S::f)},
 #define WGLLM_PARAMS_PARENS ()
