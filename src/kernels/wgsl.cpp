@@ -44,7 +44,7 @@ std::string_view trim(std::string_view s) {
   return s.substr(b, s.find_last_not_of(" \t") + 1 - b);
 }
 
-// The argument of a directive line (`#if NAME`, `#include NAME`), or nullopt-like empty string.
+// True for a directive line `<dir>ARG` (`#if NAME`, `#include NAME`, `#else`), with arg = ARG.
 bool directive(std::string_view line, std::string_view dir, std::string& arg) {
   std::string_view t = trim(line);
   if (t.substr(0, dir.size()) != dir) return false;
