@@ -10,6 +10,7 @@
 #include "gpu/context.h"
 #include "gpu/pipeline.h"
 #include "gpu/recorder.h"
+#include "kernels/params_layout.h"
 #include "kernels/wgsl.h"
 
 namespace wgllm::kernels {
@@ -17,6 +18,10 @@ namespace {
 
 using gpu::Bind;
 using clk = std::chrono::steady_clock;
+
+// copy_vec4's and read_vec4's uniform (matches their WGSL `struct P`: kernels/params_layout.h).
+struct ProbeParams { uint32_t n, stride; };
+WGLLM_PARAMS(ProbeParams, n, stride);
 
 struct Probe {
   const char* label;
@@ -68,12 +73,12 @@ BandwidthReport measure_bandwidth(gpu::Context& ctx, const BandwidthOptions& opt
   gpu::PipelineCache pipes(ctx);
   auto pipe = [&](const char* name) -> const gpu::Pipeline& {
     return pipes.get(name, [&] {
-      return gpu::KernelSpec{"", specialize(wgsl_source(name), {}), {Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform}};
+      return gpu::KernelSpec{"", specialize(name, {}), {Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform}};
     });
   };
   const gpu::Pipeline& copy_k = pipe("copy_vec4");
   const gpu::Pipeline& read_k = pipe("read_vec4");
-  struct { uint32_t n, stride; } prm{n, stride};
+  ProbeParams prm{n, stride};
 
   gpu::Recorder rec(ctx, 4 * opt.repeats + 8);
   rec.set_profiling(true);
@@ -130,6 +135,10 @@ BandwidthReport measure_bandwidth(gpu::Context& ctx, const BandwidthOptions& opt
   r.copy_kernel = figure(pc);
   r.read_kernel = figure(pr);
   return r;
+}
+
+std::vector<ParamsLayout> bandwidth_probe_params_layouts() {
+  return {WGLLM_LAYOUT(ProbeParams, "copy_vec4"), WGLLM_LAYOUT(ProbeParams, "read_vec4")};
 }
 
 }  // namespace wgllm::kernels

@@ -9,10 +9,14 @@
 #include "gpu/context.h"
 #include "gpu/pipeline.h"
 #include "gpu/recorder.h"
+#include "kernels/params_layout.h"
 #include "kernels/wgsl.h"
 
 namespace wgllm::kernels {
 namespace {
+// dispatch_probe's uniform (matches its WGSL `struct P`: kernels/params_layout.h).
+struct DispatchProbeParams { uint32_t n, pad0, pad1, pad2; };
+WGLLM_PARAMS(DispatchProbeParams, n, pad0, pad1, pad2);
 
 using clk = std::chrono::steady_clock;
 constexpr uint32_t kThreads = 64;   // dispatch_probe.wgsl's workgroup size
@@ -57,7 +61,7 @@ DispatchReport measure_dispatch_cost(gpu::Context& ctx, const DispatchProbeOptio
   };
   gpu::PipelineCache pipes(ctx);
   const gpu::Pipeline& pipe = pipes.get("dispatch_probe", [&] {
-    return gpu::KernelSpec{"", specialize(wgsl_source("dispatch_probe"), {}), {gpu::Bind::ReadWrite, gpu::Bind::Uniform}};
+    return gpu::KernelSpec{"", specialize("dispatch_probe", {}), {gpu::Bind::ReadWrite, gpu::Bind::Uniform}};
   });
   // Split submissions restart the parameter slots, so the recorder needs room for `count` only.
   gpu::Recorder rec(ctx, opt.count + 8);
@@ -68,7 +72,7 @@ DispatchReport measure_dispatch_cost(gpu::Context& ctx, const DispatchProbeOptio
   for (const char* pattern : {"chain", "independent", "split"}) {
     const bool indep = std::strcmp(pattern, "independent") == 0, split = std::strcmp(pattern, "split") == 0;
     for (uint32_t wg : opt.workgroups) {
-      struct { uint32_t n, pad0, pad1, pad2; } prm{wg * kThreads, 0, 0, 0};
+      DispatchProbeParams prm{wg * kThreads, 0, 0, 0};
       // One submission of n dispatches; returns {record us, record + submit + wait us}.
       auto run = [&](uint32_t n, bool timed_gpu, std::vector<double>* gpu_us) {
         rec.set_profiling(timed_gpu);
@@ -128,5 +132,7 @@ DispatchReport measure_dispatch_cost(gpu::Context& ctx, const DispatchProbeOptio
   }
   return rep;
 }
+
+std::vector<ParamsLayout> dispatch_probe_params_layouts() { return {WGLLM_LAYOUT(DispatchProbeParams, "dispatch_probe")}; }
 
 }  // namespace wgllm::kernels

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "kernels/params_layout.h"
 #include "kernels/wgsl.h"
 
 namespace wgllm::kernels {
@@ -14,16 +15,34 @@ using gpu::TrafficBytes;
 
 const gpu::Pipeline& get(OpContext& o, const std::string& name, const Defines& defs, std::vector<Bind> binds) {
   return o.pipelines.get(variant_key(name, defs), [&] {
-    return gpu::KernelSpec{"", specialize(wgsl_source(name), defs), std::move(binds)};
+    return gpu::KernelSpec{"", specialize(name, defs), std::move(binds)};
   });
 }
 
 uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
 
+// The uniforms of this file's kernels (each matches its WGSL `struct P`: kernels/params_layout.h,
+// gdn_ops_params_layouts() at the end).
+struct HeadNormParams { uint32_t H, D, off, stride, head_stride; float eps; };
+WGLLM_PARAMS(HeadNormParams, H, D, off, stride, head_stride, eps);
+struct GatedRmsnormParams { uint32_t D; float eps; uint32_t x_off, x_stride, z_off, z_stride; };
+WGLLM_PARAMS(GatedRmsnormParams, D, eps, x_off, x_stride, z_off, z_stride);
+struct SigmoidGateParams { uint32_t T, N, x_off, x_stride, g_off, g_stride; };
+WGLLM_PARAMS(SigmoidGateParams, T, N, x_off, x_stride, g_off, g_stride);
+struct GatesParams { uint32_t T, NV, a_off, b_off, src_stride, out_off, out_stride, pad; };
+WGLLM_PARAMS(GatesParams, T, NV, a_off, b_off, src_stride, out_off, out_stride, pad);
+struct DecodePrepParams { uint32_t NK, NV, DK, VD, L, C, x_off, y_off, a_off, b_off, g_off; float eps; };
+WGLLM_PARAMS(DecodePrepParams, NK, NV, DK, VD, L, C, x_off, y_off, a_off, b_off, g_off, eps);
+struct DecodeParams {
+  uint32_t NK, NV, DV, L, C, x_off, z_off, a_off, b_off, o_off, TILED;  // TILED: GdnDecodeOperands::tiled_v_heads
+  float scale, l2_eps, norm_eps;
+};
+WGLLM_PARAMS(DecodeParams, NK, NV, DV, L, C, x_off, z_off, a_off, b_off, o_off, TILED, scale, l2_eps, norm_eps);
+
 void head_norm(OpContext& o, bool l2, F32Ref x, uint32_t stride, uint32_t hs, uint32_t T, uint32_t H, uint32_t D,
                const gpu::Buffer* w, float eps, const char* label) {
   if (w == &x.buf) throw Error("rmsnorm_heads: the weight must not alias x");
-  struct { uint32_t H, D, off, stride, hs; float eps; } prm{H, D, x.off, stride, hs, eps};
+  HeadNormParams prm{H, D, x.off, stride, hs, eps};
   o.rec.declare(TrafficBytes().r(Traffic::Activations, 4ull * T * H * D).w(Traffic::Activations, 4ull * T * H * D));
   if (l2)
     o.rec.dispatch(get(o, "head_norm", {{"L2", "1"}}, {Bind::ReadWrite, Bind::Uniform}), {x.buf}, prm, H, T, 1, label);
@@ -36,10 +55,12 @@ struct GdnParams {
   uint32_t T, NK, NV, DK, DV, C, q_off, k_off, v_off, qkv_stride, g_off, gb_stride, s_off, o_off, o_stride, a_off,
       p_off, gc_off, w_off, u_off;
   float scale;
-  uint32_t tiled;  // GdnOperands::tiled_v_heads
+  uint32_t TILED;  // GdnOperands::tiled_v_heads
   float norm_eps = 0;  // gdn_step_norm only
   uint32_t z_off = 0;
 };
+WGLLM_PARAMS(GdnParams, T, NK, NV, DK, DV, C, q_off, k_off, v_off, qkv_stride, g_off, gb_stride, s_off, o_off, o_stride,
+             a_off, p_off, gc_off, w_off, u_off, scale, TILED, norm_eps, z_off);
 
 GdnParams params(const GdnOperands& a, uint32_t C) {
   if (!a.NK || !a.NV || a.NV % a.NK || !a.DK || !a.DV || !a.T) throw Error("gated delta rule: bad head shape");
@@ -73,7 +94,7 @@ void gated_rmsnorm(OpContext& o, F32Ref x, uint32_t x_stride, F32Ref z, uint32_t
                    uint32_t T, uint32_t H, uint32_t D, float eps) {
   if (&x.buf == &z.buf || &x.buf == &w) throw Error("gated_rmsnorm: x must not alias z or w");
   const auto& p = get(o, "gated_rmsnorm", {}, {Bind::ReadWrite, Bind::ReadOnly, Bind::ReadOnly, Bind::Uniform});
-  struct { uint32_t D; float eps; uint32_t x_off, x_stride, z_off, z_stride; } prm{D, eps, x.off, x_stride, z.off, z_stride};
+  GatedRmsnormParams prm{D, eps, x.off, x_stride, z.off, z_stride};
   o.rec.declare(TrafficBytes().r(Traffic::Activations, 8ull * T * H * D).w(Traffic::Activations, 4ull * T * H * D));
   o.rec.dispatch(p, {x.buf, z.buf, w}, prm, H, T, 1, "gated_rmsnorm");
 }
@@ -81,7 +102,7 @@ void gated_rmsnorm(OpContext& o, F32Ref x, uint32_t x_stride, F32Ref z, uint32_t
 void sigmoid_gate(OpContext& o, F32Ref x, uint32_t x_stride, F32Ref g, uint32_t g_stride, uint32_t T, uint32_t N) {
   if (&x.buf == &g.buf) throw Error("sigmoid_gate: x must not alias g");
   const auto& p = get(o, "sigmoid_gate", {}, {Bind::ReadWrite, Bind::ReadOnly, Bind::Uniform});
-  struct { uint32_t T, N, x_off, x_stride, g_off, g_stride; } prm{T, N, x.off, x_stride, g.off, g_stride};
+  SigmoidGateParams prm{T, N, x.off, x_stride, g.off, g_stride};
   o.rec.declare(TrafficBytes().r(Traffic::Activations, 8ull * T * N).w(Traffic::Activations, 4ull * T * N));
   o.rec.dispatch(p, {x.buf, g.buf}, prm, ceil_div(N, 64), T, 1, "sigmoid_gate");
 }
@@ -91,7 +112,7 @@ void gdn_gates(OpContext& o, const gpu::Buffer& src, uint32_t a_off, uint32_t b_
                uint32_t NV) {
   if (&out.buf == &src) throw Error("gdn_gates: out must not alias src");
   const auto& p = get(o, "gdn_gates", {}, {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
-  struct { uint32_t T, NV, a_off, b_off, src_stride, out_off, out_stride; uint32_t pad; } prm{
+  GatesParams prm{
       T, NV, a_off, b_off, src_stride, out.off, out_stride, 0};
   o.rec.declare(TrafficBytes().r(Traffic::Activations, 8ull * T * NV).r(Traffic::Weights, 8ull * NV)
                     .w(Traffic::Activations, 8ull * T * NV));
@@ -101,7 +122,7 @@ void gdn_gates(OpContext& o, const gpu::Buffer& src, uint32_t a_off, uint32_t b_
 void gdn_step(OpContext& o, const GdnOperands& a) {
   if (a.T != 1) throw Error("gdn_step: exactly one token (use gdn_chunked for prefill)");
   const GdnParams prm = params(a, 1);
-  const auto& p = get(o, "gdn_step", {}, {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::ReadWrite, Bind::Uniform});
+  const auto& p = get(o, "gdn_step", {{"NORM", "0"}}, {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::ReadWrite, Bind::Uniform});
   const uint64_t sb = 4ull * a.NV * a.DK * a.DV;
   o.rec.declare(TrafficBytes().r(Traffic::Activations, 4ull * (2 * a.NK * a.DK + a.NV * a.DV + 2 * a.NV))
                     .r(Traffic::Recurrent, sb).w(Traffic::Recurrent, sb).w(Traffic::Activations, 4ull * a.NV * a.DV));
@@ -136,7 +157,7 @@ void gdn_decode_prep(OpContext& o, const GdnPrepShape& s, const gpu::Buffer& src
   if (&y.buf == &state || &y.buf == &gates.buf || &state == &gates.buf)
     throw Error("gdn_decode_prep: y, state and gates must be different buffers");
   const uint32_t VD = s.NV * s.DV, C = 2 * s.NK * s.DK + VD;
-  struct { uint32_t NK, NV, DK, VD, L, C, x_off, y_off, a_off, b_off, g_off; float eps; } prm{
+  DecodePrepParams prm{
       s.NK, s.NV, s.DK, VD, s.L, C, x_off, y.off, a_off, b_off, gates.off, s.eps};
   const auto& p = get(o, "gdn_decode_prep", {},
                       {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::ReadWrite,
@@ -165,7 +186,7 @@ void gdn_decode(OpContext& o, const GdnDecodeOperands& a) {
     throw Error("gdn_decode: conv_state, state and out must be different buffers");
   const uint32_t R = s.NV / s.NK, RDV = R * s.DV, C = 2 * s.NK * s.DK + s.NV * s.DV;
   const uint32_t wg = std::min(256u, ceil_div(RDV, 64) * 64);
-  struct { uint32_t NK, NV, DV, L, C, x_off, z_off, a_off, b_off, o_off, tiled; float scale, l2_eps, norm_eps; } prm{
+  DecodeParams prm{
       s.NK, s.NV, s.DV, s.L, C, a.x_off, a.z_off, a.a_off, a.b_off, a.out.off, a.tiled_v_heads ? 1u : 0u,
       a.scale, s.eps, a.norm_eps};
   const Defines d{{"WG", std::to_string(wg)}, {"DK", std::to_string(s.DK)}, {"R", std::to_string(R)},
@@ -202,9 +223,22 @@ void gdn_chunked(OpContext& o, const GdnOperands& a, const gpu::Buffer& work) {
                  {a.qkv, a.gates, work}, prm, nch, a.NV, 1, "gdn_chunk_prep");
   o.rec.declare(TrafficBytes().r(Traffic::Activations, io + wk).r(Traffic::Recurrent, sb).w(Traffic::Recurrent, sb)
                     .w(Traffic::Activations, 4ull * a.T * a.NV * a.DV));
-  o.rec.dispatch(get(o, "gdn_chunk_scan", d,
+  o.rec.dispatch(get(o, "gdn_chunk_scan", {},
                      {Bind::ReadOnly, Bind::ReadWrite, Bind::ReadWrite, Bind::ReadWrite, Bind::Uniform}),
                  {a.qkv, work, a.state, a.out}, prm, ceil_div(a.DV, 64), a.NV, 1, "gdn_chunk_scan");
+}
+
+std::vector<ParamsLayout> gdn_ops_params_layouts() {
+  return {WGLLM_LAYOUT(HeadNormParams, "head_norm"),
+          WGLLM_LAYOUT(GatedRmsnormParams, "gated_rmsnorm"),
+          WGLLM_LAYOUT(SigmoidGateParams, "sigmoid_gate"),
+          WGLLM_LAYOUT(GatesParams, "gdn_gates"),
+          WGLLM_LAYOUT(GdnParams, "gdn_step", {{"NORM", "0"}}),
+          WGLLM_LAYOUT(GdnParams, "gdn_step", {{"NORM", "1"}}),
+          WGLLM_LAYOUT(GdnParams, "gdn_chunk_prep"),
+          WGLLM_LAYOUT(GdnParams, "gdn_chunk_scan"),
+          WGLLM_LAYOUT(DecodePrepParams, "gdn_decode_prep"),
+          WGLLM_LAYOUT(DecodeParams, "gdn_decode")};
 }
 
 }  // namespace wgllm::kernels

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "kernels/params_layout.h"
 #include "kernels/wgsl.h"
 
 namespace wgllm::kernels {
@@ -49,6 +50,9 @@ MatmulTile matmul_tile(const OpContext& o, bool f16, uint32_t N, uint32_t T) {
 }
 
 namespace {
+// matmul_tiled's uniform (matches its WGSL `struct P`: kernels/params_layout.h).
+struct TiledParams { uint32_t K, N, T, nb, soff, x_off, x_stride, y_off, y_stride; };
+WGLLM_PARAMS(TiledParams, K, N, T, nb, soff, x_off, x_stride, y_off, y_stride);
 
 void replace_once(std::string& s, const std::string& what, const std::string& with) {
   const size_t at = s.find(what);
@@ -150,9 +154,8 @@ void matmul_tiled(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride,
     throw Error("matmul_tiled: activation offset and stride must be multiples of 4 and the weight block divide 32");
   const bool f16 = matmul_tiled_uses_f16(o);
   const MatmulTile t = matmul_tile(o, f16, W.N, T);
-  // The weight defines as kernels::matmul sets them (ops.cpp keeps its helper file-local).
-  Defines d{{wformat_define(W.fmt), "1"}, {"BE", std::to_string(W.block)}, {"BE16", W.block == 16 ? "1" : "0"},
-            {"BE32", W.block == 32 ? "1" : "0"}};
+  // The weight defines as kernels::matmul sets them, less BE16 (matmul_tiled.wgsl has no 16-element path).
+  Defines d{{wformat_define(W.fmt), "1"}, {"BE", std::to_string(W.block)}, {"BE32", W.block == 32 ? "1" : "0"}};
   d["BN"] = std::to_string(t.bn);
   d["BT"] = std::to_string(t.bt);
   d["RN"] = std::to_string(t.rn);
@@ -160,10 +163,10 @@ void matmul_tiled(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride,
   d["ADD"] = accumulate ? "1" : "0";
   d["F16"] = f16 ? "1" : "0";
   const auto& p = o.pipelines.get(variant_key("matmul_tiled", d), [&] {
-    return gpu::KernelSpec{"", specialize(tiled_source(t, f16), d),
+    return gpu::KernelSpec{"", specialize("matmul_tiled", tiled_source(t, f16), d),
                            {gpu::Bind::ReadOnly, gpu::Bind::ReadOnly, gpu::Bind::ReadWrite, gpu::Bind::Uniform}};
   });
-  struct { uint32_t K, N, T, nb, soff, x_off, x_stride, y_off, y_stride; } prm{
+  TiledParams prm{
       W.K, W.N, T, W.K / W.block, W.soff, x.off, x_stride, y.off, y_stride};
   // Traffic as kernels::matmul declares it (the minimum: each operand once; the tiles re-read the
   // weights ceil(T / BT) times and the activations ceil(N / BN) times, mostly from cache).
@@ -173,6 +176,10 @@ void matmul_tiled(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride,
   if (accumulate) tb.r(y_kind, uint64_t(T) * W.N * 4);
   o.rec.declare(tb);
   o.rec.dispatch(p, {W.buf, x.buf, y.buf}, prm, (W.N + t.bn - 1) / t.bn, (T + t.bt - 1) / t.bt, 1, label);
+}
+
+std::vector<ParamsLayout> matmul_tiled_params_layouts() {
+  return {WGLLM_LAYOUT(TiledParams, "matmul_tiled", {{"F16", "0"}}), WGLLM_LAYOUT(TiledParams, "matmul_tiled", {{"F16", "1"}})};
 }
 
 }  // namespace wgllm::kernels

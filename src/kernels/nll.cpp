@@ -5,9 +5,15 @@
 #include <string>
 
 #include "core/error.h"
+#include "kernels/params_layout.h"
 #include "kernels/wgsl.h"
 
 namespace wgllm::kernels {
+namespace {
+// nll's uniform (matches its WGSL `struct P`: kernels/params_layout.h).
+struct NllParams { uint32_t n, rows, x_off, x_stride, t_off, y_off; };
+WGLLM_PARAMS(NllParams, n, rows, x_off, x_stride, t_off, y_off);
+}  // namespace
 
 void nll_rows(OpContext& o, F32Ref x, uint32_t n, uint32_t x_stride, uint32_t rows, const gpu::Buffer& targets,
               uint32_t t_off, F32Ref y) {
@@ -16,16 +22,18 @@ void nll_rows(OpContext& o, F32Ref x, uint32_t n, uint32_t x_stride, uint32_t ro
                 std::to_string(rows));
   using gpu::Bind;
   const auto& p = o.pipelines.get(variant_key("nll", {}), [] {
-    return gpu::KernelSpec{"", specialize(wgsl_source("nll"), {}),
+    return gpu::KernelSpec{"", specialize("nll", {}),
                            {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform}};
   });
-  struct { uint32_t n, rows, x_off, x_stride, t_off, y_off; } prm{n, rows, x.off, x_stride, t_off, y.off};
+  NllParams prm{n, rows, x.off, x_stride, t_off, y.off};
   o.rec.declare(gpu::TrafficBytes()
                     .r(gpu::Traffic::Logits, 8ull * n * rows)  // two passes over each row
                     .r(gpu::Traffic::Activations, 4ull * rows)
                     .w(gpu::Traffic::Activations, 4ull * rows));
   o.rec.dispatch(p, {x.buf, targets, y.buf}, prm, rows, 1, 1, "nll");
 }
+
+std::vector<ParamsLayout> nll_params_layouts() { return {WGLLM_LAYOUT(NllParams, "nll")}; }
 
 }  // namespace wgllm::kernels
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 #include "kernels/matmul_tiled.h"
+#include "kernels/params_layout.h"
 #include "kernels/sparse_attention.h"
 #include "kernels/wgsl.h"
 
@@ -18,7 +19,7 @@ using gpu::Bind;
 const gpu::Pipeline& get(OpContext& o, const std::string& name, const Defines& defs,
                          std::vector<Bind> binds) {
   return o.pipelines.get(variant_key(name, defs), [&] {
-    return gpu::KernelSpec{"", specialize(wgsl_source(name), defs), std::move(binds)};
+    return gpu::KernelSpec{"", specialize(name, defs), std::move(binds)};
   });
 }
 
@@ -28,6 +29,47 @@ Defines weight_defines(const GpuWeight& W) {
   return {{wformat_define(W.fmt), "1"}, {"BE", std::to_string(W.block)}, {"BE16", W.block == 16 ? "1" : "0"},
           {"BE32", W.block == 32 ? "1" : "0"}};
 }
+
+// The uniforms of this file's kernels (each matches its WGSL `struct P`: kernels/params_layout.h,
+// ops_params_layouts() at the end). MatmulParams is beside matmul_params().
+struct RopeKvParams { uint32_t T, Hq, HD, rot, pos0, q_off, q_stride, k_off, v_off, kv_stride, kv_dim, table_pairs; };
+WGLLM_PARAMS(RopeKvParams, T, Hq, HD, rot, pos0, q_off, q_stride, k_off, v_off, kv_stride, kv_dim, table_pairs);
+struct EmbedParams { uint32_t K, N, T, nb, soff, y_off; };
+WGLLM_PARAMS(EmbedParams, K, N, T, nb, soff, y_off);
+struct RmsnormParams { uint32_t D; float eps; uint32_t x_off, y_off, x_stride, y_stride; };
+WGLLM_PARAMS(RmsnormParams, D, eps, x_off, y_off, x_stride, y_stride);
+struct RopeParams { uint32_t T, H, HD, rot, pos0, off, stride, table_pairs; };
+WGLLM_PARAMS(RopeParams, T, H, HD, rot, pos0, off, stride, table_pairs);
+struct KvStoreParams { uint32_t T, kv_dim, pos0, k_off, v_off, stride; };
+WGLLM_PARAMS(KvStoreParams, T, kv_dim, pos0, k_off, v_off, stride);
+struct CombineParams { uint32_t T, Hq, HD, n_split, o_off, o_stride; };
+WGLLM_PARAMS(CombineParams, T, Hq, HD, n_split, o_off, o_stride);
+// attention, attention_tiled, attention_decode.
+struct AttentionParams {
+  uint32_t T, pos0, Hq, Hkv, HD, q_off, q_stride, o_off, o_stride, kv_dim;
+  float scale;
+  uint32_t split_len, n_split, window, pad0, pad1;
+};
+WGLLM_PARAMS(AttentionParams, T, pos0, Hq, Hkv, HD, q_off, q_stride, o_off, o_stride, kv_dim, scale, split_len, n_split,
+             window, pad0, pad1);
+struct FlashParams {
+  uint32_t T, pos0, Hq, Hkv, HD, q_off, q_stride, o_off, o_stride, kv_dim;
+  float scale;
+  uint32_t split_len, n_split, pad0, pad1, pad2;
+};
+WGLLM_PARAMS(FlashParams, T, pos0, Hq, Hkv, HD, q_off, q_stride, o_off, o_stride, kv_dim, scale, split_len, n_split, pad0,
+             pad1, pad2);
+// silu_mul, gelu_mul.
+struct GluParams { uint32_t T, F, g_off, u_off, in_stride, y_off; };
+WGLLM_PARAMS(GluParams, T, F, g_off, u_off, in_stride, y_off);
+struct AddBiasParams { uint32_t T, N, y_off, stride; };
+WGLLM_PARAMS(AddBiasParams, T, N, y_off, stride);
+struct ScaleParams { uint32_t n, off; float s; };
+WGLLM_PARAMS(ScaleParams, n, off, s);
+struct ArgmaxParams { uint32_t n, off; };
+WGLLM_PARAMS(ArgmaxParams, n, off);
+struct CausalConvParams { uint32_t T, C, L, x_off, x_stride, gi_off, gi_stride, go_off, go_stride, s_off, y_off, y_stride; };
+WGLLM_PARAMS(CausalConvParams, T, C, L, x_off, x_stride, gi_off, gi_stride, go_off, go_stride, s_off, y_off, y_stride);
 
 }  // namespace
 
@@ -61,6 +103,8 @@ struct MatmulParams {
   float eps;
   uint32_t u_off, pos0, q_rows, kv_rows, hd, rot, table_pairs, pad0, pad1, pad2;
 };
+WGLLM_PARAMS(MatmulParams, K, N, T, nb, soff, x_off, x_stride, y_off, y_stride, eps, u_off, pos0, q_rows, kv_rows, hd,
+             rot, table_pairs, pad0, pad1, pad2);
 MatmulParams matmul_params(const GpuWeight& W, F32Ref x, uint32_t x_stride, F32Ref y, uint32_t y_stride, uint32_t T,
                            float eps, uint32_t u_off, const QkvRopeKv* rope) {
   return {W.K, W.N, T, W.K / W.block, W.soff, x.off, x_stride, y.off, y_stride, eps, u_off,
@@ -245,8 +289,7 @@ void rope_kv_store(OpContext& o, const gpu::Buffer& src, uint32_t q_off, uint32_
   const auto& p = get(o, "rope_kv", {{"NEOX", neox ? "1" : "0"}},
                       {Bind::ReadWrite, Bind::ReadOnly, Bind::ReadWrite, Bind::ReadWrite, Bind::Uniform});
   const uint32_t kv_dim = Hkv * HD;
-  struct { uint32_t T, Hq, HD, rot, pos0, q_off, q_stride, k_off, v_off, kv_stride, kv_dim, table_pairs; } prm{
-      T, Hq, HD, rot, pos0, q_off, q_stride, k_off, v_off, kv_stride, kv_dim, rot / 2};
+  RopeKvParams prm{T, Hq, HD, rot, pos0, q_off, q_stride, k_off, v_off, kv_stride, kv_dim, rot / 2};
   o.rec.declare(gpu::TrafficBytes()
                     .r(gpu::Traffic::Activations, 4ull * T * (Hq * rot + 2 * kv_dim))
                     .r(gpu::Traffic::Weights, 4ull * T * rot)
@@ -259,7 +302,7 @@ void embed(OpContext& o, const GpuWeight& table, const gpu::Buffer& tokens, uint
   const auto& p = get(o, "embed", weight_defines(table),
                       {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
   const uint32_t nb = table.K / table.block;
-  struct { uint32_t K, N, T, nb, soff, y_off; } prm{table.K, table.N, T, nb, table.soff, y.off};
+  EmbedParams prm{table.K, table.N, T, nb, table.soff, y.off};
   o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Weights, table.bytes() / table.N * T).r(gpu::Traffic::Activations, 4ull * T)
                     .w(gpu::Traffic::Activations, 4ull * T * table.K));
   o.rec.dispatch(p, {table.buf, tokens, y.buf}, prm, ceil_div(nb, 64), T, 1, "embed");
@@ -268,7 +311,7 @@ void embed(OpContext& o, const GpuWeight& table, const gpu::Buffer& tokens, uint
 void rmsnorm(OpContext& o, F32Ref x, uint32_t x_stride, const gpu::Buffer& w, F32Ref y,
              uint32_t y_stride, uint32_t T, uint32_t D, float eps, const char* label) {
   const auto& p = get(o, "rmsnorm", {}, {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
-  struct { uint32_t D; float eps; uint32_t x_off, y_off, x_stride, y_stride; } prm{D, eps, x.off, y.off, x_stride, y_stride};
+  RmsnormParams prm{D, eps, x.off, y.off, x_stride, y_stride};
   o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Activations, 4ull * T * D).r(gpu::Traffic::Weights, 4ull * D)
                     .w(gpu::Traffic::Activations, 4ull * T * D));
   o.rec.dispatch(p, {x.buf, w, y.buf}, prm, T, 1, 1, label);
@@ -277,7 +320,7 @@ void rmsnorm(OpContext& o, F32Ref x, uint32_t x_stride, const gpu::Buffer& w, F3
 void rope(OpContext& o, F32Ref x, uint32_t stride, uint32_t T, uint32_t H, uint32_t HD, uint32_t rot,
           uint32_t pos0, const gpu::Buffer& table, bool neox, const char* label) {
   const auto& p = get(o, "rope", {{"NEOX", neox ? "1" : "0"}}, {Bind::ReadWrite, Bind::ReadOnly, Bind::Uniform});
-  struct { uint32_t T, H, HD, rot, pos0, off, stride, table_pairs; } prm{T, H, HD, rot, pos0, x.off, stride, rot / 2};
+  RopeParams prm{T, H, HD, rot, pos0, x.off, stride, rot / 2};
   o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Activations, 4ull * T * H * rot).r(gpu::Traffic::Weights, 4ull * T * rot)
                     .w(gpu::Traffic::Activations, 4ull * T * H * rot));
   o.rec.dispatch(p, {x.buf, table}, prm, ceil_div(H * (rot / 2), 64), T, 1, label);
@@ -286,7 +329,7 @@ void rope(OpContext& o, F32Ref x, uint32_t stride, uint32_t T, uint32_t H, uint3
 void kv_store(OpContext& o, const gpu::Buffer& src, uint32_t k_off, uint32_t v_off, uint32_t stride,
               uint32_t T, uint32_t kv_dim, uint32_t pos0, const gpu::Buffer& kc, const gpu::Buffer& vc) {
   const auto& p = get(o, "kv_store", {}, {Bind::ReadOnly, Bind::ReadWrite, Bind::ReadWrite, Bind::Uniform});
-  struct { uint32_t T, kv_dim, pos0, k_off, v_off, stride; } prm{T, kv_dim, pos0, k_off, v_off, stride};
+  KvStoreParams prm{T, kv_dim, pos0, k_off, v_off, stride};
   o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Activations, 8ull * T * kv_dim).w(gpu::Traffic::KvCache, 8ull * T * kv_dim));
   o.rec.dispatch(p, {src, kc, vc}, prm, ceil_div(kv_dim, 64), T, 1, "kv_store");
 }
@@ -330,7 +373,7 @@ namespace {
 void attention_combine(OpContext& o, const AttentionShape& s, const gpu::Buffer& scratch, uint32_t n_split,
                        F32Ref out, uint32_t o_stride) {
   const auto& c = get(o, "attention_combine", {}, {Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
-  struct { uint32_t T, Hq, HD, n_split, o_off, o_stride; } cp{s.T, s.Hq, s.HD, n_split, out.off, o_stride};
+  CombineParams cp{s.T, s.Hq, s.HD, n_split, out.off, o_stride};
   const uint64_t rows = uint64_t(s.Hq) * s.T, part_bytes = 4ull * rows * n_split * (s.HD + 2);
   o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Activations, part_bytes).w(gpu::Traffic::Activations, 4ull * rows * s.HD));
   o.rec.dispatch(c, {scratch, out.buf}, cp, s.Hq, s.T, 1, "attention_combine");
@@ -366,8 +409,8 @@ void attention_tiled(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q
   const Defines d{{"HD4", std::to_string(s.HD / 4)}, {"RW", std::to_string(ts.rows)}, {"BK", std::to_string(ts.keys)},
                   {"NT", std::to_string(kTiledThreads)}, {"SPLIT", split ? "1" : "0"}};
   const auto& p = get(o, "attention_tiled", d, {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
-  struct { uint32_t T, pos0, Hq, Hkv, HD, q_off, q_stride, o_off, o_stride, kv_dim; float scale; uint32_t split_len, n_split, window, pad[2]; } prm{
-      s.T, s.pos0, s.Hq, s.Hkv, s.HD, q.off, q_stride, out.off, o_stride, s.Hkv * s.HD, s.scale, split_len, n_split, s.window, {0, 0}};
+  AttentionParams prm{
+      s.T, s.pos0, s.Hq, s.Hkv, s.HD, q.off, q_stride, out.off, o_stride, s.Hkv * s.HD, s.scale, split_len, n_split, s.window, 0, 0};
   // KV rows read: each row tile reads K and V rows [its first row's window start, its last token's
   // position] of its KV head.
   uint64_t kv_rows = 0;
@@ -409,10 +452,10 @@ void attention_flash(OpContext& o, const AttentionShape& s, const FlashTile& ft,
   const bool split = n_split > 1;
   const Defines d{{"HD4", std::to_string(s.HD / 4)}, {"BR", std::to_string(ft.br)}, {"BC", std::to_string(ft.bc)},
                   {"RM", std::to_string(ft.rm)}, {"TX", std::to_string(ft.tx)}, {"KV_SHARED", ft.kv_shared ? "1" : "0"},
-                  {"SPLIT", split ? "1" : "0"}};
+                  {"SPLIT", split ? "1" : "0"}, {"GATHER", "0"}};
   const auto& p = get(o, "attention_flash", d, {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
-  struct { uint32_t T, pos0, Hq, Hkv, HD, q_off, q_stride, o_off, o_stride, kv_dim; float scale; uint32_t split_len, n_split, pad[3]; } prm{
-      s.T, s.pos0, s.Hq, s.Hkv, s.HD, q.off, q_stride, out.off, o_stride, s.Hkv * s.HD, s.scale, split_len, n_split, {0, 0, 0}};
+  FlashParams prm{
+      s.T, s.pos0, s.Hq, s.Hkv, s.HD, q.off, q_stride, out.off, o_stride, s.Hkv * s.HD, s.scale, split_len, n_split, 0, 0, 0};
   // KV rows read: each row block reads K and V rows [0, its last token's position] of its KV head.
   uint64_t kv_rows = 0;
   for (uint32_t i = 0; i < row_tiles; ++i) kv_rows += s.pos0 + (std::min(s.T * G, (i + 1) * ft.br) - 1) / G + 1;
@@ -466,8 +509,8 @@ void attention_decode(OpContext& o, const AttentionShape& s, F32Ref q, const gpu
   const Defines d{{"HD4", std::to_string(s.HD / 4)}, {"G", std::to_string(G)}, {"NT", std::to_string(kDecodeThreads)},
                   {"SG", sg ? "1" : "0"}, {"SPLIT", split ? "1" : "0"}};
   const auto& p = get(o, "attention_decode", d, {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
-  struct { uint32_t T, pos0, Hq, Hkv, HD, q_off, q_stride, o_off, o_stride, kv_dim; float scale; uint32_t split_len, n_split, window, pad[2]; } prm{
-      s.T, s.pos0, s.Hq, s.Hkv, s.HD, q.off, 0, out.off, o_stride, s.Hkv * s.HD, s.scale, split_len, n_split, s.window, {0, 0}};
+  AttentionParams prm{
+      s.T, s.pos0, s.Hq, s.Hkv, s.HD, q.off, 0, out.off, o_stride, s.Hkv * s.HD, s.scale, split_len, n_split, s.window, 0, 0};
   // Each K and V row of every KV head is read once.
   o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Activations, 4ull * s.Hq * s.HD)
                     .r(gpu::Traffic::KvCache, uint64_t(n_keys) * 8ull * s.Hkv * s.HD).w(gpu::Traffic::Activations, 4ull * s.Hq * s.HD));
@@ -530,8 +573,8 @@ void attention(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_strid
   const bool split = n_split > 1;
   const auto& p = get(o, "attention", {{"SPLIT", split ? "1" : "0"}, {"ILP", o.opt.attention_ilp ? "1" : "0"}},
                       {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
-  struct { uint32_t T, pos0, Hq, Hkv, HD, q_off, q_stride, o_off, o_stride, kv_dim; float scale; uint32_t split_len, n_split, window, pad[2]; } prm{
-      s.T, s.pos0, s.Hq, s.Hkv, s.HD, q.off, q_stride, out.off, o_stride, s.Hkv * s.HD, s.scale, split_len, n_split, s.window, {0, 0}};
+  AttentionParams prm{
+      s.T, s.pos0, s.Hq, s.Hkv, s.HD, q.off, q_stride, out.off, o_stride, s.Hkv * s.HD, s.scale, split_len, n_split, s.window, 0, 0};
   // KV rows read: each query token t sees pos0 + t + 1 rows of K and V (all KV heads; with a window
   // at most `window`).
   uint64_t kv_rows = uint64_t(s.T) * s.pos0 + uint64_t(s.T) * (s.T + 1) / 2;
@@ -552,7 +595,7 @@ void attention(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_strid
 void silu_mul(OpContext& o, const gpu::Buffer& src, uint32_t g_off, uint32_t u_off, uint32_t in_stride,
               uint32_t T, uint32_t F, F32Ref y) {
   const auto& p = get(o, "silu_mul", {}, {Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
-  struct { uint32_t T, F, g_off, u_off, in_stride, y_off; } prm{T, F, g_off, u_off, in_stride, y.off};
+  GluParams prm{T, F, g_off, u_off, in_stride, y.off};
   o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Activations, 8ull * T * F).w(gpu::Traffic::Activations, 4ull * T * F));
   o.rec.dispatch(p, {src, y.buf}, prm, ceil_div(F, 64), T, 1, "silu_mul");
 }
@@ -561,7 +604,7 @@ void add_bias(OpContext& o, const gpu::Buffer& b, uint32_t N, F32Ref y, uint32_t
   if (&b == &y.buf) throw Error("add_bias: b and y must be different buffers");
   if (ceil_div(N, 64) > 65535) throw Error("add_bias: N = " + std::to_string(N) + " exceeds 65535 x 64 (one dispatch dimension)");
   const auto& p = get(o, "add_bias", {}, {Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
-  struct { uint32_t T, N, y_off, stride; } prm{T, N, y.off, stride};
+  AddBiasParams prm{T, N, y.off, stride};
   o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Activations, 4ull * T * N + 4ull * N).w(gpu::Traffic::Activations, 4ull * T * N));
   o.rec.dispatch(p, {b, y.buf}, prm, ceil_div(N, 64), T, 1, label);
 }
@@ -569,14 +612,14 @@ void add_bias(OpContext& o, const gpu::Buffer& b, uint32_t N, F32Ref y, uint32_t
 void gelu_mul(OpContext& o, const gpu::Buffer& src, uint32_t g_off, uint32_t u_off, uint32_t in_stride,
               uint32_t T, uint32_t F, F32Ref y) {
   const auto& p = get(o, "gelu_mul", {}, {Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
-  struct { uint32_t T, F, g_off, u_off, in_stride, y_off; } prm{T, F, g_off, u_off, in_stride, y.off};
+  GluParams prm{T, F, g_off, u_off, in_stride, y.off};
   o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Activations, 8ull * T * F).w(gpu::Traffic::Activations, 4ull * T * F));
   o.rec.dispatch(p, {src, y.buf}, prm, ceil_div(F, 64), T, 1, "gelu_mul");
 }
 
 void scale(OpContext& o, F32Ref x, uint32_t n, float s, const char* label) {
   const auto& p = get(o, "scale", {}, {Bind::ReadWrite, Bind::Uniform});
-  struct { uint32_t n, off; float s; } prm{n, x.off, s};
+  ScaleParams prm{n, x.off, s};
   o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Activations, 4ull * n).w(gpu::Traffic::Activations, 4ull * n));
   const uint32_t groups = ceil_div(n, 64);
   o.rec.dispatch(p, {x.buf}, prm, std::min(groups, 65535u), ceil_div(groups, 65535u), 1, label);
@@ -584,7 +627,7 @@ void scale(OpContext& o, F32Ref x, uint32_t n, float s, const char* label) {
 
 void argmax(OpContext& o, F32Ref x, uint32_t n, const gpu::Buffer& out) {
   const auto& p = get(o, "argmax", {}, {Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
-  struct { uint32_t n, off; } prm{n, x.off};
+  ArgmaxParams prm{n, x.off};
   o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Logits, 4ull * n).w(gpu::Traffic::Logits, 4));
   o.rec.dispatch(p, {x.buf, out}, prm, 1, 1, 1, "argmax");
 }
@@ -602,7 +645,7 @@ void causal_conv(OpContext& o, const CausalConvShape& s, F32Ref x, uint32_t x_st
             {"BIAS", bias ? "1" : "0"}, {"SILU", s.silu ? "1" : "0"}, {"UPDATE", "0"}, {"FUSED", fused ? "1" : "0"}};
   const std::vector<Bind> binds{Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly,
                                 Bind::ReadWrite, Bind::ReadWrite, Bind::Uniform};
-  struct { uint32_t T, C, L, x_off, x_stride, gi_off, gi_stride, go_off, go_stride, s_off, y_off, y_stride; } prm{
+  CausalConvParams prm{
       s.T, s.C, s.L, x.off, x_stride, gate_in.off, gate_in.stride, gate_out.off, gate_out.stride, state.off, y.off, y_stride};
   const gpu::Buffer& gi = gate_in.buf ? *gate_in.buf : x.buf;  // unused placeholders: read-only, may alias
   const gpu::Buffer& go = gate_out.buf ? *gate_out.buf : x.buf;
@@ -623,10 +666,31 @@ void causal_conv(OpContext& o, const CausalConvShape& s, F32Ref x, uint32_t x_st
                     .r(gpu::Traffic::Recurrent, sb).w(gpu::Traffic::Activations, io));
   o.rec.dispatch(get(o, "causal_conv", d, binds), {x.buf, gi, go, w, b, state.buf, y.buf}, prm, ceil_div(s.C, 64), s.T, 1,
                  label);
-  d = {{"GATE_IN", gate_in.buf ? "1" : "0"}, {"UPDATE", "1"}};
+  d = {{"GATE_IN", gate_in.buf ? "1" : "0"}, {"GATE_OUT", "0"}, {"BIAS", "0"}, {"SILU", "0"}, {"UPDATE", "1"}, {"FUSED", "0"}};
   o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Activations, sb * (gate_in.buf ? 2 : 1)).w(gpu::Traffic::Recurrent, sb));
   o.rec.dispatch(get(o, "causal_conv", d, binds), {x.buf, gi, go, w, b, state.buf, y.buf}, prm, ceil_div(s.C, 64), 1, 1,
                  "causal_conv_state");
+}
+
+std::vector<ParamsLayout> ops_params_layouts() {
+  return {WGLLM_LAYOUT(MatmulParams, "matmul"),
+          WGLLM_LAYOUT(MatmulParams, "matvec"),
+          WGLLM_LAYOUT(RopeKvParams, "rope_kv"),
+          WGLLM_LAYOUT(EmbedParams, "embed"),
+          WGLLM_LAYOUT(RmsnormParams, "rmsnorm"),
+          WGLLM_LAYOUT(RopeParams, "rope"),
+          WGLLM_LAYOUT(KvStoreParams, "kv_store"),
+          WGLLM_LAYOUT(CombineParams, "attention_combine"),
+          WGLLM_LAYOUT(AttentionParams, "attention"),
+          WGLLM_LAYOUT(AttentionParams, "attention_tiled"),
+          WGLLM_LAYOUT(AttentionParams, "attention_decode"),
+          WGLLM_LAYOUT(FlashParams, "attention_flash", {{"GATHER", "0"}}),
+          WGLLM_LAYOUT(GluParams, "silu_mul"),
+          WGLLM_LAYOUT(GluParams, "gelu_mul"),
+          WGLLM_LAYOUT(AddBiasParams, "add_bias"),
+          WGLLM_LAYOUT(ScaleParams, "scale"),
+          WGLLM_LAYOUT(ArgmaxParams, "argmax"),
+          WGLLM_LAYOUT(CausalConvParams, "causal_conv")};
 }
 
 }  // namespace wgllm::kernels

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/params_layout.h"
 #include "kernels/wgsl.h"
 
 namespace wgllm::kernels {
@@ -14,21 +15,41 @@ using gpu::Bind;
 
 uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
 
+// The uniforms of this file's kernels (each matches its WGSL `struct P`: kernels/params_layout.h,
+// sparse_attention_params_layouts() at the end).
+struct MeansParams { uint32_t n_blocks, B, kv_dim, grid_y, b0, pad0, pad1, pad2; };
+WGLLM_PARAMS(MeansParams, n_blocks, B, kv_dim, grid_y, b0, pad0, pad1, pad2);
+struct SelectParams { uint32_t T, pos0, Hq, Hkv, HD, q_off, q_stride, kv_dim, B, top_k, window, S, qb0, n_cap, pad0, pad1; };
+WGLLM_PARAMS(SelectParams, T, pos0, Hq, Hkv, HD, q_off, q_stride, kv_dim, B, top_k, window, S, qb0, n_cap, pad0, pad1);
+struct GatherFlashParams {  // attention_flash GATHER=1
+  uint32_t T, pos0, Hq, Hkv, HD, q_off, q_stride, o_off, o_stride, kv_dim;
+  float scale;
+  uint32_t split_len, n_split, B, S, qb0, ntb, pad0, pad1, pad2;
+};
+WGLLM_PARAMS(GatherFlashParams, T, pos0, Hq, Hkv, HD, q_off, q_stride, o_off, o_stride, kv_dim, scale, split_len, n_split,
+             B, S, qb0, ntb, pad0, pad1, pad2);
+struct GatherParams {  // attention_sparse
+  uint32_t T, pos0, Hq, Hkv, HD, q_off, q_stride, o_off, o_stride, kv_dim;
+  float scale;
+  uint32_t B, S, qb0, pad0, pad1;
+};
+WGLLM_PARAMS(GatherParams, T, pos0, Hq, Hkv, HD, q_off, q_stride, o_off, o_stride, kv_dim, scale, B, S, qb0, pad0, pad1);
+
 const gpu::Pipeline& means_pipe(OpContext& o) {
   return o.pipelines.get(variant_key("sparse_means", {}), [] {
-    return gpu::KernelSpec{"", specialize(wgsl_source("sparse_means"), {}), {Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform}};
+    return gpu::KernelSpec{"", specialize("sparse_means", {}), {Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform}};
   });
 }
 const gpu::Pipeline& select_pipe(OpContext& o) {
   return o.pipelines.get(variant_key("sparse_select", {}), [] {
-    return gpu::KernelSpec{"", specialize(wgsl_source("sparse_select"), {}),
+    return gpu::KernelSpec{"", specialize("sparse_select", {}),
                            {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::ReadWrite, Bind::Uniform}};
   });
 }
 const gpu::Pipeline& gather_pipe(OpContext& o, bool masked) {
   const Defines d{{"MASKED", masked ? "1" : "0"}};
   return o.pipelines.get(variant_key("attention_sparse", d), [&] {
-    return gpu::KernelSpec{"", specialize(wgsl_source("attention_sparse"), d),
+    return gpu::KernelSpec{"", specialize("attention_sparse", d),
                            {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform}};
   });
 }
@@ -90,7 +111,7 @@ void sparse_block_means(OpContext& o, const AttentionShape& s, const gpu::Buffer
   if (cache) cache->valid_blocks = n_blocks;
   if (n_blocks == b0) return;
   const uint32_t todo = n_blocks - b0, grid_y = std::min<uint32_t>(todo, 65535);  // maxComputeWorkgroupsPerDimension's minimum
-  struct { uint32_t n_blocks, B, kv_dim, grid_y, b0, pad0, pad1, pad2; } prm{n_blocks, c.block, kv_dim, grid_y, b0, 0, 0, 0};
+  MeansParams prm{n_blocks, c.block, kv_dim, grid_y, b0, 0, 0, 0};
   o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::KvCache, 4ull * todo * c.block * kv_dim)
                     .w(gpu::Traffic::Activations, 4ull * todo * kv_dim));
   o.rec.dispatch(means_pipe(o), {kc, cache ? cache->means : sc.means}, prm, ceil_div(kv_dim, 64), grid_y, 1, "sparse_means");
@@ -104,7 +125,7 @@ void sparse_select(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_s
   if (n_qb > sc.max_qblocks || (s.pos0 + s.T + c.block - 1) / c.block > sc.max_blocks)
     throw Error("sparse attention: the forward exceeds the scratch's query blocks or blocks");
   if (cache && (s.pos0 + s.T) / c.block > cache->max_blocks) throw Error("sparse attention: the context exceeds the means cache");
-  struct { uint32_t T, pos0, Hq, Hkv, HD, q_off, q_stride, kv_dim, B, top_k, window, S, qb0, n_cap, pad0, pad1; } prm{
+  SelectParams prm{
       s.T, s.pos0, s.Hq, s.Hkv, s.HD, q.off, q_stride, s.Hkv * s.HD, c.block, c.top_k, c.window, c.slots(),
       s.pos0 / c.block, sc.max_blocks, 0, 0};
   const uint64_t cand = (s.pos0 + s.T) / c.block;
@@ -128,7 +149,7 @@ Defines tiled_defines(const FlashTile& ft, uint32_t HD) {
 const gpu::Pipeline& tiled_pipe(OpContext& o, const FlashTile& ft, uint32_t HD) {
   const Defines d = tiled_defines(ft, HD);
   return o.pipelines.get(variant_key("attention_flash", d), [&] {
-    return gpu::KernelSpec{"", specialize(wgsl_source("attention_flash"), d),
+    return gpu::KernelSpec{"", specialize("attention_flash", d),
                            {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::ReadOnly, Bind::Uniform}};
   });
 }
@@ -147,10 +168,9 @@ void attention_gather(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t 
     if (ft.bc == 0) throw Error("sparse attention: no flash tile covers head_dim " + std::to_string(s.HD));
     const uint32_t G = s.Hq / s.Hkv, n_qb = sparse_query_blocks(s.pos0, s.T, c.block);
     const uint32_t ntb = ceil_div(std::min(c.block, s.T) * G, ft.br);  // row blocks per query block
-    struct { uint32_t T, pos0, Hq, Hkv, HD, q_off, q_stride, o_off, o_stride, kv_dim; float scale;
-             uint32_t split_len, n_split, B, S, qb0, ntb, pad[3]; } prm{
+    GatherFlashParams prm{
         s.T, s.pos0, s.Hq, s.Hkv, s.HD, q.off, q_stride, out.off, o_stride, s.Hkv * s.HD, s.scale, 0, 1, c.block,
-        c.slots(), s.pos0 / c.block, ntb, {0, 0, 0}};
+        c.slots(), s.pos0 / c.block, ntb, 0, 0, 0};
     // K/V rows loaded: per row block, the selected rows of its KV head once.
     o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Activations, 4ull * s.T * s.Hq * s.HD)
                       .r(gpu::Traffic::KvCache, uint64_t(n_qb) * ntb * c.slots() * c.block * 8ull * s.Hkv * s.HD)
@@ -159,7 +179,7 @@ void attention_gather(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t 
                    "attention_sparse_tiled");
     return;
   }
-  struct { uint32_t T, pos0, Hq, Hkv, HD, q_off, q_stride, o_off, o_stride, kv_dim; float scale; uint32_t B, S, qb0, pad0, pad1; } prm{
+  GatherParams prm{
       s.T, s.pos0, s.Hq, s.Hkv, s.HD, q.off, q_stride, out.off, o_stride, s.Hkv * s.HD, s.scale, c.block, c.slots(),
       s.pos0 / c.block, 0, 0};
   o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Activations, 4ull * s.T * s.Hq * s.HD)
@@ -181,6 +201,14 @@ void sparse_compile(OpContext& o, uint32_t HD) {
   select_pipe(o);
   gather_pipe(o, false);
   if (sparse_kernel(o, {2, 0, 1, 1, HD, 1.0f}) == SparseKernel::Tiled) tiled_pipe(o, attention_flash_tile(o, HD), HD);
+}
+
+std::vector<ParamsLayout> sparse_attention_params_layouts() {
+  return {WGLLM_LAYOUT(MeansParams, "sparse_means"),
+          WGLLM_LAYOUT(SelectParams, "sparse_select"),
+          WGLLM_LAYOUT(GatherFlashParams, "attention_flash", {{"GATHER", "1"}}),
+          WGLLM_LAYOUT(GatherParams, "attention_sparse", {{"MASKED", "0"}}),
+          WGLLM_LAYOUT(GatherParams, "attention_sparse", {{"MASKED", "1"}})};
 }
 
 }  // namespace wgllm::kernels

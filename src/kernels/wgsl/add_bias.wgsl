@@ -1,3 +1,4 @@
+// defines: none
 // add_bias: y[y_off + t * stride + i] += b[i] for t < T, i < N (a Linear layer's bias, added
 // after its matmul; e.g. Qwen2's Q/K/V projection biases, transformers modeling_qwen2.py
 // `nn.Linear(..., bias=True)`).

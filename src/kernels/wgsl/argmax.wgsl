@@ -1,3 +1,4 @@
+// defines: none
 // argmax over x[off .. off+n): the index of the largest value; ties go to the lowest index and NaN
 // never wins (same rule as the CPU sampler). One workgroup.
 struct P { n: u32, off: u32 }

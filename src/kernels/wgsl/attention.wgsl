@@ -1,3 +1,4 @@
+// defines: ILP SPLIT
 // attention: causal scaled-dot-product attention with grouped-query heads (GQA, Ainslie et al.
 // 2023) over the KV cache, for T query tokens at positions pos0..pos0+T-1. One workgroup per
 // (query head, token); keys are processed in tiles of BK with an online softmax (Milakov &

@@ -1,3 +1,4 @@
+// defines: none
 // attention_combine: merges the per-split partials of attention.wgsl / attention_tiled.wgsl (SPLIT
 // variants) for each (query head h, token t): M = max_s m_s, w_s = e^(m_s - M),
 // out = sum_s w_s acc_s / sum_s w_s l_s (sums in split order). An empty split has m = -3.4e38,

@@ -1,3 +1,4 @@
+// defines: BC BR HD4 RM TX GATHER KV_SHARED SPLIT
 // attention_flash: causal GQA attention for T > 1 query tokens (prefill chunks, a turn's new tokens)
 // as a register-tiled flash attention (FlashAttention-2, Dao 2023; online softmax, Milakov &
 // Gimelshein 2018). Dispatch and tile choice: kernels::attention (ops.cpp, KernelOptions::

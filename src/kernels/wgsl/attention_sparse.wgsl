@@ -1,3 +1,4 @@
+// defines: MASKED
 // attention_sparse: gathered block-sparse attention (kernels/sparse_attention.h). Causal GQA
 // attention of T query tokens at positions pos0 + t over only the key blocks listed for their query
 // block in `index` (sparse_select.wgsl: rows of S ascending block ids, 0xFFFFFFFF after the last):

@@ -1,3 +1,4 @@
+// defines: BK HD4 NT RW SPLIT
 // attention_tiled: causal GQA attention for T > 1 query tokens (prefill chunks, the new tokens of a
 // turn), multi-query flash attention (FlashAttention, Dao et al. 2022; online softmax, Milakov &
 // Gimelshein 2018). The rows of KV head hk are i = t * G + g (token t, query head h = hk * G + g,

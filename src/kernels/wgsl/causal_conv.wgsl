@@ -1,3 +1,4 @@
+// defines: BIAS FUSED GATE_IN GATE_OUT SILU UPDATE
 // causal_conv: causal depthwise conv1d over T new rows with a rolling state of the previous L-1
 // input rows (LFM2 ShortConv, transformers models/lfm2/modeling_lfm2.py Lfm2ShortConv.slow_forward;
 // Mamba-style conv1d of Gated DeltaNet, models/qwen3_next/modeling_qwen3_next.py). Per channel c:

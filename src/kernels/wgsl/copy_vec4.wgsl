@@ -1,3 +1,4 @@
+// defines: none
 // copy_vec4: bandwidth probe. dst[i] = src[i] for i < n (vec4f elements), grid-stride loop with
 // 256 threads per workgroup; moves 32 bytes per element (16 read + 16 written).
 struct P { n: u32, stride: u32 }

@@ -1,3 +1,4 @@
+// defines: none
 // dispatch_probe: the smallest useful kernel, for measuring what one dispatch costs (see
 // kernels/dispatch_probe.h). Thread i updates x[i] = x[i] * 0.5 + 1 for i < n (both operations
 // exact in f32 for the values reached, so the CPU can check the result bit for bit).

@@ -1,3 +1,4 @@
+// defines: BE BE16 BE32
 // embed: out[t, :] = dequant(table row tokens[t]) (token embedding lookup), one thread per block.
 struct P { K: u32, N: u32, T: u32, nb: u32, soff: u32, y_off: u32 }
 @group(0) @binding(0) var<storage, read> w: array<u32>;

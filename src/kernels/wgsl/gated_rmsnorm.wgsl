@@ -1,3 +1,4 @@
+// defines: none
 // gated_rmsnorm: Qwen3_5RMSNormGated (transformers models/qwen3_5/modeling_qwen3_5.py), in place,
 // one workgroup per (head, token): for head h of D values at x[x_off + t*x_stride + h*D + i],
 //   x <- (x / sqrt(mean(x^2) + eps)) * w[i] * silu(z[z_off + t*z_stride + h*D + i]).

@@ -1,3 +1,4 @@
+// defines: C
 // gdn_chunk_prep: first, state-independent phase of the chunkwise gated delta rule (transformers
 // qwen3_5 torch_chunk_gated_delta_rule; flash-linear-attention fla/ops/gated_delta_rule/chunk.py;
 // Yang et al. 2024 "Gated Delta Networks" with the WY/UT representation). One workgroup per

@@ -1,3 +1,4 @@
+// defines: none
 // gdn_chunk_scan: second phase of the chunkwise gated delta rule (after gdn_chunk_prep): the
 // sequential scan over chunks, one invocation per (state column j < DV, value head h) owning
 // S[:, j] (columns are independent). Per chunk (tokens t0 .. t0+n-1, G/A/P/W/U0 from the prep):

@@ -1,3 +1,4 @@
+// defines: DK R RDV WG
 // gdn_decode: the whole recurrent core of a Gated DeltaNet decode step (T = 1) in one dispatch
 // (KernelOptions::gdn_fuse_decode): what gdn_decode_prep + gdn_step (NORM=1) do in two, or
 // causal_conv + l2norm_heads + gdn_gates + gdn_step + gated_rmsnorm in six, with the same operations

@@ -1,3 +1,4 @@
+// defines: none
 // gdn_decode_prep: everything a Gated DeltaNet decode step (T = 1) needs before the delta rule, in
 // one dispatch (KernelOptions::gdn_fuse_prep; transformers models/qwen3_5/modeling_qwen3_5.py,
 // Qwen3_5GatedDeltaNet.forward: conv1d + SiLU over [q | k | v], l2norm of q and k per head,

@@ -1,3 +1,4 @@
+// defines: none
 // gdn_gate_math: the Gated DeltaNet gate formulas shared by gdn_gates and gdn_decode_prep
 // (included, never compiled alone), so that both give the same bits.
 //   g    = -exp(A_log) * softplus(a + dt_bias)   (log-space decay, <= 0)

@@ -1,3 +1,4 @@
+// defines: none
 // gdn_gates: Gated DeltaNet gates (Qwen3_5GatedDeltaNet.forward, transformers qwen3_5) for T tokens
 // and NV value heads: with a = src[a_off + t*src_stride + h], b = src[b_off + t*src_stride + h],
 //   g    = -exp(A_log[h]) * softplus(a + dt_bias[h])   (log-space decay, <= 0)

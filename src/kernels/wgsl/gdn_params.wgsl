@@ -1,3 +1,4 @@
+// defines: none
 // gdn_params: parameters shared by the Gated DeltaNet kernels (gdn_step, gdn_chunk_prep,
 // gdn_chunk_scan); included, never compiled alone. Offsets/strides in f32 elements.
 //   q/k of token t, key head hk = key_head(h): qkv[q_off|k_off + t*qkv_stride + hk*DK + i] (L2-normalised; q is

@@ -1,3 +1,4 @@
+// defines: NORM DV? WG?
 // gdn_step: one decode token of the gated delta rule (transformers qwen3_5
 // torch_recurrent_gated_delta_rule; flash-linear-attention fused_recurrent_gated_delta_rule), in
 // place on the fp32 state. One invocation per (state column j < DV, value head h): columns are

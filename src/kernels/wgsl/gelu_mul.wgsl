@@ -1,3 +1,4 @@
+// defines: none
 // gelu_mul: GeGLU gate (Gemma 3 MLP, transformers modeling_gemma3.py Gemma3MLP with
 // gelu_pytorch_tanh): y[t, i] = gelu_tanh(g[t, i]) * u[t, i],
 // gelu_tanh(a) = 0.5 a (1 + tanh(sqrt(2/pi) (a + 0.044715 a^3))) (CPU twin: ref::gelu_tanh).

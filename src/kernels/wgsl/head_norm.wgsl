@@ -1,3 +1,4 @@
+// defines: L2
 // head_norm: per-head normalisation in place, one workgroup per (head, token).
 // Head h of token t is x[off + t*stride + h*head_stride + i], i < D.
 // L2=1: x <- x / sqrt(sum(x^2) + eps)        (transformers qwen3_5 l2norm of Gated DeltaNet q, k;

@@ -1,3 +1,4 @@
+// defines: none
 // kv_store: copies the new tokens' keys and values ([T, kv_dim] rows at k_off/v_off with the given
 // stride) into the layer's KV cache at positions pos0 .. pos0+T-1 (cache rows of kv_dim floats).
 struct P { T: u32, kv_dim: u32, pos0: u32, k_off: u32, v_off: u32, stride: u32 }

@@ -1,3 +1,4 @@
+// defines: ROWS LANES REDUCE TT VEC4 ADD BE BE16 BE32 NORM SILU ROPE NEOX B_P B_NW? B_CS? B_KC? B_VC?
 // matmul: y[t, n] (+)= sum_k W[n, k] * x[t, k] for a quantized/float weight W (N x K) and f32
 // activations x (T x K). Variants (each its own define, see kernels/matmul.cpp):
 //   ROWS  rows per workgroup, LANES threads per row (LANES a power of two; lanes stride over

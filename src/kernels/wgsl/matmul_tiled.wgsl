@@ -1,3 +1,4 @@
+// defines: BN BT RN RT ADD F16 BE
 // matmul_tiled: y[t, n] (+)= sum_k W[n, k] * x[t, k] for prefill forwards (T > 8 tokens), as a
 // tiled matrix product. Dispatch, tile choice and limits: kernels/matmul_tiled.cpp; CPU twin:
 // ref::matmul; test: kernels/matmul_tiled_test.cpp.

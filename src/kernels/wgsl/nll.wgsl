@@ -1,3 +1,4 @@
+// defines: none
 // Negative log-likelihood of one target id per row of logits (perplexity, runtime/perplexity.h):
 //   y[y_off + r] = log(sum_j exp(x[r, j] - m_r)) + m_r - x[r, target_r],  m_r = max_j x[r, j],
 // for rows r < rows of n logits each (row r at x_off + r * x_stride), target_r = targets[t_off + r];

@@ -1,3 +1,4 @@
+// defines: none
 // read_vec4: bandwidth probe. Thread t sums src[t], src[t + stride], ... (vec4f elements, i < n)
 // and writes the sum of its four lanes to out[t]; reads 16 bytes per element, writes 4 per thread.
 struct P { n: u32, stride: u32 }

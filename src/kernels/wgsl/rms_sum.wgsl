@@ -1,3 +1,4 @@
+// defines: none
 // rms_sum: the sum of squares of one row of D floats in a FIXED order, shared (via #include) by
 // rmsnorm.wgsl and the RMSNorm prologue of matmul.wgsl (NORM variant) so that both compute
 // bit-identical inverse RMS values. The order: RMS_SLOTS = 256 partial sums, slot j summing

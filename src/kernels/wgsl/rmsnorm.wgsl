@@ -1,3 +1,4 @@
+// defines: none
 // rmsnorm: y[t, :] = x[t, :] * (1 / sqrt(mean(x[t, :]^2) + eps)) * weight  (Zhang & Sennrich 2019;
 // same operation order as ggml_rms_norm followed by ggml_mul). One workgroup per token row.
 // The sum of squares comes from rms_sum.wgsl, shared with matmul.wgsl's NORM prologue (bit-identical).

@@ -1,3 +1,4 @@
+// defines: NEOX
 // rope: rotary position embedding (Su et al. 2021, RoFormer) applied in place to H heads of size
 // HD for T tokens at positions pos0 .. pos0+T-1. cos/sin come from a table computed once on the
 // CPU (kernels/rope_table.cpp), so the GPU and the CPU reference rotate by identical values.

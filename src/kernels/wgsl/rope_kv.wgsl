@@ -1,3 +1,4 @@
+// defines: NEOX
 // rope_kv: rope.wgsl on the query heads + rope.wgsl on the key heads + kv_store.wgsl in ONE
 // dispatch (decode fusion, --fuse-rope-kv). For T tokens at positions pos0 .. pos0+T-1:
 //   q (Hq heads of HD at q_off + t*q_stride): rotated in place (first rot dims), as rope.wgsl;

@@ -1,3 +1,4 @@
+// defines: none
 // scale: x[off + i] *= s for i < n, in place (Gemma 3's embedding scale sqrt(d_model)).
 struct P { n: u32, off: u32, s: f32 }
 @group(0) @binding(0) var<storage, read_write> x: array<f32>;

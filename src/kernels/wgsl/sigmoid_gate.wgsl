@@ -1,3 +1,4 @@
+// defines: none
 // sigmoid_gate: gated attention output (Qwen3_5Attention, transformers qwen3_5):
 // x[x_off + t*x_stride + i] *= sigmoid(g[g_off + t*g_stride + i]), i < N, t < T.
 struct P { T: u32, N: u32, x_off: u32, x_stride: u32, g_off: u32, g_stride: u32 }

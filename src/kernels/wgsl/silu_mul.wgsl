@@ -1,3 +1,4 @@
+// defines: none
 // silu_mul: SwiGLU gate (Shazeer 2020): y[t, i] = silu(g[t, i]) * u[t, i], silu(a) = a / (1 + exp(-a)).
 // g and u are two column ranges of one buffer (fused gate/up output) or separate ranges.
 struct P { T: u32, F: u32, g_off: u32, u_off: u32, in_stride: u32, y_off: u32 }

@@ -1,3 +1,4 @@
+// defines: none
 // sparse_means: mean-pooled block keys for block-sparse attention (kernels/sparse_attention.h).
 // For blocks b0 <= b < n_blocks of B key-cache rows and key-cache columns c < kv_dim (all KV heads):
 //   kbar[b, c] = (sum_{r = 0..B-1} kc[(b * B + r) * kv_dim + c]) / B

@@ -1,3 +1,4 @@
+// defines: none
 // sparse_select: the key blocks each query block attends to (kernels/sparse_attention.h). One
 // workgroup per (query block i of the chunk, KV head hk); query block qb = qb0 + i holds the chunk
 // rows t with (pos0 + t) / B == qb. With lo = max(0, qb + 1 - W):
