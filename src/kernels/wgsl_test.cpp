@@ -83,8 +83,8 @@ TEST(Wgsl, IncludedFilesContributeTheirDefines) {
   two["FMT_Q8_0"] = "1";
   expect_error([&] { specialize("embed", two); }, {"embed.wgsl", "got 2"});
   Defines typo = ok;
-  typo["FMT_Q4_K"] = "1";
-  expect_error([&] { specialize("embed", typo); }, {"embed.wgsl", "unknown define 'FMT_Q4_K'"});
+  typo["FMT_Q5_K"] = "1";
+  expect_error([&] { specialize("embed", typo); }, {"embed.wgsl", "unknown define 'FMT_Q5_K'"});
 }
 
 TEST(Wgsl, OptionalValuesOnlyWhereReached) {

@@ -1,4 +1,4 @@
-// defines: ROWS LANES SUBGROUP VEC4 ADD BE BE16 BE32 NORM SILU ROPE NEOX B_P B_W4 B_NW? B_CS? B_KC? B_VC?
+// defines: ROWS RPT R2 R4 LANES SUBGROUP VEC4 ADD BE BE16 BE32 NORM SILU ROPE NEOX B_P B_W4 B_NW? B_CS? B_KC? B_VC?
 // matvec: the matrix-vector kernel for forwards of T <= 8 tokens (decode; KernelOptions::
 // matvec_subgroup, --matvec-subgroup): y[t, n] (+)= sum_k W[n, k] * x[t, k] for a quantized/float
 // weight W (N x K, layouts in quant.wgsl) and f32 activations x (T x K). One token per workgroup

@@ -1,4 +1,4 @@
-// defines: FMT_F32|FMT_Q4_0|FMT_Q4_1|FMT_Q4_AF32|FMT_Q8_0|FMT_Q8_F32 BE32
+// defines: FMT_F32|FMT_Q4_0|FMT_Q4_1|FMT_Q4_K|FMT_Q8_0|FMT_Q8_F32 BE32
 // Weight block decoding shared by matmul and embed. The weight buffer `w` (array<u32>) holds, for a
 // matrix of N rows x K columns in blocks of BE elements (nb = K / BE blocks per row, block index
 // bi = row * nb + block): packed quants first, then a scale region starting at word p.soff.
