@@ -36,3 +36,16 @@ wg_gpu_check() {
 }
 # The default model where the engine looks for it ($WGLLM_CACHE/models).
 [ -f $W/models/SmolLM2-135M-Instruct.Q4_1.gguf ] || true
+# Starts the llama.cpp CUDA build (llama-bench) from the carried sdist in the background, once per
+# warm machine ($W/lcpp.log ends with "BUILD_DONE <rc>"; ~5.5 min on 16 cores; a call waits for it
+# to end before it returns). Sets LB_CUDA to the llama-bench it builds.
+LB_CUDA=$W/lcpp/llama.cpp/build/bin/llama-bench
+wg_start_llamacpp_cuda() {
+  [ -f $W/llama.cpp.tgz ] && [ ! -d $W/lcpp ] || return 0
+  mkdir -p $W/lcpp && tar xzf $W/llama.cpp.tgz -C $W/lcpp
+  (cd $W/lcpp/llama.cpp && setsid nohup bash -c "cmake -B build -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+    -DLLAMA_CURL=OFF -DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
+    > $W/lcpp.log 2>&1 && cmake --build build -j 16 --target llama-bench >> $W/lcpp.log 2>&1; \
+    echo BUILD_DONE \$? >> $W/lcpp.log" > /dev/null 2>&1 &)
+  echo "[remote] llama.cpp CUDA build started"
+}

@@ -28,15 +28,7 @@ mkdir -p $W/synth $W/res
 trap 'tar czf $OUT/results.tgz -C $W/res .' EXIT
 FAILED=0
 fail() { echo "FAIL: $*" | tee -a $W/res/FAILED.txt; FAILED=1; }
-LB_CUDA=$W/lcpp/llama.cpp/build/bin/llama-bench
-if [ -f $W/llama.cpp.tgz ] && [ ! -d $W/lcpp ]; then
-  mkdir -p $W/lcpp && tar xzf $W/llama.cpp.tgz -C $W/lcpp
-  (cd $W/lcpp/llama.cpp && setsid nohup bash -c "cmake -B build -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
-    -DLLAMA_CURL=OFF -DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
-    > $W/lcpp.log 2>&1 && cmake --build build -j 16 --target llama-bench >> $W/lcpp.log 2>&1; \
-    echo BUILD_DONE \$? >> $W/lcpp.log" > /dev/null 2>&1 &)
-  el "llama.cpp CUDA build started"
-fi
+wg_start_llamacpp_cuda
 SMOL=$(wg_model SmolLM2-135M-Instruct.Q4_1.gguf) || fail "SmolLM2 not carried"
 QH=$W/synth/qwen25-coder-1.5b.hdr.gz SH=$W/synth/smollm2.hdr.gz
 declare -A SRC=([lfm2-1.2b]="--config tools/synth/configs/lfm2-1.2b.json --vocab $SH" [qwen25-1.5b]="--header $QH")

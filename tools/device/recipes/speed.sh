@@ -15,15 +15,8 @@ set -u
 stage=${1:-measure}
 source tools/device/remote.sh
 T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
-LB=$W/lcpp/llama.cpp/build/bin/llama-bench
-if [ -f $W/llama.cpp.tgz ] && [ ! -d $W/lcpp ]; then
-  mkdir -p $W/lcpp && tar xzf $W/llama.cpp.tgz -C $W/lcpp
-  (cd $W/lcpp/llama.cpp && setsid nohup bash -c "cmake -B build -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
-    -DLLAMA_CURL=OFF -DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
-    > $W/lcpp.log 2>&1 && cmake --build build -j 16 --target llama-bench >> $W/lcpp.log 2>&1; \
-    echo BUILD_DONE \$? >> $W/lcpp.log" > /dev/null 2>&1 &)
-  el "llama.cpp CUDA build started"
-fi
+LB=$LB_CUDA
+wg_start_llamacpp_cuda
 [ "$stage" = store ] && { $B devices 2>&1 | head -4; exit 0; }
 
 GGUF=$(wg_model SmolLM2-135M-Instruct.Q4_1.gguf) || exit 1

@@ -45,17 +45,9 @@ if ls $W/vkparts/llama-vk.tar.xz.part* > /dev/null 2>&1 && [ ! -x $W/llama-vk/ll
     cat $(ls $W/vkparts/llama-vk.tar.xz.part* | sort) | xz -d | tar x -C $W && el "llama.cpp Vulkan llama-bench unpacked"
   else el "llama.cpp Vulkan parts: $(ls $W/vkparts | wc -l) so far, not yet a whole archive"; fi
 fi
-LB_CUDA=$W/lcpp/llama.cpp/build/bin/llama-bench
 LB_VK=$W/llama-vk/llama-bench
 export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$W/llama-vk  # its libgomp
-if [ -f $W/llama.cpp.tgz ] && [ ! -d $W/lcpp ]; then
-  mkdir -p $W/lcpp && tar xzf $W/llama.cpp.tgz -C $W/lcpp
-  (cd $W/lcpp/llama.cpp && setsid nohup bash -c "cmake -B build -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
-    -DLLAMA_CURL=OFF -DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
-    > $W/lcpp.log 2>&1 && cmake --build build -j 16 --target llama-bench >> $W/lcpp.log 2>&1; \
-    echo BUILD_DONE \$? >> $W/lcpp.log" > /dev/null 2>&1 &)
-  el "llama.cpp CUDA build started"
-fi
+wg_start_llamacpp_cuda
 [ "$stage" = store ] && { $B devices 2>&1 | head -3; exit 0; }
 [ "$stage" = measure ] || [ "$stage" = write ] || { echo "FAIL: stage must be store, write or measure"; exit 1; }
 
