@@ -229,13 +229,12 @@ MatvecShape matvec_shape(const OpContext& o, const GpuWeight& W, bool rope) {
   const uint32_t groups = std::max<uint32_t>(1, (sh.lanes >= 128 ? 256 : 128) / sh.lanes);
   uint32_t rows = o.opt.matvec_rows_per_workgroup ? o.opt.matvec_rows_per_workgroup : (sw ? 8 : groups * rpt);
   if (rope) rows += rows & 1;  // both rows of a rotation pair in one workgroup
-  // Defaults shrink to the adapter's workgroup size (e.g. wide subgroups); explicit settings throw.
+  if (rows % rpt) rows += rpt - rows % rpt;  // whole row groups (every setting combination is valid)
+  // Shrink to the adapter's workgroup size (wide subgroups or lanes), keeping whole row groups and
+  // (rope) whole rotation pairs.
   const uint32_t max_threads = o.ctx.info().limits.maxComputeInvocationsPerWorkgroup;
-  if (!o.opt.matvec_rows_per_workgroup)
-    while (rows > rpt && rows / rpt * sh.lanes > max_threads) rows -= rpt;
-  if (rows % rpt)
-    throw Error("matvec: rows per workgroup (" + std::to_string(rows) + ") is not a multiple of rows per thread (" +
-                std::to_string(rpt) + ")");
+  const uint32_t step = rope && rpt == 1 ? 2 : rpt;
+  while (rows > step && rows / rpt * sh.lanes > max_threads) rows -= step;
   if (rows / rpt * sh.lanes > max_threads)
     throw Error("matvec: " + std::to_string(rows / rpt) + " row groups x " + std::to_string(sh.lanes) +
                 " lanes exceeds maxComputeInvocationsPerWorkgroup");

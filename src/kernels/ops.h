@@ -52,8 +52,9 @@ struct OpContext {
 /// which each thread sums `rows_per_thread` (1, 2 or 4), `lanes` threads per row group (a power of
 /// two), `subgroup` = the row reduction uses subgroupAdd. KernelOptions::matvec_rows_per_workgroup /
 /// matvec_rows_per_thread / matvec_lanes override the by-shape defaults; `rope`: the fused QKV
-/// epilogue (rows made even). Throws wgllm::Error for an invalid combination (rows not a multiple of
-/// rows_per_thread, lanes not a power of two, too many threads for the adapter).
+/// epilogue (rows made even). Rows per workgroup are rounded up to whole row groups and reduced to
+/// the adapter's workgroup size. Throws wgllm::Error for an invalid setting (lanes not a power of
+/// two, rows per thread not 1, 2 or 4, a grid over the adapter's limit).
 struct MatvecShape {
   uint32_t rows = 4, rows_per_thread = 1, lanes = 32;
   bool subgroup = false;

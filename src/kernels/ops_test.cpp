@@ -233,7 +233,7 @@ TEST(Ops, MatvecShapeKnobsAreBitExact) {
   KernelOptions bad;
   bad.matvec_subgroup = 1, bad.matvec_rows_per_workgroup = 6, bad.matvec_rows_per_thread = 4;
   auto o = e.op(bad);
-  EXPECT_THROW(matvec_shape(o, Wb), Error);
+  EXPECT_EQ(matvec_shape(o, Wb).rows, 8u) << "rows round up to whole row groups";
   bad.matvec_rows_per_workgroup = 0, bad.matvec_rows_per_thread = 3;
   auto o3 = e.op(bad);
   EXPECT_THROW(matvec_shape(o3, Wb), Error);
