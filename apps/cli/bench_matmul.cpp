@@ -248,20 +248,33 @@ struct MatvecBenchOpts {
   std::vector<std::string> prologues = {"none"};
   std::vector<uint32_t> tokens = {1};
   uint32_t reps = 5;
+  uint32_t burst = 32;
   std::string json_path;
 };
 
 struct MatvecVariant {
   uint32_t rows = 0, rpt = 0, lanes = 0;
-  std::string str() const { return fmt::format("{}/{}/{}", rows, rpt, lanes); }
+  std::string flags;  // "+nomagic" ... as given
+  bool nomagic = false, int8 = false;
+  std::string str() const { return fmt::format("{}/{}/{}{}", rows, rpt, lanes, flags); }
 };
 
 MatvecVariant parse_matvec_variant(const std::string& s) {
   MatvecVariant v;
-  char extra = 0;
-  if (std::sscanf(s.c_str(), "%u/%u/%u%c", &v.rows, &v.rpt, &v.lanes, &extra) != 3 || v.rows > 64 || v.rpt > 4 ||
+  int used = 0;
+  if (std::sscanf(s.c_str(), "%u/%u/%u%n", &v.rows, &v.rpt, &v.lanes, &used) != 3 || v.rows > 64 || v.rpt > 4 ||
       v.lanes > 256)
-    throw Error("bench matvec: variant '" + s + "' is not ROWS/RPT/LANES (0 = default; rows <= 64, rpt <= 4, lanes <= 256)");
+    throw Error("bench matvec: variant '" + s + "' is not ROWS/RPT/LANES[+nomagic][+int8] (0 = default; rows <= 64, rpt <= 4, "
+                "lanes <= 256)");
+  v.flags = s.substr(size_t(used));
+  for (size_t i = 0; i < v.flags.size();) {
+    const size_t j = v.flags.find('+', i + 1);
+    const std::string f = v.flags.substr(i, j == std::string::npos ? std::string::npos : j - i);
+    if (f == "+nomagic") v.nomagic = true;
+    else if (f == "+int8") v.int8 = true;
+    else throw Error("bench matvec: variant '" + s + "': unknown option '" + f + "' (known: +nomagic, +int8)");
+    i = j == std::string::npos ? v.flags.size() : j;
+  }
   return v;
 }
 
@@ -287,14 +300,21 @@ int run_matvec_bench(const MatvecBenchOpts& b) {
   auto ctx = gpu::Context::create(co);
   gpu::PipelineCache pipes(*ctx);
   gpu::Recorder rec(*ctx);
-  const bool ts = ctx->timestamps_inside_passes();
-  rec.set_profiling(ts);
+  // The meter: each submission is a burst of `burst` dispatches of ONE variant, timed by
+  // timestamps at the start and end of the submission's commands (Recorder::set_step_gpu_time);
+  // one dispatch = the span / burst. The dispatches all write y, so they run one after the other
+  // with a barrier between them, as the matrix-vector products of a decode step do (each waits for
+  // its input). Per-dispatch timestamps inside one pass were not trustworthy for this: on the H200
+  // they gave the same shape 24 and 110 us in two calls. Variants take turns submission by
+  // submission, in a rotated order each round, so that all see the same clocks and load.
+  rec.set_step_gpu_time(true);
   rec.set_traffic_log(true);
   fmt::print(stderr, "bench matvec on {}: measuring copy bandwidth...\n", ctx->info().name);
   const double copy = kernels::measure_bandwidth(*ctx).copy_GBps();
-  fmt::print(stderr, "copy bandwidth {:.0f} GB/s; timing: {}\n", copy, ts ? "timestamps" : "wall clock of submit + wait");
-  fmt::print(stderr, "  {:<5} {:<2} {:>6} {:>6} {:<6} {:<12} {:<9} {:>9} {:>9} {:>7}\n", "type", "T", "N", "K", "pro",
-             "rows/rpt/ln", "(chosen)", "us", "GB/s", "% copy");
+  fmt::print(stderr, "copy bandwidth {:.0f} GB/s; one dispatch = submission span / {} (encoder timestamps where the "
+             "adapter has them, else wall clock of submit + wait)\n", copy, b.burst);
+  fmt::print(stderr, "  {:<5} {:<2} {:>6} {:>6} {:<6} {:<18} {:<9} {:>9} {:>9} {:>7}\n", "type", "T", "N", "K", "pro",
+             "rows/rpt/ln+opts", "(chosen)", "us", "GB/s", "% copy");
   nlohmann::json results = nlohmann::json::array();
   for (DType type : types) {
     for (const Shape& sh : shapes) {
@@ -332,6 +352,8 @@ int run_matvec_bench(const MatvecBenchOpts& b) {
             kernels::KernelOptions ko;
             ko.matvec_subgroup = 1;
             ko.matvec_rows_per_workgroup = v.rows, ko.matvec_rows_per_thread = v.rpt, ko.matvec_lanes = v.lanes;
+            ko.dequant_magic = !v.nomagic;
+            ko.matvec_int8 = v.int8;
             kernels::OpContext o{*ctx, pipes, rec, ko};
             try {
               const kernels::MatvecShape c = kernels::matvec_shape(o, Ws.front());
@@ -340,32 +362,30 @@ int run_matvec_bench(const MatvecBenchOpts& b) {
               fmt::print(stderr, "  skipping {}: {}\n", v.str(), e.what());
             }
           }
-          const uint32_t burst = ts ? 8 : 1;
           uint64_t bytes = 0;
           float sink = 0;
           uint32_t wi = 0;
+          bool timestamps = true;
           for (uint32_t r = 0; r <= b.reps; ++r) {  // r = 0: warm-up (pipeline creation, clock ramp)
-            rec.begin();
-            for (auto& l : live) {
+            for (size_t li = 0; li < live.size(); ++li) {
+              auto& l = live[(li + r) % live.size()];
               kernels::OpContext o{*ctx, pipes, rec, l.ko};
-              for (uint32_t i = 0; i < burst; ++i) {
+              rec.begin();
+              for (uint32_t i = 0; i < b.burst; ++i) {
                 const kernels::GpuWeight& W = Ws[wi++ % copies];
                 if (pro == "norm") kernels::matmul_norm(o, W, {x, 0}, K, nw, 1e-5f, {y, 0}, N, T, false);
                 else if (pro == "silu") kernels::matmul_silu(o, W, x, 0, K, 2 * K, {y, 0}, N, T, false);
                 else kernels::matmul(o, W, {x, 0}, K, {y, 0}, N, T, false);
               }
-            }
-            rec.read_after(y, 0, 4);
-            const auto t0 = std::chrono::steady_clock::now();
-            rec.submit(&sink);
-            const double wall = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-            if (!bytes && !rec.last_dispatches().empty()) bytes = rec.last_dispatches().front().traffic.total();
-            if (r == 0) continue;
-            if (ts) {
-              const auto& prof = rec.last_profile();
-              for (size_t i = 0; i < prof.size() && i / burst < live.size(); ++i) live[i / burst].us.push_back(prof[i].us);
-            } else {
-              for (auto& l : live) l.us.push_back(wall / live.size());
+              rec.read_after(y, 0, 4);
+              const auto t0 = std::chrono::steady_clock::now();
+              rec.submit(&sink);
+              const double wall = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+              if (!bytes && !rec.last_dispatches().empty()) bytes = rec.last_dispatches().front().traffic.total();
+              if (r == 0) continue;
+              const double gpu = rec.last_step_timing().gpu_us;
+              if (gpu < 0) timestamps = false;
+              l.us.push_back((gpu >= 0 ? gpu : wall) / b.burst);
             }
           }
           if (!std::isfinite(sink)) throw Error("bench matvec: non-finite output");
@@ -373,19 +393,21 @@ int run_matvec_bench(const MatvecBenchOpts& b) {
             auto& us = l.us;
             std::sort(us.begin(), us.end());
             const double med = us[us.size() / 2], gbs = double(bytes) / med / 1e3;
-            fmt::print(stderr, "  {:<5} {:<2} {:>6} {:>6} {:<6} {:<12} {:<9} {:>9.2f} {:>9.1f} {:>6.1f}%\n",
-                       dtype_name(type), T, N, K, pro, l.v.str(), l.chosen, med, gbs, 100.0 * gbs / copy);
+            fmt::print(stderr, "  {:<5} {:<2} {:>6} {:>6} {:<6} {:<18} {:<9} {:>9.2f} {:>9.1f} {:>6.1f}%{}\n",
+                       dtype_name(type), T, N, K, pro, l.v.str(), l.chosen, med, gbs, 100.0 * gbs / copy,
+                       timestamps ? "" : " (wall clock)");
             results.push_back({{"type", dtype_name(type)}, {"T", T}, {"N", N}, {"K", K}, {"prologue", pro},
                                {"variant", l.v.str()}, {"chosen", l.chosen}, {"bytes", bytes}, {"median_us", med},
                                {"min_us", us.front()}, {"max_us", us.back()}, {"GBps", gbs},
-                               {"copy_fraction", gbs / copy}, {"weight_copies", copies}});
+                               {"copy_fraction", gbs / copy}, {"weight_copies", copies},
+                               {"timing", timestamps ? "encoder_timestamps" : "wall_clock_submit_wait"}});
           }
         }
       }
     }
   }
   nlohmann::json j = {{"benchmark", "matvec"}, {"adapter", ctx->info().name}, {"copy_GBps", copy},
-                      {"timing", ts ? "timestamps" : "wall_clock_submit_wait"}, {"reps", b.reps}, {"results", results}};
+                      {"burst", b.burst}, {"reps", b.reps}, {"results", results}};
   print_or_write_json(b.json_path, j.dump(1));
   return 0;
 }
@@ -401,13 +423,17 @@ std::function<int()> add_bench_matvec(CLI::App& app) {
   add_shader_checks_flag(cmd, b->shader_checks);
   cmd->add_option("--shapes", b->shapes, "N:K weight shapes (default: an LFM2-1.2B layer and its output head)")->delimiter(',');
   cmd->add_option("--types", b->types, "weight types: f32 f16 bf16 q4_0 q4_1 q8_0 q4_K q6_K (default q4_K)")->delimiter(',');
-  cmd->add_option("--variants", b->variants, "launch shapes ROWS/RPT/LANES, 0 = the by-shape default (default 0/0/0)")
+  cmd->add_option("--variants", b->variants, "launch shapes ROWS/RPT/LANES, 0 = the by-shape default, optionally +nomagic "
+                  "(--no-dequant-magic) and +int8 (--matvec-int8) (default 0/0/0)")
       ->delimiter(',');
   cmd->add_option("--prologues", b->prologues, "none, norm (fused RMSNorm), silu (fused SiLU gate) (default none)")
       ->delimiter(',');
   cmd->add_option("--tokens", b->tokens, "token counts T, 1..8 (default 1)")->delimiter(',')->transform(integer(1, 8));
-  cmd->add_option("--reps", b->reps, "measured submissions (each: 8 dispatches of every variant in turn, on weight copies "
-                  "used round-robin) after one warm-up submission, 1..100000 (default 5)")->transform(integer(1, 100000));
+  cmd->add_option("--reps", b->reps, "measured rounds (each: one submission of --burst dispatches per variant, variants in "
+                  "a rotated order, weight copies used round-robin) after one warm-up round, 1..100000 (default 5)")
+      ->transform(integer(1, 100000));
+  cmd->add_option("--burst", b->burst, "dispatches per submission (one dispatch = the submission's GPU span / burst), "
+                  "1..4096 (default 32)")->transform(integer(1, 4096));
   cmd->add_option("--json", b->json_path, "write the results as JSON here (default: stdout)")->check(OutputFile);
   return [=]() -> int { return *cmd ? run_matvec_bench(*b) : -1; };
 }

@@ -155,7 +155,8 @@ void matmul_tiled(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride,
   const bool f16 = matmul_tiled_uses_f16(o);
   const MatmulTile t = matmul_tile(o, f16, W.N, T);
   // The weight defines as kernels::matmul sets them, less BE16 (matmul_tiled.wgsl has no 16-element path).
-  Defines d{{wformat_define(W.fmt), "1"}, {"BE", std::to_string(W.block)}, {"BE32", W.block == 32 ? "1" : "0"}};
+  Defines d{{wformat_define(W.fmt), "1"}, {"BE", std::to_string(W.block)}, {"BE32", W.block == 32 ? "1" : "0"},
+            {"MAGIC", o.opt.dequant_magic ? "1" : "0"}};
   d["BN"] = std::to_string(t.bn);
   d["BT"] = std::to_string(t.bt);
   d["RN"] = std::to_string(t.rn);

@@ -25,9 +25,9 @@ const gpu::Pipeline& get(OpContext& o, const std::string& name, const Defines& d
 
 uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
 
-Defines weight_defines(const GpuWeight& W) {
+Defines weight_defines(const OpContext& o, const GpuWeight& W) {
   return {{wformat_define(W.fmt), "1"}, {"BE", std::to_string(W.block)}, {"BE16", W.block == 16 ? "1" : "0"},
-          {"BE32", W.block == 32 ? "1" : "0"}};
+          {"BE32", W.block == 32 ? "1" : "0"}, {"MAGIC", o.opt.dequant_magic ? "1" : "0"}};
 }
 
 // The uniforms of this file's kernels (each matches its WGSL `struct P`: kernels/params_layout.h,
@@ -134,7 +134,7 @@ void matvec_impl(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, 
   const MatvecShape sh = matvec_shape(o, W, rope != nullptr);
   const uint32_t rows = sh.rows, lanes = sh.lanes;
   const bool subgroup = sh.subgroup;
-  Defines d = weight_defines(W);
+  Defines d = weight_defines(o, W);
   d["ROWS"] = std::to_string(rows);
   d["RPT"] = std::to_string(sh.rows_per_thread);
   d["R2"] = sh.rows_per_thread >= 2 ? "1" : "0";
@@ -143,6 +143,14 @@ void matvec_impl(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, 
   d["SUBGROUP"] = subgroup ? "1" : "0";
   d["VEC4"] = vec4 ? "1" : "0";
   d["ADD"] = accumulate ? "1" : "0";
+  // I8: int8 activation blocks in workgroup memory (16 B per 16 elements + 8 B per block), sized
+  // to whole multiples of 64 blocks so that few variants exist; beside it the row sums and rms_sum.
+  const uint32_t nb = W.K / W.block, xblk = (nb + 63) / 64 * 64;
+  const uint64_t i8_bytes = uint64_t(xblk) * (W.block + 8) + uint64_t(rows) * lanes * 4 + 1024;
+  const bool i8 = o.opt.matvec_int8 && W.fmt != WFormat::F32 &&
+                  i8_bytes <= o.ctx.info().limits.maxComputeWorkgroupStorageSize;
+  d["I8"] = i8 ? "1" : "0";
+  d["XBLK"] = i8 ? std::to_string(xblk) : "1";
   std::vector<Bind> binds{Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::ReadOnly};
   d["B_W4"] = "3";
   add_fused_variant(d, binds, pro, rope);
@@ -177,7 +185,7 @@ void matmul_impl(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, 
   if (lanes & (lanes - 1)) throw Error("matmul lanes per row must be a power of two");
   if (rows * lanes > o.ctx.info().limits.maxComputeInvocationsPerWorkgroup)
     throw Error("matmul rows x lanes exceeds maxComputeInvocationsPerWorkgroup");
-  Defines d = weight_defines(W);
+  Defines d = weight_defines(o, W);
   d["ROWS"] = std::to_string(rows);
   d["LANES"] = std::to_string(lanes);
   d["REDUCE"] = lanes > 1 ? "1" : "0";
@@ -298,7 +306,7 @@ void rope_kv_store(OpContext& o, const gpu::Buffer& src, uint32_t q_off, uint32_
 }
 
 void embed(OpContext& o, const GpuWeight& table, const gpu::Buffer& tokens, uint32_t T, F32Ref y) {
-  const auto& p = get(o, "embed", weight_defines(table),
+  const auto& p = get(o, "embed", weight_defines(o, table),
                       {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
   const uint32_t nb = table.K / table.block;
   EmbedParams prm{table.K, table.N, T, nb, table.soff, y.off};

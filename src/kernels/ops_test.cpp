@@ -239,6 +239,98 @@ TEST(Ops, MatvecShapeKnobsAreBitExact) {
   EXPECT_THROW(matvec_shape(o3, Wb), Error);
 }
 
+// --dequant-magic: integer quants to f32 through the 2^23 mantissa trick give the same bits as
+// int->float conversions, in the decode kernel (matvec) and the per-row matmul, for every format.
+TEST(Ops, DequantMagicIsBitExact) {
+  auto& e = env();
+  const uint32_t K = 512, N = 19;
+  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::Q8_0, DType::Q6_K}) {
+    auto blocks = random_blocks(t, K, N, 21);
+    auto W = upload_weight(*e.ctx, pack_weight(t, blocks.data(), K, N), "w");
+    for (uint32_t T : {1u, 9u}) {  // 1: matvec.wgsl; 9: matmul (tiled or per row)
+      auto xb = e.upload(randn(size_t(T) * K, 5));
+      std::vector<float> out[2];
+      for (int magic = 0; magic < 2; ++magic) {
+        KernelOptions ko;
+        ko.dequant_magic = magic;
+        auto o = e.op(ko);
+        auto yb = e.upload(std::vector<float>(size_t(T) * N));
+        e.rec.begin();
+        matmul(o, W, {xb, 0}, K, {yb, 0}, N, T, false);
+        e.rec.submit();
+        out[magic] = e.download(yb, size_t(T) * N);
+      }
+      EXPECT_EQ(std::memcmp(out[0].data(), out[1].data(), out[0].size() * 4), 0) << dtype_name(t) << " T=" << T;
+    }
+  }
+}
+
+// --matvec-int8: activations rounded to int8 per weight block (d = max|x| / 127), products summed
+// exactly in i32. Bound per output: the sum over blocks of d / 2 * sum |w| (the rounding of each
+// activation is at most d / 2), plus f32 rounding (1e-5 of sum |w x|). Checked against the f64
+// product of the dequantized weights, which any error in nibble order, scales or mins exceeds.
+TEST(Ops, MatvecInt8WithinQuantizationBound) {
+  auto& e = env();
+  const uint32_t K = 768, N = 37;
+  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::Q8_0, DType::Q6_K}) {
+    auto blocks = random_blocks(t, K, N, 31);
+    auto W = upload_weight(*e.ctx, pack_weight(t, blocks.data(), K, N), "w");
+    std::vector<float> wf(size_t(K) * N);
+    dequantize(t, blocks.data(), wf.data(), wf.size());
+    for (uint32_t T : {1u, 3u}) {
+      for (const char* pro : {"none", "silu"}) {
+        const bool silu = std::string(pro) == "silu";
+        const uint32_t xs = silu ? 2 * K : K;
+        auto x = randn(size_t(T) * xs, 6);
+        auto xb = e.upload(x);
+        KernelOptions ko;
+        ko.matvec_subgroup = 1, ko.matvec_int8 = true;
+        auto o = e.op(ko);
+        auto yb = e.upload(std::vector<float>(size_t(T) * N));
+        e.rec.begin();
+        if (silu) matmul_silu(o, W, xb, 0, K, xs, {yb, 0}, N, T, false);
+        else matmul(o, W, {xb, 0}, K, {yb, 0}, N, T, false);
+        e.rec.submit();
+        auto y = e.download(yb, size_t(T) * N);
+        {  // the int8 path ran: its bits differ from the f32 path's
+          KernelOptions kf;
+          kf.matvec_subgroup = 1;
+          auto of = e.op(kf);
+          auto yf = e.upload(std::vector<float>(size_t(T) * N));
+          e.rec.begin();
+          if (silu) matmul_silu(of, W, xb, 0, K, xs, {yf, 0}, N, T, false);
+          else matmul(of, W, {xb, 0}, K, {yf, 0}, N, T, false);
+          e.rec.submit();
+          EXPECT_NE(std::memcmp(e.download(yf, y.size()).data(), y.data(), y.size() * 4), 0) << dtype_name(t) << " " << pro;
+        }
+        const uint32_t be = t == DType::Q6_K ? 16 : 32;  // the GPU layout's block (activation block)
+        for (uint32_t tt = 0; tt < T; ++tt) {
+          std::vector<double> a(K);
+          for (uint32_t k = 0; k < K; ++k) {
+            const double g = x[size_t(tt) * xs + k];
+            a[k] = silu ? float(float(g) / (1.0f + std::exp(-float(g)))) * x[size_t(tt) * xs + K + k] : g;
+          }
+          for (uint32_t n = 0; n < N; ++n) {
+            double ref = 0, bound = 0, mag = 0;
+            for (uint32_t b0 = 0; b0 < K; b0 += be) {
+              double amax = 0, wabs = 0;
+              for (uint32_t k = b0; k < b0 + be; ++k) {
+                const double w = wf[size_t(n) * K + k];
+                ref += w * a[k], mag += std::fabs(w * a[k]), wabs += std::fabs(w);
+                amax = std::max(amax, std::fabs(a[k]));
+              }
+              bound += amax / 127.0 / 2.0 * wabs;
+            }
+            bound = bound * 1.001 + 1e-5 * mag + 1e-6;
+            EXPECT_LE(std::fabs(y[size_t(tt) * N + n] - ref), bound)
+                << dtype_name(t) << " T=" << T << " " << pro << " t=" << tt << " n=" << n << " ref " << ref;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(Ops, MatmulSwitchesGiveSameResults) {
   // Grouping prefill tokens, vec4 loads, rows and lanes per workgroup only change speed.
   auto& e = env();

@@ -30,7 +30,7 @@ TEST(Wgsl, EveryKernelDeclaresItsDefines) {
 
 // Every combination of a kernel's flags (each member of a one-hot group in turn; value defines "1",
 // optional ones given) specialises: balanced #if/#endif, every reached {{NAME}} declared. At most
-// 2^12 flag combinations x group members per kernel (matvec and matmul: 2^9 x 6).
+// 2^13 flag combinations x group members per kernel (matvec: 2^13 x 6).
 TEST(Wgsl, EveryFlagCombinationSpecialises) {
   size_t variants = 0;
   for (const auto& [name, src] : wgsl_sources()) {
@@ -42,7 +42,7 @@ TEST(Wgsl, EveryFlagCombinationSpecialises) {
       else base[r] = std::string(1, '1');
     }
     for (const auto& o : d.optional) base[o] = std::string(1, '1');
-    ASSERT_LE(flags.size(), 12u) << name;
+    ASSERT_LE(flags.size(), 13u) << name;
     ASSERT_LE(d.one_hot.size(), 1u) << name;  // one group (FMT_*) today; extend the loop for more
     const std::vector<std::string> members = d.one_hot.empty() ? std::vector<std::string>{""} : d.one_hot[0];
     for (const auto& m : members)
@@ -73,7 +73,7 @@ TEST(Wgsl, MisspelledMissingOrBadDefinesThrow) {
 
 TEST(Wgsl, IncludedFilesContributeTheirDefines) {
   // embed.wgsl declares BE BE16 BE32; the FMT_* group comes from quant.wgsl, which it includes.
-  const Defines ok{{"FMT_Q4_1", "1"}, {"BE", "32"}, {"BE16", "0"}, {"BE32", "1"}};
+  const Defines ok{{"FMT_Q4_1", "1"}, {"BE", "32"}, {"BE16", "0"}, {"BE32", "1"}, {"MAGIC", "1"}};
   const std::string s = specialize("embed", ok);
   EXPECT_NE(s.find("fn lo4"), std::string::npos) << "quant.wgsl's code is inserted";
   Defines none = ok;
@@ -101,7 +101,7 @@ TEST(Wgsl, WgslSideErrorsNameFileAndDefine) {
   expect_error([] { specialize("k", "// defines: A\n#if A\n", {{"A", "0"}}); }, {"k.wgsl", "#if without #endif"});
   expect_error([] { specialize("k", "// defines: a-b\n", {}); }, {"k.wgsl", "malformed define 'a-b'"});
   // An include's errors name the included file.
-  expect_error([] { specialize("k", "// defines: none\n#include quant\n", {{"BE32", "0"}}); }, {"k.wgsl", "FMT_F32|"});
+  expect_error([] { specialize("k", "// defines: none\n#include quant\n", {{"BE32", "0"}, {"MAGIC", "0"}}); }, {"k.wgsl", "FMT_F32|"});
   EXPECT_EQ(specialize("k", "// defines: A V\n#if A\nx {{V}}\n#else\ny\n#endif\n", {{"A", "1"}, {"V", "7"}}),
             "// defines: A V\nx 7\n");
 }

@@ -1,4 +1,4 @@
-// defines: ROWS RPT R2 R4 LANES SUBGROUP VEC4 ADD BE BE16 BE32 NORM SILU ROPE NEOX B_P B_W4 B_NW? B_CS? B_KC? B_VC?
+// defines: ROWS RPT R2 R4 LANES SUBGROUP VEC4 ADD BE BE16 BE32 NORM SILU ROPE NEOX I8 XBLK B_P B_W4 B_NW? B_CS? B_KC? B_VC?
 // matvec: the matrix-vector kernel for forwards of T <= 8 tokens (decode; KernelOptions::
 // matvec_subgroup, --matvec-subgroup): y[t, n] (+)= sum_k W[n, k] * x[t, k] for a quantized/float
 // weight W (N x K, layouts in quant.wgsl) and f32 activations x (T x K). One token per workgroup
@@ -31,6 +31,15 @@
 //   ROPE  RoPE + KV-cache store epilogue of the fused QKV projection over row pairs (ROWS even;
 //         the two rows of a pair are slots 2i, 2i + 1 of one workgroup).
 //   ADD   y += instead of y =.
+//   I8    int8 activations (KernelOptions::matvec_int8, --matvec-int8; not bit-exact): the workgroup
+//         first quantizes its token's activations (prologue applied) per weight block into workgroup
+//         memory, as llama.cpp's q8_1 does (ggml quantize_row_q8_1: d = max|x| / 127, q = round(x / d),
+//         with the block's sum of q), once for all its rows; each weight block is then one i32 sum of
+//         packed 4 x 8-bit dot products (dot4I8Packed: the nibbles or bytes against the int8
+//         activations) scaled in f32: block = d_w * d_x * sum(q_w q_x) (+ m_w * d_x * sum(q_x) for the
+//         formats with a min; ggml vec_dot_q4_K_q8_K / vec_dot_q4_1_q8_1). No int->float conversion
+//         per weight. XBLK: activation blocks the workgroup memory holds (>= K / BE); F32 weights
+//         never take this path.
 struct P { K: u32, N: u32, T: u32, nb: u32, soff: u32, x_off: u32, x_stride: u32, y_off: u32, y_stride: u32,
            eps: f32, u_off: u32, pos0: u32, q_rows: u32, kv_rows: u32, hd: u32, rot: u32, table_pairs: u32,
            pad0: u32, pad1: u32, pad2: u32 }
@@ -62,6 +71,12 @@ const RPT: u32 = {{RPT}}u;
 const LANES: u32 = {{LANES}}u;
 const THREADS: u32 = ROWS / RPT * LANES;
 var<workgroup> red: array<f32, ROWS * LANES>;  // [row slot][lane] partial sums
+#if I8
+const XBLK: u32 = {{XBLK}}u;
+const QV: u32 = BE / 16u;  // vec4<u32> of int8 activations per block (2 for 32-element blocks)
+var<workgroup> xq: array<vec4<u32>, XBLK * QV>;  // int8 activations, 4 per word, block-major
+var<workgroup> xsc: array<vec2<f32>, XBLK>;      // per block: (d_x, d_x * sum of its q)
+#endif
 
 #include quant
 
@@ -182,6 +197,91 @@ fn block_dot(b: Blk, a: Blk) -> f32 {
   return s;
 }
 
+#if I8
+// Four activations to int8 with scale 1 / d (id): round to nearest by adding 1.5 * 2^23 (the
+// integer lands in the low mantissa bits; |v * id| <= 127), low bytes packed (two's complement).
+fn q8x4(v: vec4<f32>, id: f32) -> u32 {
+  let r = bitcast<vec4<u32>>(v * id + vec4<f32>(12582912.0));
+  return (r.x & 0xffu) | ((r.y & 0xffu) << 8u) | ((r.z & 0xffu) << 16u) | (r.w << 24u);
+}
+fn amax4(v: vec4<f32>) -> f32 { let a = abs(v); return max(max(a.x, a.y), max(a.z, a.w)); }
+const ONES: u32 = 0x01010101u;
+// Quantize activation block i (elements i * BE ..) of the token at xb into xq / xsc.
+fn quantize_block(xb: u32, i: u32, inv: f32) {
+  let a = act_block(xb, i * BE, inv);
+#if BE32
+  let m = max(max(max(amax4(a.v0), amax4(a.v1)), max(amax4(a.v2), amax4(a.v3))),
+              max(max(amax4(a.v4), amax4(a.v5)), max(amax4(a.v6), amax4(a.v7))));
+#else
+  let m = max(max(amax4(a.v0), amax4(a.v1)), max(amax4(a.v2), amax4(a.v3)));
+#endif
+  let id = select(0.0, 127.0 / m, m > 0.0);
+  let q0 = vec4<u32>(q8x4(a.v0, id), q8x4(a.v1, id), q8x4(a.v2, id), q8x4(a.v3, id));
+  var s = dot4I8Packed(q0.x, ONES) + dot4I8Packed(q0.y, ONES) + dot4I8Packed(q0.z, ONES) + dot4I8Packed(q0.w, ONES);
+  xq[i * QV] = q0;
+#if BE32
+  let q1 = vec4<u32>(q8x4(a.v4, id), q8x4(a.v5, id), q8x4(a.v6, id), q8x4(a.v7, id));
+  s += dot4I8Packed(q1.x, ONES) + dot4I8Packed(q1.y, ONES) + dot4I8Packed(q1.z, ONES) + dot4I8Packed(q1.w, ONES);
+  xq[i * QV + 1u] = q1;
+#endif
+  let d = m / 127.0;
+  xsc[i] = vec2<f32>(d, d * f32(s));
+}
+// The four nibble-byte dot products of 4-bit quant words q (low nibbles: elements 0..15 against
+// a0, high nibbles: 16..31 against a1; ggml's nibble order, see quant.wgsl).
+fn dot_nib(q: vec4<u32>, a0: vec4<u32>, a1: vec4<u32>) -> i32 {
+  let m = 0x0F0F0F0Fu;
+  return dot4I8Packed(q.x & m, a0.x) + dot4I8Packed(q.y & m, a0.y) + dot4I8Packed(q.z & m, a0.z) +
+         dot4I8Packed(q.w & m, a0.w) + dot4I8Packed((q.x >> 4u) & m, a1.x) + dot4I8Packed((q.y >> 4u) & m, a1.y) +
+         dot4I8Packed((q.z >> 4u) & m, a1.z) + dot4I8Packed((q.w >> 4u) & m, a1.w);
+}
+fn dot_b4(q: vec4<u32>, a: vec4<u32>) -> i32 {
+  return dot4I8Packed(q.x, a.x) + dot4I8Packed(q.y, a.y) + dot4I8Packed(q.z, a.z) + dot4I8Packed(q.w, a.w);
+}
+// Activation block ab from workgroup memory (read once per thread and block, used for RPT rows).
+struct QA { a0: vec4<u32>, a1: vec4<u32>, s: vec2<f32> }
+fn qact(ab: u32) -> QA {
+  var a: QA;
+  a.a0 = xq[ab * QV];
+#if BE32
+  a.a1 = xq[ab * QV + 1u];
+#endif
+  a.s = xsc[ab];
+  return a;
+}
+// Weight block bi times the activation block a, in f32.
+fn qdot(bi: u32, a: QA) -> f32 {
+  let xs = a.s;
+#if FMT_Q4_0
+  let d = unpack2x16float(w[p.soff + bi / 2u])[bi & 1u];
+  let si = dot_nib(w4[bi], a.a0, a.a1);
+  return d * (xs.x * f32(si) - 8.0 * xs.y);
+#endif
+#if FMT_Q4_1
+  let dm = unpack2x16float(w[p.soff + bi]);
+  let si = dot_nib(w4[bi], a.a0, a.a1);
+  return dm.x * (xs.x * f32(si)) + dm.y * xs.y;
+#endif
+#if FMT_Q4_K
+  let so = q4k_scale_min(w4[p.soff / 4u + (bi >> 3u)], bi & 7u);
+  let si = dot_nib(w4[bi], a.a0, a.a1);
+  return so.x * (xs.x * f32(si)) + so.y * xs.y;
+#endif
+#if FMT_Q8_0
+  let d = unpack2x16float(w[p.soff + bi / 2u])[bi & 1u];
+  let si = dot_b4(w4[bi * 2u], a.a0) + dot_b4(w4[bi * 2u + 1u], a.a1);
+  return d * (xs.x * f32(si));
+#endif
+#if FMT_Q8_F32
+  let sc = bitcast<f32>(w[p.soff + bi]);
+  return sc * (xs.x * f32(dot_b4(w4[bi], a.a0)));
+#endif
+#if FMT_F32
+  return 0.0;  // never used: the host does not pick I8 for F32 weights
+#endif
+}
+#endif
+
 // The output row of virtual row v (matmul.wgsl's row_of): within the first rot dims of a q or k
 // head, virtual rows 2p / 2p + 1 are the two rows of rotation pair p.
 fn row_of(v: u32) -> u32 {
@@ -233,6 +333,10 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
 #else
   let inv = 1.0;
 #endif
+#if I8
+  for (var i = lid.x; i < p.nb; i += THREADS) { quantize_block(xb, i, inv); }
+  workgroupBarrier();
+#endif
   let w0 = wrow(v0);
   var e0 = 0.0;
   var o0 = 0.0;
@@ -250,6 +354,35 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   var o3 = 0.0;
 #endif
   var b = lane;
+#if I8
+  for (; b + LANES < p.nb; b += 2u * LANES) {
+    let qe = qact(b);
+    let qo = qact(b + LANES);
+    e0 += qdot(w0 + b, qe);
+    o0 += qdot(w0 + b + LANES, qo);
+#if R2
+    e1 += qdot(w1 + b, qe);
+    o1 += qdot(w1 + b + LANES, qo);
+#endif
+#if R4
+    e2 += qdot(w2 + b, qe);
+    o2 += qdot(w2 + b + LANES, qo);
+    e3 += qdot(w3 + b, qe);
+    o3 += qdot(w3 + b + LANES, qo);
+#endif
+  }
+  if (b < p.nb) {
+    let qe = qact(b);
+    e0 += qdot(w0 + b, qe);
+#if R2
+    e1 += qdot(w1 + b, qe);
+#endif
+#if R4
+    e2 += qdot(w2 + b, qe);
+    e3 += qdot(w3 + b, qe);
+#endif
+  }
+#else
   for (; b + LANES < p.nb; b += 2u * LANES) {
     let xe = act_block(xb, b * BE, inv);
     let xo = act_block(xb, (b + LANES) * BE, inv);
@@ -277,6 +410,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     e3 += block_dot(load_wide(w3 + b), xe);
 #endif
   }
+#endif
   let r0 = slot0 * LANES + lane;  // red index of this thread's first row
 #if SUBGROUP
   let s0 = subgroupAdd(e0 + o0);

@@ -1,4 +1,4 @@
-// defines: FMT_F32|FMT_Q4_0|FMT_Q4_1|FMT_Q4_K|FMT_Q8_0|FMT_Q8_F32 BE32
+// defines: FMT_F32|FMT_Q4_0|FMT_Q4_1|FMT_Q4_K|FMT_Q8_0|FMT_Q8_F32 BE32 MAGIC
 // Weight block decoding shared by matmul and embed. The weight buffer `w` (array<u32>) holds, for a
 // matrix of N rows x K columns in blocks of BE elements (nb = K / BE blocks per row, block index
 // bi = row * nb + block): packed quants first, then a scale region starting at word p.soff.
@@ -19,16 +19,40 @@
 struct Blk { v0: vec4<f32>, v1: vec4<f32>, v2: vec4<f32>, v3: vec4<f32>,
              v4: vec4<f32>, v5: vec4<f32>, v6: vec4<f32>, v7: vec4<f32> }
 
+// Integer quants to f32 (KernelOptions::dequant_magic, --dequant-magic). MAGIC 1: the integer is
+// OR-ed into the mantissa of 2^23 (bits 0x4B000000) and 2^23 subtracted: for 0 <= u < 2^23 the
+// float with bits 0x4B000000 | u is exactly 2^23 + u and the subtraction is exact, so the values
+// are bit-identical to the int -> float conversions of MAGIC 0, which NVIDIA GPUs run at a quarter
+// of the FP32 rate (the decode matrix-vector kernel is bound by this dequantization arithmetic,
+// not by memory, on an H200). Signed bytes: b ^ 0x80 = b + 128 in 0..255, minus 2^23 + 128.
+const MAGIC_BITS: vec4<u32> = vec4<u32>(0x4B000000u);
+const MAGIC_F: vec4<f32> = vec4<f32>(8388608.0);
 fn lo4(word: u32) -> vec4<f32> {
+#if MAGIC
+  let u = (vec4<u32>(word, word >> 8u, word >> 16u, word >> 24u) & vec4<u32>(0xfu)) | MAGIC_BITS;
+  return bitcast<vec4<f32>>(u) - MAGIC_F;
+#else
   return vec4<f32>(f32(word & 0xfu), f32((word >> 8u) & 0xfu), f32((word >> 16u) & 0xfu), f32((word >> 24u) & 0xfu));
+#endif
 }
 fn hi4(word: u32) -> vec4<f32> {
+#if MAGIC
+  let u = (vec4<u32>(word >> 4u, word >> 12u, word >> 20u, word >> 28u) & vec4<u32>(0xfu)) | MAGIC_BITS;
+  return bitcast<vec4<f32>>(u) - MAGIC_F;
+#else
   return vec4<f32>(f32((word >> 4u) & 0xfu), f32((word >> 12u) & 0xfu), f32((word >> 20u) & 0xfu), f32(word >> 28u));
+#endif
 }
 // The four signed bytes of a word (sign-extended by arithmetic shifts).
 fn i8x4(word: u32) -> vec4<f32> {
+#if MAGIC
+  let b = word ^ 0x80808080u;
+  let u = (vec4<u32>(b, b >> 8u, b >> 16u, b >> 24u) & vec4<u32>(0xffu)) | MAGIC_BITS;
+  return bitcast<vec4<f32>>(u) - vec4<f32>(8388736.0);
+#else
   let s = bitcast<i32>(word);
   return vec4<f32>(f32((s << 24u) >> 24u), f32((s << 16u) >> 24u), f32((s << 8u) >> 24u), f32(s >> 24u));
+#endif
 }
 // Q4_K sub-block j (0..7) of a super-block whose 4 header words are h: (scale, offset) =
 // (d * sc, -(dmin * m)) with ggml's get_scale_min_k4 6-bit unpacking of the 12 bytes h.y..h.w

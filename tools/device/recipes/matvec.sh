@@ -11,6 +11,12 @@
 #            1 per thread: the kernel before rows per thread) against the new default.
 #   peers    `bench ab` wgllm vs llama.cpp CUDA (waits for the build): decode after 512 (+128) and
 #            TTFT 512 on each of the three files.
+#   dequant  (2026-12-02, second session) `bench matvec` of the by-shape default against
+#            --no-dequant-magic (+nomagic) and --matvec-int8 (+int8) over q4_K / q6_K / q4_1 / q8_0,
+#            prologues none / norm / silu; writes the synthetic files; `bench --traffic` with and
+#            without --matvec-int8.
+#   dequant_ab  `bench ab` --no-dequant-magic vs default and default vs --matvec-int8 (decode after
+#            512) on the three files; greedy text of SmolLM2 with and without --matvec-int8.
 # Staging (here):
 #   mkdir -p /tmp/synth && python3 tools/synth/gguf_header.py \
 #       ~/.cache/wgllm/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf /tmp/synth/qwen25-coder-1.5b.hdr.gz
@@ -87,7 +93,63 @@ peers)
     el "$m vs llama.cpp CUDA"
   done
   ;;
-*) echo "FAIL: STAGE must be store, decode or peers"; exit 1 ;;
+dequant)
+  R=$W/res/dequant; mkdir -p $R
+  wg_gpu_check | tee $R/gpu.txt
+  SHAPES=16384:2048,2048:8192,6144:2048,2048:2048,65536:2048,17920:1536,1536:8960,1536:1536,8:256
+  for t in q4_K q6_K q4_1 q8_0; do
+    timeout 150 $B bench matvec --types $t --shapes $SHAPES --variants 0/0/0,0/0/0+nomagic,0/0/0+int8 \
+      --prologues none,norm,silu --reps 6 --json $R/matvec_$t.json 2> $R/matvec_$t.txt \
+      || fail "bench matvec $t (exit $?): $(tail -2 $R/matvec_$t.txt)"
+    el "bench matvec $t"
+  done
+  cat $R/matvec_q4_K.txt | head -40
+  python3 -c "import numpy" || { fail "no numpy on the device"; exit 1; }
+  for m in lfm2-1.2b qwen25-1.5b; do
+    F=${FILE[$m]}
+    [ -f $F ] || python3 tools/synth/write_gguf.py ${SRC[$m]} --seed 1 $F > $W/res/write_$m.txt 2>&1 \
+      || { fail "write_gguf.py $m: $(tail -2 $W/res/write_$m.txt)"; continue; }
+    el "wrote $m ($(stat -c %s $F) bytes)"
+  done
+  for m in smollm2 lfm2-1.2b qwen25-1.5b; do
+    F=${FILE[$m]}; R=$W/res/$m; mkdir -p $R
+    [ -f $F ] || continue
+    [ $m = smollm2 ] || echo "synthetic weights: $m (tools/synth/write_gguf.py ${SRC[$m]} --seed 1); the text is noise, the speed is real" > $R/LABEL.txt
+    for arm in default int8; do
+      X=""; [ $arm = int8 ] && X="--matvec-int8"
+      timeout 100 $B bench -m $F --prompt-lengths 512 --gen 128 --reps 2 --traffic $X --json $R/traffic_$arm.json \
+        --md $R/traffic_$arm.md > $R/traffic_$arm.txt 2>&1 || fail "bench --traffic $m $arm (exit $?)"
+      grep -E "^\| product|^\| NON|dispatches per" $R/traffic_$arm.md | head -3
+    done
+    el "$m traffic"
+  done
+  ;;
+dequant_ab)
+  for m in smollm2 lfm2-1.2b qwen25-1.5b; do
+    F=${FILE[$m]}; R=$W/res/$m; mkdir -p $R
+    [ -f $F ] || { fail "$m: no file (run STAGE=dequant first)"; continue; }
+    timeout 110 $B bench ab --a "bench -m $F --prompt-lengths 512 --gen 128 --reps 1 --no-dequant-magic" \
+      --b "bench -m $F --prompt-lengths 512 --gen 128 --reps 1" --metric decode_tok_s,ttft_ms --rounds 3 \
+      --json $R/ab_nomagic_vs_default.json > $R/ab_nomagic_vs_default.txt 2>&1 || fail "bench ab magic $m (exit $?)"
+    tail -3 $R/ab_nomagic_vs_default.txt
+    timeout 110 $B bench ab --a "bench -m $F --prompt-lengths 512 --gen 128 --reps 1" \
+      --b "bench -m $F --prompt-lengths 512 --gen 128 --reps 1 --matvec-int8" --metric decode_tok_s,ttft_ms --rounds 3 \
+      --json $R/ab_default_vs_int8.json > $R/ab_default_vs_int8.txt 2>&1 || fail "bench ab int8 $m (exit $?)"
+    tail -3 $R/ab_default_vs_int8.txt
+    el "$m ab"
+  done
+  R=$W/res/greedy_int8; mkdir -p $R
+  i=0
+  while IFS= read -r prompt; do
+    i=$((i+1))
+    for arm in default int8; do
+      X=""; [ $arm = int8 ] && X="--matvec-int8"
+      timeout 30 $B run -m ${FILE[smollm2]} -n 64 --ignore-eos --temp 0 $X -p "$prompt" > $R/p${i}_$arm.txt 2>/dev/null
+    done
+    cmp -s $R/p${i}_default.txt $R/p${i}_int8.txt && echo "prompt $i: same text" || echo "prompt $i: differs"
+  done < tools/device/recipes/greedy_prompts.txt | tee $R/summary.txt
+  ;;
+*) echo "FAIL: STAGE must be store, decode, peers, dequant or dequant_ab"; exit 1 ;;
 esac
 nvidia-smi --query-gpu=clocks.sm,memory.used --format=csv
 exit $FAILED
