@@ -107,13 +107,13 @@ dequant)
   python3 -c "import numpy" || { fail "no numpy on the device"; exit 1; }
   for m in lfm2-1.2b qwen25-1.5b; do
     F=${FILE[$m]}
-    [ -f $F ] || python3 tools/synth/write_gguf.py ${SRC[$m]} --seed 1 $F > $W/res/write_$m.txt 2>&1 \
+    [ -f "$F" ] || python3 tools/synth/write_gguf.py ${SRC[$m]} --seed 1 $F > $W/res/write_$m.txt 2>&1 \
       || { fail "write_gguf.py $m: $(tail -2 $W/res/write_$m.txt)"; continue; }
     el "wrote $m ($(stat -c %s $F) bytes)"
   done
   for m in smollm2 lfm2-1.2b qwen25-1.5b; do
     F=${FILE[$m]}; R=$W/res/$m; mkdir -p $R
-    [ -f $F ] || continue
+    [ -f "$F" ] || continue
     [ $m = smollm2 ] || echo "synthetic weights: $m (tools/synth/write_gguf.py ${SRC[$m]} --seed 1); the text is noise, the speed is real" > $R/LABEL.txt
     for arm in default int8; do
       X=""; [ $arm = int8 ] && X="--matvec-int8"
@@ -125,9 +125,9 @@ dequant)
   done
   ;;
 dequant_ab)
-  for m in smollm2 lfm2-1.2b qwen25-1.5b; do
+  for m in ${MODELS:-smollm2 lfm2-1.2b qwen25-1.5b}; do
     F=${FILE[$m]}; R=$W/res/$m; mkdir -p $R
-    [ -f $F ] || { fail "$m: no file (run STAGE=dequant first)"; continue; }
+    [ -f "$F" ] || { fail "$m: no file (run STAGE=dequant first)"; continue; }
     timeout 110 $B bench ab --a "bench -m $F --prompt-lengths 512 --gen 128 --reps 1 --no-dequant-magic" \
       --b "bench -m $F --prompt-lengths 512 --gen 128 --reps 1" --metric decode_tok_s,ttft_ms --rounds 3 \
       --json $R/ab_nomagic_vs_default.json > $R/ab_nomagic_vs_default.txt 2>&1 || fail "bench ab magic $m (exit $?)"
@@ -138,6 +138,7 @@ dequant_ab)
     tail -3 $R/ab_default_vs_int8.txt
     el "$m ab"
   done
+  [ -f "${FILE[smollm2]}" ] || exit $FAILED
   R=$W/res/greedy_int8; mkdir -p $R
   i=0
   while IFS= read -r prompt; do
