@@ -15,6 +15,8 @@
 #            --no-dequant-magic (+nomagic) and --matvec-int8 (+int8) over q4_K / q6_K / q4_1 / q8_0,
 #            prologues none / norm / silu; writes the synthetic files; `bench --traffic` with and
 #            without --matvec-int8.
+#   dequant_shape  `bench matvec` launch shapes with and without --matvec-int8, long bursts (256
+#            dispatches per submission: the GPU clock stays up), q4_K, LFM2-1.2B shapes.
 #   dequant_ab  `bench ab` --no-dequant-magic vs default and default vs --matvec-int8 (decode after
 #            512) on the three files; greedy text of SmolLM2 with and without --matvec-int8.
 # Staging (here):
@@ -123,6 +125,16 @@ dequant)
     done
     el "$m traffic"
   done
+  ;;
+dequant_shape)
+  R=$W/res/dequant_shape; mkdir -p $R
+  wg_gpu_check | tee $R/gpu.txt
+  V=0/0/0,0/0/0+int8,16/4/32,16/4/32+int8,32/4/32,32/4/32+int8,64/4/32+int8,16/4/64+int8,32/4/64+int8
+  V=$V,64/4/64+int8,8/4/128+int8,16/4/128+int8,8/2/64+int8,32/2/32+int8,8/4/64,16/4/64,32/4/64
+  timeout 300 $B bench matvec --types q4_K --shapes 16384:2048,2048:8192,6144:2048,2048:2048,8:256 --variants $V \
+    --prologues none,norm,silu --reps 8 --burst 256 --json $R/matvec_q4_K.json 2> $R/matvec_q4_K.txt \
+    || fail "bench matvec (exit $?): $(tail -2 $R/matvec_q4_K.txt)"
+  el "bench matvec shapes"
   ;;
 dequant_ab)
   for m in ${MODELS:-smollm2 lfm2-1.2b qwen25-1.5b}; do
