@@ -137,6 +137,11 @@ dequant_shape)
   el "bench matvec shapes"
   ;;
 dequant_ab)
+  for m in lfm2-1.2b qwen25-1.5b; do
+    F=${FILE[$m]}
+    [ -f $F ] || python3 tools/synth/write_gguf.py ${SRC[$m]} --seed 1 $F > $W/res/write_$m.txt 2>&1 \
+      || fail "write_gguf.py $m: $(tail -2 $W/res/write_$m.txt)"
+  done
   for m in ${MODELS:-smollm2 lfm2-1.2b qwen25-1.5b}; do
     F=${FILE[$m]}; R=$W/res/$m; mkdir -p $R
     [ -f "$F" ] || { fail "$m: no file (run STAGE=dequant first)"; continue; }
