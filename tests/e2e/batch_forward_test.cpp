@@ -36,58 +36,10 @@ namespace {
 constexpr float kManyTol = 1e-3f;  // max |logit difference| allowed where rows > 8 (tiled matmul)
 constexpr int kSteps = 5;          // decode steps per sequence
 
-/// A tiny random llama-family GGUF (2 layers, d 64, 4 query / 2 KV heads of 16, FFN 96, vocab
-/// 128, f32): arch "llama", "qwen2" (with Q/K/V biases) or "gemma3" (q/k norms, post norms,
-/// sliding window 8 on every other layer).
+/// A tiny random llama-family GGUF (tiny_gguf_util.h defaults: 2 layers, d 64, 4 query / 2 KV
+/// heads of 16, FFN 96, vocab 128, f32; gemma3 sliding window 8).
 std::string tiny_llama_family(const std::string& arch) {
-  constexpr uint32_t kD = 64, kH = 4, kKV = 2, kHD = 16, kF = 96, kV = 128, kL = 2;
-  GgufDoc d;
-  const std::string a = arch + ".";
-  d.set_str("general.architecture", arch).set_str("general.name", "tiny-" + arch);
-  d.set_u32(a + "block_count", kL).set_u32(a + "embedding_length", kD).set_u32(a + "feed_forward_length", kF);
-  d.set_u32(a + "attention.head_count", kH).set_u32(a + "attention.head_count_kv", kKV);
-  d.set_u32(a + "context_length", 4096).set_f32(a + "attention.layer_norm_rms_epsilon", 1e-6f);
-  d.set_f32(a + "rope.freq_base", 10000.0f);
-  if (arch == "gemma3") {
-    d.set_u32(a + "attention.key_length", kHD).set_u32(a + "attention.value_length", kHD);
-    d.set_u32(a + "attention.sliding_window", 8).set_u32(a + "attention.sliding_window_pattern", 2);
-  }
-  std::mt19937 rng(7);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  auto t = [&](const std::string& name, std::vector<uint64_t> shape, float base, float sd) {
-    uint64_t n = 1;
-    for (uint64_t x : shape) n *= x;
-    std::vector<float> v(n);
-    for (float& x : v) x = base + sd * nd(rng);
-    d.add_tensor(name, DType::F32, std::move(shape), bytes_of(v));
-  };
-  t("token_embd.weight", {kD, kV}, 0.0f, arch == "gemma3" ? 0.15f : 1.0f);
-  t("output_norm.weight", {kD}, 1.0f, 0.1f);
-  if (arch != "gemma3") t("output.weight", {kD, kV}, 0.0f, 0.3f);
-  for (uint32_t l = 0; l < kL; ++l) {
-    const std::string p = "blk." + std::to_string(l) + ".";
-    t(p + "attn_norm.weight", {kD}, 1.0f, 0.1f);
-    t(p + "attn_q.weight", {kD, kH * kHD}, 0.0f, 0.2f);
-    t(p + "attn_k.weight", {kD, kKV * kHD}, 0.0f, 0.2f);
-    t(p + "attn_v.weight", {kD, kKV * kHD}, 0.0f, 0.2f);
-    if (arch == "qwen2") {
-      t(p + "attn_q.bias", {kH * kHD}, 0.0f, 0.5f);
-      t(p + "attn_k.bias", {kKV * kHD}, 0.0f, 0.5f);
-      t(p + "attn_v.bias", {kKV * kHD}, 0.0f, 0.5f);
-    }
-    if (arch == "gemma3") {
-      t(p + "attn_q_norm.weight", {kHD}, 1.0f, 0.3f);
-      t(p + "attn_k_norm.weight", {kHD}, 1.0f, 0.3f);
-      t(p + "post_attention_norm.weight", {kD}, 1.0f, 0.2f);
-      t(p + "post_ffw_norm.weight", {kD}, 1.0f, 0.2f);
-    }
-    t(p + "attn_output.weight", {kH * kHD, kD}, 0.0f, 0.15f);
-    t(p + "ffn_norm.weight", {kD}, 1.0f, 0.1f);
-    t(p + "ffn_gate.weight", {kD, kF}, 0.0f, 0.2f);
-    t(p + "ffn_up.weight", {kD, kF}, 0.0f, 0.2f);
-    t(p + "ffn_down.weight", {kF, kD}, 0.0f, 0.15f);
-  }
-  return write_tiny_gguf(arch + "_batch_tiny.gguf", d);
+  return write_tiny_gguf(arch + "_batch_tiny.gguf", tiny_llama_family_doc(arch, TinyLlamaSpec{}));
 }
 
 std::string path_of(const std::string& model) {

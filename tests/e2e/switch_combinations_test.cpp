@@ -132,71 +132,14 @@ std::string describe(const std::vector<Factor>& f, const std::vector<int>& row) 
 }
 
 // ---- tiny models ----
-constexpr uint32_t kD = 128, kH = 4, kKV = 2, kHD = 32, kF = 96, kV = 128, kL = 2;
-
-std::vector<uint8_t> q8_0_random(uint64_t n, std::mt19937& rng) {
-  std::vector<uint8_t> b;
-  for (uint64_t i = 0; i < n / 32; ++i) {
-    const uint16_t d = f32_to_f16(0.25f / 127.0f * float(1 + i % 3));
-    b.push_back(uint8_t(d & 0xff));
-    b.push_back(uint8_t(d >> 8));
-    for (int j = 0; j < 32; ++j) b.push_back(uint8_t(int8_t(int(rng() % 255) - 127)));
-  }
-  return b;
-}
-
 /// llama / qwen2 (Q/K/V biases) / gemma3 (q/k norms, post norms, sliding window): 2 layers, d 128,
 /// 4 query / 2 KV heads of 32 (the flash and tiled attention kernels cover it), FFN 96, vocab 128;
 /// projections Q8_0 with equal types (the fused QKV and gate/up paths apply), the rest f32.
 GgufDoc tiny_doc(const std::string& arch) {
-  GgufDoc d;
-  const std::string a = arch + ".";
-  d.set_str("general.architecture", arch).set_str("general.name", "tiny-" + arch);
-  d.set_u32(a + "block_count", kL).set_u32(a + "embedding_length", kD).set_u32(a + "feed_forward_length", kF);
-  d.set_u32(a + "attention.head_count", kH).set_u32(a + "attention.head_count_kv", kKV);
-  d.set_u32(a + "context_length", 2048).set_f32(a + "attention.layer_norm_rms_epsilon", 1e-6f);
-  d.set_f32(a + "rope.freq_base", 10000.0f);
-  if (arch == "gemma3") {
-    d.set_u32(a + "attention.key_length", kHD).set_u32(a + "attention.value_length", kHD);
-    d.set_u32(a + "attention.sliding_window", 100).set_u32(a + "attention.sliding_window_pattern", 2);
-  }
-  std::mt19937 rng(arch.size() * 7 + 3);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  auto t = [&](const std::string& name, std::vector<uint64_t> shape, float base, float sd, bool q8 = false) {
-    uint64_t n = 1;
-    for (uint64_t s : shape) n *= s;
-    if (q8) return void(d.add_tensor(name, DType::Q8_0, std::move(shape), q8_0_random(n, rng)));
-    std::vector<float> v(n);
-    for (float& x : v) x = base + sd * nd(rng);
-    d.add_tensor(name, DType::F32, std::move(shape), bytes_of(v));
-  };
-  t("token_embd.weight", {kD, kV}, 0.0f, arch == "gemma3" ? 0.15f : 1.0f);
-  t("output_norm.weight", {kD}, 1.0f, 0.1f);
-  if (arch != "gemma3") t("output.weight", {kD, kV}, 0.0f, 0.3f);
-  for (uint32_t l = 0; l < kL; ++l) {
-    const std::string p = "blk." + std::to_string(l) + ".";
-    t(p + "attn_norm.weight", {kD}, 1.0f, 0.1f);
-    t(p + "attn_q.weight", {kD, kH * kHD}, 0, 0, true);
-    t(p + "attn_k.weight", {kD, kKV * kHD}, 0, 0, true);
-    t(p + "attn_v.weight", {kD, kKV * kHD}, 0, 0, true);
-    if (arch == "qwen2") {
-      t(p + "attn_q.bias", {kH * kHD}, 0.0f, 0.5f);
-      t(p + "attn_k.bias", {kKV * kHD}, 0.0f, 0.5f);
-      t(p + "attn_v.bias", {kKV * kHD}, 0.0f, 0.5f);
-    }
-    if (arch == "gemma3") {
-      t(p + "attn_q_norm.weight", {kHD}, 1.0f, 0.3f);
-      t(p + "attn_k_norm.weight", {kHD}, 1.0f, 0.3f);
-      t(p + "post_attention_norm.weight", {kD}, 1.0f, 0.2f);
-      t(p + "post_ffw_norm.weight", {kD}, 1.0f, 0.2f);
-    }
-    t(p + "attn_output.weight", {kH * kHD, kD}, 0, 0, true);
-    t(p + "ffn_norm.weight", {kD}, 1.0f, 0.1f);
-    t(p + "ffn_gate.weight", {kD, kF}, 0, 0, true);
-    t(p + "ffn_up.weight", {kD, kF}, 0, 0, true);
-    t(p + "ffn_down.weight", {kF, kD}, 0, 0, true);
-  }
-  return d;
+  TinyLlamaSpec s;
+  s.d = 128, s.head_dim = 32, s.context = 2048, s.sliding_window = 100, s.q8_projections = true;
+  s.seed = uint32_t(arch.size() * 7 + 3);
+  return tiny_llama_family_doc(arch, s);
 }
 
 std::string model_path(const std::string& arch) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/half.h"
 #include "formats/gguf_test_doc.h"
 #include "models/model.h"
 #include "models/registry.h"
@@ -36,6 +37,83 @@ inline std::string write_tiny_gguf(const std::string& name, const GgufDoc& d) {
   const std::vector<uint8_t> b = d.bytes();
   std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size()));
   return p;
+}
+
+/// n / 32 random Q8_0 blocks: f16 scale 0.25 / 127 x (1, 2 or 3 by block), int8 quants in
+/// [-127, 127].
+inline std::vector<uint8_t> q8_0_random(uint64_t n, std::mt19937& rng) {
+  std::vector<uint8_t> b;
+  for (uint64_t i = 0; i < n / 32; ++i) {
+    const uint16_t d = f32_to_f16(0.25f / 127.0f * float(1 + i % 3));
+    b.push_back(uint8_t(d & 0xff));
+    b.push_back(uint8_t(d >> 8));
+    for (int j = 0; j < 32; ++j) b.push_back(uint8_t(int8_t(int(rng() % 255) - 127)));
+  }
+  return b;
+}
+
+/// The shape and weights of a tiny llama-family model (tiny_llama_family_doc).
+struct TinyLlamaSpec {
+  uint32_t d = 64, heads = 4, kv_heads = 2, head_dim = 16, ffn = 96, vocab = 128, layers = 2;
+  uint32_t context = 4096;
+  uint32_t sliding_window = 8;  // gemma3: on every other layer
+  bool q8_projections = false;  // Q8_0 attention / FFN projections (q8_0_random); else f32 N(0, sd)
+  uint32_t seed = 7;
+};
+
+/// A tiny random GGUF of architecture "llama", "qwen2" (with Q/K/V biases) or "gemma3" (q/k
+/// norms, post norms, sliding window on every other layer, tied output): norms N(1, 0.1..0.3),
+/// embeddings N(0, 1) (gemma3 0.15), f32 projections N(0, 0.15..0.3) or Q8_0.
+inline GgufDoc tiny_llama_family_doc(const std::string& arch, const TinyLlamaSpec& s) {
+  GgufDoc d;
+  const std::string a = arch + ".";
+  d.set_str("general.architecture", arch).set_str("general.name", "tiny-" + arch);
+  d.set_u32(a + "block_count", s.layers).set_u32(a + "embedding_length", s.d).set_u32(a + "feed_forward_length", s.ffn);
+  d.set_u32(a + "attention.head_count", s.heads).set_u32(a + "attention.head_count_kv", s.kv_heads);
+  d.set_u32(a + "context_length", s.context).set_f32(a + "attention.layer_norm_rms_epsilon", 1e-6f);
+  d.set_f32(a + "rope.freq_base", 10000.0f);
+  if (arch == "gemma3") {
+    d.set_u32(a + "attention.key_length", s.head_dim).set_u32(a + "attention.value_length", s.head_dim);
+    d.set_u32(a + "attention.sliding_window", s.sliding_window).set_u32(a + "attention.sliding_window_pattern", 2);
+  }
+  std::mt19937 rng(s.seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  auto t = [&](const std::string& name, std::vector<uint64_t> shape, float base, float sd, bool proj = false) {
+    uint64_t n = 1;
+    for (uint64_t x : shape) n *= x;
+    if (proj && s.q8_projections) return void(d.add_tensor(name, DType::Q8_0, std::move(shape), q8_0_random(n, rng)));
+    std::vector<float> v(n);
+    for (float& x : v) x = base + sd * nd(rng);
+    d.add_tensor(name, DType::F32, std::move(shape), bytes_of(v));
+  };
+  const uint64_t D = s.d, Q = uint64_t(s.heads) * s.head_dim, KV = uint64_t(s.kv_heads) * s.head_dim, F = s.ffn;
+  t("token_embd.weight", {D, s.vocab}, 0.0f, arch == "gemma3" ? 0.15f : 1.0f);
+  t("output_norm.weight", {D}, 1.0f, 0.1f);
+  if (arch != "gemma3") t("output.weight", {D, s.vocab}, 0.0f, 0.3f);
+  for (uint32_t l = 0; l < s.layers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    t(p + "attn_norm.weight", {D}, 1.0f, 0.1f);
+    t(p + "attn_q.weight", {D, Q}, 0.0f, 0.2f, true);
+    t(p + "attn_k.weight", {D, KV}, 0.0f, 0.2f, true);
+    t(p + "attn_v.weight", {D, KV}, 0.0f, 0.2f, true);
+    if (arch == "qwen2") {
+      t(p + "attn_q.bias", {Q}, 0.0f, 0.5f);
+      t(p + "attn_k.bias", {KV}, 0.0f, 0.5f);
+      t(p + "attn_v.bias", {KV}, 0.0f, 0.5f);
+    }
+    if (arch == "gemma3") {
+      t(p + "attn_q_norm.weight", {s.head_dim}, 1.0f, 0.3f);
+      t(p + "attn_k_norm.weight", {s.head_dim}, 1.0f, 0.3f);
+      t(p + "post_attention_norm.weight", {D}, 1.0f, 0.2f);
+      t(p + "post_ffw_norm.weight", {D}, 1.0f, 0.2f);
+    }
+    t(p + "attn_output.weight", {Q, D}, 0.0f, 0.15f, true);
+    t(p + "ffn_norm.weight", {D}, 1.0f, 0.1f);
+    t(p + "ffn_gate.weight", {D, F}, 0.0f, 0.2f, true);
+    t(p + "ffn_up.weight", {D, F}, 0.0f, 0.2f, true);
+    t(p + "ffn_down.weight", {F, D}, 0.0f, 0.15f, true);
+  }
+  return d;
 }
 
 /// One model file loaded on the CPU reference and on WebGPU (context_length positions).
