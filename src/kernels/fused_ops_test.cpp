@@ -244,6 +244,7 @@ TEST(FusedOps, RopeKvStoreBitIdenticalToRopeRopeKvStore) {
 
 // matmul_gate == sigmoid_gate + matmul, bit for bit (Qwen3.5's gated attention output): x rows of
 // stride S with the gate g at the same element + g_off in another buffer, as the model lays them out.
+// Checked to fail: matmul.wgsl's GATE written x / (1 + exp(-g)) fails the 12 per-row matmul cases.
 TEST(FusedOps, MatmulGateBitIdenticalToSigmoidGateMatmul) {
   auto& e = env();
   for (DType t : {DType::Q4_1, DType::F32}) {
@@ -284,6 +285,8 @@ TEST(FusedOps, MatmulGateBitIdenticalToSigmoidGateMatmul) {
 // rows and both caches, [q | k | v] rows of LFM2 / Qwen3.5 (the q rows of Qwen3.5 are followed by
 // its gate rows: q_stride = kv_stride = the whole row), head dims 64 (LFM2) and 256 (Qwen3.5),
 // full and partial rotary dims, both pair layouts, one and several tokens.
+// Checked to fail: the key norm written x * (scale * w) instead of head_norm's (x * scale) * w fails
+// all 16 configurations (k cache bits), while the CPU comparison alone still passes.
 TEST(FusedOps, QkNormRopeKvBitIdenticalToHeadNormsAndRopeKv) {
   auto& e = env();
   const uint32_t Hq = 4, Hkv = 2, ctx_len = 32;

@@ -10,6 +10,8 @@
 // matmul.wgsl (the software-adapter default) and matvec.wgsl (instantiation Matvec; all-on and
 // all-off, each compared with matvec.wgsl's own all-on run, since its summation order differs).
 // Also: shader runtime checks on vs off (ModelOptions::shader_runtime_checks), bit-identical.
+// Checked to fail: qk_norm_rope_kv.wgsl's key norm as x * (scale * w) fails lfm2_off_qk_norm and
+// qwen35_off_qk_norm (logits bits differ from all-on).
 #include <algorithm>
 #include <cstring>
 #include <map>
