@@ -26,6 +26,7 @@
 #include "bench_attention.h"
 #include "bench_long_context.h"
 #include "bench_planted_fact.h"
+#include "bench_diverge.h"
 #include "bench_matmul.h"
 #include "bench_dispatch.h"
 #include "bench_multiturn.h"
@@ -265,6 +266,7 @@ int main(int argc, char** argv) {
   auto attention_hook = cli::add_bench_attention(app);
   auto long_context_hook = cli::add_bench_long_context(app);
   auto planted_fact_hook = cli::add_bench_planted_fact(app);
+  auto diverge_hook = cli::add_bench_diverge(app);
   auto matmul_hook = cli::add_bench_matmul(app);
   auto matvec_hook = cli::add_bench_matvec(app);
   auto dispatch_hook = cli::add_bench_dispatch(app);
@@ -298,6 +300,7 @@ int main(int argc, char** argv) {
     if (int rc = attention_hook(); rc >= 0) return rc;
     if (int rc = long_context_hook(); rc >= 0) return rc;
     if (int rc = planted_fact_hook(); rc >= 0) return rc;
+    if (int rc = diverge_hook(); rc >= 0) return rc;
     if (int rc = matmul_hook(); rc >= 0) return rc;
     if (int rc = matvec_hook(); rc >= 0) return rc;
     if (int rc = dispatch_hook(); rc >= 0) return rc;

@@ -1,8 +1,10 @@
-// The decode fusions of ops.h (matmul_norm, matmul_silu, rope_kv_store) against the unfused
+// The decode fusions of ops.h (matmul_norm, matmul_silu, rope_kv_store) and gdn_ops.h
+// (qk_norm_rope_kv_store) against the unfused
 // dispatch sequences they replace, BIT-IDENTICAL (memcmp of the outputs), over awkward sizes and
 // every matmul variant switch, and against the CPU twins (kernels/ref.h) within tolerance.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -10,6 +12,8 @@
 
 #include "core/error.h"
 #include "formats/dtype.h"
+#include "kernels/gdn_ops.h"
+#include "kernels/gdn_ref.h"
 #include "kernels/ops.h"
 #include "kernels/ref.h"
 #include "kernels/rope_table.h"
@@ -236,6 +240,99 @@ TEST(FusedOps, RopeKvStoreBitIdenticalToRopeRopeKvStore) {
       }
     }
   }
+}
+
+// matmul_gate == sigmoid_gate + matmul, bit for bit (Qwen3.5's gated attention output): x rows of
+// stride S with the gate g at the same element + g_off in another buffer, as the model lays them out.
+// Checked to fail: matmul.wgsl's GATE written x / (1 + exp(-g)) fails the 12 per-row matmul cases.
+TEST(FusedOps, MatmulGateBitIdenticalToSigmoidGateMatmul) {
+  auto& e = env();
+  for (DType t : {DType::Q4_1, DType::F32}) {
+    const uint32_t K = 256, N = 29, S = 2 * K + 64, g_off = K;  // S: [q | gate | k | v] row
+    auto blocks = random_blocks(t, K, N, K * 5 + N);
+    ref::Matrix M{K, N, std::vector<float>(size_t(K) * N)};
+    dequantize(t, blocks.data(), M.w.data(), uint64_t(K) * N);
+    auto W = upload_weight(*e.ctx, pack_weight(t, blocks.data(), K, N), "w");
+    for (uint32_t T : {1u, 5u}) {
+      auto x = randn(size_t(T) * S, K + T, 2.0f), g = randn(size_t(T) * S, K + T + 1, 3.0f), y0 = randn(size_t(T) * N, N);
+      auto gb = e.upload(g);
+      std::vector<float> act(size_t(T) * K), want = y0;
+      for (uint32_t r = 0; r < T; ++r) {
+        std::copy_n(x.begin() + r * S, K, act.begin() + r * K);
+        ref::sigmoid_gate(act.data() + r * K, g.data() + r * S + g_off, K);
+      }
+      ref::matmul(M, act.data(), K, want.data(), N, T, true);
+      for (const KernelOptions& ko : variants()) {
+        auto o = e.op(ko);
+        auto x1 = e.upload(x), x2 = e.upload(x), y1 = e.upload(y0), y2 = e.upload(y0);
+        e.rec.begin();
+        sigmoid_gate(o, {x1, 0}, S, {gb, g_off}, S, T, K);
+        matmul(o, W, {x1, 0}, S, {y1, 0}, N, T, true);
+        matmul_gate(o, W, {x2, 0}, S, gb, g_off, {y2, 0}, N, T, true);
+        e.rec.submit();
+        const std::string what = dtype_name(t) + " T=" + std::to_string(T) + " rows=" +
+                                 std::to_string(ko.matmul_rows_per_workgroup) + " vec4=" +
+                                 std::to_string(ko.vec4_activations) + kernel_name(ko);
+        auto unfused = e.download(y1, y0.size()), fused = e.download(y2, y0.size());
+        EXPECT_TRUE(same_bits(fused, unfused)) << what;
+        expect_close(fused, want, 3e-5f, what);
+      }
+    }
+  }
+}
+
+// qk_norm_rope_kv_store == rmsnorm_heads (q) + rmsnorm_heads (k) + rope_kv_store, bit for bit: the q
+// rows and both caches, [q | k | v] rows of LFM2 / Qwen3.5 (the q rows of Qwen3.5 are followed by
+// its gate rows: q_stride = kv_stride = the whole row), head dims 64 (LFM2) and 256 (Qwen3.5),
+// full and partial rotary dims, both pair layouts, one and several tokens.
+// Checked to fail: the key norm written x * (scale * w) instead of head_norm's (x * scale) * w fails
+// all 16 configurations (k cache bits), while the CPU comparison alone still passes.
+TEST(FusedOps, QkNormRopeKvBitIdenticalToHeadNormsAndRopeKv) {
+  auto& e = env();
+  const uint32_t Hq = 4, Hkv = 2, ctx_len = 32;
+  for (uint32_t HD : {64u, 256u})
+    for (uint32_t rot : {HD, HD / 4})
+      for (bool neox : {false, true})
+        for (uint32_t T : {1u, 5u}) {
+          const uint32_t pos0 = 7, Q = Hq * HD, KV = Hkv * HD, gate = neox ? Q : 0, S = Q + gate + 2 * KV;
+          const uint32_t k_off = Q + gate, v_off = k_off + KV;
+          const size_t n = size_t(T) * S;
+          const float eps = 1e-6f;
+          auto table = rope_table(ctx_len, rot, 10000.0);
+          auto src = randn(n, HD + rot + neox + T, 3.0f);
+          auto qw = randn(HD, 5 + HD), kw = randn(HD, 6 + HD);
+          auto tb = e.upload(table), s1 = e.upload(src), s2 = e.upload(src), qb = e.upload(qw), kb = e.upload(kw);
+          auto zero = std::vector<float>(size_t(ctx_len) * KV);
+          auto k1 = e.upload(zero), v1 = e.upload(zero), k2 = e.upload(zero), v2 = e.upload(zero);
+          auto o = e.op();
+          e.rec.begin();
+          rmsnorm_heads(o, {s1, 0}, S, HD, T, Hq, HD, qb, eps);
+          rmsnorm_heads(o, {s1, k_off}, S, HD, T, Hkv, HD, kb, eps);
+          rope_kv_store(o, s1, 0, S, k_off, v_off, S, T, Hq, Hkv, HD, rot, pos0, tb, neox, k1, v1);
+          qk_norm_rope_kv_store(o, s2, 0, S, k_off, v_off, S, T, Hq, Hkv, HD, rot, pos0, tb, neox, qb, kb, eps, k2, v2);
+          e.rec.submit();
+          const std::string what = "HD=" + std::to_string(HD) + " rot=" + std::to_string(rot) + " neox=" +
+                                   std::to_string(neox) + " T=" + std::to_string(T);
+          auto a = e.download(s1, n), b = e.download(s2, n);
+          for (uint32_t t = 0; t < T; ++t)  // the q rows (the fused kernel leaves src's k rows as they were)
+            EXPECT_EQ(std::memcmp(a.data() + t * S, b.data() + t * S, Q * 4), 0) << what << " q t=" << t;
+          EXPECT_TRUE(same_bits(e.download(k2, zero.size()), e.download(k1, zero.size()))) << what << " k cache";
+          EXPECT_TRUE(same_bits(e.download(v2, zero.size()), e.download(v1, zero.size()))) << what << " v cache";
+          // CPU twins: per-head RMSNorm then RoPE of each token's q and k heads; v copied.
+          auto kcache = e.download(k2, zero.size()), vcache = e.download(v2, zero.size());
+          for (uint32_t t = 0; t < T; ++t) {
+            std::vector<float> q(src.begin() + t * S, src.begin() + t * S + Q);
+            std::vector<float> k(src.begin() + k_off + t * S, src.begin() + k_off + t * S + KV);
+            ref::rmsnorm_heads(q.data(), qw.data(), Hq, HD, HD, eps);
+            ref::rmsnorm_heads(k.data(), kw.data(), Hkv, HD, HD, eps);
+            ref::rope(q.data(), Hq, HD, rot, pos0 + t, table.data(), neox);
+            ref::rope(k.data(), Hkv, HD, rot, pos0 + t, table.data(), neox);
+            expect_close(std::vector<float>(b.begin() + t * S, b.begin() + t * S + Q), q, 2e-5f, what + " q vs cpu");
+            const size_t row = size_t(pos0 + t) * KV;
+            expect_close(std::vector<float>(kcache.begin() + row, kcache.begin() + row + KV), k, 2e-5f, what + " k vs cpu");
+            EXPECT_EQ(std::memcmp(vcache.data() + row, src.data() + v_off + t * S, KV * 4), 0) << what << " v vs src";
+          }
+        }
 }
 
 TEST(FusedOps, MatmulQkvRopeKvBitIdenticalToMatmulRopeRopeKvStore) {

@@ -51,6 +51,36 @@ void head_norm(OpContext& o, bool l2, F32Ref x, uint32_t stride, uint32_t hs, ui
                    H, T, 1, label);
 }
 
+struct QkNormRopeKvParams {
+  uint32_t T, Hq, Hkv, HD, rot, pos0, q_off, q_stride, k_off, v_off, kv_stride, table_pairs;
+  float eps;
+  uint32_t pad0 = 0, pad1 = 0, pad2 = 0;
+};
+WGLLM_PARAMS(QkNormRopeKvParams, T, Hq, Hkv, HD, rot, pos0, q_off, q_stride, k_off, v_off, kv_stride, table_pairs, eps,
+             pad0, pad1, pad2);
+
+}  // namespace
+
+void qk_norm_rope_kv_store(OpContext& o, const gpu::Buffer& src, uint32_t q_off, uint32_t q_stride, uint32_t k_off,
+                           uint32_t v_off, uint32_t kv_stride, uint32_t T, uint32_t Hq, uint32_t Hkv, uint32_t HD,
+                           uint32_t rot, uint32_t pos0, const gpu::Buffer& table, bool neox, const gpu::Buffer& qw,
+                           const gpu::Buffer& kw, float eps, const gpu::Buffer& kc, const gpu::Buffer& vc) {
+  if (rot % 2 || rot > HD) throw Error("qk_norm_rope_kv_store: rotary dims must be even and <= head_dim");
+  const auto& p = get(o, "qk_norm_rope_kv", {{"NEOX", neox ? "1" : "0"}},
+                      {Bind::ReadWrite, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::ReadWrite,
+                       Bind::Uniform});
+  const uint32_t kv_dim = Hkv * HD;
+  QkNormRopeKvParams prm{T, Hq, Hkv, HD, rot, pos0, q_off, q_stride, k_off, v_off, kv_stride, rot / 2, eps};
+  o.rec.declare(TrafficBytes()
+                    .r(Traffic::Activations, 4ull * T * (Hq * HD + 2 * kv_dim))
+                    .r(Traffic::Weights, 4ull * (T * rot + 2 * HD))
+                    .w(Traffic::Activations, 4ull * T * Hq * HD)
+                    .w(Traffic::KvCache, 8ull * T * kv_dim));
+  o.rec.dispatch(p, {src, qw, kw, table, kc, vc}, prm, Hq + Hkv, T, 1, "qk_norm_rope_kv");
+}
+
+namespace {
+
 struct GdnParams {
   uint32_t T, NK, NV, DK, DV, C, q_off, k_off, v_off, qkv_stride, g_off, gb_stride, s_off, o_off, o_stride, a_off,
       p_off, gc_off, w_off, u_off;
@@ -230,6 +260,7 @@ void gdn_chunked(OpContext& o, const GdnOperands& a, const gpu::Buffer& work) {
 
 std::vector<ParamsLayout> gdn_ops_params_layouts() {
   return {WGLLM_LAYOUT(HeadNormParams, "head_norm"),
+          WGLLM_LAYOUT(QkNormRopeKvParams, "qk_norm_rope_kv"),
           WGLLM_LAYOUT(GatedRmsnormParams, "gated_rmsnorm"),
           WGLLM_LAYOUT(SigmoidGateParams, "sigmoid_gate"),
           WGLLM_LAYOUT(GatesParams, "gdn_gates"),

@@ -17,6 +17,18 @@ void l2norm_heads(OpContext& o, F32Ref x, uint32_t stride, uint32_t head_stride,
 /// ref::rmsnorm_heads). Same layout as l2norm_heads.
 void rmsnorm_heads(OpContext& o, F32Ref x, uint32_t stride, uint32_t head_stride, uint32_t T, uint32_t H, uint32_t D,
                    const gpu::Buffer& w, float eps, const char* label = "qk_norm");
+/// The QK-norm of an attention layer (LFM2, Qwen3.5), RoPE and the KV-cache store in one dispatch
+/// (wgsl/qk_norm_rope_kv.wgsl; decode fusion, KernelOptions::fuse_qk_norm): bit-identical to
+/// rmsnorm_heads (q heads, weight qw) + rmsnorm_heads (k heads, kw) + rope_kv_store for the
+/// queries and both caches. q rows at src[q_off + t*q_stride] (Hq heads of HD, normed and rotated
+/// in place); k and v rows at src[k_off / v_off + t*kv_stride] (Hkv heads): k normed and rotated
+/// into the key cache (src's k rows are not written), v copied into the value cache; cache rows
+/// pos0 .. pos0+T-1 of Hkv*HD floats; first rot dims rotated with `table` (kernels::rope_table),
+/// neox selects the pair layout. qw, kw: [HD] f32. Throws wgllm::Error for an odd rot or rot > HD.
+void qk_norm_rope_kv_store(OpContext& o, const gpu::Buffer& src, uint32_t q_off, uint32_t q_stride, uint32_t k_off,
+                           uint32_t v_off, uint32_t kv_stride, uint32_t T, uint32_t Hq, uint32_t Hkv, uint32_t HD,
+                           uint32_t rot, uint32_t pos0, const gpu::Buffer& table, bool neox, const gpu::Buffer& qw,
+                           const gpu::Buffer& kw, float eps, const gpu::Buffer& kc, const gpu::Buffer& vc);
 /// Qwen3_5RMSNormGated in place: rows x.off + t*x_stride hold H heads of D contiguous values;
 /// x <- rmsnorm(x) * w * silu(z), z rows z.off + t*z_stride (same head layout), w: [D] f32.
 /// x and z must be different buffers (twin ref::gated_rmsnorm).

@@ -74,7 +74,7 @@ WGLLM_PARAMS(CausalConvParams, T, C, L, x_off, x_stride, gi_off, gi_stride, go_o
 }  // namespace
 
 namespace {
-enum class Prologue { None, Norm, Silu };  // the activation load of matmul_impl
+enum class Prologue { None, Norm, Silu, Gate };  // the activation load of matmul_impl
 
 // What matmul.wgsl and matvec.wgsl share: the fused variants' defines (NORM / SILU prologue, ROPE
 // epilogue) and bindings after each kernel's own first bindings, then the parameter block, whose
@@ -84,8 +84,13 @@ void add_fused_variant(Defines& d, std::vector<Bind>& binds, Prologue pro, const
   d["SILU"] = pro == Prologue::Silu ? "1" : "0";
   d["ROPE"] = rope ? "1" : "0";
   d["NEOX"] = rope && rope->neox ? "1" : "0";
+  d["GATE"] = pro == Prologue::Gate ? "1" : "0";
   if (pro == Prologue::Norm) {
     d["B_NW"] = std::to_string(binds.size());
+    binds.push_back(Bind::ReadOnly);
+  }
+  if (pro == Prologue::Gate) {  // matmul_gate: the gate rows (passed in matmul_impl's norm_w slot)
+    d["B_G"] = std::to_string(binds.size());
     binds.push_back(Bind::ReadOnly);
   }
   if (rope) {
@@ -116,7 +121,7 @@ MatmulParams matmul_params(const GpuWeight& W, F32Ref x, uint32_t x_stride, F32R
 gpu::TrafficBytes matmul_traffic(const GpuWeight& W, uint32_t T, bool accumulate, gpu::Traffic y_kind, Prologue pro,
                                  const QkvRopeKv* rope) {
   gpu::TrafficBytes tb;
-  tb.r(gpu::Traffic::Weights, W.bytes()).r(gpu::Traffic::Activations, uint64_t(T) * W.K * 4 * (pro == Prologue::Silu ? 2 : 1));
+  tb.r(gpu::Traffic::Weights, W.bytes()).r(gpu::Traffic::Activations, uint64_t(T) * W.K * 4 * (pro == Prologue::Silu || pro == Prologue::Gate ? 2 : 1));
   if (pro == Prologue::Norm) tb.r(gpu::Traffic::Weights, uint64_t(W.K) * 4);
   tb.w(y_kind, uint64_t(T) * W.N * 4);
   if (accumulate) tb.r(y_kind, uint64_t(T) * W.N * 4);
@@ -162,7 +167,7 @@ void matvec_impl(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, 
     o.rec.dispatch(p, {W.buf, x.buf, y.buf, W.buf, *norm_w, *rope->table, *rope->kc, *rope->vc}, prm, gx, T, 1, label);
   else if (rope)
     o.rec.dispatch(p, {W.buf, x.buf, y.buf, W.buf, *rope->table, *rope->kc, *rope->vc}, prm, gx, T, 1, label);
-  else if (pro == Prologue::Norm)
+  else if (pro == Prologue::Norm || pro == Prologue::Gate)
     o.rec.dispatch(p, {W.buf, x.buf, y.buf, W.buf, *norm_w}, prm, gx, T, 1, label);
   else
     o.rec.dispatch(p, {W.buf, x.buf, y.buf, W.buf}, prm, gx, T, 1, label);
@@ -202,7 +207,7 @@ void matmul_impl(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, 
     o.rec.dispatch(p, {W.buf, x.buf, y.buf, *norm_w, *rope->table, *rope->kc, *rope->vc}, prm, gx, gy, 1, label);
   else if (rope)
     o.rec.dispatch(p, {W.buf, x.buf, y.buf, *rope->table, *rope->kc, *rope->vc}, prm, gx, gy, 1, label);
-  else if (pro == Prologue::Norm)
+  else if (pro == Prologue::Norm || pro == Prologue::Gate)
     o.rec.dispatch(p, {W.buf, x.buf, y.buf, *norm_w}, prm, gx, gy, 1, label);
   else
     o.rec.dispatch(p, {W.buf, x.buf, y.buf}, prm, gx, gy, 1, label);
@@ -269,6 +274,14 @@ void matmul_norm(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, 
                  F32Ref y, uint32_t y_stride, uint32_t T, bool accumulate, const char* label, gpu::Traffic y_kind) {
   if (T > kFusedMaxTokens) throw Error("matmul_norm: at most " + std::to_string(kFusedMaxTokens) + " tokens");
   matmul_impl(o, W, x, x_stride, y, y_stride, T, accumulate, label, y_kind, Prologue::Norm, &norm_w, eps, 0);
+}
+
+void matmul_gate(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, const gpu::Buffer& g, uint32_t g_off,
+                 F32Ref y, uint32_t y_stride, uint32_t T, bool accumulate, const char* label) {
+  if (T > kFusedMaxTokens) throw Error("matmul_gate: at most " + std::to_string(kFusedMaxTokens) + " tokens");
+  if (&g == &x.buf || &g == &y.buf) throw Error("matmul_gate: the gate buffer must not alias x or y");
+  matmul_impl(o, W, x, x_stride, y, y_stride, T, accumulate, label, gpu::Traffic::Activations, Prologue::Gate, &g, 0.0f,
+              g_off);
 }
 
 void matmul_silu(OpContext& o, const GpuWeight& W, const gpu::Buffer& src, uint32_t g_off, uint32_t u_off,

@@ -96,6 +96,14 @@ void matmul_silu(OpContext& o, const GpuWeight& W, const gpu::Buffer& src, uint3
                  uint32_t in_stride, F32Ref y, uint32_t y_stride, uint32_t T, bool accumulate,
                  const char* label = "matmul");
 
+/// As matmul() on gated activations (Qwen3.5's gated attention output, decode fusion
+/// KernelOptions::fuse_attn_gate): y[t, n] (+)= sum_k W[n, k] * (x[t, k] * sigmoid(gate[t, k])), the gate
+/// of x's element i (i = x.off + t * x_stride + k) at g[i + g_off]: sigmoid_gate() followed by
+/// matmul() in one dispatch, bit-identical to that pair. g must be a buffer other than x's and y's.
+/// Throws wgllm::Error for T > kFusedMaxTokens.
+void matmul_gate(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, const gpu::Buffer& g, uint32_t g_off,
+                 F32Ref y, uint32_t y_stride, uint32_t T, bool accumulate, const char* label = "matmul");
+
 /// The RoPE + KV-cache store epilogue of matmul_qkv_rope_kv: the projection's rows are
 /// [q_rows query | kv_rows key | kv_rows value] (whole heads of HD); first rot dims of each q and k
 /// head rotated (neox pair layout) at positions pos0 + t with `table` (kernels::rope_table).

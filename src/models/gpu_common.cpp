@@ -1,5 +1,7 @@
 #include "models/gpu_common.h"
 
+#include "kernels/gdn_ops.h"
+
 #include <algorithm>
 #include <cstring>
 
@@ -370,6 +372,13 @@ void record_swiglu_ffn(kernels::OpContext& o, const ModelConfig& c, const FfnWei
 void record_norm_proj(kernels::OpContext& o, const ModelConfig& c, const gpu::Buffer& x, const gpu::Buffer& norm_w,
                       const gpu::Buffer& h, std::initializer_list<NormedProj> projs, const gpu::Buffer& y,
                       uint32_t y_stride, uint32_t T, const char* norm_label) {
+  record_norm_proj(o, c, x, norm_w, h, std::span<const NormedProj>(projs.begin(), projs.size()), y, y_stride, T,
+                   norm_label);
+}
+
+void record_norm_proj(kernels::OpContext& o, const ModelConfig& c, const gpu::Buffer& x, const gpu::Buffer& norm_w,
+                      const gpu::Buffer& h, std::span<const NormedProj> projs, const gpu::Buffer& y,
+                      uint32_t y_stride, uint32_t T, const char* norm_label) {
   const uint32_t D = c.d_model;
   if (o.opt.fuse_norm && T <= kernels::kFusedMaxTokens) {
     for (const NormedProj& p : projs)
@@ -391,6 +400,23 @@ void record_rope_kv(kernels::OpContext& o, const ModelConfig& c, const QkvRows& 
   kernels::rope(o, {r.src, r.q_off}, r.q_stride, T, c.n_heads, HD, c.rope_dims, pos0, table, c.rope_neox, "rope_q");
   kernels::rope(o, {r.src, r.k_off}, r.kv_stride, T, c.n_kv_heads, HD, c.rope_dims, pos0, table, c.rope_neox, "rope_k");
   kernels::kv_store(o, r.src, r.k_off, r.v_off, r.kv_stride, T, c.kv_dim(), pos0, kc, vc);
+}
+
+bool qk_norm_folded(const kernels::OpContext& o) { return o.opt.fuse_qk_norm && o.opt.fuse_rope_kv; }
+
+void record_qk_norms(kernels::OpContext& o, const ModelConfig& c, const QkvRows& r, uint32_t T, const QkNorm& n) {
+  if (qk_norm_folded(o)) return;
+  const uint32_t HD = c.head_dim;
+  kernels::rmsnorm_heads(o, {r.src, r.q_off}, r.q_stride, HD, T, c.n_heads, HD, n.q, c.rms_eps, "attn_q_norm");
+  kernels::rmsnorm_heads(o, {r.src, r.k_off}, r.kv_stride, HD, T, c.n_kv_heads, HD, n.k, c.rms_eps, "attn_k_norm");
+}
+
+void record_qk_norm_rope_kv(kernels::OpContext& o, const ModelConfig& c, const QkvRows& r, uint32_t T, uint32_t pos0,
+                            const gpu::Buffer& table, const QkNorm& n, const gpu::Buffer& kc, const gpu::Buffer& vc) {
+  if (!qk_norm_folded(o)) return record_rope_kv(o, c, r, T, pos0, table, kc, vc);
+  kernels::qk_norm_rope_kv_store(o, r.src, r.q_off, r.q_stride, r.k_off, r.v_off, r.kv_stride, T, c.n_heads,
+                                 c.n_kv_heads, c.head_dim, c.rope_dims, pos0, table, c.rope_neox, n.q, n.k, c.rms_eps,
+                                 kc, vc);
 }
 
 kernels::GpuWeight upload_rows(gpu::Context& ctx, DType type, uint32_t K, const std::vector<RowBlock>& blocks,
@@ -461,8 +487,13 @@ int32_t finish_forward(kernels::OpContext& o, const ModelConfig& c, const gpu::B
     return -1;
   }
   const uint32_t D = c.d_model;
-  kernels::rmsnorm(o, {x, last_row}, D, hb.out_norm, {hb.h, 0}, D, 1, D, c.rms_eps, "output_norm");
-  kernels::matmul(o, hb.lm_head, {hb.h, 0}, D, {hb.logits, 0}, c.vocab, 1, false, "output", gpu::Traffic::Logits);
+  if (o.opt.fuse_norm) {  // the output norm in the head's activation load (one row; same bits)
+    kernels::matmul_norm(o, hb.lm_head, {x, last_row}, D, hb.out_norm, c.rms_eps, {hb.logits, 0}, c.vocab, 1, false,
+                         "output", gpu::Traffic::Logits);
+  } else {
+    kernels::rmsnorm(o, {x, last_row}, D, hb.out_norm, {hb.h, 0}, D, 1, D, c.rms_eps, "output_norm");
+    kernels::matmul(o, hb.lm_head, {hb.h, 0}, D, {hb.logits, 0}, c.vocab, 1, false, "output", gpu::Traffic::Logits);
+  }
   if (out == HeadOut::Argmax || out == HeadOut::ArgmaxAsync) {
     kernels::argmax(o, {hb.logits, 0}, c.vocab, hb.amax);
     return submit_argmax(o, hb.amax, out);

@@ -248,6 +248,10 @@ struct NormedProj {
 void record_norm_proj(kernels::OpContext& o, const ModelConfig& c, const gpu::Buffer& x, const gpu::Buffer& norm_w,
                       const gpu::Buffer& h, std::initializer_list<NormedProj> projs, const gpu::Buffer& y,
                       uint32_t y_stride, uint32_t T, const char* norm_label);
+/// The same for a list built at run time (projections split by type).
+void record_norm_proj(kernels::OpContext& o, const ModelConfig& c, const gpu::Buffer& x, const gpu::Buffer& norm_w,
+                      const gpu::Buffer& h, std::span<const NormedProj> projs, const gpu::Buffer& y,
+                      uint32_t y_stride, uint32_t T, const char* norm_label);
 
 /// Where the rows of one attention layer's projected q, k and v live (element offsets and row
 /// strides in `src`) and the layer's KV cache.
@@ -261,5 +265,26 @@ struct QkvRows {
 /// else rope (q), rope (k, in place in src) and kv_store. Same cache and q bits either way.
 void record_rope_kv(kernels::OpContext& o, const ModelConfig& c, const QkvRows& r, uint32_t T, uint32_t pos0,
                     const gpu::Buffer& table, const gpu::Buffer& kc, const gpu::Buffer& vc);
+
+/// The per-head q / k RMSNorm weights of an attention layer with QK-norm (LFM2, Qwen3.5), [head_dim] f32.
+struct QkNorm {
+  const gpu::Buffer& q;
+  const gpu::Buffer& k;
+};
+
+/// True when record_qk_norm_rope_kv() folds the QK-norm into the RoPE + KV-store dispatch
+/// (KernelOptions::fuse_qk_norm with fuse_rope_kv); otherwise the caller records
+/// record_qk_norms() over all rows of the step first.
+bool qk_norm_folded(const kernels::OpContext& o);
+
+/// The unfolded QK-norm: kernels::rmsnorm_heads on the c.n_heads query heads and the c.n_kv_heads
+/// key heads of T rows, in place (labels attn_q_norm, attn_k_norm). Nothing when qk_norm_folded().
+void record_qk_norms(kernels::OpContext& o, const ModelConfig& c, const QkvRows& r, uint32_t T, const QkNorm& n);
+
+/// RoPE + KV store of T rows at pos0 for a layer with QK-norm: with qk_norm_folded() one
+/// kernels::qk_norm_rope_kv_store dispatch (norms, RoPE, store), else record_rope_kv() on the rows
+/// record_qk_norms() normed. Same q and cache bits either way.
+void record_qk_norm_rope_kv(kernels::OpContext& o, const ModelConfig& c, const QkvRows& r, uint32_t T, uint32_t pos0,
+                            const gpu::Buffer& table, const QkNorm& n, const gpu::Buffer& kc, const gpu::Buffer& vc);
 
 }  // namespace wgllm

@@ -1,11 +1,11 @@
 // LFM2 forward pass on WebGPU: every op is a WGSL kernel (kernels/ops.h); a forward of up to
 // prefill_chunk tokens is one command submission ending with one small readback (4 bytes for
 // greedy argmax, or the vocab logits). Same op order as lfm2_cpu.cpp.
-// Activation layout of an attention layer (chunk of T tokens), chosen so that the per-head QK
-// RMSNorm is the plain rmsnorm kernel over T*heads rows of head_dim:
-//   raw_: [q: T x q_dim][k: T x kv_dim]            projections (three matmuls)
-//   qkv_: [q: T x q_dim][k: T x kv_dim][v: T x kv_dim]  normed + roped q and k, v (kv_store reads k
-//         and v with one row stride kv_dim), attention reads q with stride q_dim.
+// Activation layout of an attention layer (chunk of T tokens): qkv_ rows [T][q | k | v] of
+// q_dim + 2 kv_dim floats, written by one fused projection (ModelOptions::fuse_qkv) or three; the
+// per-head QK-norm (head_norm) and RoPE work in place, the KV store reads k and v from there,
+// attention reads q with the row stride. Decode: the operator norm is the projection's prologue
+// (fuse_norm) and the QK-norm runs inside the RoPE + KV-store dispatch (fuse_qk_norm).
 // A conv layer: bcx_ [T, 3d] = in_proj output [B | C | x]; causal_conv -> att_ [T, d]; out_proj.
 // causal_conv is one dispatch (conv + state shift) for forwards of <= 8 tokens (fuse_conv_state).
 #include <algorithm>
@@ -33,6 +33,7 @@ struct Layer {
   bool attn = false;
   Buffer attn_norm, ffn_norm;
   GpuWeight wgu, wg, wu, wd;       // wgu when gate/up are fused, else wg/wu
+  GpuWeight wqkv;                  // attention [q | k | v] rows when fused (fuse_qkv), else wq/wk/wv
   GpuWeight wq, wk, wv, wo;        // attention
   Buffer q_norm, k_norm;           // attention
   GpuWeight in_proj, out_proj;     // ShortConv
@@ -89,9 +90,13 @@ class Lfm2Gpu final : public GpuModel {
       }
       L.wd = weight({&R.w_down}, p + "ffn_down");
       if (L.attn) {
-        L.wq = weight({&R.wq}, p + "attn_q");
-        L.wk = weight({&R.wk}, p + "attn_k");
-        L.wv = weight({&R.wv}, p + "attn_v");
+        if (opt_.fuse_qkv && R.wq.type == R.wk.type && R.wq.type == R.wv.type) {
+          L.wqkv = weight({&R.wq, &R.wk, &R.wv}, p + "attn_qkv");
+        } else {
+          L.wq = weight({&R.wq}, p + "attn_q");
+          L.wk = weight({&R.wk}, p + "attn_k");
+          L.wv = weight({&R.wv}, p + "attn_v");
+        }
         L.wo = weight({&R.wo}, p + "attn_output");
         L.q_norm = f32_buffer(R.q_norm, p + "attn_q_norm");
         L.k_norm = f32_buffer(R.k_norm, p + "attn_k_norm");
@@ -116,7 +121,6 @@ class Lfm2Gpu final : public GpuModel {
     };
     x_ = mk(T * D, "x");
     h_ = mk(T * D, "h");
-    raw_ = mk(T * (Q + KV), "qk_raw");
     qkv_ = mk(T * (Q + 2 * KV), "qkv");
     att_ = mk(T * std::max(Q, D), "mixer_out");
     bcx_ = mk(T * 3 * D, "shortconv_bcx");
@@ -132,22 +136,24 @@ class Lfm2Gpu final : public GpuModel {
     }
   }
 
-  // Attention for the rows of segs (q, k and v projections laid out as blocks of all T rows:
-  // q [T, Q] | k [T, KV] | v [T, KV]); RoPE, the KV store and attention per segment.
+  // Attention for the rows of segs (qkv_ rows [q | k | v] of S floats): operator norm and
+  // projections, QK-norm over all rows; RoPE, the KV store and attention per segment.
   void attention_layer(kernels::OpContext& o, Layer& L, std::span<const BatchSeg> segs, uint32_t l, uint32_t T) {
-    const uint32_t D = c_.d_model, Q = c_.q_dim(), KV = c_.kv_dim(), HD = c_.head_dim;
-    const uint32_t k_off = T * Q, v_off = T * (Q + KV);
-    kernels::matmul(o, L.wq, {h_, 0}, D, {raw_, 0}, Q, T, false, "attn_q");
-    kernels::matmul(o, L.wk, {h_, 0}, D, {raw_, k_off}, KV, T, false, "attn_k");
-    kernels::matmul(o, L.wv, {h_, 0}, D, {qkv_, v_off}, KV, T, false, "attn_v");
-    kernels::rmsnorm(o, {raw_, 0}, HD, L.q_norm, {qkv_, 0}, HD, T * c_.n_heads, HD, c_.rms_eps, "attn_q_norm");
-    kernels::rmsnorm(o, {raw_, k_off}, HD, L.k_norm, {qkv_, k_off}, HD, T * c_.n_kv_heads, HD, c_.rms_eps, "attn_k_norm");
+    const uint32_t D = c_.d_model, Q = c_.q_dim(), KV = c_.kv_dim(), HD = c_.head_dim, S = Q + 2 * KV;
+    if (L.wqkv.N)
+      record_norm_proj(o, c_, x_, L.attn_norm, h_, {{&L.wqkv, 0, "attn_qkv"}}, qkv_, S, T, "operator_norm");
+    else
+      record_norm_proj(o, c_, x_, L.attn_norm, h_, {{&L.wq, 0, "attn_q"}, {&L.wk, Q, "attn_k"}, {&L.wv, Q + KV, "attn_v"}},
+                       qkv_, S, T, "operator_norm");
+    const QkNorm qkn{L.q_norm, L.k_norm};
+    record_qk_norms(o, c_, {qkv_, 0, S, Q, Q + KV, S}, T, qkn);
     for (const BatchSeg& s : segs) {
       KvState& kv = s.seq->kv(l);
       const Buffer &kc = kv.keys().buffer(), &vc = kv.values().buffer();
-      record_rope_kv(o, c_, {qkv_, s.row0 * Q, Q, k_off + s.row0 * KV, v_off + s.row0 * KV, KV}, s.T, s.pos0, rope_, kc, vc);
+      const uint32_t r = s.row0 * S;
+      record_qk_norm_rope_kv(o, c_, {qkv_, r, S, r + Q, r + Q + KV, S}, s.T, s.pos0, rope_, qkn, kc, vc);
       const kernels::AttentionShape as{s.T, s.pos0, c_.n_heads, c_.n_kv_heads, HD, 1.0f / std::sqrt(float(HD))};
-      kernels::attention(o, as, {qkv_, s.row0 * Q}, Q, kc, vc, {att_, s.row0 * Q}, Q, &attn_split_,
+      kernels::attention(o, as, {qkv_, r}, S, kc, vc, {att_, s.row0 * Q}, Q, &attn_split_,
                          sparse_.index ? &sparse_ : nullptr, kv.sparse_means());
     }
     kernels::matmul(o, L.wo, {att_, 0}, Q, {x_, 0}, D, T, true, "attn_output");
@@ -157,7 +163,7 @@ class Lfm2Gpu final : public GpuModel {
   // segment with its sequence's conv state.
   void conv_layer(kernels::OpContext& o, Layer& L, std::span<const BatchSeg> segs, uint32_t l, uint32_t T) {
     const uint32_t D = c_.d_model;
-    kernels::matmul(o, L.in_proj, {h_, 0}, D, {bcx_, 0}, 3 * D, T, false, "shortconv_in_proj");
+    record_norm_proj(o, c_, x_, L.attn_norm, h_, {{&L.in_proj, 0, "shortconv_in_proj"}}, bcx_, 3 * D, T, "operator_norm");
     for (const BatchSeg& s : segs) {
       const uint32_t r = s.row0 * 3 * D;
       kernels::causal_conv(o, {s.T, D, p_.conv_L, false}, {bcx_, r + 2 * D}, 3 * D, F32Rows{&bcx_, r, 3 * D},
@@ -169,7 +175,7 @@ class Lfm2Gpu final : public GpuModel {
 
   // Begins the submission and records the embedding and every layer for the rows of segs.
   void record_body(kernels::OpContext& o, std::span<const BatchSeg> segs, std::span<const int32_t> toks) {
-    const uint32_t T = uint32_t(toks.size()), D = c_.d_model;
+    const uint32_t T = uint32_t(toks.size());
     const Buffer* ids = &tokens_;
     if (segs.size() == 1)
       ids = &token_ids(tokens_, amax_, toks);
@@ -179,7 +185,6 @@ class Lfm2Gpu final : public GpuModel {
     kernels::embed(o, embed_, *ids, T, {x_, 0});
     for (uint32_t l = 0; l < c_.n_layers; ++l) {
       Layer& L = layers_[l];
-      kernels::rmsnorm(o, {x_, 0}, D, L.attn_norm, {h_, 0}, D, T, D, c_.rms_eps, "operator_norm");
       if (L.attn)
         attention_layer(o, L, segs, l, T);
       else
@@ -215,7 +220,7 @@ class Lfm2Gpu final : public GpuModel {
   Buffer out_norm_, rope_;  // rope_: positions [0, rope_rows_) (prepare_sequence)
   uint32_t rope_rows_ = 0;
   std::vector<Layer> layers_;
-  Buffer x_, h_, raw_, qkv_, att_, bcx_, gu_, act_, logits_, tokens_, amax_, attn_split_;
+  Buffer x_, h_, qkv_, att_, bcx_, gu_, act_, logits_, tokens_, amax_, attn_split_;
   kernels::SparseScratch sparse_;  // allocated with --sparse-attn only
 };
 

@@ -224,16 +224,17 @@ class LlamaGpu final : public GpuModel {
           record_norm_proj(o, c_, x_, L.attn_norm, h_, {{&L.wq, 0, "attn_q"}, {&L.wk, Q, "attn_k"}, {&L.wv, Q + KV, "attn_v"}},
                            qkv_, QKV, T, "attn_norm");
         if (has_bias_) kernels::add_bias(o, L.bqkv, QKV, {qkv_, 0}, QKV, T, "attn_qkv_bias");
-        if (gemma_) {
-          const uint32_t HD = c_.head_dim;
-          kernels::rmsnorm_heads(o, {qkv_, 0}, QKV, HD, T, c_.n_heads, HD, L.q_norm, c_.rms_eps, "q_norm");
-          kernels::rmsnorm_heads(o, {qkv_, Q}, QKV, HD, T, c_.n_kv_heads, HD, L.k_norm, c_.rms_eps, "k_norm");
-        }
+        const QkNorm qkn{L.q_norm, L.k_norm};  // gemma3's QK-norm (folded into RoPE + KV store: fuse_qk_norm)
+        if (gemma_) record_qk_norms(o, c_, {qkv_, 0, QKV, Q, Q + KV, QKV}, T, qkn);
         for (const BatchSeg& s : segs) {
           KvState& kv = s.seq->kv(l);
           const uint32_t r = s.row0 * QKV;
-          record_rope_kv(o, c_, {qkv_, r, QKV, r + Q, r + Q + KV, QKV}, s.T, s.pos0, local ? rope_local_ : rope_,
-                         kv.keys().buffer(), kv.values().buffer());
+          const QkvRows rows{qkv_, r, QKV, r + Q, r + Q + KV, QKV};
+          if (gemma_)
+            record_qk_norm_rope_kv(o, c_, rows, s.T, s.pos0, local ? rope_local_ : rope_, qkn, kv.keys().buffer(),
+                                   kv.values().buffer());
+          else
+            record_rope_kv(o, c_, rows, s.T, s.pos0, rope_, kv.keys().buffer(), kv.values().buffer());
         }
       }
       for (const BatchSeg& s : segs) {

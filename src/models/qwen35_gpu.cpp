@@ -140,7 +140,7 @@ class Qwen35Gpu final : public GpuModel {
     x_ = mk(T * c_.d_model, "x");
     h_ = mk(T * c_.d_model, "h");
     proj_ = mk(T * proj_stride_, "proj");
-    att_ = mk(T * std::max(Q, p_.value_dim()), "mixer_out");
+    att_ = mk(T * std::max(proj_stride_, p_.value_dim()), "mixer_out");  // attention rows: proj_stride_ (the gate's)
     conv_ = mk(n_lin_ ? T * p_.conv_dim() : 0, "gdn_conv_out");
     gates_ = mk(n_lin_ ? T * 2 * p_.nv : 0, "gdn_gates");
     work_ = mk(n_lin_ ? kernels::gdn_chunk_work_floats(uint32_t(T), opt_.kernels.gdn_chunk, p_.nv, p_.dk, p_.dv) : 0,
@@ -157,18 +157,21 @@ class Qwen35Gpu final : public GpuModel {
     }
   }
 
-  // Projections of one layer's input h into proj_ columns [0, ...) (fused or part by part).
+  // The input norm and projections of one layer's x into proj_ columns [0, ...) (fused or part
+  // by part); decode: the norm is each projection's prologue (KernelOptions::fuse_norm).
   void project(kernels::OpContext& o, Layer& L, uint32_t T, const char* label) {
+    std::vector<NormedProj> projs;
     if (!L.w_parts.empty() && L.w_in.N == 0) {
       uint32_t off = 0;
       const size_t n = L.linear ? 4 : 3;
       for (size_t i = 0; i < n; ++i) {
-        kernels::matmul(o, L.w_parts[i], {h_, 0}, c_.d_model, {proj_, off}, proj_stride_, T, false, label);
+        projs.push_back({&L.w_parts[i], off, label});
         off += L.w_parts[i].N;
       }
     } else {
-      kernels::matmul(o, L.w_in, {h_, 0}, c_.d_model, {proj_, 0}, proj_stride_, T, false, label);
+      projs.push_back({&L.w_in, 0, label});
     }
+    record_norm_proj(o, c_, x_, L.attn_norm, h_, projs, proj_, proj_stride_, T, "attn_norm");
   }
 
   // Gated attention for the rows of segs: projections, head norms, gate and output over all rows;
@@ -176,18 +179,23 @@ class Qwen35Gpu final : public GpuModel {
   void attention(kernels::OpContext& o, Layer& L, std::span<const BatchSeg> segs, uint32_t l, uint32_t T) {
     const uint32_t Q = c_.q_dim(), KV = c_.kv_dim(), HD = c_.head_dim, S = proj_stride_;
     project(o, L, T, "attn_qgkv");
-    kernels::rmsnorm_heads(o, {proj_, 0}, S, HD, T, c_.n_heads, HD, L.q_norm, c_.rms_eps, "q_norm");
-    kernels::rmsnorm_heads(o, {proj_, 2 * Q}, S, HD, T, c_.n_kv_heads, HD, L.k_norm, c_.rms_eps, "k_norm");
+    const QkNorm qkn{L.q_norm, L.k_norm};
+    record_qk_norms(o, c_, {proj_, 0, S, 2 * Q, 2 * Q + KV, S}, T, qkn);
     for (const BatchSeg& s : segs) {
       KvState& kv = s.seq->kv(l);
       const Buffer &kc = kv.keys().buffer(), &vc = kv.values().buffer();
       const uint32_t r = s.row0 * S;
-      record_rope_kv(o, c_, {proj_, r, S, r + 2 * Q, r + 2 * Q + KV, S}, s.T, s.pos0, rope_, kc, vc);
+      record_qk_norm_rope_kv(o, c_, {proj_, r, S, r + 2 * Q, r + 2 * Q + KV, S}, s.T, s.pos0, rope_, qkn, kc, vc);
       kernels::attention(o, {s.T, s.pos0, c_.n_heads, c_.n_kv_heads, HD, 1.0f / std::sqrt(float(HD))}, {proj_, r}, S, kc,
-                         vc, {att_, s.row0 * Q}, Q, &attn_split_, sparse_.index ? &sparse_ : nullptr, kv.sparse_means());
+                         vc, {att_, r}, S, &attn_split_, sparse_.index ? &sparse_ : nullptr, kv.sparse_means());
     }
-    kernels::sigmoid_gate(o, {att_, 0}, Q, {proj_, Q}, S, T, Q);
-    kernels::matmul(o, L.wo, {att_, 0}, Q, {x_, 0}, c_.d_model, T, true, "attn_output");
+    // att_ rows have proj_'s stride S, so the gate of att_[i] is proj_[i + Q].
+    if (o.opt.fuse_attn_gate && T <= kernels::kFusedMaxTokens) {
+      kernels::matmul_gate(o, L.wo, {att_, 0}, S, proj_, Q, {x_, 0}, c_.d_model, T, true, "attn_output");
+      return;
+    }
+    kernels::sigmoid_gate(o, {att_, 0}, S, {proj_, Q}, S, T, Q);
+    kernels::matmul(o, L.wo, {att_, 0}, S, {x_, 0}, c_.d_model, T, true, "attn_output");
   }
 
   // Gated DeltaNet for the rows of segs: input and output projections over all rows; the conv,
@@ -232,7 +240,7 @@ class Qwen35Gpu final : public GpuModel {
 
   // Begins the submission and records the embedding and every layer for the rows of segs.
   void record_body(kernels::OpContext& o, std::span<const BatchSeg> segs, std::span<const int32_t> toks) {
-    const uint32_t T = uint32_t(toks.size()), D = c_.d_model;
+    const uint32_t T = uint32_t(toks.size());
     const Buffer* ids = &tokens_;
     if (segs.size() == 1)
       ids = &token_ids(tokens_, amax_, toks);
@@ -242,7 +250,6 @@ class Qwen35Gpu final : public GpuModel {
     kernels::embed(o, embed_, *ids, T, {x_, 0});
     for (uint32_t l = 0; l < c_.n_layers; ++l) {
       Layer& L = layers_[l];
-      kernels::rmsnorm(o, {x_, 0}, D, L.attn_norm, {h_, 0}, D, T, D, c_.rms_eps, "attn_norm");
       if (L.linear)
         delta_net(o, L, segs, l, T);
       else

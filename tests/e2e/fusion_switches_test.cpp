@@ -1,5 +1,6 @@
-// The decode fusions (KernelOptions::fuse_norm, fuse_rope_kv, fuse_silu, fuse_qkv_rope_kv; docs/FLAGS.md) turned off
-// one at a time, and all at once, on every architecture: SmolLM2-135M Q4_1 (llama), the tiny LFM2
+// The decode fusions (KernelOptions::fuse_norm, fuse_rope_kv, fuse_silu, fuse_qkv_rope_kv, fuse_qk_norm,
+// fuse_attn_gate, ModelOptions::fuse_qkv; docs/FLAGS.md) turned off one at a time, and all at once, on every
+// architecture (fuse_qk_norm, fuse_attn_gate and fuse_qkv alone on the hybrids, whose attention layers they change): SmolLM2-135M Q4_1 (llama), the tiny LFM2
 // and Qwen3.5 fixtures. Each configuration runs a prefill longer than kernels::kFusedMaxTokens (the
 // unfused path), a 5-token forward (fused, one token group of several tokens) and greedy decode
 // steps (fused, T = 1), and must give
@@ -9,6 +10,8 @@
 // matmul.wgsl (the software-adapter default) and matvec.wgsl (instantiation Matvec; all-on and
 // all-off, each compared with matvec.wgsl's own all-on run, since its summation order differs).
 // Also: shader runtime checks on vs off (ModelOptions::shader_runtime_checks), bit-identical.
+// Checked to fail: qk_norm_rope_kv.wgsl's key norm as x * (scale * w) fails lfm2_off_qk_norm and
+// qwen35_off_qk_norm (logits bits differ from all-on).
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -82,6 +85,9 @@ RunResult run_with(const std::string& model, BackendKind backend, const std::str
   o.kernels.fuse_rope_kv = off != "rope_kv" && off != "all";
   o.kernels.fuse_silu = off != "silu" && off != "all";
   o.kernels.fuse_qkv_rope_kv = off != "qkv_rope_kv" && off != "all";
+  o.kernels.fuse_qk_norm = off != "qk_norm" && off != "all";
+  o.kernels.fuse_attn_gate = off != "attn_gate" && off != "all";
+  o.fuse_qkv = off != "qkv" && off != "all";
   o.kernels.matvec_subgroup = matvec ? 1 : 0;
   o.shader_runtime_checks = shader_checks;
   o.submit_chunk = submit_chunk;
@@ -146,6 +152,10 @@ TEST(SubmitChunk, BitIdenticalToOneSubmission) {
 INSTANTIATE_TEST_SUITE_P(AllModels, FusionSwitches,
                          ::testing::Combine(::testing::Values("smollm2", "lfm2", "qwen35"),
                                             ::testing::Values("none", "norm", "rope_kv", "silu", "qkv_rope_kv", "all"),
+                                            ::testing::Values(false)),
+                         [](const auto& i) { return std::get<0>(i.param) + "_off_" + std::get<1>(i.param); });
+INSTANTIATE_TEST_SUITE_P(Hybrids, FusionSwitches,
+                         ::testing::Combine(::testing::Values("lfm2", "qwen35"), ::testing::Values("qk_norm", "qkv", "attn_gate"),
                                             ::testing::Values(false)),
                          [](const auto& i) { return std::get<0>(i.param) + "_off_" + std::get<1>(i.param); });
 INSTANTIATE_TEST_SUITE_P(Matvec, FusionSwitches,

@@ -6,6 +6,11 @@
 //   LFM2 conv layer mixer: in_proj, conv (+ state update unless fused), out_proj
 //   Qwen3.5 DeltaNet mixer: in-projection, [conv, conv state, l2norm, gates] or [decode_prep],
 //                           [step, gated_rmsnorm] or [step_norm] (or all of them: [gdn_decode]), out_proj
+// and the attention layers' and input norms' fusions (fuse_norm, ModelOptions::fuse_qkv, fuse_qk_norm):
+//   LFM2 attention layer: [operator_norm], attn_qkv or attn_q/k/v, [attn_q_norm, attn_k_norm, rope_kv_store]
+//                         or qk_norm_rope_kv, attention, attn_output, ffn_gate_up, ffn_down
+//   Qwen3.5 attention layer: [attn_norm], attn_qgkv, [attn_q_norm, attn_k_norm, rope_kv_store] or
+//                         qk_norm_rope_kv, attention, sigmoid_gate, attn_output, ffn_gate_up, ffn_down
 #include <cstdio>
 #include <map>
 #include <set>
@@ -19,11 +24,12 @@ using wgllm::kernels::KernelOptions;
 
 namespace {
 
-std::map<std::string, uint32_t> decode_step_labels(const std::string& fx, const KernelOptions& k) {
+std::map<std::string, uint32_t> decode_step_labels(const std::string& fx, const KernelOptions& k, bool fuse_qkv = true) {
   auto src = ModelSource::open(fixture(fx));
   ModelOptions o;
   o.context_length = 64;
   o.kernels = k;
+  o.fuse_qkv = fuse_qkv;
   auto m = create_model(*src, o);
   auto seq = m->new_sequence();
   const std::vector<int32_t> prompt = {5, 6, 7, 8};
@@ -34,8 +40,9 @@ std::map<std::string, uint32_t> decode_step_labels(const std::string& fx, const 
   std::map<std::string, uint32_t> n;
   for (auto& d : m->last_dispatches()) ++n[d.label];
   uint32_t total = 0;
-  std::printf("%s decode step (fuse_conv_state %d, gdn_fuse_prep %d, gdn_fuse_norm %d, gdn_fuse_decode %d):\n", fx.c_str(),
-              k.fuse_conv_state, k.gdn_fuse_prep, k.gdn_fuse_norm, k.gdn_fuse_decode);
+  std::printf("%s decode step (fuse_conv_state %d, gdn_fuse_prep %d, gdn_fuse_norm %d, gdn_fuse_decode %d, fuse_norm %d, "
+              "fuse_qkv %d, fuse_qk_norm %d, fuse_rope_kv %d):\n", fx.c_str(), k.fuse_conv_state, k.gdn_fuse_prep,
+              k.gdn_fuse_norm, k.gdn_fuse_decode, k.fuse_norm, fuse_qkv, k.fuse_qk_norm, k.fuse_rope_kv);
   for (auto& [l, c] : n) {
     std::printf("  %-22s %u\n", l.c_str(), c);
     total += c;
@@ -80,6 +87,37 @@ TEST(HybridDispatch, Qwen35DeltaNetLayerDecode) {
     EXPECT_EQ(n["gdn_out"], layers);
     const uint32_t prep = k.gdn_fuse_prep ? 1 : (k.fuse_conv_state ? 3 : 4), step = k.gdn_fuse_norm ? 1 : 2;
     EXPECT_EQ(sum(n, mixer), layers * (k.gdn_fuse_decode ? 1 : prep + step)) << "combo " << combo;
+  }
+}
+
+// The attention layers and input norms of both hybrids: every fusion on (the default), then each off.
+TEST(HybridDispatch, AttentionLayersAndInputNormsDecode) {
+  for (const char* fx : {"lfm2_tiny/hf", "qwen35_tiny"}) {
+    const bool lfm2 = std::string(fx) == "lfm2_tiny/hf";
+    const char* in_norm = lfm2 ? "operator_norm" : "attn_norm";
+    for (int off : {0, 1, 2, 3, 4}) {  // none, fuse_norm, fuse_qkv, fuse_qk_norm, fuse_rope_kv
+      KernelOptions k;
+      k.fuse_norm = off != 1;
+      k.fuse_qk_norm = off != 3;
+      k.fuse_rope_kv = off != 4;
+      auto n = decode_step_labels(fx, k, off != 2);
+      const uint32_t mixers = lfm2 ? n["shortconv_in_proj"] : n["gdn_in"];
+      const uint32_t attn = n["attn_output"];
+      ASSERT_GT(attn, 0u) << fx;
+      ASSERT_GT(mixers, 0u) << fx;
+      const uint32_t layers = attn + mixers;
+      EXPECT_EQ(n["ffn_gate_up"], layers) << fx << " off " << off;
+      EXPECT_EQ(n[in_norm], k.fuse_norm ? 0u : layers) << fx << " off " << off;
+      if (lfm2) {
+        EXPECT_EQ(n["attn_qkv"], off == 2 ? 0u : attn) << "off " << off;
+        EXPECT_EQ(n["attn_k"], off == 2 ? attn : 0u) << "off " << off;
+        EXPECT_EQ(n["attn_v"], off == 2 ? attn : 0u) << "off " << off;
+      }
+      const bool folded = k.fuse_qk_norm && k.fuse_rope_kv;
+      EXPECT_EQ(n["qk_norm_rope_kv"], folded ? attn : 0u) << fx << " off " << off;
+      EXPECT_EQ(n["attn_q_norm"] + n["attn_k_norm"], folded ? 0u : 2 * attn) << fx << " off " << off;
+      EXPECT_EQ(n["rope_kv_store"], !folded && k.fuse_rope_kv ? attn : 0u) << fx << " off " << off;
+    }
   }
 }
 

@@ -1,4 +1,4 @@
-// defines: ROWS LANES REDUCE TT VEC4 ADD BE BE16 BE32 NORM SILU ROPE NEOX B_P B_NW? B_CS? B_KC? B_VC?
+// defines: ROWS LANES REDUCE TT VEC4 ADD BE BE16 BE32 NORM SILU ROPE NEOX GATE B_P B_NW? B_G? B_CS? B_KC? B_VC?
 // matmul: y[t, n] (+)= sum_k W[n, k] * x[t, k] for a quantized/float weight W (N x K) and f32
 // activations x (T x K). Variants (each its own define, see kernels/matmul.cpp):
 //   ROWS  rows per workgroup, LANES threads per row (LANES a power of two; lanes stride over
@@ -47,6 +47,18 @@ struct P { K: u32, N: u32, T: u32, nb: u32, soff: u32, x_off: u32, x_stride: u32
 @group(0) @binding({{B_CS}}) var<storage, read> cs: array<vec2<f32>>;   // [pos][rot/2] (cos, sin)
 @group(0) @binding({{B_KC}}) var<storage, read_write> kc: array<f32>;
 @group(0) @binding({{B_VC}}) var<storage, read_write> vc: array<f32>;
+#endif
+#if GATE
+// GATE (decode fusion, --fuse-attn-gate): the activations are x[t, k] * sigmoid(g[t, u_off + k]),
+// g rows laid out as x's (element xb + u_off + k), sigmoid_gate.wgsl's expression: bit-identical
+// to sigmoid_gate followed by this product (Qwen3.5's gated attention output). Binding B_G: g.
+#if VEC4
+@group(0) @binding({{B_G}}) var<storage, read> g: array<vec4<f32>>;
+fn gv(i: u32) -> vec4<f32> { return g[i / 4u]; }
+#else
+@group(0) @binding({{B_G}}) var<storage, read> g: array<f32>;
+fn gv(i: u32) -> vec4<f32> { return vec4<f32>(g[i], g[i + 1u], g[i + 2u], g[i + 3u]); }
+#endif
 #endif
 @group(0) @binding({{B_P}}) var<uniform> p: P;
 
@@ -97,7 +109,11 @@ fn xs(xb: u32, k: u32, tt: u32) -> vec4<f32> {
   let a = xv(xb + k);
   return a / (1.0 + exp(-a)) * xv(xb + p.u_off + k);
 #else
+#if GATE
+  return xv(xb + k) * (1.0 / (1.0 + exp(-gv(xb + p.u_off + k))));
+#else
   return xv(xb + k);
+#endif
 #endif
 #endif
 }

@@ -1,4 +1,4 @@
-// defines: ROWS RPT R2 R4 LANES SUBGROUP VEC4 ADD BE BE16 BE32 NORM SILU ROPE NEOX I8 XBLK B_P B_W4 B_NW? B_CS? B_KC? B_VC?
+// defines: ROWS RPT R2 R4 LANES SUBGROUP VEC4 ADD BE BE16 BE32 NORM SILU ROPE NEOX GATE I8 XBLK B_P B_W4 B_NW? B_G? B_CS? B_KC? B_VC?
 // matvec: the matrix-vector kernel for forwards of T <= 8 tokens (decode; KernelOptions::
 // matvec_subgroup, --matvec-subgroup): y[t, n] (+)= sum_k W[n, k] * x[t, k] for a quantized/float
 // weight W (N x K, layouts in quant.wgsl) and f32 activations x (T x K). One token per workgroup
@@ -62,6 +62,18 @@ struct P { K: u32, N: u32, T: u32, nb: u32, soff: u32, x_off: u32, x_stride: u32
 @group(0) @binding({{B_CS}}) var<storage, read> cs: array<vec2<f32>>;   // [pos][rot/2] (cos, sin)
 @group(0) @binding({{B_KC}}) var<storage, read_write> kc: array<f32>;
 @group(0) @binding({{B_VC}}) var<storage, read_write> vc: array<f32>;
+#endif
+#if GATE
+// GATE (decode fusion, --fuse-attn-gate): the activations are x[t, k] * sigmoid(g[t, u_off + k]),
+// g rows laid out as x's (element xb + u_off + k), sigmoid_gate.wgsl's expression: bit-identical
+// to sigmoid_gate followed by this product (Qwen3.5's gated attention output). Binding B_G: g.
+#if VEC4
+@group(0) @binding({{B_G}}) var<storage, read> g: array<vec4<f32>>;
+fn gv(i: u32) -> vec4<f32> { return g[i / 4u]; }
+#else
+@group(0) @binding({{B_G}}) var<storage, read> g: array<f32>;
+fn gv(i: u32) -> vec4<f32> { return vec4<f32>(g[i], g[i + 1u], g[i + 2u], g[i + 3u]); }
+#endif
 #endif
 @group(0) @binding({{B_P}}) var<uniform> p: P;
 
@@ -164,7 +176,11 @@ fn xs(xb: u32, k: u32, inv: f32) -> vec4<f32> {
   let a = xv(xb + k);
   return a / (1.0 + exp(-a)) * xv(xb + p.u_off + k);
 #else
+#if GATE
+  return xv(xb + k) * (1.0 / (1.0 + exp(-gv(xb + p.u_off + k))));
+#else
   return xv(xb + k);
+#endif
 #endif
 #endif
 }
