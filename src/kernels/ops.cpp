@@ -452,7 +452,10 @@ void attention_flash(OpContext& o, const AttentionShape& s, const FlashTile& ft,
   const Defines d{{"HD4", std::to_string(s.HD / 4)}, {"BR", std::to_string(ft.br)}, {"BC", std::to_string(ft.bc)},
                   {"RM", std::to_string(ft.rm)}, {"TX", std::to_string(ft.tx)}, {"KV_SHARED", ft.kv_shared ? "1" : "0"},
                   {"SPLIT", split ? "1" : "0"}, {"GATHER", "0"}};
-  const auto& p = get(o, "attention_flash", d, {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
+  const auto& p = o.pipelines.get(variant_key("attention_flash", d), [&] {
+    return gpu::KernelSpec{"", specialize("attention_flash", attention_flash_source(ft, s.HD), d),
+                           {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform}};
+  });
   FlashParams prm{
       s.T, s.pos0, s.Hq, s.Hkv, s.HD, q.off, q_stride, out.off, o_stride, s.Hkv * s.HD, s.scale, split_len, n_split, 0, 0, 0};
   // KV rows read: each row block reads K and V rows [0, its last token's position] of its KV head.
@@ -540,10 +543,17 @@ FlashTile attention_flash_tile(const OpContext& o, uint32_t HD) {
   return {};
 }
 
+bool attention_chunk_used(const OpContext& o, const AttentionShape& s) {
+  const bool on = o.opt.attention_chunk == 1 || o.opt.attention_chunk == 2;
+  return on && s.T > 1 && s.T <= kAttnChunkMaxTokens && s.pos0 >= s.T && s.window == 0 &&
+         attention_flash_tile(o, s.HD).bc != 0;
+}
+
 bool attention_flash_used(const OpContext& o, const AttentionShape& s) {
-  // 2: on for software adapters only (measured: faster on lavapipe, 3x slower on the H200).
+  // 2: on for software adapters only (measured: faster on lavapipe, 3x slower on the H200 before its
+  // register tile was generated code).
   const bool on = o.opt.attention_flash == 1 || (o.opt.attention_flash == 2 && o.ctx.info().is_software());
-  return s.T > 1 && on && s.window == 0 && attention_flash_tile(o, s.HD).bc != 0;
+  return (s.T > 1 && on && s.window == 0 && attention_flash_tile(o, s.HD).bc != 0) || attention_chunk_used(o, s);
 }
 
 void attention(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_stride,
