@@ -104,6 +104,7 @@ int run_multiturn(const MultiTurnOpts& b) {
                      {"ttft_recompute_ms", 0.0},
                      {"host_ms", host_ms},
                      {"first_token_match", true},
+                     {"reply_ids", r.reply},  // greedy: A/B runs of equal-output switches must agree
                      {"snapshot_bytes", st.snapshot_bytes},
                      {"snapshot_us", st.last_snapshot_us},
                      {"snapshot_done_us", st.last_snapshot_done_us},

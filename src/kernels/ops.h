@@ -212,6 +212,11 @@ inline constexpr uint32_t kAttnChunkMaxTokens = 128;
 /// many cached keys as new ones), no sliding window, attention_flash_tile(HD) valid. Prefills from
 /// an empty cache (pos0 = 0) never qualify.
 bool attention_chunk_used(const OpContext& o, const AttentionShape& s);
+/// Creates the key-split pipeline of the multi-query kernel that a long prefill from an empty cache
+/// records (attention_tiled or attention_flash, SPLIT 1) for head dim HD, if any: the warm-up's
+/// forwards past 64 keys are short chunks, which KernelOptions::attention_chunk sends to the flash
+/// kernel, so without this the first long prompt would compile it (runtime/warmup.cpp).
+void attention_compile_prefill_split(OpContext& o, uint32_t HD);
 /// Whether kernels::attention records attention_flash.wgsl for this forward: T > 1, no window,
 /// attention_flash_tile(HD) valid and KernelOptions::attention_flash on for this adapter (1, or 2 on
 /// software adapters); or attention_chunk_used().
