@@ -93,6 +93,7 @@ int run_attention_bench(const AttnBenchOpts& b) {
   {
     kernels::KernelOptions fo;
     fo.attention_flash = 1;
+    fo.attention_chunk = 0;
     if (kernels::attention_flash_used(kernels::OpContext{*ctx, pipes, rec, fo}, s)) {
       vs.push_back({true, false, 0, false, 0, true});
       for (uint32_t t : b.split_targets) vs.push_back({true, true, t, false, 0, true});
@@ -109,6 +110,7 @@ int run_attention_bench(const AttnBenchOpts& b) {
       kernels::KernelOptions ko;
       ko.attention_tiled_prefill = tiled;
       ko.attention_flash = v.flash ? 1 : 0;
+      ko.attention_chunk = 0;  // the flash rows are what --attn-chunk runs for a short chunk over a long cache
       ko.attention_decode_split = split;  // the variant splits whichever kernel it runs
       ko.attention_prefill_split = split;
       if (v.target) ko.attention_tiled_split_target = v.target;

@@ -8,7 +8,9 @@
 // Per turn also the end-of-turn snapshot: snapshot_us (recording its copies), snapshot_done_us
 // (until the device finished them; host_ms includes that wait) and snapshot_turn_bytes (bytes
 // copied: the recurrent states; 0 for KV-only models). Writes JSON (--json, default stdout); plot
-// it with tools/plots/plot_multiturn.py. Not a timed test: numbers depend on the machine.
+// it with tools/plots/plot_multiturn.py. With --profile, per turn also profile_gpu_us and
+// profile_attention_us (GPU time of the turn's prefill forward, all kernels and attention's; see
+// below) and the per-kernel table of the last turn. Not a timed test: numbers depend on the machine.
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -102,6 +104,7 @@ int run_multiturn(const MultiTurnOpts& b) {
                      {"ttft_recompute_ms", 0.0},
                      {"host_ms", host_ms},
                      {"first_token_match", true},
+                     {"reply_ids", r.reply},  // greedy: A/B runs of equal-output switches must agree
                      {"snapshot_bytes", st.snapshot_bytes},
                      {"snapshot_us", st.last_snapshot_us},
                      {"snapshot_done_us", st.last_snapshot_done_us},
@@ -128,6 +131,31 @@ int run_multiturn(const MultiTurnOpts& b) {
       turns[i]["first_token_match"] = match;
       fmt::print(stderr, "turn {:>2}: recompute {:>5} tokens {:>8.1f} ms{}\n", i + 1, n, recompute_ms,
                  match ? "" : "  FIRST TOKEN DIFFERS");
+    }
+  }
+  // --profile, per turn: GPU time of the turn's prefill forward (its new tokens over the cache of
+  // everything before them) and the part of it in attention kernels (labels attention*: the
+  // attention op and its split combine), replayed on one fresh sequence: each turn's reply tokens
+  // (decoded one by one in the session) go in as one unprofiled forward, then the turn's new tokens
+  // as the profiled one. The growth of attention_us over the turns is what the session TTFT gains.
+  if (b.common.profile) {
+    fresh = l.model->new_sequence(b.common.context);  // (truncate() refuses recurrent state)
+    uint32_t done = 0;
+    for (size_t i = 0; i < turns.size(); ++i) {
+      const uint32_t n = turns[i]["prompt_tokens"].get<uint32_t>(), start = n - turns[i]["new_tokens"].get<uint32_t>();
+      if (start > done)
+        l.model->forward_argmax(*fresh, std::vector<int32_t>(s.tokens().begin() + done, s.tokens().begin() + start));
+      l.model->forward_argmax(*fresh, std::vector<int32_t>(s.tokens().begin() + start, s.tokens().begin() + n));
+      done = n;
+      double gpu = 0, attn = 0;
+      for (const auto& k : l.model->last_profile()) {
+        gpu += k.us;
+        if (k.label.rfind("attention", 0) == 0) attn += k.us;
+      }
+      turns[i]["profile_gpu_us"] = gpu;
+      turns[i]["profile_attention_us"] = attn;
+      fmt::print(stderr, "turn {:>2}: profile: {:>3} new tokens at position {:>5}: GPU {:>9.1f} us, attention {:>9.1f} us ({:.1f}%)\n",
+                 i + 1, n - start, start, gpu, attn, gpu > 0 ? 100 * attn / gpu : 0.0);
     }
   }
   // --profile: per-kernel GPU time of one forward of the last turn's new tokens over the cache of
@@ -162,6 +190,7 @@ int run_multiturn(const MultiTurnOpts& b) {
                       {"attn_tiled", b.common.switches.kernels.attention_tiled_prefill},
                       {"attn_decode_split", b.common.switches.kernels.attention_decode_split},
                       {"attn_prefill_split", b.common.switches.kernels.attention_prefill_split},
+                      {"attn_chunk", b.common.switches.kernels.attention_chunk},
                       {"first_token_mismatches", mismatches},
                       {"turns", turns},
                       {"profile_last_turn_forward", profile}};

@@ -399,6 +399,25 @@ void attention_combine(OpContext& o, const AttentionShape& s, const gpu::Buffer&
   o.rec.dispatch(c, {scratch, out.buf}, cp, s.Hq, s.T, 1, "attention_combine");
 }
 
+// attention_tiled.wgsl's pipeline for head dim HD, with or without the key split.
+const gpu::Pipeline& tiled_pipe(OpContext& o, uint32_t HD, bool split) {
+  const TiledShape ts = tiled_shape(HD);
+  const Defines d{{"HD4", std::to_string(HD / 4)}, {"RW", std::to_string(ts.rows)}, {"BK", std::to_string(ts.keys)},
+                  {"NT", std::to_string(kTiledThreads)}, {"SPLIT", split ? "1" : "0"}};
+  return get(o, "attention_tiled", d, {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
+}
+
+// attention_flash.wgsl's pipeline (dense, GATHER 0) for tile ft and head dim HD.
+const gpu::Pipeline& flash_pipe(OpContext& o, const FlashTile& ft, uint32_t HD, bool split) {
+  const Defines d{{"HD4", std::to_string(HD / 4)}, {"BR", std::to_string(ft.br)}, {"BC", std::to_string(ft.bc)},
+                  {"RM", std::to_string(ft.rm)}, {"TX", std::to_string(ft.tx)}, {"KV_SHARED", ft.kv_shared ? "1" : "0"},
+                  {"SPLIT", split ? "1" : "0"}, {"GATHER", "0"}};
+  return o.pipelines.get(variant_key("attention_flash", d), [&] {
+    return gpu::KernelSpec{"", specialize("attention_flash", attention_flash_source(ft, HD), d),
+                           {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform}};
+  });
+}
+
 // Multi-query tiled attention for T > 1 (attention_tiled.wgsl): one workgroup per (tile of RW
 // (token, head) rows of one KV head, KV head, key split).
 void attention_tiled(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_stride, const gpu::Buffer& kc,
@@ -426,9 +445,7 @@ void attention_tiled(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q
     }
   }
   const bool split = n_split > 1;
-  const Defines d{{"HD4", std::to_string(s.HD / 4)}, {"RW", std::to_string(ts.rows)}, {"BK", std::to_string(ts.keys)},
-                  {"NT", std::to_string(kTiledThreads)}, {"SPLIT", split ? "1" : "0"}};
-  const auto& p = get(o, "attention_tiled", d, {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
+  const auto& p = tiled_pipe(o, s.HD, split);
   AttentionParams prm{
       s.T, s.pos0, s.Hq, s.Hkv, s.HD, q.off, q_stride, out.off, o_stride, s.Hkv * s.HD, s.scale, split_len, n_split, s.window, 0, 0};
   // KV rows read: each row tile reads K and V rows [its first row's window start, its last token's
@@ -470,10 +487,7 @@ void attention_flash(OpContext& o, const AttentionShape& s, const FlashTile& ft,
     }
   }
   const bool split = n_split > 1;
-  const Defines d{{"HD4", std::to_string(s.HD / 4)}, {"BR", std::to_string(ft.br)}, {"BC", std::to_string(ft.bc)},
-                  {"RM", std::to_string(ft.rm)}, {"TX", std::to_string(ft.tx)}, {"KV_SHARED", ft.kv_shared ? "1" : "0"},
-                  {"SPLIT", split ? "1" : "0"}, {"GATHER", "0"}};
-  const auto& p = get(o, "attention_flash", d, {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
+  const auto& p = flash_pipe(o, ft, s.HD, split);
   FlashParams prm{
       s.T, s.pos0, s.Hq, s.Hkv, s.HD, q.off, q_stride, out.off, o_stride, s.Hkv * s.HD, s.scale, split_len, n_split, 0, 0, 0};
   // KV rows read: each row block reads K and V rows [0, its last token's position] of its KV head.
@@ -561,10 +575,24 @@ FlashTile attention_flash_tile(const OpContext& o, uint32_t HD) {
   return {};
 }
 
+bool attention_chunk_used(const OpContext& o, const AttentionShape& s) {
+  const bool on = o.opt.attention_chunk == 1 || o.opt.attention_chunk == 2;
+  return on && s.T > 1 && s.T <= kAttnChunkMaxTokens && s.pos0 >= s.T && s.window == 0 &&
+         attention_flash_tile(o, s.HD).bc != 0;
+}
+
 bool attention_flash_used(const OpContext& o, const AttentionShape& s) {
-  // 2: on for software adapters only (measured: faster on lavapipe, 3x slower on the H200).
+  // 2: on for software adapters only (measured: faster on lavapipe, 3x slower on the H200 before its
+  // register tile was generated code).
   const bool on = o.opt.attention_flash == 1 || (o.opt.attention_flash == 2 && o.ctx.info().is_software());
-  return s.T > 1 && on && s.window == 0 && attention_flash_tile(o, s.HD).bc != 0;
+  return (s.T > 1 && on && s.window == 0 && attention_flash_tile(o, s.HD).bc != 0) || attention_chunk_used(o, s);
+}
+
+void attention_compile_prefill_split(OpContext& o, uint32_t HD) {
+  const AttentionShape s{kAttnChunkMaxTokens + 1, 0, 1, 1, HD, 1.0f};  // a long prefill from an empty cache
+  if (HD % 4 || HD > 256 || !o.opt.attention_prefill_split) return;
+  if (attention_flash_used(o, s)) flash_pipe(o, attention_flash_tile(o, HD), HD, true);
+  else if (o.opt.attention_tiled_prefill) tiled_pipe(o, HD, true);
 }
 
 void attention(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_stride,

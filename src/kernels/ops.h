@@ -3,6 +3,7 @@
 // [T, features]. CPU twins with the same semantics are in kernels/ref.h.
 #pragma once
 #include <cstdint>
+#include <string>
 
 #include "gpu/context.h"
 #include "gpu/pipeline.h"
@@ -184,7 +185,8 @@ void attention(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_strid
 /// once into workgroup memory for all the tile's rows (and split over keys as above when there are
 /// few tiles). Same results up to summation order. T = 1 (decode) always takes the per-row kernel.
 /// With KernelOptions::attention_flash (attention_flash_used()), T > 1 records attention_flash.wgsl
-/// (register-tiled flash attention, same results up to summation order) before either of the above.
+/// (register-tiled flash attention, same results up to summation order) before either of the above;
+/// so does a short chunk over a long cache with KernelOptions::attention_chunk (attention_chunk_used()).
 /// Throws wgllm::Error unless HD % 4 == 0, HD <= 256 and Hkv divides Hq.
 /// f32 elements the split-K scratch needs for up to max_T query tokens of Hq heads of HD, for both
 /// kernels (the tiled one at KernelOptions::attention_tiled_split_target = tiled_split_target; with
@@ -208,8 +210,24 @@ struct FlashTile {
 /// the kernel does not cover HD (HD % 32 != 0 or HD > 128) or the adapter's
 /// maxComputeWorkgroupStorageSize / maxComputeInvocationsPerWorkgroup are too small.
 FlashTile attention_flash_tile(const OpContext& o, uint32_t HD);
-/// Whether kernels::attention records attention_flash.wgsl for this forward: T > 1,
-/// KernelOptions::attention_flash 1 or 2, and attention_flash_tile(HD) valid.
+/// attention_flash.wgsl with its register tile for tile t and head dim HD written out as
+/// straight-line code (kernels/attention_flash.cpp); specialise it with the tile's defines.
+std::string attention_flash_source(const FlashTile& t, uint32_t HD);
+/// Longest forward (tokens) that KernelOptions::attention_chunk treats as a short chunk.
+inline constexpr uint32_t kAttnChunkMaxTokens = 128;
+/// Whether a forward is a short chunk over a long cache that KernelOptions::attention_chunk sends to
+/// attention_flash.wgsl: switch on (1 or 2), 2 <= T <= kAttnChunkMaxTokens, pos0 >= T (at least as
+/// many cached keys as new ones), no sliding window, attention_flash_tile(HD) valid. Prefills from
+/// an empty cache (pos0 = 0) never qualify.
+bool attention_chunk_used(const OpContext& o, const AttentionShape& s);
+/// Creates the key-split pipeline of the multi-query kernel that a long prefill from an empty cache
+/// records (attention_tiled or attention_flash, SPLIT 1) for head dim HD, if any: the warm-up's
+/// forwards past 64 keys are short chunks, which KernelOptions::attention_chunk sends to the flash
+/// kernel, so without this the first long prompt would compile it (runtime/warmup.cpp).
+void attention_compile_prefill_split(OpContext& o, uint32_t HD);
+/// Whether kernels::attention records attention_flash.wgsl for this forward: T > 1, no window,
+/// attention_flash_tile(HD) valid and KernelOptions::attention_flash on for this adapter (1, or 2 on
+/// software adapters); or attention_chunk_used().
 bool attention_flash_used(const OpContext& o, const AttentionShape& s);
 
 /// y[t, i] = silu(src[g_off + t*in_stride + i]) * src[u_off + t*in_stride + i], y: [T, F].

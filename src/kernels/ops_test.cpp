@@ -573,6 +573,7 @@ TEST(Ops, AttentionFlashCoverage) {
   for (uint32_t HD : {24u, 36u, 80u, 256u}) EXPECT_FALSE(attention_flash_used(o, {2, 0, 4, 2, HD, 1.0f})) << HD;
   EXPECT_FALSE(attention_flash_used(o, {1, 100, 4, 2, 64, 1.0f}));
   ko.attention_flash = 0;
+  ko.attention_chunk = 0;  // nor the short-chunk route to it
   EXPECT_FALSE(attention_flash_used(e.op(ko), {8, 0, 4, 2, 64, 1.0f}));
   for (uint32_t HD : {32u, 64u, 96u, 128u}) {
     const FlashTile t = attention_flash_tile(o, HD);
@@ -726,6 +727,7 @@ TEST(Ops, AttentionSplitKeysMatchesCpu) {
         ko.attention_tiled_prefill = false;  // this test covers the per-row kernel (tiled: below)
         ko.attention_decode_gqa = 0;         // ... also for T = 1 (decode kernel: AttentionDecodeGqa*)
         ko.attention_flash = 0;
+        ko.attention_chunk = 0;  // nor the short-chunk route to it
         auto o = e.op(ko);
         auto ob = e.upload(std::vector<float>(want.size(), NAN));
         e.rec.set_traffic_log(true);
@@ -786,6 +788,7 @@ TEST(Ops, AttentionSlidingWindowMatchesCpu) {
         ko.attention_tiled_prefill = path != 0;
         ko.attention_decode_gqa = path != 0 ? 1 : 0;
         ko.attention_flash = 0;
+        ko.attention_chunk = 0;  // nor the short-chunk route to it
         auto o = e.op(ko);
         const AttentionShape as{c.T, c.pos0, c.Hq, c.Hkv, c.HD, scale, c.W};
         auto ob = e.upload(std::vector<float>(want.size(), NAN));
@@ -837,6 +840,7 @@ TEST(Ops, AttentionTiledMatchesCpu) {
       KernelOptions ko;
       ko.attention_prefill_split = split;
       ko.attention_flash = 0;  // this test covers attention_tiled.wgsl (flash: below)
+      ko.attention_chunk = 0;  // nor the short-chunk route to it
       auto o = e.op(ko);
       std::vector<float> first;
       for (int run = 0; run < 2; ++run) {
@@ -867,6 +871,89 @@ TEST(Ops, AttentionTiledMatchesCpu) {
   }
 }
 
+TEST(Ops, AttentionChunkTakesFlashForShortChunksOverLongCaches) {
+  // KernelOptions::attention_chunk: a chat turn's new tokens over a long cache (the multi-turn shape,
+  // 80 tokens with SmolLM2's 9 / 3 heads of 64, over 900 cached keys here, and awkward ones: T = 2,
+  // T = kAttnChunkMaxTokens, pos0 = T, head dims 32 and 128) takes attention_flash.wgsl (with its key
+  // split + combine past two 32-key tiles) where --attn-flash is off (the hardware default) and
+  // matches the CPU twin; with the switch off the same forward takes attention_tiled.wgsl.
+  auto& e = env();
+  struct Case { uint32_t HD, Hq, Hkv, T, pos0; };
+  const std::vector<Case> cases = {{64, 9, 3, 80, 900}, {64, 9, 3, 2, 2}, {128, 8, 2, 37, 201}, {64, 4, 1, 128, 130},
+                                   {32, 6, 2, 9, 150}};
+  for (const Case& c : cases) {
+    const uint32_t kv_dim = c.Hkv * c.HD, ctx_len = c.pos0 + c.T, Q = c.Hq * c.HD;
+    const float scale = 1.0f / std::sqrt(float(c.HD));
+    const std::string what = "HD=" + std::to_string(c.HD) + " Hq=" + std::to_string(c.Hq) + " Hkv=" +
+                             std::to_string(c.Hkv) + " T=" + std::to_string(c.T) + " pos0=" + std::to_string(c.pos0);
+    auto ck = randn(size_t(ctx_len) * kv_dim, c.T + 11), cv = randn(size_t(ctx_len) * kv_dim, c.T + 12);
+    auto q = randn(size_t(c.T) * Q, c.T + 13, 2.0f);
+    auto kb = e.upload(ck), vb = e.upload(cv), qb = e.upload(q);
+    std::vector<float> want(size_t(c.T) * Q);
+    for (uint32_t t = 0; t < c.T; ++t)
+      ref::attention(q.data() + t * Q, ck.data(), cv.data(), want.data() + t * Q, c.pos0 + t, c.Hq, c.Hkv, c.HD, scale);
+    gpu::Buffer scratch(*e.ctx, attention_split_floats(c.T, c.Hq, c.HD) * 4, gpu::BufferKind::Storage, "split");
+    const AttentionShape as{c.T, c.pos0, c.Hq, c.Hkv, c.HD, scale};
+    KernelOptions dflt;
+    dflt.attention_flash = 0;
+    EXPECT_TRUE(attention_chunk_used(e.op(dflt), as)) << what << ": on by default";
+    for (uint8_t chunk : {uint8_t(0), uint8_t(1)}) {
+      KernelOptions ko;
+      ko.attention_flash = 0;
+      ko.attention_chunk = chunk;
+      auto o = e.op(ko);
+      ASSERT_EQ(attention_chunk_used(o, as), chunk != 0) << what;
+      auto ob = e.upload(std::vector<float>(want.size(), NAN));
+      e.rec.set_traffic_log(true);
+      e.rec.begin();
+      attention(o, as, {qb, 0}, Q, kb, vb, {ob, 0}, Q, &scratch);
+      e.rec.submit();
+      const auto disp = e.rec.last_dispatches();
+      e.rec.set_traffic_log(false);
+      ASSERT_FALSE(disp.empty()) << what;
+      EXPECT_EQ(disp[0].label, chunk ? "attention_flash" : "attention_tiled") << what;
+      if (chunk && c.pos0 + c.T > 64) {
+        EXPECT_EQ(disp.size(), 2u) << what << ": key split + combine";
+      }
+      expect_close(e.download(ob, want.size()), want, 1e-5f, what + " chunk=" + std::to_string(chunk));
+    }
+  }
+}
+
+TEST(Ops, AttentionChunkLeavesPrefillsAlone) {
+  // Control: a prefill from an empty cache (512 or 4096 tokens, or a turn's 80 tokens at position 0),
+  // a chunk longer than kAttnChunkMaxTokens (a 512-token prefill chunk late in a long prompt), fewer
+  // cached keys than new tokens, and decode never take the short-chunk route: the same dispatches
+  // (kernels, their order, declared traffic) with attention_chunk on and off.
+  auto& e = env();
+  const uint32_t HD = 64, Hq = 9, Hkv = 3, kv_dim = Hkv * HD;
+  KernelOptions on, off;
+  on.attention_flash = off.attention_flash = 0;  // the hardware adapters' default
+  on.attention_chunk = 1;
+  off.attention_chunk = 0;
+  for (auto [T, pos0] : {std::pair{4096u, 0u}, {512u, 3584u}, {kAttnChunkMaxTokens + 1, 3000u}, {2u, 1u}, {1u, 2700u}})
+    EXPECT_FALSE(attention_chunk_used(e.op(on), {T, pos0, Hq, Hkv, HD, 0.125f})) << T << " " << pos0;
+  EXPECT_FALSE(attention_chunk_used(e.op(on), {80, 2700, Hq, Hkv, HD, 0.125f, 512})) << "sliding window";
+  for (auto [T, pos0] : {std::pair{512u, 0u}, {80u, 0u}, {80u, 79u}, {kAttnChunkMaxTokens + 1, 700u}, {1u, 2700u}}) {
+    EXPECT_FALSE(attention_chunk_used(e.op(on), {T, pos0, Hq, Hkv, HD, 0.125f})) << T << " " << pos0;
+    auto kb = e.upload(randn(size_t(pos0 + T) * kv_dim, 1)), vb = e.upload(randn(size_t(pos0 + T) * kv_dim, 2));
+    auto qb = e.upload(randn(size_t(T) * Hq * HD, 3)), ob = e.upload(std::vector<float>(size_t(T) * Hq * HD));
+    gpu::Buffer scratch(*e.ctx, attention_split_floats(T, Hq, HD) * 4, gpu::BufferKind::Storage, "split");
+    std::vector<std::pair<std::string, uint64_t>> plan[2];
+    for (int i = 0; i < 2; ++i) {
+      auto o = e.op(i ? on : off);
+      e.rec.set_traffic_log(true);
+      e.rec.begin();
+      attention(o, {T, pos0, Hq, Hkv, HD, 0.125f}, {qb, 0}, Hq * HD, kb, vb, {ob, 0}, Hq * HD, &scratch);
+      e.rec.submit();
+      for (const auto& d : e.rec.last_dispatches()) plan[i].push_back({d.label, d.traffic.total()});
+      e.rec.set_traffic_log(false);
+    }
+    EXPECT_EQ(plan[0], plan[1]) << "T=" << T << " pos0=" << pos0;
+    EXPECT_NE(plan[1].front().first, "attention_flash") << "T=" << T << " pos0=" << pos0;
+  }
+}
+
 TEST(Ops, AttentionTiledSplitsWhenFewTiles) {
   // The multi-turn shape (44 new tokens over a 1700-token cache, 9 heads over 3 KV heads) has 27
   // row tiles: with --attn-prefill-split it must split over keys (2 dispatches), without it not.
@@ -879,6 +966,7 @@ TEST(Ops, AttentionTiledSplitsWhenFewTiles) {
     KernelOptions ko;
     ko.attention_prefill_split = split;
     ko.attention_flash = 0;
+    ko.attention_chunk = 0;  // nor the short-chunk route to it
     auto o = e.op(ko);
     e.rec.set_traffic_log(true);
     e.rec.begin();

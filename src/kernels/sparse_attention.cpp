@@ -149,7 +149,7 @@ Defines tiled_defines(const FlashTile& ft, uint32_t HD) {
 const gpu::Pipeline& tiled_pipe(OpContext& o, const FlashTile& ft, uint32_t HD) {
   const Defines d = tiled_defines(ft, HD);
   return o.pipelines.get(variant_key("attention_flash", d), [&] {
-    return gpu::KernelSpec{"", specialize("attention_flash", d),
+    return gpu::KernelSpec{"", specialize("attention_flash", attention_flash_source(ft, HD), d),
                            {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::ReadOnly, Bind::Uniform}};
   });
 }

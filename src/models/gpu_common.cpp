@@ -34,9 +34,10 @@ GpuModel::GpuModel(const ModelConfig& c, const ModelOptions& opt) : c_(c), opt_(
 std::string GpuModel::backend_name() const { return "webgpu (" + ctx_->info().name + ")"; }
 
 void GpuModel::compile_switched_pipelines() {
-  if (!opt_.kernels.sparse_attn || c_.n_heads == 0) return;
+  if (c_.n_heads == 0) return;
   kernels::OpContext o{*ctx_, *pipes_, *rec_, opt_.kernels};
-  kernels::sparse_compile(o, c_.head_dim);
+  kernels::attention_compile_prefill_split(o, c_.head_dim);  // --attn-chunk: the warm-up's far forwards are short chunks
+  if (opt_.kernels.sparse_attn) kernels::sparse_compile(o, c_.head_dim);
 }
 
 void GpuModel::attach_sparse_means(Sequence& seq) {

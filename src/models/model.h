@@ -245,7 +245,8 @@ class Model {
   /// pipeline compile (runtime/warmup.h exists to prevent that).
   virtual size_t pipeline_count() const { return 0; }
   /// Compiles the pipelines of switched-on paths that the warm-up's short forwards cannot reach
-  /// (--sparse-attn: taken only past its context threshold). No-op on the CPU backend.
+  /// (--sparse-attn: taken only past its context threshold; the prefill kernels' key-split variant,
+  /// which with --attn-chunk only a long prefill from an empty cache takes). No-op on the CPU backend.
   virtual void compile_switched_pipelines() {}
 };
 

@@ -13,7 +13,9 @@
 //   - every pipeline the configuration's forwards use is created (pipeline_count() > 0, no error),
 //     including the switched sparse-attention pipelines (compile_switched_pipelines);
 //   - a 13-token prefill (T > 8: the unfused kernels), a 5-token forward (the fused decode path,
-//     one token group) and 4 decode steps, teacher-forced with the CPU reference's greedy tokens,
+//     one token group; at position 13 it is also a short chunk over a longer cache, which
+//     --attn-chunk sends to the flash kernel) and 4 decode steps, teacher-forced with the CPU
+//     reference's greedy tokens,
 //     match the CPU reference backend (run with the same sparse-attention settings) within 2e-4
 //     (0.3 with f16 tiled matmuls, the bound of docs/FLAGS.md).
 // Checked to fail: a value-cache store scaled by 1.001 in rope_kv.wgsl fails 4 of the 5 architectures.

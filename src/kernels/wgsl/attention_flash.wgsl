@@ -17,6 +17,11 @@
 //      acc = acc * corr + sum_j p[r][j] * v[j] (keys in order).
 // Tiles past the block's last visible key are never loaded (causal skip); masking costs one compare
 // per score. Every sum runs in a fixed order: results are deterministic.
+// The per-thread register tile is generated code (kernels/attention_flash.cpp flash_source(): the
+// FLASH_* marker comments in main() are replaced by straight-line code over named variables before
+// specialisation; loops over private arrays would rely on the driver unrolling them, else the tile
+// lives in scratch memory, as matmul_tiled.wgsl explains). The generated code performs the same
+// operations in the same order as the loops it replaced (2026-12-02): the same bits.
 // Variants (all required):
 //   HD4 head dim / 4;  BR rows per workgroup;  BC keys per tile;  RM rows per thread (2 or 4);
 //   TX threads per row group (BC and HD4 multiples of TX); KV_SHARED 1: V is loaded into K's
@@ -69,6 +74,8 @@ const RN: u32 = BC / TX;         // keys per thread in the score phase
 const RD: u32 = HD4 / TX;        // output vec4s per row per thread
 const PS: u32 = TY + 1u;         // padded key stride of pt (in RV)
 const NEG: f32 = -3.402823466e38;
+const CU: u32 = 4u;              // head-dim vec4s per generated score step (HD4 is a multiple of 8)
+const JU: u32 = 4u;              // keys per generated PV step (BC is a multiple of 4)
 
 var<workgroup> qs: array<vec4<f32>, BR * HS>;
 var<workgroup> ks: array<vec4<f32>, BC * HS>;
@@ -100,6 +107,41 @@ fn load_kv(l: u32, kb: u32, nk: u32, kv4: u32, kv_base: u32, from_v: bool, ib: u
     if (from_v) { vs[j * HS + c] = v; } else { ks[j * HS + c] = v; }
 #endif
   }
+}
+
+// V row vec4 idx of the tile (K's array with KV_SHARED).
+fn vrow(idx: u32) -> vec4<f32> {
+#if KV_SHARED
+  return ks[idx];
+#else
+  return vs[idx];
+#endif
+}
+
+// Row i's statistics (SPLIT: m and l of split z at the head of its partial; else nothing).
+fn store_stats(i: u32, hk: u32, G: u32, z: u32, m: f32, l: f32) {
+#if SPLIT
+  let pb = (((i / G) * p.Hq + hk * G + i % G) * p.n_split + z) * (p.HD + 2u);
+  o[pb] = m;
+  o[pb + 1u] = l;
+#endif
+}
+
+// Output vec4 col of row i: the unnormalised partial of split z (SPLIT), else acc / l.
+fn store_out(i: u32, hk: u32, G: u32, z: u32, col: u32, acc: vec4<f32>, l: f32) {
+  let t = i / G;
+  let h = hk * G + i % G;
+#if SPLIT
+  let b = ((t * p.Hq + h) * p.n_split + z) * (p.HD + 2u) + 2u + 4u * col;
+  let v = acc;
+#else
+  let b = p.o_off + t * p.o_stride + h * p.HD + 4u * col;
+  let v = acc / l;
+#endif
+  o[b] = v.x;
+  o[b + 1u] = v.y;
+  o[b + 2u] = v.z;
+  o[b + 3u] = v.w;
 }
 
 @compute @workgroup_size(NT)
@@ -149,22 +191,10 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   let k_begin = 0u;
   let k_end = n_keys;
 #endif
-  // Last key visible to each of this thread's rows (rows past n_rows see none).
-  var last: array<u32, RM>;
-  var live: array<bool, RM>;
-  for (var r = 0u; r < RM; r++) {
-    let i = i0 + r0 + r;
-    live[r] = r0 + r < n_rows;
-    last[r] = p.pos0 + i / G;
-  }
-  var m: array<f32, RM>;
-  var lsum: array<f32, RM>;
-  var acc: array<vec4<f32>, RM * RD>;
-  for (var r = 0u; r < RM; r++) {
-    m[r] = NEG;
-    lsum[r] = 0.0;
-  }
-  for (var a = 0u; a < RM * RD; a++) { acc[a] = vec4<f32>(0.0); }
+  // Register tile (generated, kernels/attention_flash.cpp flash_source(): named variables, no
+  // private arrays): per row r of the thread (R = 0..RM-1) live_R, last_R (last key visible), m_R,
+  // lsum_R, and acc_R_C (output vec4 C = 0..RD-1 of the row: dims 4 * (tx + TX * C)).
+  /*FLASH_DECL*/
   for (var kb = k_begin; kb < k_end; kb += BC) {
     let nk = min(BC, k_end - kb);
     load_kv(l, kb, nk, kv4, kv_base, false, ib);
@@ -173,115 +203,29 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     load_kv(l, kb, nk, kv4, kv_base, true, ib);
 #endif
     workgroupBarrier();
-    // 1. scores
-    var s: array<f32, RM * RN>;
-    for (var a = 0u; a < RM * RN; a++) { s[a] = 0.0; }
-    for (var c = 0u; c < HD4; c++) {
-      var qv: array<vec4<f32>, RM>;
-      for (var r = 0u; r < RM; r++) { qv[r] = qs[(r0 + r) * HS + c]; }
-      for (var u = 0u; u < RN; u++) {
-        let kv = ks[(tx + TX * u) * HS + c];
-        for (var r = 0u; r < RM; r++) {
-          let a = r * RN + u;
-          s[a] = fma(qv[r].w, kv.w, fma(qv[r].z, kv.z, fma(qv[r].y, kv.y, fma(qv[r].x, kv.x, s[a]))));
-        }
-      }
+    // 1. scores s_R_U of row R, key tx + TX * U (U = 0..RN-1), summed over the head dim in order.
+    /*FLASH_SCORE_DECL*/
+    for (var c = 0u; c < HD4; c += CU) {
+      /*FLASH_SCORE_STEP*/
     }
-    var jr: array<u32, RN>;  // cache row of each of this thread's keys
-    for (var u = 0u; u < RN; u++) {
-      let j = kb + tx + TX * u;
-#if GATHER
-      jr[u] = 0xFFFFFFFFu;
-      if (j < k_end) { jr[u] = key_row(j, ib); }
-#else
-      jr[u] = j;
-      if (j >= k_end) { jr[u] = 0xFFFFFFFFu; }
-#endif
-    }
-    for (var r = 0u; r < RM; r++) {
-      var mx = NEG;
-      for (var u = 0u; u < RN; u++) {
-        let a = r * RN + u;
-        if (live[r] && jr[u] != 0xFFFFFFFFu && jr[u] <= last[r]) { s[a] = s[a] * p.scale; } else { s[a] = NEG; }
-        mx = max(mx, s[a]);
-      }
-      pm[(r0 + r) * TX + tx] = mx;
-    }
+    // Cache row jr_U of each of this thread's keys (NONE past the split or for an empty slot); masked
+    // scores -> NEG; per row the max of its RN scores -> pm.
+    /*FLASH_MASK*/
     workgroupBarrier();
-    // 2. online softmax
-    var corr: RV;
-    for (var r = 0u; r < RM; r++) {
-      var mx = m[r];
-      for (var w = 0u; w < TX; w++) { mx = max(mx, pm[(r0 + r) * TX + w]); }
-      corr[r] = exp(m[r] - mx);
-      m[r] = mx;
-    }
-    var su = RV(0.0);
-    for (var u = 0u; u < RN; u++) {
-      var pv: RV;
-      for (var r = 0u; r < RM; r++) {
-        let a = r * RN + u;
-        var pj = 0.0;
-        if (s[a] > NEG) { pj = exp(s[a] - m[r]); }
-        pv[r] = pj;
-      }
-      pt[(tx + TX * u) * PS + ty] = pv;
-      su += pv;
-    }
-    for (var r = 0u; r < RM; r++) { lsum[r] = lsum[r] * corr[r] + su[r]; }
+    // 2. online softmax: new row max from the TX partial maxes, corr_R = e^(m_old - m), the
+    // probabilities -> pt (key-major), the thread's partial row sum.
+    /*FLASH_SOFTMAX*/
 #if KV_SHARED
     load_kv(l, kb, nk, kv4, kv_base, true, ib);  // every thread is past its K reads (barrier above)
 #endif
     workgroupBarrier();
-    // 3. PV
-    for (var r = 0u; r < RM; r++) {
-      for (var c = 0u; c < RD; c++) { acc[r * RD + c] = acc[r * RD + c] * corr[r]; }
-    }
-    for (var j = 0u; j < BC; j++) {
-      let pv = pt[j * PS + ty];
-      for (var c = 0u; c < RD; c++) {
-#if KV_SHARED
-        let vv = ks[j * HS + tx + TX * c];
-#else
-        let vv = vs[j * HS + tx + TX * c];
-#endif
-        for (var r = 0u; r < RM; r++) { acc[r * RD + c] = fma(vec4<f32>(pv[r]), vv, acc[r * RD + c]); }
-      }
+    // 3. PV: acc_R_C = acc_R_C * corr_R + sum_j p[R][j] v[j] (keys in order).
+    /*FLASH_PV_SCALE*/
+    for (var j = 0u; j < BC; j += JU) {
+      /*FLASH_PV_STEP*/
     }
     workgroupBarrier();
   }
-  // Row sums: the TX partial sums of each row, added in tx order.
-  for (var r = 0u; r < RM; r++) { pm[(r0 + r) * TX + tx] = lsum[r]; }
-  workgroupBarrier();
-  for (var r = 0u; r < RM; r++) {
-    var su = 0.0;
-    for (var w = 0u; w < TX; w++) { su += pm[(r0 + r) * TX + w]; }
-    lsum[r] = su;
-  }
-  for (var r = 0u; r < RM; r++) {
-    if (!live[r]) { continue; }
-    let i = i0 + r0 + r;
-    let t = i / G;
-    let h = hk * G + i % G;
-#if SPLIT
-    let pb = ((t * p.Hq + h) * p.n_split + wid.z) * (p.HD + 2u);
-    if (tx == 0u) {
-      o[pb] = m[r];
-      o[pb + 1u] = lsum[r];
-    }
-#endif
-    for (var c = 0u; c < RD; c++) {
-#if SPLIT
-      let b = pb + 2u + 4u * (tx + TX * c);
-      let v = acc[r * RD + c];
-#else
-      let b = p.o_off + t * p.o_stride + h * p.HD + 4u * (tx + TX * c);
-      let v = acc[r * RD + c] / lsum[r];
-#endif
-      o[b] = v.x;
-      o[b + 1u] = v.y;
-      o[b + 2u] = v.z;
-      o[b + 3u] = v.w;
-    }
-  }
+  // Row sums: the TX partial sums of each row, added in tx order; then the outputs.
+  /*FLASH_END*/
 }

@@ -1,0 +1,132 @@
+// attention_flash.wgsl's register tile as generated code (see flash_source in ops.h). The kernel's
+// loops over private arrays (scores, accumulators, row statistics) are written out over named
+// variables: drivers keep a private array indexed in a loop they do not unroll in scratch memory
+// (naga bounds every loop with a counter, which can keep them from unrolling; matmul_tiled.cpp
+// does the same for its tile). Each variable sees the same operations in the same order as the
+// loop form it replaced, so the results are the same bits.
+#include <string>
+
+#include "core/error.h"
+#include "kernels/ops.h"
+#include "kernels/wgsl.h"
+
+namespace wgllm::kernels {
+
+namespace {
+
+void replace_once(std::string& s, const std::string& what, const std::string& with) {
+  const size_t at = s.find(what);
+  if (at == std::string::npos) throw Error("attention_flash.wgsl: no " + what);
+  s.replace(at, what.size(), with);
+}
+
+std::string u(uint32_t v) { return std::to_string(v) + "u"; }
+std::string n(const char* pre, uint32_t a) { return std::string(pre) + "_" + std::to_string(a); }
+std::string n(const char* pre, uint32_t a, uint32_t b) { return n(pre, a) + "_" + std::to_string(b); }
+
+}  // namespace
+
+std::string attention_flash_source(const FlashTile& t, uint32_t HD) {
+  const uint32_t rm = t.rm, rn = t.bc / t.tx, rd = HD / 4 / t.tx;
+  constexpr uint32_t kCU = 4, kJU = 4;  // CU and JU of attention_flash.wgsl
+  if (rm != 2 && rm != 4) throw Error("attention_flash: rows per thread must be 2 or 4");
+  if (t.tx == 0 || t.bc % t.tx || (HD / 4) % t.tx || rd == 0 || (HD / 4) % kCU || t.bc % kJU)
+    throw Error("attention_flash: tile " + std::to_string(t.br) + " x " + std::to_string(t.bc) + " does not cover head dim " +
+                std::to_string(HD));
+  const char* lane = "xyzw";
+  std::string decl, sdecl, step, mask, soft, scale, pv, end;
+  for (uint32_t r = 0; r < rm; ++r) {
+    decl += "let " + n("live", r) + " = r0 + " + u(r) + " < n_rows; let " + n("last", r) + " = p.pos0 + (i0 + r0 + " + u(r) +
+            ") / G; var " + n("m", r) + " = NEG; var " + n("lsum", r) + " = 0.0;\n  ";
+    for (uint32_t c = 0; c < rd; ++c) decl += "var " + n("acc", r, c) + " = vec4<f32>(0.0); ";
+    decl += "\n  ";
+    for (uint32_t k = 0; k < rn; ++k) sdecl += "var " + n("s", r, k) + " = 0.0; ";
+  }
+  // Scores: CU head-dim vec4s per step; s_R_U += q_R . k_U, components x, y, z, w in order.
+  for (uint32_t cc = 0; cc < kCU; ++cc) {
+    step += "{\n        let cq = c + " + u(cc) + ";\n        ";
+    for (uint32_t r = 0; r < rm; ++r) step += "let " + n("q", r) + " = qs[(r0 + " + u(r) + ") * HS + cq]; ";
+    step += "\n        ";
+    for (uint32_t k = 0; k < rn; ++k) step += "let " + n("k", k) + " = ks[(tx + TX * " + u(k) + ") * HS + cq]; ";
+    step += "\n        ";
+    for (uint32_t k = 0; k < rn; ++k)
+      for (uint32_t r = 0; r < rm; ++r) {
+        const std::string s = n("s", r, k), q = n("q", r), kk = n("k", k);
+        step += s + " = fma(" + q + ".w, " + kk + ".w, fma(" + q + ".z, " + kk + ".z, fma(" + q + ".y, " + kk + ".y, fma(" + q +
+                ".x, " + kk + ".x, " + s + "))));\n        ";
+      }
+    step += "}\n      ";
+  }
+  // Mask: cache row of each key (0xFFFFFFFF: none), masked scores -> NEG, row maxes -> pm.
+  for (uint32_t k = 0; k < rn; ++k) {
+    const std::string j = n("j", k), jr = n("jr", k);
+    mask += "let " + j + " = kb + tx + TX * " + u(k) + ";\n#if GATHER\n    var " + jr + " = 0xFFFFFFFFu; if (" + j +
+            " < k_end) { " + jr + " = key_row(" + j + ", ib); }\n#else\n    var " + jr + " = " + j + "; if (" + j +
+            " >= k_end) { " + jr + " = 0xFFFFFFFFu; }\n#endif\n    ";
+  }
+  for (uint32_t r = 0; r < rm; ++r) {
+    mask += "var " + n("mx", r) + " = NEG;\n    ";
+    for (uint32_t k = 0; k < rn; ++k) {
+      const std::string s = n("s", r, k), jr = n("jr", k);
+      mask += "if (" + n("live", r) + " && " + jr + " != 0xFFFFFFFFu && " + jr + " <= " + n("last", r) + ") { " + s + " = " + s +
+              " * p.scale; } else { " + s + " = NEG; }\n    " + n("mx", r) + " = max(" + n("mx", r) + ", " + s + ");\n    ";
+    }
+    mask += "pm[(r0 + " + u(r) + ") * TX + tx] = " + n("mx", r) + ";\n    ";
+  }
+  // Online softmax.
+  for (uint32_t r = 0; r < rm; ++r) {
+    const std::string m = n("m", r), nm = n("nm", r);
+    soft += "var " + nm + " = " + m + ";\n    for (var w = 0u; w < TX; w++) { " + nm + " = max(" + nm + ", pm[(r0 + " + u(r) +
+            ") * TX + w]); }\n    let " + n("corr", r) + " = exp(" + m + " - " + nm + ");\n    " + m + " = " + nm + ";\n    ";
+  }
+  soft += "var su = RV(0.0);\n    ";
+  for (uint32_t k = 0; k < rn; ++k) {
+    soft += "{\n      var pv = RV(0.0);\n      ";
+    for (uint32_t r = 0; r < rm; ++r) {
+      const std::string s = n("s", r, k);
+      soft += "if (" + s + " > NEG) { pv." + lane[r] + " = exp(" + s + " - " + n("m", r) + "); }\n      ";
+    }
+    soft += "pt[(tx + TX * " + u(k) + ") * PS + ty] = pv;\n      su += pv;\n    }\n    ";
+  }
+  for (uint32_t r = 0; r < rm; ++r)
+    soft += n("lsum", r) + " = " + n("lsum", r) + " * " + n("corr", r) + " + su." + lane[r] + ";\n    ";
+  // PV: JU keys per step.
+  for (uint32_t r = 0; r < rm; ++r)
+    for (uint32_t c = 0; c < rd; ++c) scale += n("acc", r, c) + " = " + n("acc", r, c) + " * " + n("corr", r) + "; ";
+  for (uint32_t jj = 0; jj < kJU; ++jj) {
+    pv += "{\n        let pv = pt[(j + " + u(jj) + ") * PS + ty];\n        ";
+    for (uint32_t c = 0; c < rd; ++c) pv += "let " + n("v", c) + " = vrow((j + " + u(jj) + ") * HS + tx + TX * " + u(c) + "); ";
+    pv += "\n        ";
+    for (uint32_t c = 0; c < rd; ++c)
+      for (uint32_t r = 0; r < rm; ++r) {
+        const std::string a = n("acc", r, c);
+        pv += a + " = fma(vec4<f32>(pv." + lane[r] + "), " + n("v", c) + ", " + a + ");\n        ";
+      }
+    pv += "}\n      ";
+  }
+  // End: row sums (TX partials in tx order), then the outputs.
+  for (uint32_t r = 0; r < rm; ++r) end += "pm[(r0 + " + u(r) + ") * TX + tx] = " + n("lsum", r) + ";\n  ";
+  end += "workgroupBarrier();\n  ";
+  for (uint32_t r = 0; r < rm; ++r)
+    end += "{\n    var su = 0.0;\n    for (var w = 0u; w < TX; w++) { su += pm[(r0 + " + u(r) + ") * TX + w]; }\n    " +
+           n("lsum", r) + " = su;\n  }\n  ";
+  for (uint32_t r = 0; r < rm; ++r) {
+    end += "if (" + n("live", r) + ") {\n    let i = i0 + r0 + " + u(r) + ";\n    if (tx == 0u) { store_stats(i, hk, G, wid.z, " +
+           n("m", r) + ", " + n("lsum", r) + "); }\n    ";
+    for (uint32_t c = 0; c < rd; ++c)
+      end += "store_out(i, hk, G, wid.z, tx + TX * " + u(c) + ", " + n("acc", r, c) + ", " + n("lsum", r) + ");\n    ";
+    end += "}\n  ";
+  }
+  std::string src(wgsl_source("attention_flash"));
+  replace_once(src, "/*FLASH_DECL*/", decl);
+  replace_once(src, "/*FLASH_SCORE_DECL*/", sdecl);
+  replace_once(src, "/*FLASH_SCORE_STEP*/", step);
+  replace_once(src, "/*FLASH_MASK*/", mask);
+  replace_once(src, "/*FLASH_SOFTMAX*/", soft);
+  replace_once(src, "/*FLASH_PV_SCALE*/", scale);
+  replace_once(src, "/*FLASH_PV_STEP*/", pv);
+  replace_once(src, "/*FLASH_END*/", end);
+  return src;
+}
+
+}  // namespace wgllm::kernels
