@@ -25,8 +25,9 @@ bool matmul_int8_supported(const GpuWeight& W);
 bool matmul_int8_used(const OpContext& o, const GpuWeight& W);
 
 /// Where quantize_q8 puts T rows of K (a multiple of 32) elements, in 4-byte words: words
-/// [0, T * K / 4) the int8 lanes (row t, block b at (t * K / 32 + b) * 8), then from `soff`
-/// (rounded up to 256 bytes, a storage binding offset) 2 words (f32 d, f32 s) per block.
+/// [0, T * K / 4) the int8 lanes (block b of row t at (b * T + t) * 8: block-major), then from
+/// `soff` (rounded up to 256 bytes, a storage binding offset) 2 words (f32 d, f32 s) per block,
+/// block (b, t) at soff + 2 (b * T + t).
 struct Q8Layout {
   uint32_t nb = 0;         // blocks per row: K / 32
   uint64_t soff = 0;       // first scale word

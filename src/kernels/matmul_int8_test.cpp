@@ -127,7 +127,7 @@ Result run_case(const Case& c, KernelOptions ko) {
   std::vector<float> xq(x.size());
   for (uint32_t t = 0; t < c.T; ++t)
     for (uint32_t k = 0; k < c.K; ++k) {
-      const uint64_t blk = uint64_t(t) * l.nb + k / 32;
+      const uint64_t blk = uint64_t(k / 32) * c.T + t;
       float d;
       std::memcpy(&d, &words[l.soff + 2 * blk], 4);
       const int8_t q = int8_t(words[blk * 8 + (k % 32) / 4] >> (8 * (k % 4)));
@@ -177,7 +177,7 @@ TEST(QuantizeQ8, MatchesCpuTwin) {
     std::vector<float> d(l.nb), s(l.nb);
     ref_quantize_q8(x.data() + 8 + t * xs, K, q.data(), d.data(), s.data());
     for (uint32_t b = 0; b < l.nb; ++b) {
-      const uint64_t blk = uint64_t(t) * l.nb + b;
+      const uint64_t blk = uint64_t(b) * T + t;
       float gd, gs;
       std::memcpy(&gd, &w[l.soff + 2 * blk], 4);
       std::memcpy(&gs, &w[l.soff + 2 * blk + 1], 4);

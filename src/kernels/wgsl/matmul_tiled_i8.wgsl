@@ -133,22 +133,24 @@ fn fetch_w(i: u32, n0: u32, kt: u32) -> Raw {
 fn put_wslot(i: u32, r: Raw) {
   if (i < BN * 4u) { put(i % BN, i / BN, r); }
 }
-// Activation slot i (< BT * 2: token i % BT, half i / BT; half 0 also carries (d, s)) of K-step kt.
+// Activation slot i (< BT * 2: token i / 2, half i % 2; half 0 also carries (d, s)) of K-step kt:
+// quantize_q8's blocks are block-major, so a K-step's tokens are contiguous and neighbouring
+// threads read neighbouring 16 bytes.
 struct XRaw { q: vec4<u32>, s: vec2<f32> }
 fn fetch_x(i: u32, t0: u32, kt: u32) -> XRaw {
   var r: XRaw;
-  let t = t0 + i % BT;
+  let t = t0 + i / 2u;
   if (i < BT * 2u && t < p.T) {
-    let b = t * (p.K / 32u) + kt;  // quantize_q8 blocks of 32 (p.nb counts the weight's blocks of BE)
-    r.q = xq[b * 2u + i / BT];
-    if (i < BT) { r.s = xs[b]; }
+    let b = kt * p.T + t;
+    r.q = xq[b * 2u + i % 2u];
+    if (i % 2u == 0u) { r.s = xs[b]; }
   }
   return r;
 }
 fn put_xslot(i: u32, r: XRaw) {
   if (i < BT * 2u) {
-    xt[i] = r.q;
-    if (i < BT) { xsc[i] = r.s; }
+    xt[(i % 2u) * BT + i / 2u] = r.q;
+    if (i % 2u == 0u) { xsc[i / 2u] = r.s; }
   }
 }
 

@@ -7,10 +7,11 @@
 // s = d * sum_j q[j] (ggml keeps s for the weight formats with a min: Q4_1 . Q8_1 =
 // d_w d_x sum q_w q_x + m_w s_x). Unlike Q8_1's f16 d and s, both stay f32 here.
 // Output, one array<u32> `o` (one storage binding; the matmul binds its two regions apart):
-//   words [0, T * nb * 8):           row t, block b: 8 words at (t * nb + b) * 8, each 4 int8
-//                                    lanes, element 4 j + l in byte l of word j (pack4xI8)
-//   words [p.soff + 2 (t * nb + b)]: f32 bits of d, then of s
-// One thread per (row, block); grid: x * 256 + y * (gx * 256) threads (2D above 65535 workgroups).
+//   words [0, T * nb * 8):           block b of row t: 8 words at (b * T + t) * 8 (block-major: a
+//                                    K-step of the matmul reads its tokens' blocks contiguously),
+//                                    each 4 int8 lanes, element 4 j + l in byte l of word j (pack4xI8)
+//   words [p.soff + 2 (b * T + t)]:  f32 bits of d, then of s
+// One thread per (block, row), rows fastest; grid: x * 256 + y * (gx * 256) threads (2D above 65535 workgroups).
 // Requires x offset and row stride multiples of 4 (vec4 loads) and K a multiple of 32.
 struct P { T: u32, nb: u32, x_off: u32, x_stride: u32, soff: u32, gx: u32 }
 @group(0) @binding(0) var<storage, read> x: array<vec4<f32>>;
@@ -29,8 +30,8 @@ fn isum(v: vec4<f32>, id: f32) -> i32 {
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3u) {
   let i = (wid.y * p.gx + wid.x) * 256u + lid;
   if (i >= p.T * p.nb) { return; }
-  let t = i / p.nb;
-  let b = i % p.nb;
+  let b = i / p.T;
+  let t = i % p.T;
   let base = (p.x_off + t * p.x_stride + b * 32u) / 4u;
   let v0 = x[base]; let v1 = x[base + 1u]; let v2 = x[base + 2u]; let v3 = x[base + 3u];
   let v4 = x[base + 4u]; let v5 = x[base + 5u]; let v6 = x[base + 6u]; let v7 = x[base + 7u];
