@@ -143,6 +143,7 @@ int run_matmul_bench(const MatmulBenchOpts& b) {
       const kernels::MatmulTile t = parse_tile(ts_);
       kernels::KernelOptions ko;
       ko.matmul_tile_n = t.bn, ko.matmul_tile_t = t.bt, ko.matmul_reg_n = t.rn, ko.matmul_reg_t = t.rt;
+      ko.matmul_tiled = 1;  // also on software adapters (as the auto variants)
       ko.matmul_tiled_f16 = f16;
       ko.matmul_int8 = mode == 2;
       kernels::OpContext o{*ctx, pipes, rec, ko};
