@@ -1,7 +1,8 @@
 // `wgllm bench matmul`: kernels::matmul alone (random weights of --type, random activations) for
 // each --shapes N:K at each --tokens T, per kernel variant: the per-row kernel (--no-matmul-tiled)
 // and the tiled prefill kernel (kernels/matmul_tiled.h) at each --tiles tile, in f32 and (--f16,
-// when the adapter has shader-f16) f16. Default shapes: one SmolLM2-135M layer's prefill matmuls
+// when the adapter has shader-f16) f16, and (--int8) the int8 variant (kernels/matmul_int8.h: its
+// time is the quantize_q8 dispatch plus the int8 matmul; quantize_us gives the first apart). Default shapes: one SmolLM2-135M layer's prefill matmuls
 // (QKV 960:576, attention output 576:576, gate+up 3072:576, down 576:1536). Prints the median GPU
 // time (timestamp queries when the device has them inside passes, else wall time of submit + wait)
 // and the achieved rate 2 N K T / time in GFLOP/s and as a share of --peak-tflops (default 67: the
@@ -46,7 +47,7 @@ struct MatmulBenchOpts {
   std::vector<std::string> tiles = {"64x64/4x4", "32x64/4x4", "64x32/4x4", "32x32/4x4", "128x64/8x4",
                                     "64x128/4x8", "64x64/8x4", "64x64/4x8"};
   std::string type = "q4_1";
-  bool per_row = true, f16 = false;
+  bool per_row = true, f16 = false, int8 = false;
   uint32_t reps = 5;
   double peak_tflops = 67.0;
   uint32_t min_wgs = 264;
@@ -128,14 +129,23 @@ int run_matmul_bench(const MatmulBenchOpts& b) {
     ko.matmul_tiled_f16 = true;
     vs.push_back({"tiled auto f16", ko});
   }
+  if (b.int8) {
+    kernels::KernelOptions ko = auto_ko;
+    ko.matmul_int8 = true;
+    vs.push_back({"tiled auto int8", ko});
+  }
   if (b.f16 && !has_f16) fmt::print(stderr, "adapter has no shader-f16: --f16 variants skipped\n");
   for (const auto& ts_ : b.tiles) {
-    for (bool f16 : {false, true}) {
+    for (int mode = 0; mode < 3; ++mode) {  // f32, f16, int8
+      const bool f16 = mode == 1;
       if (f16 && !(b.f16 && has_f16)) continue;
+      if (mode == 2 && !b.int8) continue;
       const kernels::MatmulTile t = parse_tile(ts_);
       kernels::KernelOptions ko;
       ko.matmul_tile_n = t.bn, ko.matmul_tile_t = t.bt, ko.matmul_reg_n = t.rn, ko.matmul_reg_t = t.rt;
+      ko.matmul_tiled = 1;  // also on software adapters (as the auto variants)
       ko.matmul_tiled_f16 = f16;
+      ko.matmul_int8 = mode == 2;
       kernels::OpContext o{*ctx, pipes, rec, ko};
       try {
         kernels::matmul_tile(o, f16);
@@ -143,7 +153,7 @@ int run_matmul_bench(const MatmulBenchOpts& b) {
         fmt::print(stderr, "skipping tile {}: {}\n", ts_, e.what());
         continue;
       }
-      vs.push_back({"tiled " + t.str() + (f16 ? " f16" : ""), ko});
+      vs.push_back({"tiled " + t.str() + (f16 ? " f16" : mode == 2 ? " int8" : ""), ko});
     }
   }
   fmt::print(stderr, "matmul ({}) on {} ({}); rate = 2 N K T / time; peak {} TFLOP/s\n", b.type, ctx->info().name,
@@ -167,7 +177,7 @@ int run_matmul_bench(const MatmulBenchOpts& b) {
       layer_flop += flop;
       for (size_t vi = 0; vi < vs.size(); ++vi) {
         kernels::OpContext o{*ctx, pipes, rec, vs[vi].ko};
-        std::vector<double> us;
+        std::vector<double> us, qus;  // qus: the int8 variant's quantize_q8 dispatch
         float sink = 0;
         for (uint32_t r = 0; r <= b.reps; ++r) {
           rec.begin();
@@ -179,8 +189,10 @@ int run_matmul_bench(const MatmulBenchOpts& b) {
           double gpu = 0;
           for (const auto& k : rec.last_profile()) gpu += k.us;
           if (r > 0) us.push_back(ts ? gpu : wall);  // r = 0: warm-up (pipeline creation)
+          if (r > 0 && ts && rec.last_profile().size() == 2) qus.push_back(rec.last_profile().front().us);
         }
         std::sort(us.begin(), us.end());
+        std::sort(qus.begin(), qus.end());
         const double med = us[us.size() / 2], gflops = flop / med / 1e3;
         layer_us[vi] += med;
         std::string name = vs[vi].name;
@@ -191,6 +203,7 @@ int run_matmul_bench(const MatmulBenchOpts& b) {
         results.push_back({{"T", T}, {"N", N}, {"K", K}, {"variant", name}, {"median_us", med},
                            {"min_us", us.front()}, {"max_us", us.back()}, {"gflops", gflops},
                            {"peak_fraction", gflops / (b.peak_tflops * 1e3)}});
+        if (!qus.empty()) results.back()["quantize_us"] = qus[qus.size() / 2];
       }
     }
     fmt::print(stderr, "  T={} all {} shapes (sum):\n", T, shapes.size());
@@ -226,6 +239,7 @@ std::function<int()> add_bench_matmul(CLI::App& app) {
   cmd->add_option("--type", b->type, "weight type: f32 f16 bf16 q4_0 q4_1 q8_0 q4_K q6_K (default q4_1)");
   cmd->add_flag("--per-row,!--no-per-row", b->per_row, "also time the per-row kernel (default on)");
   cmd->add_flag("--f16", b->f16, "also time each tile's f16 variant (needs shader-f16)");
+  cmd->add_flag("--int8", b->int8, "also time the int8 variant (--matmul-int8: quantize_q8 + dot4I8Packed) of the auto tile and each tile");
   cmd->add_option("--reps", b->reps, "measured repetitions after one warm-up, 1..100000 (default 5)")->transform(integer(1, 100000));
   cmd->add_option("--min-wgs", b->min_wgs, "KernelOptions::matmul_tiled_min_workgroups of the auto variants (default 264)")
       ->transform(integer(0, 1 << 20));

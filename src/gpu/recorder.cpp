@@ -1,5 +1,6 @@
 #include "gpu/recorder.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <utility>
@@ -101,12 +102,21 @@ void Recorder::begin() {
 #endif
   for (const CopyRange& c : begin_copies_) copy(*c.src, c.src_off, *c.dst, c.dst_off, c.size);
   begin_copies_.clear();
+  retired_scratch_.clear();
   n_dispatch_ = 0;
   chunk_start_ = 0;
   submissions_ = 0;
   read_pending_ = false;
   labels_.clear();
   cur_log_.clear();
+}
+
+const Buffer& Recorder::scratch(uint64_t bytes) {
+  if (scratch_.size() < bytes) {
+    if (scratch_) retired_scratch_.push_back(std::move(scratch_));
+    scratch_ = Buffer(ctx_, std::max<uint64_t>(bytes, 1 << 20), BufferKind::Storage, "recorder_scratch");
+  }
+  return scratch_;
 }
 
 void Recorder::end_pass() {

@@ -129,6 +129,12 @@ class Recorder {
   /// while the GPU runs them), copies its read (the size given to read_after) to dst and frees the
   /// ticket's staging buffer. Tickets may be read in any order, each once.
   void wait_read(uint64_t ticket, void* dst);
+  /// A storage buffer of at least `bytes` for data one dispatch of this recording writes and a
+  /// later one reads (the int8 prefill matmul's quantized activations, kernels/matmul_int8.h): one
+  /// grow-only buffer shared by every caller, contents undefined between callers (queue order keeps
+  /// a writer, its readers and the next writer apart). When it grows, the smaller buffer stays
+  /// alive until the next begin() (dispatches recorded before still bind it).
+  const Buffer& scratch(uint64_t bytes);
   /// Copies recorded at the start of the next begin()'s encoder, before its first dispatch (a
   /// sequence's one-step undo copies, Sequence::prepare_undo()); consumed by that begin().
   void copy_on_begin(std::vector<CopyRange> copies) { begin_copies_ = std::move(copies); }
@@ -184,6 +190,8 @@ class Recorder {
   const Buffer* read_src_ = nullptr;
   uint64_t read_off_ = 0, read_size_ = 0;
   std::vector<CopyRange> begin_copies_;
+  Buffer scratch_;
+  std::vector<Buffer> retired_scratch_;  // replaced by a larger scratch_ during this recording
   // submit_async(): one staging buffer per unread ticket, mapped asynchronously
   struct ReadSlot {
     Buffer buf;

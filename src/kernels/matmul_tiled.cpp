@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "kernels/matmul_int8.h"
 #include "kernels/params_layout.h"
 #include "kernels/wgsl.h"
 
@@ -152,6 +153,7 @@ void matmul_tiled(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride,
                   uint32_t T, bool accumulate, const char* label, gpu::Traffic y_kind) {
   if (!matmul_tiled_supported(W, x, x_stride))
     throw Error("matmul_tiled: activation offset and stride must be multiples of 4 and the weight block divide 32");
+  if (matmul_int8_used(o, W)) return matmul_int8(o, W, x, x_stride, y, y_stride, T, accumulate, label, y_kind);
   const bool f16 = matmul_tiled_uses_f16(o);
   const MatmulTile t = matmul_tile(o, f16, W.N, T);
   // The weight defines as kernels::matmul sets them, less BE16 (matmul_tiled.wgsl has no 16-element path).
@@ -180,7 +182,10 @@ void matmul_tiled(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride,
 }
 
 std::vector<ParamsLayout> matmul_tiled_params_layouts() {
-  return {WGLLM_LAYOUT(TiledParams, "matmul_tiled", {{"F16", "0"}}), WGLLM_LAYOUT(TiledParams, "matmul_tiled", {{"F16", "1"}})};
+  std::vector<ParamsLayout> v{WGLLM_LAYOUT(TiledParams, "matmul_tiled", {{"F16", "0"}}),
+                              WGLLM_LAYOUT(TiledParams, "matmul_tiled", {{"F16", "1"}})};
+  for (auto& l : matmul_int8_params_layouts()) v.push_back(std::move(l));
+  return v;
 }
 
 }  // namespace wgllm::kernels

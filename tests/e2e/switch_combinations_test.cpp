@@ -17,7 +17,7 @@
 //     --attn-chunk sends to the flash kernel) and 4 decode steps, teacher-forced with the CPU
 //     reference's greedy tokens,
 //     match the CPU reference backend (run with the same sparse-attention settings) within 2e-4
-//     (0.3 with f16 tiled matmuls, the bound of docs/FLAGS.md).
+//     (0.3 with f16 or int8 tiled matmuls, the bounds of docs/FLAGS.md).
 // Checked to fail: a value-cache store scaled by 1.001 in rope_kv.wgsl fails 4 of the 5 architectures.
 // Not covered in CI: the key-split variants that need more than 64 keys (warm-up covers them).
 // Columns of the array: N-bit words with a 0 first bit and exactly half of the other bits set; two
@@ -247,11 +247,16 @@ TEST_P(SwitchCombinations, EveryPairCompilesAndMatchesCpu) {
     }
     // f16 tiles (where the adapter has shader-f16) round weights, activations and partial sums.
     const bool f16 = k.matmul_tiled_f16 && k.matmul_tiled != 0;
+    // int8 activations in the prefill matmuls (--matmul-int8; the tiny models' projections are Q8_0):
+    // lavapipe 2026-12-02, these random-weight models: llama 0.46, qwen2 0.95 (vs f32 3e-5).
+    const bool int8 = k.matmul_int8 && k.matmul_tiled != 0;
     // f16: the bound of docs/FLAGS.md --matmul-tiled-f16 (0.3: the tiny qwen2 model reached 0.2018 on
-    // the H200's real f16 arithmetic, 2026-12-02, bench/results/2026-12-02-h200-parity/).
-    const float tol = f16 ? 0.3f : 2e-4f;
+    // the H200's real f16 arithmetic, 2026-12-02, bench/results/2026-12-02-h200-parity/); int8: the
+    // bound of docs/FLAGS.md --matmul-int8.
+    const float tol = int8 ? 1.5f : f16 ? 0.3f : 2e-4f;
     const Diff d = diff(gpu.logits, cpu.logits);
     EXPECT_LE(d.max_abs, tol) << what << ": |webgpu - cpu| = " << d.max_abs;
+    if (std::getenv("WGLLM_SWITCH_TIMES")) std::fprintf(stderr, "  max |webgpu - cpu| %.4g (bound %.4g, max |logit| %.4g)\n", d.max_abs, tol, d.ref_max);
     ++n;
   }
   std::printf("%s: %d configurations over %zu switches in %.1f s\n", arch.c_str(), n, f.size(),
