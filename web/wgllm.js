@@ -8,8 +8,10 @@
 // model: a URL string, a File (e.g. from <input type=file>), or {url} / {file}.
 // options: onProgress({phase, loaded, total, percent}) (phases: download | cache | file | init |
 // upload), onDeviceLost(message), contextLength (KV cache tokens, default 2048), warmup (default
-// true: compile the GPU kernels while loading, see web/wasm/engine.cpp), workerUrl, moduleUrl (the
-// Emscripten module, default ./build/wgllm.js beside the worker).
+// true: compile the GPU kernels while loading, see web/wasm/engine.cpp), decodePipeline (default
+// true: greedy decoding submits the next step before reading this one's token; same tokens, see
+// src/runtime/decode_pipeline.h), workerUrl, moduleUrl (the Emscripten module, default
+// ./build/wgllm.js beside the worker).
 // The weights stream from browser storage (OPFS) or the network into GPU buffers: the model is
 // bounded by GPU memory and the storage quota, not by the 32-bit wasm heap. If the GPU device is
 // lost (driver reset, GPUDevice.lost), requests fail with kind 'device_lost' and
@@ -182,6 +184,7 @@ export async function CreateEngine(model, options = {}) {
   const name = source.url ? source.url.split('/').pop() : source.file.name;
   const fields = {
     source, contextLength: options.contextLength || 0, warmup: options.warmup !== false,
+    decodePipeline: options.decodePipeline !== false,
     moduleUrl: options.moduleUrl ? String(options.moduleUrl) : undefined,
     storageQuotaForTest: options.storageQuotaForTest,
   };

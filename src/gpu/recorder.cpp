@@ -127,9 +127,15 @@ void Recorder::end_pass() {
 }
 
 void Recorder::upload_params() {
-  if (n_dispatch_ > chunk_start_)
-    params_.write(ctx_, uint64_t(chunk_start_) * kParamSlot, params_cpu_.data() + size_t(chunk_start_) * kParamSlot,
-                  uint64_t(n_dispatch_ - chunk_start_) * kParamSlot);
+  if (n_dispatch_ > chunk_start_) {
+    const uint64_t off = uint64_t(chunk_start_) * kParamSlot, size = uint64_t(n_dispatch_ - chunk_start_) * kParamSlot;
+#ifdef __EMSCRIPTEN__
+    // Browser: read from params_cpu_ when the submit that follows at once replays the command list.
+    wgllmQueueWriteBufferDeferred(ctx_.queue(), params_.handle(), off, params_cpu_.data() + off, size);
+#else
+    params_.write(ctx_, off, params_cpu_.data() + off, size);
+#endif
+  }
   chunk_start_ = n_dispatch_;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 
 #include "core/error.h"
 
@@ -246,15 +247,29 @@ std::vector<std::string> wgsl_declaration_problems(const std::string& name) {
   return out;
 }
 
+// Called for every recorded dispatch: one allocation and plain copies (in the browser build each
+// string append that may throw is a JS exception trampoline, src/gpu/web/glue.js).
 std::string variant_key(const std::string& name, const Defines& defs) {
-  std::string k = name + "[";
+  size_t n = name.size() + 2 + (defs.empty() ? 0 : defs.size() - 1);  // name[...], commas between defines
+  for (const auto& [d, v] : defs) n += d.size() + 1 + v.size();
+  std::string k(n, '\0');
+  char* p = k.data();
+  auto put = [&p](const std::string& s) {
+    std::memcpy(p, s.data(), s.size());
+    p += s.size();
+  };
+  put(name);
+  *p++ = '[';
   bool first = true;
-  for (auto& [n, v] : defs) {
-    if (!first) k += ",";
-    k += n + "=" + v;
+  for (const auto& [d, v] : defs) {
+    if (!first) *p++ = ',';
+    put(d);
+    *p++ = '=';
+    put(v);
     first = false;
   }
-  return k + "]";
+  *p++ = ']';
+  return k;
 }
 
 }  // namespace wgllm::kernels

@@ -23,8 +23,11 @@
 //                 `token_ids: [...]`; the same context length). A mismatch fails the run (exit 3).
 //   --adapter-only 1  only the adapter check (a second; the model is not loaded)
 //   --load-only 1     stop after the load (tests); --warmup 0: no kernel warm-up at load
+//   --decode-pipeline 0  load with CreateEngine's decodePipeline off (default on: step i+1 submitted
+//                 before step i's token is read, as the native --decode-pipeline)
 // Output: the JSON of web/bench.js (adapter, load, greedy, bench.rows: n_prompt, ttft_ms,
-// decode_tok_s, *_median, greedy_tokens) plus label, runtime {node, webgpu, backend,
+// decode_tok_s, *_median, greedy_tokens, decode_step_last_rep: wasm->JS crossings and WebGPU calls
+// per decode step, host split) plus label, runtime {node, webgpu, backend,
 // dawn_adapters}, to --out (default: stdout); progress and a summary go to stderr.
 // Exit: 0 ok, 2 usage, 1 engine/adapter failure, 3 greedy tokens differ from the native engine's.
 import { spawnSync } from 'node:child_process';
@@ -48,7 +51,7 @@ function parseArgs(argv) {
 }
 
 function usage(msg) {
-  console.error(`node-bench: ${msg}\n${readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n').slice(8, 29).join('\n')}`);
+  console.error(`node-bench: ${msg}\n${readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n').slice(8, 32).join('\n')}`);
   process.exit(2);
 }
 
@@ -116,7 +119,8 @@ async function main() {
     const adapterOnly = opt['adapter-only'] === '1';
     await runBench({ file: NodeFile.open(opt.model) }, { lengths, gen, reps, greedy, text, log, onAdapter: checkAdapter,
       adapterOnly, loadOnly: opt['load-only'] === '1',
-      engineOptions: { moduleUrl: pathToFileURL(join(wasmDir, 'wgllm.js')).href, warmup: opt.warmup !== '0' } }, result);
+      engineOptions: { moduleUrl: pathToFileURL(join(wasmDir, 'wgllm.js')).href, warmup: opt.warmup !== '0',
+        decodePipeline: opt['decode-pipeline'] !== '0' } }, result);
     if (adapterOnly || opt['load-only'] === '1') return finish(result, opt, 0, log);
     // The engine's own adapter (worker.js) must be the one checked above.
     const la = result.load.adapter || {};
@@ -139,12 +143,20 @@ async function main() {
   return finish(result, opt, status, log);
 }
 
+/// One line for a bench row's decode_step_last_rep (web/wasm/engine.cpp wgllm_bench).
+export function stepSummary(d) {
+  return `decode step (${d.pipelined ? 'pipelined' : 'not pipelined'}): ${d.js_crossings_per_step.toFixed(1)} wasm->JS crossings, ` +
+    `${d.webgpu_calls_per_step.toFixed(1)} WebGPU calls, record ${d.record_us.toFixed(0)} us, submit ${d.submit_us.toFixed(0)} us, ` +
+    `wait ${d.wait_us.toFixed(0)} us; prefill: ${d.js_crossings_prefill} crossings, ${d.webgpu_calls_prefill} WebGPU calls`;
+}
+
 function finish(result, opt, status, log) {
   const json = JSON.stringify(result, null, 1);
   if (opt.out) writeFileSync(opt.out, json);
   else console.log(json);
   for (const r of (result.bench && result.bench.rows) || [])
-    log(`${LABEL}: P=${r.n_prompt}: TTFT ${r.ttft_ms_median.toFixed(2)} ms, decode ${r.decode_tok_s_median.toFixed(1)} tok/s`);
+    log(`${LABEL}: P=${r.n_prompt}: TTFT ${r.ttft_ms_median.toFixed(2)} ms, decode ${r.decode_tok_s_median.toFixed(1)} tok/s` +
+      (r.decode_step_last_rep ? `; ${stepSummary(r.decode_step_last_rep)}` : ''));
   return status;
 }
 

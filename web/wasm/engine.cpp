@@ -29,6 +29,7 @@
 #include "core/error.h"
 #include "models/model.h"
 #include "models/source.h"
+#include "runtime/decode_pipeline.h"
 #include "runtime/session.h"
 #include "runtime/warmup.h"
 #include "tokenizer/tokenizer.h"
@@ -65,6 +66,12 @@ EM_JS(int, wgjs_blob_read, (double off, void* dst, double n), {
     Module['wgllmReadError'] = String((e && e.message) || e);
     return 0;
   }
+});
+// The glue's counters (src/gpu/web/glue.js): out[0] wasm -> JS calls, out[1] WebGPU JS calls
+// made by its command-list replay.
+EM_JS(void, wgjs_counters, (double* out), {
+  HEAPF64[out >> 3] = WG.crossings;
+  HEAPF64[(out >> 3) + 1] = WG.gpuCalls;
 });
 EM_JS(const char*, wgjs_read_error, (), {
   const s = Module['wgllmReadError'] || 'unknown error';
@@ -150,8 +157,18 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
+struct Counters {
+  double crossings = 0, gpu_calls = 0;
+};
+Counters counters() {
+  double c[2];
+  wgjs_counters(c);
+  return {c[0], c[1]};
+}
+
 // Loads e->src (opened by the caller) onto the GPU: tokenizer, chat template, model, warm-up.
-json finish_load(std::unique_ptr<Engine> e, int context, int warmup, std::chrono::steady_clock::time_point t0) {
+json finish_load(std::unique_ptr<Engine> e, int context, int warmup, int decode_pipeline,
+                 std::chrono::steady_clock::time_point t0) {
   const std::string path = e->src->path;
   e->tok = Tokenizer::from_gguf(*e->src->gguf);
   if (std::string t = e->src->chat_template(); !t.empty()) {
@@ -162,9 +179,10 @@ json finish_load(std::unique_ptr<Engine> e, int context, int warmup, std::chrono
   }
   ModelOptions mo;
   mo.context_length = context > 0 ? uint32_t(context) : 2048;
-  // --decode-pipeline stays off in the browser until measured there: the web shim's readback waits
-  // for every pending map (no overlap to gain), and it has not run on a browser GPU yet.
-  mo.decode_pipeline = false;
+  // The browser's own switch (CreateEngine option decodePipeline, default on; switches.def WEB
+  // decode_pipeline): greedy decoding submits step i+1 before reading step i's id, the glue's
+  // readback waits for the first map that settles (webgpu_shim.cpp wgpuDevicePoll).
+  mo.decode_pipeline = decode_pipeline != 0;
   e->model = create_model(*e->src, mo);
   e->context = mo.context_length;
   const double warmup_ms = warmup ? warm_up(*e->model) : 0;  // runtime/warmup.h, as in the native CLI
@@ -179,6 +197,7 @@ json finish_load(std::unique_ptr<Engine> e, int context, int warmup, std::chrono
                {"vocab_size", c.vocab},
                {"n_layers", c.n_layers},
                {"warmup_ms", warmup_ms},
+               {"decode_pipeline", e->model->async_argmax()},
                {"load_ms", ms_since(t0)},
                {"heap_bytes", uint64_t(emscripten_get_heap_size())}};
   if (e->reader) {
@@ -202,14 +221,15 @@ EMSCRIPTEN_KEEPALIVE void wgllm_free(char* p) { std::free(p); }
 /// on a scratch sequence; WebGPU compiles a pipeline at its first use, and on a software adapter
 /// that takes seconds that would otherwise land in a reply's TTFT and tokens/s). Results are
 /// unaffected: the scratch sequence is discarded.
-EMSCRIPTEN_KEEPALIVE char* wgllm_load(const char* path, int context, int warmup) {
+/// decode_pipeline != 0: pipelined greedy decoding (runtime/decode_pipeline.h; same tokens).
+EMSCRIPTEN_KEEPALIVE char* wgllm_load(const char* path, int context, int warmup, int decode_pipeline) {
   return guarded([&] {
     const auto t0 = std::chrono::steady_clock::now();
     g_engine.reset();
     auto e = std::make_unique<Engine>();
     e->src = ModelSource::open(path);
     if (!e->src->is_gguf()) throw Error(std::string(path) + ": the browser build loads GGUF files only");
-    return finish_load(std::move(e), context, warmup, t0);
+    return finish_load(std::move(e), context, warmup, decode_pipeline, t0);
   });
 }
 
@@ -217,7 +237,7 @@ EMSCRIPTEN_KEEPALIVE char* wgllm_load(const char* path, int context, int warmup)
 /// first, then each tensor's rows a window at a time as they are packed into GPU buffers
 /// (kernels::upload_weight_rows). Same result as wgllm_load plus file_bytes, streamed_bytes and
 /// largest_read_bytes; heap_bytes stays far below the file size for large models.
-EMSCRIPTEN_KEEPALIVE char* wgllm_load_stream(int context, int warmup) {
+EMSCRIPTEN_KEEPALIVE char* wgllm_load_stream(int context, int warmup, int decode_pipeline) {
   return guarded([&] {
     const auto t0 = std::chrono::steady_clock::now();
     g_engine.reset();
@@ -228,7 +248,7 @@ EMSCRIPTEN_KEEPALIVE char* wgllm_load_stream(int context, int warmup) {
     e->src->gguf = GgufFile::open_streamed(*e->reader);
     e->src->tensors = std::make_unique<TensorStore>(*e->src->gguf);
     e->src->config = config_from_gguf(*e->src->gguf);
-    return finish_load(std::move(e), context, warmup, t0);
+    return finish_load(std::move(e), context, warmup, decode_pipeline, t0);
   });
 }
 
@@ -255,7 +275,13 @@ EMSCRIPTEN_KEEPALIVE char* wgllm_chat(const char* request) {
 /// the prefill forward_argmax of P tokens (first token out), decode tok/s = (gen - 1) / the time of
 /// the gen - 1 greedy steps after it. Request: {text, prompt_lengths: [512, 4096], gen: 128,
 /// reps: 3}. Result: {rows: [{n_prompt, n_gen, ttft_ms: [...], decode_tok_s: [...], ttft_ms_median,
-/// decode_tok_s_median, greedy_tokens}]}; greedy_tokens are the last rep's gen tokens.
+/// decode_tok_s_median, greedy_tokens, decode_step_last_rep}]}; greedy_tokens are the last rep's gen
+/// tokens. Greedy steps go through runtime/decode_pipeline.h's GreedyDecoder as in the native
+/// bench (pipelined when loaded with decodePipeline). decode_step_last_rep: {pipelined, record_us,
+/// submit_us, wait_us (mean per decode step, gpu::StepTiming), js_crossings_prefill,
+/// js_crossings_per_step (every wasm -> JS call, Emscripten's clock reads included),
+/// webgpu_calls_prefill, webgpu_calls_per_step (WebGPU JS calls made by the glue's command-list
+/// replay)}.
 EMSCRIPTEN_KEEPALIVE char* wgllm_bench(const char* request) {
   return guarded([&] {
     if (!g_engine) throw Error("no model loaded");
@@ -283,22 +309,42 @@ EMSCRIPTEN_KEEPALIVE char* wgllm_bench(const char* request) {
       ids.resize(P);
       std::vector<double> ttft, tps;
       std::vector<int32_t> greedy;
+      json split;  // last rep: host-side split of a decode step and the JS crossings
       for (uint32_t rep = 0; rep <= reps; ++rep) {  // rep 0: warm-up, not recorded
         auto seq = m.new_sequence(P + gen + 8);
+        GreedyDecoder dec(m, *seq);  // pipelined (decodePipeline): step i+1 submitted before step i's id is read
         greedy.clear();
+        const Counters c0 = counters();
         const auto t0 = std::chrono::steady_clock::now();
-        int32_t t = m.forward_argmax(*seq, ids);
+        int32_t t = dec.next(ids, false);
         const double tt = ms_since(t0);
         greedy.push_back(t);
+        const Counters c1 = counters();
+        double rec = 0, sub = 0, wait = 0;
         const auto d0 = std::chrono::steady_clock::now();
         for (uint32_t i = 1; i < gen; ++i) {
-          t = m.forward_argmax(*seq, std::span<const int32_t>(&t, 1));
+          t = dec.next(std::span<const int32_t>(&t, 1), i + 1 < gen);
           greedy.push_back(t);
+          const gpu::StepTiming st = m.last_step_timing();
+          rec += st.record_us;
+          sub += st.submit_us;
+          wait += st.wait_us;
         }
         const double dms = ms_since(d0);
+        const Counters c2 = counters();
         if (rep == 0) continue;
         ttft.push_back(tt);
         tps.push_back((gen - 1) / (dms / 1000.0));
+        // Each counters() read is itself one crossing: subtracted.
+        const double steps = gen - 1;
+        split = {{"pipelined", dec.pipelined()},
+                 {"record_us", rec / steps},
+                 {"submit_us", sub / steps},
+                 {"wait_us", wait / steps},
+                 {"js_crossings_prefill", c1.crossings - c0.crossings - 1},
+                 {"js_crossings_per_step", (c2.crossings - c1.crossings - 1) / steps},
+                 {"webgpu_calls_prefill", c1.gpu_calls - c0.gpu_calls},
+                 {"webgpu_calls_per_step", (c2.gpu_calls - c1.gpu_calls) / steps}};
       }
       auto median = [](std::vector<double> v) {
         std::sort(v.begin(), v.end());
@@ -306,7 +352,8 @@ EMSCRIPTEN_KEEPALIVE char* wgllm_bench(const char* request) {
       };
       rows.push_back({{"n_prompt", P}, {"n_gen", gen}, {"ttft_ms", ttft}, {"decode_tok_s", tps},
                       {"ttft_ms_median", median(ttft)}, {"decode_tok_s_median", median(tps)},
-                      {"prefill_tok_s_median", P / (median(ttft) / 1000.0)}, {"greedy_tokens", greedy}});
+                      {"prefill_tok_s_median", P / (median(ttft) / 1000.0)}, {"greedy_tokens", greedy},
+                      {"decode_step_last_rep", split}});
     }
     return json{{"rows", rows}, {"backend", m.backend_name()}, {"context_length", g_engine->context}};
   });

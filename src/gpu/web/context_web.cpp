@@ -11,18 +11,22 @@
 #include "core/error.h"
 #include "gpu/context.h"
 
+// webgpu_shim.cpp: 1 while the glue holds an error (WebGPU validation error, device loss).
+extern "C" int wgllm_js_error_flag;
+
 namespace wgllm::gpu {
 namespace {
 
 // clang-format off
-EM_JS(char*, wgjs_init_device, (), {
+EM_JS(char*, wgjs_init_device, (int* err_flag), {
   let s;
-  try { s = WG.init(); } catch (e) { s = JSON.stringify({error: String(e.message || e)}); }
+  try { s = WG.init(err_flag); } catch (e) { s = JSON.stringify({error: String(e.message || e)}); }
   const n = lengthBytesUTF8(s) + 1, p = _malloc(n);
   stringToUTF8(s, p, n);
   return p;
 });
 EM_JS(char*, wgjs_take_error, (), {
+  if (!WG.lost && WG.errFlag) HEAP32[WG.errFlag >> 2] = 0;
   if (!WG.error) return 0;
   const s = WG.error;
   if (!WG.lost) WG.error = '';
@@ -67,7 +71,7 @@ AdapterInfo describe(const nlohmann::json& j) {
 }
 
 nlohmann::json device_json() {
-  auto j = nlohmann::json::parse(take(wgjs_init_device()));
+  auto j = nlohmann::json::parse(take(wgjs_init_device(&wgllm_js_error_flag)));
   if (j.contains("error")) throw Error("WebGPU: " + j["error"].get<std::string>());
   return j;
 }
@@ -93,6 +97,8 @@ std::unique_ptr<Context> Context::create(const ContextOptions& opts) {
 Context::~Context() = default;  // the device belongs to the page; it outlives the engine
 
 void Context::check() {
+  // No crossing into JS unless the glue has flagged an error (Recorder checks after every submit).
+  if (!wgllm_js_error_flag && error_.empty()) return;
   if (std::string e = take(wgjs_take_error()); !e.empty()) {
     if (wgjs_is_lost()) lost_ = true;
     on_error(e);

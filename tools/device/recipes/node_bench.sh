@@ -6,9 +6,12 @@
 # that is not the hardware GPU); the native wgllm measures the same model on the same GPU in the
 # same call, in interleaved rounds (ROUNDS, default 3; native first in odd rounds, Node first in
 # even ones). Native runs twice a round: the product configuration (peer "native") and with
-# --no-decode-pipeline (peer "native --no-decode-pipeline"), which the browser build does not use yet,
-# to tell that switch apart from the wasm/WebGPU cost. Every Node figure is labelled
-# "Dawn in Node, not a browser".
+# --no-decode-pipeline (peer "native --no-decode-pipeline"), to tell that switch apart from the
+# wasm/WebGPU cost. The browser build pipelines greedy decoding too (CreateEngine's decodePipeline,
+# default on since 2026-12-02; NODE_ARGS="--decode-pipeline 0" measures it off) and prints, per
+# prompt length, the wasm -> JS crossings and WebGPU calls of a decode step and its host split
+# (node_r<k>.log, node_result_r<k>.json bench.rows[].decode_step_last_rep). Every Node figure is
+# labelled "Dawn in Node, not a browser".
 # SmolLM2-135M-Instruct Q4_1, product configuration, prompts of 512 and 4096 tokens, 128 decode
 # steps, 3 reps per round (+1 warm-up rep), 32 greedy tokens of the bench prompt compared with
 # `wgllm run --print-ids`.
@@ -21,7 +24,8 @@
 # each stores what it carried and, once everything has arrived, measures (the last call).
 # STAGE=adapter: only the adapter check (a few seconds), once Node and Dawn have arrived.
 # Env: COMMIT (the commit measured, for summary.json), ROUNDS (3), BUDGET_S (330: no round starts
-# later; call timeout 600), NODE_TIMEOUT (200 s per Node run).
+# later; call timeout 600), NODE_TIMEOUT (200 s per Node run), NODE_ARGS (more web/node/bench.mjs
+# options, e.g. "--decode-pipeline 0").
 # Output ($OUT): results.tgz (the results folder: native_run.txt, native_bench_r<k>.json,
 # native_nodp_bench_r<k>.json, node_result_r<k>.json, logs, gpu.txt, summary.json) and summary.json.
 set -u
@@ -60,7 +64,7 @@ PROMPT="Write a short story about a robot who learns to paint."
 el "native greedy"
 $B run -m $GGUF -p "$PROMPT" -n 32 --ignore-eos -c 4232 --print-ids > $R/native_run.txt 2>&1
 grep token_ids $R/native_run.txt
-native() {  # the product configuration, and with --no-decode-pipeline as the browser build runs (web/wasm/engine.cpp)
+native() {  # the product configuration, and with --no-decode-pipeline
   el "round $1: native bench (product; --no-decode-pipeline)"
   $B bench -m $GGUF --prompt-lengths 512,4096 --gen 128 --reps 3 --json $R/native_bench_r$1.json > $R/native_bench_r$1.log 2>&1 ||
     { el "native bench failed"; tail -5 $R/native_bench_r$1.log; }
@@ -70,7 +74,7 @@ native() {  # the product configuration, and with --no-decode-pipeline as the br
 node_bench() {
   el "round $1: Dawn in Node bench"
   timeout ${NODE_TIMEOUT:-200} $NODE "${NB[@]}" --model $GGUF --text $TEXT --lengths 512,4096 --gen 128 --reps 3 --greedy 32 \
-    --native-ids $R/native_run.txt --out $R/node_result_r$1.json > $R/node_r$1.log 2>&1
+    --native-ids $R/native_run.txt ${NODE_ARGS:-} --out $R/node_result_r$1.json > $R/node_r$1.log 2>&1
   echo "exit $?" >> $R/node_r$1.log
   grep -v "^Warning: max" $R/node_r$1.log | grep -E "adapter: backend|greedy tokens|P=|FAILED|exit" | cut -c1-300
 }
