@@ -129,6 +129,10 @@ gpu::TrafficBytes matmul_traffic(const GpuWeight& W, uint32_t T, bool accumulate
   return tb;
 }
 
+// I8: int8 activation blocks in workgroup memory (16 B per 16 elements + 8 B per block), sized
+// to whole multiples of 64 blocks so that few variants exist.
+uint32_t matvec_int8_blocks(const GpuWeight& W) { return (W.K / W.block + 63) / 64 * 64; }
+
 // One matvec.wgsl dispatch (T <= kFusedMaxTokens; see matmul_impl for the arguments): one token
 // per grid row, matvec_shape's rows per workgroup.
 void matvec_impl(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, F32Ref y, uint32_t y_stride,
@@ -148,14 +152,9 @@ void matvec_impl(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, 
   d["SUBGROUP"] = subgroup ? "1" : "0";
   d["VEC4"] = vec4 ? "1" : "0";
   d["ADD"] = accumulate ? "1" : "0";
-  // I8: int8 activation blocks in workgroup memory (16 B per 16 elements + 8 B per block), sized
-  // to whole multiples of 64 blocks so that few variants exist; beside it the row sums and rms_sum.
-  const uint32_t nb = W.K / W.block, xblk = (nb + 63) / 64 * 64;
-  const uint64_t i8_bytes = uint64_t(xblk) * (W.block + 8) + uint64_t(rows) * lanes * 4 + 1024;
-  const bool i8 = o.opt.matvec_int8 && W.fmt != WFormat::F32 &&
-                  i8_bytes <= o.ctx.info().limits.maxComputeWorkgroupStorageSize;
+  const bool i8 = matvec_uses_int8(o, W);
   d["I8"] = i8 ? "1" : "0";
-  d["XBLK"] = i8 ? std::to_string(xblk) : "1";
+  d["XBLK"] = i8 ? std::to_string(matvec_int8_blocks(W)) : "1";
   std::vector<Bind> binds{Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::ReadOnly};
   d["B_W4"] = "3";
   add_fused_variant(d, binds, pro, rope);
@@ -214,6 +213,13 @@ void matmul_impl(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, 
 }
 }  // namespace
 
+bool matvec_uses_int8(const OpContext& o, const GpuWeight& W) {
+  // Beside the int8 blocks: the row sums (at most one float per invocation) and rms_sum's slots.
+  const uint64_t bytes = uint64_t(matvec_int8_blocks(W)) * (W.block + 8) +
+                         uint64_t(o.ctx.info().limits.maxComputeInvocationsPerWorkgroup) * 4 + 1024;
+  return o.opt.matvec_int8 && W.fmt != WFormat::F32 && bytes <= o.ctx.info().limits.maxComputeWorkgroupStorageSize;
+}
+
 MatvecShape matvec_shape(const OpContext& o, const GpuWeight& W, bool rope) {
   const bool sw = o.ctx.info().is_software();
   const uint32_t N = W.N, nb = W.K / W.block;
@@ -222,9 +228,20 @@ MatvecShape matvec_shape(const OpContext& o, const GpuWeight& W, bool rope) {
   // block), 128 threads per workgroup (256 with 128 lanes); tall matrices 4 rows per thread (2 from
   // 1024 rows, 1 below), so that one activation block load serves 4 weight rows; output heads
   // (>= 32768 rows) 16 rows of 4 on 32 lanes. Software adapters: 8 rows of 1 on 8 lanes.
-  const bool head = N >= 32768;
+  // With int8 activations (matvec_uses_int8) the workgroup quantizes the whole activation vector
+  // before its rows, so more rows share it (H200 `bench matvec` with long bursts,
+  // bench/results/2026-12-02-h200-matvec-int8/: K = 2048 x 16384 rows 1456 -> 1892 GB/s at 32 rows
+  // of 4 on 32 lanes; 6144 rows 949 -> 1013 at 32 of 4 on 64 lanes; K = 8192 1072 -> 1117 at 16 of
+  // 4 on 128 lanes).
+  const bool head = N >= 32768, i8 = !sw && matvec_uses_int8(o, W);
   MatvecShape sh;
-  sh.lanes = o.opt.matvec_lanes ? o.opt.matvec_lanes : sw ? 8 : head ? 32 : nb >= 192 ? 128 : nb >= 48 ? 64 : 32;
+  sh.lanes = o.opt.matvec_lanes ? o.opt.matvec_lanes
+             : sw                ? 8
+             : head              ? 32
+             : nb >= 192         ? 128
+             : i8                ? (N >= 8192 ? 32 : 64)
+             : nb >= 48          ? 64
+                                 : 32;
   if (sh.lanes & (sh.lanes - 1)) throw Error("matvec: lanes (" + std::to_string(sh.lanes) + ") must be a power of two");
   // (In the browser the sizes are the adapter's reported ones: gpu/web/context_web.cpp.)
   if (o.opt.matvec_subgroup_ops && o.ctx.has_subgroups()) {
@@ -239,7 +256,8 @@ MatvecShape matvec_shape(const OpContext& o, const GpuWeight& W, bool rope) {
   if (!rpt) rpt = sw ? 1 : (N >= 2048 ? 4 : N >= 1024 ? 2 : 1);
   if (rpt != 1 && rpt != 2 && rpt != 4)
     throw Error("matvec: rows per thread must be 1, 2 or 4 (got " + std::to_string(rpt) + ")");
-  const uint32_t groups = std::max<uint32_t>(1, (sh.lanes >= 128 ? 256 : 128) / sh.lanes);
+  const uint32_t threads = i8 && !head ? (sh.lanes >= 128 ? 512 : sh.lanes * 8) : (sh.lanes >= 128 ? 256 : 128);
+  const uint32_t groups = std::max<uint32_t>(1, threads / sh.lanes);
   uint32_t rows = o.opt.matvec_rows_per_workgroup ? o.opt.matvec_rows_per_workgroup : (sw ? 8 : groups * rpt);
   if (rope) rows += rows & 1;  // both rows of a rotation pair in one workgroup
   if (rows % rpt) rows += rpt - rows % rpt;  // whole row groups (every setting combination is valid)

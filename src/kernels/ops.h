@@ -49,6 +49,11 @@ struct OpContext {
   KernelOptions opt;
 };
 
+/// Whether matvec.wgsl takes its int8-activation path (KernelOptions::matvec_int8) for weight W:
+/// the switch is on, W is quantized (not F32) and its int8 activation blocks fit the adapter's
+/// workgroup memory.
+bool matvec_uses_int8(const OpContext& o, const GpuWeight& W);
+
 /// The launch shape of matvec.wgsl for weight W (N rows of W.K / W.block blocks): `rows` output rows per workgroup, of
 /// which each thread sums `rows_per_thread` (1, 2 or 4), `lanes` threads per row group (a power of
 /// two), `subgroup` = the row reduction uses subgroupAdd. KernelOptions::matvec_rows_per_workgroup /

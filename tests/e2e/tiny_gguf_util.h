@@ -12,6 +12,7 @@
 
 #include "core/half.h"
 #include "formats/gguf_test_doc.h"
+#include "formats/st_test_writer.h"
 #include "models/model.h"
 #include "models/registry.h"
 #include "models/source.h"

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# H200, one call: the speed switches that landed together on 2026-12-02 (issue 11 / 14), each a
+# `bench ab` with its switch off (A) and on (B), product configuration otherwise, on files written
+# here by tools/synth (synthetic weights: the text is noise, the speed is real):
+#   int8_decode  --matvec-int8 with its own launch shapes (kernels::matvec_shape) on LFM2-1.2B- and
+#                Qwen2.5-1.5B-shaped files, decode after 512
+#   int8_prefill --matmul-int8: `bench matmul --int8` at two LFM2-1.2B prefill shapes, TTFT 512 A/B
+#   attn_chunk   --attn-chunk: `bench multi-turn --turns 30` A/B (session TTFT), the turn-30 / turn-2
+#                ratio with the default, and the control (cold TTFT 512 / 4096: no change expected)
+#   fusions      --fuse-qk-norm (LFM2 attention layers) A/B, decode after 512
+# Staging (here): the synth headers as in tools/device/recipes/matvec.sh, then
+#   python3 tools/device/pack.py --bin wgllm --gl --extra /tmp/synth=synth
+# Call: bash tools/device/recipes/speed_checks.sh   (PARTS="int8_decode attn_chunk" to choose)
+# Results: $OUT/results.tgz.
+set -u
+source tools/device/remote.sh
+T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
+mkdir -p $W/synth $W/res
+[ -d .carry/synth ] && cp .carry/synth/* $W/synth/
+trap 'tar czf $OUT/results.tgz -C $W/res .' EXIT
+FAILED=0
+fail() { echo "FAIL: $*" | tee -a $W/res/FAILED.txt; FAILED=1; }
+QH=$W/synth/qwen25-coder-1.5b.hdr.gz SH=$W/synth/smollm2.hdr.gz
+declare -A SRC=([lfm2-1.2b]="--config tools/synth/configs/lfm2-1.2b.json --vocab $SH" [qwen25-1.5b]="--header $QH"
+                [smollm2]="--header $SH")
+declare -A FILE=([smollm2]=$W/synth/smollm2.synthetic.gguf [lfm2-1.2b]=$W/synth/lfm2-1.2b.synthetic.gguf
+                 [qwen25-1.5b]=$W/synth/qwen25-1.5b.synthetic.gguf)
+python3 -c "import numpy" || { fail "no numpy on the device"; exit 1; }
+wg_gpu_check | tee $W/res/gpu.txt
+for m in smollm2 lfm2-1.2b qwen25-1.5b; do
+  F=${FILE[$m]}
+  [ -f $F ] || python3 tools/synth/write_gguf.py ${SRC[$m]} --seed 1 $F > $W/res/write_$m.txt 2>&1 \
+    || fail "write_gguf.py $m: $(tail -2 $W/res/write_$m.txt)"
+done
+el "synthetic files"
+echo "synthetic weights (tools/synth/write_gguf.py --seed 1): the text is noise, the speed is real" > $W/res/LABEL.txt
+ab() {  # ab NAME TIMEOUT ARGS...: bench ab into $W/res/NAME.{json,txt}
+  local name=$1 t=$2; shift 2
+  timeout $t $B bench ab "$@" --json $W/res/$name.json > $W/res/$name.txt 2>&1 || fail "$name (exit $?)"
+  echo "== $name"; grep -E "B/A" $W/res/$name.txt | head -3
+}
+L=${FILE[lfm2-1.2b]} Q=${FILE[qwen25-1.5b]} S=${FILE[smollm2]}
+D="--prompt-lengths 512 --gen 128 --reps 1"
+for part in ${PARTS:-int8_decode int8_prefill attn_chunk fusions}; do
+  case $part in
+  int8_decode)
+    ab int8_decode_lfm2 100 --a "bench -m $L $D" --b "bench -m $L $D --matvec-int8" --metric decode_tok_s,ttft_ms --rounds 2
+    ab int8_decode_qwen 120 --a "bench -m $Q $D" --b "bench -m $Q $D --matvec-int8" --metric decode_tok_s,ttft_ms --rounds 2
+    ;;
+  int8_prefill)
+    timeout 90 $B bench matmul --type q4_K --int8 --no-per-row --shapes 16384:2048,2048:8192 --tokens 512 \
+      --tiles 64x64/4x4,128x64/8x4,128x128/8x8 --reps 3 --json $W/res/matmul_int8_q4_K.json 2> $W/res/matmul_int8_q4_K.txt \
+      || fail "bench matmul --int8 (exit $?)"
+    tail -12 $W/res/matmul_int8_q4_K.txt
+    ab int8_prefill_lfm2 100 --a "bench -m $L --prompt-lengths 512 --gen 1 --reps 1" \
+      --b "bench -m $L --prompt-lengths 512 --gen 1 --reps 1 --matmul-int8" --metric ttft_ms --rounds 3
+    ;;
+  attn_chunk)
+    ab attn_chunk_multiturn 150 --a "bench multi-turn -m $S --turns 30 --session-only --no-attn-chunk" \
+      --b "bench multi-turn -m $S --turns 30 --session-only" --metric ttft_ms --rounds 2
+    timeout 60 $B bench multi-turn -m $S --turns 30 --json $W/res/multiturn30.json > $W/res/multiturn30.txt 2>&1 \
+      || fail "multi-turn (exit $?)"
+    tail -4 $W/res/multiturn30.txt
+    ab attn_chunk_control 100 --a "bench -m $S --prompt-lengths 512,4096 --gen 16 --reps 2 --no-attn-chunk" \
+      --b "bench -m $S --prompt-lengths 512,4096 --gen 16 --reps 2" --metric ttft_ms --rounds 2
+    ;;
+  fusions)
+    ab fuse_qk_norm_lfm2 100 --a "bench -m $L $D --no-fuse-qk-norm" --b "bench -m $L $D" --metric decode_tok_s --rounds 2
+    ;;
+  esac
+  el "$part"
+done
+nvidia-smi --query-gpu=clocks.sm,memory.used --format=csv
+exit $FAILED
