@@ -141,7 +141,8 @@ void matmul_int8(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, 
   const gpu::Buffer& q = o.rec.scratch(l.words * 4);
   quantize_q8(o, x, x_stride, T, W.K, q);
   const bool offset = W.fmt == WFormat::Q4_0 || W.fmt == WFormat::Q4_1 || W.fmt == WFormat::Q4_K;
-  Defines d{{wformat_define(W.fmt), "1"}, {"BE", std::to_string(W.block)}, {"BE32", W.block == 32 ? "1" : "0"}};
+  Defines d{{wformat_define(W.fmt), "1"}, {"BE", std::to_string(W.block)}, {"BE32", W.block == 32 ? "1" : "0"},
+            {"MAGIC", o.opt.dequant_magic ? "1" : "0"}};
   d["BN"] = std::to_string(t.bn);
   d["BT"] = std::to_string(t.bt);
   d["RN"] = std::to_string(t.rn);

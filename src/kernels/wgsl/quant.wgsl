@@ -25,20 +25,20 @@ struct Blk { v0: vec4<f32>, v1: vec4<f32>, v2: vec4<f32>, v3: vec4<f32>,
 // are bit-identical to the int -> float conversions of MAGIC 0, which NVIDIA GPUs run at a quarter
 // of the FP32 rate (the decode matrix-vector kernel is bound by this dequantization arithmetic,
 // not by memory, on an H200). Signed bytes: b ^ 0x80 = b + 128 in 0..255, minus 2^23 + 128.
-const MAGIC_BITS: vec4<u32> = vec4<u32>(0x4B000000u);
-const MAGIC_F: vec4<f32> = vec4<f32>(8388608.0);
+const Q_MAGIC_BITS: vec4<u32> = vec4<u32>(0x4B000000u);
+const Q_MAGIC_F: vec4<f32> = vec4<f32>(8388608.0);
 fn lo4(word: u32) -> vec4<f32> {
 #if MAGIC
-  let u = (vec4<u32>(word, word >> 8u, word >> 16u, word >> 24u) & vec4<u32>(0xfu)) | MAGIC_BITS;
-  return bitcast<vec4<f32>>(u) - MAGIC_F;
+  let u = (vec4<u32>(word, word >> 8u, word >> 16u, word >> 24u) & vec4<u32>(0xfu)) | Q_MAGIC_BITS;
+  return bitcast<vec4<f32>>(u) - Q_MAGIC_F;
 #else
   return vec4<f32>(f32(word & 0xfu), f32((word >> 8u) & 0xfu), f32((word >> 16u) & 0xfu), f32((word >> 24u) & 0xfu));
 #endif
 }
 fn hi4(word: u32) -> vec4<f32> {
 #if MAGIC
-  let u = (vec4<u32>(word >> 4u, word >> 12u, word >> 20u, word >> 28u) & vec4<u32>(0xfu)) | MAGIC_BITS;
-  return bitcast<vec4<f32>>(u) - MAGIC_F;
+  let u = (vec4<u32>(word >> 4u, word >> 12u, word >> 20u, word >> 28u) & vec4<u32>(0xfu)) | Q_MAGIC_BITS;
+  return bitcast<vec4<f32>>(u) - Q_MAGIC_F;
 #else
   return vec4<f32>(f32((word >> 4u) & 0xfu), f32((word >> 12u) & 0xfu), f32((word >> 20u) & 0xfu), f32(word >> 28u));
 #endif
@@ -47,7 +47,7 @@ fn hi4(word: u32) -> vec4<f32> {
 fn i8x4(word: u32) -> vec4<f32> {
 #if MAGIC
   let b = word ^ 0x80808080u;
-  let u = (vec4<u32>(b, b >> 8u, b >> 16u, b >> 24u) & vec4<u32>(0xffu)) | MAGIC_BITS;
+  let u = (vec4<u32>(b, b >> 8u, b >> 16u, b >> 24u) & vec4<u32>(0xffu)) | Q_MAGIC_BITS;
   return bitcast<vec4<f32>>(u) - vec4<f32>(8388736.0);
 #else
   let s = bitcast<i32>(word);

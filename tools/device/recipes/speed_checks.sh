@@ -56,11 +56,22 @@ for part in ${PARTS:-int8_decode int8_prefill attn_chunk fusions}; do
       --b "bench -m $L --prompt-lengths 512 --gen 1 --reps 1 --matmul-int8" --metric ttft_ms --rounds 3
     ;;
   attn_chunk)
-    ab attn_chunk_multiturn 150 --a "bench multi-turn -m $S --turns 30 --session-only --no-attn-chunk" \
-      --b "bench multi-turn -m $S --turns 30 --session-only" --metric ttft_ms --rounds 2
-    timeout 60 $B bench multi-turn -m $S --turns 30 --json $W/res/multiturn30.json > $W/res/multiturn30.txt 2>&1 \
-      || fail "multi-turn (exit $?)"
-    tail -4 $W/res/multiturn30.txt
+    # bench multi-turn prints no one-line JSON for bench ab: A (--no-attn-chunk) and B interleaved by
+    # hand, 2 rounds; session TTFT of turn 30 / turn 2 and the mean over turns 2..30 per run.
+    for r in 1 2; do
+      for arm in A B; do
+        X=""; [ $arm = A ] && X="--no-attn-chunk"
+        timeout 60 $B bench multi-turn -m $S --turns 30 --session-only $X --json $W/res/multiturn30_${arm}_r$r.json \
+          > $W/res/multiturn30_${arm}_r$r.txt 2>&1 || fail "multi-turn $arm r$r (exit $?)"
+      done
+    done
+    python3 - $W/res/multiturn30_*.json <<'PY' | tee $W/res/multiturn30_summary.txt
+import json, sys
+for f in sys.argv[1:]:
+    t = {x["turn"]: x["ttft_session_ms"] for x in json.load(open(f))["turns"]}
+    mean = sum(t[k] for k in range(2, 31)) / 29
+    print(f"{f.split('/')[-1]}: turn 2 {t[2]:.2f} ms, turn 30 {t[30]:.2f} ms, ratio {t[30] / t[2]:.3f}, mean 2..30 {mean:.2f} ms")
+PY
     ab attn_chunk_control 100 --a "bench -m $S --prompt-lengths 512,4096 --gen 16 --reps 2 --no-attn-chunk" \
       --b "bench -m $S --prompt-lengths 512,4096 --gen 16 --reps 2" --metric ttft_ms --rounds 2
     ;;
