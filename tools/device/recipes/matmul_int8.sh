@@ -55,8 +55,8 @@ ttft)
     F=${FILE[$m]}; R=$W/res/$m; mkdir -p $R
     [ -f $F ] || continue
     [ $m = smollm2 ] || echo "synthetic weights: $m; the text is noise, the speed is real" > $R/LABEL.txt
-    timeout 170 $B bench ab --a "bench -m $F --prompt-lengths 512 --gen 1 --reps 1" \
-      --b "bench -m $F --prompt-lengths 512 --gen 1 --reps 1 --matmul-int8" --metric ttft_ms --rounds 3 \
+    timeout 170 $B bench ab --a "bench -m $F --prompt-lengths 512 --gen 2 --reps 1" \
+      --b "bench -m $F --prompt-lengths 512 --gen 2 --reps 1 --matmul-int8" --metric ttft_ms --rounds 3 \
       --json $R/ab_int8_ttft512.json > $R/ab_int8_ttft512.txt 2>&1 || fail "bench ab int8 $m (exit $?)"
     tail -2 $R/ab_int8_ttft512.txt
     el "$m TTFT int8 off vs on"

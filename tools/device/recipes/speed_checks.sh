@@ -48,12 +48,16 @@ for part in ${PARTS:-int8_decode int8_prefill attn_chunk fusions}; do
     ab int8_decode_qwen 120 --a "bench -m $Q $D" --b "bench -m $Q $D --matvec-int8" --metric decode_tok_s,ttft_ms --rounds 2
     ;;
   int8_prefill)
-    timeout 90 $B bench matmul --type q4_K --int8 --no-per-row --shapes 16384:2048,2048:8192 --tokens 512 \
+    [ -n "${SKIP_KERNEL:-}" ] || timeout 90 $B bench matmul --type q4_K --int8 --no-per-row --shapes 16384:2048,2048:8192 --tokens 512 \
       --tiles 64x64/4x4,128x64/8x4,128x128/8x8 --reps 3 --json $W/res/matmul_int8_q4_K.json 2> $W/res/matmul_int8_q4_K.txt \
       || fail "bench matmul --int8 (exit $?)"
     tail -12 $W/res/matmul_int8_q4_K.txt
-    ab int8_prefill_lfm2 100 --a "bench -m $L --prompt-lengths 512 --gen 1 --reps 1" \
-      --b "bench -m $L --prompt-lengths 512 --gen 1 --reps 1 --matmul-int8" --metric ttft_ms --rounds 3
+    for m in lfm2-1.2b qwen25-1.5b; do
+      for p in 512 4096; do
+        ab int8_prefill_${m}_p$p 100 --a "bench -m ${FILE[$m]} --prompt-lengths $p --gen 2 --reps 1" \
+          --b "bench -m ${FILE[$m]} --prompt-lengths $p --gen 2 --reps 1 --matmul-int8" --metric ttft_ms --rounds 2
+      done
+    done
     ;;
   attn_chunk)
     # bench multi-turn prints no one-line JSON for bench ab: A (--no-attn-chunk) and B interleaved by
