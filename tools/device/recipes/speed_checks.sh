@@ -8,6 +8,10 @@
 #   attn_chunk   --attn-chunk: `bench multi-turn --turns 30` A/B (session TTFT), the turn-30 / turn-2
 #                ratio with the default, and the control (cold TTFT 512 / 4096: no change expected)
 #   fusions      --fuse-qk-norm (LFM2 attention layers) A/B, decode after 512
+#   fusions35    --fuse-qk-norm / --fuse-attn-gate A/B on a Qwen3.5-0.8B-shaped file (starts the
+#                llama.cpp CUDA build in the background when its sdist is carried: pack.py --llamacpp)
+#   peers        wgllm with both int8 switches (non-product) and in the product configuration
+#                against llama.cpp CUDA (waits for the build), decode after 512 and TTFT 512
 # Staging (here): the synth headers as in tools/device/recipes/matvec.sh, then
 #   python3 tools/device/pack.py --bin wgllm --gl --extra /tmp/synth=synth
 # Call: bash tools/device/recipes/speed_checks.sh   (PARTS="int8_decode attn_chunk" to choose)
@@ -22,12 +26,12 @@ FAILED=0
 fail() { echo "FAIL: $*" | tee -a $W/res/FAILED.txt; FAILED=1; }
 QH=$W/synth/qwen25-coder-1.5b.hdr.gz SH=$W/synth/smollm2.hdr.gz
 declare -A SRC=([lfm2-1.2b]="--config tools/synth/configs/lfm2-1.2b.json --vocab $SH" [qwen25-1.5b]="--header $QH"
-                [smollm2]="--header $SH")
+                [smollm2]="--header $SH" [qwen35-0.8b]="--config tools/synth/configs/qwen3.5-0.8b.json --vocab $SH")
 declare -A FILE=([smollm2]=$W/synth/smollm2.synthetic.gguf [lfm2-1.2b]=$W/synth/lfm2-1.2b.synthetic.gguf
-                 [qwen25-1.5b]=$W/synth/qwen25-1.5b.synthetic.gguf)
+                 [qwen25-1.5b]=$W/synth/qwen25-1.5b.synthetic.gguf [qwen35-0.8b]=$W/synth/qwen35-0.8b.synthetic.gguf)
 python3 -c "import numpy" || { fail "no numpy on the device"; exit 1; }
 wg_gpu_check | tee $W/res/gpu.txt
-for m in smollm2 lfm2-1.2b qwen25-1.5b; do
+for m in smollm2 lfm2-1.2b qwen25-1.5b qwen35-0.8b; do
   F=${FILE[$m]}
   [ -f $F ] || python3 tools/synth/write_gguf.py ${SRC[$m]} --seed 1 $F > $W/res/write_$m.txt 2>&1 \
     || fail "write_gguf.py $m: $(tail -2 $W/res/write_$m.txt)"
@@ -81,6 +85,24 @@ PY
     ;;
   fusions)
     ab fuse_qk_norm_lfm2 100 --a "bench -m $L $D --no-fuse-qk-norm" --b "bench -m $L $D" --metric decode_tok_s --rounds 2
+    ;;
+  fusions35)
+    wg_start_llamacpp_cuda
+    Q35=${FILE[qwen35-0.8b]}
+    ab fuse_qk_norm_qwen35 100 --a "bench -m $Q35 $D --no-fuse-qk-norm" --b "bench -m $Q35 $D" --metric decode_tok_s --rounds 2
+    ab fuse_attn_gate_qwen35 100 --a "bench -m $Q35 $D --no-fuse-attn-gate" --b "bench -m $Q35 $D" --metric decode_tok_s --rounds 2
+    ab int8_both_qwen35 100 --a "bench -m $Q35 $D" --b "bench -m $Q35 $D --matvec-int8 --matmul-int8" \
+      --metric decode_tok_s,ttft_ms --rounds 2
+    ;;
+  peers)
+    wg_start_llamacpp_cuda
+    while ! grep -q BUILD_DONE $W/lcpp.log 2>/dev/null && [ $(( $(date +%s) - T0 )) -lt 400 ]; do sleep 5; done
+    grep -q "BUILD_DONE 0" $W/lcpp.log || { fail "llama.cpp CUDA build not done: $(tail -2 $W/lcpp.log | tr '\n' ' ')"; exit 1; }
+    for m in lfm2-1.2b qwen25-1.5b; do
+      F=${FILE[$m]}
+      ab vs_cuda_int8_$m 120 --a "bench -m $F $D --matvec-int8 --matmul-int8" \
+        --b-cmd "bash tools/peers/peer_llamacpp.sh $LB_CUDA $F 512 128" --metric ttft_ms,decode_tok_s --rounds 2
+    done
     ;;
   esac
   el "$part"
