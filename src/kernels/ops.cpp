@@ -230,7 +230,7 @@ MatvecShape matvec_shape(const OpContext& o, const GpuWeight& W, bool rope) {
   // (>= 32768 rows) 16 rows of 4 on 32 lanes. Software adapters: 8 rows of 1 on 8 lanes.
   // With int8 activations (matvec_uses_int8) the workgroup quantizes the whole activation vector
   // before its rows, so more rows share it (H200 `bench matvec` with long bursts,
-  // bench/results/2026-12-02-h200-matvec-int8/: K = 2048 x 16384 rows 1456 -> 1892 GB/s at 32 rows
+  // bench/results/2026-12-02-h200-int8/: K = 2048 x 16384 rows 1456 -> 1892 GB/s at 32 rows
   // of 4 on 32 lanes; 6144 rows 949 -> 1013 at 32 of 4 on 64 lanes; K = 8192 1072 -> 1117 at 16 of
   // 4 on 128 lanes).
   const bool head = N >= 32768, i8 = !sw && matvec_uses_int8(o, W);
@@ -594,7 +594,8 @@ FlashTile attention_flash_tile(const OpContext& o, uint32_t HD) {
 }
 
 bool attention_chunk_used(const OpContext& o, const AttentionShape& s) {
-  const bool on = o.opt.attention_chunk == 1 || o.opt.attention_chunk == 2;
+  // 2 (the default) = off on every adapter since the H200 A/B of 2026-12-02 (switch record attn_chunk).
+  const bool on = o.opt.attention_chunk == 1;
   return on && s.T > 1 && s.T <= kAttnChunkMaxTokens && s.pos0 >= s.T && s.window == 0 &&
          attention_flash_tile(o, s.HD).bc != 0;
 }
