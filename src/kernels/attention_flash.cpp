@@ -14,12 +14,6 @@ namespace wgllm::kernels {
 
 namespace {
 
-void replace_once(std::string& s, const std::string& what, const std::string& with) {
-  const size_t at = s.find(what);
-  if (at == std::string::npos) throw Error("attention_flash.wgsl: no " + what);
-  s.replace(at, what.size(), with);
-}
-
 std::string u(uint32_t v) { return std::to_string(v) + "u"; }
 std::string n(const char* pre, uint32_t a) { return std::string(pre) + "_" + std::to_string(a); }
 std::string n(const char* pre, uint32_t a, uint32_t b) { return n(pre, a) + "_" + std::to_string(b); }
@@ -118,14 +112,14 @@ std::string attention_flash_source(const FlashTile& t, uint32_t HD) {
     end += "}\n  ";
   }
   std::string src(wgsl_source("attention_flash"));
-  replace_once(src, "/*FLASH_DECL*/", decl);
-  replace_once(src, "/*FLASH_SCORE_DECL*/", sdecl);
-  replace_once(src, "/*FLASH_SCORE_STEP*/", step);
-  replace_once(src, "/*FLASH_MASK*/", mask);
-  replace_once(src, "/*FLASH_SOFTMAX*/", soft);
-  replace_once(src, "/*FLASH_PV_SCALE*/", scale);
-  replace_once(src, "/*FLASH_PV_STEP*/", pv);
-  replace_once(src, "/*FLASH_END*/", end);
+  replace_marker(src, "attention_flash", "/*FLASH_DECL*/", decl);
+  replace_marker(src, "attention_flash", "/*FLASH_SCORE_DECL*/", sdecl);
+  replace_marker(src, "attention_flash", "/*FLASH_SCORE_STEP*/", step);
+  replace_marker(src, "attention_flash", "/*FLASH_MASK*/", mask);
+  replace_marker(src, "attention_flash", "/*FLASH_SOFTMAX*/", soft);
+  replace_marker(src, "attention_flash", "/*FLASH_PV_SCALE*/", scale);
+  replace_marker(src, "attention_flash", "/*FLASH_PV_STEP*/", pv);
+  replace_marker(src, "attention_flash", "/*FLASH_END*/", end);
   return src;
 }
 

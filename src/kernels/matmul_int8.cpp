@@ -15,12 +15,6 @@ WGLLM_PARAMS(QuantizeQ8Params, T, nb, x_off, x_stride, soff, gx);
 struct TiledI8Params { uint32_t K, N, T, nb, soff, y_off, y_stride; };
 WGLLM_PARAMS(TiledI8Params, K, N, T, nb, soff, y_off, y_stride);
 
-void replace_once(std::string& s, const std::string& what, const std::string& with) {
-  const size_t at = s.find(what);
-  if (at == std::string::npos) throw Error("matmul_tiled_i8.wgsl: no " + what);
-  s.replace(at, what.size(), with);
-}
-
 // The kernel source with its register tile written out as straight-line code (see
 // matmul_tiled.cpp tiled_source() for why): accumulators c_A_B, per K-step the thread's RN weight
 // rows' and RT tokens' block words loaded once from workgroup memory, then RN x RT acc_step calls.
@@ -50,29 +44,11 @@ std::string i8_source(const MatmulTile& t) {
       store += "store1(n0 + tn + " + std::to_string(a) + "u * WN, t0 + tq + " + std::to_string(b) + "u * WT, " +
                id("c", a, b) + ");\n  ";
   const uint32_t nt = t.threads(), wpt = (t.bn * 4 + nt - 1) / nt, xpt = (t.bt * 2 + nt - 1) / nt;
-  std::string pdecl, first, next, put;
-  for (uint32_t i = 0; i < wpt; ++i) {
-    const std::string si = std::to_string(i), slot = "lid + " + si + "u * NT";
-    pdecl += "var wr_" + si + ": Raw; ";
-    first += "wr_" + si + " = fetch_w(" + slot + ", n0, 0u); ";
-    next += "wr_" + si + " = fetch_w(" + slot + ", n0, kt + 1u); ";
-    put += "put_wslot(" + slot + ", wr_" + si + "); ";
-  }
-  for (uint32_t i = 0; i < xpt; ++i) {
-    const std::string si = std::to_string(i), slot = "lid + " + si + "u * NT";
-    pdecl += "var xr_" + si + ": XRaw; ";
-    first += "xr_" + si + " = fetch_x(" + slot + ", t0, 0u); ";
-    next += "xr_" + si + " = fetch_x(" + slot + ", t0, kt + 1u); ";
-    put += "put_xslot(" + slot + ", xr_" + si + "); ";
-  }
   std::string src(wgsl_source("matmul_tiled_i8"));
-  replace_once(src, "/*TILE_DECL*/", decl);
-  replace_once(src, "/*TILE_STEP*/", step);
-  replace_once(src, "/*TILE_STORE*/", store);
-  replace_once(src, "/*TILE_PREFETCH_DECL*/", pdecl);
-  replace_once(src, "/*TILE_FETCH_FIRST*/", first);
-  replace_once(src, "/*TILE_FETCH_NEXT*/", next);
-  replace_once(src, "/*TILE_PUT*/", put);
+  replace_marker(src, "matmul_tiled_i8", "/*TILE_DECL*/", decl);
+  replace_marker(src, "matmul_tiled_i8", "/*TILE_STEP*/", step);
+  replace_marker(src, "matmul_tiled_i8", "/*TILE_STORE*/", store);
+  fill_tile_prefetch(src, "matmul_tiled_i8", wpt, xpt, "XRaw");
   return src;
 }
 

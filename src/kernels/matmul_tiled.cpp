@@ -55,12 +55,6 @@ namespace {
 struct TiledParams { uint32_t K, N, T, nb, soff, x_off, x_stride, y_off, y_stride; };
 WGLLM_PARAMS(TiledParams, K, N, T, nb, soff, x_off, x_stride, y_off, y_stride);
 
-void replace_once(std::string& s, const std::string& what, const std::string& with) {
-  const size_t at = s.find(what);
-  if (at == std::string::npos) throw Error("matmul_tiled.wgsl: no " + what);
-  s.replace(at, what.size(), with);
-}
-
 // The kernel source with its register tile written out: one named vec4 accumulator per (feature
 // quad a, lane i, token quad b) and the k loop unrolled by 4, as straight-line code. (Loops over
 // private arrays rely on the driver unrolling them, else the tile lives in scratch memory; naga
@@ -107,31 +101,13 @@ std::string tiled_source(const MatmulTile& t, bool f16) {
   // Prefetch slots: each thread moves ceil(BN * 4 / NT) weight parts and ceil(BT * 8 / NT)
   // activation vec4s per K-step.
   const uint32_t nt = t.threads(), wpt = (t.bn * 4 + nt - 1) / nt, xpt = (t.bt * 8 + nt - 1) / nt;
-  std::string pdecl, fetch_first, fetch_next, put;
-  for (uint32_t i = 0; i < wpt; ++i) {
-    const std::string si = std::to_string(i), slot = "lid + " + si + "u * NT";
-    pdecl += "var wr_" + si + ": Raw; ";
-    fetch_first += "wr_" + si + " = fetch_w(" + slot + ", n0, 0u); ";
-    fetch_next += "wr_" + si + " = fetch_w(" + slot + ", n0, kt + 1u); ";
-    put += "put_wslot(" + slot + ", wr_" + si + "); ";
-  }
-  for (uint32_t i = 0; i < xpt; ++i) {
-    const std::string si = std::to_string(i), slot = "lid + " + si + "u * NT";
-    pdecl += "var xr_" + si + ": vec4<f32>; ";
-    fetch_first += "xr_" + si + " = fetch_x(" + slot + ", t0, 0u); ";
-    fetch_next += "xr_" + si + " = fetch_x(" + slot + ", t0, kt + 1u); ";
-    put += "put_xslot(" + slot + ", xr_" + si + "); ";
-  }
   std::string src(wgsl_source("matmul_tiled"));
-  replace_once(src, "/*TILE_PREFETCH_DECL*/", pdecl);
-  replace_once(src, "/*TILE_FETCH_FIRST*/", fetch_first);
-  replace_once(src, "/*TILE_FETCH_NEXT*/", fetch_next);
-  replace_once(src, "/*TILE_PUT*/", put);
-  replace_once(src, "/*TILE_DECL*/", decl);
-  replace_once(src, "/*TILE_STEP_BEGIN*/", begin);
-  replace_once(src, "/*TILE_STEP*/", step);
-  replace_once(src, "/*TILE_STEP_END*/", end);
-  replace_once(src, "/*TILE_STORE*/", store);
+  fill_tile_prefetch(src, "matmul_tiled", wpt, xpt, "vec4<f32>");
+  replace_marker(src, "matmul_tiled", "/*TILE_DECL*/", decl);
+  replace_marker(src, "matmul_tiled", "/*TILE_STEP_BEGIN*/", begin);
+  replace_marker(src, "matmul_tiled", "/*TILE_STEP*/", step);
+  replace_marker(src, "matmul_tiled", "/*TILE_STEP_END*/", end);
+  replace_marker(src, "matmul_tiled", "/*TILE_STORE*/", store);
   return src;
 }
 
@@ -186,6 +162,26 @@ std::vector<ParamsLayout> matmul_tiled_params_layouts() {
                               WGLLM_LAYOUT(TiledParams, "matmul_tiled", {{"F16", "1"}})};
   for (auto& l : matmul_int8_params_layouts()) v.push_back(std::move(l));
   return v;
+}
+
+void fill_tile_prefetch(std::string& src, const std::string& name, uint32_t wpt, uint32_t xpt, const std::string& x_type) {
+  std::string decl, first, next, put;
+  auto parts = [&](uint32_t n, const char* reg, const std::string& type, const char* fetch, const char* base,
+                   const char* store) {
+    for (uint32_t i = 0; i < n; ++i) {
+      const std::string r = reg + std::to_string(i), slot = "lid + " + std::to_string(i) + "u * NT";
+      decl += "var " + r + ": " + type + "; ";
+      first += r + " = " + fetch + "(" + slot + ", " + base + ", 0u); ";
+      next += r + " = " + fetch + "(" + slot + ", " + base + ", kt + 1u); ";
+      put += std::string(store) + "(" + slot + ", " + r + "); ";
+    }
+  };
+  parts(wpt, "wr_", "Raw", "fetch_w", "n0", "put_wslot");
+  parts(xpt, "xr_", x_type, "fetch_x", "t0", "put_xslot");
+  replace_marker(src, name, "/*TILE_PREFETCH_DECL*/", decl);
+  replace_marker(src, name, "/*TILE_FETCH_FIRST*/", first);
+  replace_marker(src, name, "/*TILE_FETCH_NEXT*/", next);
+  replace_marker(src, name, "/*TILE_PUT*/", put);
 }
 
 }  // namespace wgllm::kernels

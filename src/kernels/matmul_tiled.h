@@ -23,6 +23,13 @@ struct MatmulTile {
   std::string str() const;  // "64x64/4x4"
 };
 
+/// The generated register-prefetch code of the tiled matmul kernels (matmul_tiled.wgsl and
+/// matmul_tiled_i8.wgsl): each thread moves `wpt` weight parts (WGSL type Raw, fetch_w / put_wslot)
+/// and `xpt` activation parts (WGSL type `x_type`, fetch_x / put_xslot) per K-step, slots lid + i * NT.
+/// Fills the kernel's markers /*TILE_PREFETCH_DECL*/ (registers), /*TILE_FETCH_FIRST*/ (K-step 0),
+/// /*TILE_FETCH_NEXT*/ (K-step kt + 1) and /*TILE_PUT*/ (to workgroup memory) in `src` of kernel `name`.
+void fill_tile_prefetch(std::string& src, const std::string& name, uint32_t wpt, uint32_t xpt, const std::string& x_type);
+
 /// The tile the options select on this adapter for N output features and T tokens: the sides
 /// KernelOptions::matmul_tile_n / _t / matmul_reg_n / _t set (non-zero), the others from the adapter
 /// default: hardware 64 x 64 / 4 x 4 (256 threads), where the unset tile sides are halved

@@ -272,4 +272,10 @@ std::string variant_key(const std::string& name, const Defines& defs) {
   return k;
 }
 
+void replace_marker(std::string& src, const std::string& name, const std::string& marker, const std::string& with) {
+  const size_t at = src.find(marker);
+  if (at == std::string::npos) throw Error(name + ".wgsl: no " + marker);
+  src.replace(at, marker.size(), with);
+}
+
 }  // namespace wgllm::kernels

@@ -25,6 +25,12 @@ const std::map<std::string, std::string_view>& wgsl_sources();
 /// Throws wgllm::Error for an unknown name.
 std::string_view wgsl_source(const std::string& name);
 
+/// Replaces the one occurrence of `marker` (e.g. "/*TILE_STEP*/") in the source of kernel `name`
+/// (`src`, being generated from wgsl_source(name)) with `with`. Throws wgllm::Error naming the
+/// file and marker when the marker is missing (kernels whose inner loops are generated as
+/// straight-line code: matmul_tiled, matmul_tiled_i8, attention_flash).
+void replace_marker(std::string& src, const std::string& name, const std::string& marker, const std::string& with);
+
 /// Ordered NAME -> value. Flags use "0"/"1".
 using Defines = std::map<std::string, std::string>;
 
