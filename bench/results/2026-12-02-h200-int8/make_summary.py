@@ -80,6 +80,24 @@ for N, K in ((16384, 2048), (2048, 8192)):
                  "peer": "default", "peer_value": off["peak_fraction"], "ratio_ci": None, "noise_band": None,
                  "config": "--matmul-int8", "commit": "a28bd65", "source": "speed_checks_b/matmul_int8_q4_K.json"})
 
+# 6. Against llama.cpp CUDA (same sdist, same files, same run; A = wgllm with both int8 switches,
+#    B = llama-bench through tools/peers/peer_llamacpp.sh) and the Qwen3.5-0.8B-shaped A/Bs (6c6fd19).
+for m in ("lfm2-1.2b", "qwen25-1.5b"):
+    j = load(f"peers_and_qwen35/vs_cuda_int8_{m}.json")
+    for metric, ctx in (("decode_tok_s", "decode after 512, 128 steps"), ("ttft_ms", "TTFT, prompt 512")):
+        x = j["metrics"][metric]
+        r = x["ratio_b_over_a"]
+        rows.append({"model": SYN[m], "weights": "synthetic", "metric": metric, "context": ctx,
+                     "wgllm": statistics.median(x["a1"] + x["a2"]), "peer": "llama.cpp-cuda",
+                     "peer_value": statistics.median(x["b"]), "ratio_ci": [1 / r["hi"], 1 / r["lo"]],
+                     "noise_band": x["noise_band"], "config": "--matvec-int8 --matmul-int8", "commit": "6c6fd19",
+                     "source": f"peers_and_qwen35/vs_cuda_int8_{m}.json"})
+SYN["qwen35-0.8b"] = "Qwen3.5-0.8B-shaped"
+for f, cfg in (("fuse_qk_norm_qwen35", "--fuse-qk-norm"), ("fuse_attn_gate_qwen35", "--fuse-attn-gate")):
+    ab(f"peers_and_qwen35/{f}.json", SYN["qwen35-0.8b"], "decode after 512, 128 steps", cfg, "b", ["decode_tok_s"], "6c6fd19")
+ab("peers_and_qwen35/int8_both_qwen35.json", SYN["qwen35-0.8b"], "decode after 512, 128 steps; TTFT 512",
+   "--matvec-int8 --matmul-int8", "b", ["decode_tok_s", "ttft_ms"], "6c6fd19")
+
 json.dump({"commit": "a28bd65", "date": "2026-12-02", "device": DEVICE, "rows": rows},
           open(os.path.join(D, "summary.json"), "w"), indent=1)
 print(f"summary.json: {len(rows)} rows")
