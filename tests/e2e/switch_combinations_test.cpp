@@ -249,7 +249,9 @@ TEST_P(SwitchCombinations, EveryPairCompilesAndMatchesCpu) {
     const bool f16 = k.matmul_tiled_f16 && k.matmul_tiled != 0;
     // int8 activations in the prefill matmuls (--matmul-int8; the tiny models' projections are Q8_0):
     // lavapipe 2026-12-02, these random-weight models: llama 0.46, qwen2 0.95 (vs f32 3e-5).
-    const bool int8 = k.matmul_int8 && k.matmul_tiled != 0;
+    // --matvec-int8 (decode, matrix-vector kernel): CI 2026-12-02 on lavapipe, same models: qwen2 1.06,
+    // llama 0.41, gemma3 0.044; both int8 switches round activations to 8 bits per block alike.
+    const bool int8 = (k.matmul_int8 && k.matmul_tiled != 0) || (k.matvec_int8 && k.matvec_subgroup != 0);
     // f16: the bound of docs/FLAGS.md --matmul-tiled-f16 (0.3: the tiny qwen2 model reached 0.2018 on
     // the H200's real f16 arithmetic, 2026-12-02, bench/results/2026-12-02-h200-parity/); int8: the
     // bound of docs/FLAGS.md --matmul-int8.
