@@ -427,9 +427,7 @@ const gpu::Pipeline& tiled_pipe(OpContext& o, uint32_t HD, bool split) {
 
 // attention_flash.wgsl's pipeline (dense, GATHER 0) for tile ft and head dim HD.
 const gpu::Pipeline& flash_pipe(OpContext& o, const FlashTile& ft, uint32_t HD, bool split) {
-  const Defines d{{"HD4", std::to_string(HD / 4)}, {"BR", std::to_string(ft.br)}, {"BC", std::to_string(ft.bc)},
-                  {"RM", std::to_string(ft.rm)}, {"TX", std::to_string(ft.tx)}, {"KV_SHARED", ft.kv_shared ? "1" : "0"},
-                  {"SPLIT", split ? "1" : "0"}, {"GATHER", "0"}};
+  const Defines d = attention_flash_defines(o, ft, HD, split, false);
   return o.pipelines.get(variant_key("attention_flash", d), [&] {
     return gpu::KernelSpec{"", specialize("attention_flash", attention_flash_source(ft, HD), d),
                            {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform}};
@@ -578,6 +576,18 @@ void attention_decode(OpContext& o, const AttentionShape& s, F32Ref q, const gpu
 uint64_t FlashTile::workgroup_bytes(uint32_t HD) const {
   // qs, ks (and vs) rows padded by one vec4; pt padded by one row group per key; pm.
   return 4ull * ((br + bc * (kv_shared ? 1 : 2)) * (HD + 4) + bc * (br / rm + 1) * rm + br * tx);
+}
+
+bool attention_flash_unrolled(const OpContext& o) {
+  if (o.opt.attention_flash_unroll != 2) return o.opt.attention_flash_unroll == 1;
+  const auto& info = o.ctx.info();
+  return !info.is_software() || info.name.find("llvmpipe") != std::string::npos;
+}
+
+Defines attention_flash_defines(const OpContext& o, const FlashTile& ft, uint32_t HD, bool split, bool gather) {
+  return {{"HD4", std::to_string(HD / 4)}, {"BR", std::to_string(ft.br)}, {"BC", std::to_string(ft.bc)},
+          {"RM", std::to_string(ft.rm)}, {"TX", std::to_string(ft.tx)}, {"KV_SHARED", ft.kv_shared ? "1" : "0"},
+          {"SPLIT", split ? "1" : "0"}, {"GATHER", gather ? "1" : "0"}, {"UNROLL", attention_flash_unrolled(o) ? "1" : "0"}};
 }
 
 FlashTile attention_flash_tile(const OpContext& o, uint32_t HD) {

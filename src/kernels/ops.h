@@ -9,6 +9,7 @@
 #include "gpu/pipeline.h"
 #include "gpu/recorder.h"
 #include "kernels/weights.h"
+#include "kernels/wgsl.h"
 
 namespace wgllm::kernels {
 
@@ -216,8 +217,17 @@ struct FlashTile {
 /// maxComputeWorkgroupStorageSize / maxComputeInvocationsPerWorkgroup are too small.
 FlashTile attention_flash_tile(const OpContext& o, uint32_t HD);
 /// attention_flash.wgsl with its register tile for tile t and head dim HD written out as
-/// straight-line code (kernels/attention_flash.cpp); specialise it with the tile's defines.
+/// straight-line code (kernels/attention_flash.cpp; the UNROLL 1 branch); specialise it with
+/// attention_flash_defines().
 std::string attention_flash_source(const FlashTile& t, uint32_t HD);
+/// Whether attention_flash.wgsl takes its generated register tile (UNROLL 1) rather than the loop
+/// form (same bits): KernelOptions::attention_flash_unroll 1, or 2 (default) on every adapter but a
+/// software one other than llvmpipe (lavapipe): SwiftShader's Subzero compiler exhausts memory on the
+/// generated form (> 8 GB after 120 s, 2026-12-02), and an unknown CPU adapter may well too.
+bool attention_flash_unrolled(const OpContext& o);
+/// attention_flash.wgsl's defines for tile ft, head dim HD, the key split (SPLIT) and the gathered
+/// sparse form (GATHER), with UNROLL from attention_flash_unrolled().
+Defines attention_flash_defines(const OpContext& o, const FlashTile& ft, uint32_t HD, bool split, bool gather);
 /// Longest forward (tokens) that KernelOptions::attention_chunk treats as a short chunk.
 inline constexpr uint32_t kAttnChunkMaxTokens = 128;
 /// Whether a forward is a short chunk over a long cache that KernelOptions::attention_chunk sends to

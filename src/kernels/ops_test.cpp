@@ -562,6 +562,41 @@ TEST(Ops, AttentionFlashMatchesCpu) {
   }
 }
 
+TEST(Ops, AttentionFlashUnrollIsBitExact) {
+  // --attn-flash-unroll (KernelOptions::attention_flash_unroll): the generated register tile (UNROLL 1)
+  // and the loop form (UNROLL 0) perform the same operations in the same order, so every output bit
+  // agrees, with and without the key split, over ragged row blocks, tiles and GQA groups.
+  auto& e = env();
+  struct Case { uint32_t HD, Hq, Hkv, T, pos0; };
+  for (const Case& c : std::vector<Case>{{64, 9, 3, 17, 37}, {64, 3, 1, 70, 300}, {128, 4, 1, 40, 33}, {32, 9, 3, 21, 64}, {96, 6, 2, 13, 95}}) {
+    const uint32_t kv_dim = c.Hkv * c.HD, ctx_len = c.pos0 + c.T, Q = c.Hq * c.HD;
+    const float scale = 1.0f / std::sqrt(float(c.HD));
+    const std::string what = "HD=" + std::to_string(c.HD) + " Hq=" + std::to_string(c.Hq) + " T=" + std::to_string(c.T) +
+                             " pos0=" + std::to_string(c.pos0);
+    auto kb = e.upload(randn(size_t(ctx_len) * kv_dim, c.T + 11)), vb = e.upload(randn(size_t(ctx_len) * kv_dim, c.T + 12));
+    auto qb = e.upload(randn(size_t(c.T) * Q, c.T + 13, 2.0f));
+    gpu::Buffer scratch(*e.ctx, attention_split_floats(c.T, c.Hq, c.HD) * 4, gpu::BufferKind::Storage, "split");
+    for (bool split : {false, true}) {
+      std::vector<float> out[2];
+      for (uint8_t unroll : {0, 1}) {
+        KernelOptions ko;
+        ko.attention_flash = 1;
+        ko.attention_prefill_split = split;
+        ko.attention_flash_unroll = unroll;
+        auto o = e.op(ko);
+        ASSERT_EQ(attention_flash_unrolled(o), unroll == 1);
+        auto ob = e.upload(std::vector<float>(size_t(c.T) * Q, NAN));
+        e.rec.begin();
+        attention(o, {c.T, c.pos0, c.Hq, c.Hkv, c.HD, scale}, {qb, 0}, Q, kb, vb, {ob, 0}, Q, &scratch);
+        e.rec.submit();
+        out[unroll] = e.download(ob, size_t(c.T) * Q);
+      }
+      ASSERT_FALSE(std::isnan(out[1][0])) << what;
+      EXPECT_EQ(std::memcmp(out[0].data(), out[1].data(), out[0].size() * 4), 0) << what << (split ? " split" : "");
+    }
+  }
+}
+
 TEST(Ops, AttentionFlashCoverage) {
   // Head dims the flash kernel does not cover fall back to attention_tiled.wgsl; T = 1 (decode) and
   // --no-attn-flash never take it.

@@ -141,13 +141,8 @@ SparseKernel sparse_kernel(const OpContext& o, const AttentionShape& s) {
 }
 
 namespace {
-Defines tiled_defines(const FlashTile& ft, uint32_t HD) {
-  return {{"HD4", std::to_string(HD / 4)}, {"BR", std::to_string(ft.br)}, {"BC", std::to_string(ft.bc)},
-          {"RM", std::to_string(ft.rm)}, {"TX", std::to_string(ft.tx)}, {"KV_SHARED", ft.kv_shared ? "1" : "0"},
-          {"SPLIT", "0"}, {"GATHER", "1"}};
-}
 const gpu::Pipeline& tiled_pipe(OpContext& o, const FlashTile& ft, uint32_t HD) {
-  const Defines d = tiled_defines(ft, HD);
+  const Defines d = attention_flash_defines(o, ft, HD, false, true);
   return o.pipelines.get(variant_key("attention_flash", d), [&] {
     return gpu::KernelSpec{"", specialize("attention_flash", attention_flash_source(ft, HD), d),
                            {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::ReadOnly, Bind::Uniform}};

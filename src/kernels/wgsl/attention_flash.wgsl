@@ -1,4 +1,4 @@
-// defines: BC BR HD4 RM TX GATHER KV_SHARED SPLIT
+// defines: BC BR HD4 RM TX GATHER KV_SHARED SPLIT UNROLL
 // attention_flash: causal GQA attention for T > 1 query tokens (prefill chunks, a turn's new tokens)
 // as a register-tiled flash attention (FlashAttention-2, Dao 2023; online softmax, Milakov &
 // Gimelshein 2018). Dispatch and tile choice: kernels::attention (ops.cpp, KernelOptions::
@@ -17,12 +17,15 @@
 //      acc = acc * corr + sum_j p[r][j] * v[j] (keys in order).
 // Tiles past the block's last visible key are never loaded (causal skip); masking costs one compare
 // per score. Every sum runs in a fixed order: results are deterministic.
-// The per-thread register tile is generated code (kernels/attention_flash.cpp flash_source(): the
-// FLASH_* marker comments in main() are replaced by straight-line code over named variables before
-// specialisation; loops over private arrays would rely on the driver unrolling them, else the tile
-// lives in scratch memory, as matmul_tiled.wgsl explains). The generated code performs the same
-// operations in the same order as the loops it replaced (2026-12-02): the same bits.
+// UNROLL 1 (--attn-flash-unroll): the per-thread register tile is generated code
+// (kernels/attention_flash.cpp attention_flash_source(): the FLASH_* marker comments in main() are
+// replaced by straight-line code over named variables before specialisation; loops over private
+// arrays rely on the driver unrolling them, else the tile lives in scratch memory, as
+// matmul_tiled.wgsl explains). UNROLL 0: the loop form over private arrays (SwiftShader's Subzero
+// compiler exhausts memory on the generated form: > 8 GB after 120 s, 2026-12-02). Both perform the
+// same operations in the same order: the same bits (test: Ops.AttentionFlashUnrollIsBitExact).
 // Variants (all required):
+//   UNROLL generated register tile (1) or loop form (0);
 //   HD4 head dim / 4;  BR rows per workgroup;  BC keys per tile;  RM rows per thread (2 or 4);
 //   TX threads per row group (BC and HD4 multiples of TX); KV_SHARED 1: V is loaded into K's
 //   workgroup array after the scores (less memory, for large head dims);  SPLIT as attention.wgsl:
@@ -191,6 +194,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   let k_begin = 0u;
   let k_end = n_keys;
 #endif
+#if UNROLL
   // Register tile (generated, kernels/attention_flash.cpp flash_source(): named variables, no
   // private arrays): per row r of the thread (R = 0..RM-1) live_R, last_R (last key visible), m_R,
   // lsum_R, and acc_R_C (output vec4 C = 0..RD-1 of the row: dims 4 * (tx + TX * C)).
@@ -228,4 +232,123 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   }
   // Row sums: the TX partial sums of each row, added in tx order; then the outputs.
   /*FLASH_END*/
+#else
+  // The loop form (UNROLL 0, --no-attn-flash-unroll): the same operations in the same order over
+  // private arrays indexed in loops.
+  // Last key visible to each of this thread's rows (rows past n_rows see none).
+  var last: array<u32, RM>;
+  var live: array<bool, RM>;
+  for (var r = 0u; r < RM; r++) {
+    let i = i0 + r0 + r;
+    live[r] = r0 + r < n_rows;
+    last[r] = p.pos0 + i / G;
+  }
+  var m: array<f32, RM>;
+  var lsum: array<f32, RM>;
+  var acc: array<vec4<f32>, RM * RD>;
+  for (var r = 0u; r < RM; r++) {
+    m[r] = NEG;
+    lsum[r] = 0.0;
+  }
+  for (var a = 0u; a < RM * RD; a++) { acc[a] = vec4<f32>(0.0); }
+  for (var kb = k_begin; kb < k_end; kb += BC) {
+    let nk = min(BC, k_end - kb);
+    load_kv(l, kb, nk, kv4, kv_base, false, ib);
+#if KV_SHARED
+#else
+    load_kv(l, kb, nk, kv4, kv_base, true, ib);
+#endif
+    workgroupBarrier();
+    // 1. scores
+    var s: array<f32, RM * RN>;
+    for (var a = 0u; a < RM * RN; a++) { s[a] = 0.0; }
+    for (var c = 0u; c < HD4; c++) {
+      var qv: array<vec4<f32>, RM>;
+      for (var r = 0u; r < RM; r++) { qv[r] = qs[(r0 + r) * HS + c]; }
+      for (var u = 0u; u < RN; u++) {
+        let kv = ks[(tx + TX * u) * HS + c];
+        for (var r = 0u; r < RM; r++) {
+          let a = r * RN + u;
+          s[a] = fma(qv[r].w, kv.w, fma(qv[r].z, kv.z, fma(qv[r].y, kv.y, fma(qv[r].x, kv.x, s[a]))));
+        }
+      }
+    }
+    var jr: array<u32, RN>;  // cache row of each of this thread's keys
+    for (var u = 0u; u < RN; u++) {
+      let j = kb + tx + TX * u;
+#if GATHER
+      jr[u] = 0xFFFFFFFFu;
+      if (j < k_end) { jr[u] = key_row(j, ib); }
+#else
+      jr[u] = j;
+      if (j >= k_end) { jr[u] = 0xFFFFFFFFu; }
+#endif
+    }
+    for (var r = 0u; r < RM; r++) {
+      var mx = NEG;
+      for (var u = 0u; u < RN; u++) {
+        let a = r * RN + u;
+        if (live[r] && jr[u] != 0xFFFFFFFFu && jr[u] <= last[r]) { s[a] = s[a] * p.scale; } else { s[a] = NEG; }
+        mx = max(mx, s[a]);
+      }
+      pm[(r0 + r) * TX + tx] = mx;
+    }
+    workgroupBarrier();
+    // 2. online softmax
+    var corr: RV;
+    for (var r = 0u; r < RM; r++) {
+      var mx = m[r];
+      for (var w = 0u; w < TX; w++) { mx = max(mx, pm[(r0 + r) * TX + w]); }
+      corr[r] = exp(m[r] - mx);
+      m[r] = mx;
+    }
+    var su = RV(0.0);
+    for (var u = 0u; u < RN; u++) {
+      var pv: RV;
+      for (var r = 0u; r < RM; r++) {
+        let a = r * RN + u;
+        var pj = 0.0;
+        if (s[a] > NEG) { pj = exp(s[a] - m[r]); }
+        pv[r] = pj;
+      }
+      pt[(tx + TX * u) * PS + ty] = pv;
+      su += pv;
+    }
+    for (var r = 0u; r < RM; r++) { lsum[r] = lsum[r] * corr[r] + su[r]; }
+#if KV_SHARED
+    load_kv(l, kb, nk, kv4, kv_base, true, ib);  // every thread is past its K reads (barrier above)
+#endif
+    workgroupBarrier();
+    // 3. PV
+    for (var r = 0u; r < RM; r++) {
+      for (var c = 0u; c < RD; c++) { acc[r * RD + c] = acc[r * RD + c] * corr[r]; }
+    }
+    for (var j = 0u; j < BC; j++) {
+      let pv = pt[j * PS + ty];
+      for (var c = 0u; c < RD; c++) {
+#if KV_SHARED
+        let vv = ks[j * HS + tx + TX * c];
+#else
+        let vv = vs[j * HS + tx + TX * c];
+#endif
+        for (var r = 0u; r < RM; r++) { acc[r * RD + c] = fma(vec4<f32>(pv[r]), vv, acc[r * RD + c]); }
+      }
+    }
+    workgroupBarrier();
+  }
+  // Row sums: the TX partial sums of each row, added in tx order.
+  for (var r = 0u; r < RM; r++) { pm[(r0 + r) * TX + tx] = lsum[r]; }
+  workgroupBarrier();
+  for (var r = 0u; r < RM; r++) {
+    var su = 0.0;
+    for (var w = 0u; w < TX; w++) { su += pm[(r0 + r) * TX + w]; }
+    lsum[r] = su;
+  }
+  for (var r = 0u; r < RM; r++) {
+    if (!live[r]) { continue; }
+    let i = i0 + r0 + r;
+    if (tx == 0u) { store_stats(i, hk, G, wid.z, m[r], lsum[r]); }
+    for (var c = 0u; c < RD; c++) { store_out(i, hk, G, wid.z, tx + TX * c, acc[r * RD + c], lsum[r]); }
+  }
+#endif
 }
