@@ -1,4 +1,4 @@
-// wgllm perplexity -m MODEL -f TEXT [-c N_CTX] [--chunks N] [--json FILE]: llama.cpp's
+// wgllm perplexity -m MODEL -f TEXT [-c N_CTX] [--chunks N] [--ubatch-size N] [--json FILE]: llama.cpp's
 // llama-perplexity method (runtime/perplexity.h, perplexity_chunks): the file read as
 // llama-perplexity reads it (one trailing newline dropped), tokenized with BOS when the model adds
 // one and special tokens as plain text, cut into chunks of n_ctx tokens (-c; default 512 as in
@@ -34,7 +34,7 @@ std::function<int()> add_perplexity(CLI::App& app) {
   struct State {
     CommonOptions o;
     std::string file, json;
-    uint32_t window = 0, ctx_size = 0;
+    uint32_t window = 0, ctx_size = 0, ubatch = 0;
     int64_t chunks = -1;
   };
   auto s = std::make_shared<State>();
@@ -44,6 +44,10 @@ std::function<int()> add_perplexity(CLI::App& app) {
   cmd->add_option("-f,--file", s->file, "text file (UTF-8)")->required()->check(CLI::ExistingFile);
   cmd->add_option("--ctx-size,--ctx", s->ctx_size, "same as -c (llama.cpp's long name)")->transform(integer(4, kMaxTokens));
   cmd->add_option("--chunks", s->chunks, "evaluate at most this many chunks (default: all)")->transform(integer(1, 1u << 30));
+  cmd->add_option("--ubatch-size", s->ubatch,
+                  "tokens per forward within a chunk (llama-perplexity -ub; default: the whole chunk); 1..8 score the "
+                  "decode kernels (e.g. --matvec-int8)")
+      ->transform(integer(1, kMaxTokens));
   cmd->add_option("--window", s->window, "older mode: score the first N tokens in one window")->transform(integer(2, 1u << 20));
   cmd->add_option("--json", s->json, "also write the result as JSON to this file")->check(OutputFile);
   return [s, cmd]() -> int {
@@ -68,6 +72,7 @@ std::function<int()> add_perplexity(CLI::App& app) {
       po.n_ctx = n_ctx;
       po.max_chunks = s->chunks;
       po.bos = l.tok->add_bos() ? l.tok->bos_id() : -1;
+      po.ubatch = s->ubatch;
       const PerplexityPlan plan = perplexity_plan(ids.size(), po);
       fmt::print(stderr, "[wgllm] perplexity: {} tokens, {} chunks of n_ctx={}, {} tokens scored\n", ids.size(),
                  plan.n_chunks, n_ctx, plan.scored());
@@ -100,6 +105,7 @@ std::function<int()> add_perplexity(CLI::App& app) {
                      {"ppl", r.ppl},
                      {"perplexity", r.ppl},
                      {"stderr", r.ppl_stderr},
+                     {"ubatch", s->ubatch},
                      {"sparse_attn", o.switches.kernels.sparse_attn},
                      {"seconds", sec},
                      {"tokens_per_second", sec > 0 ? double(r.chunks) * r.n_ctx / sec : 0.0}};

@@ -95,7 +95,17 @@ PerplexityResult perplexity_chunks(Model& m, std::span<const int32_t> tokens, co
       seq->truncate(0);
     else
       seq = new_sequence_of(m, p.n_ctx);
-    m.forward_nll(*seq, ids, targets, &nll);
+    if (o.ubatch == 0 || o.ubatch >= ids.size()) {
+      m.forward_nll(*seq, ids, targets, &nll);
+    } else {
+      nll.assign(ids.size(), 0.0f);
+      std::vector<float> part;
+      for (size_t b = 0; b < ids.size(); b += o.ubatch) {
+        const size_t n = std::min<size_t>(o.ubatch, ids.size() - b);
+        m.forward_nll(*seq, std::span<const int32_t>(ids).subspan(b, n), std::span<const int32_t>(targets).subspan(b, n), &part);
+        std::copy(part.begin(), part.end(), nll.begin() + b);
+      }
+    }
     for (uint32_t t = p.first; t + 1 < p.n_ctx; ++t) {
       const double v = nll[t];
       sum += v;

@@ -48,6 +48,10 @@ struct PerplexityOptions {
   uint32_t n_ctx = 512;     // tokens per chunk (llama-perplexity -c; llama.cpp's default is 512)
   int64_t max_chunks = -1;  // evaluate at most this many chunks (--chunks; < 0: all)
   int32_t bos = -1;         // >= 0: the first token of every chunk is replaced by this id (add_bos)
+  /// Tokens per forward within a chunk (llama-perplexity -ub): 0 = the whole chunk in one call
+  /// (the model splits it into its prefill chunks); 1..8 run every position through the decode
+  /// kernels (forwards of <= 8 tokens), so e.g. --matvec-int8's effect on quality is scored.
+  uint32_t ubatch = 0;
 };
 
 /// Positions of one chunk under llama.cpp's method.
@@ -68,7 +72,7 @@ void perplexity_chunk(std::span<const int32_t> tokens, const PerplexityPlan& p, 
 
 /// llama.cpp's llama-perplexity over `tokens` (the whole file, tokenized with BOS when the model
 /// adds one; see above). Each chunk is a new sequence of n_ctx positions (the model's forward
-/// splits it into prefill chunks). progress(chunks done, n_chunks, running ppl) after each chunk.
+/// splits it into prefill chunks, or o.ubatch tokens per forward). progress(chunks done, n_chunks, running ppl) after each chunk.
 /// Throws as perplexity_plan(), for n_ctx beyond the model's context, and whatever the forward
 /// throws.
 PerplexityResult perplexity_chunks(Model& m, std::span<const int32_t> tokens, const PerplexityOptions& o,

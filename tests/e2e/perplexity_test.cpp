@@ -7,7 +7,8 @@
 //   - forward_nll: WebGPU (NLL on the device, several prefill submissions) == the CPU default
 //     (host logits, one token at a time) at every scored position; unscored positions are 0
 //   - perplexity_chunks == a direct computation from per-token logits (the CPU model, fresh
-//     sequence per chunk, double log-softmax of positions n_ctx/2 .. n_ctx-2), on both backends
+//     sequence per chunk, double log-softmax of positions n_ctx/2 .. n_ctx-2), on both backends,
+//     the WebGPU one also in micro-batches (--ubatch-size 1 and 5: decode kernels, ragged ends)
 // Tolerance: 1e-4 absolute per NLL (WebGPU vs CPU f32 logits, as the parity tests), 1e-5
 // relative on PPL for the same backend.
 #include <gtest/gtest.h>
@@ -174,6 +175,15 @@ TEST(Perplexity, ChunksEqualDirectComputation) {
   EXPECT_NEAR(c.ppl_stderr, want.ppl_stderr, 1e-4 * want.ppl_stderr);
   EXPECT_NEAR(g.ppl, want.ppl, 1e-4 * want.ppl);
   EXPECT_GT(want.ppl_stderr, 0.0);
+  // Micro-batches (--ubatch-size): 1 token per forward (every position through the decode kernels)
+  // and 5 (ragged: 64 = 12 x 5 + 4) score the same tokens and agree with the direct value.
+  for (uint32_t ub : {1u, 5u}) {
+    PerplexityOptions u = o;
+    u.ubatch = ub;
+    const PerplexityResult gu = perplexity_chunks(*f.gpu, toks, u);
+    EXPECT_EQ(gu.scored, want.scored) << ub;
+    EXPECT_NEAR(gu.ppl, want.ppl, 1e-4 * want.ppl) << ub;
+  }
   // Two chunks only (--chunks 2) is the first two chunks' value.
   o.max_chunks = 2;
   const PerplexityResult g2 = perplexity_chunks(*f.gpu, toks, o);
