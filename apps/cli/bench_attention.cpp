@@ -1,7 +1,7 @@
 // `wgllm bench attention`: the attention op alone (kernels::attention, random Q and KV cache) for
 // one forward of --tokens query tokens after --cache cached tokens, per kernel variant: per-row
 // kernel (--no-attn-tiled), multi-query tiled kernel and register-tiled flash kernel (--attn-flash,
-// T > 1 and head dims it covers), each with and without the key split (the tiled and flash ones at
+// T > 1 and head dims it covers; "flash-lp": its loop form, --no-attn-flash-unroll), each with and without the key split (the tiled and flash ones at
 // each --split-targets value of KernelOptions::attention_tiled_split_target). Each variant also
 // reports its arithmetic rate: causal attention FLOPs = 4 * HD * Hq * sum_t (cache + t + 1) (QK^T
 // and PV, one FMA = 2 FLOP), as GFLOP/s and as a share of --peak-tflops (default 67, the H200's
@@ -83,7 +83,7 @@ int run_attention_bench(const AttnBenchOpts& b) {
   nlohmann::json variants = nlohmann::json::array();
   fmt::print(stderr, "attention: {} tokens after {} cached, {} / {} heads, head dim {} on {} ({})\n", T, b.cache, Hq, Hkv,
              HD, ctx->info().name, ts ? "timestamps" : "wall clock of submit + wait");
-  struct Variant { bool tiled, split; uint32_t target; bool gqa = false; uint32_t split_len = 0; bool flash = false; };
+  struct Variant { bool tiled, split; uint32_t target; bool gqa = false; uint32_t split_len = 0; bool flash = false; bool loop = false; };
   std::vector<Variant> vs = {{false, false, 0}, {false, true, 0}, {true, false, 0}};
   for (uint32_t t : b.split_targets) vs.push_back({true, true, t});
   if (T == 1) {
@@ -95,8 +95,11 @@ int run_attention_bench(const AttnBenchOpts& b) {
     fo.attention_flash = 1;
     fo.attention_chunk = 0;
     if (kernels::attention_flash_used(kernels::OpContext{*ctx, pipes, rec, fo}, s)) {
-      vs.push_back({true, false, 0, false, 0, true});
-      for (uint32_t t : b.split_targets) vs.push_back({true, true, t, false, 0, true});
+      // The flash kernel with its generated register tile and in its loop form (--attn-flash-unroll).
+      for (bool loop : {false, true}) {
+        vs.push_back({true, false, 0, false, 0, true, loop});
+        for (uint32_t t : b.split_targets) vs.push_back({true, true, t, false, 0, true, loop});
+      }
     } else {
       fmt::print(stderr, "  (flash kernel: not used for this shape: T = 1, or head dim {} not covered / over this adapter's limits)\n", HD);
     }
@@ -110,6 +113,7 @@ int run_attention_bench(const AttnBenchOpts& b) {
       kernels::KernelOptions ko;
       ko.attention_tiled_prefill = tiled;
       ko.attention_flash = v.flash ? 1 : 0;
+      ko.attention_flash_unroll = v.loop ? 0 : 1;
       ko.attention_chunk = 0;  // the flash rows are what --attn-chunk runs for a short chunk over a long cache
       ko.attention_decode_split = split;  // the variant splits whichever kernel it runs
       ko.attention_prefill_split = split;
@@ -144,9 +148,9 @@ int run_attention_bench(const AttnBenchOpts& b) {
                               : v.split_len ? fmt::format(" ({} keys per split)", v.split_len) : "";
       const double gflops = flop / (med * 1e3);
       fmt::print(stderr, "  {:<8} split {:<3}{}: {:>9.1f} us (min {:.1f}, max {:.1f}) {:>8.1f} GFLOP/s = {:5.1f}% of {} TFLOP/s{}\n",
-                 v.gqa ? "gqa-dec" : v.flash ? "flash" : tiled ? "tiled" : "per-row", split ? "on" : "off", tgt, med, us.front(),
+                 v.gqa ? "gqa-dec" : v.loop ? "flash-lp" : v.flash ? "flash" : tiled ? "tiled" : "per-row", split ? "on" : "off", tgt, med, us.front(),
                  us.back(), gflops, gflops / (b.peak_tflops * 10), b.peak_tflops, joined);
-      variants.push_back({{"attn_tiled", tiled}, {"attn_flash", v.flash}, {"attn_split", split}, {"split_target", v.target},
+      variants.push_back({{"attn_tiled", tiled}, {"attn_flash", v.flash}, {"attn_flash_unroll", v.flash && !v.loop}, {"attn_split", split}, {"split_target", v.target},
                           {"attn_decode_gqa", v.gqa}, {"decode_split_len", v.split_len}, {"median_us", med},
                           {"min_us", us.front()}, {"max_us", us.back()}, {"samples_us", us}, {"gflops", gflops},
                           {"peak_fraction", gflops / (b.peak_tflops * 1e3)}, {"kernels", labels}});

@@ -23,7 +23,7 @@
 # `bash tools/device/recipes/node_bench.sh` with that call's carry list (plus .carry/models.sha256);
 # each stores what it carried and, once everything has arrived, measures (the last call).
 # STAGE=adapter: only the adapter check (a few seconds), once Node and Dawn have arrived.
-# Env: COMMIT (the commit measured, for summary.json), ROUNDS (3), BUDGET_S (330: no round starts
+# Env: SYNTH (1: synthetic SmolLM2-shaped weights, see below), COMMIT (the commit measured, for summary.json), ROUNDS (3), BUDGET_S (330: no round starts
 # later; call timeout 600), NODE_TIMEOUT (200 s per Node run), NODE_ARGS (more web/node/bench.mjs
 # options, e.g. "--decode-pipeline 0").
 # Output ($OUT): results.tgz (the results folder: native_run.txt, native_bench_r<k>.json,
@@ -47,12 +47,22 @@ el "node: $([ -x $NODE ] && $NODE --version || echo missing); dawn.node: $([ -f 
 [ -x $NODE ] && [ -f $WEBGPU/dist/linux-x64/dawn.node ] || exit 0
 ldd $WEBGPU/dist/linux-x64/dawn.node | grep "not found"
 GGUF=$(wg_model SmolLM2-135M-Instruct.Q4_1.gguf) || GGUF=$WEBGPU/package.json  # adapter check: any file
+MODEL_NAME=SmolLM2-135M-Instruct-Q4_1
+# SYNTH=1: SmolLM2's exact shapes and quant types with random weights, written here from the header
+# carried as .carry/synth/smollm2.hdr.gz (tools/synth; no 3-call model carry; the text is noise, the
+# speed is real; rows labelled synthetic).
+if [ "${SYNTH:-0}" = 1 ]; then
+  mkdir -p $W/synth && { [ -d .carry/synth ] && cp .carry/synth/* $W/synth/ || true; }
+  [ -f $W/synth/smollm2.synthetic.gguf ] || python3 tools/synth/write_gguf.py --header $W/synth/smollm2.hdr.gz --seed 1 \
+    $W/synth/smollm2.synthetic.gguf > /dev/null || { el "synthetic SmolLM2 not written"; exit 1; }
+  GGUF=$W/synth/smollm2.synthetic.gguf MODEL_NAME=SmolLM2-135M-Instruct-Q4_1-shaped-synthetic
+fi
 NB=(web/node/bench.mjs --webgpu $WEBGPU --wasm-dir $W/wasm --adapter hardware --backend vulkan)
 if [ "${STAGE:-}" = adapter ]; then
   $NODE "${NB[@]}" --model $GGUF --adapter-only 1 --out $OUT/node_adapter.json 2>&1 | grep -v "^Warning: max"
   exit
 fi
-[ -f $W/wasm/wgllm.wasm ] && [ -x $B ] && [ -f $W/models/SmolLM2-135M-Instruct.Q4_1.gguf ] || { el "not everything has arrived yet"; exit 0; }
+[ -f $W/wasm/wgllm.wasm ] && [ -x $B ] && [ -f $GGUF ] && [ "$GGUF" != $WEBGPU/package.json ] || { el "not everything has arrived yet"; exit 0; }
 
 mkdir -p $W/text/package/moby-dick/data && cp tests/fixtures/parity/prompt_256.txt $W/text/package/moby-dick/data/data.txt
 TEXT=$W/text/package/moby-dick/data/data.txt
@@ -84,7 +94,7 @@ for ((k = 1; k <= ${ROUNDS:-3}; ++k)); do
   if (( k % 2 )); then native $k; node_bench $k; else node_bench $k; native $k; fi
 done
 DEV="$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1 | sed 's/, / (Vulkan, driver /;s/$/)/')"
-python3 tools/device/summarize.py $R --commit "${COMMIT:-unknown}" --device "$DEV" --model SmolLM2-135M-Instruct-Q4_1
+python3 tools/device/summarize.py $R --commit "${COMMIT:-unknown}" --device "$DEV" --model $MODEL_NAME
 python3 -c "
 import json, sys
 for r in json.load(open('$R/summary.json'))['rows']:

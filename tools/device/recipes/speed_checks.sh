@@ -10,6 +10,9 @@
 #   fusions      --fuse-qk-norm (LFM2 attention layers) A/B, decode after 512
 #   fusions35    --fuse-qk-norm / --fuse-attn-gate A/B on a Qwen3.5-0.8B-shaped file (starts the
 #                llama.cpp CUDA build in the background when its sdist is carried: pack.py --llamacpp)
+#   flash        --attn-flash-unroll: `bench attention` (tiled, flash generated, flash loop form) at
+#                T = 512 over 0 and 3584 cached keys, SmolLM2 (9/3 heads, HD 64) and Qwen2.5-1.5B
+#                (12/2, HD 128) shapes; TTFT 512 / 4096 A/B of --attn-flash (GPU default off) on both
 #   peers        wgllm with both int8 switches (non-product) and in the product configuration
 #                against llama.cpp CUDA (waits for the build), decode after 512 and TTFT 512
 # Staging (here): the synth headers as in tools/device/recipes/matvec.sh, then
@@ -93,6 +96,20 @@ PY
     ab fuse_attn_gate_qwen35 100 --a "bench -m $Q35 $D --no-fuse-attn-gate" --b "bench -m $Q35 $D" --metric decode_tok_s --rounds 2
     ab int8_both_qwen35 100 --a "bench -m $Q35 $D" --b "bench -m $Q35 $D --matvec-int8 --matmul-int8" \
       --metric decode_tok_s,ttft_ms --rounds 2
+    ;;
+  flash)
+    for shp in "9 3 64" "12 2 128"; do
+      set -- $shp
+      for c in 0 3584; do
+        timeout 60 $B bench attention --tokens 512 --cache $c --heads $1 --kv-heads $2 --head-dim $3 --reps 10 \
+          --json $W/res/attn_t512_c${c}_hd$3.json 2> $W/res/attn_t512_c${c}_hd$3.txt || fail "bench attention hd$3 c$c (exit $?)"
+        echo "== attention T=512 cache=$c heads $1/$2 hd $3"; grep -E "tiled +split|flash" $W/res/attn_t512_c${c}_hd$3.txt
+      done
+    done
+    for m in smollm2 qwen25-1.5b; do
+      ab attn_flash_$m 120 --a "bench -m ${FILE[$m]} --prompt-lengths 512,4096 --gen 2 --reps 2" \
+        --b "bench -m ${FILE[$m]} --prompt-lengths 512,4096 --gen 2 --reps 2 --attn-flash" --metric ttft_ms --rounds 2
+    done
     ;;
   peers)
     wg_start_llamacpp_cuda
