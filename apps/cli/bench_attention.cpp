@@ -95,8 +95,11 @@ int run_attention_bench(const AttnBenchOpts& b) {
     fo.attention_flash = 1;
     fo.attention_chunk = 0;
     if (kernels::attention_flash_used(kernels::OpContext{*ctx, pipes, rec, fo}, s)) {
-      // The flash kernel with its generated register tile and in its loop form (--attn-flash-unroll).
+      // The flash kernel in this adapter's default form, and in its loop form (--no-attn-flash-unroll)
+      // when that default is the generated register tile.
+      const bool unrolled = kernels::attention_flash_unrolled(kernels::OpContext{*ctx, pipes, rec, fo});
       for (bool loop : {false, true}) {
+        if (loop && !unrolled) continue;
         vs.push_back({true, false, 0, false, 0, true, loop});
         for (uint32_t t : b.split_targets) vs.push_back({true, true, t, false, 0, true, loop});
       }
@@ -113,7 +116,7 @@ int run_attention_bench(const AttnBenchOpts& b) {
       kernels::KernelOptions ko;
       ko.attention_tiled_prefill = tiled;
       ko.attention_flash = v.flash ? 1 : 0;
-      ko.attention_flash_unroll = v.loop ? 0 : 1;
+      ko.attention_flash_unroll = v.loop ? 0 : 2;
       ko.attention_chunk = 0;  // the flash rows are what --attn-chunk runs for a short chunk over a long cache
       ko.attention_decode_split = split;  // the variant splits whichever kernel it runs
       ko.attention_prefill_split = split;
@@ -150,7 +153,7 @@ int run_attention_bench(const AttnBenchOpts& b) {
       fmt::print(stderr, "  {:<8} split {:<3}{}: {:>9.1f} us (min {:.1f}, max {:.1f}) {:>8.1f} GFLOP/s = {:5.1f}% of {} TFLOP/s{}\n",
                  v.gqa ? "gqa-dec" : v.loop ? "flash-lp" : v.flash ? "flash" : tiled ? "tiled" : "per-row", split ? "on" : "off", tgt, med, us.front(),
                  us.back(), gflops, gflops / (b.peak_tflops * 10), b.peak_tflops, joined);
-      variants.push_back({{"attn_tiled", tiled}, {"attn_flash", v.flash}, {"attn_flash_unroll", v.flash && !v.loop}, {"attn_split", split}, {"split_target", v.target},
+      variants.push_back({{"attn_tiled", tiled}, {"attn_flash", v.flash}, {"attn_flash_unroll", v.flash && kernels::attention_flash_unrolled(o)}, {"attn_split", split}, {"split_target", v.target},
                           {"attn_decode_gqa", v.gqa}, {"decode_split_len", v.split_len}, {"median_us", med},
                           {"min_us", us.front()}, {"max_us", us.back()}, {"samples_us", us}, {"gflops", gflops},
                           {"peak_fraction", gflops / (b.peak_tflops * 1e3)}, {"kernels", labels}});

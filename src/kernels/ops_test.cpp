@@ -567,6 +567,8 @@ TEST(Ops, AttentionFlashUnrollIsBitExact) {
   // and the loop form (UNROLL 0) perform the same operations in the same order, so every output bit
   // agrees, with and without the key split, over ragged row blocks, tiles and GQA groups.
   auto& e = env();
+  if (!attention_flash_unrolled(e.op(KernelOptions{})))
+    GTEST_SKIP() << "the generated form is off on this adapter (" << e.ctx->info().name << "): its compiler may not finish it";
   struct Case { uint32_t HD, Hq, Hkv, T, pos0; };
   for (const Case& c : std::vector<Case>{{64, 9, 3, 17, 37}, {64, 3, 1, 70, 300}, {128, 4, 1, 40, 33}, {32, 9, 3, 21, 64}, {96, 6, 2, 13, 95}}) {
     const uint32_t kv_dim = c.Hkv * c.HD, ctx_len = c.pos0 + c.T, Q = c.Hq * c.HD;

@@ -194,63 +194,26 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   let k_begin = 0u;
   let k_end = n_keys;
 #endif
+  // Register tile. UNROLL 1: generated (kernels/attention_flash.cpp attention_flash_source():
+  // named variables, no private arrays): per row R = 0..RM-1 of the thread live_R, last_R (last key
+  // visible), m_R, lsum_R, and acc_R_C (output vec4 C = 0..RD-1 of the row: dims 4 * (tx + TX * C)).
+  // UNROLL 0: the same quantities in private arrays indexed in loops (live[R], ..., acc[R * RD + C]).
 #if UNROLL
-  // Register tile (generated, kernels/attention_flash.cpp flash_source(): named variables, no
-  // private arrays): per row r of the thread (R = 0..RM-1) live_R, last_R (last key visible), m_R,
-  // lsum_R, and acc_R_C (output vec4 C = 0..RD-1 of the row: dims 4 * (tx + TX * C)).
   /*FLASH_DECL*/
-  for (var kb = k_begin; kb < k_end; kb += BC) {
-    let nk = min(BC, k_end - kb);
-    load_kv(l, kb, nk, kv4, kv_base, false, ib);
-#if KV_SHARED
 #else
-    load_kv(l, kb, nk, kv4, kv_base, true, ib);
-#endif
-    workgroupBarrier();
-    // 1. scores s_R_U of row R, key tx + TX * U (U = 0..RN-1), summed over the head dim in order.
-    /*FLASH_SCORE_DECL*/
-    for (var c = 0u; c < HD4; c += CU) {
-      /*FLASH_SCORE_STEP*/
-    }
-    // Cache row jr_U of each of this thread's keys (NONE past the split or for an empty slot); masked
-    // scores -> NEG; per row the max of its RN scores -> pm.
-    /*FLASH_MASK*/
-    workgroupBarrier();
-    // 2. online softmax: new row max from the TX partial maxes, corr_R = e^(m_old - m), the
-    // probabilities -> pt (key-major), the thread's partial row sum.
-    /*FLASH_SOFTMAX*/
-#if KV_SHARED
-    load_kv(l, kb, nk, kv4, kv_base, true, ib);  // every thread is past its K reads (barrier above)
-#endif
-    workgroupBarrier();
-    // 3. PV: acc_R_C = acc_R_C * corr_R + sum_j p[R][j] v[j] (keys in order).
-    /*FLASH_PV_SCALE*/
-    for (var j = 0u; j < BC; j += JU) {
-      /*FLASH_PV_STEP*/
-    }
-    workgroupBarrier();
-  }
-  // Row sums: the TX partial sums of each row, added in tx order; then the outputs.
-  /*FLASH_END*/
-#else
-  // The loop form (UNROLL 0, --no-attn-flash-unroll): the same operations in the same order over
-  // private arrays indexed in loops.
-  // Last key visible to each of this thread's rows (rows past n_rows see none).
   var last: array<u32, RM>;
   var live: array<bool, RM>;
-  for (var r = 0u; r < RM; r++) {
-    let i = i0 + r0 + r;
-    live[r] = r0 + r < n_rows;
-    last[r] = p.pos0 + i / G;
-  }
   var m: array<f32, RM>;
   var lsum: array<f32, RM>;
   var acc: array<vec4<f32>, RM * RD>;
   for (var r = 0u; r < RM; r++) {
+    live[r] = r0 + r < n_rows;
+    last[r] = p.pos0 + (i0 + r0 + r) / G;
     m[r] = NEG;
     lsum[r] = 0.0;
   }
   for (var a = 0u; a < RM * RD; a++) { acc[a] = vec4<f32>(0.0); }
+#endif
   for (var kb = k_begin; kb < k_end; kb += BC) {
     let nk = min(BC, k_end - kb);
     load_kv(l, kb, nk, kv4, kv_base, false, ib);
@@ -259,7 +222,16 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     load_kv(l, kb, nk, kv4, kv_base, true, ib);
 #endif
     workgroupBarrier();
-    // 1. scores
+    // 1. scores s_R_U of row R, key tx + TX * U (U = 0..RN-1), summed over the head dim in order;
+    // the cache row jr_U of each of this thread's keys (NONE past the split or for an empty slot);
+    // masked scores -> NEG; per row the max of its RN scores -> pm.
+#if UNROLL
+    /*FLASH_SCORE_DECL*/
+    for (var c = 0u; c < HD4; c += CU) {
+      /*FLASH_SCORE_STEP*/
+    }
+    /*FLASH_MASK*/
+#else
     var s: array<f32, RM * RN>;
     for (var a = 0u; a < RM * RN; a++) { s[a] = 0.0; }
     for (var c = 0u; c < HD4; c++) {
@@ -273,7 +245,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
         }
       }
     }
-    var jr: array<u32, RN>;  // cache row of each of this thread's keys
+    var jr: array<u32, RN>;
     for (var u = 0u; u < RN; u++) {
       let j = kb + tx + TX * u;
 #if GATHER
@@ -293,8 +265,13 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
       }
       pm[(r0 + r) * TX + tx] = mx;
     }
+#endif
     workgroupBarrier();
-    // 2. online softmax
+    // 2. online softmax: new row max from the TX partial maxes, corr_R = e^(m_old - m), the
+    // probabilities -> pt (key-major), the thread's partial row sum.
+#if UNROLL
+    /*FLASH_SOFTMAX*/
+#else
     var corr: RV;
     for (var r = 0u; r < RM; r++) {
       var mx = m[r];
@@ -315,28 +292,35 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
       su += pv;
     }
     for (var r = 0u; r < RM; r++) { lsum[r] = lsum[r] * corr[r] + su[r]; }
+#endif
 #if KV_SHARED
     load_kv(l, kb, nk, kv4, kv_base, true, ib);  // every thread is past its K reads (barrier above)
 #endif
     workgroupBarrier();
-    // 3. PV
+    // 3. PV: acc_R_C = acc_R_C * corr_R + sum_j p[R][j] v[j] (keys in order).
+#if UNROLL
+    /*FLASH_PV_SCALE*/
+    for (var j = 0u; j < BC; j += JU) {
+      /*FLASH_PV_STEP*/
+    }
+#else
     for (var r = 0u; r < RM; r++) {
       for (var c = 0u; c < RD; c++) { acc[r * RD + c] = acc[r * RD + c] * corr[r]; }
     }
     for (var j = 0u; j < BC; j++) {
       let pv = pt[j * PS + ty];
       for (var c = 0u; c < RD; c++) {
-#if KV_SHARED
-        let vv = ks[j * HS + tx + TX * c];
-#else
-        let vv = vs[j * HS + tx + TX * c];
-#endif
+        let vv = vrow(j * HS + tx + TX * c);
         for (var r = 0u; r < RM; r++) { acc[r * RD + c] = fma(vec4<f32>(pv[r]), vv, acc[r * RD + c]); }
       }
     }
+#endif
     workgroupBarrier();
   }
-  // Row sums: the TX partial sums of each row, added in tx order.
+  // Row sums: the TX partial sums of each row, added in tx order; then the outputs.
+#if UNROLL
+  /*FLASH_END*/
+#else
   for (var r = 0u; r < RM; r++) { pm[(r0 + r) * TX + tx] = lsum[r]; }
   workgroupBarrier();
   for (var r = 0u; r < RM; r++) {
