@@ -1,4 +1,4 @@
-// defines: ROWS LANES REDUCE TT VEC4 ADD BE BE16 BE32 NORM SILU ROPE NEOX GATE B_P B_NW? B_G? B_CS? B_KC? B_VC?
+// defines: ROWS LANES REDUCE TT VEC4 ADD BE BE16 BE32 NORM SILU ROPE NEOX GATE
 // matmul: y[t, n] (+)= sum_k W[n, k] * x[t, k] for a quantized/float weight W (N x K) and f32
 // activations x (T x K). Variants (each its own define, see kernels/matmul.cpp):
 //   ROWS  rows per workgroup, LANES threads per row (LANES a power of two; lanes stride over
@@ -26,41 +26,7 @@
 //         2p + 1 of their head (ROWS must be even): each thread reads its partner's sum from
 //         workgroup memory. Needs ADD = 0. Bindings B_NW, B_CS, B_KC, B_VC, B_P are numbered by
 //         the caller (NORM adds one before them).
-struct P { K: u32, N: u32, T: u32, nb: u32, soff: u32, x_off: u32, x_stride: u32, y_off: u32, y_stride: u32,
-           eps: f32, u_off: u32, pos0: u32, q_rows: u32, kv_rows: u32, hd: u32, rot: u32, table_pairs: u32,
-           pad0: u32, pad1: u32, pad2: u32 }
-@group(0) @binding(0) var<storage, read> w: array<u32>;
-#if VEC4
-@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
-#else
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-#endif
-@group(0) @binding(2) var<storage, read_write> y: array<f32>;
-#if NORM
-#if VEC4
-@group(0) @binding({{B_NW}}) var<storage, read> nw: array<vec4<f32>>;
-#else
-@group(0) @binding({{B_NW}}) var<storage, read> nw: array<f32>;
-#endif
-#endif
-#if ROPE
-@group(0) @binding({{B_CS}}) var<storage, read> cs: array<vec2<f32>>;   // [pos][rot/2] (cos, sin)
-@group(0) @binding({{B_KC}}) var<storage, read_write> kc: array<f32>;
-@group(0) @binding({{B_VC}}) var<storage, read_write> vc: array<f32>;
-#endif
-#if GATE
-// GATE (decode fusion, --fuse-attn-gate): the activations are x[t, k] * sigmoid(g[t, u_off + k]),
-// g rows laid out as x's (element xb + u_off + k), sigmoid_gate.wgsl's expression: bit-identical
-// to sigmoid_gate followed by this product (Qwen3.5's gated attention output). Binding B_G: g.
-#if VEC4
-@group(0) @binding({{B_G}}) var<storage, read> g: array<vec4<f32>>;
-fn gv(i: u32) -> vec4<f32> { return g[i / 4u]; }
-#else
-@group(0) @binding({{B_G}}) var<storage, read> g: array<f32>;
-fn gv(i: u32) -> vec4<f32> { return vec4<f32>(g[i], g[i + 1u], g[i + 2u], g[i + 3u]); }
-#endif
-#endif
-@group(0) @binding({{B_P}}) var<uniform> p: P;
+#include matmul_io
 
 const BE: u32 = {{BE}}u;
 const ROWS: u32 = {{ROWS}}u;

@@ -1,0 +1,44 @@
+// defines: VEC4 NORM ROPE GATE B_P B_NW? B_G? B_CS? B_KC? B_VC?
+// matmul_io: the parameters and bindings of the matrix-vector / small-T kernels, shared (via
+// #include) by matmul.wgsl and matvec.wgsl; included, never compiled alone. Binding 0 the weight
+// words w, 1 the activations x (vec4 with VEC4), 2 the output y; the prologue and epilogue
+// bindings (NORM: nw; GATE: g with gv(i) = its 4 elements from i; ROPE: the (cos, sin) table cs and
+// the caches kc, vc) and the uniform P at the slots B_* the caller numbers (kernels/ops.cpp).
+// P: K, N (weight columns / rows), T tokens, nb blocks per row, soff (quant.wgsl), x/y offsets and
+// strides (floats), eps (NORM), u_off (SILU: the up half; GATE: the gate), pos0, q_rows, kv_rows,
+// hd, rot, table_pairs (ROPE).
+struct P { K: u32, N: u32, T: u32, nb: u32, soff: u32, x_off: u32, x_stride: u32, y_off: u32, y_stride: u32,
+           eps: f32, u_off: u32, pos0: u32, q_rows: u32, kv_rows: u32, hd: u32, rot: u32, table_pairs: u32,
+           pad0: u32, pad1: u32, pad2: u32 }
+@group(0) @binding(0) var<storage, read> w: array<u32>;
+#if VEC4
+@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
+#else
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+#endif
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+#if NORM
+#if VEC4
+@group(0) @binding({{B_NW}}) var<storage, read> nw: array<vec4<f32>>;
+#else
+@group(0) @binding({{B_NW}}) var<storage, read> nw: array<f32>;
+#endif
+#endif
+#if ROPE
+@group(0) @binding({{B_CS}}) var<storage, read> cs: array<vec2<f32>>;   // [pos][rot/2] (cos, sin)
+@group(0) @binding({{B_KC}}) var<storage, read_write> kc: array<f32>;
+@group(0) @binding({{B_VC}}) var<storage, read_write> vc: array<f32>;
+#endif
+#if GATE
+// GATE (decode fusion, --fuse-attn-gate): the activations are x[t, k] * sigmoid(g[t, u_off + k]),
+// g rows laid out as x's (element xb + u_off + k), sigmoid_gate.wgsl's expression: bit-identical
+// to sigmoid_gate followed by this product (Qwen3.5's gated attention output). Binding B_G: g.
+#if VEC4
+@group(0) @binding({{B_G}}) var<storage, read> g: array<vec4<f32>>;
+fn gv(i: u32) -> vec4<f32> { return g[i / 4u]; }
+#else
+@group(0) @binding({{B_G}}) var<storage, read> g: array<f32>;
+fn gv(i: u32) -> vec4<f32> { return vec4<f32>(g[i], g[i + 1u], g[i + 2u], g[i + 3u]); }
+#endif
+#endif
+@group(0) @binding({{B_P}}) var<uniform> p: P;
