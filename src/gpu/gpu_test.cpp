@@ -1,4 +1,4 @@
-// Runtime smoke tests on whatever Vulkan adapter the loader offers (SwiftShader on CPU-only CI).
+// Runtime smoke tests on whatever Vulkan adapter the loader offers (lavapipe on CPU-only CI: scripts/vulkan_env.sh).
 #include <gtest/gtest.h>
 
 #include <numeric>
