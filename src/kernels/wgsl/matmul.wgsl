@@ -1,4 +1,4 @@
-// defines: ROWS LANES REDUCE TT VEC4 ADD BE BE16 BE32 NORM SILU ROPE NEOX GATE
+// defines: ROWS LANES REDUCE TT ADD BE BE16 BE32 NORM SILU ROPE NEOX GATE
 // matmul: y[t, n] (+)= sum_k W[n, k] * x[t, k] for a quantized/float weight W (N x K) and f32
 // activations x (T x K). Variants (each its own define, see kernels/matmul.cpp):
 //   ROWS  rows per workgroup, LANES threads per row (LANES a power of two; lanes stride over
@@ -38,32 +38,8 @@ var<workgroup> red: array<f32, ROWS * LANES * TT>;
 
 #include quant
 
-// The 4 stored elements i .. i+3 (i % 4 == 0 with VEC4) of the activation buffer.
-fn xv(i: u32) -> vec4<f32> {
-#if VEC4
-  return x[i / 4u];
-#else
-  return vec4<f32>(x[i], x[i + 1u], x[i + 2u], x[i + 3u]);
-#endif
-}
-
 #if NORM
-fn rms_x(i: u32) -> f32 {
-#if VEC4
-  return x[i / 4u][i % 4u];
-#else
-  return x[i];
-#endif
-}
-#include rms_sum
 var<workgroup> inv_rms: array<f32, TT>;
-fn nw4(k: u32) -> vec4<f32> {
-#if VEC4
-  return nw[k / 4u];
-#else
-  return vec4<f32>(nw[k], nw[k + 1u], nw[k + 2u], nw[k + 3u]);
-#endif
-}
 #endif
 
 // Activations k .. k+3 of the token (slot tt of this workgroup) whose row starts at element xb.

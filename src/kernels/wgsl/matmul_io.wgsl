@@ -6,7 +6,8 @@
 // the caches kc, vc) and the uniform P at the slots B_* the caller numbers (kernels/ops.cpp).
 // P: K, N (weight columns / rows), T tokens, nb blocks per row, soff (quant.wgsl), x/y offsets and
 // strides (floats), eps (NORM), u_off (SILU: the up half; GATE: the gate), pos0, q_rows, kv_rows,
-// hd, rot, table_pairs (ROPE).
+// hd, rot, table_pairs (ROPE). Then the activation accessors both kernels read through: xv (4 stored
+// elements), and with NORM rms_x (one element, for rms_sum.wgsl) and nw4 (4 norm weights).
 struct P { K: u32, N: u32, T: u32, nb: u32, soff: u32, x_off: u32, x_stride: u32, y_off: u32, y_stride: u32,
            eps: f32, u_off: u32, pos0: u32, q_rows: u32, kv_rows: u32, hd: u32, rot: u32, table_pairs: u32,
            pad0: u32, pad1: u32, pad2: u32 }
@@ -42,3 +43,30 @@ fn gv(i: u32) -> vec4<f32> { return vec4<f32>(g[i], g[i + 1u], g[i + 2u], g[i + 
 #endif
 #endif
 @group(0) @binding({{B_P}}) var<uniform> p: P;
+
+// The 4 stored elements i .. i+3 (i % 4 == 0 with VEC4) of the activation buffer.
+fn xv(i: u32) -> vec4<f32> {
+#if VEC4
+  return x[i / 4u];
+#else
+  return vec4<f32>(x[i], x[i + 1u], x[i + 2u], x[i + 3u]);
+#endif
+}
+
+#if NORM
+fn rms_x(i: u32) -> f32 {
+#if VEC4
+  return x[i / 4u][i % 4u];
+#else
+  return x[i];
+#endif
+}
+#include rms_sum
+fn nw4(k: u32) -> vec4<f32> {
+#if VEC4
+  return nw[k / 4u];
+#else
+  return vec4<f32>(nw[k], nw[k + 1u], nw[k + 2u], nw[k + 3u]);
+#endif
+}
+#endif

@@ -1,4 +1,4 @@
-// defines: ROWS RPT R2 R4 LANES SUBGROUP VEC4 ADD BE BE16 BE32 NORM SILU ROPE NEOX GATE I8 XBLK B_W4
+// defines: ROWS RPT R2 R4 LANES SUBGROUP ADD BE BE16 BE32 NORM SILU ROPE NEOX GATE I8 XBLK B_W4
 // matvec: the matrix-vector kernel for forwards of T <= 8 tokens (decode; KernelOptions::
 // matvec_subgroup, --matvec-subgroup): y[t, n] (+)= sum_k W[n, k] * x[t, k] for a quantized/float
 // weight W (N x K, layouts in quant.wgsl) and f32 activations x (T x K). One token per workgroup
@@ -106,32 +106,6 @@ fn load_wide(bi: u32) -> Blk {
   return b;
 }
 
-// The 4 stored elements i .. i+3 (i % 4 == 0 with VEC4) of the activation buffer.
-fn xv(i: u32) -> vec4<f32> {
-#if VEC4
-  return x[i / 4u];
-#else
-  return vec4<f32>(x[i], x[i + 1u], x[i + 2u], x[i + 3u]);
-#endif
-}
-
-#if NORM
-fn rms_x(i: u32) -> f32 {
-#if VEC4
-  return x[i / 4u][i % 4u];
-#else
-  return x[i];
-#endif
-}
-#include rms_sum
-fn nw4(k: u32) -> vec4<f32> {
-#if VEC4
-  return nw[k / 4u];
-#else
-  return vec4<f32>(nw[k], nw[k + 1u], nw[k + 2u], nw[k + 3u]);
-#endif
-}
-#endif
 
 // Activations k .. k+3 of the token whose row starts at element xb (inv: NORM's 1 / rms).
 fn xs(xb: u32, k: u32, inv: f32) -> vec4<f32> {
