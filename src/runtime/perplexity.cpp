@@ -80,7 +80,7 @@ PerplexityResult perplexity_chunks(Model& m, std::span<const int32_t> tokens, co
                                    const std::function<void(uint32_t, uint32_t, double)>& progress) {
   const PerplexityPlan p = perplexity_plan(tokens.size(), o);
   std::vector<int32_t> ids, targets;
-  std::vector<float> nll;
+  std::vector<float> nll, part;
   std::vector<double> running;
   double sum = 0, sum2 = 0;
   uint64_t count = 0;
@@ -95,16 +95,13 @@ PerplexityResult perplexity_chunks(Model& m, std::span<const int32_t> tokens, co
       seq->truncate(0);
     else
       seq = new_sequence_of(m, p.n_ctx);
-    if (o.ubatch == 0 || o.ubatch >= ids.size()) {
-      m.forward_nll(*seq, ids, targets, &nll);
-    } else {
-      nll.assign(ids.size(), 0.0f);
-      std::vector<float> part;
-      for (size_t b = 0; b < ids.size(); b += o.ubatch) {
-        const size_t n = std::min<size_t>(o.ubatch, ids.size() - b);
-        m.forward_nll(*seq, std::span<const int32_t>(ids).subspan(b, n), std::span<const int32_t>(targets).subspan(b, n), &part);
-        std::copy(part.begin(), part.end(), nll.begin() + b);
-      }
+    // The chunk in forwards of o.ubatch tokens (0: one call; the model splits it into prefill chunks).
+    const size_t step = o.ubatch ? o.ubatch : ids.size();
+    nll.assign(ids.size(), 0.0f);
+    for (size_t b = 0; b < ids.size(); b += step) {
+      const size_t n = std::min(step, ids.size() - b);
+      m.forward_nll(*seq, std::span<const int32_t>(ids).subspan(b, n), std::span<const int32_t>(targets).subspan(b, n), &part);
+      std::copy(part.begin(), part.end(), nll.begin() + b);
     }
     for (uint32_t t = p.first; t + 1 < p.n_ctx; ++t) {
       const double v = nll[t];

@@ -2,6 +2,7 @@
 """summary.json (../shared/RESULTS.md shape) of tools/quality/int8_quality.sh's runs: per model and
 path, the perplexity with the int8 switch on (wgllm) against the default (peer "default"), with
 llama.cpp's standard errors and the ratio."""
+import datetime
 import json
 import os
 import sys
@@ -29,7 +30,6 @@ def main(d):
     commit = open(os.path.join(d, "commit.txt")).read().strip()
     dev = open(os.path.join(d, "devices.txt")).read()
     device = next((l.strip() for l in dev.splitlines() if l.strip().startswith("[0]") or "llvmpipe" in l), "unknown")
-    import datetime
     out = {"commit": commit, "date": datetime.date.today().isoformat(), "device": device, "rows": rows}
     json.dump(out, open(os.path.join(d, "summary.json"), "w"), indent=1)
     for r in rows:
