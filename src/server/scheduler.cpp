@@ -128,9 +128,9 @@ void Scheduler::run() {
     }
     for (auto& j : admitted) {
       if (j->cancel) {
-        end_job(*j, Finish::Cancelled);
         ++metrics_.requests_cancelled;
         release();
+        end_job(*j, Finish::Cancelled);
         continue;
       }
       // The idle slot holding the longest prefix of the prompt; ties: the least recently used.
@@ -176,9 +176,9 @@ void Scheduler::run() {
         }
       } catch (const std::exception& e) {
         reset_slot(s);
-        end_job(*j, Finish::Error, e.what());
         ++metrics_.requests_failed;
         release();
+        end_job(*j, Finish::Error, e.what());
         continue;
       }
       start(s, j);
@@ -195,8 +195,8 @@ void Scheduler::run() {
     metrics_.queue_depth = 0;
   }
   for (auto& j : left) {
-    end_job(*j, Finish::Cancelled);
     ++metrics_.requests_cancelled;
+    end_job(*j, Finish::Cancelled);
   }
   for (auto& s : slots_)
     if (s->job) finish(*s, Finish::Cancelled);
@@ -426,21 +426,22 @@ bool Scheduler::emit(Slot& s, int32_t t, TokenLogprob* lp) {
 }
 
 void Scheduler::finish(Slot& s, Finish f, const std::string& error) {
-  Job& j = *s.job;
+  // The job ends (its handler writes the last bytes to the client) only after the bookkeeping:
+  // a client that has read the whole response sees the metrics and the prefix cache that include
+  // it (the server tests read /metrics right after a response).
+  std::shared_ptr<Job> job = std::move(s.job);
   if (f == Finish::Stop && !s.pending.empty()) {  // end of generation: release what was held back
     std::string rest = s.pending + s.dec->flush();
-    std::lock_guard<std::mutex> lk(j.mu);
-    j.events.push_back(JobEvent{rest, std::move(s.pending_lp)});
+    std::lock_guard<std::mutex> lk(job->mu);
+    job->events.push_back(JobEvent{rest, std::move(s.pending_lp)});
   }
   s.pending.clear();
   s.pending_lp.clear();
-  end_job(j, f, error);
   if (f == Finish::Stop || f == Finish::Length) ++metrics_.requests_ok;
   if (f == Finish::Cancelled) ++metrics_.requests_cancelled;
   if (f == Finish::Error) ++metrics_.requests_failed;
   --metrics_.active;
   release();
-  s.job.reset();
   s.last_use = ++use_clock_;
   if (!truncatable_ && opt_.prefix_reuse) {
     // File the end of the reply (the next turn of this conversation starts from here), and drop
@@ -451,6 +452,8 @@ void Scheduler::finish(Slot& s, Finish f, const std::string& error) {
     }
     cache_.prune(s.index, [&](const SeqSnapshot& x) { return s.seq->restorable(x); });
   }
+  update_memory();
+  end_job(*job, f, error);
 }
 
 void Scheduler::release() {

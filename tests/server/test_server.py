@@ -468,8 +468,14 @@ class Load(unittest.TestCase):
                 errors.append(repr(e))
                 return None
 
-        rss = []
-        for rnd in range(2):  # the second round must not grow the server's memory (no per-request leak)
+        # Four rounds of the same requests. A per-request leak grows the server's memory every round;
+        # warm-up does not: pipelines for batch shapes first met in a later round (batch composition
+        # depends on timing) and malloc arenas of threads first busy then (more under CPU contention:
+        # CI once saw +17 MiB in round 1 on 2 busy cores) stop growing. So: the state the server
+        # accounts for is back to its round-0 value after every round, and of the last two rounds at
+        # least one grows RSS by less than 8 MiB (a leak of >= 0.5 MiB per request fails both).
+        rss, state = [], []
+        for rnd in range(4):
             with ThreadPoolExecutor(n) as ex:
                 got = list(ex.map(one, range(n)))
             dt = time.time() - t0
@@ -480,13 +486,16 @@ class Load(unittest.TestCase):
             self.assertEqual(after["wgllm_requests_total"] - before["wgllm_requests_total"], n * (rnd + 1))
             self.assertEqual(after["wgllm_active_requests"], 0)
             self.assertEqual(after["wgllm_queue_depth"], 0)
+            state.append((after["wgllm_kv_memory_bytes"], after["wgllm_snapshot_memory_bytes"]))
+            self.assertEqual(state[-1], state[0], f"round {rnd}: KV / snapshot bytes differ from round 0's")
             with open(f"/proc/{main.proc.pid}/status") as fh:
                 rss.append(int(re.search(r"VmRSS:\s+(\d+) kB", fh.read()).group(1)) * 1024)
             print(f"\n[load] round {rnd}: {n} concurrent streaming clients in {dt:.1f} s, "
                   f"{after['wgllm_generated_tokens_total'] - before['wgllm_generated_tokens_total']:.0f} tokens, "
                   f"server RSS {rss[-1] / 2**20:.1f} MiB", file=sys.stderr)
             t0 = time.time()
-        self.assertLess(rss[1], rss[0] + 16 * 2**20, "server memory grew by more than 16 MiB in the second round")
+        growth = [rss[i] - rss[i - 1] for i in range(2, 4)]
+        self.assertLess(min(growth), 8 * 2**20, f"server memory grew in each of the last two rounds: {growth} bytes")
         # Continuous batching: the slots' steps went through shared forwards (4 slots, n clients:
         # most forwards carry several slots), in one batched forward on WebGPU (in turn on the CPU).
         forwards = after["wgllm_scheduler_forwards_total"] - before["wgllm_scheduler_forwards_total"]
