@@ -1,4 +1,4 @@
-// defines: ROWS LANES REDUCE TT ADD BE BE16 BE32 NORM SILU ROPE NEOX GATE
+// defines: ROWS LANES REDUCE TT ADD BE BE16 BE32 NORM SILU ROPE GATE
 // matmul: y[t, n] (+)= sum_k W[n, k] * x[t, k] for a quantized/float weight W (N x K) and f32
 // activations x (T x K). Variants (each its own define, see kernels/matmul.cpp):
 //   ROWS  rows per workgroup, LANES threads per row (LANES a power of two; lanes stride over
@@ -72,31 +72,13 @@ fn block_dot(b: Blk, xb: u32, k: u32, tt: u32) -> f32 {
   return s;
 }
 
-#if ROPE
-// The output row of virtual row v (see ROPE above): within the first rot dims of a q or k head,
-// virtual 2p / 2p + 1 are the rows of rotation pair p.
-fn row_of(v: u32) -> u32 {
-  if (v >= p.q_rows + p.kv_rows) { return v; }
-  let j = v % p.hd;
-  if (j >= p.rot) { return v; }
-#if NEOX
-  return v - j + j / 2u + (j & 1u) * (p.rot / 2u);
-#else
-  return v;
-#endif
-}
-#endif
 
 @compute @workgroup_size(ROWS * LANES)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u) {
   let lane = lid.x % LANES;
   let r = lid.x / LANES;
-#if ROPE
   let vrow = wid.x * ROWS + r;
   let n = row_of(vrow);
-#else
-  let n = wid.x * ROWS + r;
-#endif
   let t0 = wid.y * TT;
   let slot = r * TT * LANES + lane;
   for (var tt = 0u; tt < TT; tt++) { red[slot + tt * LANES] = 0.0; }
@@ -143,27 +125,9 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
 #if ROPE
   workgroupBarrier();  // the partner row's sum (LANES = 1 has no tree barrier above)
   if (lane == 0u && n < p.N) {
-    let qk = p.q_rows + p.kv_rows;
-    let j = vrow % p.hd;
-    let rotated = vrow < qk && j < p.rot;
-    let first = (vrow & 1u) == 0u;
     for (var tt = 0u; tt < TT; tt++) {
       let t = t0 + tt;
-      if (t < p.T) {
-        var out = red[slot + tt * LANES];
-        if (rotated) {
-          let pv = red[(r ^ 1u) * TT * LANES + tt * LANES];
-          let c = cs[(p.pos0 + t) * p.table_pairs + j / 2u];
-          let a = select(pv, out, first);
-          let b = select(out, pv, first);
-          if (first) { out = a * c.x - b * c.y; } else { out = a * c.y + b * c.x; }
-        }
-        y[p.y_off + t * p.y_stride + n] = out;
-        if (n >= p.q_rows) {
-          let e = n - p.q_rows;
-          if (e < p.kv_rows) { kc[(p.pos0 + t) * p.kv_rows + e] = out; } else { vc[(p.pos0 + t) * p.kv_rows + e - p.kv_rows] = out; }
-        }
-      }
+      if (t < p.T) { rope_store(vrow, n, t, red[slot + tt * LANES], red[(r ^ 1u) * TT * LANES + tt * LANES]); }
     }
   }
 #else

@@ -1,4 +1,4 @@
-// defines: VEC4 NORM ROPE GATE B_P B_NW? B_G? B_CS? B_KC? B_VC?
+// defines: VEC4 NORM ROPE NEOX GATE B_P B_NW? B_G? B_CS? B_KC? B_VC?
 // matmul_io: the parameters and bindings of the matrix-vector / small-T kernels, shared (via
 // #include) by matmul.wgsl and matvec.wgsl; included, never compiled alone. Binding 0 the weight
 // words w, 1 the activations x (vec4 with VEC4), 2 the output y; the prologue and epilogue
@@ -7,7 +7,8 @@
 // P: K, N (weight columns / rows), T tokens, nb blocks per row, soff (quant.wgsl), x/y offsets and
 // strides (floats), eps (NORM), u_off (SILU: the up half; GATE: the gate), pos0, q_rows, kv_rows,
 // hd, rot, table_pairs (ROPE). Then the activation accessors both kernels read through: xv (4 stored
-// elements), and with NORM rms_x (one element, for rms_sum.wgsl) and nw4 (4 norm weights).
+// elements), and with NORM rms_x (one element, for rms_sum.wgsl) and nw4 (4 norm weights); the row
+// map row_of and, with ROPE, the epilogue rope_store.
 struct P { K: u32, N: u32, T: u32, nb: u32, soff: u32, x_off: u32, x_stride: u32, y_off: u32, y_stride: u32,
            eps: f32, u_off: u32, pos0: u32, q_rows: u32, kv_rows: u32, hd: u32, rot: u32, table_pairs: u32,
            pad0: u32, pad1: u32, pad2: u32 }
@@ -68,5 +69,46 @@ fn nw4(k: u32) -> vec4<f32> {
 #else
   return vec4<f32>(nw[k], nw[k + 1u], nw[k + 2u], nw[k + 3u]);
 #endif
+}
+#endif
+
+// The output row of virtual row v. With ROPE (the fused QKV projection's RoPE + KV-cache store
+// epilogue) rows are visited so that both rows of a rotation pair are adjacent: within the first rot
+// dims of a q or k head, virtual rows 2p / 2p + 1 are the two rows of rotation pair p (2p, 2p + 1 in
+// the GGUF layout, p and p + rot/2 with NEOX). Otherwise the identity.
+fn row_of(v: u32) -> u32 {
+#if ROPE
+  if (v >= p.q_rows + p.kv_rows) { return v; }
+  let j = v % p.hd;
+  if (j >= p.rot) { return v; }
+#if NEOX
+  return v - j + j / 2u + (j & 1u) * (p.rot / 2u);
+#else
+  return v;
+#endif
+#else
+  return v;
+#endif
+}
+
+#if ROPE
+// The ROPE epilogue for output row n = row_of(vrow) of token t: its sum, rotated with the pair's
+// other sum pv (read only where vrow lies in the rotated dims of a q or k head) by rope.wgsl's table
+// and expressions, goes to y and, for k / v rows, to the caches at position pos0 + t.
+fn rope_store(vrow: u32, n: u32, t: u32, sum: f32, pv: f32) {
+  let j = vrow % p.hd;
+  var out = sum;
+  if (vrow < p.q_rows + p.kv_rows && j < p.rot) {
+    let first = (vrow & 1u) == 0u;
+    let c = cs[(p.pos0 + t) * p.table_pairs + j / 2u];
+    let a = select(pv, out, first);
+    let b = select(out, pv, first);
+    if (first) { out = a * c.x - b * c.y; } else { out = a * c.y + b * c.x; }
+  }
+  y[p.y_off + t * p.y_stride + n] = out;
+  if (n >= p.q_rows) {
+    let e = n - p.q_rows;
+    if (e < p.kv_rows) { kc[(p.pos0 + t) * p.kv_rows + e] = out; } else { vc[(p.pos0 + t) * p.kv_rows + e - p.kv_rows] = out; }
+  }
 }
 #endif

@@ -1,4 +1,4 @@
-// defines: ROWS RPT R2 R4 LANES SUBGROUP ADD BE BE16 BE32 NORM SILU ROPE NEOX GATE I8 XBLK B_W4
+// defines: ROWS RPT R2 R4 LANES SUBGROUP ADD BE BE16 BE32 NORM SILU ROPE GATE I8 XBLK B_W4
 // matvec: the matrix-vector kernel for forwards of T <= 8 tokens (decode; KernelOptions::
 // matvec_subgroup, --matvec-subgroup): y[t, n] (+)= sum_k W[n, k] * x[t, k] for a quantized/float
 // weight W (N x K, layouts in quant.wgsl) and f32 activations x (T x K). One token per workgroup
@@ -238,23 +238,6 @@ fn qdot(bi: u32, a: QA) -> f32 {
 }
 #endif
 
-// The output row of virtual row v (matmul.wgsl's row_of): within the first rot dims of a q or k
-// head, virtual rows 2p / 2p + 1 are the two rows of rotation pair p.
-fn row_of(v: u32) -> u32 {
-#if ROPE
-  if (v >= p.q_rows + p.kv_rows) { return v; }
-  let j = v % p.hd;
-  if (j >= p.rot) { return v; }
-#if NEOX
-  return v - j + j / 2u + (j & 1u) * (p.rot / 2u);
-#else
-  return v;
-#endif
-#else
-  return v;
-#endif
-}
-
 // First block index of the weight row of virtual row v; rows past N read row N - 1 (their sums
 // are never written), so every thread runs the same loads.
 fn wrow(v: u32) -> u32 { return min(row_of(v), p.N - 1u) * p.nb; }
@@ -420,22 +403,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   if (n >= p.N) { return; }
   let sum = row_sum(slot, sgs);
 #if ROPE
-  let qk = p.q_rows + p.kv_rows;
-  let j = vrow % p.hd;
-  var out = sum;
-  if (vrow < qk && j < p.rot) {
-    let first = (vrow & 1u) == 0u;
-    let pv = row_sum(slot ^ 1u, sgs);  // the pair's other row (ROWS even: same workgroup)
-    let c = cs[(p.pos0 + t) * p.table_pairs + j / 2u];
-    let a = select(pv, out, first);
-    let bb = select(out, pv, first);
-    if (first) { out = a * c.x - bb * c.y; } else { out = a * c.y + bb * c.x; }
-  }
-  y[p.y_off + t * p.y_stride + n] = out;
-  if (n >= p.q_rows) {
-    let e = n - p.q_rows;
-    if (e < p.kv_rows) { kc[(p.pos0 + t) * p.kv_rows + e] = out; } else { vc[(p.pos0 + t) * p.kv_rows + e - p.kv_rows] = out; }
-  }
+  rope_store(vrow, n, t, sum, row_sum(slot ^ 1u, sgs));  // the pair's other row (ROWS even: same workgroup)
 #else
   let yi = p.y_off + t * p.y_stride + n;
 #if ADD
