@@ -17,64 +17,13 @@
 #include "kernels/ops.h"
 #include "kernels/ref.h"
 #include "kernels/rope_table.h"
+#include "kernels/kernel_test_env.h"
 
 using namespace wgllm;
 using namespace wgllm::kernels;
+using namespace wgllm::kernels::testing;
 
 namespace {
-
-struct Env {
-  std::unique_ptr<gpu::Context> ctx = gpu::Context::create();
-  gpu::PipelineCache cache{*ctx};
-  gpu::Recorder rec{*ctx};
-  OpContext op(KernelOptions o = {}) { return OpContext{*ctx, cache, rec, o}; }
-  gpu::Buffer upload(const std::vector<float>& v) {
-    gpu::Buffer b(*ctx, v.size() * 4, gpu::BufferKind::Storage, "t");
-    b.write(*ctx, 0, v.data(), v.size() * 4);
-    return b;
-  }
-  std::vector<float> download(const gpu::Buffer& b, size_t n) {
-    std::vector<float> v(n);
-    b.read(*ctx, 0, v.data(), n * 4);
-    return v;
-  }
-};
-Env& env() {
-  static Env e;
-  return e;
-}
-
-std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
-}
-
-// Random blocks of type t with sane scales (f16 scales patched to small normal values).
-std::vector<uint8_t> random_blocks(DType t, uint32_t K, uint32_t N, uint32_t seed) {
-  std::mt19937 g(seed);
-  const size_t bb = dtype_block_bytes(t), be = dtype_block_elems(t), nb = size_t(K) * N / be;
-  std::vector<uint8_t> d(nb * bb);
-  for (auto& b : d) b = uint8_t(g());
-  if (t == DType::F32) {
-    auto v = randn(size_t(K) * N, seed);
-    std::memcpy(d.data(), v.data(), d.size());
-    return d;
-  }
-  // Q4_0 / Q4_1 / Q8_0: f16 d (and m) first; Q6_K: f16 d last. 0x2000 ~ 0.0078.
-  for (size_t i = 0; i < nb; ++i) {
-    uint8_t* b = d.data() + i * bb;
-    if (t == DType::Q6_K) {
-      b[bb - 2] = 0x00; b[bb - 1] = 0x20;
-    } else {
-      b[0] = uint8_t(g() & 0xff); b[1] = 0x20;
-      if (t == DType::Q4_1) { b[2] = uint8_t(g() & 0xff); b[3] = 0xa0; }
-    }
-  }
-  return d;
-}
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;

@@ -14,78 +14,13 @@
 #include "formats/dtype.h"
 #include "kernels/matmul_tiled.h"
 #include "kernels/ref.h"
+#include "kernels/kernel_test_env.h"
 
 using namespace wgllm;
 using namespace wgllm::kernels;
+using namespace wgllm::kernels::testing;
 
 namespace {
-
-struct Env {
-  std::unique_ptr<gpu::Context> ctx = gpu::Context::create();
-  gpu::PipelineCache cache{*ctx};
-  gpu::Recorder rec{*ctx};
-  gpu::Buffer upload(const std::vector<float>& v) {
-    gpu::Buffer b(*ctx, v.size() * 4, gpu::BufferKind::Storage, "t");
-    b.write(*ctx, 0, v.data(), v.size() * 4);
-    return b;
-  }
-  std::vector<float> download(const gpu::Buffer& b, size_t n) {
-    std::vector<float> v(n);
-    b.read(*ctx, 0, v.data(), n * 4);
-    return v;
-  }
-};
-Env& env() {
-  static Env e;
-  return e;
-}
-
-std::vector<float> randn(size_t n, uint32_t seed) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
-}
-
-void put_f16(uint8_t* p, float v) {
-  const uint16_t h = f32_to_f16(v);
-  p[0] = uint8_t(h);
-  p[1] = uint8_t(h >> 8);
-}
-
-// Random well-formed blocks of type t for N rows of K: random quants and sane scales.
-std::vector<uint8_t> random_blocks(DType t, uint32_t K, uint32_t N, uint32_t seed) {
-  std::mt19937 g(seed);
-  std::uniform_real_distribution<float> sc(0.001f, 0.05f);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  const size_t bb = dtype_block_bytes(t), be = dtype_block_elems(t), nblocks = size_t(K) * N / be;
-  std::vector<uint8_t> d(nblocks * bb);
-  for (auto& b : d) b = uint8_t(g());
-  for (size_t i = 0; i < nblocks; ++i) {
-    uint8_t* b = d.data() + i * bb;
-    switch (t) {
-      case DType::F16: put_f16(b, nd(g)); break;
-      case DType::BF16: {
-        const uint32_t u = bits_from_f32(nd(g));
-        b[0] = uint8_t(u >> 16);
-        b[1] = uint8_t(u >> 24);
-        break;
-      }
-      case DType::F32: {
-        const float v = nd(g);
-        std::memcpy(b, &v, 4);
-        break;
-      }
-      case DType::Q4_0: case DType::Q5_0: case DType::Q8_0: put_f16(b, sc(g)); break;
-      case DType::Q4_1: put_f16(b, sc(g)); put_f16(b + 2, -sc(g) * 8); break;
-      case DType::Q4_K: put_f16(b, sc(g)); put_f16(b + 2, sc(g)); break;
-      case DType::Q6_K: put_f16(b + 208, sc(g) * 0.1f); break;
-      default: break;
-    }
-  }
-  return d;
-}
 
 // One product: W (type t, N x K) times T rows of x (offset 4, stride K + 4) into y (offset y_off,
 // stride N + 3, random prior contents for ADD). Returns the max |gpu - cpu| relative to the largest

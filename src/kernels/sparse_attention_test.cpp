@@ -19,42 +19,13 @@
 #include "kernels/ref.h"
 #include "kernels/sparse_attention.h"
 #include "kernels/sparse_ref.h"
+#include "kernels/kernel_test_env.h"
 
 using namespace wgllm;
 using namespace wgllm::kernels;
+using namespace wgllm::kernels::testing;
 
 namespace {
-
-struct Env {
-  std::unique_ptr<gpu::Context> ctx = gpu::Context::create();
-  gpu::PipelineCache cache{*ctx};
-  gpu::Recorder rec{*ctx};
-  OpContext op(KernelOptions o = {}) { return OpContext{*ctx, cache, rec, o}; }
-  template <class T>
-  gpu::Buffer upload(const std::vector<T>& v) {
-    gpu::Buffer b(*ctx, std::max<size_t>(v.size(), 1) * 4, gpu::BufferKind::Storage, "t");
-    if (!v.empty()) b.write(*ctx, 0, v.data(), v.size() * 4);
-    return b;
-  }
-  template <class T = float>
-  std::vector<T> download(const gpu::Buffer& b, size_t n) {
-    std::vector<T> v(n);
-    b.read(*ctx, 0, v.data(), n * 4);
-    return v;
-  }
-};
-Env& env() {
-  static Env e;
-  return e;
-}
-
-std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
-}
 
 float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   float m = 0;
