@@ -1,5 +1,5 @@
-// attention_flash.wgsl's register tile as generated code (see flash_source in ops.h). The kernel's
-// loops over private arrays (scores, accumulators, row statistics) are written out over named
+// attention_flash.wgsl's register tile as generated code (attention_flash_wgsl in ops.h, UNROLL 1).
+// The kernel's loops over private arrays (scores, accumulators, row statistics) are written out over named
 // variables: drivers keep a private array indexed in a loop they do not unroll in scratch memory
 // (naga bounds every loop with a counter, which can keep them from unrolling; matmul_tiled.cpp
 // does the same for its tile). Each variable sees the same operations in the same order as the
@@ -18,9 +18,8 @@ std::string u(uint32_t v) { return std::to_string(v) + "u"; }
 std::string n(const char* pre, uint32_t a) { return std::string(pre) + "_" + std::to_string(a); }
 std::string n(const char* pre, uint32_t a, uint32_t b) { return n(pre, a) + "_" + std::to_string(b); }
 
-}  // namespace
-
-std::string attention_flash_source(const FlashTile& t, uint32_t HD) {
+// attention_flash.wgsl with the register tile's markers replaced by straight-line code.
+std::string unrolled_source(const FlashTile& t, uint32_t HD) {
   const uint32_t rm = t.rm, rn = t.bc / t.tx, rd = HD / 4 / t.tx;
   constexpr uint32_t kCU = 4, kJU = 4;  // CU and JU of attention_flash.wgsl
   if (rm != 2 && rm != 4) throw Error("attention_flash: rows per thread must be 2 or 4");
@@ -121,6 +120,14 @@ std::string attention_flash_source(const FlashTile& t, uint32_t HD) {
   replace_marker(src, "attention_flash", "/*FLASH_PV_STEP*/", pv);
   replace_marker(src, "attention_flash", "/*FLASH_END*/", end);
   return src;
+}
+
+}  // namespace
+
+std::string attention_flash_wgsl(const FlashTile& t, uint32_t HD, const Defines& d) {
+  const auto unroll = d.find("UNROLL");
+  if (unroll != d.end() && unroll->second == "1") return specialize("attention_flash", unrolled_source(t, HD), d);
+  return specialize("attention_flash", d);
 }
 
 }  // namespace wgllm::kernels

@@ -429,7 +429,7 @@ const gpu::Pipeline& tiled_pipe(OpContext& o, uint32_t HD, bool split) {
 const gpu::Pipeline& flash_pipe(OpContext& o, const FlashTile& ft, uint32_t HD, bool split) {
   const Defines d = attention_flash_defines(o, ft, HD, split, false);
   return o.pipelines.get(variant_key("attention_flash", d), [&] {
-    return gpu::KernelSpec{"", specialize("attention_flash", attention_flash_source(ft, HD), d),
+    return gpu::KernelSpec{"", attention_flash_wgsl(ft, HD, d),
                            {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform}};
   });
 }

@@ -216,10 +216,10 @@ struct FlashTile {
 /// the kernel does not cover HD (HD % 32 != 0 or HD > 128) or the adapter's
 /// maxComputeWorkgroupStorageSize / maxComputeInvocationsPerWorkgroup are too small.
 FlashTile attention_flash_tile(const OpContext& o, uint32_t HD);
-/// attention_flash.wgsl with its register tile for tile t and head dim HD written out as
-/// straight-line code (kernels/attention_flash.cpp; the UNROLL 1 branch); specialise it with
-/// attention_flash_defines().
-std::string attention_flash_source(const FlashTile& t, uint32_t HD);
+/// attention_flash.wgsl specialised with d (from attention_flash_defines() for tile t and head dim
+/// HD): with UNROLL 1 its register tile is first written out as straight-line code
+/// (kernels/attention_flash.cpp); with UNROLL 0 the loop form is specialised as stored.
+std::string attention_flash_wgsl(const FlashTile& t, uint32_t HD, const Defines& d);
 /// Whether attention_flash.wgsl takes its generated register tile (UNROLL 1) rather than the loop
 /// form (same bits): KernelOptions::attention_flash_unroll 1, or 2 (default) on every adapter but a
 /// software one other than llvmpipe (lavapipe): SwiftShader's Subzero compiler exhausts memory on the

@@ -144,7 +144,7 @@ namespace {
 const gpu::Pipeline& tiled_pipe(OpContext& o, const FlashTile& ft, uint32_t HD) {
   const Defines d = attention_flash_defines(o, ft, HD, false, true);
   return o.pipelines.get(variant_key("attention_flash", d), [&] {
-    return gpu::KernelSpec{"", specialize("attention_flash", attention_flash_source(ft, HD), d),
+    return gpu::KernelSpec{"", attention_flash_wgsl(ft, HD, d),
                            {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::ReadOnly, Bind::Uniform}};
   });
 }
