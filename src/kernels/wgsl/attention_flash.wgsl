@@ -18,7 +18,7 @@
 // Tiles past the block's last visible key are never loaded (causal skip); masking costs one compare
 // per score. Every sum runs in a fixed order: results are deterministic.
 // UNROLL 1 (--attn-flash-unroll): the per-thread register tile is generated code
-// (kernels/attention_flash.cpp attention_flash_source(): the FLASH_* marker comments in main() are
+// (kernels/attention_flash.cpp attention_flash_wgsl(): the FLASH_* marker comments in main() are
 // replaced by straight-line code over named variables before specialisation; loops over private
 // arrays rely on the driver unrolling them, else the tile lives in scratch memory, as
 // matmul_tiled.wgsl explains). UNROLL 0: the loop form over private arrays (SwiftShader's Subzero
@@ -194,7 +194,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   let k_begin = 0u;
   let k_end = n_keys;
 #endif
-  // Register tile. UNROLL 1: generated (kernels/attention_flash.cpp attention_flash_source():
+  // Register tile. UNROLL 1: generated (kernels/attention_flash.cpp attention_flash_wgsl():
   // named variables, no private arrays): per row R = 0..RM-1 of the thread live_R, last_R (last key
   // visible), m_R, lsum_R, and acc_R_C (output vec4 C = 0..RD-1 of the row: dims 4 * (tx + TX * C)).
   // UNROLL 0: the same quantities in private arrays indexed in loops (live[R], ..., acc[R * RD + C]).
