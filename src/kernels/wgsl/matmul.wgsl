@@ -1,4 +1,4 @@
-// defines: ROWS LANES REDUCE TT ADD BE BE16 BE32 NORM SILU ROPE GATE
+// defines: ROWS LANES REDUCE TT ADD BE BE16 BE32 NORM ROPE
 // matmul: y[t, n] (+)= sum_k W[n, k] * x[t, k] for a quantized/float weight W (N x K) and f32
 // activations x (T x K). Variants (each its own define, see kernels/matmul.cpp):
 //   ROWS  rows per workgroup, LANES threads per row (LANES a power of two; lanes stride over
@@ -45,18 +45,9 @@ var<workgroup> inv_rms: array<f32, TT>;
 // Activations k .. k+3 of the token (slot tt of this workgroup) whose row starts at element xb.
 fn xs(xb: u32, k: u32, tt: u32) -> vec4<f32> {
 #if NORM
-  return (xv(xb + k) * inv_rms[tt]) * nw4(k);
+  return act4(xb, k, inv_rms[tt]);
 #else
-#if SILU
-  let a = xv(xb + k);
-  return a / (1.0 + exp(-a)) * xv(xb + p.u_off + k);
-#else
-#if GATE
-  return xv(xb + k) * (1.0 / (1.0 + exp(-gv(xb + p.u_off + k))));
-#else
-  return xv(xb + k);
-#endif
-#endif
+  return act4(xb, k, 1.0);
 #endif
 }
 

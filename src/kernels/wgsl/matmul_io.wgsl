@@ -1,4 +1,4 @@
-// defines: VEC4 NORM ROPE NEOX GATE B_P B_NW? B_G? B_CS? B_KC? B_VC?
+// defines: VEC4 NORM SILU ROPE NEOX GATE B_P B_NW? B_G? B_CS? B_KC? B_VC?
 // matmul_io: the parameters and bindings of the matrix-vector / small-T kernels, shared (via
 // #include) by matmul.wgsl and matvec.wgsl; included, never compiled alone. Binding 0 the weight
 // words w, 1 the activations x (vec4 with VEC4), 2 the output y; the prologue and epilogue
@@ -8,7 +8,8 @@
 // strides (floats), eps (NORM), u_off (SILU: the up half; GATE: the gate), pos0, q_rows, kv_rows,
 // hd, rot, table_pairs (ROPE). Then the activation accessors both kernels read through: xv (4 stored
 // elements), and with NORM rms_x (one element, for rms_sum.wgsl) and nw4 (4 norm weights); the row
-// map row_of and, with ROPE, the epilogue rope_store.
+// map row_of and, with ROPE, the epilogue rope_store. act4 is the activation load with its prologue
+// (NORM, SILU or GATE).
 struct P { K: u32, N: u32, T: u32, nb: u32, soff: u32, x_off: u32, x_stride: u32, y_off: u32, y_stride: u32,
            eps: f32, u_off: u32, pos0: u32, q_rows: u32, kv_rows: u32, hd: u32, rot: u32, table_pairs: u32,
            pad0: u32, pad1: u32, pad2: u32 }
@@ -71,6 +72,25 @@ fn nw4(k: u32) -> vec4<f32> {
 #endif
 }
 #endif
+
+// Activations k .. k+3 of the token whose row starts at element xb, with the kernel's prologue:
+// NORM (x * inv) * nw (inv = 1 / rms of the token), SILU silu(x) * up, GATE x * sigmoid(g).
+fn act4(xb: u32, k: u32, inv: f32) -> vec4<f32> {
+#if NORM
+  return (xv(xb + k) * inv) * nw4(k);
+#else
+#if SILU
+  let a = xv(xb + k);
+  return a / (1.0 + exp(-a)) * xv(xb + p.u_off + k);
+#else
+#if GATE
+  return xv(xb + k) * (1.0 / (1.0 + exp(-gv(xb + p.u_off + k))));
+#else
+  return xv(xb + k);
+#endif
+#endif
+#endif
+}
 
 // The output row of virtual row v. With ROPE (the fused QKV projection's RoPE + KV-cache store
 // epilogue) rows are visited so that both rows of a rotation pair are adjacent: within the first rot

@@ -1,4 +1,4 @@
-// defines: ROWS RPT R2 R4 LANES SUBGROUP ADD BE BE16 BE32 NORM SILU ROPE GATE I8 XBLK B_W4
+// defines: ROWS RPT R2 R4 LANES SUBGROUP ADD BE BE16 BE32 NORM ROPE I8 XBLK B_W4
 // matvec: the matrix-vector kernel for forwards of T <= 8 tokens (decode; KernelOptions::
 // matvec_subgroup, --matvec-subgroup): y[t, n] (+)= sum_k W[n, k] * x[t, k] for a quantized/float
 // weight W (N x K, layouts in quant.wgsl) and f32 activations x (T x K). One token per workgroup
@@ -108,22 +108,7 @@ fn load_wide(bi: u32) -> Blk {
 
 
 // Activations k .. k+3 of the token whose row starts at element xb (inv: NORM's 1 / rms).
-fn xs(xb: u32, k: u32, inv: f32) -> vec4<f32> {
-#if NORM
-  return (xv(xb + k) * inv) * nw4(k);
-#else
-#if SILU
-  let a = xv(xb + k);
-  return a / (1.0 + exp(-a)) * xv(xb + p.u_off + k);
-#else
-#if GATE
-  return xv(xb + k) * (1.0 / (1.0 + exp(-gv(xb + p.u_off + k))));
-#else
-  return xv(xb + k);
-#endif
-#endif
-#endif
-}
+fn xs(xb: u32, k: u32, inv: f32) -> vec4<f32> { return act4(xb, k, inv); }
 
 // The BE activations of the block starting at element k, prologue applied (a Blk of activations).
 fn act_block(xb: u32, k: u32, inv: f32) -> Blk {
