@@ -434,6 +434,28 @@ const gpu::Pipeline& flash_pipe(OpContext& o, const FlashTile& ft, uint32_t HD, 
   });
 }
 
+// The key split of a prefill attention launch of row_tiles row tiles per KV head over at most
+// max_keys keys in tiles of `keys` keys: {number of splits, keys per split}. The written condition:
+// scratch given, --attn-prefill-split on, fewer than the split target's workgroups without it and
+// more than two key tiles in the longest row; then about that many workgroups (at most kSplitMax
+// splits), each split >= 2 key tiles, and no more splits than the scratch holds.
+std::pair<uint32_t, uint32_t> prefill_key_split(const OpContext& o, const AttentionShape& s, uint32_t row_tiles,
+                                                uint32_t max_keys, uint32_t keys, const gpu::Buffer* split_scratch) {
+  const uint32_t target = std::min(o.opt.attention_tiled_split_target, kTiledSplitTargetMax);
+  const uint32_t tiles = row_tiles * s.Hkv;
+  if (!split_scratch || !o.opt.attention_prefill_split || tiles >= target || max_keys <= 2 * keys) return {1, max_keys};
+  const uint32_t want = std::min(kSplitMax, ceil_div(target, tiles));
+  uint32_t split_len = std::max(2 * keys, ceil_div(ceil_div(max_keys, want), keys) * keys);
+  uint32_t n_split = ceil_div(max_keys, split_len);
+  const uint64_t fit = split_scratch->size() / (4ull * s.T * s.Hq * (s.HD + 2));
+  if (n_split > fit) {
+    n_split = uint32_t(std::max<uint64_t>(fit, 1));
+    split_len = ceil_div(ceil_div(max_keys, n_split), keys) * keys;
+    n_split = ceil_div(max_keys, split_len);
+  }
+  return {n_split, split_len};
+}
+
 // Multi-query tiled attention for T > 1 (attention_tiled.wgsl): one workgroup per (tile of RW
 // (token, head) rows of one KV head, KV head, key split).
 void attention_tiled(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_stride, const gpu::Buffer& kc,
@@ -443,23 +465,7 @@ void attention_tiled(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q
   // other tokens, since the tile starts at its first row's window).
   const uint32_t G = s.Hq / s.Hkv, row_tiles = ceil_div(s.T * G, ts.rows),
                  max_keys = s.window ? std::min(s.pos0 + s.T, s.window + ts.rows) : s.pos0 + s.T;
-  // Split-K decision (the written condition): scratch given, --attn-prefill-split on, fewer than `target`
-  // workgroups without it and more than two key tiles in the longest row; then about `target`
-  // workgroups (at most kSplitMax splits), each split >= 2 key tiles (and as many as fit the scratch).
-  const uint32_t target = std::min(o.opt.attention_tiled_split_target, kTiledSplitTargetMax);
-  uint32_t n_split = 1, split_len = max_keys;
-  const uint32_t tiles = row_tiles * s.Hkv;
-  if (split_scratch && o.opt.attention_prefill_split && tiles < target && max_keys > 2 * ts.keys) {
-    const uint32_t want = std::min(kSplitMax, ceil_div(target, tiles));
-    split_len = std::max(2 * ts.keys, ceil_div(ceil_div(max_keys, want), ts.keys) * ts.keys);
-    n_split = ceil_div(max_keys, split_len);
-    const uint64_t fit = split_scratch->size() / (4ull * s.T * s.Hq * (s.HD + 2));
-    if (n_split > fit) {
-      n_split = uint32_t(std::max<uint64_t>(fit, 1));
-      split_len = ceil_div(ceil_div(max_keys, n_split), ts.keys) * ts.keys;
-      n_split = ceil_div(max_keys, split_len);
-    }
-  }
+  const auto [n_split, split_len] = prefill_key_split(o, s, row_tiles, max_keys, ts.keys, split_scratch);
   const bool split = n_split > 1;
   const auto& p = tiled_pipe(o, s.HD, split);
   AttentionParams prm{
@@ -488,20 +494,7 @@ void attention_flash(OpContext& o, const AttentionShape& s, const FlashTile& ft,
                      const gpu::Buffer& kc, const gpu::Buffer& vc, F32Ref out, uint32_t o_stride,
                      const gpu::Buffer* split_scratch) {
   const uint32_t G = s.Hq / s.Hkv, row_tiles = ceil_div(s.T * G, ft.br), max_keys = s.pos0 + s.T;
-  const uint32_t target = std::min(o.opt.attention_tiled_split_target, kTiledSplitTargetMax);
-  uint32_t n_split = 1, split_len = max_keys;
-  const uint32_t tiles = row_tiles * s.Hkv;
-  if (split_scratch && o.opt.attention_prefill_split && tiles < target && max_keys > 2 * ft.bc) {
-    const uint32_t want = std::min(kSplitMax, ceil_div(target, tiles));
-    split_len = std::max(2 * ft.bc, ceil_div(ceil_div(max_keys, want), ft.bc) * ft.bc);
-    n_split = ceil_div(max_keys, split_len);
-    const uint64_t fit = split_scratch->size() / (4ull * s.T * s.Hq * (s.HD + 2));
-    if (n_split > fit) {
-      n_split = uint32_t(std::max<uint64_t>(fit, 1));
-      split_len = ceil_div(ceil_div(max_keys, n_split), ft.bc) * ft.bc;
-      n_split = ceil_div(max_keys, split_len);
-    }
-  }
+  const auto [n_split, split_len] = prefill_key_split(o, s, row_tiles, max_keys, ft.bc, split_scratch);
   const bool split = n_split > 1;
   const auto& p = flash_pipe(o, ft, s.HD, split);
   FlashParams prm{
