@@ -108,8 +108,6 @@ Models& fx() {
   return m;
 }
 std::vector<int32_t> prompt(size_t T, uint32_t seed) { return random_prompt(T, seed, kV); }
-std::vector<float> logits(Model& m, const std::vector<int32_t>& ids) { return last_logits(m, ids); }
-
 }  // namespace
 
 TEST(Gemma3Parity, ConfigAndParams) {
@@ -133,7 +131,7 @@ TEST(Gemma3Parity, GpuVsCpuLogits) {
   auto& f = fx();
   for (size_t T : {1, 9, 16, 40}) {
     auto ids = prompt(T, uint32_t(T));
-    auto c = logits(*f.cpu, ids), g = logits(*f.gpu, ids);
+    auto c = last_logits(*f.cpu, ids), g = last_logits(*f.gpu, ids);
     const Diff d = diff(g, c);
     std::printf("T=%2zu |gpu-cpu| %.2e max|logit| %.2f\n", T, d.max_abs, d.ref_max);
     EXPECT_GT(d.ref_max, 0.5f) << "degenerate logits";
@@ -160,7 +158,7 @@ TEST(Gemma3Parity, PrefillEqualsPrefillPlusDecode) {
   for (Model* m : {f.cpu.get(), f.gpu.get()}) {
     for (size_t T : {2, 11, 16, 30}) {
       std::vector<int32_t> pre(ids.begin(), ids.begin() + std::ptrdiff_t(T));
-      auto full = logits(*m, pre);
+      auto full = last_logits(*m, pre);
       auto seq = m->new_sequence();
       std::vector<float> l;
       m->forward(*seq, std::span<const int32_t>(pre.data(), T - 1), nullptr);
@@ -181,8 +179,8 @@ TEST(Gemma3Parity, SlidingWindowApplied) {
     Model& narrow = b == BackendKind::CPU ? *fx().cpu : *fx().gpu;
     std::vector<int32_t> in_window(ids.begin(), ids.begin() + kW);
     const float tol = b == BackendKind::CPU ? 0.0f : kTolSplit;  // same kernels on the GPU, same keys
-    EXPECT_LE(diff(logits(*wide, in_window), logits(narrow, in_window)).max_abs, tol) << "same keys within W";
-    EXPECT_GT(diff(logits(*wide, ids), logits(narrow, ids)).max_abs, 1e-3f) << "T > W: the window must matter";
+    EXPECT_LE(diff(last_logits(*wide, in_window), last_logits(narrow, in_window)).max_abs, tol) << "same keys within W";
+    EXPECT_GT(diff(last_logits(*wide, ids), last_logits(narrow, ids)).max_abs, 1e-3f) << "T > W: the window must matter";
   }
 }
 
@@ -204,7 +202,7 @@ TEST(Gemma3Parity, OversizedEmbeddingAndHeadPaths) {
   const std::unique_ptr<Model> split = create_gpu_with_binding_cap(*f.src, 64, "8192");
   for (size_t T : {1, 9}) {
     auto ids = prompt(T, 40 + uint32_t(T));
-    auto g = logits(*fx().gpu, ids), s = logits(*split, ids);
+    auto g = last_logits(*fx().gpu, ids), s = last_logits(*split, ids);
     const Diff d = diff(s, g);
     std::printf("T=%zu |split-gpu| %.2e\n", T, d.max_abs);
     EXPECT_LE(d.max_abs, kTolGpuVsCpu) << "T=" << T;

@@ -60,27 +60,6 @@ Fixture& fx() {
   return f;
 }
 
-std::vector<float> logits(Model& m, const std::vector<int32_t>& ids) {
-  auto seq = m.new_sequence();
-  std::vector<float> l;
-  m.forward(*seq, ids, &l);
-  return l;
-}
-
-// Logits of a prompt's prefill and then of n greedy one-token decode steps, concatenated.
-std::vector<float> decode_trace(Model& m, std::span<const int32_t> prompt, int n) {
-  auto seq = m.new_sequence();
-  std::vector<float> all, l;
-  m.forward(*seq, prompt, &l);
-  for (int i = 0; i < n; ++i) {
-    all.insert(all.end(), l.begin(), l.end());
-    const int32_t t = int32_t(std::max_element(l.begin(), l.end()) - l.begin());
-    m.forward(*seq, std::span<const int32_t>(&t, 1), &l);
-  }
-  all.insert(all.end(), l.begin(), l.end());
-  return all;
-}
-
 /// Last logits after feeding ids in pieces ending at the given cut points.
 std::vector<float> logits_split(Model& m, const std::vector<int32_t>& ids, const std::vector<size_t>& cuts) {
   auto seq = m.new_sequence();
@@ -125,8 +104,8 @@ TEST(Lfm2Parity, LastLogitsVsTransformersBothLoadersBothBackends) {
     const std::string name = p["name"];
     auto ids = ids_of(p);
     auto want = p["logits"].get<std::vector<float>>();
-    auto ch = logits(*f.cpu_hf, ids), cg = logits(*f.cpu_gguf, ids);
-    auto gh = logits(*f.gpu_hf, ids), gg = logits(*f.gpu_gguf, ids), gc = logits(*f.gpu_chunked, ids);
+    auto ch = last_logits(*f.cpu_hf, ids), cg = last_logits(*f.cpu_gguf, ids);
+    auto gh = last_logits(*f.gpu_hf, ids), gg = last_logits(*f.gpu_gguf, ids), gc = last_logits(*f.gpu_chunked, ids);
     Diff d_ref = diff(ch, want), d_loader = diff(cg, ch), d_gpu = diff(gh, ch), d_gg = diff(gg, cg), d_gc = diff(gc, cg);
     std::printf("%-6s T=%3zu |cpu-ref| %.2e |gguf-hf| %.2e |gpu-cpu| %.2e (gguf %.2e, chunk16 %.2e) max|logit| %.1f\n",
                 name.c_str(), ids.size(), d_ref.max_abs, d_loader.max_abs, d_gpu.max_abs, d_gg.max_abs, d_gc.max_abs,
@@ -169,7 +148,7 @@ void split_consistency(Model& m, const char* what) {
   float worst_dec = 0, worst_split = 0;
   for (size_t T = 1; T <= 130; ++T) {
     std::vector<int32_t> pre(ids.begin(), ids.begin() + T);
-    auto full = logits(m, pre);
+    auto full = last_logits(m, pre);
     auto dec = logits_split(m, pre, {T - 1});
     std::vector<size_t> cuts;
     for (int k = int(rng() % 3) + 1; k > 0; --k) cuts.push_back(1 + rng() % std::max<size_t>(1, T));
@@ -239,7 +218,7 @@ TEST(Lfm2Parity, SequencesAreIndependent) {
     m->forward(*s1, std::span<const int32_t>(a.data(), 2), nullptr);
     m->forward(*s2, b, nullptr);  // interleaved: must not touch s1's conv state or KV
     m->forward(*s1, std::span<const int32_t>(a.data() + 2, 2), &l1);
-    EXPECT_LE(diff(l1, logits(*m, a)).max_abs, kTolSplit) << m->backend_name();
+    EXPECT_LE(diff(l1, last_logits(*m, a)).max_abs, kTolSplit) << m->backend_name();
   }
 }
 
@@ -259,7 +238,7 @@ TEST(Lfm2Parity, SnapshotRestoreAndStateFilesAcrossBackends) {
     seq->restore(*snap);
     std::vector<float> got;
     m->forward(*seq, c, &got);
-    EXPECT_LE(diff(got, logits(*m, ac)).max_abs, kTolSplit) << m->backend_name();
+    EXPECT_LE(diff(got, last_logits(*m, ac)).max_abs, kTolSplit) << m->backend_name();
   }
   for (auto [from, to] : {std::pair{f.cpu_gguf.get(), f.gpu_gguf.get()}, std::pair{f.gpu_gguf.get(), f.cpu_gguf.get()}}) {
     auto s1 = from->new_sequence();
@@ -270,7 +249,7 @@ TEST(Lfm2Parity, SnapshotRestoreAndStateFilesAcrossBackends) {
     s2->import_state(uint32_t(a.size()), blobs);
     std::vector<float> got;
     to->forward(*s2, c, &got);
-    EXPECT_LE(diff(got, logits(*to, ac)).max_abs, kTolGpuVsCpu) << from->backend_name() << " -> " << to->backend_name();
+    EXPECT_LE(diff(got, last_logits(*to, ac)).max_abs, kTolGpuVsCpu) << from->backend_name() << " -> " << to->backend_name();
     blobs.pop_back();
     EXPECT_THROW(to->new_sequence()->import_state(uint32_t(a.size()), blobs), Error);
   }
@@ -358,13 +337,13 @@ TEST(Lfm2Parity, PrefillMatmulTiledOnAndOffMatchCpu) {
   for (auto& p : f.ref["prompts"]) {
     auto ids = ids_of(p);
     if (ids.size() <= 8) continue;  // prefill only
-    auto want = logits(*f.cpu_gguf, ids);
+    auto want = last_logits(*f.cpu_gguf, ids);
     for (bool tiled : {false, true}) {
       ModelOptions o;
       o.context_length = 256;
       o.kernels.matmul_tiled = tiled ? 1 : 0;
       auto m = create_model(*f.gguf, o);
-      Diff d = diff(logits(*m, ids), want);
+      Diff d = diff(last_logits(*m, ids), want);
       std::printf("T=%zu matmul_tiled %d: |gpu-cpu| %.2e\n", ids.size(), int(tiled), d.max_abs);
       EXPECT_LE(d.max_abs, kTolGpuVsCpu) << "matmul_tiled " << tiled;
     }

@@ -2,9 +2,11 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -69,6 +71,28 @@ inline std::vector<int32_t> greedy(Model& m, const std::vector<int32_t>& prompt,
     if (i + 1 < n) t = m.forward_argmax(*seq, std::span<const int32_t>(&t, 1));
   }
   return out;
+}
+
+/// Logits a prefill of ids returns on a new sequence of m (the last position's).
+inline std::vector<float> last_logits(Model& m, std::span<const int32_t> ids) {
+  auto seq = m.new_sequence();
+  std::vector<float> l;
+  m.forward(*seq, ids, &l);
+  return l;
+}
+
+/// Logits of a prompt's prefill and then of n greedy one-token decode steps, concatenated.
+inline std::vector<float> decode_trace(Model& m, std::span<const int32_t> prompt, int n) {
+  auto seq = m.new_sequence();
+  std::vector<float> all, l;
+  m.forward(*seq, prompt, &l);
+  for (int i = 0; i < n; ++i) {
+    all.insert(all.end(), l.begin(), l.end());
+    const int32_t t = int32_t(std::max_element(l.begin(), l.end()) - l.begin());
+    m.forward(*seq, std::span<const int32_t>(&t, 1), &l);
+  }
+  all.insert(all.end(), l.begin(), l.end());
+  return all;
 }
 
 }  // namespace wgllm::test

@@ -103,8 +103,6 @@ Models& fx() {
   return m;
 }
 std::vector<int32_t> prompt(size_t T, uint32_t seed) { return random_prompt(T, seed, kV); }
-std::vector<float> logits(Model& m, const std::vector<int32_t>& ids) { return last_logits(m, ids); }
-
 }  // namespace
 
 TEST(Qwen2Parity, Config) {
@@ -126,7 +124,7 @@ TEST(Qwen2Parity, GpuVsCpuLogits) {
   auto& f = fx();
   for (size_t T : {1, 9, 40}) {
     auto ids = prompt(T, uint32_t(T));
-    auto c = logits(*f.cpu, ids), g = logits(*f.gpu, ids);
+    auto c = last_logits(*f.cpu, ids), g = last_logits(*f.gpu, ids);
     const Diff d = diff(g, c);
     std::printf("T=%2zu |gpu-cpu| %.2e max|logit| %.2f\n", T, d.max_abs, d.ref_max);
     EXPECT_GT(d.ref_max, 0.5f) << "degenerate logits";
@@ -151,7 +149,7 @@ TEST(Qwen2Parity, PrefillEqualsPrefillPlusDecode) {
   for (Model* m : {f.cpu.get(), f.gpu.get()}) {
     for (size_t T : {2, 17, 33}) {
       std::vector<int32_t> pre(ids.begin(), ids.begin() + std::ptrdiff_t(T));
-      auto full = logits(*m, pre);
+      auto full = last_logits(*m, pre);
       auto seq = m->new_sequence();
       std::vector<float> l;
       m->forward(*seq, std::span<const int32_t>(pre.data(), T - 1), nullptr);
@@ -164,7 +162,7 @@ TEST(Qwen2Parity, PrefillEqualsPrefillPlusDecode) {
 TEST(Qwen2Parity, BiasesAreUsed) {
   Models z(write_doc("qwen2_zero_bias.gguf", qwen2_doc(true)), 256);
   auto ids = prompt(9, 9);
-  auto c = logits(*fx().cpu, ids), cz = logits(*z.cpu, ids), gz = logits(*z.gpu, ids);
+  auto c = last_logits(*fx().cpu, ids), cz = last_logits(*z.cpu, ids), gz = last_logits(*z.gpu, ids);
   EXPECT_GT(diff(cz, c).max_abs, 1e-2f) << "zeroing the Q/K/V biases must change the logits";
   EXPECT_LE(diff(gz, cz).max_abs, kTolGpuVsCpu);
 }
@@ -197,7 +195,7 @@ TEST(Qwen2Parity, OversizedEmbeddingAndHeadPaths) {
       << "the embedding (f32) stays on the host";
   for (size_t T : {1, 9}) {
     auto ids = prompt(T, 40 + uint32_t(T));
-    auto g = logits(*fx().gpu, ids), s = logits(*split, ids);
+    auto g = last_logits(*fx().gpu, ids), s = last_logits(*split, ids);
     const Diff d = diff(s, g);
     std::printf("T=%zu |split-gpu| %.2e\n", T, d.max_abs);
     EXPECT_LE(d.max_abs, kTolGpuVsCpu) << "T=" << T;

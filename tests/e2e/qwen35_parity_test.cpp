@@ -55,27 +55,6 @@ Fixture& fx() {
   return f;
 }
 
-std::vector<float> logits(Model& m, std::span<const int32_t> ids) {
-  auto seq = m.new_sequence();
-  std::vector<float> l;
-  m.forward(*seq, ids, &l);
-  return l;
-}
-
-// Logits of a prompt's prefill and then of n greedy one-token decode steps, concatenated.
-std::vector<float> decode_trace(Model& m, std::span<const int32_t> prompt, int n) {
-  auto seq = m.new_sequence();
-  std::vector<float> all, l;
-  m.forward(*seq, prompt, &l);
-  for (int i = 0; i < n; ++i) {
-    all.insert(all.end(), l.begin(), l.end());
-    const int32_t t = int32_t(std::max_element(l.begin(), l.end()) - l.begin());
-    m.forward(*seq, std::span<const int32_t>(&t, 1), &l);
-  }
-  all.insert(all.end(), l.begin(), l.end());
-  return all;
-}
-
 std::vector<float> ref_logits(const nlohmann::json& p) { return p["logits"].get<std::vector<float>>(); }
 
 }  // namespace
@@ -86,12 +65,12 @@ TEST(Qwen35Parity, LastLogitsCpuVsTransformersVsWebGPU) {
     const std::string name = p["name"];
     auto ids = ids_of(p);
     auto ref = ref_logits(p);
-    auto c = logits(*f.cpu, ids);
+    auto c = last_logits(*f.cpu, ids);
     Diff dc = diff(c, ref);
     std::printf("%-8s T=%3zu |cpu-ref| %.2e  (max |logit| %.2f)\n", name.c_str(), ids.size(), dc.max_abs, dc.ref_max);
     EXPECT_LE(dc.max_abs, kTolCpuVsRef) << name;
     EXPECT_EQ(dc.argmax_a, dc.argmax_b) << name;
-    Diff dg = diff(logits(f.gpu(), ids), c);
+    Diff dg = diff(last_logits(f.gpu(), ids), c);
     std::printf("%-8s T=%3zu |gpu-cpu| %.2e\n", name.c_str(), ids.size(), dg.max_abs);
     EXPECT_LE(dg.max_abs, kTolGpuVsCpu) << name;
     EXPECT_EQ(dg.argmax_a, dg.argmax_b) << name;
@@ -118,7 +97,7 @@ void check_splits(Model& m, const std::vector<int32_t>& ids, const char* what) {
   auto seq = m.new_sequence();
   for (uint32_t T = 1; T <= 130; ++T) {
     std::span<const int32_t> pre(ids.data(), T);
-    auto full = logits(m, pre);
+    auto full = last_logits(m, pre);
     auto s1 = m.new_sequence();
     std::vector<float> step, split;
     if (T > 1) m.forward(*s1, pre.first(T - 1), nullptr);
@@ -160,13 +139,13 @@ TEST(Qwen35Parity, PrefillEqualsPrefillPlusDecodeAndSplitsForEveryLengthWebGPU) 
 TEST(Qwen35Parity, GpuChunkSizeDoesNotChangeResults) {
   auto& f = fx();
   auto ids = ids_of(f.ref["prompts"][2]);
-  auto want = logits(*f.cpu, ids);
+  auto want = last_logits(*f.cpu, ids);
   for (uint32_t chunk : {1u, 16u, 37u, 128u}) {
     ModelOptions o;
     o.context_length = 512;
     o.kernels.gdn_chunk = chunk;
     auto m = create_model(*f.src, o);
-    Diff d = diff(logits(*m, ids), want);
+    Diff d = diff(last_logits(*m, ids), want);
     std::printf("gdn_chunk %3u: |gpu-cpu| %.2e\n", chunk, d.max_abs);
     EXPECT_LE(d.max_abs, kTolGpuVsCpu) << "chunk " << chunk;
   }
@@ -316,13 +295,13 @@ TEST(Qwen35Parity, PrefillMatmulTiledOnAndOffMatchCpu) {
   // kernels/matmul_tiled.h: the prefill matmul's tiled kernel on and off.
   auto& f = fx();
   auto ids = ids_of(f.ref["prompts"][2]);
-  auto want = logits(*f.cpu, ids);
+  auto want = last_logits(*f.cpu, ids);
   for (bool tiled : {false, true}) {
     ModelOptions o;
     o.context_length = 512;
     o.kernels.matmul_tiled = tiled ? 1 : 0;
     auto m = create_model(*f.src, o);
-    Diff d = diff(logits(*m, ids), want);
+    Diff d = diff(last_logits(*m, ids), want);
     std::printf("matmul_tiled %d: |gpu-cpu| %.2e\n", int(tiled), d.max_abs);
     EXPECT_LE(d.max_abs, kTolGpuVsCpu) << "matmul_tiled " << tiled;
   }

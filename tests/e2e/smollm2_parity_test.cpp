@@ -42,13 +42,6 @@ Fixture& fx() {
   return f;
 }
 
-std::vector<float> logits(Model& m, const std::vector<int32_t>& ids) {
-  auto seq = m.new_sequence();
-  std::vector<float> l;
-  m.forward(*seq, ids, &l);
-  return l;
-}
-
 }  // namespace
 
 TEST(SmolLM2Parity, LastLogitsCpuVsTransformersVsWebGPU) {
@@ -57,7 +50,7 @@ TEST(SmolLM2Parity, LastLogitsCpuVsTransformersVsWebGPU) {
     const std::string name = p["name"];
     auto ids = ids_of(p);
     auto ref = read_f32(fixture("parity/smollm2_" + name + ".f32"));
-    auto c = logits(*f.cpu, ids), g = logits(*f.gpu, ids);
+    auto c = last_logits(*f.cpu, ids), g = last_logits(*f.gpu, ids);
     Diff dc = diff(c, ref), dg = diff(g, c);
     std::printf("%-14s T=%3zu |cpu-ref| %.2e  |gpu-cpu| %.2e  (max |logit| %.1f)\n", name.c_str(), ids.size(),
                 dc.max_abs, dg.max_abs, dc.ref_max);
@@ -90,7 +83,7 @@ TEST(SmolLM2Parity, PrefillEqualsPrefillPlusDecodeForEveryLength) {
   auto seq = m.new_sequence();
   for (uint32_t T = 1; T <= 24; ++T) {
     std::vector<int32_t> pre(ids.begin(), ids.begin() + T);
-    auto full = logits(m, pre);
+    auto full = last_logits(m, pre);
     seq->truncate(0);  // reuses the same KV buffers: stale rows past n_past must not matter
     std::vector<float> step;
     if (T > 1) m.forward(*seq, std::span<const int32_t>(pre.data(), T - 1), nullptr);
@@ -101,7 +94,7 @@ TEST(SmolLM2Parity, PrefillEqualsPrefillPlusDecodeForEveryLength) {
   }
   // Arbitrary split points of one longer prompt.
   const std::vector<int32_t> pre(ids.begin(), ids.begin() + 61);
-  auto full = logits(m, pre);
+  auto full = last_logits(m, pre);
   for (std::vector<uint32_t> cuts : {std::vector<uint32_t>{1, 30}, {17, 18, 40}, {7, 8, 9, 33, 60}}) {
     seq->truncate(0);
     std::vector<float> l;
@@ -158,7 +151,7 @@ TEST(SmolLM2Parity, PrefillMatmulSwitchesMatchCpu) {
                   {"tiled 64x32/8x4", true, 64, 32, 8, 4, false, kTolGpuVsCpu},
                   {"tiled f16", true, 0, 0, 0, 0, true, 0.2f}};
   const auto ids = ids_of(f.prompts[2]);  // moby_dick: 116 tokens
-  const auto want = logits(*f.cpu, ids);
+  const auto want = last_logits(*f.cpu, ids);
   for (const V& v : vs) {
     ModelOptions o;
     o.context_length = 256;
@@ -167,7 +160,7 @@ TEST(SmolLM2Parity, PrefillMatmulSwitchesMatchCpu) {
     o.kernels.matmul_reg_t = v.rt;
     o.kernels.matmul_tiled_f16 = v.f16;
     auto m = create_model(*f.src, o);
-    Diff d = diff(logits(*m, ids), want);
+    Diff d = diff(last_logits(*m, ids), want);
     std::printf("%-16s |gpu-cpu| %.2e\n", v.name, d.max_abs);
     EXPECT_LE(d.max_abs, v.tol) << v.name;
     EXPECT_EQ(d.argmax_a, d.argmax_b) << v.name;

@@ -140,14 +140,6 @@ inline std::vector<int32_t> random_prompt(size_t T, uint32_t seed, uint32_t voca
   return ids;
 }
 
-/// Last-position logits of ids on a new sequence of m.
-inline std::vector<float> last_logits(Model& m, const std::vector<int32_t>& ids) {
-  auto seq = m.new_sequence();
-  std::vector<float> l;
-  m.forward(*seq, ids, &l);
-  return l;
-}
-
 /// src on WebGPU with storage bindings capped at max_bytes (the test-only
 /// WGLLM_TEST_MAX_BINDING_BYTES hook, unset again whatever happens): the oversized-weight paths.
 inline std::unique_ptr<Model> create_gpu_with_binding_cap(const ModelSource& src, uint32_t context_length,

@@ -69,13 +69,6 @@ const nlohmann::json& reference(const std::string& family) {
   return it->second;
 }
 
-std::vector<float> last_logits(Model& m, std::span<const int32_t> ids) {
-  auto seq = m.new_sequence();
-  std::vector<float> l;
-  m.forward(*seq, ids, &l);
-  return l;
-}
-
 class Trained : public ::testing::TestWithParam<std::tuple<std::string, bool>> {
  protected:
   std::string family() const { return std::get<0>(GetParam()); }
