@@ -61,7 +61,9 @@ std::function<int()> add_serve(CLI::App& app) {
     if (so.model_id.empty()) so.model_id = std::filesystem::path(l.src->path).filename().string();
     const std::string backend = l.model->backend_name();
     so.on_listening = [&](int port) {
-      fmt::print("wgllm serve: listening on http://{}:{} (model {}, {}, {} slot{}, context {})\n", so.host, port,
+      // An IPv6 address goes in brackets in a URL (RFC 3986).
+      const std::string host = so.host.find(':') != std::string::npos ? "[" + so.host + "]" : so.host;
+      fmt::print("wgllm serve: listening on http://{}:{} (model {}, {}, {} slot{}, context {})\n", host, port,
                  so.model_id, backend, so.scheduler.slots, so.scheduler.slots == 1 ? "" : "s", so.scheduler.context);
       std::fflush(stdout);
     };

@@ -42,7 +42,11 @@ double number(const json& b, const char* k, double lo, double hi) {
 int64_t integer(const json& b, const char* k, int64_t lo, int64_t hi) {
   const json& v = b[k];
   if (!v.is_number_integer()) bad(k, fmt::format("'{}' must be an integer", k));
-  if (v.is_number_unsigned() ? v.get<uint64_t>() > uint64_t(hi) : (v.get<int64_t>() < lo || v.get<int64_t>() > hi))
+  // nlohmann-json parses non-negative literals as unsigned: both bounds apply to either kind.
+  const bool in_range = v.is_number_unsigned()
+                            ? (lo <= 0 || v.get<uint64_t>() >= uint64_t(lo)) && (hi >= 0 && v.get<uint64_t>() <= uint64_t(hi))
+                            : v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
+  if (!in_range)
     bad(k, fmt::format("'{}' must be in [{}, {}]", k, lo, hi));
   return v.is_number_unsigned() ? int64_t(v.get<uint64_t>()) : v.get<int64_t>();
 }
@@ -60,8 +64,11 @@ void parse_common(const json& b, ParsedRequest& r) {
   if (present(b, "temperature")) p.sampler.temperature = float(number(b, "temperature", 0, 2));
   else p.sampler.temperature = 1.0f;  // OpenAI's default
   if (present(b, "top_p")) {
-    p.sampler.top_p = float(number(b, "top_p", 0, 1));
-    if (p.sampler.top_p <= 0) bad("top_p", "'top_p' must be in (0, 1]");
+    const json& v = b["top_p"];
+    if (!v.is_number()) bad("top_p", "'top_p' must be a number");
+    const double d = v.get<double>();
+    if (!(d > 0 && d <= 1)) bad("top_p", "'top_p' must be in (0, 1]");
+    p.sampler.top_p = float(d);
   }
   if (present(b, "top_k")) p.sampler.top_k = uint32_t(integer(b, "top_k", 0, UINT32_MAX));
   if (present(b, "min_p")) p.sampler.min_p = float(number(b, "min_p", 0, 1));
@@ -138,6 +145,9 @@ ParsedRequest parse_chat_request(const json& b) {
     if (present(m, "tool_calls")) bad(fmt::format("messages[{}].tool_calls", i), "tool calls are not supported");
     std::string role = m["role"].get<std::string>();
     if (role == "developer") role = "system";  // OpenAI's newer name for the system role
+    if (role != "system" && role != "user" && role != "assistant" && role != "tool")
+      bad(fmt::format("messages[{}].role", i),
+          fmt::format("unknown role '{}' (system, developer, user, assistant or tool)", role));
     r.messages.push_back({role, message_content(m, i)});
   }
   if (present(b, "tools") && !(b["tools"].is_array() && b["tools"].empty())) bad("tools", "tools are not supported");
@@ -162,14 +172,26 @@ ParsedRequest parse_completion_request(const json& b) {
   r.chat = false;
   if (!b.contains("prompt")) bad("prompt", "'prompt' is required");
   const json& p = b["prompt"];
-  if (p.is_string()) {
-    r.prompt = p.get<std::string>();
-  } else if (p.is_array() && p.size() == 1 && p[0].is_string()) {
-    r.prompt = p[0].get<std::string>();
-  } else if (p.is_array() && p.size() > 1 && p[0].is_string()) {
+  // A string, or token ids (OpenAI's array of integers), or a list of one of either.
+  auto ids_of = [&](const json& a) {
+    std::vector<int32_t> ids;
+    for (const json& t : a) {
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > INT32_MAX)
+        bad("prompt", "a token-id prompt must hold non-negative integer ids");
+      ids.push_back(int32_t(t.get<int64_t>()));
+    }
+    return ids;
+  };
+  const bool one_of_many = p.is_array() && p.size() == 1 && (p[0].is_string() || p[0].is_array());
+  const json& q = one_of_many ? p[0] : p;
+  if (p.is_array() && p.size() > 1 && (p[0].is_string() || p[0].is_array())) {
     bad("prompt", "only one prompt per request is supported");
+  } else if (q.is_string()) {
+    r.prompt = q.get<std::string>();
+  } else if (q.is_array() && !q.empty() && q[0].is_number()) {
+    r.prompt_ids = ids_of(q);
   } else {
-    bad("prompt", "'prompt' must be a string");
+    bad("prompt", "'prompt' must be a string or an array of token ids");
   }
   if (present(b, "suffix")) bad("suffix", "'suffix' is not supported");
   if (present(b, "echo")) r.echo = boolean(b, "echo");

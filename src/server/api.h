@@ -10,6 +10,7 @@
 // 0..5), ignore_eos (extension, as llama.cpp's server).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -37,6 +38,7 @@ struct ParsedRequest {
   bool chat = true;
   std::vector<ChatMessage> messages;  // chat
   std::string prompt;                 // completions
+  std::optional<std::vector<int32_t>> prompt_ids;  // completions: the prompt as token ids (unchecked against the vocabulary)
   GenParams params;
   bool max_tokens_given = false;
   bool stream = false;

@@ -165,10 +165,18 @@ void Server::generate(const httplib::Request& req, httplib::Response& res, bool 
     }
   }
   auto job = std::make_shared<Job>();
-  try {
-    job->prompt = tok_.encode_prompt(text);
-  } catch (const std::exception& e) {
-    throw ApiError(400, fmt::format("the prompt cannot be tokenized: {}", e.what()), chat ? "messages" : "prompt");
+  if (r.prompt_ids) {
+    for (const int32_t id : *r.prompt_ids)
+      if (uint32_t(id) >= tok_.vocab_size())
+        throw ApiError(400, fmt::format("token id {} in 'prompt' is not in [0, {})", id, tok_.vocab_size()), "prompt");
+    job->prompt = *r.prompt_ids;
+    text = tok_.decode(job->prompt);  // for echo
+  } else {
+    try {
+      job->prompt = tok_.encode_prompt(text);
+    } catch (const std::exception& e) {
+      throw ApiError(400, fmt::format("the prompt cannot be tokenized: {}", e.what()), chat ? "messages" : "prompt");
+    }
   }
   if (job->prompt.empty()) throw ApiError(400, "the prompt is empty (no tokens)", chat ? "messages" : "prompt");
   const uint32_t ctx = sched_.context_length();
@@ -336,7 +344,19 @@ void Server::routes() {
   http_.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;  // our own error bodies
     std::string msg = fmt::format("HTTP error {}", res.status);
-    if (res.status == 404) msg = fmt::format("no such endpoint: {} {}", req.method, req.path);
+    if (res.status == 404) {
+      // A known endpoint asked with another method: 405 with the method it takes.
+      static const std::pair<const char*, const char*> kEndpoints[] = {
+          {"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"}, {"/v1/models", "GET"}, {"/health", "GET"},
+          {"/metrics", "GET"},           {"/tokenize", "POST"},       {"/detokenize", "POST"}};
+      msg = fmt::format("no such endpoint: {} {}", req.method, req.path);
+      for (const auto& [path, method] : kEndpoints)
+        if (req.path == path) {
+          res.status = 405;
+          res.set_header("Allow", method);
+          msg = fmt::format("{} takes {}, not {}", path, method, req.method);
+        }
+    }
     if (res.status == 413)
       msg = fmt::format("the request body is too large (at most {} bytes; bodies without 'Content-Type: "
                         "application/json' are taken as forms, limited to 8192 bytes)", opt_.max_body_bytes);
@@ -346,11 +366,20 @@ void Server::routes() {
   });
   http_.Post("/v1/chat/completions", guarded([this](auto& req, auto& res) { generate(req, res, true); }));
   http_.Post("/v1/completions", guarded([this](auto& req, auto& res) { generate(req, res, false); }));
-  http_.Get("/v1/models", guarded([this](auto&, auto& res) {
-    json m = {{"id", opt_.model_id}, {"object", "model"}, {"created", created_}, {"owned_by", "wgllm"},
-              {"meta", {{"context_length", sched_.context_length()}, {"vocab_size", tok_.vocab_size()},
-                        {"backend", model_.backend_name()}}}};
-    res.set_content(dump(json{{"object", "list"}, {"data", json::array({m})}}), "application/json");
+  const auto model_object = [this] {
+    return json{{"id", opt_.model_id}, {"object", "model"}, {"created", created_}, {"owned_by", "wgllm"},
+                {"meta", {{"context_length", sched_.context_length()}, {"vocab_size", tok_.vocab_size()},
+                          {"backend", model_.backend_name()}}}};
+  };
+  http_.Get("/v1/models", guarded([model_object](auto&, auto& res) {
+    res.set_content(dump(json{{"object", "list"}, {"data", json::array({model_object()})}}), "application/json");
+  }));
+  http_.Get(R"(/v1/models/(.+))", guarded([this, model_object](auto& req, auto& res) {
+    const std::string id = req.matches[1];
+    if (id != opt_.model_id)
+      throw ApiError(404, fmt::format("the model '{}' does not exist (this server serves '{}')", id, opt_.model_id), "model",
+                     "model_not_found");
+    res.set_content(dump(model_object()), "application/json");
   }));
   http_.Get("/health", guarded([this](auto&, auto& res) {
     if (shutting_down_) throw ApiError(503, "the server is shutting down", "", "", "server_error");
@@ -395,6 +424,13 @@ int Server::run() {
   http_.set_read_timeout(30, 0);
   http_.set_write_timeout(30, 0);
   http_.set_keep_alive_timeout(2);  // idle keep-alive connections hold a worker (and delay stop()) this long
+  // cpp-httplib's default socket options set SO_REUSEPORT, which lets a second server bind a port
+  // another one listens on (the two then split the connections): only SO_REUSEADDR here, so a busy
+  // port fails to bind (a port in TIME_WAIT still binds).
+  http_.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   int port = opt_.port;
   if (port == 0) {
     port = http_.bind_to_any_port(opt_.host);

@@ -252,6 +252,7 @@ class Api(unittest.TestCase):
     def test_models_health_tokenize(self):
         models = self.c.models.list().data
         self.assertEqual(len(models), 1)
+        self.assertEqual(self.c.models.retrieve(models[0].id).id, models[0].id)
         self.assertEqual(self.s.http("GET", "/health"), (200, {"status": "ok"}))
         st, tok = self.s.http("POST", "/tokenize", {"content": "Hello world"})
         self.assertEqual(st, 200)
@@ -312,13 +313,27 @@ class Api(unittest.TestCase):
         text = "".join(c.choices[0].text for c in self.c.completions.create(
             model="x", prompt="Once upon a time", max_tokens=8, temperature=0, stream=True) if c.choices)
         self.assertEqual(text, r.choices[0].text)
+        # The prompt as token ids (what the string tokenizes to, specials included): the same text.
+        st, tok = self.s.http("POST", "/tokenize", {"content": "Once upon a time", "add_special": True})
+        self.assertEqual(st, 200)
+        for prompt in (tok["tokens"], [tok["tokens"]]):
+            ids = self.c.completions.create(model="x", prompt=prompt, max_tokens=8, temperature=0)
+            self.assertEqual(ids.choices[0].text, r.choices[0].text)
+            self.assertEqual(ids.usage.prompt_tokens, r.usage.prompt_tokens)
+        for bad in ([10 ** 9], [-1], [1, "a"], [[1], [2]]):
+            st, e = self.s.http("POST", "/v1/completions", {"prompt": bad, "max_tokens": 2})
+            self.assertEqual((st, e["error"]["param"]), (400, "prompt"), bad)
 
     def test_bad_requests_are_400(self):
         msgs = [{"role": "user", "content": "hi"}]
         cases = [({"messages": msgs, "n": 2}, "n"), ({"messages": msgs, "temperature": "hot"}, "temperature"),
                  ({"messages": msgs, "temperature": 3}, "temperature"), ({"messages": "hi"}, "messages"),
                  ({"messages": [{"content": "no role"}]}, "messages[0].role"), ({}, "messages"),
-                 ({"messages": msgs, "max_tokens": -1}, "max_tokens"), ({"messages": msgs, "stream": "yes"}, "stream"),
+                 ({"messages": msgs, "max_tokens": -1}, "max_tokens"), ({"messages": msgs, "max_tokens": 0}, "max_tokens"),
+                 ({"messages": msgs, "max_completion_tokens": 0}, "max_completion_tokens"),
+                 ({"messages": [{"role": "wizard", "content": "hi"}]}, "messages[0].role"),
+                 ({"messages": msgs, "top_p": 0}, "top_p"), ({"messages": msgs, "top_p": 2}, "top_p"),
+                 ({"messages": msgs, "stream": "yes"}, "stream"),
                  ({"messages": msgs, "stop": [1]}, "stop"), ({"messages": msgs, "top_logprobs": 2}, "top_logprobs"),
                  ({"messages": msgs, "tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
                  ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]},
@@ -343,6 +358,11 @@ class Api(unittest.TestCase):
         st, r = self.s.http("GET", "/v1/nothing")
         self.assertEqual(st, 404)
         self.assertIn("error", r)
+        st, r = self.s.http("GET", "/v1/chat/completions")  # a known endpoint, the wrong method
+        self.assertEqual(st, 405)
+        self.assertIn("POST", r["error"]["message"])
+        with self.assertRaises(openai.NotFoundError):
+            self.c.models.retrieve("no-such-model")
 
     def test_garbage_never_crashes(self):
         rng = random.Random(5)
@@ -412,6 +432,17 @@ class Limits(unittest.TestCase):
             self.assertEqual(m["wgllm_requests_rejected_total"], 1)
             self.assertEqual(m["wgllm_active_requests"], 0)
             self.assertLess(m["wgllm_generated_tokens_total"], 4000)
+        finally:
+            self.assertEqual(s.stop(), 0)
+
+    def test_busy_port_is_refused(self):
+        s = Server("busy")
+        try:
+            second = subprocess.run([ARGS.wgllm, "serve", "-m", ARGS.model, "--backend", ARGS.backend, "--port",
+                                     str(s.port), "--no-warmup"], capture_output=True, text=True, timeout=180)
+            self.assertNotEqual(second.returncode, 0, "a second server bound a port another one listens on")
+            self.assertIn("cannot listen", second.stderr)
+            self.assertEqual(s.http("GET", "/health")[0], 200)
         finally:
             self.assertEqual(s.stop(), 0)
 
