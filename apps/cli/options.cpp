@@ -23,7 +23,7 @@ std::string default_model_path() { return cache_dir() + "/models/SmolLM2-135M-In
 namespace {
 
 // One switch's CLI flag: BOOL `--f` / `--no-f`; TRI (uint8_t: 0 off, 1 on, 2 adapter default) `--f`
-// sets 1, `--no-f` 0; INT `--f N` in [lo, hi]; POW2 `--f N`, 0 or a power of two <= hi.
+// sets 1, `--no-f` 0; INT `--f N` in [lo, hi]; POW2 `--f N`, 0 or a power of two in [lo, hi].
 template <class T>
 void add_switch(CLI::App& app, SwitchKind kind, const char* flag, T& v, int64_t lo, int64_t hi, const char* help) {
   if (!*flag) return;  // no CLI flag
@@ -35,7 +35,7 @@ void add_switch(CLI::App& app, SwitchKind kind, const char* flag, T& v, int64_t 
     app.add_flag_callback(nf, [&v] { v = 0; }, std::string("turns off ") + f);
   } else {
     if (kind == SwitchKind::Pow2)
-      app.add_option(f, v, help)->transform(zero_or_power_of_two(uint32_t(hi)));
+      app.add_option(f, v, help)->transform(zero_or_power_of_two(uint32_t(lo), uint32_t(hi)));
     else
       app.add_option(f, v, help)->transform(integer(lo, uint64_t(hi)));
   }

@@ -67,18 +67,20 @@ CLI::Validator real(double lo, double hi, bool lo_open) {
       "REAL in " + range, "real");
 }
 
-CLI::Validator zero_or_power_of_two(uint32_t max) {
+CLI::Validator zero_or_power_of_two(uint32_t min, uint32_t max) {
   const CLI::Validator in_range = integer(0, max);
+  const std::string what = min > 1 ? fmt::format("0 or a power of two in [{}, {}]", min, max)
+                                   : fmt::format("0 or a power of two up to {}", max);
   return CLI::Validator(
-      [in_range, max](std::string& s) -> std::string {
+      [in_range, min, what](std::string& s) -> std::string {
         std::string t = s;
         if (std::string err = in_range(t); !err.empty()) return err;
         s = t;  // canonical spelling
         const uint64_t v = std::stoull(s);
-        if (v & (v - 1)) return s + " is not 0 or a power of two up to " + std::to_string(max);
+        if ((v & (v - 1)) || (v != 0 && v < min)) return s + " is not " + what;
         return std::string();
       },
-      "0 or a power of two <= " + std::to_string(max), "zero_or_power_of_two");
+      what, "zero_or_power_of_two");
 }
 
 const CLI::Validator OutputFile(

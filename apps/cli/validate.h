@@ -25,8 +25,8 @@ CLI::Validator integer(int64_t lo, uint64_t hi, uint64_t multiple_of = 1);
 /// A finite decimal real number (no NaN, no inf, no hex floats) in [lo, hi]; with lo_open, lo
 /// itself is excluded: (lo, hi].
 CLI::Validator real(double lo, double hi, bool lo_open = false);
-/// 0 or a power of two up to `max` (canonical spelling as integer(); attach with transform()).
-CLI::Validator zero_or_power_of_two(uint32_t max);
+/// 0, or a power of two in [min, max] (canonical spelling as integer(); attach with transform()).
+CLI::Validator zero_or_power_of_two(uint32_t min, uint32_t max);
 /// A path a result file can be written to: not empty, not an existing directory, and its parent
 /// directory exists (checked at parse time, so a long run never loses its result at the end).
 extern const CLI::Validator OutputFile;

@@ -113,8 +113,8 @@ std::string SwitchInfo::spelled(int64_t v) const {
   switch (kind) {
     case SwitchKind::Bool: return v ? fmt::format("--{}", flag) : fmt::format("--no-{}", flag);
     case SwitchKind::Tri: return v == 1 ? fmt::format("--{}", flag) : v == 0 ? fmt::format("--no-{}", flag) : "";
-    case SwitchKind::Int:
-    case SwitchKind::Pow2: return v >= lo && v <= hi ? fmt::format("--{} {}", flag, v) : "";
+    case SwitchKind::Int: return v >= lo && v <= hi ? fmt::format("--{} {}", flag, v) : "";
+    case SwitchKind::Pow2: return v == 0 || (v >= lo && v <= hi) ? fmt::format("--{} {}", flag, v) : "";
   }
   return "";
 }
@@ -123,8 +123,8 @@ std::string SwitchInfo::default_text() const {
   switch (kind) {
     case SwitchKind::Bool: return def ? "on" : "off";
     case SwitchKind::Tri: return def == 2 ? "2 (adapter default)" : def == 1 ? "1 (on)" : "0 (off)";
-    case SwitchKind::Int:
-    case SwitchKind::Pow2: return def < lo || def > hi ? "auto (adapter default)" : std::to_string(def);
+    case SwitchKind::Int: return def < lo || def > hi ? "auto (adapter default)" : std::to_string(def);
+    case SwitchKind::Pow2: return def != 0 && (def < lo || def > hi) ? "auto (adapter default)" : std::to_string(def);
   }
   return "";
 }
