@@ -60,6 +60,9 @@ class Env:
         os.mkdir(self.dir)
         self.empty = os.path.join(tmp, "empty.txt")
         open(self.empty, "wb").close()
+        self.bad_utf8 = os.path.join(tmp, "bad_utf8.txt")
+        with open(self.bad_utf8, "wb") as f:
+            f.write(b"ab\xffcd")
         self.garbage = os.path.join(tmp, "garbage.gguf")
         with open(self.garbage, "wb") as f:
             f.write(b"GGUF" + bytes(random.Random(7).randrange(256) for _ in range(4096)))
@@ -199,6 +202,9 @@ def pinned_cases(e):
         Case(["run"] + tiny + ["-f", e.empty, "--raw", "-n", "2"], "empty prompt file, raw", {0, 1}, None, None,
              loads=True),
         Case(["run"] + tiny + ["-p", "Hi", "-n", "0"], "run -n 0", {0}, None, None, loads=True),
+        Case(["run"] + tiny + ["-f", e.empty, "-n", "2"], "empty prompt file (as -p \"\")", {1}, "is empty", loads=True),
+        Case(["run"] + tiny + ["-f", e.bad_utf8, "-n", "2"], "invalid UTF-8 prompt file: the offset in the file (was the "
+             "templated text's)", {1}, "byte offset 2", loads=True),
         Case(["chat", "-m", e.hf, "--backend", "cpu"], "chat with a model without a chat template", {1},
              "chat template", loads=True),
         Case(["run", "-m", e.garbage, "--backend", "cpu", "-p", "x"], "garbage model file", {1}, "error", loads=True),

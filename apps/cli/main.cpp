@@ -39,6 +39,7 @@
 #include "validate.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
+#include "tokenizer/tokenizer.h"
 #include "models/switches.h"
 
 using namespace wgllm;
@@ -295,7 +296,15 @@ int main(int argc, char** argv) {
       fmt::print(stderr, "wgllm run: error: give a prompt with -p or -f (see `wgllm run --help`)\n");
       return 2;
     }
-    if (!prompt_file.empty()) prompt = cli::read_file(prompt_file);
+    if (!prompt_file.empty()) {
+      prompt = cli::read_file(prompt_file);
+      if (*run && prompt.empty()) throw Error("the prompt file " + prompt_file + " is empty");
+    }
+    // Checked before a chat template wraps it, so the offset is the user's (the tokenizer checks
+    // the templated text, where it is not).
+    if (auto bad = validate_utf8(prompt))
+      throw Error(fmt::format("the prompt{} is not valid UTF-8 (byte offset {})",
+                              prompt_file.empty() ? "" : " file " + prompt_file, *bad));
     if (int rc = multiturn_hook(); rc >= 0) return rc;
     if (int rc = attention_hook(); rc >= 0) return rc;
     if (int rc = long_context_hook(); rc >= 0) return rc;
