@@ -71,7 +71,10 @@ int request_socket(const httplib::Request& req) {
 #endif
 }
 
-/// True once the peer of socket fd has closed the connection (or it failed).
+/// True once the peer of socket fd has closed the connection (or it failed). A client that only
+/// half-closes (shutdown(SHUT_WR) after its request, as `nc -N` does) looks the same from here
+/// until a write fails, and a whole (non-streamed) answer writes nothing before the end: such a
+/// client's generation is cancelled too. Streamed answers notice a gone client by a failed write.
 bool peer_closed(int fd) {
   if (fd < 0) return false;
   pollfd p{fd, POLLRDHUP, 0};
