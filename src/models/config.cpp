@@ -226,13 +226,7 @@ template double need<double>(const nlohmann::json&, const char*, const std::stri
 template bool need<bool>(const nlohmann::json&, const char*, const std::string&);
 template std::string need<std::string>(const nlohmann::json&, const char*, const std::string&);
 
-ModelConfig llama_config_from_hf(const nlohmann::json& j, const std::string& path) {
-  ModelConfig c;
-  c.arch = opt<std::string>(j, "model_type", "", path);
-  c.name = opt<std::string>(j, "_name_or_path", c.arch, path);
-  c.n_layers = hf_uint(j, "num_hidden_layers", path, hp::layers);
-  c.d_model = hf_uint(j, "hidden_size", path, hp::d_model);
-  c.ffn_dim = hf_uint(j, "intermediate_size", path, hp::ffn);
+void hf_attention_shape(const nlohmann::json& j, const std::string& path, ModelConfig& c) {
   c.n_heads = hf_uint(j, "num_attention_heads", path, hp::heads);
   c.n_kv_heads = hf_uint_or(j, "num_key_value_heads", c.n_heads, path, {1, c.n_heads});
   check_hp(c.n_heads % c.n_kv_heads == 0, path,
@@ -243,6 +237,16 @@ ModelConfig llama_config_from_hf(const nlohmann::json& j, const std::string& pat
              "config.json hidden_size " + std::to_string(c.d_model) + " is not a multiple of num_attention_heads " +
                  std::to_string(c.n_heads) + " (and head_dim is absent)");
   c.head_dim = hf_uint_or(j, "head_dim", c.d_model / c.n_heads, path, hp::head_dim);
+}
+
+ModelConfig llama_config_from_hf(const nlohmann::json& j, const std::string& path) {
+  ModelConfig c;
+  c.arch = opt<std::string>(j, "model_type", "", path);
+  c.name = opt<std::string>(j, "_name_or_path", c.arch, path);
+  c.n_layers = hf_uint(j, "num_hidden_layers", path, hp::layers);
+  c.d_model = hf_uint(j, "hidden_size", path, hp::d_model);
+  c.ffn_dim = hf_uint(j, "intermediate_size", path, hp::ffn);
+  hf_attention_shape(j, path, c);
   c.vocab = hf_uint(j, "vocab_size", path, hp::vocab);
   c.max_context = hf_uint_or(j, "max_position_embeddings", 2048, path, hp::context);
   c.rms_eps = float(hf_real_or(j, "rms_norm_eps", 1e-6, path, hp::rms_eps));

@@ -76,6 +76,10 @@ uint32_t hf_uint_or(const nlohmann::json& j, const char* key, uint32_t def, cons
                     const std::string& where = "");
 double hf_real_or(const nlohmann::json& j, const char* key, double def, const std::string& path, RealRange r,
                   const std::string& where = "");
+/// The attention shape of a config.json (the same keys in every architecture): n_heads
+/// (num_attention_heads), n_kv_heads (num_key_value_heads, default n_heads; must divide it) and
+/// head_dim (default hidden_size / num_attention_heads, which must then divide). Needs c.d_model.
+void hf_attention_shape(const nlohmann::json& j, const std::string& path, ModelConfig& c);
 /// GGUF RoPE scaling keys of architecture prefix `a` ("llama."): rope.scaling.type other than
 /// "none", and a rope.scaling.factor / rope.scale_linear other than 0 or 1 (llama.cpp reads a
 /// factor without a type as linear scaling), are unsupported: wgllm::Error naming key and value.

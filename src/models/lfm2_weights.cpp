@@ -84,16 +84,7 @@ ModelConfig lfm2_config_from_hf(const nlohmann::json& j, const std::string& path
   c.name = opt<std::string>(j, "_name_or_path", "lfm2", path);
   c.n_layers = hf_uint(j, "num_hidden_layers", path, hp::layers);
   c.d_model = hf_uint(j, "hidden_size", path, hp::d_model);
-  c.n_heads = hf_uint(j, "num_attention_heads", path, hp::heads);
-  c.n_kv_heads = hf_uint_or(j, "num_key_value_heads", c.n_heads, path, {1, c.n_heads});
-  check_hp(c.n_heads % c.n_kv_heads == 0, path,
-           "config.json num_attention_heads " + std::to_string(c.n_heads) + " is not a multiple of num_key_value_heads " +
-               std::to_string(c.n_kv_heads));
-  if (!j.contains("head_dim") || j["head_dim"].is_null())
-    check_hp(c.d_model % c.n_heads == 0, path,
-             "config.json hidden_size " + std::to_string(c.d_model) + " is not a multiple of num_attention_heads " +
-                 std::to_string(c.n_heads) + " (and head_dim is absent)");
-  c.head_dim = hf_uint_or(j, "head_dim", c.d_model / c.n_heads, path, hp::head_dim);
+  hf_attention_shape(j, path, c);
   c.vocab = hf_uint(j, "vocab_size", path, hp::vocab);
   c.max_context = hf_uint_or(j, "max_position_embeddings", 128000, path, hp::context);
   c.rms_eps = float(hf_real_or(j, "norm_eps", 1e-5, path, hp::rms_eps));

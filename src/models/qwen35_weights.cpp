@@ -60,16 +60,7 @@ ModelConfig qwen35_config_from_hf(const nlohmann::json& j, const std::string& pa
   c.n_layers = hf_uint(t, "num_hidden_layers", path, hp::layers);
   c.d_model = hf_uint(t, "hidden_size", path, hp::d_model);
   c.ffn_dim = hf_uint(t, "intermediate_size", path, hp::ffn);
-  c.n_heads = hf_uint(t, "num_attention_heads", path, hp::heads);
-  c.n_kv_heads = hf_uint_or(t, "num_key_value_heads", c.n_heads, path, {1, c.n_heads});
-  check_hp(c.n_heads % c.n_kv_heads == 0, path,
-           "config.json num_attention_heads " + std::to_string(c.n_heads) + " is not a multiple of num_key_value_heads " +
-               std::to_string(c.n_kv_heads));
-  if (!t.contains("head_dim") || t["head_dim"].is_null())
-    check_hp(c.d_model % c.n_heads == 0, path,
-             "config.json hidden_size " + std::to_string(c.d_model) + " is not a multiple of num_attention_heads " +
-                 std::to_string(c.n_heads) + " (and head_dim is absent)");
-  c.head_dim = hf_uint_or(t, "head_dim", c.d_model / c.n_heads, path, hp::head_dim);
+  hf_attention_shape(t, path, c);
   c.vocab = hf_uint(t, "vocab_size", path, hp::vocab);
   c.max_context = hf_uint_or(t, "max_position_embeddings", 2048, path, hp::context);
   c.rms_eps = float(hf_real_or(t, "rms_norm_eps", 1e-6, path, hp::rms_eps));
