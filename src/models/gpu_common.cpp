@@ -131,8 +131,9 @@ int32_t GpuModel::argmax_result(uint64_t ticket) {
   return int32_t(id);
 }
 
-const gpu::Buffer& GpuModel::token_ids(const gpu::Buffer& tokens, const gpu::Buffer& amax, std::span<const int32_t> toks) {
-  if (chained_) return amax;
+const gpu::Buffer& GpuModel::token_ids(const gpu::Buffer& tokens, const gpu::Buffer& amax, std::span<const int32_t> toks,
+                                       bool batch) {
+  if (chained_ && !batch) return amax;
   tokens.write(*ctx_, 0, toks.data(), uint64_t(toks.size()) * 4);
   return tokens;
 }

@@ -101,9 +101,10 @@ class GpuModel : public Model {
   /// Whether the embedding reads token ids from a GPU buffer (async_argmax() needs it).
   virtual bool device_token_input() const { return true; }
   /// The token ids of a chunk for the embedding: writes toks into `tokens` (queued) and returns
-  /// it, or, in a forward_argmax_async() with no tokens, returns `amax` (the previous forward's
-  /// argmax, still on the device) without writing anything.
-  const gpu::Buffer& token_ids(const gpu::Buffer& tokens, const gpu::Buffer& amax, std::span<const int32_t> toks);
+  /// it, or, in a forward_argmax_async() with no tokens (never a batch of several sequences,
+  /// `batch`), returns `amax` (the previous forward's argmax, still on the device) without writing.
+  const gpu::Buffer& token_ids(const gpu::Buffer& tokens, const gpu::Buffer& amax, std::span<const int32_t> toks,
+                               bool batch = false);
   /// Context length for new_sequence(ctx): ctx, else the options' default, capped by the model
   /// (sequence_context()).
   uint32_t sequence_length(uint32_t ctx) const;

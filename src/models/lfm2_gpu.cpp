@@ -176,13 +176,9 @@ class Lfm2Gpu final : public GpuModel {
   // Begins the submission and records the embedding and every layer for the rows of segs.
   void record_body(kernels::OpContext& o, std::span<const BatchSeg> segs, std::span<const int32_t> toks) {
     const uint32_t T = uint32_t(toks.size());
-    const Buffer* ids = &tokens_;
-    if (segs.size() == 1)
-      ids = &token_ids(tokens_, amax_, toks);
-    else
-      tokens_.write(*ctx_, 0, toks.data(), uint64_t(T) * 4);
+    const Buffer& ids = token_ids(tokens_, amax_, toks, segs.size() > 1);
     rec_->begin();
-    kernels::embed(o, embed_, *ids, T, {x_, 0});
+    kernels::embed(o, embed_, ids, T, {x_, 0});
     for (uint32_t l = 0; l < c_.n_layers; ++l) {
       Layer& L = layers_[l];
       if (L.attn)

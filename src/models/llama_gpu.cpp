@@ -190,8 +190,7 @@ class LlamaGpu final : public GpuModel {
   void record_body(kernels::OpContext& o, std::span<const BatchSeg> segs, std::span<const int32_t> toks) {
     const uint32_t T = uint32_t(toks.size()), D = c_.d_model, Q = c_.q_dim(), KV = c_.kv_dim(), QKV = Q + 2 * KV;
     const bool solo = segs.size() == 1;
-    const Buffer& ids = host_embed_ ? tokens_ : solo ? token_ids(tokens_, amax_, toks) : tokens_;
-    if (!host_embed_ && !solo) tokens_.write(*ctx_, 0, toks.data(), uint64_t(T) * 4);
+    const Buffer& ids = host_embed_ ? tokens_ : token_ids(tokens_, amax_, toks, !solo);
     if (host_embed_) {
       // Rows gathered on the host (the table exceeds one storage binding): dequantize() of the
       // stored row, as the CPU reference does; queued before this step's submission.
