@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <ctime>
+#include <map>
 
 #include <fmt/core.h>
 
@@ -134,6 +135,7 @@ class Server {
   Metrics metrics_;
   Scheduler sched_;
   httplib::Server http_;
+  std::map<std::string, std::string> methods_;  // the method of each plain endpoint path (405 answers)
   std::time_t created_ = 0;
   std::atomic<bool> shutting_down_{false};
   std::atomic<uint64_t> next_id_{1};
@@ -333,6 +335,15 @@ void Server::routes() {
       }
     };
   };
+  // Registers a guarded handler and files its method for the 405 answer (regex paths are not filed).
+  auto get = [&](const std::string& path, auto h) {
+    http_.Get(path, guarded(h));
+    if (path.find('(') == std::string::npos) methods_[path] = "GET";
+  };
+  auto post = [&](const std::string& path, auto h) {
+    http_.Post(path, guarded(h));
+    methods_[path] = "POST";
+  };
   http_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (opt_.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
     const std::string auth = req.get_header_value("Authorization");
@@ -349,16 +360,12 @@ void Server::routes() {
     std::string msg = fmt::format("HTTP error {}", res.status);
     if (res.status == 404) {
       // A known endpoint asked with another method: 405 with the method it takes.
-      static const std::pair<const char*, const char*> kEndpoints[] = {
-          {"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"}, {"/v1/models", "GET"}, {"/health", "GET"},
-          {"/metrics", "GET"},           {"/tokenize", "POST"},       {"/detokenize", "POST"}};
       msg = fmt::format("no such endpoint: {} {}", req.method, req.path);
-      for (const auto& [path, method] : kEndpoints)
-        if (req.path == path) {
-          res.status = 405;
-          res.set_header("Allow", method);
-          msg = fmt::format("{} takes {}, not {}", path, method, req.method);
-        }
+      if (const auto m = methods_.find(req.path); m != methods_.end()) {
+        res.status = 405;
+        res.set_header("Allow", m->second);
+        msg = fmt::format("{} takes {}, not {}", req.path, m->second, req.method);
+      }
     }
     if (res.status == 413)
       msg = fmt::format("the request body is too large (at most {} bytes; bodies without 'Content-Type: "
@@ -367,29 +374,29 @@ void Server::routes() {
     const ApiError e(res.status, msg);
     res.set_content(dump(error_body(e)), "application/json");
   });
-  http_.Post("/v1/chat/completions", guarded([this](auto& req, auto& res) { generate(req, res, true); }));
-  http_.Post("/v1/completions", guarded([this](auto& req, auto& res) { generate(req, res, false); }));
+  post("/v1/chat/completions", [this](auto& req, auto& res) { generate(req, res, true); });
+  post("/v1/completions", [this](auto& req, auto& res) { generate(req, res, false); });
   const auto model_object = [this] {
     return json{{"id", opt_.model_id}, {"object", "model"}, {"created", created_}, {"owned_by", "wgllm"},
                 {"meta", {{"context_length", sched_.context_length()}, {"vocab_size", tok_.vocab_size()},
                           {"backend", model_.backend_name()}}}};
   };
-  http_.Get("/v1/models", guarded([model_object](auto&, auto& res) {
+  get("/v1/models", [model_object](auto&, auto& res) {
     res.set_content(dump(json{{"object", "list"}, {"data", json::array({model_object()})}}), "application/json");
-  }));
-  http_.Get(R"(/v1/models/(.+))", guarded([this, model_object](auto& req, auto& res) {
+  });
+  get(R"(/v1/models/(.+))", [this, model_object](auto& req, auto& res) {
     const std::string id = req.matches[1];
     if (id != opt_.model_id)
       throw ApiError(404, fmt::format("the model '{}' does not exist (this server serves '{}')", id, opt_.model_id), "model",
                      "model_not_found");
     res.set_content(dump(model_object()), "application/json");
-  }));
-  http_.Get("/health", guarded([this](auto&, auto& res) {
+  });
+  get("/health", [this](auto&, auto& res) {
     if (shutting_down_) throw ApiError(503, "the server is shutting down", "", "", "server_error");
     res.set_content(R"({"status":"ok"})", "application/json");
-  }));
-  http_.Get("/metrics", guarded([this](auto&, auto& res) { res.set_content(metrics_.render(), "text/plain; version=0.0.4"); }));
-  http_.Post("/tokenize", guarded([this](auto& req, auto& res) {
+  });
+  get("/metrics", [this](auto&, auto& res) { res.set_content(metrics_.render(), "text/plain; version=0.0.4"); });
+  post("/tokenize", [this](auto& req, auto& res) {
     const json b = parse_body(req.body);
     if (!b.contains("content") || !b["content"].is_string()) throw ApiError(400, "'content' must be a string", "content");
     bool special = false;
@@ -405,8 +412,8 @@ void Server::routes() {
       throw ApiError(400, fmt::format("the content cannot be tokenized: {}", e.what()), "content");
     }
     res.set_content(dump(json{{"tokens", ids}}), "application/json");
-  }));
-  http_.Post("/detokenize", guarded([this](auto& req, auto& res) {
+  });
+  post("/detokenize", [this](auto& req, auto& res) {
     const json b = parse_body(req.body);
     if (!b.contains("tokens") || !b["tokens"].is_array()) throw ApiError(400, "'tokens' must be an array of token ids", "tokens");
     std::vector<int32_t> ids;
@@ -416,7 +423,7 @@ void Server::routes() {
       ids.push_back(int32_t(t.get<int64_t>()));
     }
     res.set_content(dump(json{{"content", tok_.decode(ids)}}), "application/json");
-  }));
+  });
 }
 
 int Server::run() {
