@@ -31,24 +31,24 @@ namespace {
 
 bool present(const json& b, const char* k) { return b.contains(k) && !b[k].is_null(); }
 
-double number(const json& b, const char* k, double lo, double hi) {
+/// A finite number in [lo, hi], or in (lo, hi] with lo_open.
+double number(const json& b, const char* k, double lo, double hi, bool lo_open = false) {
   const json& v = b[k];
   if (!v.is_number()) bad(k, fmt::format("'{}' must be a number", k));
   const double d = v.get<double>();
-  if (!std::isfinite(d) || d < lo || d > hi) bad(k, fmt::format("'{}' must be in [{}, {}]", k, lo, hi));
+  if (!std::isfinite(d) || d < lo || (lo_open && d == lo) || d > hi)
+    bad(k, fmt::format("'{}' must be in {}{}, {}]", k, lo_open ? "(" : "[", lo, hi));
   return d;
 }
 
 int64_t integer(const json& b, const char* k, int64_t lo, int64_t hi) {
   const json& v = b[k];
   if (!v.is_number_integer()) bad(k, fmt::format("'{}' must be an integer", k));
-  // nlohmann-json parses non-negative literals as unsigned: both bounds apply to either kind.
-  const bool in_range = v.is_number_unsigned()
-                            ? (lo <= 0 || v.get<uint64_t>() >= uint64_t(lo)) && (hi >= 0 && v.get<uint64_t>() <= uint64_t(hi))
-                            : v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
-  if (!in_range)
-    bad(k, fmt::format("'{}' must be in [{}, {}]", k, lo, hi));
-  return v.is_number_unsigned() ? int64_t(v.get<uint64_t>()) : v.get<int64_t>();
+  // nlohmann-json parses non-negative literals as unsigned; above INT64_MAX is beyond every hi.
+  const bool huge = v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX);
+  const int64_t x = huge ? 0 : v.get<int64_t>();
+  if (huge || x < lo || x > hi) bad(k, fmt::format("'{}' must be in [{}, {}]", k, lo, hi));
+  return x;
 }
 
 bool boolean(const json& b, const char* k) {
@@ -64,11 +64,7 @@ void parse_common(const json& b, ParsedRequest& r) {
   if (present(b, "temperature")) p.sampler.temperature = float(number(b, "temperature", 0, 2));
   else p.sampler.temperature = 1.0f;  // OpenAI's default
   if (present(b, "top_p")) {
-    const json& v = b["top_p"];
-    if (!v.is_number()) bad("top_p", "'top_p' must be a number");
-    const double d = v.get<double>();
-    if (!(d > 0 && d <= 1)) bad("top_p", "'top_p' must be in (0, 1]");
-    p.sampler.top_p = float(d);
+    p.sampler.top_p = float(number(b, "top_p", 0, 1, /*lo_open=*/true));
   }
   if (present(b, "top_k")) p.sampler.top_k = uint32_t(integer(b, "top_k", 0, UINT32_MAX));
   if (present(b, "min_p")) p.sampler.min_p = float(number(b, "min_p", 0, 1));
