@@ -108,7 +108,8 @@ std::function<int()> add_perplexity(CLI::App& app) {
                      {"ubatch", s->ubatch},
                      {"sparse_attn", o.switches.kernels.sparse_attn},
                      {"seconds", sec},
-                     {"tokens_per_second", sec > 0 ? double(r.chunks) * r.n_ctx / sec : 0.0}};
+                     {"tokens_per_second", sec > 0 ? double(r.chunks) * r.n_ctx / sec : 0.0},
+                     {"chunk_nll", r.chunk_nll}};
     fmt::print("{}\n", j.dump());
     if (!s->json.empty()) write_file(s->json, j.dump(1) + "\n");
     return 0;

@@ -81,7 +81,7 @@ PerplexityResult perplexity_chunks(Model& m, std::span<const int32_t> tokens, co
   const PerplexityPlan p = perplexity_plan(tokens.size(), o);
   std::vector<int32_t> ids, targets;
   std::vector<float> nll, part;
-  std::vector<double> running;
+  std::vector<double> running, chunk_nll;
   double sum = 0, sum2 = 0;
   uint64_t count = 0;
   std::unique_ptr<Sequence> seq;
@@ -103,12 +103,15 @@ PerplexityResult perplexity_chunks(Model& m, std::span<const int32_t> tokens, co
       m.forward_nll(*seq, std::span<const int32_t>(ids).subspan(b, n), std::span<const int32_t>(targets).subspan(b, n), &part);
       std::copy(part.begin(), part.end(), nll.begin() + b);
     }
+    double chunk_sum = 0;
     for (uint32_t t = p.first; t + 1 < p.n_ctx; ++t) {
       const double v = nll[t];
       sum += v;
       sum2 += v * v;
+      chunk_sum += v;
     }
     count += p.n_ctx - p.first - 1;
+    chunk_nll.push_back(chunk_sum / double(p.n_ctx - p.first - 1));
     running.push_back(std::exp(sum / double(count)));
     if (progress) progress(c + 1, p.n_chunks, running.back());
   }
@@ -116,6 +119,7 @@ PerplexityResult perplexity_chunks(Model& m, std::span<const int32_t> tokens, co
   r.chunks = p.n_chunks;
   r.n_ctx = p.n_ctx;
   r.chunk_ppl = std::move(running);
+  r.chunk_nll = std::move(chunk_nll);
   return r;
 }
 

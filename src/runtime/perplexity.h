@@ -30,6 +30,8 @@ struct PerplexityResult {
   uint32_t chunks = 0;    // chunks evaluated (perplexity_chunks; 1 for perplexity())
   uint32_t n_ctx = 0;     // tokens per chunk (the window length for perplexity())
   std::vector<double> chunk_ppl;  // perplexity_chunks: running PPL after each chunk (llama.cpp's [i]x)
+  std::vector<double> chunk_nll;  // perplexity_chunks: mean NLL of each chunk's scored tokens (paired
+                                  // comparisons of two runs over the same chunks)
 };
 
 /// mean, PPL and its standard error from the sum and the sum of squares of `count` NLLs (llama.cpp:

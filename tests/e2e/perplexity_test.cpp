@@ -171,6 +171,12 @@ TEST(Perplexity, ChunksEqualDirectComputation) {
   EXPECT_EQ(g.scored, want.scored);
   EXPECT_EQ(g.chunks, 3u);
   EXPECT_EQ(g.chunk_ppl.size(), 3u);
+  // Each chunk's own mean NLL (equal tokens scored per chunk): their mean is the whole mean, and
+  // the running PPL after chunk 2 is exp of the first two's mean.
+  ASSERT_EQ(g.chunk_nll.size(), 3u);
+  EXPECT_NEAR((g.chunk_nll[0] + g.chunk_nll[1] + g.chunk_nll[2]) / 3, g.mean_nll, 1e-12);
+  EXPECT_NEAR(std::exp((g.chunk_nll[0] + g.chunk_nll[1]) / 2), g.chunk_ppl[1], 1e-9 * g.chunk_ppl[1]);
+  EXPECT_NE(g.chunk_nll[0], g.chunk_nll[1]);
   EXPECT_NEAR(c.ppl, want.ppl, 1e-5 * want.ppl);
   EXPECT_NEAR(c.ppl_stderr, want.ppl_stderr, 1e-4 * want.ppl_stderr);
   EXPECT_NEAR(g.ppl, want.ppl, 1e-4 * want.ppl);

@@ -25,7 +25,7 @@ CACHE=${WGLLM_CACHE:-$HOME/.cache/wgllm}
 TEXT=$CACHE/text/package/moby-dick/data/data.txt
 mkdir -p "$OUT"
 cp "$0" "$OUT/recipe_int8_quality.sh"
-git rev-parse --short HEAD > "$OUT/commit.txt"
+git rev-parse --short HEAD > "$OUT/commit.txt" 2>/dev/null || echo "${COMMIT:-unknown}" > "$OUT/commit.txt"
 env $(scripts/vulkan_env.sh) $B devices > "$OUT/devices.txt" 2>&1 || true
 run() {  # run NAME MODEL CHUNKS ARGS...
   local name=$1 model=$2 chunks=$3; shift 3

@@ -6,6 +6,11 @@
 #                 estimated from bench long-context: ~8 min; each run prints one JSON line)
 #   PART=planted  wgllm bench planted-fact: a 5-digit code at depths 0.1 .. 0.9 of ~8k / 16k / 32k
 #                 token prompts (chat template), dense and sparse (~4 min)
+#   PART=int8     quality of --matmul-int8 / --matvec-int8 on the real 1.5B (issue 11): the four
+#                 perplexity runs of tools/quality/int8_quality.sh (CHUNKS 512-token chunks of
+#                 Moby-Dick, default 64; paired interval over chunks), then `bench diverge` of each
+#                 switch against the default (where greedy output departs, 24 prompts, 64 tokens) and
+#                 a null control (fuse_qkv_rope_kv=0, bit-exact: 0 diverged expected)
 #   PART=agree    builds llama.cpp's CPU backend there from .carry/llama.cpp.tgz (16 jobs, a few
 #                 minutes) and runs tests/e2e/llamacpp_agreement_test on gemma-3-270m and the 1.5B
 #                 (greedy continuations vs llama.cpp, perplexity within 0.5% of llama-perplexity)
@@ -40,6 +45,15 @@ planted)
   $B bench planted-fact -m $GGUF -f $TXT --lengths 8192,16384,32768 --depths ${DEPTHS:-0.1,0.25,0.5,0.75,0.9} \
     --json $R/planted_fact.json 2>&1 | tee $R/planted_fact.txt | grep -E "FOUND|missed|found"
   el "planted" ;;
+int8)
+  mkdir -p $W/text/package/moby-dick/data && cp $TXT $W/text/package/moby-dick/data/data.txt
+  WGLLM=$B WGLLM_CACHE=$W timeout 360 bash tools/quality/int8_quality.sh $R/int8 0 ${CHUNKS:-64} \
+    || echo "int8_quality.sh: exit $?"
+  el "int8 perplexity"
+  for sw in matvec_int8=1 matmul_int8=1 fuse_qkv_rope_kv=0; do
+    timeout 120 $B bench diverge -m $GGUF --prompts 24 --gen 64 --b $sw --json $R/diverge_${sw%=*}.json 2>&1 | tail -2
+  done
+  el "diverge" ;;
 agree)
   LB=$(LCPP_SRC_TGZ=$W/llama.cpp.tgz WGLLM_CACHE=$W bash tools/peers/build_llamacpp_cpu.sh 16 2>$R/lcpp_build.log) \
     || { tail -20 $R/lcpp_build.log; exit 1; }
