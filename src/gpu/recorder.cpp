@@ -167,7 +167,7 @@ void Recorder::ensure_pass() {
   }
 }
 
-WGPUBindGroup Recorder::bind_group(const Pipeline& p, std::initializer_list<Binding> storage,
+WGPUBindGroup Recorder::bind_group(const Pipeline& p, std::span<const Binding> storage,
                                    uint32_t slot) {
   if (storage.size() > kMaxStorage) throw Error("kernel '" + p.key() + "': more than 16 storage bindings");
   uint64_t key[2 + 3 * kMaxStorage];
@@ -221,7 +221,7 @@ WGPUBindGroup Recorder::bind_group(const Pipeline& p, std::initializer_list<Bind
   return bg;
 }
 
-void Recorder::dispatch(const Pipeline& p, std::initializer_list<Binding> storage, const void* params,
+void Recorder::dispatch(const Pipeline& p, std::span<const Binding> storage, const void* params,
                         uint32_t params_size, uint32_t gx, uint32_t gy, uint32_t gz, const char* label) {
   if (storage.size() + 1 != p.n_bindings())
     throw Error("kernel '" + p.key() + "': expected " + std::to_string(p.n_bindings() - 1) +

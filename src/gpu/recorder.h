@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <initializer_list>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -85,14 +86,21 @@ class Recorder {
   void begin();
   /// Records one dispatch. `storage` are bindings 0..n-2 (n = pipeline bindings); the parameter
   /// block (<= 256 bytes) is bound last as a uniform. `label` names it in profiles.
-  void dispatch(const Pipeline& p, std::initializer_list<Binding> storage, const void* params,
+  void dispatch(const Pipeline& p, std::span<const Binding> storage, const void* params,
                 uint32_t params_size, uint32_t gx, uint32_t gy = 1, uint32_t gz = 1,
                 const char* label = nullptr);
+  /// As above, with the storage bindings of a list built at run time.
+  template <class P>
+  void dispatch(const Pipeline& p, std::span<const Binding> storage, const P& params, uint32_t gx, uint32_t gy = 1,
+                uint32_t gz = 1, const char* label = nullptr) {
+    static_assert(sizeof(P) <= kParamSlot && sizeof(P) % 4 == 0);
+    dispatch(p, storage, &params, sizeof(P), gx, gy, gz, label);
+  }
   template <class P>
   void dispatch(const Pipeline& p, std::initializer_list<Binding> storage, const P& params,
                 uint32_t gx, uint32_t gy = 1, uint32_t gz = 1, const char* label = nullptr) {
     static_assert(sizeof(P) <= kParamSlot && sizeof(P) % 4 == 0);
-    dispatch(p, storage, &params, sizeof(P), gx, gy, gz, label);
+    dispatch(p, std::span<const Binding>(storage.begin(), storage.size()), &params, sizeof(P), gx, gy, gz, label);
   }
   /// Declares the traffic of the next dispatch (ops call this right before dispatch()).
   void declare(const TrafficBytes& t) { next_traffic_ = t; next_declared_ = true; }
@@ -155,7 +163,7 @@ class Recorder {
   const StepTiming& last_step_timing() const { return timing_; }
 
  private:
-  WGPUBindGroup bind_group(const Pipeline& p, std::initializer_list<Binding> storage, uint32_t slot);
+  WGPUBindGroup bind_group(const Pipeline& p, std::span<const Binding> storage, uint32_t slot);
   void ensure_pass();
   void end_pass();
   void upload_params();   // parameter slots [chunk_start_, n_dispatch_) to the GPU, before their submission

@@ -346,6 +346,82 @@ TEST(FusedOps, MatmulQkvRopeKvBitIdenticalToMatmulRopeRopeKvStore) {
   }
 }
 
+// The projection in parts of different weight types ([q | k] Q8_0 and [v] Q4_0 as in Q4_K_M files
+// whose V is Q6_K; or q, k, v alone) with Qwen2's biases: one matmul_qkv_rope_kv per part equals
+// the unfused path (a matmul per part, add_bias, rope, rope, kv_store) bit for bit.
+TEST(FusedOps, MatmulQkvRopeKvPartsWithBiasBitIdenticalToUnfusedPath) {
+  auto& e = env();
+  const uint32_t K = 64, Hq = 4, Hkv = 2, HD = 16, rot = 8, ctx_len = 16, pos0 = 5;
+  const uint32_t Q = Hq * HD, KV = Hkv * HD, N = Q + 2 * KV;
+  const auto table = rope_table(ctx_len, rot, 10000.0);
+  auto tb = e.upload(table);
+  // Each split: the rows each part covers and its weight type.
+  struct Part { uint32_t row0, rows; DType type; };
+  const std::vector<std::vector<Part>> splits{
+      {{0, N, DType::Q8_0}},
+      {{0, Q + KV, DType::Q8_0}, {Q + KV, KV, DType::Q4_0}},
+      {{0, Q, DType::Q4_0}, {Q, KV, DType::Q8_0}, {Q + KV, KV, DType::Q4_0}}};
+  KernelOptions mv;
+  mv.matvec_subgroup = 1;
+  for (size_t si = 0; si < splits.size(); ++si) {
+    std::vector<GpuWeight> ws;
+    ref::Matrix M{K, N, std::vector<float>(size_t(K) * N)};
+    for (const Part& pt : splits[si]) {
+      auto blocks = random_blocks(pt.type, K, pt.rows, 7 + pt.row0);
+      dequantize(pt.type, blocks.data(), M.w.data() + size_t(pt.row0) * K, uint64_t(K) * pt.rows);
+      ws.push_back(upload_weight(*e.ctx, pack_weight(pt.type, blocks.data(), K, pt.rows), "w"));
+    }
+    for (bool bias : {false, true}) {
+      for (bool neox : {false, true}) {
+        if (!neox && si != 1) continue;  // (pipelines compile slowly on software adapters)
+        for (uint32_t T : {1u, 3u}) {
+          const auto x = randn(size_t(T) * K, 11 + T, 2.0f), nw = randn(K, 3), bv = randn(N, 5, 0.5f);
+          auto xb = e.upload(x), nwb = e.upload(nw), bb = e.upload(bv);
+          const bool all = si == 1 && bias && T == 1;  // every kernel variant once
+          for (const KernelOptions& ko : all ? std::vector<KernelOptions>{variants()[0], variants()[2], mv, variants()[5]}
+                                             : std::vector<KernelOptions>{variants()[0], mv}) {
+            auto o = e.op(ko);
+            const auto zero = std::vector<float>(size_t(ctx_len) * KV), y0 = std::vector<float>(size_t(T) * N);
+            auto y1 = e.upload(y0), y2 = e.upload(y0);
+            auto k1 = e.upload(zero), v1 = e.upload(zero), k2 = e.upload(zero), v2 = e.upload(zero);
+            e.rec.begin();
+            for (size_t i = 0; i < ws.size(); ++i)
+              matmul_norm(o, ws[i], {xb, 0}, K, nwb, 1e-5f, {y1, splits[si][i].row0}, N, T, false);
+            if (bias) add_bias(o, bb, N, {y1, 0}, N, T, "bias");
+            rope(o, {y1, 0}, N, T, Hq, HD, rot, pos0, tb, neox);
+            rope(o, {y1, Q}, N, T, Hkv, HD, rot, pos0, tb, neox);
+            kv_store(o, y1, Q, Q + KV, N, T, KV, pos0, k1, v1);
+            QkvRopeKv rk{Q, KV, HD, rot, pos0, neox, &tb, &k2, &v2};
+            rk.bias = bias ? &bb : nullptr;
+            for (size_t i = 0; i < ws.size(); ++i) {
+              rk.row0 = splits[si][i].row0;
+              matmul_qkv_rope_kv(o, ws[i], {xb, 0}, K, &nwb, 1e-5f, {y2, rk.row0}, N, T, rk);
+            }
+            e.rec.submit();
+            const std::string what = "split=" + std::to_string(si) + " bias=" + std::to_string(bias) +
+                                     " neox=" + std::to_string(neox) + " T=" + std::to_string(T) + kernel_name(ko);
+            auto fused = e.download(y2, y0.size());
+            EXPECT_TRUE(same_bits(fused, e.download(y1, y0.size()))) << what << " q|k|v rows";
+            EXPECT_TRUE(same_bits(e.download(k2, zero.size()), e.download(k1, zero.size()))) << what << " k cache";
+            EXPECT_TRUE(same_bits(e.download(v2, zero.size()), e.download(v1, zero.size()))) << what << " v cache";
+            // CPU twin: norm, matmul, bias, then rope of each token's q and k heads.
+            std::vector<float> h = x, want(size_t(T) * N);
+            for (uint32_t t = 0; t < T; ++t) ref::rmsnorm(x.data() + t * K, nw.data(), h.data() + t * K, K, 1e-5f);
+            ref::matmul(M, h.data(), K, want.data(), N, T, false);
+            for (uint32_t t = 0; t < T; ++t) {
+              if (bias)
+                for (uint32_t n = 0; n < N; ++n) want[t * N + n] += bv[n];
+              ref::rope(want.data() + t * N, Hq, HD, rot, pos0 + t, table.data(), neox);
+              ref::rope(want.data() + t * N + Q, Hkv, HD, rot, pos0 + t, table.data(), neox);
+            }
+            expect_close(fused, want, 3e-5f, what + " vs cpu");
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(FusedOps, FusedMatmulsRejectPrefillSizes) {
   auto& e = env();
   auto blocks = random_blocks(DType::Q8_0, 32, 4, 1);
@@ -359,5 +435,8 @@ TEST(FusedOps, FusedMatmulsRejectPrefillSizes) {
   EXPECT_THROW(matmul_qkv_rope_kv(o, W, {xb, 0}, 32, nullptr, 0.0f, {yb, 0}, 4, kFusedMaxTokens + 1, rk), Error);
   const QkvRopeKv odd{2, 1, 1, 0, 0, false, &xb, &yb, &yb};  // odd head_dim
   EXPECT_THROW(matmul_qkv_rope_kv(o, W, {xb, 0}, 32, nullptr, 0.0f, {yb, 0}, 4, 1, odd), Error);
+  QkvRopeKv past = rk;  // W's 4 rows from row 2 run past [q | k | v]'s 4
+  past.row0 = 2;
+  EXPECT_THROW(matmul_qkv_rope_kv(o, W, {xb, 0}, 32, nullptr, 0.0f, {yb, 0}, 4, 1, past), Error);
   e.rec.submit();
 }

@@ -85,6 +85,7 @@ void add_fused_variant(Defines& d, std::vector<Bind>& binds, Prologue pro, const
   d["ROPE"] = rope ? "1" : "0";
   d["NEOX"] = rope && rope->neox ? "1" : "0";
   d["GATE"] = pro == Prologue::Gate ? "1" : "0";
+  d["BIAS"] = rope && rope->bias ? "1" : "0";
   if (pro == Prologue::Norm) {
     d["B_NW"] = std::to_string(binds.size());
     binds.push_back(Bind::ReadOnly);
@@ -98,23 +99,40 @@ void add_fused_variant(Defines& d, std::vector<Bind>& binds, Prologue pro, const
     d["B_KC"] = std::to_string(binds.size() + 1);
     d["B_VC"] = std::to_string(binds.size() + 2);
     binds.insert(binds.end(), {Bind::ReadOnly, Bind::ReadWrite, Bind::ReadWrite});
+    if (rope->bias) {
+      d["B_B"] = std::to_string(binds.size());
+      binds.push_back(Bind::ReadOnly);
+    }
   }
   d["B_P"] = std::to_string(binds.size());
   binds.push_back(Bind::Uniform);
 }
 
+// The storage bindings of a matmul / matvec dispatch: the kernel's own, then those
+// add_fused_variant() numbered (the norm weights or the gate, the RoPE table, the caches, the bias).
+std::vector<gpu::Binding> fused_bindings(std::initializer_list<gpu::Binding> own, Prologue pro, const gpu::Buffer* norm_w,
+                                         const QkvRopeKv* rope) {
+  std::vector<gpu::Binding> b(own);
+  if (pro == Prologue::Norm || pro == Prologue::Gate) b.emplace_back(*norm_w);
+  if (rope) {
+    b.insert(b.end(), {gpu::Binding(*rope->table), gpu::Binding(*rope->kc), gpu::Binding(*rope->vc)});
+    if (rope->bias) b.emplace_back(*rope->bias);
+  }
+  return b;
+}
+
 struct MatmulParams {
   uint32_t K, N, T, nb, soff, x_off, x_stride, y_off, y_stride;
   float eps;
-  uint32_t u_off, pos0, q_rows, kv_rows, hd, rot, table_pairs, pad0, pad1, pad2;
+  uint32_t u_off, pos0, q_rows, kv_rows, hd, rot, table_pairs, row0, pad1, pad2;
 };
 WGLLM_PARAMS(MatmulParams, K, N, T, nb, soff, x_off, x_stride, y_off, y_stride, eps, u_off, pos0, q_rows, kv_rows, hd,
-             rot, table_pairs, pad0, pad1, pad2);
+             rot, table_pairs, row0, pad1, pad2);
 MatmulParams matmul_params(const GpuWeight& W, F32Ref x, uint32_t x_stride, F32Ref y, uint32_t y_stride, uint32_t T,
                            float eps, uint32_t u_off, const QkvRopeKv* rope) {
   return {W.K, W.N, T, W.K / W.block, W.soff, x.off, x_stride, y.off, y_stride, eps, u_off,
           rope ? rope->pos0 : 0, rope ? rope->q_rows : 0, rope ? rope->kv_rows : 0, rope ? rope->HD : 0,
-          rope ? rope->rot : 0, rope ? rope->rot / 2 : 0, 0, 0, 0};
+          rope ? rope->rot : 0, rope ? rope->rot / 2 : 0, rope ? rope->row0 : 0, 0, 0};
 }
 
 // The traffic of one matmul/matvec dispatch (same bytes for both kernels).
@@ -125,7 +143,12 @@ gpu::TrafficBytes matmul_traffic(const GpuWeight& W, uint32_t T, bool accumulate
   if (pro == Prologue::Norm) tb.r(gpu::Traffic::Weights, uint64_t(W.K) * 4);
   tb.w(y_kind, uint64_t(T) * W.N * 4);
   if (accumulate) tb.r(y_kind, uint64_t(T) * W.N * 4);
-  if (rope) tb.r(gpu::Traffic::Weights, 4ull * T * rope->rot).w(gpu::Traffic::KvCache, 8ull * T * rope->kv_rows);
+  if (rope) {  // the table rows of its rotated pairs, its bias rows, its cache rows (k and v rows of W)
+    const uint32_t r0 = rope->row0, r1 = r0 + W.N;
+    if (r0 < rope->q_rows + rope->kv_rows) tb.r(gpu::Traffic::Weights, 4ull * T * rope->rot);
+    if (r1 > rope->q_rows) tb.w(gpu::Traffic::KvCache, 4ull * T * (r1 - std::max(r0, rope->q_rows)));
+    if (rope->bias) tb.r(gpu::Traffic::Weights, 4ull * W.N);
+  }
   return tb;
 }
 
@@ -162,14 +185,7 @@ void matvec_impl(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, 
   const MatmulParams prm = matmul_params(W, x, x_stride, y, y_stride, T, eps, u_off, rope);
   o.rec.declare(matmul_traffic(W, T, accumulate, y_kind, pro, rope));
   const uint32_t gx = ceil_div(W.N, rows);
-  if (rope && pro == Prologue::Norm)
-    o.rec.dispatch(p, {W.buf, x.buf, y.buf, W.buf, *norm_w, *rope->table, *rope->kc, *rope->vc}, prm, gx, T, 1, label);
-  else if (rope)
-    o.rec.dispatch(p, {W.buf, x.buf, y.buf, W.buf, *rope->table, *rope->kc, *rope->vc}, prm, gx, T, 1, label);
-  else if (pro == Prologue::Norm || pro == Prologue::Gate)
-    o.rec.dispatch(p, {W.buf, x.buf, y.buf, W.buf, *norm_w}, prm, gx, T, 1, label);
-  else
-    o.rec.dispatch(p, {W.buf, x.buf, y.buf, W.buf}, prm, gx, T, 1, label);
+  o.rec.dispatch(p, fused_bindings({W.buf, x.buf, y.buf, W.buf}, pro, norm_w, rope), prm, gx, T, 1, label);
 }
 
 // One matmul dispatch; `norm_w`/`eps` for Prologue::Norm, `u_off` (elements after x's row start)
@@ -202,14 +218,7 @@ void matmul_impl(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, 
   const MatmulParams prm = matmul_params(W, x, x_stride, y, y_stride, T, eps, u_off, rope);
   o.rec.declare(matmul_traffic(W, T, accumulate, y_kind, pro, rope));
   const uint32_t gx = ceil_div(W.N, rows), gy = ceil_div(T, tt);
-  if (rope && pro == Prologue::Norm)
-    o.rec.dispatch(p, {W.buf, x.buf, y.buf, *norm_w, *rope->table, *rope->kc, *rope->vc}, prm, gx, gy, 1, label);
-  else if (rope)
-    o.rec.dispatch(p, {W.buf, x.buf, y.buf, *rope->table, *rope->kc, *rope->vc}, prm, gx, gy, 1, label);
-  else if (pro == Prologue::Norm || pro == Prologue::Gate)
-    o.rec.dispatch(p, {W.buf, x.buf, y.buf, *norm_w}, prm, gx, gy, 1, label);
-  else
-    o.rec.dispatch(p, {W.buf, x.buf, y.buf}, prm, gx, gy, 1, label);
+  o.rec.dispatch(p, fused_bindings({W.buf, x.buf, y.buf}, pro, norm_w, rope), prm, gx, gy, 1, label);
 }
 }  // namespace
 
@@ -313,8 +322,9 @@ void matmul_silu(OpContext& o, const GpuWeight& W, const gpu::Buffer& src, uint3
 void matmul_qkv_rope_kv(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, const gpu::Buffer* norm_w, float eps,
                         F32Ref y, uint32_t y_stride, uint32_t T, const QkvRopeKv& r, const char* label) {
   if (T > kFusedMaxTokens) throw Error("matmul_qkv_rope_kv: at most " + std::to_string(kFusedMaxTokens) + " tokens");
-  if (r.rot % 2 || r.rot > r.HD || r.HD % 2 || r.q_rows % r.HD || r.kv_rows % r.HD || W.N != r.q_rows + 2 * r.kv_rows)
-    throw Error("matmul_qkv_rope_kv: rows must be whole heads [q | k | v] of an even head_dim, rotary dims even and <= head_dim");
+  if (r.rot % 2 || r.rot > r.HD || r.HD % 2 || r.q_rows % r.HD || r.kv_rows % r.HD || r.row0 % r.HD || W.N % r.HD ||
+      uint64_t(r.row0) + W.N > uint64_t(r.q_rows) + 2ull * r.kv_rows)
+    throw Error("matmul_qkv_rope_kv: rows must be whole heads of [q | k | v] of an even head_dim, rotary dims even and <= head_dim");
   if (!r.table || !r.kc || !r.vc) throw Error("matmul_qkv_rope_kv: table and caches are required");
   matmul_impl(o, W, x, x_stride, y, y_stride, T, false, label, gpu::Traffic::Activations,
               norm_w ? Prologue::Norm : Prologue::None, norm_w, eps, 0, &r);

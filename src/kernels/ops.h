@@ -114,21 +114,28 @@ void matmul_gate(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, 
 /// The RoPE + KV-cache store epilogue of matmul_qkv_rope_kv: the projection's rows are
 /// [q_rows query | kv_rows key | kv_rows value] (whole heads of HD); first rot dims of each q and k
 /// head rotated (neox pair layout) at positions pos0 + t with `table` (kernels::rope_table).
+/// A projection whose q / k / v matrices differ in weight type is recorded as one dispatch per part
+/// (a run of matrices of one type, stacked): W's row 0 is row `row0` of [q | k | v] (a multiple of
+/// HD) and y the output at that row. `bias` (Qwen2's Q/K/V biases, [q_rows + 2 kv_rows] f32,
+/// indexed by the row of [q | k | v]) is added to each row before the rotation, as add_bias() does.
 struct QkvRopeKv {
   uint32_t q_rows = 0, kv_rows = 0, HD = 0, rot = 0, pos0 = 0;
   bool neox = false;
   const gpu::Buffer* table = nullptr;
   const gpu::Buffer* kc = nullptr;  // key cache rows of kv_rows floats
   const gpu::Buffer* vc = nullptr;  // value cache rows of kv_rows floats
+  uint32_t row0 = 0;
+  const gpu::Buffer* bias = nullptr;
 };
 
 /// The fused QKV projection with RoPE and the KV-cache store in its epilogue (decode fusion,
 /// KernelOptions::fuse_qkv_rope_kv): matmul() (or matmul_norm() when norm_w is given) into y,
 /// then the q and k rows of y rotated in place and the k and v rows written to the cache rows
-/// pos0 .. pos0+T-1, in one dispatch; bit-identical to matmul, rope (q), rope (k), kv_store.
-/// Output rows are mapped to workgroups so that each rotation pair is in one workgroup (an odd
-/// rows-per-workgroup setting is rounded up to even). Throws wgllm::Error for T >
-/// kFusedMaxTokens or rows that are not [q | k | v] heads of an even HD.
+/// pos0 .. pos0+T-1, in one dispatch; bit-identical to matmul, add_bias (with r.bias), rope (q),
+/// rope (k), kv_store. Output rows are mapped to workgroups so that each rotation pair is in one
+/// workgroup (an odd rows-per-workgroup setting is rounded up to even). Throws wgllm::Error for T >
+/// kFusedMaxTokens or rows [r.row0, r.row0 + W.N) that are not whole heads of an even HD within
+/// [q | k | v].
 void matmul_qkv_rope_kv(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, const gpu::Buffer* norm_w, float eps,
                         F32Ref y, uint32_t y_stride, uint32_t T, const QkvRopeKv& r, const char* label = "attn_qkv");
 

@@ -391,6 +391,14 @@ void record_norm_proj(kernels::OpContext& o, const ModelConfig& c, const gpu::Bu
   for (const NormedProj& p : projs) kernels::matmul(o, *p.W, {h, 0}, D, {y, p.y_off}, y_stride, T, false, p.label);
 }
 
+void record_norm_proj(kernels::OpContext& o, const ModelConfig& c, const gpu::Buffer& x, const gpu::Buffer& norm_w,
+                      const gpu::Buffer& h, std::span<const StackedPart> parts, const gpu::Buffer& y,
+                      uint32_t y_stride, uint32_t T, const char* norm_label) {
+  std::vector<NormedProj> projs;
+  for (const StackedPart& p : parts) projs.push_back({&p.w, p.row0, p.label.c_str()});
+  record_norm_proj(o, c, x, norm_w, h, std::span<const NormedProj>(projs), y, y_stride, T, norm_label);
+}
+
 void record_rope_kv(kernels::OpContext& o, const ModelConfig& c, const QkvRows& r, uint32_t T, uint32_t pos0,
                     const gpu::Buffer& table, const gpu::Buffer& kc, const gpu::Buffer& vc) {
   const uint32_t HD = c.head_dim;
@@ -462,6 +470,25 @@ kernels::GpuWeight upload_matrix(gpu::Context& ctx, const std::vector<const Tens
     blocks.push_back({p, 0, p->nbytes, uint32_t(p->shape[1])});
   }
   return upload_rows(ctx, a.type, uint32_t(a.shape[0]), blocks, label, mem);
+}
+
+std::vector<StackedPart> upload_stacked(gpu::Context& ctx, const std::vector<const TensorRef*>& ms,
+                                        const std::vector<std::string>& names, bool fuse, const std::string& prefix,
+                                        const std::string& buf_prefix, MemoryReport& mem) {
+  std::vector<StackedPart> parts;
+  uint32_t row0 = 0;
+  for (size_t i = 0; i < ms.size();) {
+    size_t j = i + 1;
+    while (fuse && j < ms.size() && ms[j]->type == ms[i]->type) ++j;
+    std::vector<const TensorRef*> run(ms.begin() + i, ms.begin() + j);
+    std::string label = prefix;
+    for (size_t k = i; k < j; ++k) label += names.at(k);
+    StackedPart part{upload_matrix(ctx, run, buf_prefix + label, mem), row0, label};
+    row0 += part.w.N;
+    parts.push_back(std::move(part));
+    i = j;
+  }
+  return parts;
 }
 
 gpu::Buffer upload_f32(gpu::Context& ctx, const std::vector<float>& v, const std::string& label, MemoryReport& mem) {

@@ -196,6 +196,23 @@ kernels::GpuWeight upload_rows(gpu::Context& ctx, DType type, uint32_t K, const 
 /// Same for whole tensors (shape {K, N} each); all must share type and K ("cannot fuse" otherwise).
 kernels::GpuWeight upload_matrix(gpu::Context& ctx, const std::vector<const TensorRef*>& parts, const std::string& label,
                                  MemoryReport& mem);
+/// One part of a projection whose output rows stack several matrices (an attention layer's
+/// [q | k | v]): a run of consecutive matrices of one weight type stacked into one GPU matrix, or a
+/// matrix alone; it writes output rows [row0, row0 + w.N). label: the prefix and the names of its
+/// matrices ("attn_" + "qkv", "attn_" + "qk", "attn_" + "v").
+struct StackedPart {
+  kernels::GpuWeight w;
+  uint32_t row0 = 0;
+  std::string label;
+};
+/// Uploads matrices ms (shape {K, N_i}, one K; names[i] names ms[i]) as the fewest parts: with
+/// `fuse` (ModelOptions::fuse_qkv) each run of consecutive matrices of one type is one stacked part
+/// (all of them when they share a type; Q4_K_M files store some layers' V as Q6_K), else one part
+/// per matrix. GPU buffers are labelled buf_prefix + label.
+std::vector<StackedPart> upload_stacked(gpu::Context& ctx, const std::vector<const TensorRef*>& ms,
+                                        const std::vector<std::string>& names, bool fuse, const std::string& prefix,
+                                        const std::string& buf_prefix, MemoryReport& mem);
+
 /// An f32 vector (norm weights, tables) as a storage buffer; adds its bytes to mem.weights.
 gpu::Buffer upload_f32(gpu::Context& ctx, const std::vector<float>& v, const std::string& label, MemoryReport& mem);
 
@@ -252,6 +269,10 @@ void record_norm_proj(kernels::OpContext& o, const ModelConfig& c, const gpu::Bu
 /// The same for a list built at run time (projections split by type).
 void record_norm_proj(kernels::OpContext& o, const ModelConfig& c, const gpu::Buffer& x, const gpu::Buffer& norm_w,
                       const gpu::Buffer& h, std::span<const NormedProj> projs, const gpu::Buffer& y,
+                      uint32_t y_stride, uint32_t T, const char* norm_label);
+/// The same for the parts of a stacked projection (output rows row0 .. of y).
+void record_norm_proj(kernels::OpContext& o, const ModelConfig& c, const gpu::Buffer& x, const gpu::Buffer& norm_w,
+                      const gpu::Buffer& h, std::span<const StackedPart> parts, const gpu::Buffer& y,
                       uint32_t y_stride, uint32_t T, const char* norm_label);
 
 /// Where the rows of one attention layer's projected q, k and v live (element offsets and row

@@ -2,7 +2,8 @@
 // prefill_chunk tokens is one command submission ending with one small readback (4 bytes for
 // greedy argmax, or the vocab logits). Same op order as lfm2_cpu.cpp.
 // Activation layout of an attention layer (chunk of T tokens): qkv_ rows [T][q | k | v] of
-// q_dim + 2 kv_dim floats, written by one fused projection (ModelOptions::fuse_qkv) or three; the
+// q_dim + 2 kv_dim floats, written by one projection per run of q / k / v matrices of one weight
+// type (ModelOptions::fuse_qkv; one for most files) or three; the
 // per-head QK-norm (head_norm) and RoPE work in place, the KV store reads k and v from there,
 // attention reads q with the row stride. Decode: the operator norm is the projection's prologue
 // (fuse_norm) and the QK-norm runs inside the RoPE + KV-store dispatch (fuse_qk_norm).
@@ -33,8 +34,8 @@ struct Layer {
   bool attn = false;
   Buffer attn_norm, ffn_norm;
   GpuWeight wgu, wg, wu, wd;       // wgu when gate/up are fused, else wg/wu
-  GpuWeight wqkv;                  // attention [q | k | v] rows when fused (fuse_qkv), else wq/wk/wv
-  GpuWeight wq, wk, wv, wo;        // attention
+  std::vector<StackedPart> qkv;    // attention [q | k | v] rows: a stacked matrix per run of one type (fuse_qkv)
+  GpuWeight wo;                    // attention
   Buffer q_norm, k_norm;           // attention
   GpuWeight in_proj, out_proj;     // ShortConv
   Buffer conv;                     // ShortConv [d][L] f32
@@ -90,13 +91,7 @@ class Lfm2Gpu final : public GpuModel {
       }
       L.wd = weight({&R.w_down}, p + "ffn_down");
       if (L.attn) {
-        if (opt_.fuse_qkv && R.wq.type == R.wk.type && R.wq.type == R.wv.type) {
-          L.wqkv = weight({&R.wq, &R.wk, &R.wv}, p + "attn_qkv");
-        } else {
-          L.wq = weight({&R.wq}, p + "attn_q");
-          L.wk = weight({&R.wk}, p + "attn_k");
-          L.wv = weight({&R.wv}, p + "attn_v");
-        }
+        L.qkv = upload_stacked(*ctx_, {&R.wq, &R.wk, &R.wv}, {"q", "k", "v"}, opt_.fuse_qkv, "attn_", p, mem_);
         L.wo = weight({&R.wo}, p + "attn_output");
         L.q_norm = f32_buffer(R.q_norm, p + "attn_q_norm");
         L.k_norm = f32_buffer(R.k_norm, p + "attn_k_norm");
@@ -140,11 +135,7 @@ class Lfm2Gpu final : public GpuModel {
   // projections, QK-norm over all rows; RoPE, the KV store and attention per segment.
   void attention_layer(kernels::OpContext& o, Layer& L, std::span<const BatchSeg> segs, uint32_t l, uint32_t T) {
     const uint32_t D = c_.d_model, Q = c_.q_dim(), KV = c_.kv_dim(), HD = c_.head_dim, S = Q + 2 * KV;
-    if (L.wqkv.N)
-      record_norm_proj(o, c_, x_, L.attn_norm, h_, {{&L.wqkv, 0, "attn_qkv"}}, qkv_, S, T, "operator_norm");
-    else
-      record_norm_proj(o, c_, x_, L.attn_norm, h_, {{&L.wq, 0, "attn_q"}, {&L.wk, Q, "attn_k"}, {&L.wv, Q + KV, "attn_v"}},
-                       qkv_, S, T, "operator_norm");
+    record_norm_proj(o, c_, x_, L.attn_norm, h_, std::span<const StackedPart>(L.qkv), qkv_, S, T, "operator_norm");
     const QkNorm qkn{L.q_norm, L.k_norm};
     record_qk_norms(o, c_, {qkv_, 0, S, Q, Q + KV, S}, T, qkn);
     for (const BatchSeg& s : segs) {

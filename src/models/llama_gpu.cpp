@@ -1,5 +1,6 @@
-// Llama forward pass on WebGPU (also Qwen2: Q/K/V biases added after the projections by one
-// add_bias dispatch, models/qwen2.h): every op is a WGSL kernel (kernels/ops.h); a forward of up to
+// Llama forward pass on WebGPU (also Qwen2: Q/K/V biases, models/qwen2.h, added by one add_bias
+// dispatch after the projections, or in the decode QKV kernel's epilogue): every op is a WGSL kernel
+// (kernels/ops.h); a forward of up to
 // prefill_chunk tokens is recorded into one command submission and ends with one small readback
 // (4 bytes for greedy argmax, or the vocab logits).
 #include <cmath>
@@ -29,7 +30,7 @@ using gpu::BufferKind;
 
 struct Layer {
   Buffer attn_norm, ffn_norm;
-  GpuWeight wqkv, wq, wk, wv;  // wqkv when fused, else wq/wk/wv
+  std::vector<StackedPart> qkv;  // [q | k | v] rows: one stacked matrix per run of one weight type (fuse_qkv)
   GpuWeight wo, wgu, wg, wu, wd;
   Buffer bqkv;  // Q|K|V biases [q_dim + 2 kv_dim] f32 (qwen2; when has_bias_)
   Buffer q_norm, k_norm, post_attn_norm, post_ffn_norm;  // gemma3 (when gemma_)
@@ -88,25 +89,15 @@ class LlamaGpu final : public GpuModel {
     }
     load_embed_and_head(r);
     out_norm_ = f32_buffer(r.out_norm, "output_norm");
-    fused_qkv_ = opt_.fuse_qkv;
     fused_gu_ = opt_.fuse_gate_up;
-    for (auto& L : r.layers) {
-      fused_qkv_ = fused_qkv_ && same_type({&L.wq, &L.wk, &L.wv});
-      fused_gu_ = fused_gu_ && same_type({&L.w_gate, &L.w_up});
-    }
+    for (auto& L : r.layers) fused_gu_ = fused_gu_ && same_type({&L.w_gate, &L.w_up});
     for (uint32_t i = 0; i < c_.n_layers; ++i) {
       auto& R = r.layers[i];
       const std::string p = "blk." + std::to_string(i) + ".";
       Layer L;
       L.attn_norm = f32_buffer(R.attn_norm, p + "attn_norm");
       L.ffn_norm = f32_buffer(R.ffn_norm, p + "ffn_norm");
-      if (fused_qkv_) {
-        L.wqkv = weight({&R.wq, &R.wk, &R.wv}, p + "attn_qkv");
-      } else {
-        L.wq = weight({&R.wq}, p + "attn_q");
-        L.wk = weight({&R.wk}, p + "attn_k");
-        L.wv = weight({&R.wv}, p + "attn_v");
-      }
+      L.qkv = upload_stacked(*ctx_, {&R.wq, &R.wk, &R.wv}, {"q", "k", "v"}, opt_.fuse_qkv, "attn_", p, mem_);
       if (R.has_qkv_bias()) {
         has_bias_ = true;
         std::vector<float> b = dequantize_tensor(R.bq), bk = dequantize_tensor(R.bk), bv = dequantize_tensor(R.bv);
@@ -205,23 +196,25 @@ class LlamaGpu final : public GpuModel {
     for (uint32_t l = 0; l < c_.n_layers; ++l) {
       Layer& L = layers_[l];
       const bool local = gemma_ && gemma_->sliding(l);
-      if (solo && !has_bias_ && !gemma_ && fused_qkv_ && o.opt.fuse_qkv_rope_kv && T <= kernels::kFusedMaxTokens) {
-        // Decode: norm (--fuse-norm), QKV, RoPE and the KV store in one dispatch.
+      if (solo && !gemma_ && o.opt.fuse_qkv_rope_kv && T <= kernels::kFusedMaxTokens) {
+        // Decode: norm (--fuse-norm), QKV (one dispatch per part of one weight type), the biases,
+        // RoPE and the KV store in one dispatch per part.
         KvState& kv = segs[0].seq->kv(l);
-        const kernels::QkvRopeKv rk{Q, KV, c_.head_dim, c_.rope_dims, segs[0].pos0, c_.rope_neox, &rope_,
-                                    &kv.keys().buffer(), &kv.values().buffer()};
-        if (o.opt.fuse_norm) {
-          kernels::matmul_qkv_rope_kv(o, L.wqkv, {x_, 0}, D, &L.attn_norm, c_.rms_eps, {qkv_, 0}, QKV, T, rk);
-        } else {
-          kernels::rmsnorm(o, {x_, 0}, D, L.attn_norm, {h_, 0}, D, T, D, c_.rms_eps, "attn_norm");
-          kernels::matmul_qkv_rope_kv(o, L.wqkv, {h_, 0}, D, nullptr, 0.0f, {qkv_, 0}, QKV, T, rk);
+        kernels::QkvRopeKv rk{Q, KV, c_.head_dim, c_.rope_dims, segs[0].pos0, c_.rope_neox, &rope_,
+                              &kv.keys().buffer(), &kv.values().buffer()};
+        rk.bias = has_bias_ ? &L.bqkv : nullptr;
+        if (!o.opt.fuse_norm) kernels::rmsnorm(o, {x_, 0}, D, L.attn_norm, {h_, 0}, D, T, D, c_.rms_eps, "attn_norm");
+        for (const StackedPart& part : L.qkv) {
+          rk.row0 = part.row0;
+          if (o.opt.fuse_norm)
+            kernels::matmul_qkv_rope_kv(o, part.w, {x_, 0}, D, &L.attn_norm, c_.rms_eps, {qkv_, part.row0}, QKV, T, rk,
+                                        part.label.c_str());
+          else
+            kernels::matmul_qkv_rope_kv(o, part.w, {h_, 0}, D, nullptr, 0.0f, {qkv_, part.row0}, QKV, T, rk,
+                                        part.label.c_str());
         }
       } else {
-        if (fused_qkv_)
-          record_norm_proj(o, c_, x_, L.attn_norm, h_, {{&L.wqkv, 0, "attn_qkv"}}, qkv_, QKV, T, "attn_norm");
-        else
-          record_norm_proj(o, c_, x_, L.attn_norm, h_, {{&L.wq, 0, "attn_q"}, {&L.wk, Q, "attn_k"}, {&L.wv, Q + KV, "attn_v"}},
-                           qkv_, QKV, T, "attn_norm");
+        record_norm_proj(o, c_, x_, L.attn_norm, h_, std::span<const StackedPart>(L.qkv), qkv_, QKV, T, "attn_norm");
         if (has_bias_) kernels::add_bias(o, L.bqkv, QKV, {qkv_, 0}, QKV, T, "attn_qkv_bias");
         const QkNorm qkn{L.q_norm, L.k_norm};  // gemma3's QK-norm (folded into RoPE + KV store: fuse_qk_norm)
         if (gemma_) record_qk_norms(o, c_, {qkv_, 0, QKV, Q, Q + KV, QKV}, T, qkn);
@@ -348,7 +341,7 @@ class LlamaGpu final : public GpuModel {
   std::vector<GpuWeight> head_parts_;
   std::vector<uint32_t> head_row0_;
 
-  bool fused_qkv_ = false, fused_gu_ = false, has_bias_ = false;
+  bool fused_gu_ = false, has_bias_ = false;
   std::optional<Gemma3Params> gemma_;
   Buffer rope_local_, o_;  // gemma3: sliding layers' RoPE table (rope_local_rows_ positions); scratch [T, d]
   uint32_t rope_local_rows_ = 0;

@@ -1,7 +1,8 @@
 // The decode fusions (KernelOptions::fuse_norm, fuse_rope_kv, fuse_silu, fuse_qkv_rope_kv, fuse_qk_norm,
 // fuse_attn_gate, ModelOptions::fuse_qkv; docs/FLAGS.md) turned off one at a time, and all at once, on every
-// architecture (fuse_qk_norm, fuse_attn_gate and fuse_qkv alone on the hybrids, whose attention layers they change): SmolLM2-135M Q4_1 (llama), the tiny LFM2
-// and Qwen3.5 fixtures. Each configuration runs a prefill longer than kernels::kFusedMaxTokens (the
+// architecture (fuse_qk_norm, fuse_attn_gate and fuse_qkv alone on the hybrids, whose attention layers they change): SmolLM2-135M Q4_1 (llama), a tiny
+// qwen2 (Q/K/V biases in the decode QKV epilogue; its last layer's V of another weight type, so that
+// layer's projection is two parts), the tiny LFM2 and Qwen3.5 fixtures. Each configuration runs a prefill longer than kernels::kFusedMaxTokens (the
 // unfused path), a 5-token forward (fused, one token group of several tokens) and greedy decode
 // steps (fused, T = 1), and must give
 //   - the CPU reference's greedy tokens and last logits within the parity tests' tolerance, and
@@ -20,6 +21,7 @@
 #include <tuple>
 
 #include "parity_util.h"
+#include "tiny_gguf_util.h"
 
 using namespace wgllm;
 using namespace wgllm::test;
@@ -29,6 +31,11 @@ namespace {
 std::string path_of(const std::string& model) {
   if (model == "smollm2") return cache_file("models/SmolLM2-135M-Instruct.Q4_1.gguf");
   if (model == "lfm2") return fixture("lfm2_tiny/lfm2_tiny.f32.gguf");
+  if (model == "qwen2") {  // Q/K/V biases; layer 1's V of another type than its Q and K
+    TinyLlamaSpec s;
+    s.d = 128, s.head_dim = 32, s.q8_projections = true, s.f32_last_v = true;
+    return write_tiny_gguf("qwen2_fusions.gguf", tiny_llama_family_doc("qwen2", s));
+  }
   return fixture("qwen35_tiny");
 }
 
@@ -108,7 +115,7 @@ TEST_P(FusionSwitches, MatchCpuAndBitIdenticalToAllOn) {
   const RunResult& cpu = c.cpu[model];
   const RunResult& on = c.gpu_all_on[key];
   const RunResult got = off == "none" ? on : run_with(model, BackendKind::WebGPU, off, matvec);
-  const float tol = model == "smollm2" ? 5e-4f : 1e-4f;  // the parity tests' |webgpu - cpu| tolerances
+  const float tol = model == "smollm2" || model == "qwen2" ? 5e-4f : 1e-4f;  // the parity tests' |webgpu - cpu| tolerances
   EXPECT_EQ(got.tokens, cpu.tokens) << key << " off=" << off;
   const Diff d = diff(got.logits, cpu.logits);
   std::printf("%s off=%s: |webgpu - cpu| %.2e\n", key.c_str(), off.c_str(), d.max_abs);
@@ -150,7 +157,7 @@ TEST(SubmitChunk, BitIdenticalToOneSubmission) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllModels, FusionSwitches,
-                         ::testing::Combine(::testing::Values("smollm2", "lfm2", "qwen35"),
+                         ::testing::Combine(::testing::Values("smollm2", "qwen2", "lfm2", "qwen35"),
                                             ::testing::Values("none", "norm", "rope_kv", "silu", "qkv_rope_kv", "all"),
                                             ::testing::Values(false)),
                          [](const auto& i) { return std::get<0>(i.param) + "_off_" + std::get<1>(i.param); });
@@ -159,6 +166,6 @@ INSTANTIATE_TEST_SUITE_P(Hybrids, FusionSwitches,
                                             ::testing::Values(false)),
                          [](const auto& i) { return std::get<0>(i.param) + "_off_" + std::get<1>(i.param); });
 INSTANTIATE_TEST_SUITE_P(Matvec, FusionSwitches,
-                         ::testing::Combine(::testing::Values("smollm2", "lfm2", "qwen35"), ::testing::Values("none", "all"),
-                                            ::testing::Values(true)),
+                         ::testing::Combine(::testing::Values("smollm2", "qwen2", "lfm2", "qwen35"),
+                                            ::testing::Values("none", "qkv", "all"), ::testing::Values(true)),
                          [](const auto& i) { return std::get<0>(i.param) + "_off_" + std::get<1>(i.param); });

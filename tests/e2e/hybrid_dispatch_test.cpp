@@ -11,12 +11,15 @@
 //                         or qk_norm_rope_kv, attention, attn_output, ffn_gate_up, ffn_down
 //   Qwen3.5 attention layer: [attn_norm], attn_qgkv, [attn_q_norm, attn_k_norm, rope_kv_store] or
 //                         qk_norm_rope_kv, attention, sigmoid_gate, attn_output, ffn_gate_up, ffn_down
+// and the Qwen2 attention layer (fuse_qkv_rope_kv; biases in the QKV epilogue): attn_qkv, or attn_qk
+// and attn_v where V has another weight type, [attn_qkv_bias, rope_kv_store]
 #include <cstdio>
 #include <map>
 #include <set>
 
 #include "parity_util.h"
 #include "runtime/warmup.h"
+#include "tiny_gguf_util.h"
 
 using namespace wgllm;
 using namespace wgllm::test;
@@ -24,8 +27,9 @@ using wgllm::kernels::KernelOptions;
 
 namespace {
 
+// fx: a fixture's name, or a path (written by the test).
 std::map<std::string, uint32_t> decode_step_labels(const std::string& fx, const KernelOptions& k, bool fuse_qkv = true) {
-  auto src = ModelSource::open(fixture(fx));
+  auto src = ModelSource::open(fx.starts_with("/") ? fx : fixture(fx));
   ModelOptions o;
   o.context_length = 64;
   o.kernels = k;
@@ -118,6 +122,26 @@ TEST(HybridDispatch, AttentionLayersAndInputNormsDecode) {
       EXPECT_EQ(n["attn_q_norm"] + n["attn_k_norm"], folded ? 0u : 2 * attn) << fx << " off " << off;
       EXPECT_EQ(n["rope_kv_store"], !folded && k.fuse_rope_kv ? attn : 0u) << fx << " off " << off;
     }
+  }
+}
+
+// Qwen2 (tiny, 2 layers; layer 1's V f32, its Q and K Q8_0): with fuse_qkv_rope_kv the biases,
+// RoPE and the KV store are the epilogue of one QKV dispatch per part (layer 0: attn_qkv; layer 1:
+// attn_qk and attn_v); without it they take attn_qkv_bias and rope_kv_store per layer.
+TEST(HybridDispatch, Qwen2AttentionLayerDecode) {
+  TinyLlamaSpec s;
+  s.q8_projections = true, s.f32_last_v = true;
+  const std::string path = write_tiny_gguf("qwen2_dispatch.gguf", tiny_llama_family_doc("qwen2", s));
+  for (bool fused : {true, false}) {
+    KernelOptions k;
+    k.fuse_qkv_rope_kv = fused;
+    auto n = decode_step_labels(path, k);
+    EXPECT_EQ(n["attn_output"], 2u);
+    EXPECT_EQ(n["attn_qkv"], 1u) << "fused " << fused;
+    EXPECT_EQ(n["attn_qk"], 1u) << "fused " << fused;
+    EXPECT_EQ(n["attn_v"], 1u) << "fused " << fused;
+    EXPECT_EQ(n["attn_qkv_bias"], fused ? 0u : 2u);
+    EXPECT_EQ(n["rope_kv_store"], fused ? 0u : 2u);
   }
 }
 

@@ -136,10 +136,12 @@ std::string describe(const std::vector<Factor>& f, const std::vector<int>& row) 
 // ---- tiny models ----
 /// llama / qwen2 (Q/K/V biases) / gemma3 (q/k norms, post norms, sliding window): 2 layers, d 128,
 /// 4 query / 2 KV heads of 32 (the flash and tiled attention kernels cover it), FFN 96, vocab 128;
-/// projections Q8_0 with equal types (the fused QKV and gate/up paths apply), the rest f32.
+/// projections Q8_0 with equal types (the fused QKV and gate/up paths apply; qwen2's last layer keeps
+/// V in f32, so its QKV projection is two parts), the rest f32.
 GgufDoc tiny_doc(const std::string& arch) {
   TinyLlamaSpec s;
   s.d = 128, s.head_dim = 32, s.context = 2048, s.sliding_window = 100, s.q8_projections = true;
+  s.f32_last_v = arch == "qwen2";
   s.seed = uint32_t(arch.size() * 7 + 3);
   return tiny_llama_family_doc(arch, s);
 }

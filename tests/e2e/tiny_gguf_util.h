@@ -59,6 +59,8 @@ struct TinyLlamaSpec {
   uint32_t context = 4096;
   uint32_t sliding_window = 8;  // gemma3: on every other layer
   bool q8_projections = false;  // Q8_0 attention / FFN projections (q8_0_random); else f32 N(0, sd)
+  bool f32_last_v = false;      // with q8_projections: the last layer's attn_v stays f32 (a layer of
+                                // mixed types, as the Q6_K V layers of Q4_K_M files)
   uint32_t seed = 7;
 };
 
@@ -96,7 +98,7 @@ inline GgufDoc tiny_llama_family_doc(const std::string& arch, const TinyLlamaSpe
     t(p + "attn_norm.weight", {D}, 1.0f, 0.1f);
     t(p + "attn_q.weight", {D, Q}, 0.0f, 0.2f, true);
     t(p + "attn_k.weight", {D, KV}, 0.0f, 0.2f, true);
-    t(p + "attn_v.weight", {D, KV}, 0.0f, 0.2f, true);
+    t(p + "attn_v.weight", {D, KV}, 0.0f, 0.2f, !(s.f32_last_v && l + 1 == s.layers));
     if (arch == "qwen2") {
       t(p + "attn_q.bias", {Q}, 0.0f, 0.5f);
       t(p + "attn_k.bias", {KV}, 0.0f, 0.5f);

@@ -1,18 +1,19 @@
-// defines: VEC4 NORM SILU ROPE NEOX GATE B_P B_NW? B_G? B_CS? B_KC? B_VC?
+// defines: VEC4 NORM SILU ROPE NEOX GATE BIAS B_P B_NW? B_G? B_CS? B_KC? B_VC? B_B?
 // matmul_io: the parameters and bindings of the matrix-vector / small-T kernels, shared (via
 // #include) by matmul.wgsl and matvec.wgsl; included, never compiled alone. Binding 0 the weight
 // words w, 1 the activations x (vec4 with VEC4), 2 the output y; the prologue and epilogue
 // bindings (NORM: nw; GATE: g with gv(i) = its 4 elements from i; ROPE: the (cos, sin) table cs and
-// the caches kc, vc) and the uniform P at the slots B_* the caller numbers (kernels/ops.cpp).
-// P: K, N (weight columns / rows), T tokens, nb blocks per row, soff (quant.wgsl), x/y offsets and
-// strides (floats), eps (NORM), u_off (SILU: the up half; GATE: the gate), pos0, q_rows, kv_rows,
-// hd, rot, table_pairs (ROPE). Then the activation accessors both kernels read through: xv (4 stored
+// the caches kc, vc, with BIAS the biases qb) and the uniform P at the slots B_* the caller numbers
+// (kernels/ops.cpp). P: K, N (weight columns / rows), T tokens, nb blocks per row, soff
+// (quant.wgsl), x/y offsets and strides (floats), eps (NORM), u_off (SILU: the up half; GATE: the
+// gate), pos0, q_rows, kv_rows, hd, rot, table_pairs, row0 (ROPE: the matrix's row 0 is row row0
+// of the [q | k | v] rows, a multiple of hd: a projection split into parts by weight type). Then the activation accessors both kernels read through: xv (4 stored
 // elements), and with NORM rms_x (one element, for rms_sum.wgsl) and nw4 (4 norm weights); the row
 // map row_of and, with ROPE, the epilogue rope_store. act4 is the activation load with its prologue
 // (NORM, SILU or GATE).
 struct P { K: u32, N: u32, T: u32, nb: u32, soff: u32, x_off: u32, x_stride: u32, y_off: u32, y_stride: u32,
            eps: f32, u_off: u32, pos0: u32, q_rows: u32, kv_rows: u32, hd: u32, rot: u32, table_pairs: u32,
-           pad0: u32, pad1: u32, pad2: u32 }
+           row0: u32, pad1: u32, pad2: u32 }
 @group(0) @binding(0) var<storage, read> w: array<u32>;
 #if VEC4
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
@@ -31,6 +32,9 @@ struct P { K: u32, N: u32, T: u32, nb: u32, soff: u32, x_off: u32, x_stride: u32
 @group(0) @binding({{B_CS}}) var<storage, read> cs: array<vec2<f32>>;   // [pos][rot/2] (cos, sin)
 @group(0) @binding({{B_KC}}) var<storage, read_write> kc: array<f32>;
 @group(0) @binding({{B_VC}}) var<storage, read_write> vc: array<f32>;
+#if BIAS
+@group(0) @binding({{B_B}}) var<storage, read> qb: array<f32>;  // [q | k | v] biases (Qwen2)
+#endif
 #endif
 #if GATE
 // GATE (decode fusion, --fuse-attn-gate): the activations are x[t, k] * sigmoid(g[t, u_off + k]),
@@ -95,10 +99,11 @@ fn act4(xb: u32, k: u32, inv: f32) -> vec4<f32> {
 // The output row of virtual row v. With ROPE (the fused QKV projection's RoPE + KV-cache store
 // epilogue) rows are visited so that both rows of a rotation pair are adjacent: within the first rot
 // dims of a q or k head, virtual rows 2p / 2p + 1 are the two rows of rotation pair p (2p, 2p + 1 in
-// the GGUF layout, p and p + rot/2 with NEOX). Otherwise the identity.
+// the GGUF layout, p and p + rot/2 with NEOX). Otherwise the identity. Rows are the matrix's own;
+// heads are counted from its row 0 (p.row0 is a multiple of hd, so the map stays in the matrix).
 fn row_of(v: u32) -> u32 {
 #if ROPE
-  if (v >= p.q_rows + p.kv_rows) { return v; }
+  if (v + p.row0 >= p.q_rows + p.kv_rows) { return v; }
   let j = v % p.hd;
   if (j >= p.rot) { return v; }
 #if NEOX
@@ -112,22 +117,33 @@ fn row_of(v: u32) -> u32 {
 }
 
 #if ROPE
-// The ROPE epilogue for output row n = row_of(vrow) of token t: its sum, rotated with the pair's
-// other sum pv (read only where vrow lies in the rotated dims of a q or k head) by rope.wgsl's table
-// and expressions, goes to y and, for k / v rows, to the caches at position pos0 + t.
+// The ROPE epilogue for output row n = row_of(vrow) of token t (the matrix's rows; row n + row0 of
+// [q | k | v]): its sum (with BIAS plus its bias, add_bias.wgsl's addition), rotated with the pair's
+// other sum pv (read only where vrow lies in the rotated dims of a q or k head; with BIAS plus the
+// other row's bias) by rope.wgsl's table and expressions, goes to y and, for k / v rows, to the
+// caches at position pos0 + t: bit-identical to matmul, add_bias, rope, kv_store.
 fn rope_store(vrow: u32, n: u32, t: u32, sum: f32, pv: f32) {
   let j = vrow % p.hd;
+  let g = n + p.row0;  // row of [q | k | v]
   var out = sum;
-  if (vrow < p.q_rows + p.kv_rows && j < p.rot) {
+#if BIAS
+  out = out + qb[g];
+#endif
+  if (vrow + p.row0 < p.q_rows + p.kv_rows && j < p.rot) {
     let first = (vrow & 1u) == 0u;
     let c = cs[(p.pos0 + t) * p.table_pairs + j / 2u];
-    let a = select(pv, out, first);
-    let b = select(out, pv, first);
+#if BIAS
+    let po = pv + qb[row_of(vrow ^ 1u) + p.row0];
+#else
+    let po = pv;
+#endif
+    let a = select(po, out, first);
+    let b = select(out, po, first);
     if (first) { out = a * c.x - b * c.y; } else { out = a * c.y + b * c.x; }
   }
   y[p.y_off + t * p.y_stride + n] = out;
-  if (n >= p.q_rows) {
-    let e = n - p.q_rows;
+  if (g >= p.q_rows) {
+    let e = g - p.q_rows;
     if (e < p.kv_rows) { kc[(p.pos0 + t) * p.kv_rows + e] = out; } else { vc[(p.pos0 + t) * p.kv_rows + e - p.kv_rows] = out; }
   }
 }

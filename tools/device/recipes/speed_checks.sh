@@ -13,11 +13,17 @@
 #   flash        --attn-flash-unroll: `bench attention` (tiled, flash generated, flash loop form) at
 #                T = 512 over 0 and 3584 cached keys, SmolLM2 (9/3 heads, HD 64) and Qwen2.5-1.5B
 #                (12/2, HD 128) shapes; TTFT 512 / 4096 A/B of --attn-flash (GPU default off) on both
-#   peers        wgllm with both int8 switches (non-product) and in the product configuration
+#   qkv          the QKV projection in parts of one weight type with Qwen2's biases, RoPE and the KV
+#                store in its epilogue (2026-12-02, late): `bench --traffic` of the Qwen2.5-1.5B-shaped
+#                file (dispatches per step), `bench ab` --no-fuse-qkv-rope-kv (A) vs default (B) on
+#                it and --no-fuse-qkv vs default on LFM2-1.2B (whose Q6_K V layers are now 2 parts),
+#                decode after 512; starts the llama.cpp CUDA build in the background
+#   peers        wgllm in the product configuration and with both int8 switches (non-product)
 #                against llama.cpp CUDA (waits for the build), decode after 512 and TTFT 512
 # Staging (here): the synth headers as in tools/device/recipes/matvec.sh, then
 #   python3 tools/device/pack.py --bin wgllm --gl --extra /tmp/synth=synth
-# Call: bash tools/device/recipes/speed_checks.sh   (PARTS="int8_decode attn_chunk" to choose)
+# Call: bash tools/device/recipes/speed_checks.sh   (PARTS="int8_decode attn_chunk" to choose;
+# MODELS: the synthetic files to write, PEER_MODELS: the files of the peers part; BUDGET_S: 470)
 # Results: $OUT/results.tgz.
 set -u
 source tools/device/remote.sh
@@ -32,9 +38,12 @@ declare -A SRC=([lfm2-1.2b]="--config tools/synth/configs/lfm2-1.2b.json --vocab
                 [smollm2]="--header $SH" [qwen35-0.8b]="--config tools/synth/configs/qwen3.5-0.8b.json --vocab $SH")
 declare -A FILE=([smollm2]=$W/synth/smollm2.synthetic.gguf [lfm2-1.2b]=$W/synth/lfm2-1.2b.synthetic.gguf
                  [qwen25-1.5b]=$W/synth/qwen25-1.5b.synthetic.gguf [qwen35-0.8b]=$W/synth/qwen35-0.8b.synthetic.gguf)
+# Without the real file's header the Qwen2.5 file comes from its published config (same tensors and
+# Q4_K_M types; SmolLM2's tokenizer padded to the vocabulary).
+[ -f $QH ] || SRC[qwen25-1.5b]="--config tools/synth/configs/qwen2.5-coder-1.5b.json --vocab $SH"
 python3 -c "import numpy" || { fail "no numpy on the device"; exit 1; }
 wg_gpu_check | tee $W/res/gpu.txt
-for m in smollm2 lfm2-1.2b qwen25-1.5b qwen35-0.8b; do
+for m in ${MODELS:-smollm2 lfm2-1.2b qwen25-1.5b qwen35-0.8b}; do
   F=${FILE[$m]}
   [ -f $F ] || python3 tools/synth/write_gguf.py ${SRC[$m]} --seed 1 $F > $W/res/write_$m.txt 2>&1 \
     || fail "write_gguf.py $m: $(tail -2 $W/res/write_$m.txt)"
@@ -49,6 +58,9 @@ ab() {  # ab NAME TIMEOUT ARGS...: bench ab into $W/res/NAME.{json,txt}
 L=${FILE[lfm2-1.2b]} Q=${FILE[qwen25-1.5b]} S=${FILE[smollm2]}
 D="--prompt-lengths 512 --gen 128 --reps 1"
 for part in ${PARTS:-int8_decode int8_prefill attn_chunk fusions}; do
+  # No part starts after BUDGET_S seconds (the call's limit is 600 s; results come back only if the
+  # script exits by itself).
+  [ $(( $(date +%s) - T0 )) -gt ${BUDGET_S:-470} ] && { fail "time budget: part $part not run"; continue; }
   case $part in
   int8_decode)
     ab int8_decode_lfm2 100 --a "bench -m $L $D" --b "bench -m $L $D --matvec-int8" --metric decode_tok_s,ttft_ms --rounds 2
@@ -86,6 +98,13 @@ PY
     ab attn_chunk_control 100 --a "bench -m $S --prompt-lengths 512,4096 --gen 16 --reps 2 --no-attn-chunk" \
       --b "bench -m $S --prompt-lengths 512,4096 --gen 16 --reps 2" --metric ttft_ms --rounds 2
     ;;
+  qkv)
+    wg_start_llamacpp_cuda
+    timeout 60 $B bench -m $Q $D --traffic > $W/res/traffic_qwen25.md 2>&1 || fail "traffic qwen25 (exit $?)"
+    grep -E "dispatches per decode step|attn_q|rope_kv|bias" $W/res/traffic_qwen25.md
+    ab fuse_qkv_rope_kv_qwen25 120 --a "bench -m $Q $D --no-fuse-qkv-rope-kv" --b "bench -m $Q $D" --metric decode_tok_s --rounds 2
+    ab fuse_qkv_lfm2 100 --a "bench -m $L $D --no-fuse-qkv" --b "bench -m $L $D" --metric decode_tok_s --rounds 2
+    ;;
   fusions)
     ab fuse_qk_norm_lfm2 100 --a "bench -m $L $D --no-fuse-qk-norm" --b "bench -m $L $D" --metric decode_tok_s --rounds 2
     ;;
@@ -115,8 +134,10 @@ PY
     wg_start_llamacpp_cuda
     while ! grep -q BUILD_DONE $W/lcpp.log 2>/dev/null && [ $(( $(date +%s) - T0 )) -lt 400 ]; do sleep 5; done
     grep -q "BUILD_DONE 0" $W/lcpp.log || { fail "llama.cpp CUDA build not done: $(tail -2 $W/lcpp.log | tr '\n' ' ')"; exit 1; }
-    for m in lfm2-1.2b qwen25-1.5b; do
+    for m in ${PEER_MODELS:-lfm2-1.2b qwen25-1.5b}; do
       F=${FILE[$m]}
+      ab vs_cuda_$m 120 --a "bench -m $F $D" \
+        --b-cmd "bash tools/peers/peer_llamacpp.sh $LB_CUDA $F 512 128" --metric ttft_ms,decode_tok_s --rounds 2
       ab vs_cuda_int8_$m 120 --a "bench -m $F $D --matvec-int8 --matmul-int8" \
         --b-cmd "bash tools/peers/peer_llamacpp.sh $LB_CUDA $F 512 128" --metric ttft_ms,decode_tok_s --rounds 2
     done
