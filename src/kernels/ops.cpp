@@ -226,7 +226,8 @@ bool matvec_uses_int8(const OpContext& o, const GpuWeight& W) {
   // Beside the int8 blocks: the row sums (at most one float per invocation) and rms_sum's slots.
   const uint64_t bytes = uint64_t(matvec_int8_blocks(W)) * (W.block + 8) +
                          uint64_t(o.ctx.info().limits.maxComputeInvocationsPerWorkgroup) * 4 + 1024;
-  return o.opt.matvec_int8 && W.fmt != WFormat::F32 && bytes <= o.ctx.info().limits.maxComputeWorkgroupStorageSize;
+  const bool on = o.opt.matvec_int8 == 1 || (o.opt.matvec_int8 == 2 && !o.ctx.info().is_software());
+  return on && W.fmt != WFormat::F32 && bytes <= o.ctx.info().limits.maxComputeWorkgroupStorageSize;
 }
 
 MatvecShape matvec_shape(const OpContext& o, const GpuWeight& W, bool rope) {

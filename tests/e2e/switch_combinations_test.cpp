@@ -233,9 +233,11 @@ TEST_P(SwitchCombinations, EveryPairCompilesAndMatchesCpu) {
     const Outcome& cpu = cpu_runs[sparse_key];
     o.backend = BackendKind::WebGPU;
     Outcome gpu;
+    std::string backend;
     try {
       const auto tc = std::chrono::steady_clock::now();
       auto m = create_model(src, o);
+      backend = m->backend_name();
       const double create_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - tc).count();
       m->compile_switched_pipelines();  // --sparse-attn's pipelines (taken past its threshold)
       gpu = run(*m, vocab, cpu.tokens);
@@ -247,13 +249,16 @@ TEST_P(SwitchCombinations, EveryPairCompilesAndMatchesCpu) {
       ADD_FAILURE() << what << ": " << e.what();
       continue;
     }
+    // A three-state switch at 2 (adapter default) is on for hardware adapters only.
+    const bool sw = backend.find("llvmpipe") != std::string::npos || backend.find("SwiftShader") != std::string::npos;
+    auto on = [&](uint32_t v) { return v == 1 || (v == 2 && !sw); };
     // f16 tiles (where the adapter has shader-f16) round weights, activations and partial sums.
-    const bool f16 = k.matmul_tiled_f16 && k.matmul_tiled != 0;
+    const bool f16 = k.matmul_tiled_f16 && on(k.matmul_tiled);
     // int8 activations in the prefill matmuls (--matmul-int8; the tiny models' projections are Q8_0):
     // lavapipe 2026-12-02, these random-weight models: llama 0.46, qwen2 0.95 (vs f32 3e-5).
     // --matvec-int8 (decode, matrix-vector kernel): CI 2026-12-02 on lavapipe, same models: qwen2 1.06,
     // llama 0.41, gemma3 0.044; both int8 switches round activations to 8 bits per block alike.
-    const bool int8 = (k.matmul_int8 && k.matmul_tiled != 0) || (k.matvec_int8 && k.matvec_subgroup != 0);
+    const bool int8 = (on(k.matmul_int8) && on(k.matmul_tiled)) || (on(k.matvec_int8) && on(k.matvec_subgroup));
     // f16: the bound of docs/FLAGS.md --matmul-tiled-f16 (0.3: the tiny qwen2 model reached 0.2018 on
     // the H200's real f16 arithmetic, 2026-12-02, bench/results/2026-12-02-h200-parity/); int8: the
     // bound of docs/FLAGS.md --matmul-int8.

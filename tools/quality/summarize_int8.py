@@ -23,7 +23,8 @@ def paired_ci(a, b):
     h = 1.96 * sd / math.sqrt(len(d))
     return [math.exp(m - h), math.exp(m + h)]
 
-MODELS = {"smollm2": "SmolLM2-135M-Instruct-Q4_1", "qwen25": "Qwen2.5-Coder-1.5B-Instruct-Q4_K_M"}
+MODELS = {"smollm2": "SmolLM2-135M-Instruct-Q4_1", "qwen25": "Qwen2.5-Coder-1.5B-Instruct-Q4_K_M",
+          "gemma3": "gemma-3-270m-Q4_K_M"}
 PATHS = {"prefill": ("--matmul-int8", "whole chunks (prefill matmuls), both arms --matmul-tiled"),
          "decode": ("--matvec-int8", "--ubatch-size 8 (decode matrix-vector kernels), both arms --matvec-subgroup")}
 

@@ -9,8 +9,10 @@
 #   PART=int8     quality of --matmul-int8 / --matvec-int8 on the real 1.5B (issue 11): the four
 #                 perplexity runs of tools/quality/int8_quality.sh (CHUNKS 512-token chunks of
 #                 Moby-Dick, default 64; paired interval over chunks), then `bench diverge` of each
-#                 switch against the default (where greedy output departs, 24 prompts, 64 tokens) and
-#                 a null control (fuse_qkv_rope_kv=0, bit-exact: 0 diverged expected)
+#                 switch off against the default (on for GPUs since 2026-12-02; where greedy output
+#                 departs, 24 prompts, 64 tokens) and a null control (fuse_qkv_rope_kv=0, bit-exact:
+#                 0 diverged expected). The 2026-12-02 run (5bee60b: int8 then off by default) used
+#                 matvec_int8=1 / matmul_int8=1 as B.
 #   PART=agree    builds llama.cpp's CPU backend there from .carry/llama.cpp.tgz (16 jobs, a few
 #                 minutes) and runs tests/e2e/llamacpp_agreement_test on gemma-3-270m and the 1.5B
 #                 (greedy continuations vs llama.cpp, perplexity within 0.5% of llama-perplexity)
@@ -50,7 +52,7 @@ int8)
   WGLLM=$B WGLLM_CACHE=$W timeout 360 bash tools/quality/int8_quality.sh $R/int8 0 ${CHUNKS:-64} \
     || echo "int8_quality.sh: exit $?"
   el "int8 perplexity"
-  for sw in matvec_int8=1 matmul_int8=1 fuse_qkv_rope_kv=0; do
+  for sw in matvec_int8=0 matmul_int8=0 fuse_qkv_rope_kv=0; do
     timeout 120 $B bench diverge -m $GGUF --prompts 24 --gen 64 --b $sw --json $R/diverge_${sw%=*}.json 2>&1 | tail -2
   done
   el "diverge" ;;

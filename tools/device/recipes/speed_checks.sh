@@ -18,8 +18,10 @@
 #                file (dispatches per step), `bench ab` --no-fuse-qkv-rope-kv (A) vs default (B) on
 #                it and --no-fuse-qkv vs default on LFM2-1.2B (whose Q6_K V layers are now 2 parts),
 #                decode after 512; starts the llama.cpp CUDA build in the background
-#   peers        wgllm in the product configuration and with both int8 switches (non-product)
-#                against llama.cpp CUDA (waits for the build), decode after 512 and TTFT 512
+#   peers        wgllm in the product configuration (both int8 switches on for GPUs since
+#                2026-12-02) and with both off (f32 activations, non-product; vs_cuda_f32_*; the
+#                2026-12-02 runs before that change named the int8 arm vs_cuda_int8_*) against
+#                llama.cpp CUDA (waits for the build), decode after 512 and TTFT 512
 # Staging (here): the synth headers as in tools/device/recipes/matvec.sh, then
 #   python3 tools/device/pack.py --bin wgllm --gl --extra /tmp/synth=synth
 # Call: bash tools/device/recipes/speed_checks.sh   (PARTS="int8_decode attn_chunk" to choose;
@@ -63,8 +65,8 @@ for part in ${PARTS:-int8_decode int8_prefill attn_chunk fusions}; do
   [ $(( $(date +%s) - T0 )) -gt ${BUDGET_S:-470} ] && { fail "time budget: part $part not run"; continue; }
   case $part in
   int8_decode)
-    ab int8_decode_lfm2 100 --a "bench -m $L $D" --b "bench -m $L $D --matvec-int8" --metric decode_tok_s,ttft_ms --rounds 2
-    ab int8_decode_qwen 120 --a "bench -m $Q $D" --b "bench -m $Q $D --matvec-int8" --metric decode_tok_s,ttft_ms --rounds 2
+    ab int8_decode_lfm2 100 --a "bench -m $L $D --no-matvec-int8" --b "bench -m $L $D --matvec-int8" --metric decode_tok_s,ttft_ms --rounds 2
+    ab int8_decode_qwen 120 --a "bench -m $Q $D --no-matvec-int8" --b "bench -m $Q $D --matvec-int8" --metric decode_tok_s,ttft_ms --rounds 2
     ;;
   int8_prefill)
     [ -n "${SKIP_KERNEL:-}" ] || timeout 90 $B bench matmul --type q4_K --int8 --no-per-row --shapes 16384:2048,2048:8192 --tokens 512 \
@@ -73,7 +75,7 @@ for part in ${PARTS:-int8_decode int8_prefill attn_chunk fusions}; do
     tail -12 $W/res/matmul_int8_q4_K.txt
     for m in lfm2-1.2b qwen25-1.5b; do
       for p in 512 4096; do
-        ab int8_prefill_${m}_p$p 100 --a "bench -m ${FILE[$m]} --prompt-lengths $p --gen 2 --reps 1" \
+        ab int8_prefill_${m}_p$p 100 --a "bench -m ${FILE[$m]} --prompt-lengths $p --gen 2 --reps 1 --no-matmul-int8" \
           --b "bench -m ${FILE[$m]} --prompt-lengths $p --gen 2 --reps 1 --matmul-int8" --metric ttft_ms --rounds 2
       done
     done
@@ -113,7 +115,7 @@ PY
     Q35=${FILE[qwen35-0.8b]}
     ab fuse_qk_norm_qwen35 100 --a "bench -m $Q35 $D --no-fuse-qk-norm" --b "bench -m $Q35 $D" --metric decode_tok_s --rounds 2
     ab fuse_attn_gate_qwen35 100 --a "bench -m $Q35 $D --no-fuse-attn-gate" --b "bench -m $Q35 $D" --metric decode_tok_s --rounds 2
-    ab int8_both_qwen35 100 --a "bench -m $Q35 $D" --b "bench -m $Q35 $D --matvec-int8 --matmul-int8" \
+    ab int8_both_qwen35 100 --a "bench -m $Q35 $D --no-matvec-int8 --no-matmul-int8" --b "bench -m $Q35 $D --matvec-int8 --matmul-int8" \
       --metric decode_tok_s,ttft_ms --rounds 2
     ;;
   flash)
@@ -138,7 +140,7 @@ PY
       F=${FILE[$m]}
       ab vs_cuda_$m 120 --a "bench -m $F $D" \
         --b-cmd "bash tools/peers/peer_llamacpp.sh $LB_CUDA $F 512 128" --metric ttft_ms,decode_tok_s --rounds 2
-      ab vs_cuda_int8_$m 120 --a "bench -m $F $D --matvec-int8 --matmul-int8" \
+      ab vs_cuda_f32_$m 120 --a "bench -m $F $D --no-matvec-int8 --no-matmul-int8" \
         --b-cmd "bash tools/peers/peer_llamacpp.sh $LB_CUDA $F 512 128" --metric ttft_ms,decode_tok_s --rounds 2
     done
     ;;
