@@ -97,6 +97,7 @@ RunResult run_with(const std::string& model, BackendKind backend, const std::str
   o.fuse_qkv = off != "qkv" && off != "all";
   o.kernels.matvec_subgroup = matvec ? 1 : 0;
   o.shader_runtime_checks = shader_checks;
+  f32_activations(o);
   o.submit_chunk = submit_chunk;
   auto m = create_model(s, o);
   return run(*m, s.config.vocab);

@@ -175,7 +175,7 @@ TEST(Gemma3Parity, SlidingWindowApplied) {
     ModelOptions o;
     o.context_length = 64;
     o.backend = b;
-    auto wide = create_model(*wide_src, o);
+    auto wide = create_model(*wide_src, f32_activations(o));
     Model& narrow = b == BackendKind::CPU ? *fx().cpu : *fx().gpu;
     std::vector<int32_t> in_window(ids.begin(), ids.begin() + kW);
     const float tol = b == BackendKind::CPU ? 0.0f : kTolSplit;  // same kernels on the GPU, same keys

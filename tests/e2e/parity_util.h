@@ -26,6 +26,16 @@ inline std::string env_or(const char* name, const char* def) {
 inline std::string fixture(const std::string& rel) { return env_or("WGLLM_SOURCE_DIR", WGLLM_SOURCE_DIR) + "/tests/fixtures/" + rel; }
 inline std::string cache_file(const std::string& rel) { return env_or("WGLLM_CACHE", WGLLM_CACHE_DIR) + "/" + rel; }
 
+/// Options of a GPU model compared with the f32 CPU reference at f32 tolerances: the int8 activation
+/// switches (KernelOptions::matvec_int8 / matmul_int8, on by default for hardware GPUs since
+/// 2026-12-02, off on software adapters) pinned off, so that the same tests hold on a GPU (the H200
+/// parity recipe). switch_combinations_test and the int8 kernel tests cover int8 with its bounds.
+inline ModelOptions& f32_activations(ModelOptions& o) {
+  o.kernels.matvec_int8 = 0;
+  o.kernels.matmul_int8 = 0;
+  return o;
+}
+
 inline nlohmann::json read_json(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw std::runtime_error("missing fixture " + path);

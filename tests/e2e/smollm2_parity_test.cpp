@@ -29,7 +29,7 @@ struct Fixture {
     o.backend = BackendKind::CPU;
     cpu = create_model(*src, o);
     o.backend = BackendKind::WebGPU;
-    gpu = create_model(*src, o);
+    gpu = create_model(*src, f32_activations(o));
   }
   const nlohmann::json& ref_of(const std::string& name) {
     for (auto& r : ref["prompts"])
@@ -159,7 +159,7 @@ TEST(SmolLM2Parity, PrefillMatmulSwitchesMatchCpu) {
     o.kernels.matmul_tile_n = v.bn, o.kernels.matmul_tile_t = v.bt, o.kernels.matmul_reg_n = v.rn,
     o.kernels.matmul_reg_t = v.rt;
     o.kernels.matmul_tiled_f16 = v.f16;
-    auto m = create_model(*f.src, o);
+    auto m = create_model(*f.src, f32_activations(o));
     Diff d = diff(last_logits(*m, ids), want);
     std::printf("%-16s |gpu-cpu| %.2e\n", v.name, d.max_abs);
     EXPECT_LE(d.max_abs, v.tol) << v.name;

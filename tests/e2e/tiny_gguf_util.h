@@ -130,7 +130,7 @@ struct TinyModels {
     o.backend = BackendKind::CPU;
     cpu = create_model(*src, o);
     o.backend = BackendKind::WebGPU;
-    gpu = create_model(*src, o);
+    gpu = create_model(*src, f32_activations(o));
   }
 };
 
@@ -152,7 +152,7 @@ inline std::unique_ptr<Model> create_gpu_with_binding_cap(const ModelSource& src
   o.backend = BackendKind::WebGPU;
   std::unique_ptr<Model> m;
   try {
-    m = create_model(src, o);
+    m = create_model(src, f32_activations(o));
   } catch (...) {
     unsetenv("WGLLM_TEST_MAX_BINDING_BYTES");
     throw;
@@ -173,7 +173,7 @@ inline void expect_real_file_greedy_agree(const std::string& cache_rel, const st
   ModelOptions o;
   o.context_length = 128;
   o.backend = BackendKind::WebGPU;
-  const auto g = greedy(*create_model(*src, o), ids, n);
+  const auto g = greedy(*create_model(*src, f32_activations(o)), ids, n);
   std::printf("webgpu: %s\n", tok->decode(g).c_str());
   o.backend = BackendKind::CPU;
   const auto c = greedy(*create_model(*src, o), ids, n);
