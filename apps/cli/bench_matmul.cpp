@@ -131,7 +131,7 @@ int run_matmul_bench(const MatmulBenchOpts& b) {
   }
   if (b.int8) {
     kernels::KernelOptions ko = auto_ko;
-    ko.matmul_int8 = true;
+    ko.matmul_int8 = 1;
     vs.push_back({"tiled auto int8", ko});
   }
   if (b.f16 && !has_f16) fmt::print(stderr, "adapter has no shader-f16: --f16 variants skipped\n");
@@ -145,7 +145,7 @@ int run_matmul_bench(const MatmulBenchOpts& b) {
       ko.matmul_tile_n = t.bn, ko.matmul_tile_t = t.bt, ko.matmul_reg_n = t.rn, ko.matmul_reg_t = t.rt;
       ko.matmul_tiled = 1;  // also on software adapters (as the auto variants)
       ko.matmul_tiled_f16 = f16;
-      ko.matmul_int8 = mode == 2;
+      ko.matmul_int8 = mode == 2 ? 1 : 0;
       kernels::OpContext o{*ctx, pipes, rec, ko};
       try {
         kernels::matmul_tile(o, f16);

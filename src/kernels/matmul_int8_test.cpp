@@ -52,7 +52,7 @@ struct Result {
 Result run_case(const Case& c, KernelOptions ko) {
   auto& e = env();
   ko.matmul_tiled = 1;
-  ko.matmul_int8 = true;
+  ko.matmul_int8 = 1;
   auto blocks = random_blocks(c.t, c.K, c.N, c.K * 31 + c.N * 7 + c.T);
   ref::Matrix M{c.K, c.N, std::vector<float>(size_t(c.K) * c.N)};
   dequantize(c.t, blocks.data(), M.w.data(), uint64_t(c.K) * c.N);
@@ -62,7 +62,7 @@ Result run_case(const Case& c, KernelOptions ko) {
   auto x = randn(size_t(c.T) * xs + 4, c.T + c.K);
   auto y0 = randn(size_t(c.T) * ys + c.y_off, c.N);
   auto xb = e.upload(x.data(), x.size() * 4), yb = e.upload(y0.data(), y0.size() * 4);
-  OpContext o{*e.ctx, e.cache, e.rec, ko};
+  OpContext o = e.op(ko);
   e.rec.begin();
   matmul(o, W, {xb, 4}, xs, {yb, c.y_off}, ys, c.T, c.add);
   e.rec.submit();
@@ -103,6 +103,26 @@ constexpr float kTolInt8 = 3e-2f;
 
 }  // namespace
 
+// The int8 switches' adapter default (2, since 2026-12-02): on for hardware GPUs, off on software
+// adapters; 0 and 1 force them. (Default options, not GpuEnv::op(), which pins 2 to off.)
+TEST(MatmulInt8, AdapterDefaultOnForHardwareGpusOnly) {
+  auto& e = env();
+  auto blocks = random_blocks(DType::Q4_K, 256, 8, 3);
+  auto W = upload_weight(*e.ctx, pack_weight(DType::Q4_K, blocks.data(), 256, 8), "w");
+  const bool hw = !e.ctx->info().is_software();
+  KernelOptions ko;
+  ASSERT_EQ(ko.matvec_int8, 2);
+  ASSERT_EQ(ko.matmul_int8, 2);
+  EXPECT_EQ(matvec_uses_int8(OpContext{*e.ctx, e.cache, e.rec, ko}, W), hw);
+  EXPECT_EQ(matmul_int8_used(OpContext{*e.ctx, e.cache, e.rec, ko}, W), hw);
+  for (uint8_t v : {0, 1}) {
+    ko.matvec_int8 = ko.matmul_int8 = v;
+    EXPECT_EQ(matvec_uses_int8(OpContext{*e.ctx, e.cache, e.rec, ko}, W), v == 1);
+    EXPECT_EQ(matmul_int8_used(OpContext{*e.ctx, e.cache, e.rec, ko}, W), v == 1);
+    EXPECT_FALSE(matvec_uses_int8(e.op(KernelOptions{}), W)) << "GpuEnv::op() keeps kernel tests on the f32 path";
+  }
+}
+
 TEST(QuantizeQ8, MatchesCpuTwin) {
   auto& e = env();
   const uint32_t T = 13, K = 160, xs = K + 8;
@@ -113,7 +133,7 @@ TEST(QuantizeQ8, MatchesCpuTwin) {
   const Q8Layout l = Q8Layout::of(T, K);
   gpu::Buffer out(*e.ctx, l.words * 4, gpu::BufferKind::Storage, "q8");
   KernelOptions ko;
-  OpContext o{*e.ctx, e.cache, e.rec, ko};
+  OpContext o = e.op(ko);
   e.rec.begin();
   quantize_q8(o, {xb, 8}, xs, T, K, out);
   e.rec.submit();
@@ -201,7 +221,7 @@ TEST(MatmulInt8, SwitchOffAndF32WeightsKeepTheF32Kernel) {
     KernelOptions ko;
     ko.matmul_tiled = 1;
     ko.matmul_int8 = int8;
-    OpContext o{*e.ctx, e.cache, e.rec, ko};
+    OpContext o = e.op(ko);
     EXPECT_EQ(matmul_int8_used(o, W), int8 && t != DType::F16);
     std::vector<float> z(size_t(T) * N);
     auto yb = e.upload(z.data(), z.size() * 4);

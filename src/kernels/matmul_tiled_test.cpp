@@ -43,7 +43,7 @@ float run_case(const Case& c, const KernelOptions& ko, bool direct, std::vector<
   std::vector<float> want = y0;
   ref::matmul(M, x.data() + 4, xs, want.data() + c.y_off, ys, c.T, c.add);
   auto xb = e.upload(x), yb = e.upload(y0);
-  OpContext o{*e.ctx, e.cache, e.rec, ko};
+  OpContext o = e.op(ko);
   e.rec.begin();
   if (direct)
     matmul_tiled(o, W, {xb, 4}, xs, {yb, c.y_off}, ys, c.T, c.add);
@@ -152,7 +152,7 @@ TEST(MatmulTiled, MatmulRoutesPrefillToTheTiledKernel) {
   auto run = [&](uint32_t T, uint8_t tiled_switch, bool direct) {
     KernelOptions ko;
     ko.matmul_tiled = tiled_switch;
-    OpContext o{*e.ctx, e.cache, e.rec, ko};
+    OpContext o = e.op(ko);
     auto yb = e.upload(std::vector<float>(size_t(T) * N));
     e.rec.begin();
     if (direct)
@@ -181,7 +181,7 @@ TEST(MatmulTiled, BadTilesAreClearErrors) {
            {64, 64, 2, 4}, {60, 64, 8, 4}, {64, 30, 4, 4}, {256, 256, 4, 4}, {512, 512, 8, 8}}) {
     KernelOptions ko;
     ko.matmul_tile_n = bn, ko.matmul_tile_t = bt, ko.matmul_reg_n = rn, ko.matmul_reg_t = rt;
-    OpContext o{*e.ctx, e.cache, e.rec, ko};
+    OpContext o = e.op(ko);
     EXPECT_THROW(matmul_tile(o, false), Error) << bn << "x" << bt << "/" << rn << "x" << rt;
   }
 }

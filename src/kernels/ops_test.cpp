@@ -216,7 +216,7 @@ TEST(Ops, MatvecInt8WithinQuantizationBound) {
         auto x = randn(size_t(T) * xs, 6);
         auto xb = e.upload(x);
         KernelOptions ko;
-        ko.matvec_subgroup = 1, ko.matvec_int8 = true;
+        ko.matvec_subgroup = 1, ko.matvec_int8 = 1;
         auto o = e.op(ko);
         auto yb = e.upload(std::vector<float>(size_t(T) * N));
         e.rec.begin();
@@ -226,7 +226,7 @@ TEST(Ops, MatvecInt8WithinQuantizationBound) {
         auto y = e.download(yb, size_t(T) * N);
         {  // the int8 path ran: its bits differ from the f32 path's
           KernelOptions kf;
-          kf.matvec_subgroup = 1;
+          kf.matvec_subgroup = 1, kf.matvec_int8 = 0;
           auto of = e.op(kf);
           auto yf = e.upload(std::vector<float>(size_t(T) * N));
           e.rec.begin();
