@@ -99,8 +99,7 @@ class Recorder {
   template <class P>
   void dispatch(const Pipeline& p, std::initializer_list<Binding> storage, const P& params,
                 uint32_t gx, uint32_t gy = 1, uint32_t gz = 1, const char* label = nullptr) {
-    static_assert(sizeof(P) <= kParamSlot && sizeof(P) % 4 == 0);
-    dispatch(p, std::span<const Binding>(storage.begin(), storage.size()), &params, sizeof(P), gx, gy, gz, label);
+    dispatch(p, std::span<const Binding>(storage.begin(), storage.size()), params, gx, gy, gz, label);
   }
   /// Declares the traffic of the next dispatch (ops call this right before dispatch()).
   void declare(const TrafficBytes& t) { next_traffic_ = t; next_declared_ = true; }

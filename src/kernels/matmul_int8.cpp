@@ -70,8 +70,7 @@ bool matmul_int8_supported(const GpuWeight& W) {
 }
 
 bool matmul_int8_used(const OpContext& o, const GpuWeight& W) {
-  const bool on = o.opt.matmul_int8 == 1 || (o.opt.matmul_int8 == 2 && !o.ctx.info().is_software());
-  return on && matmul_int8_supported(W);
+  return on_for_gpus(o, o.opt.matmul_int8) && matmul_int8_supported(W);
 }
 
 void ref_quantize_q8(const float* x, uint32_t K, int8_t* q, float* d, float* s) {

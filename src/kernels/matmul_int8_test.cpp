@@ -119,8 +119,9 @@ TEST(MatmulInt8, AdapterDefaultOnForHardwareGpusOnly) {
     ko.matvec_int8 = ko.matmul_int8 = v;
     EXPECT_EQ(matvec_uses_int8(OpContext{*e.ctx, e.cache, e.rec, ko}, W), v == 1);
     EXPECT_EQ(matmul_int8_used(OpContext{*e.ctx, e.cache, e.rec, ko}, W), v == 1);
-    EXPECT_FALSE(matvec_uses_int8(e.op(KernelOptions{}), W)) << "GpuEnv::op() keeps kernel tests on the f32 path";
   }
+  EXPECT_FALSE(matvec_uses_int8(e.op(KernelOptions{}), W)) << "GpuEnv::op() keeps kernel tests on the f32 path";
+  EXPECT_FALSE(matmul_int8_used(e.op(KernelOptions{}), W)) << "GpuEnv::op() keeps kernel tests on the f32 path";
 }
 
 TEST(QuantizeQ8, MatchesCpuTwin) {

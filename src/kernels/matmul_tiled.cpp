@@ -118,7 +118,7 @@ bool matmul_tiled_supported(const GpuWeight& W, F32Ref x, uint32_t x_stride) {
 }
 
 bool matmul_tiled_enabled(const OpContext& o) {
-  return o.opt.matmul_tiled == 1 || (o.opt.matmul_tiled == 2 && !o.ctx.info().is_software());
+  return on_for_gpus(o, o.opt.matmul_tiled);
 }
 
 bool matmul_tiled_uses_f16(const OpContext& o) {

@@ -226,8 +226,7 @@ bool matvec_uses_int8(const OpContext& o, const GpuWeight& W) {
   // Beside the int8 blocks: the row sums (at most one float per invocation) and rms_sum's slots.
   const uint64_t bytes = uint64_t(matvec_int8_blocks(W)) * (W.block + 8) +
                          uint64_t(o.ctx.info().limits.maxComputeInvocationsPerWorkgroup) * 4 + 1024;
-  const bool on = o.opt.matvec_int8 == 1 || (o.opt.matvec_int8 == 2 && !o.ctx.info().is_software());
-  return on && W.fmt != WFormat::F32 && bytes <= o.ctx.info().limits.maxComputeWorkgroupStorageSize;
+  return on_for_gpus(o, o.opt.matvec_int8) && W.fmt != WFormat::F32 && bytes <= o.ctx.info().limits.maxComputeWorkgroupStorageSize;
 }
 
 MatvecShape matvec_shape(const OpContext& o, const GpuWeight& W, bool rope) {
@@ -288,7 +287,7 @@ MatvecShape matvec_shape(const OpContext& o, const GpuWeight& W, bool rope) {
 }
 
 bool matvec_enabled(const OpContext& o) {
-  return o.opt.matvec_subgroup == 1 || (o.opt.matvec_subgroup == 2 && !o.ctx.info().is_software());
+  return on_for_gpus(o, o.opt.matvec_subgroup);
 }
 
 void matmul(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, F32Ref y,

@@ -50,6 +50,10 @@ struct OpContext {
   KernelOptions opt;
 };
 
+/// A three-state switch whose adapter default is "on for GPUs" (0 off, 1 on, 2: on for hardware
+/// adapters, off on software ones): matmul_tiled, matmul_int8, matvec_subgroup, matvec_int8.
+inline bool on_for_gpus(const OpContext& o, uint8_t v) { return v == 1 || (v == 2 && !o.ctx.info().is_software()); }
+
 /// Whether matvec.wgsl takes its int8-activation path (KernelOptions::matvec_int8) for weight W:
 /// the switch is on, W is quantized (not F32) and its int8 activation blocks fit the adapter's
 /// workgroup memory.

@@ -203,15 +203,12 @@ class LlamaGpu final : public GpuModel {
         kernels::QkvRopeKv rk{Q, KV, c_.head_dim, c_.rope_dims, segs[0].pos0, c_.rope_neox, &rope_,
                               &kv.keys().buffer(), &kv.values().buffer()};
         rk.bias = has_bias_ ? &L.bqkv : nullptr;
-        if (!o.opt.fuse_norm) kernels::rmsnorm(o, {x_, 0}, D, L.attn_norm, {h_, 0}, D, T, D, c_.rms_eps, "attn_norm");
+        const bool fn = o.opt.fuse_norm;
+        if (!fn) kernels::rmsnorm(o, {x_, 0}, D, L.attn_norm, {h_, 0}, D, T, D, c_.rms_eps, "attn_norm");
         for (const StackedPart& part : L.qkv) {
           rk.row0 = part.row0;
-          if (o.opt.fuse_norm)
-            kernels::matmul_qkv_rope_kv(o, part.w, {x_, 0}, D, &L.attn_norm, c_.rms_eps, {qkv_, part.row0}, QKV, T, rk,
-                                        part.label.c_str());
-          else
-            kernels::matmul_qkv_rope_kv(o, part.w, {h_, 0}, D, nullptr, 0.0f, {qkv_, part.row0}, QKV, T, rk,
-                                        part.label.c_str());
+          kernels::matmul_qkv_rope_kv(o, part.w, {fn ? x_ : h_, 0}, D, fn ? &L.attn_norm : nullptr, fn ? c_.rms_eps : 0.0f,
+                                      {qkv_, part.row0}, QKV, T, rk, part.label.c_str());
         }
       } else {
         record_norm_proj(o, c_, x_, L.attn_norm, h_, std::span<const StackedPart>(L.qkv), qkv_, QKV, T, "attn_norm");
