@@ -1,4 +1,4 @@
-// The decode fusions of ops.h (matmul_norm, matmul_silu, rope_kv_store) and gdn_ops.h
+// The decode fusions of ops.h (matmul_norm, matmul_silu, matmul_gate, matmul_combine, rope_kv_store) and gdn_ops.h
 // (qk_norm_rope_kv_store) against the unfused
 // dispatch sequences they replace, BIT-IDENTICAL (memcmp of the outputs), over awkward sizes and
 // every matmul variant switch, and against the CPU twins (kernels/ref.h) within tolerance.
@@ -228,6 +228,72 @@ TEST(FusedOps, MatmulGateBitIdenticalToSigmoidGateMatmul) {
       }
     }
   }
+}
+
+// matmul_combine == attention_combine + matmul, bit for bit: a split attention over a random cache
+// whose merge attention() defers to the output projection (--fuse-attn-combine), against the same
+// attention merged by attention_combine and projected by matvec.wgsl with the same options. One
+// token (the GQA decode kernel: 13 and 32 splits of 8 keys, 2 and 4 of 64) and three (the
+// multi-query prefill kernel's key split); f32 and int8
+// activations; 32- and 256-element weight blocks and f32 weights.
+// Checked to fail: combined() dividing as num * (1.0 / den) fails the bit comparison.
+TEST(FusedOps, MatmulCombineBitIdenticalToCombineMatmul) {
+  auto& e = env();
+  const uint32_t Hq = 4, Hkv = 2, HD = 64, Q = Hq * HD, KV = Hkv * HD, N = 40, ctx_len = 300;
+  auto kc = e.upload(randn(size_t(ctx_len) * KV, 71)), vc = e.upload(randn(size_t(ctx_len) * KV, 72));
+  for (DType t : {DType::Q4_1, DType::Q4_K, DType::F32}) {
+    auto blocks = random_blocks(t, Q, N, Q * 3 + N);
+    ref::Matrix M{Q, N, std::vector<float>(size_t(Q) * N)};
+    dequantize(t, blocks.data(), M.w.data(), uint64_t(Q) * N);
+    auto W = upload_weight(*e.ctx, pack_weight(t, blocks.data(), Q, N), "w");
+    for (uint32_t T : {1u, 3u})
+      for (uint32_t n_keys : {100u, 256u})
+        for (uint32_t split_len : {8u, 64u})
+          for (uint8_t i8 : {uint8_t(0), uint8_t(1)}) {
+            if (T == 3 && (split_len == 64 || n_keys == 256)) continue;  // (pipeline compiles: kept short)
+            KernelOptions ko;
+            ko.matvec_subgroup = 1, ko.matvec_int8 = i8;
+            ko.attention_decode_split_min = 0, ko.attention_decode_split_len = split_len;
+            ko.attention_tiled_split_target = 64;  // T = 3: few row tiles, so the keys split
+            auto o = e.op(ko);
+            const AttentionShape as{T, n_keys - T, Hq, Hkv, HD, 0.125f};
+            const std::string what = dtype_name(t) + " T=" + std::to_string(T) + " keys=" + std::to_string(n_keys) +
+                                     " split_len=" + std::to_string(split_len) + " i8=" + std::to_string(i8);
+            ASSERT_TRUE(attention_combine_fusable(o, W, T, HD)) << what;
+            auto q = e.upload(randn(size_t(T) * Q, 73 + T, 0.5f));
+            auto sc1 = e.upload(std::vector<float>(attention_split_floats(T, Hq, HD, 64)));
+            auto sc2 = e.upload(std::vector<float>(attention_split_floats(T, Hq, HD, 64)));
+            auto y0 = randn(size_t(T) * N, N + T);
+            auto att = e.upload(std::vector<float>(size_t(T) * Q)), y1 = e.upload(y0), y2 = e.upload(y0);
+            AttentionPartials parts;
+            e.rec.begin();
+            attention(o, as, {q, 0}, Q, kc, vc, {att, 0}, Q, &sc1);
+            matmul(o, W, {att, 0}, Q, {y1, 0}, N, T, true);
+            attention(o, as, {q, 0}, Q, kc, vc, {att, 0}, Q, &sc2, nullptr, nullptr, &parts);
+            ASSERT_NE(parts.scratch, nullptr) << what << ": the keys were not split";
+            EXPECT_GT(parts.n_split, 1u) << what;
+            matmul_combine(o, W, parts, {y2, 0}, N, true);
+            e.rec.submit();
+            auto unfused = e.download(y1, y0.size()), fused = e.download(y2, y0.size());
+            EXPECT_TRUE(same_bits(fused, unfused)) << what << " n_split=" << parts.n_split;
+            if (!i8) {  // the projection of the merged output, against the CPU twin
+              std::vector<float> want = y0, a = e.download(att, size_t(T) * Q);
+              ref::matmul(M, a.data(), Q, want.data(), N, T, true);
+              expect_close(fused, want, 3e-5f, what);
+            }
+          }
+  }
+  // Not fusable: switch off, or the per-row matmul kernel.
+  KernelOptions off;
+  off.matvec_subgroup = 1, off.fuse_attn_combine = false;
+  auto blocks = random_blocks(DType::Q4_1, Q, N, 5);
+  auto W = upload_weight(*e.ctx, pack_weight(DType::Q4_1, blocks.data(), Q, N), "w");
+  EXPECT_FALSE(attention_combine_fusable(e.op(off), W, 1, HD));
+  off.fuse_attn_combine = true, off.matvec_subgroup = 0;
+  EXPECT_FALSE(attention_combine_fusable(e.op(off), W, 1, HD));
+  off.matvec_subgroup = 1;
+  EXPECT_FALSE(attention_combine_fusable(e.op(off), W, kFusedMaxTokens + 1, HD));
+  EXPECT_TRUE(attention_combine_fusable(e.op(off), W, 1, HD));
 }
 
 // qk_norm_rope_kv_store == rmsnorm_heads (q) + rmsnorm_heads (k) + rope_kv_store, bit for bit: the q

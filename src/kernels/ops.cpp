@@ -74,7 +74,9 @@ WGLLM_PARAMS(CausalConvParams, T, C, L, x_off, x_stride, gi_off, gi_stride, go_o
 }  // namespace
 
 namespace {
-enum class Prologue { None, Norm, Silu, Gate };  // the activation load of matmul_impl
+enum class Prologue { None, Norm, Silu, Gate, Combine };  // the activation load of matmul_impl
+
+constexpr uint32_t kSplitMax = 32;  // at most this many key splits per attention row (combine: matmul_io.wgsl CS)
 
 // What matmul.wgsl and matvec.wgsl share: the fused variants' defines (NORM / SILU prologue, ROPE
 // epilogue) and bindings after each kernel's own first bindings, then the parameter block, whose
@@ -86,6 +88,7 @@ void add_fused_variant(Defines& d, std::vector<Bind>& binds, Prologue pro, const
   d["NEOX"] = rope && rope->neox ? "1" : "0";
   d["GATE"] = pro == Prologue::Gate ? "1" : "0";
   d["BIAS"] = rope && rope->bias ? "1" : "0";
+  d["COMBINE"] = pro == Prologue::Combine ? "1" : "0";
   if (pro == Prologue::Norm) {
     d["B_NW"] = std::to_string(binds.size());
     binds.push_back(Bind::ReadOnly);
@@ -124,10 +127,10 @@ std::vector<gpu::Binding> fused_bindings(std::initializer_list<gpu::Binding> own
 struct MatmulParams {
   uint32_t K, N, T, nb, soff, x_off, x_stride, y_off, y_stride;
   float eps;
-  uint32_t u_off, pos0, q_rows, kv_rows, hd, rot, table_pairs, row0, pad1, pad2;
+  uint32_t u_off, pos0, q_rows, kv_rows, hd, rot, table_pairs, row0, n_split, pad2;
 };
 WGLLM_PARAMS(MatmulParams, K, N, T, nb, soff, x_off, x_stride, y_off, y_stride, eps, u_off, pos0, q_rows, kv_rows, hd,
-             rot, table_pairs, row0, pad1, pad2);
+             rot, table_pairs, row0, n_split, pad2);
 MatmulParams matmul_params(const GpuWeight& W, F32Ref x, uint32_t x_stride, F32Ref y, uint32_t y_stride, uint32_t T,
                            float eps, uint32_t u_off, const QkvRopeKv* rope) {
   return {W.K, W.N, T, W.K / W.block, W.soff, x.off, x_stride, y.off, y_stride, eps, u_off,
@@ -139,7 +142,9 @@ MatmulParams matmul_params(const GpuWeight& W, F32Ref x, uint32_t x_stride, F32R
 gpu::TrafficBytes matmul_traffic(const GpuWeight& W, uint32_t T, bool accumulate, gpu::Traffic y_kind, Prologue pro,
                                  const QkvRopeKv* rope) {
   gpu::TrafficBytes tb;
-  tb.r(gpu::Traffic::Weights, W.bytes()).r(gpu::Traffic::Activations, uint64_t(T) * W.K * 4 * (pro == Prologue::Silu || pro == Prologue::Gate ? 2 : 1));
+  tb.r(gpu::Traffic::Weights, W.bytes());
+  if (pro != Prologue::Combine)  // (combine: matmul_combine declares the partials it reads)
+    tb.r(gpu::Traffic::Activations, uint64_t(T) * W.K * 4 * (pro == Prologue::Silu || pro == Prologue::Gate ? 2 : 1));
   if (pro == Prologue::Norm) tb.r(gpu::Traffic::Weights, uint64_t(W.K) * 4);
   tb.w(y_kind, uint64_t(T) * W.N * 4);
   if (accumulate) tb.r(y_kind, uint64_t(T) * W.N * 4);
@@ -160,9 +165,10 @@ uint32_t matvec_int8_blocks(const GpuWeight& W) { return (W.K / W.block + 63) / 
 // per grid row, matvec_shape's rows per workgroup.
 void matvec_impl(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, F32Ref y, uint32_t y_stride,
                  uint32_t T, bool accumulate, const char* label, gpu::Traffic y_kind, Prologue pro,
-                 const gpu::Buffer* norm_w, float eps, uint32_t u_off, const QkvRopeKv* rope) {
+                 const gpu::Buffer* norm_w, float eps, uint32_t u_off, const QkvRopeKv* rope,
+                 const AttentionPartials* parts = nullptr) {
   const bool vec4 = o.opt.vec4_activations && x.off % 4 == 0 && x_stride % 4 == 0 && W.block % 4 == 0 &&
-                    u_off % 4 == 0;
+                    u_off % 4 == 0 && pro != Prologue::Combine;
   const MatvecShape sh = matvec_shape(o, W, rope != nullptr);
   const uint32_t rows = sh.rows, lanes = sh.lanes;
   const bool subgroup = sh.subgroup;
@@ -181,9 +187,18 @@ void matvec_impl(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, 
   std::vector<Bind> binds{Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::ReadOnly};
   d["B_W4"] = "3";
   add_fused_variant(d, binds, pro, rope);
+  if (pro == Prologue::Combine) {
+    d["CH"] = std::to_string(W.K / parts->HD);
+    d["CS"] = std::to_string(kSplitMax);
+  }
   const auto& p = get(o, "matvec", d, binds);
-  const MatmulParams prm = matmul_params(W, x, x_stride, y, y_stride, T, eps, u_off, rope);
-  o.rec.declare(matmul_traffic(W, T, accumulate, y_kind, pro, rope));
+  MatmulParams prm = matmul_params(W, x, x_stride, y, y_stride, T, eps, u_off, rope);
+  gpu::TrafficBytes tb = matmul_traffic(W, T, accumulate, y_kind, pro, rope);
+  if (pro == Prologue::Combine) {  // every (token, head, split) record of the partials
+    prm.hd = parts->HD, prm.n_split = parts->n_split;
+    tb.r(gpu::Traffic::Activations, 4ull * T * x_stride);
+  }
+  o.rec.declare(tb);
   const uint32_t gx = ceil_div(W.N, rows);
   o.rec.dispatch(p, fused_bindings({W.buf, x.buf, y.buf, W.buf}, pro, norm_w, rope), prm, gx, T, 1, label);
 }
@@ -385,7 +400,6 @@ void kv_store(OpContext& o, const gpu::Buffer& src, uint32_t k_off, uint32_t v_o
 namespace {
 constexpr uint32_t kSplitMaxRows = 1024;   // split only when heads x tokens <= this many rows
 constexpr uint32_t kSplitTarget = 2048;    // aim for about this many workgroups in total
-constexpr uint32_t kSplitMax = 32;         // at most this many key splits per row
 static_assert(kSplitMax <= 64, "attention_combine.wgsl holds at most 64 splits in workgroup memory");
 constexpr uint32_t kTiledThreads = 128;    // attention_tiled: threads per workgroup
 constexpr uint32_t kTiledSplitTargetMax = 4096;  // attention_tiled: largest split target honoured
@@ -425,6 +439,17 @@ void attention_combine(OpContext& o, const AttentionShape& s, const gpu::Buffer&
   const uint64_t rows = uint64_t(s.Hq) * s.T, part_bytes = 4ull * rows * n_split * (s.HD + 2);
   o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Activations, part_bytes).w(gpu::Traffic::Activations, 4ull * rows * s.HD));
   o.rec.dispatch(c, {scratch, out.buf}, cp, s.Hq, s.T, 1, "attention_combine");
+}
+
+// The end of a split attention: the partials merged into out, or (defer given: the caller records
+// matmul_combine next) left in the scratch for the projection.
+void finish_split(OpContext& o, const AttentionShape& s, const gpu::Buffer& scratch, uint32_t n_split, F32Ref out,
+                  uint32_t o_stride, AttentionPartials* defer) {
+  if (defer) {
+    *defer = {&scratch, s.T, s.Hq, s.HD, n_split};
+    return;
+  }
+  attention_combine(o, s, scratch, n_split, out, o_stride);
 }
 
 // attention_tiled.wgsl's pipeline for head dim HD, with or without the key split.
@@ -469,7 +494,8 @@ std::pair<uint32_t, uint32_t> prefill_key_split(const OpContext& o, const Attent
 // Multi-query tiled attention for T > 1 (attention_tiled.wgsl): one workgroup per (tile of RW
 // (token, head) rows of one KV head, KV head, key split).
 void attention_tiled(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_stride, const gpu::Buffer& kc,
-                     const gpu::Buffer& vc, F32Ref out, uint32_t o_stride, const gpu::Buffer* split_scratch) {
+                     const gpu::Buffer& vc, F32Ref out, uint32_t o_stride, const gpu::Buffer* split_scratch,
+                     AttentionPartials* defer) {
   const TiledShape ts = tiled_shape(s.HD);
   // max_keys: the longest key range of a row tile (with a window: at most the window plus the tile's
   // other tokens, since the tile starts at its first row's window).
@@ -494,7 +520,7 @@ void attention_tiled(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q
     return;
   }
   o.rec.dispatch(p, {q.buf, kc, vc, *split_scratch}, prm, row_tiles, s.Hkv, n_split, "attention_tiled");
-  attention_combine(o, s, *split_scratch, n_split, out, o_stride);
+  finish_split(o, s, *split_scratch, n_split, out, o_stride, defer);
 }
 
 // Register-tiled flash attention for T > 1 (attention_flash.wgsl): one workgroup per (block of BR
@@ -502,7 +528,7 @@ void attention_tiled(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q
 // BR-row blocks and BC-key tiles.
 void attention_flash(OpContext& o, const AttentionShape& s, const FlashTile& ft, F32Ref q, uint32_t q_stride,
                      const gpu::Buffer& kc, const gpu::Buffer& vc, F32Ref out, uint32_t o_stride,
-                     const gpu::Buffer* split_scratch) {
+                     const gpu::Buffer* split_scratch, AttentionPartials* defer) {
   const uint32_t G = s.Hq / s.Hkv, row_tiles = ceil_div(s.T * G, ft.br), max_keys = s.pos0 + s.T;
   const auto [n_split, split_len] = prefill_key_split(o, s, row_tiles, max_keys, ft.bc, split_scratch);
   const bool split = n_split > 1;
@@ -519,7 +545,7 @@ void attention_flash(OpContext& o, const AttentionShape& s, const FlashTile& ft,
     return;
   }
   o.rec.dispatch(p, {q.buf, kc, vc, *split_scratch}, prm, row_tiles, s.Hkv, n_split, "attention_flash");
-  attention_combine(o, s, *split_scratch, n_split, out, o_stride);
+  finish_split(o, s, *split_scratch, n_split, out, o_stride, defer);
 }
 }  // namespace
 
@@ -543,7 +569,7 @@ namespace {
 // G query heads of the group; split over keys (then attention_combine) only past
 // attention_decode_split_min keys.
 void attention_decode(OpContext& o, const AttentionShape& s, F32Ref q, const gpu::Buffer& kc, const gpu::Buffer& vc,
-                      F32Ref out, uint32_t o_stride, const gpu::Buffer* split_scratch) {
+                      F32Ref out, uint32_t o_stride, const gpu::Buffer* split_scratch, AttentionPartials* defer) {
   // n_keys: the keys the query sees (with a window: its last `window` keys).
   const uint32_t G = s.Hq / s.Hkv, n_keys = s.window ? std::min(s.pos0 + 1, s.window) : s.pos0 + 1;
   uint32_t n_split = 1, split_len = n_keys;
@@ -572,7 +598,7 @@ void attention_decode(OpContext& o, const AttentionShape& s, F32Ref q, const gpu
     return;
   }
   o.rec.dispatch(p, {q.buf, kc, vc, *split_scratch}, prm, s.Hkv, 1, n_split, "attention");
-  attention_combine(o, s, *split_scratch, n_split, out, o_stride);
+  finish_split(o, s, *split_scratch, n_split, out, o_stride, defer);
 }
 }  // namespace
 
@@ -629,16 +655,19 @@ void attention_compile_prefill_split(OpContext& o, uint32_t HD) {
 
 void attention(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_stride,
                const gpu::Buffer& kc, const gpu::Buffer& vc, F32Ref out, uint32_t o_stride,
-               const gpu::Buffer* split_scratch, SparseScratch* sparse, SparseMeansCache* means_cache) {
+               const gpu::Buffer* split_scratch, SparseScratch* sparse, SparseMeansCache* means_cache,
+               AttentionPartials* defer) {
+  if (defer) *defer = {};
   if (s.HD % 4 || s.HD > 256) throw Error("attention: head_dim must be a multiple of 4 and <= 256");
   if (s.Hq % s.Hkv) throw Error("attention: query heads must be a multiple of KV heads");
   if (means_cache) means_cache->invalidate_from(s.pos0);  // this forward wrote key rows from pos0 on
   if (sparse && sparse_attention_used(o.opt, s))
     return attention_sparse(o, s, q, q_stride, kc, vc, out, o_stride, *sparse, means_cache);
-  if (attention_decode_applies(o, s)) return attention_decode(o, s, q, kc, vc, out, o_stride, split_scratch);
+  if (attention_decode_applies(o, s)) return attention_decode(o, s, q, kc, vc, out, o_stride, split_scratch, defer);
   if (attention_flash_used(o, s))
-    return attention_flash(o, s, attention_flash_tile(o, s.HD), q, q_stride, kc, vc, out, o_stride, split_scratch);
-  if (s.T > 1 && o.opt.attention_tiled_prefill) return attention_tiled(o, s, q, q_stride, kc, vc, out, o_stride, split_scratch);
+    return attention_flash(o, s, attention_flash_tile(o, s.HD), q, q_stride, kc, vc, out, o_stride, split_scratch, defer);
+  if (s.T > 1 && o.opt.attention_tiled_prefill)
+    return attention_tiled(o, s, q, q_stride, kc, vc, out, o_stride, split_scratch, defer);
   // Split-K decision (the written condition): scratch given, switch on, at most kSplitMaxRows
   // (head, token) rows, and more than two 64-key tiles in the longest row; then about
   // kSplitTarget workgroups in total, each split a multiple of 64 keys.
@@ -669,7 +698,28 @@ void attention(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_strid
     return;
   }
   o.rec.dispatch(p, {q.buf, kc, vc, *split_scratch}, prm, s.Hq, s.T, n_split, "attention");
-  attention_combine(o, s, *split_scratch, n_split, out, o_stride);
+  finish_split(o, s, *split_scratch, n_split, out, o_stride, defer);
+}
+
+bool attention_combine_fusable(const OpContext& o, const GpuWeight& W, uint32_t T, uint32_t HD) {
+  if (!o.opt.fuse_attn_combine || T > kFusedMaxTokens || !matvec_enabled(o) || HD == 0 || W.K % HD) return false;
+  // matvec.wgsl's workgroup memory: the row partials (red), the int8 activation blocks when the
+  // projection uses them anyway, and the split weights and denominators per head.
+  const MatvecShape sh = matvec_shape(o, W);
+  uint64_t bytes = 4ull * sh.rows * sh.lanes + 4ull * (W.K / HD) * (kSplitMax + 1);
+  if (matvec_uses_int8(o, W)) bytes += uint64_t(matvec_int8_blocks(W)) * (W.block + 8);
+  return bytes <= o.ctx.info().limits.maxComputeWorkgroupStorageSize;
+}
+
+void matmul_combine(OpContext& o, const GpuWeight& W, const AttentionPartials& a, F32Ref y, uint32_t y_stride,
+                    bool accumulate, const char* label) {
+  if (!a.scratch) throw Error("matmul_combine: no deferred attention partials");
+  if (W.K != a.Hq * a.HD) throw Error("matmul_combine: the projection's K must be heads x head_dim");
+  if (a.n_split == 0 || a.n_split > kSplitMax) throw Error("matmul_combine: 1 to " + std::to_string(kSplitMax) + " splits");
+  if (!attention_combine_fusable(o, W, a.T, a.HD)) throw Error("matmul_combine: not fusable here (attention_combine_fusable)");
+  const uint32_t x_stride = a.Hq * a.n_split * (a.HD + 2);
+  matvec_impl(o, W, {*a.scratch, 0}, x_stride, y, y_stride, a.T, accumulate, label, gpu::Traffic::Activations,
+              Prologue::Combine, nullptr, 0.0f, 0, nullptr, &a);
 }
 
 void silu_mul(OpContext& o, const gpu::Buffer& src, uint32_t g_off, uint32_t u_off, uint32_t in_stride,

@@ -193,10 +193,41 @@ struct AttentionShape {
 /// otherwise `sparse` is ignored and the dense kernels below run unchanged.
 /// `means_cache` (the sequence's SparseMeansCache of this layer, or null) is invalidated from
 /// pos0 on every call, sparse or dense, and used by the sparse path (kernels/sparse_attention.h).
+/// `defer` (the decode fusion KernelOptions::fuse_attn_combine; the caller checked
+/// attention_combine_fusable() for its output projection): when the keys were split, the merge is
+/// not recorded; *defer names the partials, and the caller must record matmul_combine() next
+/// instead of reading `out`. Without a split (or on the sparse path) *defer is cleared and `out`
+/// holds the output as usual.
+struct AttentionPartials;
 void attention(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_stride,
                const gpu::Buffer& kc, const gpu::Buffer& vc, F32Ref out, uint32_t o_stride,
                const gpu::Buffer* split_scratch = nullptr, SparseScratch* sparse = nullptr,
-               SparseMeansCache* means_cache = nullptr);
+               SparseMeansCache* means_cache = nullptr, AttentionPartials* defer = nullptr);
+
+/// The split-K partials of an attention forward left unmerged (attention()'s `defer`): in `scratch`,
+/// for token t < T, query head h < Hq and split s < n_split, the record of HD + 2 floats at
+/// ((t * Hq + h) * n_split + s) * (HD + 2): the split's score maximum m_s, its softmax denominator
+/// l_s and its unnormalised output acc_s[HD] (attention_combine.wgsl). scratch == nullptr: nothing
+/// deferred.
+struct AttentionPartials {
+  const gpu::Buffer* scratch = nullptr;
+  uint32_t T = 0, Hq = 0, HD = 0, n_split = 0;
+};
+
+/// True when the output projection W (K = heads x HD columns) of a forward of T tokens can merge
+/// the attention partials in its activation load (matmul_combine): KernelOptions::fuse_attn_combine,
+/// T <= kFusedMaxTokens, the matrix-vector kernel matvec.wgsl in use (matvec_enabled()), and its
+/// workgroup memory with the per-head split weights (heads x (kSplitMax + 1) floats) within the
+/// adapter's limit, at the int8 setting the unfused projection would use (so results match).
+bool attention_combine_fusable(const OpContext& o, const GpuWeight& W, uint32_t T, uint32_t HD);
+
+/// As attention_combine (the merge of the split-K partials, see AttentionPartials) followed by
+/// matmul() of the merged T x (Hq * HD) attention output, in one matvec.wgsl dispatch (COMBINE
+/// prologue, every workgroup merging the heads itself with the merge's expressions and order):
+/// bit-identical to the two dispatches. Throws wgllm::Error when !attention_combine_fusable(o, W,
+/// a.T, a.HD), a.scratch is null, W.K != a.Hq * a.HD or a.n_split exceeds the split limit.
+void matmul_combine(OpContext& o, const GpuWeight& W, const AttentionPartials& a, F32Ref y, uint32_t y_stride,
+                    bool accumulate, const char* label = "attn_output");
 /// With KernelOptions::attention_tiled_prefill and T > 1, records attention_tiled.wgsl instead: one
 /// workgroup per (tile of (token, query head) rows of one KV head, KV head), each K/V tile loaded
 /// once into workgroup memory for all the tile's rows (and split over keys as above when there are

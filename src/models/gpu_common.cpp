@@ -356,6 +356,19 @@ void GpuModel::finish_batch(kernels::OpContext& o, const gpu::Buffer& x, const g
   }
 }
 
+bool defer_attn_combine(const kernels::OpContext& o, std::span<const BatchSeg> segs, const kernels::GpuWeight& wo,
+                        uint32_t T, uint32_t head_dim) {
+  return segs.size() == 1 && kernels::attention_combine_fusable(o, wo, T, head_dim);
+}
+
+void record_attn_output(kernels::OpContext& o, const kernels::GpuWeight& wo, const kernels::AttentionPartials& parts,
+                        const gpu::Buffer& att, const gpu::Buffer& y, uint32_t y_stride, uint32_t T, bool accumulate) {
+  if (parts.scratch)
+    kernels::matmul_combine(o, wo, parts, {y, 0}, y_stride, accumulate, "attn_output");
+  else
+    kernels::matmul(o, wo, {att, 0}, wo.K, {y, 0}, y_stride, T, accumulate, "attn_output");
+}
+
 void record_swiglu_ffn(kernels::OpContext& o, const ModelConfig& c, const FfnWeights& w, const gpu::Buffer& x,
                        const gpu::Buffer& h, const gpu::Buffer& gu, const gpu::Buffer& act, uint32_t T) {
   const uint32_t D = c.d_model, F = c.ffn_dim;

@@ -253,6 +253,18 @@ struct FfnWeights {
 void record_swiglu_ffn(kernels::OpContext& o, const ModelConfig& c, const FfnWeights& w, const gpu::Buffer& x,
                        const gpu::Buffer& h, const gpu::Buffer& gu, const gpu::Buffer& act, uint32_t T);
 
+/// The attention's merge may be left to the output projection wo (decode fusion
+/// KernelOptions::fuse_attn_combine, kernels::attention_combine_fusable): a forward of one sequence
+/// (one attention() call per layer, so its partials are still in the split scratch) of T tokens.
+bool defer_attn_combine(const kernels::OpContext& o, std::span<const BatchSeg> segs, const kernels::GpuWeight& wo,
+                        uint32_t T, uint32_t head_dim);
+
+/// Records y (+)= wo att for T rows (att rows of wo.K floats, y rows of y_stride; label
+/// "attn_output"): kernels::matmul_combine from the partials when attention() deferred its merge
+/// (parts.scratch set), else kernels::matmul from att.
+void record_attn_output(kernels::OpContext& o, const kernels::GpuWeight& wo, const kernels::AttentionPartials& parts,
+                        const gpu::Buffer& att, const gpu::Buffer& y, uint32_t y_stride, uint32_t T, bool accumulate);
+
 /// One projection of record_norm_proj: y[t, y_off .. y_off + W.N) of rows of y_stride.
 struct NormedProj {
   const kernels::GpuWeight* W;

@@ -138,6 +138,8 @@ class Lfm2Gpu final : public GpuModel {
     record_norm_proj(o, c_, x_, L.attn_norm, h_, std::span<const StackedPart>(L.qkv), qkv_, S, T, "operator_norm");
     const QkNorm qkn{L.q_norm, L.k_norm};
     record_qk_norms(o, c_, {qkv_, 0, S, Q, Q + KV, S}, T, qkn);
+    kernels::AttentionPartials parts;  // the merge left to the output projection (--fuse-attn-combine)
+    const bool defer = defer_attn_combine(o, segs, L.wo, T, HD);
     for (const BatchSeg& s : segs) {
       KvState& kv = s.seq->kv(l);
       const Buffer &kc = kv.keys().buffer(), &vc = kv.values().buffer();
@@ -145,9 +147,9 @@ class Lfm2Gpu final : public GpuModel {
       record_qk_norm_rope_kv(o, c_, {qkv_, r, S, r + Q, r + Q + KV, S}, s.T, s.pos0, rope_, qkn, kc, vc);
       const kernels::AttentionShape as{s.T, s.pos0, c_.n_heads, c_.n_kv_heads, HD, 1.0f / std::sqrt(float(HD))};
       kernels::attention(o, as, {qkv_, r}, S, kc, vc, {att_, s.row0 * Q}, Q, &attn_split_,
-                         sparse_.index ? &sparse_ : nullptr, kv.sparse_means());
+                         sparse_.index ? &sparse_ : nullptr, kv.sparse_means(), defer ? &parts : nullptr);
     }
-    kernels::matmul(o, L.wo, {att_, 0}, Q, {x_, 0}, D, T, true, "attn_output");
+    record_attn_output(o, L.wo, parts, att_, x_, D, T, true);
   }
 
   // ShortConv for the rows of segs: in_proj and out_proj over all rows, the causal conv per

@@ -226,29 +226,31 @@ class LlamaGpu final : public GpuModel {
             record_rope_kv(o, c_, rows, s.T, s.pos0, rope_, kv.keys().buffer(), kv.values().buffer());
         }
       }
+      kernels::AttentionPartials parts;  // the merge left to the output projection (--fuse-attn-combine)
+      const bool defer = defer_attn_combine(o, segs, L.wo, T, c_.head_dim);
       for (const BatchSeg& s : segs) {
         KvState& kv = s.seq->kv(l);
         kernels::AttentionShape as{s.T, s.pos0, c_.n_heads, c_.n_kv_heads, c_.head_dim,
                                    gemma_ ? gemma_->attn_scale : 1.0f / std::sqrt(float(c_.head_dim))};
         if (local) as.window = gemma_->sliding_window;  // gemma3 sliding layers: keys pos_q - pos_k < W only
         kernels::attention(o, as, {qkv_, s.row0 * QKV}, QKV, kv.keys().buffer(), kv.values().buffer(), {att_, s.row0 * Q}, Q,
-                           &attn_split_, sparse_.index ? &sparse_ : nullptr, kv.sparse_means());
+                           &attn_split_, sparse_.index ? &sparse_ : nullptr, kv.sparse_means(), defer ? &parts : nullptr);
       }
       if (gemma_) {
-        gemma_block(o, L, T);
+        gemma_block(o, L, parts, T);
         continue;
       }
-      kernels::matmul(o, L.wo, {att_, 0}, Q, {x_, 0}, D, T, true, "attn_output");
+      record_attn_output(o, L.wo, parts, att_, x_, D, T, true);
       record_swiglu_ffn(o, c_, {L.ffn_norm, fused_gu_ ? &L.wgu : nullptr, &L.wg, &L.wu, L.wd}, x_, h_, gu_, act_, T);
     }
   }
 
   // Gemma 3 (models/gemma3.h), after attention: x += rmsnorm(Wo att) * post_attn_norm; then
   // x += rmsnorm(down(gelu_tanh(gate(h)) * up(h))) * post_ffn_norm, h = rmsnorm(x) * ffn_norm.
-  void gemma_block(kernels::OpContext& o, const Layer& L, uint32_t T) {
-    const uint32_t D = c_.d_model, Q = c_.q_dim(), F = c_.ffn_dim;
+  void gemma_block(kernels::OpContext& o, const Layer& L, const kernels::AttentionPartials& parts, uint32_t T) {
+    const uint32_t D = c_.d_model, F = c_.ffn_dim;
     const float eps = c_.rms_eps;
-    kernels::matmul(o, L.wo, {att_, 0}, Q, {o_, 0}, D, T, false, "attn_output");
+    record_attn_output(o, L.wo, parts, att_, o_, D, T, false);
     kernels::rmsnorm(o, {o_, 0}, D, L.post_attn_norm, {h_, 0}, D, T, D, eps, "post_attention_norm");
     kernels::add_bias(o, h_, T * D, {x_, 0}, 0, 1, "attn_residual");
     kernels::rmsnorm(o, {x_, 0}, D, L.ffn_norm, {h_, 0}, D, T, D, eps, "ffn_norm");

@@ -1,5 +1,5 @@
 // The decode fusions (KernelOptions::fuse_norm, fuse_rope_kv, fuse_silu, fuse_qkv_rope_kv, fuse_qk_norm,
-// fuse_attn_gate, ModelOptions::fuse_qkv; docs/FLAGS.md) turned off one at a time, and all at once, on every
+// fuse_attn_gate, fuse_attn_combine, ModelOptions::fuse_qkv; docs/FLAGS.md) turned off one at a time, and all at once, on every
 // architecture (fuse_qk_norm, fuse_attn_gate and fuse_qkv alone on the hybrids, whose attention layers they change): SmolLM2-135M Q4_1 (llama), a tiny
 // qwen2 (Q/K/V biases in the decode QKV epilogue; its last layer's V of another weight type, so that
 // layer's projection is two parts), the tiny LFM2 and Qwen3.5 fixtures. Each configuration runs a prefill longer than kernels::kFusedMaxTokens (the
@@ -8,8 +8,10 @@
 //   - the CPU reference's greedy tokens and last logits within the parity tests' tolerance, and
 //   - logits BIT-IDENTICAL to the all-fusions-on configuration (every fusion keeps the order).
 // Both matrix-vector kernels for T <= 8 are covered (KernelOptions::matvec_subgroup): the per-row
-// matmul.wgsl (the software-adapter default) and matvec.wgsl (instantiation Matvec; all-on and
-// all-off, each compared with matvec.wgsl's own all-on run, since its summation order differs).
+// matmul.wgsl (the software-adapter default) and matvec.wgsl (instantiations Matvec and
+// MatvecCombine; all-on and all-off, each compared with matvec.wgsl's own all-on run, since its
+// summation order differs; decode attention there splits every 8 keys, so that the attention merge
+// folded into the output projection, fuse_attn_combine, runs).
 // Also: shader runtime checks on vs off (ModelOptions::shader_runtime_checks), bit-identical.
 // Checked to fail: qk_norm_rope_kv.wgsl's key norm as x * (scale * w) fails lfm2_off_qk_norm and
 // qwen35_off_qk_norm (logits bits differ from all-on).
@@ -94,8 +96,13 @@ RunResult run_with(const std::string& model, BackendKind backend, const std::str
   o.kernels.fuse_qkv_rope_kv = off != "qkv_rope_kv" && off != "all";
   o.kernels.fuse_qk_norm = off != "qk_norm" && off != "all";
   o.kernels.fuse_attn_gate = off != "attn_gate" && off != "all";
+  o.kernels.fuse_attn_combine = off != "attn_combine" && off != "all";
   o.fuse_qkv = off != "qkv" && off != "all";
   o.kernels.matvec_subgroup = matvec ? 1 : 0;
+  if (matvec) {  // decode attention splits every 8 keys (software adapters: from 1024), so that
+    o.kernels.attention_decode_split_min = 0;  // --fuse-attn-combine has partials to merge
+    o.kernels.attention_decode_split_len = 8;
+  }
   o.shader_runtime_checks = shader_checks;
   f32_activations(o);
   o.submit_chunk = submit_chunk;
@@ -169,4 +176,8 @@ INSTANTIATE_TEST_SUITE_P(Hybrids, FusionSwitches,
 INSTANTIATE_TEST_SUITE_P(Matvec, FusionSwitches,
                          ::testing::Combine(::testing::Values("smollm2", "qwen2", "lfm2", "qwen35"),
                                             ::testing::Values("none", "qkv", "all"), ::testing::Values(true)),
+                         [](const auto& i) { return std::get<0>(i.param) + "_off_" + std::get<1>(i.param); });
+INSTANTIATE_TEST_SUITE_P(MatvecCombine, FusionSwitches,
+                         ::testing::Combine(::testing::Values("smollm2", "qwen2", "lfm2"), ::testing::Values("attn_combine"),
+                                            ::testing::Values(true)),
                          [](const auto& i) { return std::get<0>(i.param) + "_off_" + std::get<1>(i.param); });

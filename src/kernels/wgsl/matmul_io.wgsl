@@ -1,4 +1,4 @@
-// defines: VEC4 NORM SILU ROPE NEOX GATE BIAS B_P B_NW? B_G? B_CS? B_KC? B_VC? B_B?
+// defines: VEC4 NORM SILU ROPE NEOX GATE BIAS COMBINE B_P B_NW? B_G? B_CS? B_KC? B_VC? B_B? CH? CS?
 // matmul_io: the parameters and bindings of the matrix-vector / small-T kernels, shared (via
 // #include) by matmul.wgsl and matvec.wgsl; included, never compiled alone. Binding 0 the weight
 // words w, 1 the activations x (vec4 with VEC4), 2 the output y; the prologue and epilogue
@@ -7,13 +7,15 @@
 // (kernels/ops.cpp). P: K, N (weight columns / rows), T tokens, nb blocks per row, soff
 // (quant.wgsl), x/y offsets and strides (floats), eps (NORM), u_off (SILU: the up half; GATE: the
 // gate), pos0, q_rows, kv_rows, hd, rot, table_pairs, row0 (ROPE: the matrix's row 0 is row row0
-// of the [q | k | v] rows, a multiple of hd: a projection split into parts by weight type). Then the activation accessors both kernels read through: xv (4 stored
+// of the [q | k | v] rows, a multiple of hd: a projection split into parts by weight type); hd and
+// n_split (COMBINE: the head dim and the key splits of the partials). Then the activation
+// accessors both kernels read through: xv (4 stored
 // elements), and with NORM rms_x (one element, for rms_sum.wgsl) and nw4 (4 norm weights); the row
 // map row_of and, with ROPE, the epilogue rope_store. act4 is the activation load with its prologue
 // (NORM, SILU or GATE).
 struct P { K: u32, N: u32, T: u32, nb: u32, soff: u32, x_off: u32, x_stride: u32, y_off: u32, y_stride: u32,
            eps: f32, u_off: u32, pos0: u32, q_rows: u32, kv_rows: u32, hd: u32, rot: u32, table_pairs: u32,
-           row0: u32, pad1: u32, pad2: u32 }
+           row0: u32, n_split: u32, pad2: u32 }
 @group(0) @binding(0) var<storage, read> w: array<u32>;
 #if VEC4
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
@@ -77,9 +79,55 @@ fn nw4(k: u32) -> vec4<f32> {
 }
 #endif
 
+#if COMBINE
+// COMBINE (decode fusion, --fuse-attn-combine; matvec.wgsl only, scalar loads): x holds the split-K
+// partials of a decode attention (attention_decode.wgsl / attention.wgsl SPLIT) instead of its
+// output: for the token whose partials start at xb, head h (K / hd heads) and split s, the record
+// at xb + (h * n_split + s) * (hd + 2) is (m_s, l_s, acc_s[hd]). The activations are the merged
+// attention output, attention_combine.wgsl's expressions in its order: M = max_s m_s,
+// w_s = e^(m_s - M), den = sum_s w_s l_s, out[d] = (sum_s w_s acc_s[d]) / den (sums in split
+// order): bit-identical to attention_combine followed by the projection. combine_stats() puts w_s
+// and den of every head of one token in workgroup memory (CH heads, at most CS splits: the host's
+// kSplitMax); the kernel calls it once, from uniform control flow, before its first act4.
+const CH: u32 = {{CH}}u;
+const CS: u32 = {{CS}}u;
+var<workgroup> cw: array<f32, CH * CS>;  // [head][split] w_s
+var<workgroup> cden: array<f32, CH>;     // [head] den
+fn combine_stats(tid: u32, NT: u32, xb: u32) {
+  let ns = p.n_split;
+  let stride = p.hd + 2u;
+  for (var h = tid; h < p.K / p.hd; h += NT) {
+    let base = xb + h * ns * stride;
+    var mx = -3.402823466e38;
+    for (var s = 0u; s < ns; s++) { mx = max(mx, x[base + s * stride]); }
+    var d = 0.0;
+    for (var s = 0u; s < ns; s++) {
+      let w = exp(x[base + s * stride] - mx);
+      cw[h * CS + s] = w;
+      d += w * x[base + s * stride + 1u];
+    }
+    cden[h] = d;
+  }
+  workgroupBarrier();
+}
+// Merged attention output element k of the token at xb.
+fn combined(xb: u32, k: u32) -> f32 {
+  let h = k / p.hd;
+  let stride = p.hd + 2u;
+  let base = xb + h * p.n_split * stride + 2u + k % p.hd;
+  var num = 0.0;
+  for (var s = 0u; s < p.n_split; s++) { num += cw[h * CS + s] * x[base + s * stride]; }
+  return num / cden[h];
+}
+#endif
+
 // Activations k .. k+3 of the token whose row starts at element xb, with the kernel's prologue:
-// NORM (x * inv) * nw (inv = 1 / rms of the token), SILU silu(x) * up, GATE x * sigmoid(g).
+// NORM (x * inv) * nw (inv = 1 / rms of the token), SILU silu(x) * up, GATE x * sigmoid(g),
+// COMBINE the merged split-K attention output.
 fn act4(xb: u32, k: u32, inv: f32) -> vec4<f32> {
+#if COMBINE
+  return vec4<f32>(combined(xb, k), combined(xb, k + 1u), combined(xb, k + 2u), combined(xb, k + 3u));
+#else
 #if NORM
   return (xv(xb + k) * inv) * nw4(k);
 #else
@@ -91,6 +139,7 @@ fn act4(xb: u32, k: u32, inv: f32) -> vec4<f32> {
   return xv(xb + k) * (1.0 / (1.0 + exp(-gv(xb + p.u_off + k))));
 #else
   return xv(xb + k);
+#endif
 #endif
 #endif
 #endif

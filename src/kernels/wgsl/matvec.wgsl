@@ -30,6 +30,8 @@
 //   SILU  activations silu(x[t, k]) * x[t, u_off + k] (silu_mul.wgsl's expression).
 //   ROPE  RoPE + KV-cache store epilogue of the fused QKV projection over row pairs (ROWS even;
 //         the two rows of a pair are slots 2i, 2i + 1 of one workgroup).
+//   COMBINE  the merged split-K attention output from its partials (matmul_io.wgsl; this kernel
+//         only): the workgroup first puts each head's split weights in workgroup memory.
 //   ADD   y += instead of y =.
 //   I8    int8 activations (KernelOptions::matvec_int8, --matvec-int8; not bit-exact): the workgroup
 //         first quantizes its token's activations (prologue applied) per weight block into workgroup
@@ -251,6 +253,9 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   let v0 = wid.x * ROWS + slot0;
   let t = wid.y;
   let xb = p.x_off + t * p.x_stride;
+#if COMBINE
+  combine_stats(lid.x, THREADS, xb);
+#endif
 #if NORM
   let ss = rms_sum_squares(lid.x, THREADS, xb, p.K);  // same value in every thread
   let inv = 1.0 / sqrt(ss / f32(p.K) + p.eps);
