@@ -18,6 +18,11 @@
 #                file (dispatches per step), `bench ab` --no-fuse-qkv-rope-kv (A) vs default (B) on
 #                it and --no-fuse-qkv vs default on LFM2-1.2B (whose Q6_K V layers are now 2 parts),
 #                decode after 512; starts the llama.cpp CUDA build in the background
+#   combine      --fuse-attn-combine (2026-12-03): `bench --traffic` of the Qwen2.5-1.5B-shaped file
+#                (dispatches per step), `bench ab` --no-fuse-attn-combine (A) vs default (B), decode after
+#                512, on the SmolLM2, Qwen2.5-1.5B and LFM2-1.2B shapes; a null control (A = B = the
+#                product configuration, Qwen2.5-1.5B: the meter's noise band); the decode split length
+#                (--attn-decode-split-len 32 / 128 vs the default 64) on the Qwen2.5-1.5B shape
 #   peers        wgllm in the product configuration (both int8 switches on for GPUs since
 #                2026-12-02) and with both off (f32 activations, non-product; vs_cuda_f32_*; the
 #                2026-12-02 runs before that change named the int8 arm vs_cuda_int8_*) against
@@ -25,7 +30,8 @@
 # Staging (here): the synth headers as in tools/device/recipes/matvec.sh, then
 #   python3 tools/device/pack.py --bin wgllm --gl --extra /tmp/synth=synth
 # Call: bash tools/device/recipes/speed_checks.sh   (PARTS="int8_decode attn_chunk" to choose;
-# MODELS: the synthetic files to write, PEER_MODELS: the files of the peers part; BUDGET_S: 470)
+# MODELS: the synthetic files to write, PEER_MODELS: the files of the peers part, PEER_F32=0: no
+# f32-activation arm there; BUDGET_S: 470)
 # Results: $OUT/results.tgz.
 set -u
 source tools/device/remote.sh
@@ -132,6 +138,19 @@ PY
         --b "bench -m ${FILE[$m]} --prompt-lengths 512,4096 --gen 2 --reps 2 --attn-flash" --metric ttft_ms --rounds 2
     done
     ;;
+  combine)
+    timeout 60 $B bench -m $Q $D --traffic > $W/res/traffic_qwen25.md 2>&1 || fail "traffic qwen25 (exit $?)"
+    grep -E "dispatches per decode step|attention|attn_output" $W/res/traffic_qwen25.md
+    for m in smollm2 qwen25-1.5b lfm2-1.2b; do
+      ab fuse_attn_combine_$m 120 --a "bench -m ${FILE[$m]} $D --no-fuse-attn-combine" --b "bench -m ${FILE[$m]} $D" \
+        --metric decode_tok_s,ttft_ms --rounds 2
+    done
+    ab null_qwen25 120 --a "bench -m $Q $D" --b "bench -m $Q $D" --metric decode_tok_s,ttft_ms --rounds 2
+    for len in 32 128; do
+      ab split_len_${len}_qwen25 120 --a "bench -m $Q $D" --b "bench -m $Q $D --attn-decode-split-len $len" \
+        --metric decode_tok_s --rounds 2
+    done
+    ;;
   peers)
     wg_start_llamacpp_cuda
     while ! grep -q BUILD_DONE $W/lcpp.log 2>/dev/null && [ $(( $(date +%s) - T0 )) -lt 400 ]; do sleep 5; done
@@ -140,6 +159,7 @@ PY
       F=${FILE[$m]}
       ab vs_cuda_$m 120 --a "bench -m $F $D" \
         --b-cmd "bash tools/peers/peer_llamacpp.sh $LB_CUDA $F 512 128" --metric ttft_ms,decode_tok_s --rounds 2
+      [ "${PEER_F32:-1}" = 1 ] || continue
       ab vs_cuda_f32_$m 120 --a "bench -m $F $D --no-matvec-int8 --no-matmul-int8" \
         --b-cmd "bash tools/peers/peer_llamacpp.sh $LB_CUDA $F 512 128" --metric ttft_ms,decode_tok_s --rounds 2
     done
