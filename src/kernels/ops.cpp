@@ -190,6 +190,7 @@ void matvec_impl(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, 
   if (pro == Prologue::Combine) {
     d["CH"] = std::to_string(W.K / parts->HD);
     d["CS"] = std::to_string(kSplitMax);
+    d["CK"] = std::to_string(W.K);
   }
   const auto& p = get(o, "matvec", d, binds);
   MatmulParams prm = matmul_params(W, x, x_stride, y, y_stride, T, eps, u_off, rope);
@@ -704,9 +705,9 @@ void attention(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_strid
 bool attention_combine_fusable(const OpContext& o, const GpuWeight& W, uint32_t T, uint32_t HD) {
   if (!o.opt.fuse_attn_combine || T > kFusedMaxTokens || !matvec_enabled(o) || HD == 0 || W.K % HD) return false;
   // matvec.wgsl's workgroup memory: the row partials (red), the int8 activation blocks when the
-  // projection uses them anyway, and the split weights and denominators per head.
+  // projection uses them anyway, the split weights and denominators per head and the merged row.
   const MatvecShape sh = matvec_shape(o, W);
-  uint64_t bytes = 4ull * sh.rows * sh.lanes + 4ull * (W.K / HD) * (kSplitMax + 1);
+  uint64_t bytes = 4ull * sh.rows * sh.lanes + 4ull * (W.K / HD) * (kSplitMax + 1) + 4ull * W.K;
   if (matvec_uses_int8(o, W)) bytes += uint64_t(matvec_int8_blocks(W)) * (W.block + 8);
   return bytes <= o.ctx.info().limits.maxComputeWorkgroupStorageSize;
 }

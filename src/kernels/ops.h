@@ -217,7 +217,8 @@ struct AttentionPartials {
 /// True when the output projection W (K = heads x HD columns) of a forward of T tokens can merge
 /// the attention partials in its activation load (matmul_combine): KernelOptions::fuse_attn_combine,
 /// T <= kFusedMaxTokens, the matrix-vector kernel matvec.wgsl in use (matvec_enabled()), and its
-/// workgroup memory with the per-head split weights (heads x (kSplitMax + 1) floats) within the
+/// workgroup memory with the per-head split weights (heads x (kSplitMax + 1) floats) and the merged
+/// row (K floats) within the
 /// adapter's limit, at the int8 setting the unfused projection would use (so results match).
 bool attention_combine_fusable(const OpContext& o, const GpuWeight& W, uint32_t T, uint32_t HD);
 

@@ -1,4 +1,4 @@
-// defines: VEC4 NORM SILU ROPE NEOX GATE BIAS COMBINE B_P B_NW? B_G? B_CS? B_KC? B_VC? B_B? CH? CS?
+// defines: VEC4 NORM SILU ROPE NEOX GATE BIAS COMBINE B_P B_NW? B_G? B_CS? B_KC? B_VC? B_B? CH? CS? CK?
 // matmul_io: the parameters and bindings of the matrix-vector / small-T kernels, shared (via
 // #include) by matmul.wgsl and matvec.wgsl; included, never compiled alone. Binding 0 the weight
 // words w, 1 the activations x (vec4 with VEC4), 2 the output y; the prologue and epilogue
@@ -86,14 +86,26 @@ fn nw4(k: u32) -> vec4<f32> {
 // at xb + (h * n_split + s) * (hd + 2) is (m_s, l_s, acc_s[hd]). The activations are the merged
 // attention output, attention_combine.wgsl's expressions in its order: M = max_s m_s,
 // w_s = e^(m_s - M), den = sum_s w_s l_s, out[d] = (sum_s w_s acc_s[d]) / den (sums in split
-// order): bit-identical to attention_combine followed by the projection. combine_stats() puts w_s
-// and den of every head of one token in workgroup memory (CH heads, at most CS splits: the host's
-// kSplitMax); the kernel calls it once, from uniform control flow, before its first act4.
+// order): bit-identical to attention_combine followed by the projection. combine_partials(), called
+// once by the kernel from uniform control flow before its first act4, puts w_s and den of every
+// head (CH heads, at most CS splits: the host's kSplitMax; one thread per head) and then the CK
+// merged elements of the token (all threads) in workgroup memory; act4 reads them there.
 const CH: u32 = {{CH}}u;
 const CS: u32 = {{CS}}u;
+const CK: u32 = {{CK}}u;
 var<workgroup> cw: array<f32, CH * CS>;  // [head][split] w_s
 var<workgroup> cden: array<f32, CH>;     // [head] den
-fn combine_stats(tid: u32, NT: u32, xb: u32) {
+var<workgroup> xc: array<f32, CK>;       // the merged attention output of the token
+// Merged attention output element k of the token at xb (cw, cden filled).
+fn combined(xb: u32, k: u32) -> f32 {
+  let h = k / p.hd;
+  let stride = p.hd + 2u;
+  let base = xb + h * p.n_split * stride + 2u + k % p.hd;
+  var num = 0.0;
+  for (var s = 0u; s < p.n_split; s++) { num += cw[h * CS + s] * x[base + s * stride]; }
+  return num / cden[h];
+}
+fn combine_partials(tid: u32, NT: u32, xb: u32) {
   let ns = p.n_split;
   let stride = p.hd + 2u;
   for (var h = tid; h < p.K / p.hd; h += NT) {
@@ -109,15 +121,8 @@ fn combine_stats(tid: u32, NT: u32, xb: u32) {
     cden[h] = d;
   }
   workgroupBarrier();
-}
-// Merged attention output element k of the token at xb.
-fn combined(xb: u32, k: u32) -> f32 {
-  let h = k / p.hd;
-  let stride = p.hd + 2u;
-  let base = xb + h * p.n_split * stride + 2u + k % p.hd;
-  var num = 0.0;
-  for (var s = 0u; s < p.n_split; s++) { num += cw[h * CS + s] * x[base + s * stride]; }
-  return num / cden[h];
+  for (var k = tid; k < p.K; k += NT) { xc[k] = combined(xb, k); }
+  workgroupBarrier();
 }
 #endif
 
@@ -126,7 +131,7 @@ fn combined(xb: u32, k: u32) -> f32 {
 // COMBINE the merged split-K attention output.
 fn act4(xb: u32, k: u32, inv: f32) -> vec4<f32> {
 #if COMBINE
-  return vec4<f32>(combined(xb, k), combined(xb, k + 1u), combined(xb, k + 2u), combined(xb, k + 3u));
+  return vec4<f32>(xc[k], xc[k + 1u], xc[k + 2u], xc[k + 3u]);
 #else
 #if NORM
   return (xv(xb + k) * inv) * nw4(k);

@@ -31,7 +31,7 @@
 //   ROPE  RoPE + KV-cache store epilogue of the fused QKV projection over row pairs (ROWS even;
 //         the two rows of a pair are slots 2i, 2i + 1 of one workgroup).
 //   COMBINE  the merged split-K attention output from its partials (matmul_io.wgsl; this kernel
-//         only): the workgroup first puts each head's split weights in workgroup memory.
+//         only): the workgroup first merges its token's attention output into workgroup memory.
 //   ADD   y += instead of y =.
 //   I8    int8 activations (KernelOptions::matvec_int8, --matvec-int8; not bit-exact): the workgroup
 //         first quantizes its token's activations (prologue applied) per weight block into workgroup
@@ -254,7 +254,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   let t = wid.y;
   let xb = p.x_off + t * p.x_stride;
 #if COMBINE
-  combine_stats(lid.x, THREADS, xb);
+  combine_partials(lid.x, THREADS, xb);
 #endif
 #if NORM
   let ss = rms_sum_squares(lid.x, THREADS, xb, p.K);  // same value in every thread

@@ -22,7 +22,8 @@
 #                (dispatches per step), `bench ab` --no-fuse-attn-combine (A) vs default (B), decode after
 #                512, on the SmolLM2, Qwen2.5-1.5B and LFM2-1.2B shapes; a null control (A = B = the
 #                product configuration, Qwen2.5-1.5B: the meter's noise band); the decode split length
-#                (--attn-decode-split-len 32 / 128 vs the default 64) on the Qwen2.5-1.5B shape
+#                (--attn-decode-split-len SPLIT_LENS vs the default 64) on the Qwen2.5-1.5B shape, 128
+#                on the others and after a 2048-token prompt, and the fusion at split length 128
 #   peers        wgllm in the product configuration (both int8 switches on for GPUs since
 #                2026-12-02) and with both off (f32 activations, non-product; vs_cuda_f32_*; the
 #                2026-12-02 runs before that change named the int8 arm vs_cuda_int8_*) against
@@ -146,10 +147,18 @@ PY
         --metric decode_tok_s,ttft_ms --rounds 2
     done
     ab null_qwen25 120 --a "bench -m $Q $D" --b "bench -m $Q $D" --metric decode_tok_s,ttft_ms --rounds 2
-    for len in 32 128; do
+    for len in ${SPLIT_LENS:-32 128 256}; do
       ab split_len_${len}_qwen25 120 --a "bench -m $Q $D" --b "bench -m $Q $D --attn-decode-split-len $len" \
         --metric decode_tok_s --rounds 2
     done
+    for m in smollm2 lfm2-1.2b; do
+      ab split_len_128_$m 120 --a "bench -m ${FILE[$m]} $D" --b "bench -m ${FILE[$m]} $D --attn-decode-split-len 128" \
+        --metric decode_tok_s --rounds 2
+    done
+    ab split_len_128_qwen25_p2048 120 --a "bench -m $Q --prompt-lengths 2048 --gen 128 --reps 1" \
+      --b "bench -m $Q --prompt-lengths 2048 --gen 128 --reps 1 --attn-decode-split-len 128" --metric decode_tok_s --rounds 2
+    ab fuse_attn_combine_split128_qwen25 120 --a "bench -m $Q $D --attn-decode-split-len 128 --no-fuse-attn-combine" \
+      --b "bench -m $Q $D --attn-decode-split-len 128" --metric decode_tok_s --rounds 2
     ;;
   peers)
     wg_start_llamacpp_cuda
