@@ -48,6 +48,7 @@ struct BenchOpts {
   uint32_t bw_mib = 0;  // copy-bandwidth probe buffer (MiB); 0: 256 on hardware, 16 on software adapters
   double planted_slowdown = 0;  // non-product: busy-wait this fraction of each step (harness self-test)
   bool step_gpu_times = false;  // non-product: GPU execution time of every decode step (gpu::StepTiming)
+  std::string repeat_kernel;    // non-product: dispatches of this label recorded twice (marginal cost)
 };
 
 /// Flags that differ from the product defaults (what `wgllm run` uses); empty = product config.
@@ -61,6 +62,7 @@ std::vector<std::string> non_product(const BenchOpts& b) {
   for (std::string& f : non_default_switches(o)) r.push_back(std::move(f));
   if (b.planted_slowdown > 0) r.push_back("--planted-slowdown");
   if (b.step_gpu_times) r.push_back("--step-gpu-times");
+  if (!b.repeat_kernel.empty()) r.push_back("--repeat-kernel");
   return r;
 }
 
@@ -247,6 +249,7 @@ int run_bench(BenchOpts& b) {
     }
   }
   l.model->set_step_gpu_time(b.step_gpu_times);
+  l.model->set_repeat_kernel(b.repeat_kernel);
   nlohmann::json rows = nlohmann::json::array();
   for (uint32_t P : b.prompt_lengths) {
     auto ids = prompt_tokens(*l.tok, P);
@@ -410,6 +413,9 @@ std::function<int()> add_bench(CLI::App& app, const std::string& argv0) {
       ->check(real(0, 100));
   cmd->add_flag("--step-gpu-times", b->step_gpu_times,
                 "NON-PRODUCT: also the GPU execution time of every decode step (two encoder timestamps per step, read with the token)");
+  cmd->add_option("--repeat-kernel", b->repeat_kernel,
+                  "NON-PRODUCT: record every dispatch of this kernel label (as in --traffic) twice; the change in step time "
+                  "against a normal run is that kernel's marginal cost in place (outputs of accumulating kernels change)");
 
   auto ab = std::make_shared<bench::AbSpec>();
   auto a_args = std::make_shared<std::string>(), b_args = std::make_shared<std::string>(), b_bin = std::make_shared<std::string>();

@@ -247,6 +247,7 @@ void Recorder::dispatch(const Pipeline& p, std::span<const Binding> storage, con
   }
   wgpuComputePassEncoderSetBindGroup(pass_, 0, bg, 0, nullptr);
   wgpuComputePassEncoderDispatchWorkgroups(pass_, gx, gy, gz);
+  if (!repeat_label_.empty() && label && repeat_label_ == label) wgpuComputePassEncoderDispatchWorkgroups(pass_, gx, gy, gz);
   if (prof) {
     wgpuComputePassEncoderWriteTimestamp(pass_, queries_, 2 * slot + 1);
     labels_.push_back(label ? label : p.key());

@@ -105,6 +105,10 @@ class Recorder {
   void declare(const TrafficBytes& t) { next_traffic_ = t; next_declared_ = true; }
   /// Keeps per-dispatch labels and declared traffic of each submission (see last_dispatches()).
   void set_traffic_log(bool on) { log_traffic_ = on; }
+  /// Measurement only (bench --repeat-kernel): every dispatch labelled `label` is recorded twice, with
+  /// the same pipeline, bindings and parameters, so that the step time grows by that kernel's
+  /// marginal cost in place. Outputs of accumulating kernels (y +=) change; "" turns it off.
+  void set_repeat_label(std::string label) { repeat_label_ = std::move(label); }
   /// Dispatches of the last submission with declared traffic (times filled when profiling).
   const std::vector<KernelTime>& last_dispatches() const { return dispatch_log_; }
   /// Buffer-to-buffer copy inside the same submission (ends and restarts the compute pass).
@@ -218,6 +222,7 @@ class Recorder {
   std::vector<KernelTime> profile_;
   TrafficBytes next_traffic_;
   bool next_declared_ = false, log_traffic_ = false;
+  std::string repeat_label_;
   // step timing
   bool step_gpu_ = false;
   WGPUQuerySet step_queries_ = nullptr;

@@ -55,6 +55,7 @@ class GpuModel : public Model {
   std::vector<gpu::KernelTime> last_dispatches() const override { return rec_->last_dispatches(); }
   gpu::StepTiming last_step_timing() const override { return rec_->last_step_timing(); }
   void set_step_gpu_time(bool on) override { rec_->set_step_gpu_time(on); }
+  void set_repeat_kernel(const std::string& label) override { rec_->set_repeat_label(label); }
   std::vector<gpu::KernelTime> last_profile() const override { return rec_->last_profile(); }
   size_t pipeline_count() const override { return pipes_->size(); }
   void compile_switched_pipelines() override;

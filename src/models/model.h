@@ -241,6 +241,9 @@ class Model {
   virtual gpu::StepTiming last_step_timing() const { return {}; }
   /// gpu::Recorder::set_step_gpu_time (GPU execution time per forward); no-op without a GPU.
   virtual void set_step_gpu_time(bool on) {}
+  /// gpu::Recorder::set_repeat_label (measurement: dispatches of that label recorded twice); no-op
+  /// without a GPU.
+  virtual void set_repeat_kernel(const std::string& label) {}
   /// Kernel pipelines compiled so far (0 on the CPU backend); a forward that raises it paid a
   /// pipeline compile (runtime/warmup.h exists to prevent that).
   virtual size_t pipeline_count() const { return 0; }

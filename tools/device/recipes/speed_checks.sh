@@ -24,6 +24,10 @@
 #                product configuration, Qwen2.5-1.5B: the meter's noise band); the decode split length
 #                (--attn-decode-split-len SPLIT_LENS vs the default 64) on the Qwen2.5-1.5B shape, 128
 #                on the others and after a 2048-token prompt, and the fusion at split length 128
+#   marginal     the marginal cost of each kernel in place (`bench --repeat-kernel LABEL`: its dispatches
+#                recorded twice; 2 rounds interleaved with plain runs, decode after 512 and TTFT 512) on
+#                the MARGINAL_MODELS (default qwen25-1.5b smollm2); marginal_summary.txt: the step-time
+#                difference per label (decode: us per step; TTFT: ms)
 #   peers        wgllm in the product configuration (both int8 switches on for GPUs since
 #                2026-12-02) and with both off (f32 activations, non-product; vs_cuda_f32_*; the
 #                2026-12-02 runs before that change named the int8 arm vs_cuda_int8_*) against
@@ -159,6 +163,33 @@ PY
       --b "bench -m $Q --prompt-lengths 2048 --gen 128 --reps 1 --attn-decode-split-len 128" --metric decode_tok_s --rounds 2
     ab fuse_attn_combine_split128_qwen25 120 --a "bench -m $Q $D --attn-decode-split-len 128 --no-fuse-attn-combine" \
       --b "bench -m $Q $D --attn-decode-split-len 128" --metric decode_tok_s --rounds 2
+    ;;
+  marginal)
+    for m in ${MARGINAL_MODELS:-qwen25-1.5b smollm2}; do
+      for r in 1 2; do
+        for k in none attention attention_combine attn_output attn_qkv attn_qk attn_v ffn_gate_up ffn_down output argmax; do
+          X=""; [ $k = none ] || X="--repeat-kernel $k"
+          timeout 60 $B bench -m ${FILE[$m]} $D $X --json $W/res/marginal_${m}_${k}_r$r.json > $W/res/marginal_${m}_${k}_r$r.txt 2>&1 \
+            || fail "marginal $m $k r$r (exit $?)"
+        done
+      done
+    done
+    python3 - $W/res/marginal_*_r?.txt <<'PY' | tee $W/res/marginal_summary.txt
+import collections, json, re, statistics, sys
+runs = collections.defaultdict(list)
+for f in sys.argv[1:]:
+    m, k = re.match(r".*/marginal_(.+?)_(none|attention_combine|attention|attn_output|attn_qkv|attn_qk|attn_v|ffn_gate_up|ffn_down|output|argmax)_r\d\.txt", f).groups()
+    r = [json.loads(l) for l in open(f) if l.startswith('{"configuration"')][-1]  # bench's one-line result
+    runs[(m, k)].append((1e6 / r["decode_tok_s"], r["ttft_ms"]))
+for m in sorted({m for m, _ in runs}):
+    base = runs[(m, "none")]
+    step0, ttft0 = statistics.median(x[0] for x in base), statistics.median(x[1] for x in base)
+    print(f"{m}: decode step {step0:.0f} us, TTFT 512 {ttft0:.2f} ms (plain runs: {[round(x[0]) for x in base]} us)")
+    for (mm, k), v in sorted(runs.items()):
+        if mm != m or k == "none": continue
+        s, t = statistics.median(x[0] for x in v), statistics.median(x[1] for x in v)
+        print(f"  {k:18} decode +{s - step0:7.1f} us/step ({[round(x[0] - step0) for x in v]})   TTFT +{t - ttft0:6.2f} ms")
+PY
     ;;
   peers)
     wg_start_llamacpp_cuda
