@@ -1006,6 +1006,35 @@ TEST(Ops, AttentionDecodeGqaMatchesCpu) {
   }
 }
 
+// --attn-decode-k-batch (KB: K-row vec4 loaded together) is a scheduling knob: outputs bit-identical
+// for KB 1, 8 and 32 (halved to the head dim's divisor: 32 at HD 128 is 32), head dims 36 (HD4 = 9:
+// every KB falls back to 1) unsplit and 128 split.
+// Checked to fail: summing the KB block's products in reverse (u = KB - 1 .. 0) fails HD 128.
+TEST(Ops, AttentionDecodeKBatchIsBitExact) {
+  auto& e = env();
+  for (auto [HD, split_len] : {std::pair{36u, 4096u}, std::pair{128u, 64u}}) {
+    const uint32_t Hq = 6, Hkv = 2, pos0 = 300, kv_dim = Hkv * HD, Q = Hq * HD;
+    auto kb = e.upload(randn(size_t(pos0 + 1) * kv_dim, HD + 1)), vb = e.upload(randn(size_t(pos0 + 1) * kv_dim, HD + 2));
+    auto qb = e.upload(randn(Q, HD + 3, 2.0f));
+    gpu::Buffer scratch(*e.ctx, attention_split_floats(1, Hq, HD) * 4, gpu::BufferKind::Storage, "split");
+    std::vector<float> first;
+    for (uint32_t k : {1u, 8u, 32u}) {  // (each a pipeline compile on lavapipe, ~10 s: kept short)
+      KernelOptions ko;
+      ko.attention_decode_gqa = 1, ko.attention_decode_split_min = 0, ko.attention_decode_split_len = split_len;
+      ko.attention_decode_k_batch = k;
+      auto o = e.op(ko);
+      auto ob = e.upload(std::vector<float>(Q));
+      e.rec.begin();
+      attention(o, {1, pos0, Hq, Hkv, HD, 0.125f}, {qb, 0}, 0, kb, vb, {ob, 0}, Q, &scratch);
+      e.rec.submit();
+      auto got = e.download(ob, Q);
+      if (k == 1) first = got;
+      else EXPECT_EQ(std::memcmp(first.data(), got.data(), Q * 4), 0)
+          << "HD=" << HD << " split_len=" << split_len << " KB=" << k << " differs from KB=1";
+    }
+  }
+}
+
 TEST(Ops, AttentionDecodeGqaSwitch) {
   // --no-attn-decode-gqa (0) keeps the per-row kernel; T > 1 never takes the decode kernel.
   auto& e = env();

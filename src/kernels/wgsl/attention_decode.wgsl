@@ -1,4 +1,4 @@
-// defines: G HD4 NT SG SPLIT
+// defines: G HD4 NT SG SPLIT KB
 // attention_decode: causal GQA attention for ONE query token (decode) at position pos0 over cache
 // rows [0, pos0] (with a sliding window W != 0: [pos0 + 1 - W, pos0]). One workgroup per (KV head hk, key split z) serves all G = Hq / Hkv query heads
 // of the group, so each K and V row is read once per group (attention.wgsl reads it once per query
@@ -17,6 +17,9 @@
 // order through workgroup memory (deterministic: no atomics, fixed thread -> key mapping).
 // Variants (ops.cpp attention_decode picks them):
 //   HD4  head dim / 4;  G  query heads per KV head;  NT  threads = keys per tile;
+//   KB   vec4 of the thread's K row loaded together before their dot products (a divisor of HD4;
+//        1: one load per dot step). The products are summed in the same order whatever KB: a
+//        scheduling knob only (independent loads in flight), bit-identical;
 //   SG   1: subgroup reductions for the tile max (adapter with subgroups), 0: workgroup memory;
 //   SPLIT 1: workgroup z covers keys [k_lo + z * split_len, k_lo + (z+1) * split_len) only (k_lo: the
 //        window's first key) and writes the
@@ -35,6 +38,7 @@ struct P { T: u32, pos0: u32, Hq: u32, Hkv: u32, HD: u32, q_off: u32, q_stride: 
 const HD4: u32 = {{HD4}}u;
 const G: u32 = {{G}}u;
 const NT: u32 = {{NT}}u;
+const KB: u32 = {{KB}}u;
 const NJ: u32 = NT / HD4;                  // key groups of the PV phase
 const KPT: u32 = (NT + NJ - 1u) / NJ;      // keys per thread in the PV phase
 const NEG: f32 = -3.402823466e38;
@@ -98,9 +102,12 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
       let kbase = (kb + l) * kv4 + kvh;
       var d: array<f32, G>;
       for (var g = 0u; g < G; g++) { d[g] = 0.0; }
-      for (var i = 0u; i < HD4; i++) {
-        let k = kc[kbase + i];
-        for (var g = 0u; g < G; g++) { d[g] += dot(qs[g * HD4 + i], k); }
+      for (var i0 = 0u; i0 < HD4; i0 += KB) {
+        var kr: array<vec4<f32>, KB>;
+        for (var u = 0u; u < KB; u++) { kr[u] = kc[kbase + i0 + u]; }
+        for (var u = 0u; u < KB; u++) {
+          for (var g = 0u; g < G; g++) { d[g] += dot(qs[g * HD4 + i0 + u], kr[u]); }
+        }
       }
       for (var g = 0u; g < G; g++) { s[g] = d[g] * p.scale; }
     }
