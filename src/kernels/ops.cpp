@@ -589,10 +589,10 @@ void attention_decode(OpContext& o, const AttentionShape& s, F32Ref q, const gpu
   }
   const bool split = n_split > 1;
   const bool sg = o.opt.attention_decode_subgroups && o.ctx.has_subgroups();
-  // K-row loads in flight per thread (--attn-decode-k-batch): the option, else 8 on hardware
-  // adapters and 1 on software ones (lavapipe compiles the KB = 8 form about twice as long: 135 vs
-  // 74 s for the AttentionDecodeGqa test's variants, uncached); halved until it divides HD / 4.
-  uint32_t kb = o.opt.attention_decode_k_batch ? o.opt.attention_decode_k_batch : (sw ? 1 : 8);
+  // K-row loads in flight per thread (--attn-decode-k-batch): the option, else 1 (the earlier form;
+  // KB > 1 not yet measured on a GPU: switch record attn_decode_k_batch); halved until it divides
+  // HD / 4.
+  uint32_t kb = o.opt.attention_decode_k_batch ? o.opt.attention_decode_k_batch : 1;
   while ((s.HD / 4) % kb) kb /= 2;
   const Defines d{{"HD4", std::to_string(s.HD / 4)}, {"G", std::to_string(G)}, {"NT", std::to_string(kDecodeThreads)},
                   {"SG", sg ? "1" : "0"}, {"SPLIT", split ? "1" : "0"}, {"KB", std::to_string(kb)}};

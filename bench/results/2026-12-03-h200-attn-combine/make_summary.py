@@ -87,7 +87,7 @@ for (m, k), v in sorted(runs.items()):
                  "wgllm": statistics.median(v) - base, "peer": None, "peer_value": None, "ratio_ci": None,
                  "noise_band": None, "config": "product at 573150f + --repeat-kernel " + k, "commit": C2,
                  "source": "raw/second/marginal/"})
-out = {"commit": C3, "date": "2026-12-03", "device": "NVIDIA H200 (Vulkan, driver 580.159.04)", "rows": rows}
+out = {"commit": C2, "date": "2026-12-03", "device": "NVIDIA H200 (Vulkan, driver 580.159.04)", "rows": rows}
 json.dump(out, open(os.path.join(D, "summary.json"), "w"), indent=1)
 for r in rows:
     pv = "" if r["peer_value"] is None else f"vs {r['peer']} {r['peer_value']:9.2f}"

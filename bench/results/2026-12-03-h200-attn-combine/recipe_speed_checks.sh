@@ -28,6 +28,9 @@
 #                recorded twice; 2 rounds interleaved with plain runs, decode after 512 and TTFT 512) on
 #                the MARGINAL_MODELS (default qwen25-1.5b smollm2); marginal_summary.txt: the step-time
 #                difference per label (decode: us per step; TTFT: ms)
+#   kbatch       --attn-decode-k-batch (2026-12-03): `bench ab` --attn-decode-k-batch 1 (A, the default) vs 8
+#                (B) on the Qwen2.5-1.5B, SmolLM2 and LFM2-1.2B shapes, decode after 512; and
+#                --no-fuse-norm (B) vs default (A) on the Qwen2.5-1.5B shape
 #   peers        wgllm in the product configuration (both int8 switches on for GPUs since
 #                2026-12-02) and with both off (f32 activations, non-product; vs_cuda_f32_*; the
 #                2026-12-02 runs before that change named the int8 arm vs_cuda_int8_*) against
@@ -35,7 +38,8 @@
 # Staging (here): the synth headers as in tools/device/recipes/matvec.sh, then
 #   python3 tools/device/pack.py --bin wgllm --gl --extra /tmp/synth=synth
 # Call: bash tools/device/recipes/speed_checks.sh   (PARTS="int8_decode attn_chunk" to choose;
-# MODELS: the synthetic files to write, PEER_MODELS: the files of the peers part, PEER_F32=0: no
+# MODELS: the synthetic files to write, PEER_MODELS: the files of the peers part, PEER_ARGS: added
+# to the wgllm arm there, PEER_F32=0: no
 # f32-activation arm there; BUDGET_S: 470)
 # Results: $OUT/results.tgz.
 set -u
@@ -164,6 +168,13 @@ PY
     ab fuse_attn_combine_split128_qwen25 120 --a "bench -m $Q $D --attn-decode-split-len 128 --no-fuse-attn-combine" \
       --b "bench -m $Q $D --attn-decode-split-len 128" --metric decode_tok_s --rounds 2
     ;;
+  kbatch)
+    for m in qwen25-1.5b smollm2 lfm2-1.2b; do
+      ab k_batch_$m 120 --a "bench -m ${FILE[$m]} $D --attn-decode-k-batch 1" --b "bench -m ${FILE[$m]} $D --attn-decode-k-batch 8" \
+        --metric decode_tok_s --rounds 2
+    done
+    ab no_fuse_norm_qwen25 120 --a "bench -m $Q $D" --b "bench -m $Q $D --no-fuse-norm" --metric decode_tok_s --rounds 2
+    ;;
   marginal)
     for m in ${MARGINAL_MODELS:-qwen25-1.5b smollm2}; do
       for r in 1 2; do
@@ -197,7 +208,7 @@ PY
     grep -q "BUILD_DONE 0" $W/lcpp.log || { fail "llama.cpp CUDA build not done: $(tail -2 $W/lcpp.log | tr '\n' ' ')"; exit 1; }
     for m in ${PEER_MODELS:-lfm2-1.2b qwen25-1.5b}; do
       F=${FILE[$m]}
-      ab vs_cuda_$m 120 --a "bench -m $F $D" \
+      ab vs_cuda_$m 120 --a "bench -m $F $D ${PEER_ARGS:-}" \
         --b-cmd "bash tools/peers/peer_llamacpp.sh $LB_CUDA $F 512 128" --metric ttft_ms,decode_tok_s --rounds 2
       [ "${PEER_F32:-1}" = 1 ] || continue
       ab vs_cuda_f32_$m 120 --a "bench -m $F $D --no-matvec-int8 --no-matmul-int8" \

@@ -28,8 +28,8 @@
 #                recorded twice; 2 rounds interleaved with plain runs, decode after 512 and TTFT 512) on
 #                the MARGINAL_MODELS (default qwen25-1.5b smollm2); marginal_summary.txt: the step-time
 #                difference per label (decode: us per step; TTFT: ms)
-#   kbatch       --attn-decode-k-batch (2026-12-03): `bench ab` --attn-decode-k-batch 1 (A) vs default (B,
-#                8) on the Qwen2.5-1.5B, SmolLM2 and LFM2-1.2B shapes, decode after 512; and
+#   kbatch       --attn-decode-k-batch (2026-12-03): `bench ab` --attn-decode-k-batch 1 (A, the default) vs 8
+#                (B) on the Qwen2.5-1.5B, SmolLM2 and LFM2-1.2B shapes, decode after 512; and
 #                --no-fuse-norm (B) vs default (A) on the Qwen2.5-1.5B shape
 #   peers        wgllm in the product configuration (both int8 switches on for GPUs since
 #                2026-12-02) and with both off (f32 activations, non-product; vs_cuda_f32_*; the
@@ -170,7 +170,7 @@ PY
     ;;
   kbatch)
     for m in qwen25-1.5b smollm2 lfm2-1.2b; do
-      ab k_batch_$m 120 --a "bench -m ${FILE[$m]} $D --attn-decode-k-batch 1" --b "bench -m ${FILE[$m]} $D" \
+      ab k_batch_$m 120 --a "bench -m ${FILE[$m]} $D --attn-decode-k-batch 1" --b "bench -m ${FILE[$m]} $D --attn-decode-k-batch 8" \
         --metric decode_tok_s --rounds 2
     done
     ab no_fuse_norm_qwen25 120 --a "bench -m $Q $D" --b "bench -m $Q $D --no-fuse-norm" --metric decode_tok_s --rounds 2
