@@ -55,10 +55,10 @@ for m in ("smollm2", "qwen25-1.5b"):
     ab(f"second/vs_cuda_{m}", MODEL[m], P512 + " / TTFT 512",
        "product at 573150f with --attn-decode-split-len 128 (the GPU default from the next commit)", "a",
        ["decode_tok_s", "ttft_ms"], "llama.cpp-cuda", C2)
-    ab(f"kbatch/k_batch_{m}", MODEL[m], P512, "--attn-decode-k-batch default 8 (B) vs 1 (A)", "b", ["decode_tok_s"],
+    ab(f"kbatch/k_batch_{m}", MODEL[m], P512, "--attn-decode-k-batch 8 (B, the GPU default from the next commit) vs 1 (A)", "b", ["decode_tok_s"],
        "--attn-decode-k-batch 1", C3)
     ab(f"kbatch/vs_cuda_{m}", MODEL[m], P512 + " / TTFT 512", "product", "a", ["decode_tok_s", "ttft_ms"], "llama.cpp-cuda", C3)
-ab("kbatch/k_batch_lfm2-1.2b", L, P512, "--attn-decode-k-batch default 8 (B) vs 1 (A)", "b", ["decode_tok_s"],
+ab("kbatch/k_batch_lfm2-1.2b", L, P512, "--attn-decode-k-batch 8 (B, the GPU default from the next commit) vs 1 (A)", "b", ["decode_tok_s"],
    "--attn-decode-k-batch 1", C3)
 ab("kbatch/no_fuse_norm_qwen25", Q, P512, "--no-fuse-norm (B) vs product (A)", "b", ["decode_tok_s"], "product", C3)
 for form, commit in (("first_form", C1), ("second", C2)):
@@ -87,7 +87,7 @@ for (m, k), v in sorted(runs.items()):
                  "wgllm": statistics.median(v) - base, "peer": None, "peer_value": None, "ratio_ci": None,
                  "noise_band": None, "config": "product at 573150f + --repeat-kernel " + k, "commit": C2,
                  "source": "raw/second/marginal/"})
-out = {"commit": C2, "date": "2026-12-03", "device": "NVIDIA H200 (Vulkan, driver 580.159.04)", "rows": rows}
+out = {"commit": C3, "date": "2026-12-03", "device": "NVIDIA H200 (Vulkan, driver 580.159.04)", "rows": rows}
 json.dump(out, open(os.path.join(D, "summary.json"), "w"), indent=1)
 for r in rows:
     pv = "" if r["peer_value"] is None else f"vs {r['peer']} {r['peer_value']:9.2f}"
