@@ -184,6 +184,7 @@ void matvec_impl(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, 
   const bool i8 = matvec_uses_int8(o, W);
   d["I8"] = i8 ? "1" : "0";
   d["XBLK"] = i8 ? std::to_string(matvec_int8_blocks(W)) : "1";
+  d["PF"] = i8 && o.opt.matvec_prefetch ? "1" : "0";  // --matvec-prefetch: the I8 path only
   std::vector<Bind> binds{Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::ReadOnly};
   d["B_W4"] = "3";
   add_fused_variant(d, binds, pro, rope);
@@ -765,7 +766,10 @@ void scale(OpContext& o, F32Ref x, uint32_t n, float s, const char* label) {
 }
 
 void argmax(OpContext& o, F32Ref x, uint32_t n, const gpu::Buffer& out) {
-  const auto& p = get(o, "argmax", {}, {Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
+  // Loads in flight per thread (--argmax-loads): the option, else 16 on hardware adapters (the scan
+  // of 600 KB of logits by one workgroup is bound by load latency) and 1 on software ones.
+  const uint32_t al = o.opt.argmax_loads ? o.opt.argmax_loads : (o.ctx.info().is_software() ? 1 : 16);
+  const auto& p = get(o, "argmax", {{"AL", std::to_string(al)}}, {Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
   ArgmaxParams prm{n, x.off};
   o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Logits, 4ull * n).w(gpu::Traffic::Logits, 4));
   o.rec.dispatch(p, {x.buf, out}, prm, 1, 1, 1, "argmax");

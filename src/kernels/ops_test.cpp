@@ -171,6 +171,43 @@ TEST(Ops, MatvecShapeKnobsAreBitExact) {
   EXPECT_THROW(matvec_shape(o3, Wb), Error);
 }
 
+// --matvec-prefetch (PF, int8 activations): the first weight blocks are loaded before the prologue;
+// same blocks, same expressions, same order, so the output bits must not change. K = 768: 24
+// blocks of 32 (48 of 16 for Q6_K): several per lane at 8 lanes, one lone block per lane (or none)
+// at 64 lanes; rows per thread 1, 2, 4; plain and SiLU prologue; 1 and 3 tokens.
+// Checked to fail: adding the prefetched odd block into the even sum (o0 -> e0) fails every type.
+TEST(Ops, MatvecPrefetchIsBitExact) {
+  auto& e = env();
+  const uint32_t K = 768, N = 37;
+  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::Q8_0, DType::Q6_K}) {
+    auto blocks = random_blocks(t, K, N, 41);
+    auto W = upload_weight(*e.ctx, pack_weight(t, blocks.data(), K, N), "w");
+    for (uint32_t T : {1u, 3u}) {
+      auto xb = e.upload(randn(size_t(T) * 2 * K, 42));
+      for (auto [lanes, rpt] : {std::pair{8u, 1u}, {8u, 4u}, {64u, 2u}}) {
+        for (bool silu : {false, true}) {
+          std::vector<float> out[2];
+          for (int pf = 0; pf < 2; ++pf) {
+            KernelOptions ko;
+            ko.matvec_subgroup = 1, ko.matvec_int8 = 1, ko.matvec_prefetch = pf;
+            ko.matvec_lanes = lanes, ko.matvec_rows_per_thread = rpt;
+            auto o = e.op(ko);
+            ASSERT_TRUE(matvec_uses_int8(o, W));
+            auto yb = e.upload(std::vector<float>(size_t(T) * N));
+            e.rec.begin();
+            if (silu) matmul_silu(o, W, xb, 0, K, 2 * K, {yb, 0}, N, T, false);
+            else matmul(o, W, {xb, 0}, 2 * K, {yb, 0}, N, T, false);
+            e.rec.submit();
+            out[pf] = e.download(yb, size_t(T) * N);
+          }
+          EXPECT_EQ(std::memcmp(out[0].data(), out[1].data(), out[0].size() * 4), 0)
+              << dtype_name(t) << " T=" << T << " lanes=" << lanes << " rpt=" << rpt << " silu=" << silu;
+        }
+      }
+    }
+  }
+}
+
 // --dequant-magic: integer quants to f32 through the 2^23 mantissa trick give the same bits as
 // int->float conversions, in the decode kernel (matvec) and the per-row matmul, for every format.
 TEST(Ops, DequantMagicIsBitExact) {
@@ -332,17 +369,28 @@ TEST(Ops, EmbedRmsnormSiluArgmax) {
   for (uint32_t t = 0; t < T; ++t) ref::silu_mul(gu.data() + t * 2 * F, gu.data() + t * 2 * F + F, ws.data() + t * F, F);
   expect_close(e.download(sb, ws.size()), ws, 1e-5f, "silu_mul");
 
-  for (uint32_t n : {1u, 255u, 1000u, 49152u}) {
-    auto v = randn(n + 3, n);
-    if (n > 10) { v[3 + 7] = 50.0f; v[3 + n - 1] = 50.0f; v[3 + 5] = NAN; }  // tie -> lowest index
-    auto vb = e.upload(v);
-    gpu::Buffer ob(*e.ctx, 4, gpu::BufferKind::Storage, "am");
-    e.rec.begin();
-    argmax(o, {vb, 3}, n, ob);
-    uint32_t got_i = 0;
-    e.rec.read_after(ob, 0, 4);
-    e.rec.submit(&got_i);
-    EXPECT_EQ(got_i, ref::argmax(v.data() + 3, n)) << n;
+  // --argmax-loads 1, 4 and 64 (AL; 64 x 256 threads passes n = 1000 in one step); the maximum late
+  // in the range, in a tail that is not a whole step, and tied with an earlier index (in another
+  // thread's scan and in the same one).
+  // Checked to fail: keeping the last maximum of a thread's scan (>=).
+  for (uint32_t al : {1u, 4u, 64u}) {
+    KernelOptions ko;
+    ko.argmax_loads = al;
+    auto oa = e.op(ko);
+    for (uint32_t n : {1u, 255u, 1000u, 49152u, 49157u}) {
+      auto v = randn(n + 3, n);
+      if (n > 10) { v[3 + n - 2] = 50.0f; v[3 + n - 1] = 50.0f; v[3 + 5] = NAN; }  // tie -> lowest index
+      if (n > 300) v[3 + n - 1 - 256] = 50.0f;  // a tie within one thread's scan (indices 256 apart)
+      if (n == 49152u) v[3 + 7] = 50.0f;
+      auto vb = e.upload(v);
+      gpu::Buffer ob(*e.ctx, 4, gpu::BufferKind::Storage, "am");
+      e.rec.begin();
+      argmax(oa, {vb, 3}, n, ob);
+      uint32_t got_i = 0;
+      e.rec.read_after(ob, 0, 4);
+      e.rec.submit(&got_i);
+      EXPECT_EQ(got_i, ref::argmax(v.data() + 3, n)) << "n=" << n << " AL=" << al;
+    }
   }
 }
 

@@ -1,4 +1,4 @@
-// defines: ROWS RPT R2 R4 LANES SUBGROUP ADD BE BE16 BE32 NORM ROPE I8 XBLK B_W4
+// defines: ROWS RPT R2 R4 LANES SUBGROUP ADD BE BE16 BE32 NORM ROPE I8 XBLK PF B_W4
 // matvec: the matrix-vector kernel for forwards of T <= 8 tokens (decode; KernelOptions::
 // matvec_subgroup, --matvec-subgroup): y[t, n] (+)= sum_k W[n, k] * x[t, k] for a quantized/float
 // weight W (N x K, layouts in quant.wgsl) and f32 activations x (T x K). One token per workgroup
@@ -42,6 +42,8 @@
 //         formats with a min; ggml vec_dot_q4_K_q8_K / vec_dot_q4_1_q8_1). No int->float conversion
 //         per weight. XBLK: activation blocks the workgroup memory holds (>= K / BE); F32 weights
 //         never take this path.
+//   PF    (numeric, 0 or 1; I8 only, else ignored) the words of each thread's first two weight blocks
+//         per row are loaded before the prologue (--matvec-prefetch): a scheduling knob, bit-identical.
 #include matmul_io
 @group(0) @binding({{B_W4}}) var<storage, read> w4: array<vec4<u32>>;
 
@@ -51,6 +53,7 @@ const RPT: u32 = {{RPT}}u;
 const LANES: u32 = {{LANES}}u;
 const THREADS: u32 = ROWS / RPT * LANES;
 var<workgroup> red: array<f32, ROWS * LANES>;  // [row slot][lane] partial sums
+const PF: u32 = {{PF}}u;  // 1: the first weight blocks loaded before the prologue (I8 only)
 #if I8
 const XBLK: u32 = {{XBLK}}u;
 const QV: u32 = BE / 16u;  // vec4<u32> of int8 activations per block (2 for 32-element blocks)
@@ -192,37 +195,66 @@ fn qact(ab: u32) -> QA {
   a.s = xsc[ab];
   return a;
 }
-// Weight block bi times the activation block a, in f32.
-fn qdot(bi: u32, a: QA) -> f32 {
+// The words of weight block bi that qdot reads (quant words q, r; scale words s), loaded apart from
+// their arithmetic so that PF can issue the first blocks' loads before the prologue.
+struct WP { q: vec4<u32>, r: vec4<u32>, s: vec4<u32> }
+fn wload(bi: u32) -> WP {
+  var x: WP;
+#if FMT_Q4_0
+  x.q = w4[bi];
+  x.s.x = w[p.soff + bi / 2u];
+#endif
+#if FMT_Q4_1
+  x.q = w4[bi];
+  x.s.x = w[p.soff + bi];
+#endif
+#if FMT_Q4_K
+  x.q = w4[bi];
+  x.s = w4[p.soff / 4u + (bi >> 3u)];
+#endif
+#if FMT_Q8_0
+  x.q = w4[bi * 2u];
+  x.r = w4[bi * 2u + 1u];
+  x.s.x = w[p.soff + bi / 2u];
+#endif
+#if FMT_Q8_F32
+  x.q = w4[bi];
+  x.s.x = w[p.soff + bi];
+#endif
+  return x;
+}
+// Weight block bi (its words x) times the activation block a, in f32.
+fn qdot_w(x: WP, bi: u32, a: QA) -> f32 {
   let xs = a.s;
 #if FMT_Q4_0
-  let d = unpack2x16float(w[p.soff + bi / 2u])[bi & 1u];
-  let si = dot_nib(w4[bi], a.a0, a.a1);
+  let d = unpack2x16float(x.s.x)[bi & 1u];
+  let si = dot_nib(x.q, a.a0, a.a1);
   return d * (xs.x * f32(si) - 8.0 * xs.y);
 #endif
 #if FMT_Q4_1
-  let dm = unpack2x16float(w[p.soff + bi]);
-  let si = dot_nib(w4[bi], a.a0, a.a1);
+  let dm = unpack2x16float(x.s.x);
+  let si = dot_nib(x.q, a.a0, a.a1);
   return dm.x * (xs.x * f32(si)) + dm.y * xs.y;
 #endif
 #if FMT_Q4_K
-  let so = q4k_scale_min(w4[p.soff / 4u + (bi >> 3u)], bi & 7u);
-  let si = dot_nib(w4[bi], a.a0, a.a1);
+  let so = q4k_scale_min(x.s, bi & 7u);
+  let si = dot_nib(x.q, a.a0, a.a1);
   return so.x * (xs.x * f32(si)) + so.y * xs.y;
 #endif
 #if FMT_Q8_0
-  let d = unpack2x16float(w[p.soff + bi / 2u])[bi & 1u];
-  let si = dot_b4(w4[bi * 2u], a.a0) + dot_b4(w4[bi * 2u + 1u], a.a1);
+  let d = unpack2x16float(x.s.x)[bi & 1u];
+  let si = dot_b4(x.q, a.a0) + dot_b4(x.r, a.a1);
   return d * (xs.x * f32(si));
 #endif
 #if FMT_Q8_F32
-  let sc = bitcast<f32>(w[p.soff + bi]);
-  return sc * (xs.x * f32(dot_b4(w4[bi], a.a0)));
+  let sc = bitcast<f32>(x.s.x);
+  return sc * (xs.x * f32(dot_b4(x.q, a.a0)));
 #endif
 #if FMT_F32
   return 0.0;  // never used: the host does not pick I8 for F32 weights
 #endif
 }
+fn qdot(bi: u32, a: QA) -> f32 { return qdot_w(wload(bi), bi, a); }
 #endif
 
 // First block index of the weight row of virtual row v; rows past N read row N - 1 (their sums
@@ -253,6 +285,52 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   let v0 = wid.x * ROWS + slot0;
   let t = wid.y;
   let xb = p.x_off + t * p.x_stride;
+  let w0 = wrow(v0);
+#if R2
+  let w1 = wrow(v0 + 1u);
+#endif
+#if R4
+  let w2 = wrow(v0 + 2u);
+  let w3 = wrow(v0 + 3u);
+#endif
+#if I8
+  // PF 1: the words of the thread's first weight blocks (blocks lane and lane + LANES of each of
+  // its rows) are loaded before the prologue, so their memory latency overlaps the activations'
+  // loads, RMSNorm and quantization; the first step below uses them. Same blocks, same arithmetic,
+  // same order: bit-identical to PF 0.
+  var pe0: WP;
+  var po0: WP;
+#if R2
+  var pe1: WP;
+  var po1: WP;
+#endif
+#if R4
+  var pe2: WP;
+  var po2: WP;
+  var pe3: WP;
+  var po3: WP;
+#endif
+  if (PF == 1u && lane < p.nb) {
+    pe0 = wload(w0 + lane);
+#if R2
+    pe1 = wload(w1 + lane);
+#endif
+#if R4
+    pe2 = wload(w2 + lane);
+    pe3 = wload(w3 + lane);
+#endif
+    if (lane + LANES < p.nb) {
+      po0 = wload(w0 + lane + LANES);
+#if R2
+      po1 = wload(w1 + lane + LANES);
+#endif
+#if R4
+      po2 = wload(w2 + lane + LANES);
+      po3 = wload(w3 + lane + LANES);
+#endif
+    }
+  }
+#endif
 #if COMBINE
   combine_partials(lid.x, THREADS, xb);
 #endif
@@ -266,17 +344,13 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   for (var i = lid.x; i < p.nb; i += THREADS) { quantize_block(xb, i, inv); }
   workgroupBarrier();
 #endif
-  let w0 = wrow(v0);
   var e0 = 0.0;
   var o0 = 0.0;
 #if R2
-  let w1 = wrow(v0 + 1u);
   var e1 = 0.0;
   var o1 = 0.0;
 #endif
 #if R4
-  let w2 = wrow(v0 + 2u);
-  let w3 = wrow(v0 + 3u);
   var e2 = 0.0;
   var o2 = 0.0;
   var e3 = 0.0;
@@ -284,6 +358,23 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
 #endif
   var b = lane;
 #if I8
+  if (PF == 1u && b + LANES < p.nb) {  // the first step, from the prefetched words
+    let qe = qact(b);
+    let qo = qact(b + LANES);
+    e0 += qdot_w(pe0, w0 + b, qe);
+    o0 += qdot_w(po0, w0 + b + LANES, qo);
+#if R2
+    e1 += qdot_w(pe1, w1 + b, qe);
+    o1 += qdot_w(po1, w1 + b + LANES, qo);
+#endif
+#if R4
+    e2 += qdot_w(pe2, w2 + b, qe);
+    o2 += qdot_w(po2, w2 + b + LANES, qo);
+    e3 += qdot_w(pe3, w3 + b, qe);
+    o3 += qdot_w(po3, w3 + b + LANES, qo);
+#endif
+    b += 2u * LANES;
+  }
   for (; b + LANES < p.nb; b += 2u * LANES) {
     let qe = qact(b);
     let qo = qact(b + LANES);
@@ -300,7 +391,17 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     o3 += qdot(w3 + b + LANES, qo);
 #endif
   }
-  if (b < p.nb) {
+  if (PF == 1u && b == lane && b < p.nb) {  // a lone block (p.nb <= lane + LANES), prefetched
+    let qe = qact(b);
+    e0 += qdot_w(pe0, w0 + b, qe);
+#if R2
+    e1 += qdot_w(pe1, w1 + b, qe);
+#endif
+#if R4
+    e2 += qdot_w(pe2, w2 + b, qe);
+    e3 += qdot_w(pe3, w3 + b, qe);
+#endif
+  } else if (b < p.nb) {
     let qe = qact(b);
     e0 += qdot(w0 + b, qe);
 #if R2

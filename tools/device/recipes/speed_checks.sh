@@ -31,6 +31,9 @@
 #   kbatch       --attn-decode-k-batch (2026-12-03): `bench ab` --attn-decode-k-batch 1 (A, the default) vs 8
 #                (B) on the Qwen2.5-1.5B, SmolLM2 and LFM2-1.2B shapes, decode after 512; and
 #                --no-fuse-norm (B) vs default (A) on the Qwen2.5-1.5B shape
+#   prefetch     --matvec-prefetch (2026-12-03, late): `bench ab` default (A) vs on (B) on the Qwen2.5-1.5B,
+#                SmolLM2 and LFM2-1.2B shapes; --argmax-loads 1 (A) vs the default 16 (B) on the first two;
+#                --attn-decode-k-batch 32 (B) vs the default 8 (A) on the Qwen2.5-1.5B shape; decode after 512
 #   peers        wgllm in the product configuration (both int8 switches on for GPUs since
 #                2026-12-02) and with both off (f32 activations, non-product; vs_cuda_f32_*; the
 #                2026-12-02 runs before that change named the int8 arm vs_cuda_int8_*) against
@@ -174,6 +177,17 @@ PY
         --metric decode_tok_s --rounds 2
     done
     ab no_fuse_norm_qwen25 120 --a "bench -m $Q $D" --b "bench -m $Q $D --no-fuse-norm" --metric decode_tok_s --rounds 2
+    ;;
+  prefetch)
+    for m in qwen25-1.5b smollm2 lfm2-1.2b; do
+      ab prefetch_$m 120 --a "bench -m ${FILE[$m]} $D" --b "bench -m ${FILE[$m]} $D --matvec-prefetch" \
+        --metric decode_tok_s --rounds 2
+    done
+    for m in qwen25-1.5b smollm2; do
+      ab argmax_loads_$m 120 --a "bench -m ${FILE[$m]} $D --argmax-loads 1" --b "bench -m ${FILE[$m]} $D" \
+        --metric decode_tok_s --rounds 2
+    done
+    ab k_batch_32_qwen25 120 --a "bench -m $Q $D" --b "bench -m $Q $D --attn-decode-k-batch 32" --metric decode_tok_s --rounds 2
     ;;
   marginal)
     for m in ${MARGINAL_MODELS:-qwen25-1.5b smollm2}; do
