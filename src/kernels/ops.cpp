@@ -23,6 +23,16 @@ const gpu::Pipeline& get(OpContext& o, const std::string& name, const Defines& d
   });
 }
 
+// get() behind PipelineCache::memo: `make` builds the defines and calls get() on the first use of
+// the signature `sig`, which must hold every input of those defines.
+template <class F>
+const gpu::Pipeline& memoized(OpContext& o, const gpu::PipelineCache::Signature& sig, F&& make) {
+  if (const gpu::Pipeline* p = o.pipelines.memo(sig)) return *p;
+  const gpu::Pipeline& p = make();
+  o.pipelines.set_memo(sig, p);
+  return p;
+}
+
 uint32_t ceil_div(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
 
 Defines weight_defines(const OpContext& o, const GpuWeight& W) {
@@ -172,28 +182,38 @@ void matvec_impl(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, 
   const MatvecShape sh = matvec_shape(o, W, rope != nullptr);
   const uint32_t rows = sh.rows, lanes = sh.lanes;
   const bool subgroup = sh.subgroup;
-  Defines d = weight_defines(o, W);
-  d["ROWS"] = std::to_string(rows);
-  d["RPT"] = std::to_string(sh.rows_per_thread);
-  d["R2"] = sh.rows_per_thread >= 2 ? "1" : "0";
-  d["R4"] = sh.rows_per_thread == 4 ? "1" : "0";
-  d["LANES"] = std::to_string(lanes);
-  d["SUBGROUP"] = subgroup ? "1" : "0";
-  d["VEC4"] = vec4 ? "1" : "0";
-  d["ADD"] = accumulate ? "1" : "0";
   const bool i8 = matvec_uses_int8(o, W);
-  d["I8"] = i8 ? "1" : "0";
-  d["XBLK"] = i8 ? std::to_string(matvec_int8_blocks(W)) : "1";
-  d["PF"] = i8 && o.opt.matvec_prefetch ? "1" : "0";  // --matvec-prefetch: the I8 path only
-  std::vector<Bind> binds{Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::ReadOnly};
-  d["B_W4"] = "3";
-  add_fused_variant(d, binds, pro, rope);
-  if (pro == Prologue::Combine) {
-    d["CH"] = std::to_string(W.K / parts->HD);
-    d["CS"] = std::to_string(kSplitMax);
-    d["CK"] = std::to_string(W.K);
-  }
-  const auto& p = get(o, "matvec", d, binds);
+  // Everything the defines and bindings below depend on (PipelineCache::memo).
+  const gpu::PipelineCache::Signature sig{1,  // matvec
+                                          uint32_t(W.fmt), W.block, o.opt.dequant_magic, rows, sh.rows_per_thread,
+                                          lanes, subgroup, vec4, accumulate, i8, i8 ? matvec_int8_blocks(W) : 1u,
+                                          i8 && o.opt.matvec_prefetch, uint32_t(pro), rope != nullptr,
+                                          rope && rope->neox, rope && rope->bias,
+                                          pro == Prologue::Combine ? W.K / parts->HD : 0u,
+                                          pro == Prologue::Combine ? W.K : 0u};
+  const gpu::Pipeline& p = memoized(o, sig, [&]() -> const gpu::Pipeline& {
+    Defines d = weight_defines(o, W);
+    d["ROWS"] = std::to_string(rows);
+    d["RPT"] = std::to_string(sh.rows_per_thread);
+    d["R2"] = sh.rows_per_thread >= 2 ? "1" : "0";
+    d["R4"] = sh.rows_per_thread == 4 ? "1" : "0";
+    d["LANES"] = std::to_string(lanes);
+    d["SUBGROUP"] = subgroup ? "1" : "0";
+    d["VEC4"] = vec4 ? "1" : "0";
+    d["ADD"] = accumulate ? "1" : "0";
+    d["I8"] = i8 ? "1" : "0";
+    d["XBLK"] = i8 ? std::to_string(matvec_int8_blocks(W)) : "1";
+    d["PF"] = i8 && o.opt.matvec_prefetch ? "1" : "0";  // --matvec-prefetch: the I8 path only
+    std::vector<Bind> binds{Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::ReadOnly};
+    d["B_W4"] = "3";
+    add_fused_variant(d, binds, pro, rope);
+    if (pro == Prologue::Combine) {
+      d["CH"] = std::to_string(W.K / parts->HD);
+      d["CS"] = std::to_string(kSplitMax);
+      d["CK"] = std::to_string(W.K);
+    }
+    return get(o, "matvec", d, binds);
+  });
   MatmulParams prm = matmul_params(W, x, x_stride, y, y_stride, T, eps, u_off, rope);
   gpu::TrafficBytes tb = matmul_traffic(W, T, accumulate, y_kind, pro, rope);
   if (pro == Prologue::Combine) {  // every (token, head, split) record of the partials
@@ -595,9 +615,12 @@ void attention_decode(OpContext& o, const AttentionShape& s, F32Ref q, const gpu
   // on software ones (lavapipe compiles KB = 8 about twice as long); halved until it divides HD / 4.
   uint32_t kb = o.opt.attention_decode_k_batch ? o.opt.attention_decode_k_batch : (sw ? 1 : 8);
   while ((s.HD / 4) % kb) kb /= 2;
-  const Defines d{{"HD4", std::to_string(s.HD / 4)}, {"G", std::to_string(G)}, {"NT", std::to_string(kDecodeThreads)},
-                  {"SG", sg ? "1" : "0"}, {"SPLIT", split ? "1" : "0"}, {"KB", std::to_string(kb)}};
-  const auto& p = get(o, "attention_decode", d, {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
+  const gpu::PipelineCache::Signature sig{2, s.HD, G, sg, split, kb};  // 2: attention_decode
+  const gpu::Pipeline& p = memoized(o, sig, [&]() -> const gpu::Pipeline& {
+    const Defines d{{"HD4", std::to_string(s.HD / 4)}, {"G", std::to_string(G)}, {"NT", std::to_string(kDecodeThreads)},
+                    {"SG", sg ? "1" : "0"}, {"SPLIT", split ? "1" : "0"}, {"KB", std::to_string(kb)}};
+    return get(o, "attention_decode", d, {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
+  });
   AttentionParams prm{
       s.T, s.pos0, s.Hq, s.Hkv, s.HD, q.off, 0, out.off, o_stride, s.Hkv * s.HD, s.scale, split_len, n_split, s.window, 0, 0};
   // Each K and V row of every KV head is read once.

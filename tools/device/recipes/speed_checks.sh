@@ -34,6 +34,8 @@
 #   prefetch     --matvec-prefetch (2026-12-03, late): `bench ab` default (A) vs on (B) on the Qwen2.5-1.5B,
 #                SmolLM2 and LFM2-1.2B shapes; --argmax-loads 1 (A) vs the default 16 (B) on the first two;
 #                --attn-decode-k-batch 32 (B) vs the default 8 (A) on the Qwen2.5-1.5B shape; decode after 512
+#   chunk        --submit-chunk with pipelined decoding (2026-12-03, late): `bench ab` the default 32 (A) vs 0
+#                and 128 (B) on the SmolLM2 and Qwen2.5-1.5B shapes, 64 on SmolLM2; decode after 512, TTFT 512
 #   peers        wgllm in the product configuration (both int8 switches on for GPUs since
 #                2026-12-02) and with both off (f32 activations, non-product; vs_cuda_f32_*; the
 #                2026-12-02 runs before that change named the int8 arm vs_cuda_int8_*) against
@@ -188,6 +190,15 @@ PY
         --metric decode_tok_s --rounds 2
     done
     ab k_batch_32_qwen25 120 --a "bench -m $Q $D" --b "bench -m $Q $D --attn-decode-k-batch 32" --metric decode_tok_s --rounds 2
+    ;;
+  chunk)
+    for m in smollm2 qwen25-1.5b; do
+      for c in 0 128; do
+        ab submit_chunk_${c}_$m 120 --a "bench -m ${FILE[$m]} $D" --b "bench -m ${FILE[$m]} $D --submit-chunk $c" \
+          --metric decode_tok_s,ttft_ms --rounds 2
+      done
+    done
+    ab submit_chunk_64_smollm2 120 --a "bench -m $S $D" --b "bench -m $S $D --submit-chunk 64" --metric decode_tok_s,ttft_ms --rounds 2
     ;;
   marginal)
     for m in ${MARGINAL_MODELS:-qwen25-1.5b smollm2}; do
