@@ -114,13 +114,19 @@ uint64_t GpuModel::forward_argmax_async(Sequence& seq, std::span<const int32_t> 
   if (uint64_t(seq.n_past()) + in.size() > seq.context_length()) check_forward(seq, in, c_.vocab);  // throws
   if (undoable) rec_->copy_on_begin(seq.prepare_undo());
   chained_ = chained;
+  // A one-token step is submitted in --decode-submit-chunk pieces (default: whole), a prompt in
+  // --submit-chunk pieces.
+  const uint32_t chunk = rec_->submit_chunk();
+  if (in.size() == 1) rec_->set_submit_chunk(opt_.decode_submit_chunk);
   try {
     run(seq, in, HeadOut::ArgmaxAsync, nullptr);
   } catch (...) {
     chained_ = false;
+    rec_->set_submit_chunk(chunk);
     rec_->copy_on_begin({});
     throw;
   }
+  rec_->set_submit_chunk(chunk);
   chained_ = false;
   return rec_->last_ticket();
 }

@@ -81,3 +81,27 @@ TEST(DecodePipeline, RefusedWhenOffOrWithoutDeviceId) {
   EXPECT_EQ(s3->n_past(), uint32_t(p.size()));
   (void)t;
 }
+
+// --decode-submit-chunk: a pipelined one-token step cut into submissions of 3 dispatches (prompts in
+// 5) gives the plain loop's tokens and final state, like whole steps (the default, 0) do.
+// (Where a step is cut must not matter: the chained argmax id and the undo copies recorded at the
+// step's start travel in its first submission.)
+TEST(DecodePipeline, DecodeSubmitChunkKeepsTokensAndState) {
+  auto src = ModelSource::open(fixture("lfm2_tiny/lfm2_tiny.f32.gguf"));
+  const auto prompt = prompt_for(src->config.vocab);
+  ModelOptions o;
+  o.backend = BackendKind::WebGPU;
+  o.context_length = 64;
+  o.decode_pipeline = false;
+  auto plain = create_model(*src, o);
+  o.decode_pipeline = true;
+  o.submit_chunk = 5;
+  const auto never = [](int32_t) { return false; };
+  const PipelineRun ref = pipeline_run(*plain, 64, prompt, 9, never, 0, 4);
+  for (uint32_t chunk : {0u, 3u}) {
+    o.decode_submit_chunk = chunk;
+    auto piped = create_model(*src, o);
+    ASSERT_TRUE(piped->async_argmax());
+    expect_same_run(ref, pipeline_run(*piped, 64, prompt, 9, never, 0, 4), "decode_submit_chunk=" + std::to_string(chunk));
+  }
+}

@@ -36,6 +36,8 @@
 #                --attn-decode-k-batch 32 (B) vs the default 8 (A) on the Qwen2.5-1.5B shape; decode after 512
 #   chunk        --submit-chunk with pipelined decoding (2026-12-03, late): `bench ab` the default 32 (A) vs 0
 #                and 128 (B) on the SmolLM2 and Qwen2.5-1.5B shapes, 64 on SmolLM2; decode after 512, TTFT 512
+#   dchunk       --decode-submit-chunk (2026-12-03, late): `bench ab` 32 (A, the earlier behaviour) vs the default
+#                0 (B) on the SmolLM2 and Qwen2.5-1.5B shapes; starts the llama.cpp CUDA build for peers
 #   peers        wgllm in the product configuration (both int8 switches on for GPUs since
 #                2026-12-02) and with both off (f32 activations, non-product; vs_cuda_f32_*; the
 #                2026-12-02 runs before that change named the int8 arm vs_cuda_int8_*) against
@@ -199,6 +201,13 @@ PY
       done
     done
     ab submit_chunk_64_smollm2 120 --a "bench -m $S $D" --b "bench -m $S $D --submit-chunk 64" --metric decode_tok_s,ttft_ms --rounds 2
+    ;;
+  dchunk)
+    wg_start_llamacpp_cuda
+    for m in smollm2 qwen25-1.5b; do
+      ab decode_submit_chunk_$m 120 --a "bench -m ${FILE[$m]} $D --decode-submit-chunk 32" --b "bench -m ${FILE[$m]} $D" \
+        --metric decode_tok_s,ttft_ms --rounds 2
+    done
     ;;
   marginal)
     for m in ${MARGINAL_MODELS:-qwen25-1.5b smollm2}; do
