@@ -3,8 +3,10 @@
 raw/baseline (binary 50414b8, the product of the 2026-12-03 morning): wgllm against llama.cpp CUDA
 (ratio_ci = wgllm / llama.cpp) and `bench multi-turn --turns 30` (session TTFT of turn 30 / turn 2,
 with and without --attn-chunk). raw/prefetch (binary 3f828b1): --matvec-prefetch, --argmax-loads and
---attn-decode-k-batch 32 A/Bs (ratio_ci = candidate / other arm). raw/chunk and raw/final, where
-present: the --submit-chunk A/Bs and the product against llama.cpp CUDA after this folder's changes.
+--attn-decode-k-batch 32 A/Bs (ratio_ci = candidate / other arm). raw/chunk and raw/chunk_peers
+(binary fcdf041: --argmax-loads 16 and the pipeline memo): the --submit-chunk A/Bs and the product
+against llama.cpp CUDA; raw/final (binary 518a86f, where present): --decode-submit-chunk and the
+product against llama.cpp CUDA with every change of this folder.
 Usage: python3 make_summary.py   (from anywhere; writes summary.json beside itself)"""
 import json, os, re, statistics
 
@@ -31,7 +33,7 @@ def ab(path, model, context, config, on_arm, metrics, peer, commit):
                      "config": config, "commit": commit, "source": "raw/" + path + ".json"})
 
 
-for part, commit in (("baseline", "50414b8"), ("final", "FINAL_COMMIT")):
+for part, commit in (("baseline", "50414b8"), ("chunk_peers", "fcdf041"), ("final", "518a86f")):
     for m in ("smollm2", "qwen25-1.5b"):
         ab(f"{part}/vs_cuda_{m}", MODEL[m], P512 + " / TTFT 512", "product", "a", ["decode_tok_s", "ttft_ms"],
            "llama.cpp-cuda", commit)
@@ -62,7 +64,10 @@ if os.path.isdir(CH):
         g = re.match(r"submit_chunk_(\d+)_(smollm2|qwen25-1\.5b)\.json$", f)
         if g:
             ab(f"chunk/{f[:-5]}", MODEL[g.group(2)], P512 + " / TTFT 512", f"--submit-chunk {g.group(1)} (B) vs the default 32 (A)",
-               "b", ["decode_tok_s", "ttft_ms"], "--submit-chunk 32", "CHUNK_COMMIT")
+               "b", ["decode_tok_s", "ttft_ms"], "--submit-chunk 32", "fcdf041")
+for m in ("smollm2", "qwen25-1.5b"):
+    ab(f"final/decode_submit_chunk_{m}", MODEL[m], P512 + " / TTFT 512", "--decode-submit-chunk 0 (B, the default) vs 32 (A, the earlier behaviour)",
+       "b", ["decode_tok_s", "ttft_ms"], "--decode-submit-chunk 32", "518a86f")
 gpu = open(os.path.join(D, "raw", "baseline", "gpu.txt")).read()
 drv = re.search(r"NVIDIA H200, ([0-9.]+)", gpu).group(1)
 json.dump({"commit": "50414b8..", "date": "2026-12-03", "device": f"NVIDIA H200 (Vulkan, driver {drv})", "rows": rows},
