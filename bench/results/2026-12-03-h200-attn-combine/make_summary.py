@@ -8,28 +8,28 @@ raw/first_form: the first form of --fuse-attn-combine (merge per int8 block, one
 534f4cf); raw/second: the form that landed (all threads merge into workgroup memory) and the split
 lengths; raw/kbatch: --attn-decode-k-batch and the product against llama.cpp after both changes.
 Usage: python3 make_summary.py   (from anywhere; writes summary.json beside itself)"""
-import collections, json, os, re, statistics
+import collections, json, os, re, statistics, sys
 
 D = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(D, "..", "..", "..", "tools", "device"))
+import summarize  # noqa: E402  (ab_rows)
+
 rows = []
 Q, L, S = "Qwen2.5-1.5B-shaped (its header)", "LFM2-1.2B-shaped (its config)", "SmolLM2-135M-shaped (its header)"
 MODEL = {"qwen25-1.5b": Q, "qwen25": Q, "lfm2-1.2b": L, "smollm2": S}
 
 
 def ab(path, model, context, config, on_arm, metrics, peer, commit):
+    """The rows of one `bench ab` result (tools/device/summarize.py ab_rows: medians of the arms,
+    the interval inverted when the candidate is arm A), for `metrics` only, labelled for this folder."""
     p = os.path.join(D, "raw", path + ".json")
     if not os.path.exists(p):
         return
-    j = json.load(open(p))
-    for m in metrics:
-        x = j["metrics"][m]
-        a = statistics.median(x["a1"] + x["a2"])
-        b = statistics.median(x["b"])
-        r = x["ratio_b_over_a"]
-        on, off, ci = (b, a, [r["lo"], r["hi"]]) if on_arm == "b" else (a, b, [1 / r["hi"], 1 / r["lo"]])
-        rows.append({"model": model, "weights": "synthetic", "metric": m, "context": context, "wgllm": on,
-                     "peer": peer, "peer_value": off, "ratio_ci": ci, "noise_band": x["noise_band"],
-                     "config": config, "commit": commit, "source": "raw/" + path + ".json"})
+    for r in summarize.ab_rows(p, model, context, peer, on_arm == "b", config):
+        if r["metric"] in metrics:
+            r.pop("broken_meter")
+            r.update(weights="synthetic", commit=commit, source="raw/" + path + ".json")
+            rows.append(r)
 
 
 C1, C2, C3 = "534f4cf", "573150f", "6b889ff"
