@@ -1,7 +1,7 @@
 // `wgllm bench attention`: the attention op alone (kernels::attention, random Q and KV cache) for
 // one forward of --tokens query tokens after --cache cached tokens, per kernel variant: per-row
 // kernel (--no-attn-tiled), multi-query tiled kernel and register-tiled flash kernel (--attn-flash,
-// T > 1 and head dims it covers; "flash-lp": its loop form, --no-attn-flash-unroll), each with and without the key split (the tiled and flash ones at
+// T > 1 and head dims it covers; "flash-lp": its loop form, --no-attn-flash-unroll; "flash-pf": with --attn-flash-prefetch), each with and without the key split (the tiled and flash ones at
 // each --split-targets value of KernelOptions::attention_tiled_split_target). Each variant also
 // reports its arithmetic rate: causal attention FLOPs = 4 * HD * Hq * sum_t (cache + t + 1) (QK^T
 // and PV, one FMA = 2 FLOP), as GFLOP/s and as a share of --peak-tflops (default 67, the H200's
@@ -41,6 +41,7 @@ struct AttnBenchOpts {
   double peak_tflops = 67.0;  // fp32 FMA peak the GFLOP/s are compared with
   std::vector<uint32_t> split_targets = {512};  // KernelOptions::attention_tiled_split_target values
   std::vector<uint32_t> decode_split_lens = {64, 128, 256, 512};  // KernelOptions::attention_decode_split_len values
+  std::vector<uint32_t> flash_split_tiles = {};  // KernelOptions::attention_flash_split_tiles values (flash-pf rows)
   std::string json_path;
 };
 
@@ -83,7 +84,8 @@ int run_attention_bench(const AttnBenchOpts& b) {
   nlohmann::json variants = nlohmann::json::array();
   fmt::print(stderr, "attention: {} tokens after {} cached, {} / {} heads, head dim {} on {} ({})\n", T, b.cache, Hq, Hkv,
              HD, ctx->info().name, ts ? "timestamps" : "wall clock of submit + wait");
-  struct Variant { bool tiled, split; uint32_t target; bool gqa = false; uint32_t split_len = 0; bool flash = false; bool loop = false; };
+  struct Variant { bool tiled, split; uint32_t target; bool gqa = false; uint32_t split_len = 0; bool flash = false; bool loop = false;
+                   bool pf = false; uint32_t split_tiles = 0; };
   std::vector<Variant> vs = {{false, false, 0}, {false, true, 0}, {true, false, 0}};
   for (uint32_t t : b.split_targets) vs.push_back({true, true, t});
   if (T == 1) {
@@ -103,6 +105,17 @@ int run_attention_bench(const AttnBenchOpts& b) {
         vs.push_back({true, false, 0, false, 0, true, loop});
         for (uint32_t t : b.split_targets) vs.push_back({true, true, t, false, 0, true, loop});
       }
+      // --attn-flash-prefetch (the default form), where the tile takes it.
+      fo.attention_flash_prefetch = true;
+      const kernels::OpContext fpo{*ctx, pipes, rec, fo};
+      if (kernels::attention_flash_prefetch(fpo, kernels::attention_flash_tile(fpo, HD), HD)) {
+        vs.push_back({true, false, 0, false, 0, true, false, true});
+        for (uint32_t t : b.split_targets) vs.push_back({true, true, t, false, 0, true, false, true});
+        // and at each --flash-split-tiles value (--attn-flash-split-tiles) but the default
+        for (uint32_t st : b.flash_split_tiles)
+          if (st != fo.attention_flash_split_tiles)
+            for (uint32_t t : b.split_targets) vs.push_back({true, true, t, false, 0, true, false, true, st});
+      }
     } else {
       fmt::print(stderr, "  (flash kernel: not used for this shape: T = 1, or head dim {} not covered / over this adapter's limits)\n", HD);
     }
@@ -117,6 +130,8 @@ int run_attention_bench(const AttnBenchOpts& b) {
       ko.attention_tiled_prefill = tiled;
       ko.attention_flash = v.flash ? 1 : 0;
       ko.attention_flash_unroll = v.loop ? 0 : 2;
+      ko.attention_flash_prefetch = v.pf;
+      if (v.split_tiles) ko.attention_flash_split_tiles = v.split_tiles;
       ko.attention_chunk = 0;  // the flash rows are what --attn-chunk runs for a short chunk over a long cache
       ko.attention_decode_split = split;  // the variant splits whichever kernel it runs
       ko.attention_prefill_split = split;
@@ -147,13 +162,15 @@ int run_attention_bench(const AttnBenchOpts& b) {
       const double med = us[us.size() / 2];
       std::string joined;
       for (const auto& x : labels) joined += (joined.empty() ? "  " : " + ") + x;
-      const std::string tgt = v.target ? fmt::format(" (target {} wgs)", v.target)
+      const std::string tgt = v.split_tiles ? fmt::format(" (target {} wgs, >= {} tiles)", v.target, v.split_tiles)
+                              : v.target ? fmt::format(" (target {} wgs)", v.target)
                               : v.split_len ? fmt::format(" ({} keys per split)", v.split_len) : "";
       const double gflops = flop / (med * 1e3);
       fmt::print(stderr, "  {:<8} split {:<3}{}: {:>9.1f} us (min {:.1f}, max {:.1f}) {:>8.1f} GFLOP/s = {:5.1f}% of {} TFLOP/s{}\n",
-                 v.gqa ? "gqa-dec" : v.loop ? "flash-lp" : v.flash ? "flash" : tiled ? "tiled" : "per-row", split ? "on" : "off", tgt, med, us.front(),
+                 v.gqa ? "gqa-dec" : v.loop ? "flash-lp" : v.pf ? "flash-pf" : v.flash ? "flash" : tiled ? "tiled" : "per-row", split ? "on" : "off", tgt, med, us.front(),
                  us.back(), gflops, gflops / (b.peak_tflops * 10), b.peak_tflops, joined);
-      variants.push_back({{"attn_tiled", tiled}, {"attn_flash", v.flash}, {"attn_flash_unroll", v.flash && kernels::attention_flash_unrolled(o)}, {"attn_split", split}, {"split_target", v.target},
+      variants.push_back({{"attn_tiled", tiled}, {"attn_flash", v.flash}, {"attn_flash_unroll", v.flash && kernels::attention_flash_unrolled(o)},
+                          {"attn_flash_prefetch", v.pf}, {"attn_flash_split_tiles", ko.attention_flash_split_tiles}, {"attn_split", split}, {"split_target", v.target},
                           {"attn_decode_gqa", v.gqa}, {"decode_split_len", v.split_len}, {"median_us", med},
                           {"min_us", us.front()}, {"max_us", us.back()}, {"samples_us", us}, {"gflops", gflops},
                           {"peak_fraction", gflops / (b.peak_tflops * 1e3)}, {"kernels", labels}});
@@ -187,6 +204,9 @@ std::function<int()> add_bench_attention(CLI::App& app) {
   cmd->add_option("--decode-split-lens", b->decode_split_lens,
                   "--tokens 1: keys per split of the GQA decode kernel to try, 1..1048576 (default 64,128,256,512)")
       ->delimiter(',')->transform(integer(1, 1u << 20));
+  cmd->add_option("--flash-split-tiles", b->flash_split_tiles,
+                  "flash-pf rows: also at these minimum key tiles per split (--attn-flash-split-tiles), 1..64 (default: none)")
+      ->delimiter(',')->transform(integer(1, 64));
   cmd->add_option("--reps", b->reps, "measured repetitions after one warm-up, 1..100000 (default 5)")->transform(integer(1, 100000));
   cmd->add_option("--peak-tflops", b->peak_tflops, "fp32 FMA peak the GFLOP/s are compared with, in TFLOP/s (default 67: H200)")
       ->check(real(1e-3, 1e4));

@@ -494,15 +494,17 @@ const gpu::Pipeline& flash_pipe(OpContext& o, const FlashTile& ft, uint32_t HD, 
 // The key split of a prefill attention launch of row_tiles row tiles per KV head over at most
 // max_keys keys in tiles of `keys` keys: {number of splits, keys per split}. The written condition:
 // scratch given, --attn-prefill-split on, fewer than the split target's workgroups without it and
-// more than two key tiles in the longest row; then about that many workgroups (at most kSplitMax
-// splits), each split >= 2 key tiles, and no more splits than the scratch holds.
+// more than min_tiles key tiles in the longest row; then about that many workgroups (at most
+// kSplitMax splits), each split >= min_tiles key tiles (2 for attention_tiled, --attn-flash-split-tiles
+// for the flash kernel), and no more splits than the scratch holds.
 std::pair<uint32_t, uint32_t> prefill_key_split(const OpContext& o, const AttentionShape& s, uint32_t row_tiles,
-                                                uint32_t max_keys, uint32_t keys, const gpu::Buffer* split_scratch) {
+                                                uint32_t max_keys, uint32_t keys, const gpu::Buffer* split_scratch,
+                                                uint32_t min_tiles = 2) {
   const uint32_t target = std::min(o.opt.attention_tiled_split_target, kTiledSplitTargetMax);
   const uint32_t tiles = row_tiles * s.Hkv;
-  if (!split_scratch || !o.opt.attention_prefill_split || tiles >= target || max_keys <= 2 * keys) return {1, max_keys};
+  if (!split_scratch || !o.opt.attention_prefill_split || tiles >= target || max_keys <= min_tiles * keys) return {1, max_keys};
   const uint32_t want = std::min(kSplitMax, ceil_div(target, tiles));
-  uint32_t split_len = std::max(2 * keys, ceil_div(ceil_div(max_keys, want), keys) * keys);
+  uint32_t split_len = std::max(min_tiles * keys, ceil_div(ceil_div(max_keys, want), keys) * keys);
   uint32_t n_split = ceil_div(max_keys, split_len);
   const uint64_t fit = split_scratch->size() / (4ull * s.T * s.Hq * (s.HD + 2));
   if (n_split > fit) {
@@ -552,7 +554,8 @@ void attention_flash(OpContext& o, const AttentionShape& s, const FlashTile& ft,
                      const gpu::Buffer& kc, const gpu::Buffer& vc, F32Ref out, uint32_t o_stride,
                      const gpu::Buffer* split_scratch, AttentionPartials* defer) {
   const uint32_t G = s.Hq / s.Hkv, row_tiles = ceil_div(s.T * G, ft.br), max_keys = s.pos0 + s.T;
-  const auto [n_split, split_len] = prefill_key_split(o, s, row_tiles, max_keys, ft.bc, split_scratch);
+  const auto [n_split, split_len] =
+      prefill_key_split(o, s, row_tiles, max_keys, ft.bc, split_scratch, std::max<uint32_t>(1, o.opt.attention_flash_split_tiles));
   const bool split = n_split > 1;
   const auto& p = flash_pipe(o, ft, s.HD, split);
   FlashParams prm{
@@ -646,10 +649,16 @@ bool attention_flash_unrolled(const OpContext& o) {
   return !info.is_software() || info.name.find("llvmpipe") != std::string::npos;
 }
 
+bool attention_flash_prefetch(const OpContext& o, const FlashTile& ft, uint32_t HD) {
+  const uint32_t elems = ft.bc * (HD / 4), nt = ft.threads();  // vec4 of one K (or V) tile, threads
+  return o.opt.attention_flash_prefetch && nt && elems % nt == 0 && elems / nt <= 16;
+}
+
 Defines attention_flash_defines(const OpContext& o, const FlashTile& ft, uint32_t HD, bool split, bool gather) {
   return {{"HD4", std::to_string(HD / 4)}, {"BR", std::to_string(ft.br)}, {"BC", std::to_string(ft.bc)},
           {"RM", std::to_string(ft.rm)}, {"TX", std::to_string(ft.tx)}, {"KV_SHARED", ft.kv_shared ? "1" : "0"},
-          {"SPLIT", split ? "1" : "0"}, {"GATHER", gather ? "1" : "0"}, {"UNROLL", attention_flash_unrolled(o) ? "1" : "0"}};
+          {"PF", attention_flash_prefetch(o, ft, HD) ? "1" : "0"}, {"SPLIT", split ? "1" : "0"},
+          {"GATHER", gather ? "1" : "0"}, {"UNROLL", attention_flash_unrolled(o) ? "1" : "0"}};
 }
 
 FlashTile attention_flash_tile(const OpContext& o, uint32_t HD) {

@@ -268,8 +268,13 @@ std::string attention_flash_wgsl(const FlashTile& t, uint32_t HD, const Defines&
 /// software one other than llvmpipe (lavapipe): SwiftShader's Subzero compiler exhausts memory on the
 /// generated form (> 8 GB after 120 s, 2026-12-02), and an unknown CPU adapter may well too.
 bool attention_flash_unrolled(const OpContext& o);
+/// Whether attention_flash.wgsl loads the next key tile during the current one (PF 1):
+/// KernelOptions::attention_flash_prefetch, for tiles whose K (V) tile is a whole number (<= 16) of
+/// vec4 per thread.
+bool attention_flash_prefetch(const OpContext& o, const FlashTile& ft, uint32_t HD);
 /// attention_flash.wgsl's defines for tile ft, head dim HD, the key split (SPLIT) and the gathered
-/// sparse form (GATHER), with UNROLL from attention_flash_unrolled().
+/// sparse form (GATHER), with UNROLL from attention_flash_unrolled() and PF from
+/// attention_flash_prefetch().
 Defines attention_flash_defines(const OpContext& o, const FlashTile& ft, uint32_t HD, bool split, bool gather);
 /// Longest forward (tokens) that KernelOptions::attention_chunk treats as a short chunk.
 inline constexpr uint32_t kAttnChunkMaxTokens = 128;

@@ -579,6 +579,46 @@ TEST(Ops, AttentionFlashUnrollIsBitExact) {
   }
 }
 
+TEST(Ops, AttentionFlashPrefetchIsBitExact) {
+  // --attn-flash-prefetch (KernelOptions::attention_flash_prefetch, attention_flash.wgsl PF): the next
+  // key tile's K/V rows reach the same workgroup arrays through registers, so every output bit agrees
+  // with the plain loads, with and without the key split, over ragged row blocks, ragged last key
+  // tiles, single-tile splits and GQA groups.
+  auto& e = env();
+  struct Case { uint32_t HD, Hq, Hkv, T, pos0; };
+  uint32_t taken = 0;
+  for (const Case& c : std::vector<Case>{{64, 9, 3, 17, 37}, {64, 3, 1, 70, 300}, {128, 4, 1, 40, 33}, {32, 9, 3, 21, 64},
+                                         {96, 6, 2, 13, 95}, {64, 9, 3, 76, 185}}) {
+    const uint32_t kv_dim = c.Hkv * c.HD, ctx_len = c.pos0 + c.T, Q = c.Hq * c.HD;
+    const float scale = 1.0f / std::sqrt(float(c.HD));
+    const std::string what = "HD=" + std::to_string(c.HD) + " Hq=" + std::to_string(c.Hq) + " T=" + std::to_string(c.T) +
+                             " pos0=" + std::to_string(c.pos0);
+    auto kb = e.upload(randn(size_t(ctx_len) * kv_dim, c.T + 21)), vb = e.upload(randn(size_t(ctx_len) * kv_dim, c.T + 22));
+    auto qb = e.upload(randn(size_t(c.T) * Q, c.T + 23, 2.0f));
+    gpu::Buffer scratch(*e.ctx, attention_split_floats(c.T, c.Hq, c.HD) * 4, gpu::BufferKind::Storage, "split");
+    for (bool split : {false, true}) {
+      std::vector<float> out[2];
+      for (bool pf : {false, true}) {
+        KernelOptions ko;
+        ko.attention_flash = 1;
+        ko.attention_prefill_split = split;
+        ko.attention_flash_prefetch = pf;
+        auto o = e.op(ko);
+        ASSERT_TRUE(attention_flash_used(o, {c.T, c.pos0, c.Hq, c.Hkv, c.HD, scale})) << what;
+        taken += pf && attention_flash_prefetch(o, attention_flash_tile(o, c.HD), c.HD);
+        auto ob = e.upload(std::vector<float>(size_t(c.T) * Q, NAN));
+        e.rec.begin();
+        attention(o, {c.T, c.pos0, c.Hq, c.Hkv, c.HD, scale}, {qb, 0}, Q, kb, vb, {ob, 0}, Q, &scratch);
+        e.rec.submit();
+        out[pf] = e.download(ob, size_t(c.T) * Q);
+      }
+      ASSERT_FALSE(std::isnan(out[1][0])) << what;
+      EXPECT_EQ(std::memcmp(out[0].data(), out[1].data(), out[0].size() * 4), 0) << what << (split ? " split" : "");
+    }
+  }
+  EXPECT_GT(taken, 0u) << "no case took the prefetching form on this adapter";
+}
+
 TEST(Ops, AttentionFlashCoverage) {
   // Head dims the flash kernel does not cover fall back to attention_tiled.wgsl; T = 1 (decode) and
   // --no-attn-flash never take it.

@@ -113,8 +113,11 @@ TEST(SparseAttention, GatherEqualsMaskedDenseAndCpu) {
       const auto idx = random_index(c, seed++, all);
       auto kb = e.upload(ck), vb = e.upload(cv), qb = e.upload(q), ib = e.upload(idx);
       auto og = e.upload(std::vector<float>(size_t(c.T) * Q)), om = e.upload(std::vector<float>(size_t(c.T) * Q));
-      auto ot = e.upload(std::vector<float>(size_t(c.T) * Q));
+      auto ot = e.upload(std::vector<float>(size_t(c.T) * Q)), op = e.upload(std::vector<float>(size_t(c.T) * Q));
       auto o = e.op(c.opt());
+      KernelOptions pko = c.opt();
+      pko.attention_flash_prefetch = true;  // --attn-flash-prefetch: the gathered tiles through registers
+      auto opf = e.op(pko);
       const AttentionShape s{c.T, c.pos0, c.Hq, c.Hkv, c.HD, 1.0f / std::sqrt(float(c.HD))};
       // The tiled kernel where it applies (prefill, head dims covered by a flash tile).
       const bool tiled = sparse_kernel(o, s) == SparseKernel::Tiled;
@@ -123,6 +126,7 @@ TEST(SparseAttention, GatherEqualsMaskedDenseAndCpu) {
       attention_gather(o, s, {qb, 0}, q_stride, kb, vb, ib, {og, 0}, Q, SparseKernel::Rows);
       attention_gather(o, s, {qb, 0}, q_stride, kb, vb, ib, {om, 0}, Q, SparseKernel::MaskedDense);
       if (tiled) attention_gather(o, s, {qb, 0}, q_stride, kb, vb, ib, {ot, 0}, Q, SparseKernel::Tiled);
+      if (tiled) attention_gather(opf, s, {qb, 0}, q_stride, kb, vb, ib, {op, 0}, Q, SparseKernel::Tiled);
       e.rec.submit();
       const auto gather = e.download(og, size_t(c.T) * Q), masked = e.download(om, size_t(c.T) * Q);
       const auto cpu = cpu_attention(c, q, q_stride, ck, cv, idx, false);
@@ -137,6 +141,7 @@ TEST(SparseAttention, GatherEqualsMaskedDenseAndCpu) {
         const auto t = e.download(ot, size_t(c.T) * Q);
         EXPECT_LE(max_abs_diff(t, masked), 2e-5f) << what << " (tiled gather vs masked dense)";
         EXPECT_LE(max_abs_diff(t, cpu), 2e-5f) << what << " (tiled gather vs CPU)";
+        EXPECT_EQ(e.download(op, size_t(c.T) * Q), t) << what << " (--attn-flash-prefetch must give the same bits)";
       }
       if (all) {  // every block selected: the dense CPU attention
         std::vector<float> dense(size_t(c.T) * Q);

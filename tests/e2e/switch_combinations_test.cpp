@@ -70,6 +70,7 @@ const std::map<std::string, std::pair<int64_t, int64_t>> kExtremes = {
     {"attention_decode_split_len", {1, 1 << 20}},
     {"attention_decode_k_batch", {1, 32}},
     {"argmax_loads", {1, 64}},
+    {"attention_flash_split_tiles", {1, 64}},
     {"gdn_chunk", {1, 256}},
     {"sparse_block", {16, 4096}},
     {"sparse_top_k", {0, 200}},

@@ -1,4 +1,4 @@
-// defines: BC BR HD4 RM TX GATHER KV_SHARED SPLIT UNROLL
+// defines: BC BR HD4 RM TX GATHER KV_SHARED PF SPLIT UNROLL
 // attention_flash: causal GQA attention for T > 1 query tokens (prefill chunks, a turn's new tokens)
 // as a register-tiled flash attention (FlashAttention-2, Dao 2023; online softmax, Milakov &
 // Gimelshein 2018). Dispatch and tile choice: kernels::attention (ops.cpp, KernelOptions::
@@ -32,6 +32,13 @@
 //   workgroup z handles keys [z * split_len, (z+1) * split_len) and writes the unnormalised partial
 //   (m, l, acc[HD]) at ((t * Hq + h) * n_split + z) * (HD + 2) for attention_combine.wgsl (a row with
 //   no visible key in its split writes m = -3.4e38, l = 0, acc = 0).
+//   PF 1 (--attn-flash-prefetch): the K and V rows of the next key tile are loaded into registers
+//   (LPT vec4 of each per thread, named fields, no private array) while the current tile is
+//   computed, and stored into workgroup memory at the start of the next iteration (the first tile's
+//   loads are issued before the Q block's): the global-load latency of a tile overlaps the previous
+//   tile's arithmetic instead of stalling every thread at the tile's first barrier. With KV_SHARED
+//   the tile's V rows are loaded during its scores and the next tile's K rows during its PV. The
+//   same values reach the same workgroup arrays: bit-identical to PF 0.
 //   GATHER 1 (gathered block-sparse attention, kernels/sparse_attention.h; not with SPLIT): the keys
 //   are the virtual sequence of the blocks listed in `index` for the rows' query block (slot s's
 //   block b gives virtual keys s * B .. s * B + B - 1 = cache rows b * B ..), as attention_sparse.wgsl;
@@ -112,6 +119,78 @@ fn load_kv(l: u32, kb: u32, nk: u32, kv4: u32, kv_base: u32, from_v: bool, ib: u
   }
 }
 
+#if PF
+// PF: vec4 of a K (or V) tile each thread loads (the host checks BC * HD4 = LPT * NT, LPT <= 16).
+const LPT: u32 = BC * HD4 / NT;
+struct KVR { a0: vec4<f32>, a1: vec4<f32>, a2: vec4<f32>, a3: vec4<f32>, a4: vec4<f32>, a5: vec4<f32>, a6: vec4<f32>, a7: vec4<f32>, a8: vec4<f32>, a9: vec4<f32>, a10: vec4<f32>, a11: vec4<f32>, a12: vec4<f32>, a13: vec4<f32>, a14: vec4<f32>, a15: vec4<f32> }
+// Element e (key e / HD4, vec4 e % HD4) of the K (from_v: V) tile at virtual key kb with nk keys, as
+// load_kv stores it (0 past nk or for an empty slot).
+fn kv_elem(e: u32, kb: u32, nk: u32, kv4: u32, kv_base: u32, from_v: bool, ib: u32) -> vec4<f32> {
+  let j = e / HD4;
+  let c = e % HD4;
+  var v = vec4<f32>(0.0);
+  if (j < nk) {
+#if GATHER
+    let row = key_row(kb + j, ib);
+#else
+    let row = kb + j;
+#endif
+    if (row != 0xFFFFFFFFu) {
+      if (from_v) { v = vc[row * kv4 + kv_base + c]; } else { v = kc[row * kv4 + kv_base + c]; }
+    }
+  }
+  return v;
+}
+// This thread's LPT elements l, l + NT, ... of the tile (loads only; see PF above).
+fn fetch_kv(l: u32, kb: u32, nk: u32, kv4: u32, kv_base: u32, from_v: bool, ib: u32) -> KVR {
+  var r: KVR;
+  r.a0 = kv_elem(l, kb, nk, kv4, kv_base, from_v, ib);
+  if (LPT > 1u) { r.a1 = kv_elem(l + 1u * NT, kb, nk, kv4, kv_base, from_v, ib); }
+  if (LPT > 2u) { r.a2 = kv_elem(l + 2u * NT, kb, nk, kv4, kv_base, from_v, ib); }
+  if (LPT > 3u) { r.a3 = kv_elem(l + 3u * NT, kb, nk, kv4, kv_base, from_v, ib); }
+  if (LPT > 4u) { r.a4 = kv_elem(l + 4u * NT, kb, nk, kv4, kv_base, from_v, ib); }
+  if (LPT > 5u) { r.a5 = kv_elem(l + 5u * NT, kb, nk, kv4, kv_base, from_v, ib); }
+  if (LPT > 6u) { r.a6 = kv_elem(l + 6u * NT, kb, nk, kv4, kv_base, from_v, ib); }
+  if (LPT > 7u) { r.a7 = kv_elem(l + 7u * NT, kb, nk, kv4, kv_base, from_v, ib); }
+  if (LPT > 8u) { r.a8 = kv_elem(l + 8u * NT, kb, nk, kv4, kv_base, from_v, ib); }
+  if (LPT > 9u) { r.a9 = kv_elem(l + 9u * NT, kb, nk, kv4, kv_base, from_v, ib); }
+  if (LPT > 10u) { r.a10 = kv_elem(l + 10u * NT, kb, nk, kv4, kv_base, from_v, ib); }
+  if (LPT > 11u) { r.a11 = kv_elem(l + 11u * NT, kb, nk, kv4, kv_base, from_v, ib); }
+  if (LPT > 12u) { r.a12 = kv_elem(l + 12u * NT, kb, nk, kv4, kv_base, from_v, ib); }
+  if (LPT > 13u) { r.a13 = kv_elem(l + 13u * NT, kb, nk, kv4, kv_base, from_v, ib); }
+  if (LPT > 14u) { r.a14 = kv_elem(l + 14u * NT, kb, nk, kv4, kv_base, from_v, ib); }
+  if (LPT > 15u) { r.a15 = kv_elem(l + 15u * NT, kb, nk, kv4, kv_base, from_v, ib); }
+  return r;
+}
+fn put_one(e: u32, v: vec4<f32>, to_v: bool) {
+  let idx = (e / HD4) * HS + e % HD4;
+#if KV_SHARED
+  ks[idx] = v;
+#else
+  if (to_v) { vs[idx] = v; } else { ks[idx] = v; }
+#endif
+}
+// Stores fetch_kv's elements into the K (to_v: V) workgroup array.
+fn put_kv(l: u32, r: KVR, to_v: bool) {
+  put_one(l, r.a0, to_v);
+  if (LPT > 1u) { put_one(l + 1u * NT, r.a1, to_v); }
+  if (LPT > 2u) { put_one(l + 2u * NT, r.a2, to_v); }
+  if (LPT > 3u) { put_one(l + 3u * NT, r.a3, to_v); }
+  if (LPT > 4u) { put_one(l + 4u * NT, r.a4, to_v); }
+  if (LPT > 5u) { put_one(l + 5u * NT, r.a5, to_v); }
+  if (LPT > 6u) { put_one(l + 6u * NT, r.a6, to_v); }
+  if (LPT > 7u) { put_one(l + 7u * NT, r.a7, to_v); }
+  if (LPT > 8u) { put_one(l + 8u * NT, r.a8, to_v); }
+  if (LPT > 9u) { put_one(l + 9u * NT, r.a9, to_v); }
+  if (LPT > 10u) { put_one(l + 10u * NT, r.a10, to_v); }
+  if (LPT > 11u) { put_one(l + 11u * NT, r.a11, to_v); }
+  if (LPT > 12u) { put_one(l + 12u * NT, r.a12, to_v); }
+  if (LPT > 13u) { put_one(l + 13u * NT, r.a13, to_v); }
+  if (LPT > 14u) { put_one(l + 14u * NT, r.a14, to_v); }
+  if (LPT > 15u) { put_one(l + 15u * NT, r.a15, to_v); }
+}
+#endif
+
 // V row vec4 idx of the tile (K's array with KV_SHARED).
 fn vrow(idx: u32) -> vec4<f32> {
 #if KV_SHARED
@@ -171,17 +250,6 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
 #endif
   let kv_base = hk * HD4;
   let kv4 = p.kv_dim / 4u;
-  for (var e = l; e < BR * HD4; e += NT) {
-    let r = e / HD4;
-    let c = e % HD4;
-    var v = vec4<f32>(0.0);
-    if (r < n_rows) {
-      let i = i0 + r;
-      let b = p.q_off + (i / G) * p.q_stride + (hk * G + i % G) * p.HD + 4u * c;
-      v = vec4<f32>(q[b], q[b + 1u], q[b + 2u], q[b + 3u]);
-    }
-    qs[r * HS + c] = v;
-  }
 #if GATHER
   let n_keys = p.S * p.B;  // virtual keys (uniform bound; empty slots and future keys masked)
 #else
@@ -194,6 +262,29 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   let k_begin = 0u;
   let k_end = n_keys;
 #endif
+#if PF
+  var pk: KVR;       // the K rows of the tile to come (see PF in the header)
+  var pv_next: KVR;  // and its V rows
+  if (k_begin < k_end) {
+    pk = fetch_kv(l, k_begin, min(BC, k_end - k_begin), kv4, kv_base, false, ib);
+#if KV_SHARED
+#else
+    pv_next = fetch_kv(l, k_begin, min(BC, k_end - k_begin), kv4, kv_base, true, ib);
+#endif
+  }
+#endif
+  // The Q block (read at the first tile's scores, after its barrier).
+  for (var e = l; e < BR * HD4; e += NT) {
+    let r = e / HD4;
+    let c = e % HD4;
+    var v = vec4<f32>(0.0);
+    if (r < n_rows) {
+      let i = i0 + r;
+      let b = p.q_off + (i / G) * p.q_stride + (hk * G + i % G) * p.HD + 4u * c;
+      v = vec4<f32>(q[b], q[b + 1u], q[b + 2u], q[b + 3u]);
+    }
+    qs[r * HS + c] = v;
+  }
   // Register tile. UNROLL 1: generated (kernels/attention_flash.cpp attention_flash_wgsl():
   // named variables, no private arrays): per row R = 0..RM-1 of the thread live_R, last_R (last key
   // visible), m_R, lsum_R, and acc_R_C (output vec4 C = 0..RD-1 of the row: dims 4 * (tx + TX * C)).
@@ -216,12 +307,27 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
 #endif
   for (var kb = k_begin; kb < k_end; kb += BC) {
     let nk = min(BC, k_end - kb);
+#if PF
+    put_kv(l, pk, false);
+#if KV_SHARED
+    workgroupBarrier();
+    pv_next = fetch_kv(l, kb, nk, kv4, kv_base, true, ib);  // this tile's V rows, in flight during its scores
+#else
+    put_kv(l, pv_next, true);
+    workgroupBarrier();
+    if (kb + BC < k_end) {  // the next tile's loads, in flight during this tile's arithmetic
+      pk = fetch_kv(l, kb + BC, min(BC, k_end - kb - BC), kv4, kv_base, false, ib);
+      pv_next = fetch_kv(l, kb + BC, min(BC, k_end - kb - BC), kv4, kv_base, true, ib);
+    }
+#endif
+#else
     load_kv(l, kb, nk, kv4, kv_base, false, ib);
 #if KV_SHARED
 #else
     load_kv(l, kb, nk, kv4, kv_base, true, ib);
 #endif
     workgroupBarrier();
+#endif
     // 1. scores s_R_U of row R, key tx + TX * U (U = 0..RN-1), summed over the head dim in order;
     // the cache row jr_U of each of this thread's keys (NONE past the split or for an empty slot);
     // masked scores -> NEG; per row the max of its RN scores -> pm.
@@ -294,7 +400,12 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     for (var r = 0u; r < RM; r++) { lsum[r] = lsum[r] * corr[r] + su[r]; }
 #endif
 #if KV_SHARED
+#if PF
+    put_kv(l, pv_next, true);  // every thread is past its K reads (barrier above)
+    if (kb + BC < k_end) { pk = fetch_kv(l, kb + BC, min(BC, k_end - kb - BC), kv4, kv_base, false, ib); }  // during PV
+#else
     load_kv(l, kb, nk, kv4, kv_base, true, ib);  // every thread is past its K reads (barrier above)
+#endif
 #endif
     workgroupBarrier();
     // 3. PV: acc_R_C = acc_R_C * corr_R + sum_j p[R][j] v[j] (keys in order).

@@ -38,6 +38,12 @@
 #                and 128 (B) on the SmolLM2 and Qwen2.5-1.5B shapes, 64 on SmolLM2; decode after 512, TTFT 512
 #   dchunk       --decode-submit-chunk (2026-12-03, late): `bench ab` 32 (A, the earlier behaviour) vs the default
 #                0 (B) on the SmolLM2 and Qwen2.5-1.5B shapes; starts the llama.cpp CUDA build for peers
+#   mtprofile    where a session turn's TTFT goes (2026-12-03): `bench multi-turn --profile` on the SmolLM2
+#                shape; `bench attention` for 76 new tokens over 185 and 2732 cached keys, two shapes
+#   flashpf      --attn-flash-prefetch (2026-12-03): `bench attention` tiled / flash / flash-pf at 76 over 185
+#                and 2732 and 512 over 0 and 3584 cached keys, two shapes
+#   flashpf2     --attn-flash-split-tiles rows of `bench attention`; multi-turn default vs --attn-chunk
+#                --attn-flash-prefetch (and with MT_TILES split tiles); TTFT A/B of --attn-flash --attn-flash-prefetch
 #   peers        wgllm in the product configuration (both int8 switches on for GPUs since
 #                2026-12-02) and with both off (f32 activations, non-product; vs_cuda_f32_*; the
 #                2026-12-02 runs before that change named the int8 arm vs_cuda_int8_*) against
@@ -207,6 +213,70 @@ PY
     for m in smollm2 qwen25-1.5b; do
       ab decode_submit_chunk_$m 120 --a "bench -m ${FILE[$m]} $D --decode-submit-chunk 32" --b "bench -m ${FILE[$m]} $D" \
         --metric decode_tok_s,ttft_ms --rounds 2
+    done
+    ;;
+  mtprofile)
+    # Where a session turn's time goes: `bench multi-turn --profile` (GPU time of each turn's prefill
+    # forward and its attention share, per-kernel table of turn 30) on the SmolLM2 shape, and the
+    # attention op alone for a turn's 76 new tokens over the caches of turn 2 (185) and turn 30 (2732),
+    # SmolLM2 (9/3 heads, HD 64) and Qwen2.5-1.5B (12/2, HD 128) shapes, split targets 512..4096.
+    timeout 90 $B bench multi-turn -m $S --turns 30 --session-only --profile --json $W/res/mtprofile_smollm2.json \
+      > $W/res/mtprofile_smollm2.txt 2>&1 || fail "multi-turn --profile (exit $?)"
+    grep -E "profile|turn (2|30):" $W/res/mtprofile_smollm2.txt | tail -40
+    for c in 185 2732; do
+      timeout 60 $B bench attention --tokens 76 --cache $c --split-targets 512,1024,2048,4096 --reps 20 \
+        --json $W/res/attn76_smollm2_c$c.json > $W/res/attn76_smollm2_c$c.txt 2>&1 || fail "bench attention c$c (exit $?)"
+      timeout 60 $B bench attention --tokens 76 --cache $c --heads 12 --kv-heads 2 --head-dim 128 \
+        --split-targets 512,1024,2048,4096 --reps 20 --json $W/res/attn76_qwen25_c$c.json > $W/res/attn76_qwen25_c$c.txt 2>&1 \
+        || fail "bench attention qwen c$c (exit $?)"
+    done
+    tail -n 14 $W/res/attn76_*.txt
+    ;;
+  flashpf)
+    # --attn-flash-prefetch (2026-12-03): `bench attention` (tiled, flash, flash-pf rows) at the chat-turn
+    # shapes (76 new tokens over 185 and 2732 cached keys) and the prefill shapes (512 over 0 and 3584),
+    # SmolLM2 (9/3 heads, HD 64) and Qwen2.5-1.5B (12/2, HD 128) shapes, split targets 256..2048.
+    for sh in "76 185" "76 2732" "512 0" "512 3584"; do
+      set -- $sh
+      timeout 60 $B bench attention --tokens $1 --cache $2 --split-targets 256,512,1024,2048 --reps 10 \
+        --json $W/res/flashpf_smollm2_t$1_c$2.json > $W/res/flashpf_smollm2_t$1_c$2.txt 2>&1 || fail "flashpf smollm2 $sh (exit $?)"
+      timeout 60 $B bench attention --tokens $1 --cache $2 --heads 12 --kv-heads 2 --head-dim 128 --split-targets 256,512,1024,2048 \
+        --reps 10 --json $W/res/flashpf_qwen25_t$1_c$2.json > $W/res/flashpf_qwen25_t$1_c$2.txt 2>&1 || fail "flashpf qwen $sh (exit $?)"
+    done
+    grep -hE "^attention|tiled    split on  \(target 1024|flash(-pf)? " $W/res/flashpf_*.txt
+    ;;
+  flashpf2)
+    # After flashpf (2026-12-03): the prefetching flash kernel with its key split's minimum tiles
+    # (--attn-flash-split-tiles 1/2/4/8) at the chat-turn and prefill shapes, both head dims; then the
+    # product question: `bench multi-turn --turns 30` default (tiled) vs the flash kernel with prefetch
+    # for chat turns (--attn-chunk), 2 rounds interleaved; and `bench ab` TTFT 512 / 4096 default vs
+    # --attn-flash --attn-flash-prefetch on the SmolLM2 and Qwen2.5-1.5B shapes.
+    for sh in "76 185" "76 2732" "512 0" "512 3584"; do
+      set -- $sh
+      timeout 60 $B bench attention --tokens $1 --cache $2 --split-targets 512,2048 --flash-split-tiles 1,4,8 --reps 10 \
+        --json $W/res/flashpf2_smollm2_t$1_c$2.json > $W/res/flashpf2_smollm2_t$1_c$2.txt 2>&1 || fail "flashpf2 smollm2 $sh (exit $?)"
+      timeout 60 $B bench attention --tokens $1 --cache $2 --heads 12 --kv-heads 2 --head-dim 128 --split-targets 512,2048 \
+        --flash-split-tiles 1,4,8 --reps 10 --json $W/res/flashpf2_qwen25_t$1_c$2.json > $W/res/flashpf2_qwen25_t$1_c$2.txt 2>&1 \
+        || fail "flashpf2 qwen $sh (exit $?)"
+    done
+    grep -hE "^attention|tiled    split on  \(target 2048|flash(-pf)? +split on" $W/res/flashpf2_*.txt
+    for r in 1 2; do
+      for arm in A B C; do
+        X=""; [ $arm = B ] && X="--attn-chunk --attn-flash-prefetch"; [ $arm = C ] && X="--attn-chunk --attn-flash-prefetch --attn-flash-split-tiles ${MT_TILES:-4}"
+        timeout 60 $B bench multi-turn -m $S --turns 30 --session-only $X --json $W/res/mtflash_${arm}_r$r.json \
+          > $W/res/mtflash_${arm}_r$r.txt 2>&1 || fail "multi-turn $arm r$r (exit $?)"
+      done
+    done
+    python3 - $W/res/mtflash_*.json <<'PY' | tee $W/res/mtflash_summary.txt
+import json, sys
+for f in sys.argv[1:]:
+    t = {x["turn"]: x["ttft_session_ms"] for x in json.load(open(f))["turns"]}
+    mean = sum(t[k] for k in range(2, 31)) / 29
+    print(f"{f.split('/')[-1]}: turn 2 {t[2]:.2f} ms, turn 30 {t[30]:.2f} ms, ratio {t[30] / t[2]:.3f}, mean 2..30 {mean:.2f} ms")
+PY
+    for m in smollm2 qwen25-1.5b; do
+      ab flash_ttft_$m 150 --a "bench -m ${FILE[$m]} --prompt-lengths 512,4096 --gen 16 --reps 2" \
+        --b "bench -m ${FILE[$m]} --prompt-lengths 512,4096 --gen 16 --reps 2 --attn-flash --attn-flash-prefetch" --metric ttft_ms --rounds 2
     done
     ;;
   marginal)
