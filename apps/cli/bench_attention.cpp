@@ -11,7 +11,8 @@
 // device has them inside passes, else wall time of submit + wait (includes the submit overhead).
 // Median of --reps after one warm-up. Writes JSON (--json, default stdout).
 // Decode (--tokens 1) adds the GQA decode kernel (attention_decode.wgsl, --attn-decode-gqa):
-// unsplit (one dispatch), and split (+ combine) into each --decode-split-lens key count.
+// unsplit (one dispatch), and split (+ combine) into each --decode-split-lens key count; each also with
+// --attn-decode-late-v ("gqa-lv").
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -85,12 +86,15 @@ int run_attention_bench(const AttnBenchOpts& b) {
   fmt::print(stderr, "attention: {} tokens after {} cached, {} / {} heads, head dim {} on {} ({})\n", T, b.cache, Hq, Hkv,
              HD, ctx->info().name, ts ? "timestamps" : "wall clock of submit + wait");
   struct Variant { bool tiled, split; uint32_t target; bool gqa = false; uint32_t split_len = 0; bool flash = false; bool loop = false;
-                   bool pf = false; uint32_t split_tiles = 0; };
+                   bool pf = false; uint32_t split_tiles = 0; bool lv = false; };
   std::vector<Variant> vs = {{false, false, 0}, {false, true, 0}, {true, false, 0}};
   for (uint32_t t : b.split_targets) vs.push_back({true, true, t});
   if (T == 1) {
     vs.push_back({false, false, 0, true, 0});
     for (uint32_t len : b.decode_split_lens) vs.push_back({false, true, 0, true, len});
+    // and with --attn-decode-late-v ("gqa-lv")
+    vs.push_back({false, false, 0, true, 0, false, false, false, 0, true});
+    for (uint32_t len : b.decode_split_lens) vs.push_back({false, true, 0, true, len, false, false, false, 0, true});
   }
   {
     kernels::KernelOptions fo;
@@ -132,6 +136,7 @@ int run_attention_bench(const AttnBenchOpts& b) {
       ko.attention_flash_unroll = v.loop ? 0 : 2;
       ko.attention_flash_prefetch = v.pf;
       if (v.split_tiles) ko.attention_flash_split_tiles = v.split_tiles;
+      ko.attention_decode_late_v = v.lv;
       ko.attention_chunk = 0;  // the flash rows are what --attn-chunk runs for a short chunk over a long cache
       ko.attention_decode_split = split;  // the variant splits whichever kernel it runs
       ko.attention_prefill_split = split;
@@ -167,11 +172,11 @@ int run_attention_bench(const AttnBenchOpts& b) {
                               : v.split_len ? fmt::format(" ({} keys per split)", v.split_len) : "";
       const double gflops = flop / (med * 1e3);
       fmt::print(stderr, "  {:<8} split {:<3}{}: {:>9.1f} us (min {:.1f}, max {:.1f}) {:>8.1f} GFLOP/s = {:5.1f}% of {} TFLOP/s{}\n",
-                 v.gqa ? "gqa-dec" : v.loop ? "flash-lp" : v.pf ? "flash-pf" : v.flash ? "flash" : tiled ? "tiled" : "per-row", split ? "on" : "off", tgt, med, us.front(),
+                 v.lv ? "gqa-lv" : v.gqa ? "gqa-dec" : v.loop ? "flash-lp" : v.pf ? "flash-pf" : v.flash ? "flash" : tiled ? "tiled" : "per-row", split ? "on" : "off", tgt, med, us.front(),
                  us.back(), gflops, gflops / (b.peak_tflops * 10), b.peak_tflops, joined);
       variants.push_back({{"attn_tiled", tiled}, {"attn_flash", v.flash}, {"attn_flash_unroll", v.flash && kernels::attention_flash_unrolled(o)},
                           {"attn_flash_prefetch", v.pf}, {"attn_flash_split_tiles", ko.attention_flash_split_tiles}, {"attn_split", split}, {"split_target", v.target},
-                          {"attn_decode_gqa", v.gqa}, {"decode_split_len", v.split_len}, {"median_us", med},
+                          {"attn_decode_gqa", v.gqa}, {"attn_decode_late_v", v.lv}, {"decode_split_len", v.split_len}, {"median_us", med},
                           {"min_us", us.front()}, {"max_us", us.back()}, {"samples_us", us}, {"gflops", gflops},
                           {"peak_fraction", gflops / (b.peak_tflops * 1e3)}, {"kernels", labels}});
     }

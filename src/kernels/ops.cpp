@@ -618,10 +618,11 @@ void attention_decode(OpContext& o, const AttentionShape& s, F32Ref q, const gpu
   // on software ones (lavapipe compiles KB = 8 about twice as long); halved until it divides HD / 4.
   uint32_t kb = o.opt.attention_decode_k_batch ? o.opt.attention_decode_k_batch : (sw ? 1 : 8);
   while ((s.HD / 4) % kb) kb /= 2;
-  const gpu::PipelineCache::Signature sig{2, s.HD, G, sg, split, kb};  // 2: attention_decode
+  const bool lv = o.opt.attention_decode_late_v;
+  const gpu::PipelineCache::Signature sig{2, s.HD, G, sg, split, kb, lv};  // 2: attention_decode (every define)
   const gpu::Pipeline& p = memoized(o, sig, [&]() -> const gpu::Pipeline& {
     const Defines d{{"HD4", std::to_string(s.HD / 4)}, {"G", std::to_string(G)}, {"NT", std::to_string(kDecodeThreads)},
-                    {"SG", sg ? "1" : "0"}, {"SPLIT", split ? "1" : "0"}, {"KB", std::to_string(kb)}};
+                    {"SG", sg ? "1" : "0"}, {"SPLIT", split ? "1" : "0"}, {"KB", std::to_string(kb)}, {"LV", lv ? "1" : "0"}};
     return get(o, "attention_decode", d, {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
   });
   AttentionParams prm{

@@ -1123,6 +1123,39 @@ TEST(Ops, AttentionDecodeKBatchIsBitExact) {
   }
 }
 
+// --attn-decode-late-v (LV: V loaded in the PV phase, 8 vec4 at a time for all G heads) keeps every
+// head's products in key order: bit-identical to LV 0, at head dims 64 and 128 (KPT 16 and 32, two
+// and four V batches), ragged last key tiles, unsplit and split, a sliding window.
+TEST(Ops, AttentionDecodeLateVIsBitExact) {
+  auto& e = env();
+  struct Case { uint32_t HD, Hq, Hkv, pos0, split_len, window; };
+  for (const Case& c : {Case{64, 9, 3, 300, 4096, 0}, Case{128, 6, 2, 200, 64, 0}, Case{128, 12, 2, 517, 128, 0},
+                        Case{64, 4, 2, 400, 4096, 150}}) {
+    const uint32_t kv_dim = c.Hkv * c.HD, Q = c.Hq * c.HD;
+    auto kb = e.upload(randn(size_t(c.pos0 + 1) * kv_dim, c.HD + 31)), vb = e.upload(randn(size_t(c.pos0 + 1) * kv_dim, c.HD + 32));
+    auto qb = e.upload(randn(Q, c.HD + 33, 2.0f));
+    gpu::Buffer scratch(*e.ctx, attention_split_floats(1, c.Hq, c.HD) * 4, gpu::BufferKind::Storage, "split");
+    std::vector<float> out[2];
+    for (bool lv : {false, true}) {
+      KernelOptions ko;
+      ko.attention_decode_gqa = 1, ko.attention_decode_split_min = 0, ko.attention_decode_split_len = c.split_len;
+      ko.attention_decode_late_v = lv;
+      auto o = e.op(ko);
+      AttentionShape s{1, c.pos0, c.Hq, c.Hkv, c.HD, 0.125f};
+      s.window = c.window;
+      ASSERT_TRUE(attention_decode_applies(o, s));
+      auto ob = e.upload(std::vector<float>(Q, NAN));
+      e.rec.begin();
+      attention(o, s, {qb, 0}, 0, kb, vb, {ob, 0}, Q, &scratch);
+      e.rec.submit();
+      out[lv] = e.download(ob, Q);
+    }
+    ASSERT_FALSE(std::isnan(out[1][0]));
+    EXPECT_EQ(std::memcmp(out[0].data(), out[1].data(), Q * 4), 0)
+        << "HD=" << c.HD << " split_len=" << c.split_len << " window=" << c.window << ": LV 1 differs from LV 0";
+  }
+}
+
 TEST(Ops, AttentionDecodeGqaSwitch) {
   // --no-attn-decode-gqa (0) keeps the per-row kernel; T > 1 never takes the decode kernel.
   auto& e = env();

@@ -1,4 +1,4 @@
-// defines: G HD4 NT SG SPLIT KB
+// defines: G HD4 NT SG SPLIT KB LV
 // attention_decode: causal GQA attention for ONE query token (decode) at position pos0 over cache
 // rows [0, pos0] (with a sliding window W != 0: [pos0 + 1 - W, pos0]). One workgroup per (KV head hk, key split z) serves all G = Hq / Hkv query heads
 // of the group, so each K and V row is read once per group (attention.wgsl reads it once per query
@@ -20,6 +20,11 @@
 //   KB   vec4 of the thread's K row loaded together before their dot products (a divisor of HD4;
 //        1: one load per dot step). The products are summed in the same order whatever KB: a
 //        scheduling knob only (independent loads in flight), bit-identical;
+//   LV   1 (--attn-decode-late-v): the V vec4s of step 1 are loaded in step 5 instead, in batches of
+//        VB, and each batch serves all G heads (per head the terms are still added in key order:
+//        bit-identical to LV 0). Step 1 then holds no KPT-vec4 V array in registers through the
+//        scores (KPT = 32 vec4 per thread at head dim 128), at the price of V's load latency in
+//        step 5;
 //   SG   1: subgroup reductions for the tile max (adapter with subgroups), 0: workgroup memory;
 //   SPLIT 1: workgroup z covers keys [k_lo + z * split_len, k_lo + (z+1) * split_len) only (k_lo: the
 //        window's first key) and writes the
@@ -41,6 +46,7 @@ const NT: u32 = {{NT}}u;
 const KB: u32 = {{KB}}u;
 const NJ: u32 = NT / HD4;                  // key groups of the PV phase
 const KPT: u32 = (NT + NJ - 1u) / NJ;      // keys per thread in the PV phase
+const VB: u32 = min(8u, KPT);              // LV: V vec4s loaded together in the PV phase
 const NEG: f32 = -3.402823466e38;
 var<workgroup> qs: array<vec4<f32>, G * HD4>;
 var<workgroup> ps: array<f32, G * NT>;      // [g][key of the tile]: scores (no SG), then p
@@ -88,7 +94,9 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   }
   for (var kb = k_begin; kb < k_end; kb += NT) {
     let nk = min(NT, k_end - kb);
-    // 1. loads: V first (consumed last), then K.
+    // 1. loads: V first (consumed last; LV: in step 5), then K.
+#if LV
+#else
     var vr: array<vec4<f32>, KPT>;
     for (var i = 0u; i < KPT; i++) {
       let j = jg + i * NJ;
@@ -96,6 +104,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
       if (pv && j < nk) { v = vc[(kb + j) * kv4 + kvh + d4]; }
       vr[i] = v;
     }
+#endif
     var s: array<f32, G>;
     for (var g = 0u; g < G; g++) { s[g] = NEG; }
     if (l < nk) {
@@ -148,6 +157,26 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     }
     workgroupBarrier();
     // 5. PV over the thread's keys (one running sum per head, keys in order).
+#if LV
+    var ag: array<vec4<f32>, G>;
+    for (var g = 0u; g < G; g++) { ag[g] = vec4<f32>(0.0); }
+    for (var i0 = 0u; i0 < KPT; i0 += VB) {
+      var vb: array<vec4<f32>, VB>;
+      for (var u = 0u; u < VB; u++) {
+        let j = jg + (i0 + u) * NJ;
+        var v = vec4<f32>(0.0);
+        if (pv && i0 + u < KPT && j < nk) { v = vc[(kb + j) * kv4 + kvh + d4]; }
+        vb[u] = v;
+      }
+      for (var u = 0u; u < VB; u++) {
+        let j = jg + (i0 + u) * NJ;
+        if (i0 + u < KPT && j < nk) {
+          for (var g = 0u; g < G; g++) { ag[g] += ps[g * NT + j] * vb[u]; }
+        }
+      }
+    }
+    for (var g = 0u; g < G; g++) { acc[g] = acc[g] * corr[g] + ag[g]; }
+#else
     for (var g = 0u; g < G; g++) {
       var a = vec4<f32>(0.0);
       for (var i = 0u; i < KPT; i++) {
@@ -156,6 +185,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
       }
       acc[g] = acc[g] * corr[g] + a;
     }
+#endif
     workgroupBarrier();  // ps and pmax are rewritten by the next tile
   }
   // Final reductions, one head at a time: l_g = sum over threads (SG: subgroupAdd, then the

@@ -43,7 +43,8 @@
 #   flashpf      --attn-flash-prefetch (2026-12-03): `bench attention` tiled / flash / flash-pf at 76 over 185
 #                and 2732 and 512 over 0 and 3584 cached keys, two shapes
 #   flashpf2     --attn-flash-split-tiles rows of `bench attention`; multi-turn default vs --attn-chunk
-#                --attn-flash-prefetch (and with MT_TILES split tiles); TTFT A/B of --attn-flash --attn-flash-prefetch
+#                --attn-flash-prefetch (and with MT_TILES split tiles); --attn-decode-late-v (bench attention
+#                --tokens 1, decode A/B); TTFT A/B of --attn-flash --attn-flash-prefetch
 #   peers        wgllm in the product configuration (both int8 switches on for GPUs since
 #                2026-12-02) and with both off (f32 activations, non-product; vs_cuda_f32_*; the
 #                2026-12-02 runs before that change named the int8 arm vs_cuda_int8_*) against
@@ -274,6 +275,17 @@ for f in sys.argv[1:]:
     mean = sum(t[k] for k in range(2, 31)) / 29
     print(f"{f.split('/')[-1]}: turn 2 {t[2]:.2f} ms, turn 30 {t[30]:.2f} ms, ratio {t[30] / t[2]:.3f}, mean 2..30 {mean:.2f} ms")
 PY
+    # --attn-decode-late-v: the decode kernel alone (512 and 2048 cached keys, both shapes), then decode A/B.
+    for c in 512 2048; do
+      timeout 60 $B bench attention --tokens 1 --cache $c --decode-split-lens 64,128,256 --reps 20 \
+        --json $W/res/latev_smollm2_c$c.json > $W/res/latev_smollm2_c$c.txt 2>&1 || fail "latev smollm2 c$c (exit $?)"
+      timeout 60 $B bench attention --tokens 1 --cache $c --heads 12 --kv-heads 2 --head-dim 128 --decode-split-lens 64,128,256 \
+        --reps 20 --json $W/res/latev_qwen25_c$c.json > $W/res/latev_qwen25_c$c.txt 2>&1 || fail "latev qwen c$c (exit $?)"
+    done
+    grep -hE "^attention|gqa" $W/res/latev_*.txt
+    for m in qwen25-1.5b smollm2; do
+      ab latev_decode_$m 120 --a "bench -m ${FILE[$m]} $D" --b "bench -m ${FILE[$m]} $D --attn-decode-late-v" --metric decode_tok_s --rounds 2
+    done
     for m in smollm2 qwen25-1.5b; do
       ab flash_ttft_$m 150 --a "bench -m ${FILE[$m]} --prompt-lengths 512,4096 --gen 16 --reps 2" \
         --b "bench -m ${FILE[$m]} --prompt-lengths 512,4096 --gen 16 --reps 2 --attn-flash --attn-flash-prefetch" --metric ttft_ms --rounds 2
