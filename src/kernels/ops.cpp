@@ -547,6 +547,22 @@ void attention_tiled(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q
   finish_split(o, s, *split_scratch, n_split, out, o_stride, defer);
 }
 
+// The flash kernel's minimum key tiles per split (--attn-flash-split-tiles N, or 0: adaptive): the
+// largest of 8, 4, 2, 1 tiles that still gives the launch kFlashSplitMinWorkgroups workgroups (blocks x
+// splits of that length), else 1. H200, 2026-12-03 (bench/results/2026-12-03-h200-flash-prefetch/,
+// `bench attention` with --attn-flash-prefetch): longer splits cut the combine's partials and give the
+// prefetch more tiles to overlap, until the launch runs out of workgroups: 76 new tokens over 2732 keys,
+// SmolLM2 shape (12 blocks) 58.0 / 50.8 / 46.2 us at >= 2 / 4 / 8 tiles; over 185 keys 23.7 / 26.1 /
+// 32.9 / 43.9 us at >= 1 / 2 / 4 / 8 (108 / 60 / 36 / 24 workgroups); Qwen2.5-1.5B shape (30 blocks)
+// over 185 keys best at >= 2 (150 workgroups, 31.3 us vs 36.6 at 1 and 37.4 at 4).
+constexpr uint32_t kFlashSplitMinWorkgroups = 128;
+uint32_t flash_split_min_tiles(const OpContext& o, uint32_t blocks, uint32_t max_keys, uint32_t bc) {
+  if (o.opt.attention_flash_split_tiles) return o.opt.attention_flash_split_tiles;
+  for (uint32_t t : {8u, 4u, 2u})
+    if (uint64_t(blocks) * ceil_div(max_keys, t * bc) >= kFlashSplitMinWorkgroups) return t;
+  return 1;
+}
+
 // Register-tiled flash attention for T > 1 (attention_flash.wgsl): one workgroup per (block of BR
 // (token, head) rows of one KV head, KV head, key split); the split rule is attention_tiled's with
 // BR-row blocks and BC-key tiles.
@@ -555,7 +571,7 @@ void attention_flash(OpContext& o, const AttentionShape& s, const FlashTile& ft,
                      const gpu::Buffer* split_scratch, AttentionPartials* defer) {
   const uint32_t G = s.Hq / s.Hkv, row_tiles = ceil_div(s.T * G, ft.br), max_keys = s.pos0 + s.T;
   const auto [n_split, split_len] =
-      prefill_key_split(o, s, row_tiles, max_keys, ft.bc, split_scratch, std::max<uint32_t>(1, o.opt.attention_flash_split_tiles));
+      prefill_key_split(o, s, row_tiles, max_keys, ft.bc, split_scratch, flash_split_min_tiles(o, s.Hkv * row_tiles, max_keys, ft.bc));
   const bool split = n_split > 1;
   const auto& p = flash_pipe(o, ft, s.HD, split);
   FlashParams prm{
@@ -683,9 +699,11 @@ bool attention_chunk_used(const OpContext& o, const AttentionShape& s) {
 }
 
 bool attention_flash_used(const OpContext& o, const AttentionShape& s) {
-  // 2: on for software adapters only (measured: faster on lavapipe, 3x slower on the H200 before its
-  // register tile was generated code).
-  const bool on = o.opt.attention_flash == 1 || (o.opt.attention_flash == 2 && o.ctx.info().is_software());
+  // 2 (the default): on for every adapter since 2026-12-03 (H200 with --attn-flash-prefetch and the
+  // adaptive split: faster than attention_tiled at every chat-turn and prefill shape measured,
+  // bench/results/2026-12-03-h200-flash-prefetch/; before: on for software adapters only, the H200's
+  // flash kernel 3x slower before its register tile was generated code).
+  const bool on = o.opt.attention_flash == 1 || o.opt.attention_flash == 2;
   return (s.T > 1 && on && s.window == 0 && attention_flash_tile(o, s.HD).bc != 0) || attention_chunk_used(o, s);
 }
 
