@@ -45,6 +45,8 @@
 #   flashpf2     --attn-flash-split-tiles rows of `bench attention`; multi-turn default vs --attn-chunk
 #                --attn-flash-prefetch (and with MT_TILES split tiles); --attn-decode-late-v (bench attention
 #                --tokens 1, decode A/B); TTFT A/B of --attn-flash --attn-flash-prefetch
+#   flashprod    flash attention as the GPU default (2026-12-03): multi-turn, TTFT 512 / 4096 and a decode control,
+#                --no-attn-flash (A) vs product (B); the product against llama.cpp CUDA
 #   peers        wgllm in the product configuration (both int8 switches on for GPUs since
 #                2026-12-02) and with both off (f32 activations, non-product; vs_cuda_f32_*; the
 #                2026-12-02 runs before that change named the int8 arm vs_cuda_int8_*) against
@@ -289,6 +291,39 @@ PY
     for m in smollm2 qwen25-1.5b; do
       ab flash_ttft_$m 150 --a "bench -m ${FILE[$m]} --prompt-lengths 512,4096 --gen 16 --reps 2" \
         --b "bench -m ${FILE[$m]} --prompt-lengths 512,4096 --gen 16 --reps 2 --attn-flash --attn-flash-prefetch" --metric ttft_ms --rounds 2
+    done
+    ;;
+  flashprod)
+    # The product after flash attention became the GPU default (2026-12-03): A = --no-attn-flash (the
+    # earlier product: the tiled kernel for T > 1), B = product. `bench multi-turn --turns 30` 2 rounds
+    # interleaved; `bench ab` TTFT 512 / 4096 on the SmolLM2 and Qwen2.5-1.5B shapes; the control where
+    # no change is expected (decode after 512: one-token steps never take the flash kernel); then the
+    # product against llama.cpp CUDA (starts its build first).
+    wg_start_llamacpp_cuda
+    for r in 1 2; do
+      for arm in A B; do
+        X=""; [ $arm = A ] && X="--no-attn-flash"
+        timeout 60 $B bench multi-turn -m $S --turns 30 --session-only $X --json $W/res/mtprod_${arm}_r$r.json \
+          > $W/res/mtprod_${arm}_r$r.txt 2>&1 || fail "multi-turn $arm r$r (exit $?)"
+      done
+    done
+    python3 - $W/res/mtprod_*.json <<'PY' | tee $W/res/mtprod_summary.txt
+import json, sys
+for f in sys.argv[1:]:
+    t = {x["turn"]: x["ttft_session_ms"] for x in json.load(open(f))["turns"]}
+    mean = sum(t[k] for k in range(2, 31)) / 29
+    print(f"{f.split('/')[-1]}: turn 2 {t[2]:.2f} ms, turn 30 {t[30]:.2f} ms, ratio {t[30] / t[2]:.3f}, mean 2..30 {mean:.2f} ms")
+PY
+    for m in smollm2 qwen25-1.5b; do
+      ab prod_ttft_$m 150 --a "bench -m ${FILE[$m]} --prompt-lengths 512,4096 --gen 16 --reps 2 --no-attn-flash" \
+        --b "bench -m ${FILE[$m]} --prompt-lengths 512,4096 --gen 16 --reps 2" --metric ttft_ms --rounds 2
+    done
+    ab prod_decode_control_smollm2 100 --a "bench -m $S $D --no-attn-flash" --b "bench -m $S $D" --metric decode_tok_s --rounds 2
+    while ! grep -q BUILD_DONE $W/lcpp.log 2>/dev/null && [ $(( $(date +%s) - T0 )) -lt 420 ]; do sleep 5; done
+    grep -q "BUILD_DONE 0" $W/lcpp.log || { fail "llama.cpp CUDA build not done: $(tail -2 $W/lcpp.log | tr '\n' ' ')"; exit 1; }
+    for m in smollm2 qwen25-1.5b; do
+      ab vs_cuda_$m 120 --a "bench -m ${FILE[$m]} $D" --b-cmd "bash tools/peers/peer_llamacpp.sh $LB_CUDA ${FILE[$m]} 512 128" \
+        --metric ttft_ms,decode_tok_s --rounds 2
     done
     ;;
   marginal)
