@@ -314,9 +314,11 @@ for f in sys.argv[1:]:
     mean = sum(t[k] for k in range(2, 31)) / 29
     print(f"{f.split('/')[-1]}: turn 2 {t[2]:.2f} ms, turn 30 {t[30]:.2f} ms, ratio {t[30] / t[2]:.3f}, mean 2..30 {mean:.2f} ms")
 PY
-    for m in smollm2 qwen25-1.5b; do
-      ab prod_ttft_$m 150 --a "bench -m ${FILE[$m]} --prompt-lengths 512,4096 --gen 16 --reps 2 --no-attn-flash" \
-        --b "bench -m ${FILE[$m]} --prompt-lengths 512,4096 --gen 16 --reps 2" --metric ttft_ms --rounds 2
+    for m in smollm2 qwen25-1.5b; do  # (bench ab's ttft_ms is the first prompt length's: one A/B per length)
+      for p in 512 4096; do
+        ab prod_ttft${p}_$m 150 --a "bench -m ${FILE[$m]} --prompt-lengths $p --gen 16 --reps 2 --no-attn-flash" \
+          --b "bench -m ${FILE[$m]} --prompt-lengths $p --gen 16 --reps 2" --metric ttft_ms --rounds 2
+      done
     done
     ab prod_decode_control_smollm2 100 --a "bench -m $S $D --no-attn-flash" --b "bench -m $S $D" --metric decode_tok_s --rounds 2
     while ! grep -q BUILD_DONE $W/lcpp.log 2>/dev/null && [ $(( $(date +%s) - T0 )) -lt 420 ]; do sleep 5; done
