@@ -327,6 +327,11 @@ PY
       ab vs_cuda_$m 120 --a "bench -m ${FILE[$m]} $D" --b-cmd "bash tools/peers/peer_llamacpp.sh $LB_CUDA ${FILE[$m]} 512 128" \
         --metric ttft_ms,decode_tok_s --rounds 2
     done
+    for m in smollm2 qwen25-1.5b; do
+      [ $(( $(date +%s) - T0 )) -gt ${BUDGET_S:-470} ] && { fail "time budget: vs_cuda_p4096_$m not run"; continue; }
+      ab vs_cuda_p4096_$m 120 --a "bench -m ${FILE[$m]} --prompt-lengths 4096 --gen 16 --reps 1" \
+        --b-cmd "bash tools/peers/peer_llamacpp.sh $LB_CUDA ${FILE[$m]} 4096 16" --metric ttft_ms --rounds 2
+    done
     ;;
   marginal)
     for m in ${MARGINAL_MODELS:-qwen25-1.5b smollm2}; do
