@@ -7,7 +7,7 @@ with separate K and V arrays only, so the head-dim-128 files have no flash-pf ro
 (binary 16a6d92, where present): `bench attention` per kernel variant, the multi-turn A/B of the flash
 kernel for chat turns, --attn-decode-late-v and the TTFT A/B of --attn-flash --attn-flash-prefetch
 (bench ab's ttft_ms there is the first prompt length's, 512; the 4096 figures are in its text tables).
-raw/flashprod (binary 1d539c7, where present): the product with flash attention on GPUs against
+raw/flashprod (binary 327db7b, where present): the product with flash attention on GPUs against
 --no-attn-flash (multi-turn, TTFT 512 and 4096, a decode control) and against llama.cpp CUDA.
 Usage: python3 make_summary.py   (from anywhere; writes summary.json beside itself)"""
 import glob, json, os, re, statistics, sys
@@ -98,29 +98,29 @@ def ab(path, model, context, config, metrics, peer, commit):
 for m in ("qwen25-1.5b", "smollm2"):
     ab(f"flashpf2/latev_decode_{m}", MODEL[m], "decode after 512, 128 steps", "--attn-decode-late-v (B) vs product (A)",
        ["decode_tok_s"], "product", "16a6d92")
-    ab(f"flashpf2/flash_ttft_{m}", MODEL[m], "TTFT 512 and 4096 (cold)", "--attn-flash --attn-flash-prefetch (B) vs product (A)",
+    ab(f"flashpf2/flash_ttft_{m}", MODEL[m], "TTFT 512 (cold; bench ab took the first of --prompt-lengths 512,4096: the 4096 figures are in the text tables)", "--attn-flash --attn-flash-prefetch (B) vs product (A)",
        ["ttft_ms"], "product", "16a6d92")
-# raw/flashprod (binary 1d539c7, the product with flash attention on GPUs): A = --no-attn-flash (the earlier
+# raw/flashprod (binary 327db7b, the product with flash attention on GPUs): A = --no-attn-flash (the earlier
 # product), B = product; and the product against llama.cpp CUDA.
 PROD = "product (flash attention for T > 1) (B) vs --no-attn-flash (A, the earlier product)"
 for m in ("smollm2", "qwen25-1.5b"):
     for p in (512, 4096):
-        ab(f"flashprod/prod_ttft{p}_{m}", MODEL[m], f"TTFT {p} (cold)", PROD, ["ttft_ms"], "--no-attn-flash", "1d539c7")
+        ab(f"flashprod/prod_ttft{p}_{m}", MODEL[m], f"TTFT {p} (cold)", PROD, ["ttft_ms"], "--no-attn-flash", "327db7b")
 ab("flashprod/prod_decode_control_smollm2", S, "decode after 512, 128 steps (control: one-token steps never take the flash kernel)",
-   PROD, ["decode_tok_s"], "--no-attn-flash", "1d539c7")
+   PROD, ["decode_tok_s"], "--no-attn-flash", "327db7b")
 for m in ("smollm2", "qwen25-1.5b"):
     p = os.path.join(D, "raw", "flashprod", f"vs_cuda_{m}.json")
     if os.path.exists(p):
         for r in summarize.ab_rows(p, MODEL[m], "decode after 512, 128 steps / TTFT 512", "llama.cpp-cuda", False, "product"):
             r.pop("broken_meter")
-            r.update(weights="synthetic", commit="1d539c7", source=f"raw/flashprod/vs_cuda_{m}.json")
+            r.update(weights="synthetic", commit="327db7b", source=f"raw/flashprod/vs_cuda_{m}.json")
             rows.append(r)
 for m in ("smollm2", "qwen25-1.5b"):
     p = os.path.join(D, "raw", "flashprod", f"vs_cuda_p4096_{m}.json")
     if os.path.exists(p):
         for r in summarize.ab_rows(p, MODEL[m], "TTFT 4096 (cold)", "llama.cpp-cuda", False, "product"):
             r.pop("broken_meter")
-            r.update(weights="synthetic", commit="1d539c7", source=f"raw/flashprod/vs_cuda_p4096_{m}.json")
+            r.update(weights="synthetic", commit="327db7b", source=f"raw/flashprod/vs_cuda_p4096_{m}.json")
             rows.append(r)
 for arm, config in (("A", "--no-attn-flash (the earlier product)"), ("B", "product (flash attention for T > 1)")):
     fs = sorted(glob.glob(os.path.join(D, "raw", "flashprod", f"mtprod_{arm}_r*.json")))
@@ -133,7 +133,7 @@ for arm, config in (("A", "--no-attn-flash (the earlier product)"), ("B", "produ
     rows.append({"model": S, "weights": "synthetic", "metric": "session_ttft_turn30_over_turn2_fraction",
                  "context": f"bench multi-turn --turns 30 (64 user + 16 reply tokens a turn, 2.7k at turn 30), {len(fs)} runs",
                  "wgllm": statistics.mean(ratios), "ratio_ci": None, "noise_band": max(ratios) - min(ratios),
-                 "config": config, "commit": "1d539c7", "runs": ratios, "turn2_ms": t2, "turn30_ms": t30,
+                 "config": config, "commit": "327db7b", "runs": ratios, "turn2_ms": t2, "turn30_ms": t30,
                  "mean_turns_2_30_ms": mean, "source": f"raw/flashprod/mtprod_{arm}_r*.json"})
 gpu = open(os.path.join(D, "raw", "mtprofile", "gpu.txt")).read()
 drv = re.search(r"NVIDIA H200, ([0-9.]+)", gpu).group(1)

@@ -47,6 +47,7 @@
 #                --tokens 1, decode A/B); TTFT A/B of --attn-flash --attn-flash-prefetch
 #   flashprod    flash attention as the GPU default (2026-12-03): multi-turn, TTFT 512 / 4096 and a decode control,
 #                --no-attn-flash (A) vs product (B); the product against llama.cpp CUDA
+#   prodpeers    flashprod's comparison with llama.cpp CUDA alone
 #   peers        wgllm in the product configuration (both int8 switches on for GPUs since
 #                2026-12-02) and with both off (f32 activations, non-product; vs_cuda_f32_*; the
 #                2026-12-02 runs before that change named the int8 arm vs_cuda_int8_*) against
@@ -321,6 +322,10 @@ PY
       done
     done
     ab prod_decode_control_smollm2 100 --a "bench -m $S $D --no-attn-flash" --b "bench -m $S $D" --metric decode_tok_s --rounds 2
+    ;&
+  prodpeers)
+    # (flashprod's second half, alone: the product against llama.cpp CUDA, decode after 512, TTFT 512 and 4096)
+    wg_start_llamacpp_cuda
     while ! grep -q BUILD_DONE $W/lcpp.log 2>/dev/null && [ $(( $(date +%s) - T0 )) -lt 420 ]; do sleep 5; done
     grep -q "BUILD_DONE 0" $W/lcpp.log || { fail "llama.cpp CUDA build not done: $(tail -2 $W/lcpp.log | tr '\n' ' ')"; exit 1; }
     for m in smollm2 qwen25-1.5b; do
