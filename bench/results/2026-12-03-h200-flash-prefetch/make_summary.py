@@ -66,22 +66,27 @@ if os.path.exists(p):
                          "wgllm": t[turn][k], "ratio_ci": None, "config": "product", "commit": "1ea647a",
                          "source": "raw/mtprofile/mtprofile_smollm2.json"})
 
+def multiturn(part, prefix, configs, commit):
+    """One row per arm of interleaved `bench multi-turn --turns 30` runs (raw/PART/PREFIX_ARM_r*.json):
+    session TTFT turn 30 / turn 2, its spread over the runs, the turn 2 / turn 30 / mean figures."""
+    for arm, config in configs.items():
+        fs = sorted(glob.glob(os.path.join(D, "raw", part, f"{prefix}_{arm}_r*.json")))
+        if not fs:
+            continue
+        ratios, t2, t30, mean = [], [], [], []
+        for f in fs:
+            t = {x["turn"]: x["ttft_session_ms"] for x in json.load(open(f))["turns"]}
+            ratios.append(t[30] / t[2]), t2.append(t[2]), t30.append(t[30]), mean.append(sum(t[k] for k in range(2, 31)) / 29)
+        rows.append({"model": S, "weights": "synthetic", "metric": "session_ttft_turn30_over_turn2_fraction",
+                     "context": f"bench multi-turn --turns 30 (64 user + 16 reply tokens a turn, 2.7k at turn 30), {len(fs)} runs",
+                     "wgllm": statistics.mean(ratios), "ratio_ci": None, "noise_band": max(ratios) - min(ratios),
+                     "config": config, "commit": commit, "runs": ratios, "turn2_ms": t2, "turn30_ms": t30,
+                     "mean_turns_2_30_ms": mean, "source": f"raw/{part}/{prefix}_{arm}_r*.json"})
+
+
 # Multi-turn A/B/C (raw/flashpf2/mtflash_*): session TTFT turn 30 / turn 2 per run.
-CFG = {"A": "product (tiled kernel for chat turns)", "B": "--attn-chunk --attn-flash-prefetch",
-       "C": "--attn-chunk --attn-flash-prefetch --attn-flash-split-tiles 4"}
-for arm, config in CFG.items():
-    fs = sorted(glob.glob(os.path.join(D, "raw", "flashpf2", f"mtflash_{arm}_r*.json")))
-    if not fs:
-        continue
-    ratios, t2, t30, mean = [], [], [], []
-    for f in fs:
-        t = {x["turn"]: x["ttft_session_ms"] for x in json.load(open(f))["turns"]}
-        ratios.append(t[30] / t[2]), t2.append(t[2]), t30.append(t[30]), mean.append(sum(t[k] for k in range(2, 31)) / 29)
-    rows.append({"model": S, "weights": "synthetic", "metric": "session_ttft_turn30_over_turn2_fraction",
-                 "context": f"bench multi-turn --turns 30 (64 user + 16 reply tokens a turn, 2.7k at turn 30), {len(fs)} runs",
-                 "wgllm": statistics.mean(ratios), "ratio_ci": None, "noise_band": max(ratios) - min(ratios),
-                 "config": config, "commit": "16a6d92", "runs": ratios, "turn2_ms": t2, "turn30_ms": t30,
-                 "mean_turns_2_30_ms": mean, "source": f"raw/flashpf2/mtflash_{arm}_r*.json"})
+multiturn("flashpf2", "mtflash", {"A": "product (tiled kernel for chat turns)", "B": "--attn-chunk --attn-flash-prefetch",
+                                  "C": "--attn-chunk --attn-flash-prefetch --attn-flash-split-tiles 4"}, "16a6d92")
 
 
 def ab(path, model, context, config, metrics, peer, commit):
@@ -122,19 +127,8 @@ for m in ("smollm2", "qwen25-1.5b"):
             r.pop("broken_meter")
             r.update(weights="synthetic", commit="327db7b", source=f"raw/flashprod/vs_cuda_p4096_{m}.json")
             rows.append(r)
-for arm, config in (("A", "--no-attn-flash (the earlier product)"), ("B", "product (flash attention for T > 1)")):
-    fs = sorted(glob.glob(os.path.join(D, "raw", "flashprod", f"mtprod_{arm}_r*.json")))
-    if not fs:
-        continue
-    ratios, t2, t30, mean = [], [], [], []
-    for f in fs:
-        t = {x["turn"]: x["ttft_session_ms"] for x in json.load(open(f))["turns"]}
-        ratios.append(t[30] / t[2]), t2.append(t[2]), t30.append(t[30]), mean.append(sum(t[k] for k in range(2, 31)) / 29)
-    rows.append({"model": S, "weights": "synthetic", "metric": "session_ttft_turn30_over_turn2_fraction",
-                 "context": f"bench multi-turn --turns 30 (64 user + 16 reply tokens a turn, 2.7k at turn 30), {len(fs)} runs",
-                 "wgllm": statistics.mean(ratios), "ratio_ci": None, "noise_band": max(ratios) - min(ratios),
-                 "config": config, "commit": "327db7b", "runs": ratios, "turn2_ms": t2, "turn30_ms": t30,
-                 "mean_turns_2_30_ms": mean, "source": f"raw/flashprod/mtprod_{arm}_r*.json"})
+multiturn("flashprod", "mtprod", {"A": "--no-attn-flash (the earlier product)", "B": "product (flash attention for T > 1)"},
+          "327db7b")
 gpu = open(os.path.join(D, "raw", "mtprofile", "gpu.txt")).read()
 drv = re.search(r"NVIDIA H200, ([0-9.]+)", gpu).group(1)
 json.dump({"commit": "1ea647a..", "date": "2026-12-03", "device": f"NVIDIA H200 (Vulkan, driver {drv})", "rows": rows},

@@ -96,35 +96,8 @@ var<workgroup> vs: array<vec4<f32>, BC * HS>;
 var<workgroup> pt: array<RV, BC * PS>;   // probabilities, key-major: pt[j * PS + ty][r]
 var<workgroup> pm: array<f32, BR * TX>;  // per row, per tx: partial max (at the end: partial sum)
 
-fn load_kv(l: u32, kb: u32, nk: u32, kv4: u32, kv_base: u32, from_v: bool, ib: u32) {
-  for (var e = l; e < BC * HD4; e += NT) {
-    let j = e / HD4;
-    let c = e % HD4;
-    var v = vec4<f32>(0.0);
-    if (j < nk) {
-#if GATHER
-      let row = key_row(kb + j, ib);
-#else
-      let row = kb + j;
-#endif
-      if (row != 0xFFFFFFFFu) {
-        if (from_v) { v = vc[row * kv4 + kv_base + c]; } else { v = kc[row * kv4 + kv_base + c]; }
-      }
-    }
-#if KV_SHARED
-    ks[j * HS + c] = v;
-#else
-    if (from_v) { vs[j * HS + c] = v; } else { ks[j * HS + c] = v; }
-#endif
-  }
-}
-
-#if PF
-// PF: vec4 of a K (or V) tile each thread loads (the host checks BC * HD4 = LPT * NT, LPT <= 16).
-const LPT: u32 = BC * HD4 / NT;
-struct KVR { a0: vec4<f32>, a1: vec4<f32>, a2: vec4<f32>, a3: vec4<f32>, a4: vec4<f32>, a5: vec4<f32>, a6: vec4<f32>, a7: vec4<f32>, a8: vec4<f32>, a9: vec4<f32>, a10: vec4<f32>, a11: vec4<f32>, a12: vec4<f32>, a13: vec4<f32>, a14: vec4<f32>, a15: vec4<f32> }
 // Element e (key e / HD4, vec4 e % HD4) of the K (from_v: V) tile at virtual key kb with nk keys, as
-// load_kv stores it (0 past nk or for an empty slot).
+// load_kv and fetch_kv store it (0 past nk or for an empty slot).
 fn kv_elem(e: u32, kb: u32, nk: u32, kv4: u32, kv_base: u32, from_v: bool, ib: u32) -> vec4<f32> {
   let j = e / HD4;
   let c = e % HD4;
@@ -141,6 +114,23 @@ fn kv_elem(e: u32, kb: u32, nk: u32, kv4: u32, kv_base: u32, from_v: bool, ib: u
   }
   return v;
 }
+// Element e of the K (to_v: V) tile into its workgroup array (K's with KV_SHARED).
+fn put_one(e: u32, v: vec4<f32>, to_v: bool) {
+  let idx = (e / HD4) * HS + e % HD4;
+#if KV_SHARED
+  ks[idx] = v;
+#else
+  if (to_v) { vs[idx] = v; } else { ks[idx] = v; }
+#endif
+}
+fn load_kv(l: u32, kb: u32, nk: u32, kv4: u32, kv_base: u32, from_v: bool, ib: u32) {
+  for (var e = l; e < BC * HD4; e += NT) { put_one(e, kv_elem(e, kb, nk, kv4, kv_base, from_v, ib), from_v); }
+}
+
+#if PF
+// PF: vec4 of a K (or V) tile each thread loads (the host checks BC * HD4 = LPT * NT, LPT <= 16).
+const LPT: u32 = BC * HD4 / NT;
+struct KVR { a0: vec4<f32>, a1: vec4<f32>, a2: vec4<f32>, a3: vec4<f32>, a4: vec4<f32>, a5: vec4<f32>, a6: vec4<f32>, a7: vec4<f32>, a8: vec4<f32>, a9: vec4<f32>, a10: vec4<f32>, a11: vec4<f32>, a12: vec4<f32>, a13: vec4<f32>, a14: vec4<f32>, a15: vec4<f32> }
 // This thread's LPT elements l, l + NT, ... of the tile (loads only; see PF above).
 fn fetch_kv(l: u32, kb: u32, nk: u32, kv4: u32, kv_base: u32, from_v: bool, ib: u32) -> KVR {
   var r: KVR;
@@ -161,14 +151,6 @@ fn fetch_kv(l: u32, kb: u32, nk: u32, kv4: u32, kv_base: u32, from_v: bool, ib: 
   if (LPT > 14u) { r.a14 = kv_elem(l + 14u * NT, kb, nk, kv4, kv_base, from_v, ib); }
   if (LPT > 15u) { r.a15 = kv_elem(l + 15u * NT, kb, nk, kv4, kv_base, from_v, ib); }
   return r;
-}
-fn put_one(e: u32, v: vec4<f32>, to_v: bool) {
-  let idx = (e / HD4) * HS + e % HD4;
-#if KV_SHARED
-  ks[idx] = v;
-#else
-  if (to_v) { vs[idx] = v; } else { ks[idx] = v; }
-#endif
 }
 // Stores fetch_kv's elements into the K (to_v: V) workgroup array.
 fn put_kv(l: u32, r: KVR, to_v: bool) {

@@ -84,6 +84,16 @@ for m in ${MODELS:-smollm2 lfm2-1.2b qwen25-1.5b qwen35-0.8b}; do
 done
 el "synthetic files"
 echo "synthetic weights (tools/synth/write_gguf.py --seed 1): the text is noise, the speed is real" > $W/res/LABEL.txt
+mt_summary() {  # mt_summary PREFIX: per `bench multi-turn` JSON $W/res/PREFIX_*.json the session TTFT of
+  # turn 2 and turn 30, their ratio and the mean over turns 2..30, into $W/res/PREFIX_summary.txt
+  python3 - $W/res/$1_*.json <<'PY' | tee $W/res/$1_summary.txt
+import json, sys
+for f in sys.argv[1:]:
+    t = {x["turn"]: x["ttft_session_ms"] for x in json.load(open(f))["turns"]}
+    mean = sum(t[k] for k in range(2, 31)) / 29
+    print(f"{f.split('/')[-1]}: turn 2 {t[2]:.2f} ms, turn 30 {t[30]:.2f} ms, ratio {t[30] / t[2]:.3f}, mean 2..30 {mean:.2f} ms")
+PY
+}
 ab() {  # ab NAME TIMEOUT ARGS...: bench ab into $W/res/NAME.{json,txt}
   local name=$1 t=$2; shift 2
   timeout $t $B bench ab "$@" --json $W/res/$name.json > $W/res/$name.txt 2>&1 || fail "$name (exit $?)"
@@ -122,13 +132,7 @@ for part in ${PARTS:-int8_decode int8_prefill attn_chunk fusions}; do
           > $W/res/multiturn30_${arm}_r$r.txt 2>&1 || fail "multi-turn $arm r$r (exit $?)"
       done
     done
-    python3 - $W/res/multiturn30_*.json <<'PY' | tee $W/res/multiturn30_summary.txt
-import json, sys
-for f in sys.argv[1:]:
-    t = {x["turn"]: x["ttft_session_ms"] for x in json.load(open(f))["turns"]}
-    mean = sum(t[k] for k in range(2, 31)) / 29
-    print(f"{f.split('/')[-1]}: turn 2 {t[2]:.2f} ms, turn 30 {t[30]:.2f} ms, ratio {t[30] / t[2]:.3f}, mean 2..30 {mean:.2f} ms")
-PY
+    mt_summary multiturn30
     ab attn_chunk_control 100 --a "bench -m $S --prompt-lengths 512,4096 --gen 16 --reps 2 --no-attn-chunk" \
       --b "bench -m $S --prompt-lengths 512,4096 --gen 16 --reps 2" --metric ttft_ms --rounds 2
     ;;
@@ -271,13 +275,7 @@ PY
           > $W/res/mtflash_${arm}_r$r.txt 2>&1 || fail "multi-turn $arm r$r (exit $?)"
       done
     done
-    python3 - $W/res/mtflash_*.json <<'PY' | tee $W/res/mtflash_summary.txt
-import json, sys
-for f in sys.argv[1:]:
-    t = {x["turn"]: x["ttft_session_ms"] for x in json.load(open(f))["turns"]}
-    mean = sum(t[k] for k in range(2, 31)) / 29
-    print(f"{f.split('/')[-1]}: turn 2 {t[2]:.2f} ms, turn 30 {t[30]:.2f} ms, ratio {t[30] / t[2]:.3f}, mean 2..30 {mean:.2f} ms")
-PY
+    mt_summary mtflash
     # --attn-decode-late-v: the decode kernel alone (512 and 2048 cached keys, both shapes), then decode A/B.
     for c in 512 2048; do
       timeout 60 $B bench attention --tokens 1 --cache $c --decode-split-lens 64,128,256 --reps 20 \
@@ -308,13 +306,7 @@ PY
           > $W/res/mtprod_${arm}_r$r.txt 2>&1 || fail "multi-turn $arm r$r (exit $?)"
       done
     done
-    python3 - $W/res/mtprod_*.json <<'PY' | tee $W/res/mtprod_summary.txt
-import json, sys
-for f in sys.argv[1:]:
-    t = {x["turn"]: x["ttft_session_ms"] for x in json.load(open(f))["turns"]}
-    mean = sum(t[k] for k in range(2, 31)) / 29
-    print(f"{f.split('/')[-1]}: turn 2 {t[2]:.2f} ms, turn 30 {t[30]:.2f} ms, ratio {t[30] / t[2]:.3f}, mean 2..30 {mean:.2f} ms")
-PY
+    mt_summary mtprod
     for m in smollm2 qwen25-1.5b; do  # (bench ab's ttft_ms is the first prompt length's: one A/B per length)
       for p in 512 4096; do
         ab prod_ttft${p}_$m 150 --a "bench -m ${FILE[$m]} --prompt-lengths $p --gen 16 --reps 2 --no-attn-flash" \
