@@ -80,9 +80,18 @@ def op_config(path):
 
 
 def attention_label(v):
-    parts = [k[5:] for k in ("attn_decode_gqa", "attn_flash", "attn_split", "attn_tiled") if v.get(k)]
+    """A `bench attention` variant: its kernel switches, then (files of 2026-12-03 on) the prefetch,
+    late-V, split target and flash split tiles where they are set (older files lack those fields)."""
+    parts = [k[5:] for k in ("attn_decode_gqa", "attn_decode_late_v", "attn_flash", "attn_flash_prefetch", "attn_split",
+                             "attn_tiled") if v.get(k)]
     if v.get("decode_split_len"):
         parts.append(f"split_len {v['decode_split_len']}")
+    if v.get("attn_flash") and v.get("attn_flash_unroll") is False:
+        parts.append("loop form")
+    if "attn_flash_prefetch" in v and v.get("attn_split") and v.get("split_target"):
+        parts.append(f"target {v['split_target']}")
+    if v.get("attn_flash") and v.get("attn_split") and v.get("attn_flash_split_tiles"):
+        parts.append(f"split_tiles {v['attn_flash_split_tiles']}")
     return "+".join(parts) or "plain"
 
 
