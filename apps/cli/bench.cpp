@@ -353,11 +353,18 @@ int run_bench(BenchOpts& b) {
   std::cerr << md;
   if (!b.md_path.empty()) write_file(b.md_path, md);
   if (!b.json_path.empty()) write_file(b.json_path, out.dump(1) + "\n");
-  // Last stdout line: a compact summary object (what `bench ab` reads).
+  // Last stdout line: a compact summary object (what `bench ab` reads): ttft_ms / decode_tok_s of the
+  // first prompt length, and ttft_ms_p<P> / decode_tok_s_p<P> of every length P (so that
+  // `bench ab --metric ttft_ms_p4096` compares the 4096-token prompts of a multi-length run).
   nlohmann::json summary = {{"configuration", label}};
   if (!rows.empty()) {
     summary["ttft_ms"] = rows[0]["ttft_ms_median"];
     summary["decode_tok_s"] = rows[0]["decode_tok_s_median"];
+  }
+  for (const auto& r : rows) {
+    const std::string p = std::to_string(r["n_prompt"].get<uint32_t>());
+    summary["ttft_ms_p" + p] = r["ttft_ms_median"];
+    summary["decode_tok_s_p" + p] = r["decode_tok_s_median"];
   }
   if (out.contains("decode_dispatches")) summary["decode_dispatches_per_layer"] = out["decode_dispatches"]["per_layer"];
   std::cout << summary.dump() << std::endl;
@@ -427,7 +434,9 @@ std::function<int()> add_bench(CLI::App& app, const std::string& argv0) {
   abc->add_option("--a-cmd", *a_cmd, "a whole shell command for arm A instead of --a (e.g. a peer engine wrapper)")->excludes(oa);
   abc->add_option("--b-cmd", *b_cmd, "a whole shell command for arm B instead of --b")->excludes(ob);
   abc->add_option("--b-bin", *b_bin, "binary for arm B (default: this binary)")->check(CLI::ExistingFile);
-  abc->add_option("--metric", ab->metrics, "JSON key(s) of the metric(s), comma-separated")
+  abc->add_option("--metric", ab->metrics,
+                  "JSON key(s) of the metric(s), comma-separated (wgllm bench: ttft_ms and decode_tok_s of the first "
+                  "--prompt-lengths value, ttft_ms_p<P> and decode_tok_s_p<P> of each)")
       ->required()->delimiter(',')->check(NonEmpty);
   // >= 2: the noise band comes from the spread within and between the control arms.
   abc->add_option("--rounds", ab->rounds, "runs per control arm, 2..10000 (B runs twice as often)")->transform(integer(2, 10000));

@@ -198,6 +198,9 @@ def pinned_cases(e):
         Case(attn + ["--tokens", "1", "--cache", "0"], "bench attention, one token, empty cache", {0, 1}, None,
              None, loads=True),
         Case(bench + ["--gen", "2", "--reps", "1"], "bench, smallest valid run", {0}, None, "configuration", loads=True),
+        # bench ab reads the last line: every prompt length's figures are there (ttft_ms_p<P>).
+        Case(["bench"] + tiny + ["--prompt-lengths", "4,6", "--allow-busy", "--gen", "2", "--reps", "1"],
+             "bench, two prompt lengths: per-length keys", {0}, None, r'"ttft_ms_p6":[0-9.e+-]+', loads=True),
         Case(["tokenize", "-m", e.gguf, "-p", ""], "tokenize an empty text", {0}, None, r"\[", loads=True),
         Case(["run"] + tiny + ["-f", e.empty, "--raw", "-n", "2"], "empty prompt file, raw", {0, 1}, None, None,
              loads=True),
