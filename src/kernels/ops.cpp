@@ -550,11 +550,11 @@ void attention_tiled(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q
 // The flash kernel's minimum key tiles per split (--attn-flash-split-tiles N, or 0: adaptive): the
 // largest of 8, 4, 2, 1 tiles that still gives the launch kFlashSplitMinWorkgroups workgroups (blocks x
 // splits of that length), else 1. H200, 2026-12-03 (bench/results/2026-12-03-h200-flash-prefetch/,
-// `bench attention` with --attn-flash-prefetch): longer splits cut the combine's partials and give the
-// prefetch more tiles to overlap, until the launch runs out of workgroups: 76 new tokens over 2732 keys,
-// SmolLM2 shape (12 blocks) 58.0 / 50.8 / 46.2 us at >= 2 / 4 / 8 tiles; over 185 keys 23.7 / 26.1 /
-// 32.9 / 43.9 us at >= 1 / 2 / 4 / 8 (108 / 60 / 36 / 24 workgroups); Qwen2.5-1.5B shape (30 blocks)
-// over 185 keys best at >= 2 (150 workgroups, 31.3 us vs 36.6 at 1 and 37.4 at 4).
+// `bench attention` with --attn-flash-prefetch, split target 2048): longer splits cut the combine's
+// partials and give the prefetch more tiles to overlap, until the launch runs out of workgroups: 76 new
+// tokens over 2732 keys, SmolLM2 shape (12 blocks) 58.1 / 50.9 / 46.2 us at >= 2 / 4 / 8 tiles; over
+// 185 keys 23.7 / 26.1 / 32.9 / 44.0 us at >= 1 / 2 / 4 / 8 (108 / 60 / 36 / 24 workgroups); Qwen2.5-1.5B
+// shape (30 blocks) over 185 keys best at >= 2 (150 workgroups, 31.4 us vs 36.6 at 1 and 37.7 at 4).
 constexpr uint32_t kFlashSplitMinWorkgroups = 128;
 uint32_t flash_split_min_tiles(const OpContext& o, uint32_t blocks, uint32_t max_keys, uint32_t bc) {
   if (o.opt.attention_flash_split_tiles) return o.opt.attention_flash_split_tiles;
