@@ -667,8 +667,9 @@ bool attention_flash_unrolled(const OpContext& o) {
 }
 
 bool attention_flash_prefetch(const OpContext& o, const FlashTile& ft, uint32_t HD) {
+  constexpr uint32_t kMaxPerThread = 16;  // attention_flash.wgsl's KVR holds 16 vec4 (a0 .. a15)
   const uint32_t elems = ft.bc * (HD / 4), nt = ft.threads();  // vec4 of one K (or V) tile, threads
-  return o.opt.attention_flash_prefetch && nt && elems % nt == 0 && elems / nt <= 16;
+  return o.opt.attention_flash_prefetch && nt && elems % nt == 0 && elems / nt <= kMaxPerThread;
 }
 
 Defines attention_flash_defines(const OpContext& o, const FlashTile& ft, uint32_t HD, bool split, bool gather) {
@@ -703,7 +704,7 @@ bool attention_flash_used(const OpContext& o, const AttentionShape& s) {
   // adaptive split: faster than attention_tiled at every chat-turn and prefill shape measured,
   // bench/results/2026-12-03-h200-flash-prefetch/; before: on for software adapters only, the H200's
   // flash kernel 3x slower before its register tile was generated code).
-  const bool on = o.opt.attention_flash == 1 || o.opt.attention_flash == 2;
+  const bool on = o.opt.attention_flash != 0;
   return (s.T > 1 && on && s.window == 0 && attention_flash_tile(o, s.HD).bc != 0) || attention_chunk_used(o, s);
 }
 
