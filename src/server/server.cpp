@@ -27,48 +27,99 @@ using nlohmann::json;
 
 namespace {
 
-/// The descriptor of the connection a request came on, or -1. cpp-httplib 0.11 gives handlers no
-/// access to their socket, so it is found among this process's descriptors by the request's local
-/// and remote address and port (Linux: /proc/self/fd). The handler's thread owns the connection
-/// until it returns, so the descriptor cannot be closed or reused meanwhile.
-int request_socket(const httplib::Request& req) {
+/// Seconds a connection may stay idle before its (next) request: long enough for a slow client's
+/// first request, short enough that idle keep-alive connections return their workers soon.
+constexpr time_t kKeepAliveSeconds = 10;
+
 #ifdef __linux__
-  auto text = [](const sockaddr_storage& a, int& port) -> std::string {
-    char buf[INET6_ADDRSTRLEN] = {};
-    if (a.ss_family == AF_INET) {
-      const auto* v = reinterpret_cast<const sockaddr_in*>(&a);
-      port = ntohs(v->sin_port);
-      return inet_ntop(AF_INET, &v->sin_addr, buf, sizeof buf) ? buf : "";
-    }
-    if (a.ss_family == AF_INET6) {
-      const auto* v = reinterpret_cast<const sockaddr_in6*>(&a);
-      port = ntohs(v->sin6_port);
-      return inet_ntop(AF_INET6, &v->sin6_addr, buf, sizeof buf) ? buf : "";
-    }
-    return "";
-  };
+std::string address_text(const sockaddr_storage& a, int& port) {
+  char buf[INET6_ADDRSTRLEN] = {};
+  if (a.ss_family == AF_INET) {
+    const auto* v = reinterpret_cast<const sockaddr_in*>(&a);
+    port = ntohs(v->sin_port);
+    return inet_ntop(AF_INET, &v->sin_addr, buf, sizeof buf) ? buf : "";
+  }
+  if (a.ss_family == AF_INET6) {
+    const auto* v = reinterpret_cast<const sockaddr_in6*>(&a);
+    port = ntohs(v->sin6_port);
+    return inet_ntop(AF_INET6, &v->sin6_addr, buf, sizeof buf) ? buf : "";
+  }
+  return "";
+}
+
+/// Calls fn(fd, local address, peer address or nullptr for an unconnected socket) for every socket
+/// of this process (Linux: /proc/self/fd) until fn returns true. cpp-httplib 0.11 (Debian bookworm's)
+/// gives its users no access to its sockets: neither a handler to its connection nor the server to
+/// its listening socket or accepted connections, so they are found here by their addresses.
+template <typename Fn>
+void for_each_socket(Fn fn) {
   DIR* d = opendir("/proc/self/fd");
-  if (!d) return -1;
-  int found = -1;
+  if (!d) return;
   while (dirent* e = readdir(d)) {
     char* end = nullptr;
     const long fd = std::strtol(e->d_name, &end, 10);
     if (*end || end == e->d_name || fd == dirfd(d)) continue;
     sockaddr_storage peer{}, self{};
     socklen_t pl = sizeof peer, sl = sizeof self;
-    if (getpeername(int(fd), reinterpret_cast<sockaddr*>(&peer), &pl) != 0) continue;
     if (getsockname(int(fd), reinterpret_cast<sockaddr*>(&self), &sl) != 0) continue;
-    int pp = -1, sp = -1;
-    if (text(peer, pp) == req.remote_addr && pp == req.remote_port && text(self, sp) == req.local_addr &&
-        sp == req.local_port) {
-      found = int(fd);
-      break;
-    }
+    const bool connected = getpeername(int(fd), reinterpret_cast<sockaddr*>(&peer), &pl) == 0;
+    if (fn(int(fd), self, connected ? &peer : nullptr)) break;
   }
   closedir(d);
+}
+#endif
+
+/// The descriptor of the connection a request came on, or -1: the socket whose local and remote
+/// address and port are the request's. The handler's thread owns the connection until it returns,
+/// so the descriptor cannot be closed or reused meanwhile.
+int request_socket(const httplib::Request& req) {
+  int found = -1;
+#ifdef __linux__
+  for_each_socket([&](int fd, const sockaddr_storage& self, const sockaddr_storage* peer) {
+    int pp = -1, sp = -1;
+    if (peer && address_text(*peer, pp) == req.remote_addr && pp == req.remote_port &&
+        address_text(self, sp) == req.local_addr && sp == req.local_port)
+      found = fd;
+    return found >= 0;
+  });
+#endif
   return found;
+}
+
+/// Raises the listening socket's backlog on `port` to SOMAXCONN (Linux applies a second listen()
+/// to a listening socket as a new backlog). cpp-httplib 0.11 listens with a backlog of 5
+/// (CPPHTTPLIB_LISTEN_BACKLOG, fixed when Debian built the library): with 64 clients connecting at
+/// once the rest of the handshakes were dropped and retried by the clients' kernels a second or
+/// more later.
+void raise_listen_backlog(int port) {
+#ifdef __linux__
+  for_each_socket([&](int fd, const sockaddr_storage& self, const sockaddr_storage* peer) {
+    int listening = 0, sp = -1;
+    socklen_t len = sizeof listening;
+    if (peer || getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening) return false;
+    address_text(self, sp);
+    if (sp == port) ::listen(fd, SOMAXCONN);
+    return sp == port;
+  });
 #else
-  return -1;
+  (void)port;
+#endif
+}
+
+/// Shuts down (SHUT_RDWR, without closing: the descriptors stay cpp-httplib's) every connection
+/// accepted on `port`, so the workers waiting on idle keep-alive connections wake at once and the
+/// server's stop() does not wait out the keep-alive timeout. Called once the listening socket is
+/// closed and the streams have ended.
+void shutdown_connections(int port) {
+#ifdef __linux__
+  for_each_socket([&](int fd, const sockaddr_storage& self, const sockaddr_storage* peer) {
+    int sp = -1;
+    address_text(self, sp);
+    if (peer && sp == port) ::shutdown(fd, SHUT_RDWR);
+    return false;
+  });
+#else
+  (void)port;
 #endif
 }
 
@@ -433,7 +484,11 @@ int Server::run() {
   http_.set_payload_max_length(opt_.max_body_bytes);
   http_.set_read_timeout(30, 0);
   http_.set_write_timeout(30, 0);
-  http_.set_keep_alive_timeout(2);  // idle keep-alive connections hold a worker (and delay stop()) this long
+  // cpp-httplib waits this long for a connection's next request, and for its FIRST one too: a client
+  // slower than this between connecting and sending (a loaded machine: CI's 64 client threads on 2
+  // busy cores once took > 2 s) saw the connection closed unanswered. An idle keep-alive connection
+  // holds a worker this long; stop() shuts the connections down instead of waiting for them.
+  http_.set_keep_alive_timeout(kKeepAliveSeconds);
   // cpp-httplib's default socket options set SO_REUSEPORT, which lets a second server bind a port
   // another one listens on (the two then split the connections): only SO_REUSEADDR here, so a busy
   // port fails to bind (a port in TIME_WAIT still binds).
@@ -448,6 +503,7 @@ int Server::run() {
   } else if (!http_.bind_to_port(opt_.host, port)) {
     throw Error(fmt::format("cannot listen on {}:{} (in use, or not an address of this machine)", opt_.host, port));
   }
+  raise_listen_backlog(port);
   // SIGINT / SIGTERM are blocked in every thread (see serve()) and taken here by sigwait.
   std::atomic<bool> exiting{false};
   std::thread sig([&] {
@@ -462,6 +518,7 @@ int Server::run() {
     sched_.stop();  // cancels every job: streams write their last event
     for (int i = 0; i < 300 && in_flight_ > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     http_.stop();
+    shutdown_connections(port);  // workers waiting on idle keep-alive connections
   });
   if (opt_.on_listening) opt_.on_listening(port);
   const bool ok = http_.listen_after_bind();
