@@ -12,7 +12,7 @@
 // Median of --reps after one warm-up. Writes JSON (--json, default stdout).
 // Decode (--tokens 1) adds the GQA decode kernel (attention_decode.wgsl, --attn-decode-gqa):
 // unsplit (one dispatch), and split (+ combine) into each --decode-split-lens key count; each also with
-// --attn-decode-late-v ("gqa-lv").
+// --attn-decode-late-v ("gqa-lv") and at each --decode-key-lanes value ("gqa-kl<N>", --attn-decode-key-lanes).
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -43,6 +43,7 @@ struct AttnBenchOpts {
   std::vector<uint32_t> split_targets = {512};  // KernelOptions::attention_tiled_split_target values
   std::vector<uint32_t> decode_split_lens = {64, 128, 256, 512};  // KernelOptions::attention_decode_split_len values
   std::vector<uint32_t> flash_split_tiles = {};  // KernelOptions::attention_flash_split_tiles values (flash-pf rows)
+  std::vector<uint32_t> decode_key_lanes = {};   // KernelOptions::attention_decode_key_lanes values (gqa-kl rows)
   std::string json_path;
 };
 
@@ -86,7 +87,7 @@ int run_attention_bench(const AttnBenchOpts& b) {
   fmt::print(stderr, "attention: {} tokens after {} cached, {} / {} heads, head dim {} on {} ({})\n", T, b.cache, Hq, Hkv,
              HD, ctx->info().name, ts ? "timestamps" : "wall clock of submit + wait");
   struct Variant { bool tiled, split; uint32_t target; bool gqa = false; uint32_t split_len = 0; bool flash = false; bool loop = false;
-                   bool pf = false; uint32_t split_tiles = 0; bool lv = false; };
+                   bool pf = false; uint32_t split_tiles = 0; bool lv = false; uint32_t kl = 0; };
   std::vector<Variant> vs = {{false, false, 0}, {false, true, 0}, {true, false, 0}};
   for (uint32_t t : b.split_targets) vs.push_back({true, true, t});
   if (T == 1) {
@@ -95,6 +96,11 @@ int run_attention_bench(const AttnBenchOpts& b) {
     // and with --attn-decode-late-v ("gqa-lv")
     vs.push_back({false, false, 0, true, 0, false, false, false, 0, true});
     for (uint32_t len : b.decode_split_lens) vs.push_back({false, true, 0, true, len, false, false, false, 0, true});
+    // and at each --decode-key-lanes value (--attn-decode-key-lanes; "gqa-kl<N>")
+    for (uint32_t kl : b.decode_key_lanes) {
+      vs.push_back({false, false, 0, true, 0, false, false, false, 0, false, kl});
+      for (uint32_t len : b.decode_split_lens) vs.push_back({false, true, 0, true, len, false, false, false, 0, false, kl});
+    }
   }
   {
     kernels::KernelOptions fo;
@@ -137,6 +143,7 @@ int run_attention_bench(const AttnBenchOpts& b) {
       ko.attention_flash_prefetch = v.pf;
       if (v.split_tiles) ko.attention_flash_split_tiles = v.split_tiles;
       ko.attention_decode_late_v = v.lv;
+      ko.attention_decode_key_lanes = v.kl;
       ko.attention_chunk = 0;  // the flash rows are what --attn-chunk runs for a short chunk over a long cache
       ko.attention_decode_split = split;  // the variant splits whichever kernel it runs
       ko.attention_prefill_split = split;
@@ -171,12 +178,14 @@ int run_attention_bench(const AttnBenchOpts& b) {
                               : v.target ? fmt::format(" (target {} wgs)", v.target)
                               : v.split_len ? fmt::format(" ({} keys per split)", v.split_len) : "";
       const double gflops = flop / (med * 1e3);
+      const std::string name = v.lv ? "gqa-lv" : v.kl ? fmt::format("gqa-kl{}", v.kl) : v.gqa ? "gqa-dec" : v.loop ? "flash-lp"
+                               : v.pf ? "flash-pf" : v.flash ? "flash" : tiled ? "tiled" : "per-row";
       fmt::print(stderr, "  {:<8} split {:<3}{}: {:>9.1f} us (min {:.1f}, max {:.1f}) {:>8.1f} GFLOP/s = {:5.1f}% of {} TFLOP/s{}\n",
-                 v.lv ? "gqa-lv" : v.gqa ? "gqa-dec" : v.loop ? "flash-lp" : v.pf ? "flash-pf" : v.flash ? "flash" : tiled ? "tiled" : "per-row", split ? "on" : "off", tgt, med, us.front(),
+                 name, split ? "on" : "off", tgt, med, us.front(),
                  us.back(), gflops, gflops / (b.peak_tflops * 10), b.peak_tflops, joined);
       variants.push_back({{"attn_tiled", tiled}, {"attn_flash", v.flash}, {"attn_flash_unroll", v.flash && kernels::attention_flash_unrolled(o)},
                           {"attn_flash_prefetch", v.pf}, {"attn_flash_split_tiles", ko.attention_flash_split_tiles}, {"attn_split", split}, {"split_target", v.target},
-                          {"attn_decode_gqa", v.gqa}, {"attn_decode_late_v", v.lv}, {"decode_split_len", v.split_len}, {"median_us", med},
+                          {"attn_decode_gqa", v.gqa}, {"attn_decode_late_v", v.lv}, {"attn_decode_key_lanes", v.kl}, {"decode_split_len", v.split_len}, {"median_us", med},
                           {"min_us", us.front()}, {"max_us", us.back()}, {"samples_us", us}, {"gflops", gflops},
                           {"peak_fraction", gflops / (b.peak_tflops * 1e3)}, {"kernels", labels}});
     }
@@ -209,6 +218,9 @@ std::function<int()> add_bench_attention(CLI::App& app) {
   cmd->add_option("--decode-split-lens", b->decode_split_lens,
                   "--tokens 1: keys per split of the GQA decode kernel to try, 1..1048576 (default 64,128,256,512)")
       ->delimiter(',')->transform(integer(1, 1u << 20));
+  cmd->add_option("--decode-key-lanes", b->decode_key_lanes,
+                  "--tokens 1: also gqa rows at these threads per key (--attn-decode-key-lanes), powers of two 1..8 (default: none)")
+      ->delimiter(',')->check(CLI::IsMember({1, 2, 4, 8}));
   cmd->add_option("--flash-split-tiles", b->flash_split_tiles,
                   "flash-pf rows: also at these minimum key tiles per split (--attn-flash-split-tiles), 1..64 (default: none)")
       ->delimiter(',')->transform(integer(1, 64));

@@ -1,4 +1,4 @@
-// wgllm bench serve --url http://127.0.0.1:8080 [--concurrency 1,4,16,64] [--requests N]
+// wgllm bench serve --url http://127.0.0.1:8080 [--concurrency 1,4,16,64] [--requests N | --requests-per-client N]
 //                   [--max-tokens N] [--prompt-words N] [--api-key KEY] [--json FILE]
 // For each concurrency C, C client threads send streaming chat completions (greedy, end of
 // generation ignored, so every request generates exactly --max-tokens) to the server until
@@ -34,7 +34,8 @@ namespace {
 
 struct Opts {
   std::string url = "http://127.0.0.1:8080", api_key, json_path, concurrency = "1,4,16";
-  uint32_t requests = 0;  // per level; 0: 2 x concurrency
+  uint32_t requests = 0;            // per level; 0: per_client x concurrency
+  uint32_t per_client = 2;          // requests per client thread when `requests` is 0
   uint32_t max_tokens = 64, prompt_words = 32;
 };
 
@@ -131,7 +132,7 @@ int run(const Opts& o) {
   size_t index = 0, failed = 0;
   fmt::print(stderr, "| concurrency | requests | errors | tok/s (aggregate) | TTFT p50 / p99 ms | ITL p50 / p99 ms |\n|---|---|---|---|---|---|\n");
   for (uint32_t c : levels) {
-    const uint32_t n = o.requests ? o.requests : 2 * c;
+    const uint32_t n = o.requests ? o.requests : o.per_client * c;
     std::vector<RequestResult> res(n);
     std::atomic<uint32_t> next{0};
     const size_t base = index;
@@ -184,8 +185,12 @@ std::function<int()> add_bench_serve(CLI::App& app) {
   auto* cmd = bench->add_subcommand("serve", "load test of an OpenAI-compatible server: throughput, TTFT and ITL vs concurrency");
   cmd->add_option("--url", o->url, "the server (http://HOST:PORT; default http://127.0.0.1:8080)")->check(NonEmpty);
   cmd->add_option("--concurrency", o->concurrency, "comma-separated client counts (default 1,4,16)")->check(NonEmpty);
-  cmd->add_option("--requests", o->requests, "requests per concurrency level (default: 2 x concurrency)")
+  auto* req = cmd->add_option("--requests", o->requests, "requests per concurrency level (default: --requests-per-client x concurrency)")
       ->transform(integer(1, 1u << 20));
+  cmd->add_option("--requests-per-client", o->per_client,
+                  "requests per level = this x the concurrency, when --requests is not given (default 2)")
+      ->transform(integer(1, 1u << 16))
+      ->excludes(req);
   cmd->add_option("--max-tokens", o->max_tokens, "tokens generated per request (end of generation ignored; default 64)")
       ->transform(integer(1, 1u << 20));
   cmd->add_option("--prompt-words", o->prompt_words, "words of filler in each prompt (default 32)")->transform(integer(0, 1u << 20));

@@ -593,6 +593,19 @@ void attention_flash(OpContext& o, const AttentionShape& s, const FlashTile& ft,
 namespace {
 constexpr uint32_t kDecodeThreads = 128;  // attention_decode: threads = keys per tile
 
+// attention_decode.wgsl KL (--attn-decode-key-lanes; 0 = adapter default 1): threads per key of the
+// score phase. The partial dot products are summed with subgroup shuffles, so 1 without subgroups;
+// halved until it divides HD / 4.
+uint32_t decode_key_lanes(const OpContext& o, uint32_t HD) {
+  if (!(o.opt.attention_decode_subgroups && o.ctx.has_subgroups())) return 1;
+  uint32_t kl = o.opt.attention_decode_key_lanes ? o.opt.attention_decode_key_lanes : 1;
+  // A key's KL threads must share a subgroup: KL <= the smallest subgroup size (a power of two).
+  const auto [lo, hi] = o.ctx.measured_subgroup_sizes();
+  (void)hi;
+  while (kl > 1 && ((HD / 4) % kl || lo < kl || (lo & (lo - 1)))) kl /= 2;
+  return kl;
+}
+
 // Workgroup memory of attention_decode.wgsl for G query heads of head dim HD (qs, ps, pmax, red, lred).
 uint32_t decode_wg_bytes(uint32_t G, uint32_t HD, bool sg) {
   return 4 * G * HD + 4 * G * kDecodeThreads + (sg ? G * kDecodeThreads : 0) + 20 * kDecodeThreads;
@@ -635,10 +648,13 @@ void attention_decode(OpContext& o, const AttentionShape& s, F32Ref q, const gpu
   uint32_t kb = o.opt.attention_decode_k_batch ? o.opt.attention_decode_k_batch : (sw ? 1 : 8);
   while ((s.HD / 4) % kb) kb /= 2;
   const bool lv = o.opt.attention_decode_late_v;
-  const gpu::PipelineCache::Signature sig{2, s.HD, G, sg, split, kb, lv};  // 2: attention_decode (every define)
+  const uint32_t kl = decode_key_lanes(o, s.HD);
+  while ((s.HD / 4 / kl) % kb) kb /= 2;  // KB divides the thread's HD / 4 / KL vec4 of the K row
+  const gpu::PipelineCache::Signature sig{2, s.HD, G, sg, split, kb, lv, kl};  // 2: attention_decode (every define)
   const gpu::Pipeline& p = memoized(o, sig, [&]() -> const gpu::Pipeline& {
     const Defines d{{"HD4", std::to_string(s.HD / 4)}, {"G", std::to_string(G)}, {"NT", std::to_string(kDecodeThreads)},
-                    {"SG", sg ? "1" : "0"}, {"SPLIT", split ? "1" : "0"}, {"KB", std::to_string(kb)}, {"LV", lv ? "1" : "0"}};
+                    {"SG", sg ? "1" : "0"}, {"SPLIT", split ? "1" : "0"}, {"KB", std::to_string(kb)}, {"LV", lv ? "1" : "0"},
+                    {"KL", std::to_string(kl)}};
     return get(o, "attention_decode", d, {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
   });
   AttentionParams prm{

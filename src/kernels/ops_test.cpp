@@ -1156,6 +1156,53 @@ TEST(Ops, AttentionDecodeLateVIsBitExact) {
   }
 }
 
+// --attn-decode-key-lanes (KL threads per key in the score phase, partial dot products summed by
+// subgroup shuffles): matches the CPU reference at head dims 64 and 128 with KL 2 / 4 / 8, ragged
+// last tiles (KT = 128 / KL keys per tile), unsplit and split (splits shorter than, equal to and
+// longer than a tile), a sliding window; deterministic; KL 1 is the plain kernel. Without
+// subgroups the kernel takes KL 1 (no shuffles).
+// Checked to fail: the shuffle loop stopping one step early (off < KL / 2).
+TEST(Ops, AttentionDecodeKeyLanesMatchCpu) {
+  auto& e = env();
+  if (!e.ctx->has_subgroups()) GTEST_SKIP() << "adapter without subgroups: KL is always 1";
+  struct Case { uint32_t HD, Hq, Hkv, pos0, split_len, window; };
+  for (const Case& c : {Case{64, 9, 3, 300, 4096, 0}, Case{128, 6, 2, 200, 16, 0}, Case{128, 12, 2, 517, 128, 0},
+                        Case{64, 4, 2, 400, 40, 150}}) {
+    const uint32_t kv_dim = c.Hkv * c.HD, Q = c.Hq * c.HD, n_keys = c.pos0 + 1;
+    auto ck = randn(size_t(n_keys) * kv_dim, c.HD + 41), cv = randn(size_t(n_keys) * kv_dim, c.HD + 42);
+    auto q = randn(Q, c.HD + 43, 2.0f);
+    auto kb = e.upload(ck), vb = e.upload(cv), qb = e.upload(q);
+    // The reference over the window's keys: the window's first key as key 0.
+    const uint32_t k_lo = c.window && n_keys > c.window ? n_keys - c.window : 0;
+    std::vector<float> want(Q);
+    ref::attention(q.data(), ck.data() + size_t(k_lo) * kv_dim, cv.data() + size_t(k_lo) * kv_dim, want.data(),
+                   c.pos0 - k_lo, c.Hq, c.Hkv, c.HD, 1.0f / std::sqrt(float(c.HD)));
+    gpu::Buffer scratch(*e.ctx, attention_split_floats(1, c.Hq, c.HD) * 4, gpu::BufferKind::Storage, "split");
+    for (uint32_t kl : {2u, 4u, 8u}) {
+      KernelOptions ko;
+      ko.attention_decode_gqa = 1, ko.attention_decode_split_min = 0, ko.attention_decode_split_len = c.split_len;
+      ko.attention_decode_key_lanes = kl;
+      auto o = e.op(ko);
+      AttentionShape s{1, c.pos0, c.Hq, c.Hkv, c.HD, 1.0f / std::sqrt(float(c.HD))};
+      s.window = c.window;
+      ASSERT_TRUE(attention_decode_applies(o, s));
+      const std::string w = "HD=" + std::to_string(c.HD) + " split_len=" + std::to_string(c.split_len) +
+                            " window=" + std::to_string(c.window) + " KL=" + std::to_string(kl);
+      std::vector<float> first;
+      for (int run = 0; run < 2; ++run) {
+        auto ob = e.upload(std::vector<float>(Q, NAN));
+        e.rec.begin();
+        attention(o, s, {qb, 0}, 0, kb, vb, {ob, 0}, Q, &scratch);
+        e.rec.submit();
+        auto got = e.download(ob, Q);
+        expect_close(got, want, 1e-5f, w);
+        if (run == 0) first = got;
+        else EXPECT_EQ(std::memcmp(first.data(), got.data(), Q * 4), 0) << w << " not deterministic";
+      }
+    }
+  }
+}
+
 TEST(Ops, AttentionDecodeGqaSwitch) {
   // --no-attn-decode-gqa (0) keeps the per-row kernel; T > 1 never takes the decode kernel.
   auto& e = env();

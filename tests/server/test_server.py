@@ -607,6 +607,13 @@ class BenchServe(unittest.TestCase):
             self.assertGreater(r["tokens_per_s"], 0)
             self.assertGreater(r["ttft_ms_p99"], 0)
             self.assertGreaterEqual(r["ttft_ms_p99"], r["ttft_ms_p50"])
+        # --requests-per-client N: N x concurrency requests per level.
+        subprocess.run([ARGS.wgllm, "bench", "serve", "--url", SERVERS["main"].base, "--concurrency", "1,2",
+                        "--requests-per-client", "2", "--max-tokens", "3", "--prompt-words", "4", "--json", out],
+                       check=True, timeout=120, capture_output=True)
+        with open(out) as fh:
+            rows = json.load(fh)
+        self.assertEqual([(r["requests"], r["generated_tokens"], r["errors"]) for r in rows], [(2, 6, 0), (4, 12, 0)])
 
 
 def main():

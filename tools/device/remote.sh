@@ -36,16 +36,47 @@ wg_gpu_check() {
 }
 # The default model where the engine looks for it ($WGLLM_CACHE/models).
 [ -f $W/models/SmolLM2-135M-Instruct.Q4_1.gguf ] || true
-# Starts the llama.cpp CUDA build (llama-bench) from the carried sdist in the background, once per
-# warm machine ($W/lcpp.log ends with "BUILD_DONE <rc>"; ~5.5 min on 16 cores; a call waits for it
-# to end before it returns). Sets LB_CUDA to the llama-bench it builds.
+# Synthetic-weight GGUFs of real models' shapes, written here (tools/synth/write_gguf.py --seed 1;
+# the text is noise, the speed is real) from the headers carried in .carry/synth (staging:
+# `pack.py --extra /tmp/synth=synth`) or from published configs. WG_SYNTH[NAME] is the file;
+# `wg_synth NAME...` writes the missing ones (log: $W/synth/write_NAME.txt) and fails naming the first
+# that could not be written.
+mkdir -p $W/synth
+[ -d .carry/synth ] && cp .carry/synth/* $W/synth/
+WG_QH=$W/synth/qwen25-coder-1.5b.hdr.gz WG_SH=$W/synth/smollm2.hdr.gz
+declare -A WG_SYNTH_SRC=([lfm2-1.2b]="--config tools/synth/configs/lfm2-1.2b.json --vocab $WG_SH"
+  [qwen25-1.5b]="--header $WG_QH" [smollm2]="--header $WG_SH"
+  [qwen35-0.8b]="--config tools/synth/configs/qwen3.5-0.8b.json --vocab $WG_SH")
+# Without the real file's header the Qwen2.5 file comes from its published config (same tensors and
+# Q4_K_M types; SmolLM2's tokenizer padded to the vocabulary).
+[ -f $WG_QH ] || WG_SYNTH_SRC[qwen25-1.5b]="--config tools/synth/configs/qwen2.5-coder-1.5b.json --vocab $WG_SH"
+declare -A WG_SYNTH=()
+for m in "${!WG_SYNTH_SRC[@]}"; do WG_SYNTH[$m]=$W/synth/$m.synthetic.gguf; done
+wg_synth() {
+  local m
+  for m; do
+    [ -n "${WG_SYNTH_SRC[$m]:-}" ] || { echo "[remote] no synthetic model named $m" >&2; return 1; }
+    [ -f ${WG_SYNTH[$m]} ] && continue
+    python3 tools/synth/write_gguf.py ${WG_SYNTH_SRC[$m]} --seed 1 ${WG_SYNTH[$m]} > $W/synth/write_$m.txt 2>&1 \
+      || { echo "[remote] write_gguf.py $m: $(tail -2 $W/synth/write_$m.txt)" >&2; rm -f ${WG_SYNTH[$m]}; return 1; }
+  done
+}
+# Starts the llama.cpp CUDA build from the carried sdist in the background, once per warm machine
+# ($W/lcpp.log ends with "BUILD_DONE <rc>"; llama-bench ~5.5 min on 16 cores; a call waits for it to
+# end before it returns). Arguments: the targets (default llama-bench; llama-server also configures
+# the server without its web UI, which would be downloaded, and without OpenSSL). Sets LB_CUDA and
+# LS_CUDA to the llama-bench and llama-server it builds.
 LB_CUDA=$W/lcpp/llama.cpp/build/bin/llama-bench
+LS_CUDA=$W/lcpp/llama.cpp/build/bin/llama-server
 wg_start_llamacpp_cuda() {
   [ -f $W/llama.cpp.tgz ] && [ ! -d $W/lcpp ] || return 0
+  local targets="${*:-llama-bench}" server=OFF
+  case " $targets " in *" llama-server "*) server=ON ;; esac
   mkdir -p $W/lcpp && tar xzf $W/llama.cpp.tgz -C $W/lcpp
   (cd $W/lcpp/llama.cpp && setsid nohup bash -c "cmake -B build -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
-    -DLLAMA_CURL=OFF -DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
-    > $W/lcpp.log 2>&1 && cmake --build build -j 16 --target llama-bench >> $W/lcpp.log 2>&1; \
+    -DLLAMA_CURL=OFF -DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=$server \
+    -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_OPENSSL=OFF \
+    > $W/lcpp.log 2>&1 && cmake --build build -j 16 --target $targets >> $W/lcpp.log 2>&1; \
     echo BUILD_DONE \$? >> $W/lcpp.log" > /dev/null 2>&1 &)
   echo "[remote] llama.cpp CUDA build started"
 }

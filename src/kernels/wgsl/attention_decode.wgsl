@@ -1,13 +1,17 @@
-// defines: G HD4 NT SG SPLIT KB LV
+// defines: G HD4 NT SG SPLIT KB LV KL
 // attention_decode: causal GQA attention for ONE query token (decode) at position pos0 over cache
 // rows [0, pos0] (with a sliding window W != 0: [pos0 + 1 - W, pos0]). One workgroup per (KV head hk, key split z) serves all G = Hq / Hkv query heads
 // of the group, so each K and V row is read once per group (attention.wgsl reads it once per query
-// head). Keys are processed in tiles of NT (one key per thread) with an online softmax (Milakov &
-// Gimelshein 2018) whose running max m_g is shared by the workgroup:
-//   1. at the tile's start every thread issues its loads: the K row of its key (HD4 vec4) and its
-//      V vec4s for the PV phase (thread (jg, d4) = (l / HD4, l % HD4): keys jg, jg + NJ, ... of
-//      the tile at dims 4*d4..4*d4+3; consecutive threads read consecutive vec4s of a V row);
-//   2. scores s_g = q_g . k * scale for the G heads (Q held in workgroup memory);
+// head). Keys are processed in tiles of KT = NT / KL (KL threads per key) with an online softmax
+// (Milakov & Gimelshein 2018) whose running max m_g is shared by the workgroup:
+//   1. at the tile's start every thread issues its loads: its part of the K row of its key (KL 1:
+//      the whole row, HD4 vec4; else the vec4 kp, kp + KL, ... of key l / KL, kp = l % KL, so the
+//      KL threads of a key read consecutive vec4) and its V vec4s for the PV phase (thread (jg, d4)
+//      = (l / HD4, l % HD4): keys jg, jg + NJ, ... of the tile at dims 4*d4..4*d4+3; consecutive
+//      threads read consecutive vec4s of a V row);
+//   2. scores s_g = q_g . k * scale for the G heads (Q held in workgroup memory); KL > 1: each
+//      thread's partial dot products summed over the key's KL threads by subgroupShuffleXor
+//      (butterfly: every thread of the key ends with the same sum);
 //   3. tile max per head: subgroupMax + one value per subgroup in workgroup memory (SG), or, without
 //      subgroups, every thread scans the tile's scores in workgroup memory; one barrier;
 //   4. p_g = exp(s_g - m_g) into workgroup memory; each thread keeps its own running sum of its
@@ -26,6 +30,10 @@
 //        scores (KPT = 32 vec4 per thread at head dim 128), at the price of V's load latency in
 //        step 5;
 //   SG   1: subgroup reductions for the tile max (adapter with subgroups), 0: workgroup memory;
+//   KL   threads per key in the score phase (--attn-decode-key-lanes; 1, or a power of two <= 8 that
+//        divides HD4, with SG 1): KL x fewer K loads per thread and KL x fewer keys per tile, the
+//        KL threads of a key reading one contiguous stretch of its row (coalesced). Sums in another
+//        order than KL 1;
 //   SPLIT 1: workgroup z covers keys [k_lo + z * split_len, k_lo + (z+1) * split_len) only (k_lo: the
 //        window's first key) and writes the
 //        unnormalised partial (m, l, acc[HD]) of each head h = hk * G + g at
@@ -44,12 +52,15 @@ const HD4: u32 = {{HD4}}u;
 const G: u32 = {{G}}u;
 const NT: u32 = {{NT}}u;
 const KB: u32 = {{KB}}u;
+const KL: u32 = {{KL}}u;
+const KT: u32 = NT / KL;                   // keys per tile
+const HD4P: u32 = HD4 / KL;                // K vec4 per thread in the score phase
 const NJ: u32 = NT / HD4;                  // key groups of the PV phase
-const KPT: u32 = (NT + NJ - 1u) / NJ;      // keys per thread in the PV phase
+const KPT: u32 = (KT + NJ - 1u) / NJ;      // keys per thread in the PV phase
 const VB: u32 = min(8u, KPT);              // LV: V vec4s loaded together in the PV phase
 const NEG: f32 = -3.402823466e38;
 var<workgroup> qs: array<vec4<f32>, G * HD4>;
-var<workgroup> ps: array<f32, G * NT>;      // [g][key of the tile]: scores (no SG), then p
+var<workgroup> ps: array<f32, G * KT>;      // [g][key of the tile]: scores (no SG), then p
 #if SG
 var<workgroup> pmax: array<f32, G * (NT / 4u)>;  // [g][subgroup]: tile max per subgroup (sizes >= 4)
 #endif
@@ -92,8 +103,10 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     lsum[g] = 0.0;
     acc[g] = vec4<f32>(0.0);
   }
-  for (var kb = k_begin; kb < k_end; kb += NT) {
-    let nk = min(NT, k_end - kb);
+  let kk = l / KL;  // the thread's key of the tile in the score phase
+  let kp = l % KL;  // ... and its part of the key's row
+  for (var kb = k_begin; kb < k_end; kb += KT) {
+    let nk = min(KT, k_end - kb);
     // 1. loads: V first (consumed last; LV: in step 5), then K.
 #if LV
 #else
@@ -107,17 +120,25 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
 #endif
     var s: array<f32, G>;
     for (var g = 0u; g < G; g++) { s[g] = NEG; }
-    if (l < nk) {
-      let kbase = (kb + l) * kv4 + kvh;
-      var d: array<f32, G>;
-      for (var g = 0u; g < G; g++) { d[g] = 0.0; }
-      for (var i0 = 0u; i0 < HD4; i0 += KB) {
+    var d: array<f32, G>;
+    for (var g = 0u; g < G; g++) { d[g] = 0.0; }
+    if (kk < nk) {
+      let kbase = (kb + kk) * kv4 + kvh + kp;
+      for (var i0 = 0u; i0 < HD4P; i0 += KB) {
         var kr: array<vec4<f32>, KB>;
-        for (var u = 0u; u < KB; u++) { kr[u] = kc[kbase + i0 + u]; }
+        for (var u = 0u; u < KB; u++) { kr[u] = kc[kbase + (i0 + u) * KL]; }
         for (var u = 0u; u < KB; u++) {
-          for (var g = 0u; g < G; g++) { d[g] += dot(qs[g * HD4 + i0 + u], kr[u]); }
+          for (var g = 0u; g < G; g++) { d[g] += dot(qs[g * HD4 + (i0 + u) * KL + kp], kr[u]); }
         }
       }
+    }
+#if SG
+    // KL > 1: the key's KL partial sums (outside the branch: every thread of the subgroup takes part).
+    for (var off = 1u; off < KL; off *= 2u) {
+      for (var g = 0u; g < G; g++) { d[g] += subgroupShuffleXor(d[g], off); }
+    }
+#endif
+    if (kk < nk) {
       for (var g = 0u; g < G; g++) { s[g] = d[g] * p.scale; }
     }
     // 3. tile max per head -> new running max.
@@ -136,11 +157,11 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
       m_new[g] = mx;
     }
 #else
-    for (var g = 0u; g < G; g++) { ps[g * NT + l] = s[g]; }
+    for (var g = 0u; g < G; g++) { ps[g * KT + l] = s[g]; }  // (KL 1 without subgroups: KT = NT)
     workgroupBarrier();
     for (var g = 0u; g < G; g++) {
       var mx = m[g];
-      for (var i = 0u; i < nk; i++) { mx = max(mx, ps[g * NT + i]); }
+      for (var i = 0u; i < nk; i++) { mx = max(mx, ps[g * KT + i]); }
       m_new[g] = mx;
     }
     workgroupBarrier();  // every thread has read the scores before they become p
@@ -150,8 +171,9 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     for (var g = 0u; g < G; g++) {
       corr[g] = exp(m[g] - m_new[g]);
       var pj = 0.0;
-      if (l < nk) { pj = exp(s[g] - m_new[g]); }
-      ps[g * NT + l] = pj;
+      if (kk < nk) { pj = exp(s[g] - m_new[g]); }
+      if (kp == 0u) { ps[g * KT + kk] = pj; }
+      else { pj = 0.0; }  // the key's first thread counts its p
       lsum[g] = lsum[g] * corr[g] + pj;
       m[g] = m_new[g];
     }
@@ -171,7 +193,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
       for (var u = 0u; u < VB; u++) {
         let j = jg + (i0 + u) * NJ;
         if (i0 + u < KPT && j < nk) {
-          for (var g = 0u; g < G; g++) { ag[g] += ps[g * NT + j] * vb[u]; }
+          for (var g = 0u; g < G; g++) { ag[g] += ps[g * KT + j] * vb[u]; }
         }
       }
     }
@@ -181,7 +203,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
       var a = vec4<f32>(0.0);
       for (var i = 0u; i < KPT; i++) {
         let j = jg + i * NJ;
-        if (j < nk) { a += ps[g * NT + j] * vr[i]; }
+        if (j < nk) { a += ps[g * KT + j] * vr[i]; }
       }
       acc[g] = acc[g] * corr[g] + a;
     }

@@ -48,6 +48,9 @@
 #   flashprod    flash attention as the GPU default (2026-12-03): multi-turn, TTFT 512 / 4096 and a decode control,
 #                --no-attn-flash (A) vs product (B); the product against llama.cpp CUDA
 #   prodpeers    flashprod's comparison with llama.cpp CUDA alone
+#   keylanes     --attn-decode-key-lanes (2026-12-03, evening): `bench attention --tokens 1` at KL 1 / 2 / 4 / 8 x
+#                split lengths (GPU timestamps), two shapes; kernels_test Ops.AttentionDecode* when carried
+#   keylanes_ab  ... `bench ab` decode after 512 of KL 4 / KL 4 + split 64 / KL 8 + split 32 vs default
 #   peers        wgllm in the product configuration (both int8 switches on for GPUs since
 #                2026-12-02) and with both off (f32 activations, non-product; vs_cuda_f32_*; the
 #                2026-12-02 runs before that change named the int8 arm vs_cuda_int8_*) against
@@ -62,25 +65,15 @@
 set -u
 source tools/device/remote.sh
 T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
-mkdir -p $W/synth $W/res
-[ -d .carry/synth ] && cp .carry/synth/* $W/synth/
+mkdir -p $W/res
 trap 'tar czf $OUT/results.tgz -C $W/res .' EXIT
 FAILED=0
 fail() { echo "FAIL: $*" | tee -a $W/res/FAILED.txt; FAILED=1; }
-QH=$W/synth/qwen25-coder-1.5b.hdr.gz SH=$W/synth/smollm2.hdr.gz
-declare -A SRC=([lfm2-1.2b]="--config tools/synth/configs/lfm2-1.2b.json --vocab $SH" [qwen25-1.5b]="--header $QH"
-                [smollm2]="--header $SH" [qwen35-0.8b]="--config tools/synth/configs/qwen3.5-0.8b.json --vocab $SH")
-declare -A FILE=([smollm2]=$W/synth/smollm2.synthetic.gguf [lfm2-1.2b]=$W/synth/lfm2-1.2b.synthetic.gguf
-                 [qwen25-1.5b]=$W/synth/qwen25-1.5b.synthetic.gguf [qwen35-0.8b]=$W/synth/qwen35-0.8b.synthetic.gguf)
-# Without the real file's header the Qwen2.5 file comes from its published config (same tensors and
-# Q4_K_M types; SmolLM2's tokenizer padded to the vocabulary).
-[ -f $QH ] || SRC[qwen25-1.5b]="--config tools/synth/configs/qwen2.5-coder-1.5b.json --vocab $SH"
+declare -n SRC=WG_SYNTH_SRC FILE=WG_SYNTH
 python3 -c "import numpy" || { fail "no numpy on the device"; exit 1; }
 wg_gpu_check | tee $W/res/gpu.txt
 for m in ${MODELS:-smollm2 lfm2-1.2b qwen25-1.5b qwen35-0.8b}; do
-  F=${FILE[$m]}
-  [ -f $F ] || python3 tools/synth/write_gguf.py ${SRC[$m]} --seed 1 $F > $W/res/write_$m.txt 2>&1 \
-    || fail "write_gguf.py $m: $(tail -2 $W/res/write_$m.txt)"
+  wg_synth $m 2> >(tee -a $W/res/write_errors.txt >&2) || fail "synthetic file $m"
 done
 el "synthetic files"
 echo "synthetic weights (tools/synth/write_gguf.py --seed 1): the text is noise, the speed is real" > $W/res/LABEL.txt
@@ -356,6 +349,31 @@ for m in sorted({m for m, _ in runs}):
         s, t = statistics.median(x[0] for x in v), statistics.median(x[1] for x in v)
         print(f"  {k:18} decode +{s - step0:7.1f} us/step ({[round(x[0] - step0) for x in v]})   TTFT +{t - ttft0:6.2f} ms")
 PY
+    ;;
+  keylanes)
+    # --attn-decode-key-lanes (2026-12-03, evening), GPU time alone (timestamps; unaffected by a busy
+    # host): `bench attention --tokens 1` gqa rows at KL 1 / 2 / 4 / 8 x split lengths, Qwen2.5-1.5B
+    # shape (12 / 2 heads, HD 128) over 512 and 2048 keys, SmolLM2 shape (9 / 3, HD 64) over 512; and
+    # the decode-attention tests of kernels_test when carried (KL on NVIDIA's subgroups).
+    [ -x $W/bin/kernels_test ] && { timeout 200 $W/bin/kernels_test --gtest_filter='Ops.AttentionDecode*' \
+      > $W/res/kernels_test_decode.txt 2>&1 || fail "kernels_test Ops.AttentionDecode* (exit $?)"; tail -3 $W/res/kernels_test_decode.txt; }
+    for shape in "qwen25 511 12 2 128" "qwen25 2047 12 2 128" "smollm2 511 9 3 64"; do
+      set -- $shape
+      timeout 120 $B bench attention --tokens 1 --cache $2 --heads $3 --kv-heads $4 --head-dim $5 \
+        --decode-split-lens 32,64,128,256 --decode-key-lanes 2,4,8 --reps 20 --json $W/res/keylanes_$1_c$2.json \
+        2> $W/res/keylanes_$1_c$2.txt || fail "bench attention keylanes $1 $2 (exit $?)"
+      grep -E "gqa" $W/res/keylanes_$1_c$2.txt
+    done
+    ;;
+  keylanes_ab)
+    # ... end to end: `bench ab` decode after 512, default (A, KL 1, split 128) vs KL 4 (B), KL 4 with
+    # 64-key splits, and KL 8 with 32-key splits on the Qwen2.5-1.5B shape; KL 4 on the SmolLM2 shape.
+    ab keylanes4_qwen25-1.5b 120 --a "bench -m $Q $D" --b "bench -m $Q $D --attn-decode-key-lanes 4" --metric decode_tok_s --rounds 2
+    ab keylanes4_s64_qwen25-1.5b 120 --a "bench -m $Q $D" --b "bench -m $Q $D --attn-decode-key-lanes 4 --attn-decode-split-len 64" \
+      --metric decode_tok_s --rounds 2
+    ab keylanes8_s32_qwen25-1.5b 120 --a "bench -m $Q $D" --b "bench -m $Q $D --attn-decode-key-lanes 8 --attn-decode-split-len 32" \
+      --metric decode_tok_s --rounds 2
+    ab keylanes4_smollm2 100 --a "bench -m $S $D" --b "bench -m $S $D --attn-decode-key-lanes 4" --metric decode_tok_s --rounds 2
     ;;
   peers)
     wg_start_llamacpp_cuda
