@@ -81,9 +81,12 @@ def op_config(path):
 
 def attention_label(v):
     """A `bench attention` variant: its kernel switches, then (files of 2026-12-03 on) the prefetch,
-    late-V, split target and flash split tiles where they are set (older files lack those fields)."""
+    late-V, decode key lanes, split target and flash split tiles where they are set (older files lack
+    those fields)."""
     parts = [k[5:] for k in ("attn_decode_gqa", "attn_decode_late_v", "attn_flash", "attn_flash_prefetch", "attn_split",
                              "attn_tiled") if v.get(k)]
+    if v.get("attn_decode_key_lanes"):
+        parts.append(f"key_lanes {v['attn_decode_key_lanes']}")
     if v.get("decode_split_len"):
         parts.append(f"split_len {v['decode_split_len']}")
     if v.get("attn_flash") and v.get("attn_flash_unroll") is False:

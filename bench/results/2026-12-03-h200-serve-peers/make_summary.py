@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""Writes summary.json (../shared/RESULTS.md shape) of this folder from its raw outputs.
+raw/serve (binary a4f5dfe, product configuration): `wgllm bench serve` against `wgllm serve` and against
+llama.cpp's `llama-server` (CUDA, the llama-cpp-python 0.3.36 sdist), 64 slots of 1024 tokens each,
+concurrency 1 / 16 / 64 with 3 requests per client, 128 tokens per request (end of generation ignored),
+two rounds with the engines alternating; one row per model, level and metric with the mean of the two
+rounds (both in `rounds`) and the relative spread between the rounds as the noise band (the larger of
+the two engines'). raw/keylanes (same binary): `bench attention --tokens 1` with
+--attn-decode-key-lanes rows (GPU timestamps) and the `bench ab` decode A/Bs of the switch.
+Usage: python3 make_summary.py   (from anywhere; writes summary.json beside itself)"""
+import glob, json, os, re, statistics, sys
+
+D = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(D, "..", "..", "..", "tools", "device"))
+import summarize  # noqa: E402  (ab_rows, op_rows)
+
+COMMIT = "a4f5dfe"
+MODEL = {"qwen25-1.5b": "Qwen2.5-1.5B-shaped (its header)", "qwen25": "Qwen2.5-1.5B-shaped (its header)",
+         "smollm2": "SmolLM2-135M-shaped (its header)"}
+rows = []
+
+# --- wgllm serve vs llama-server ---------------------------------------------------------------
+METRICS = {"tokens_per_s": "aggregate_decode_tok_s", "ttft_ms_p50": "ttft_p50_ms", "ttft_ms_p99": "ttft_p99_ms",
+           "itl_ms_p50": "itl_p50_ms", "itl_ms_p99": "itl_p99_ms"}
+runs = {}  # (engine, model) -> [rows of each round]
+for p in sorted(glob.glob(os.path.join(D, "raw", "serve", "serve_*_r*.json"))):
+    m = re.match(r"serve_(wgllm|llama)_(.+)_r(\d+)\.json", os.path.basename(p))
+    runs.setdefault((m.group(1), m.group(2)), []).append(json.load(open(p)))
+for model in sorted({k[1] for k in runs}):
+    w_rounds, l_rounds = runs.get(("wgllm", model), []), runs.get(("llama", model), [])
+    if not w_rounds or not l_rounds:
+        continue
+    for level_i, lvl in enumerate(w_rounds[0]):
+        c = lvl["concurrency"]
+        for key, metric in METRICS.items():
+            w = [r[level_i][key] for r in w_rounds]
+            p = [r[level_i][key] for r in l_rounds]
+            spread = lambda xs: (max(xs) - min(xs)) / statistics.mean(xs) if statistics.mean(xs) else None
+            rows.append({"model": MODEL[model], "weights": "synthetic", "metric": metric,
+                         "context": f"{c} concurrent streaming clients, {lvl['requests']} requests of "
+                                    f"{lvl['max_tokens']} tokens, prompts of ~{lvl['prompt_words']} filler words; "
+                                    "64 slots x 1024 tokens",
+                         "wgllm": statistics.mean(w), "peer": "llama-server", "peer_value": statistics.mean(p),
+                         "ratio_ci": None, "noise_band": max(spread(w) or 0, spread(p) or 0), "config": "product",
+                         "rounds": {"wgllm": w, "peer": p},
+                         "errors": sum(r[level_i]["errors"] for r in w_rounds + l_rounds),
+                         "commit": COMMIT, "source": f"raw/serve/serve_{{wgllm,llama}}_{model}_r*.json"})
+    # wgllm's scheduler: slot steps per batched forward and wall time per forward over the whole run.
+    for r_i, r in enumerate(w_rounds, 1):
+        mp = os.path.join(D, "raw", "serve", f"metrics_wgllm_{model}_r{r_i}.txt")
+        if not os.path.exists(mp):
+            continue
+        met = dict(l.rsplit(" ", 1) for l in open(mp).read().splitlines() if l and not l.startswith("#"))
+        fwd, items = float(met["wgllm_scheduler_forwards_total"]), float(met["wgllm_scheduler_batch_items_total"])
+        wall = sum(lvl["wall_s"] for lvl in r)
+        for metric, v in (("mean_batch_items", items / fwd), ("wall_per_forward_ms", 1e3 * wall / fwd)):
+            rows.append({"model": MODEL[model], "weights": "synthetic", "metric": metric,
+                         "context": f"wgllm serve scheduler over the whole round {r_i} (levels 1/16/64; wall of bench serve / forwards)",
+                         "wgllm": v, "ratio_ci": None, "config": "product", "commit": COMMIT,
+                         "source": os.path.relpath(mp, D)})
+
+# --- --attn-decode-key-lanes ---------------------------------------------------------------------
+for p in sorted(glob.glob(os.path.join(D, "raw", "keylanes", "keylanes_*_c*.json"))):
+    model = MODEL[os.path.basename(p).split("_")[1]]
+    for r in summarize.op_rows(p, f"attention op of the {model}"):
+        r["config"] = "kernel alone (GPU timestamps)"
+        r["commit"] = COMMIT
+        r["source"] = os.path.relpath(p, D)
+        rows.append(r)
+AB = {"keylanes4_qwen25-1.5b": ("qwen25-1.5b", "--attn-decode-key-lanes 4"),
+      "keylanes4_s64_qwen25-1.5b": ("qwen25-1.5b", "--attn-decode-key-lanes 4 --attn-decode-split-len 64"),
+      "keylanes8_s32_qwen25-1.5b": ("qwen25-1.5b", "--attn-decode-key-lanes 8 --attn-decode-split-len 32"),
+      "keylanes4_smollm2": ("smollm2", "--attn-decode-key-lanes 4")}
+for name, (model, flags) in AB.items():
+    p = os.path.join(D, "raw", "keylanes", name + ".json")
+    if os.path.exists(p):
+        for r in summarize.ab_rows(p, MODEL[model], "decode after a 512-token prompt, 128 steps", "default", True,
+                                   f"switch {flags}"):
+            r["commit"] = COMMIT
+            r["source"] = os.path.relpath(p, D)
+            rows.append(r)
+
+gpu = open(os.path.join(D, "raw", "serve", "gpu.txt")).read().splitlines()[1].split(", ")
+out = {"commit": COMMIT, "date": "2026-12-03", "device": f"{gpu[0]} (Vulkan, driver {gpu[1]})", "rows": rows}
+with open(os.path.join(D, "summary.json"), "w") as f:
+    json.dump(out, f, indent=1)
+print(f"summary.json: {len(rows)} rows")
