@@ -16,7 +16,7 @@ import summarize  # noqa: E402  (ab_rows, op_rows)
 
 COMMIT = "a4f5dfe"
 MODEL = {"qwen25-1.5b": "Qwen2.5-1.5B-shaped (its header)", "qwen25": "Qwen2.5-1.5B-shaped (its header)",
-         "smollm2": "SmolLM2-135M-shaped (its header)"}
+         "smollm2": "SmolLM2-135M-shaped (its header)", "lfm2-1.2b": "LFM2-1.2B-shaped (published config)"}
 rows = []
 
 # --- wgllm serve vs llama-server ---------------------------------------------------------------
@@ -60,7 +60,7 @@ for model in sorted({k[1] for k in runs}):
                          "source": os.path.relpath(mp, D)})
 
 # --- --attn-decode-key-lanes ---------------------------------------------------------------------
-for p in sorted(glob.glob(os.path.join(D, "raw", "keylanes", "keylanes_*_c*.json"))):
+for p in sorted(glob.glob(os.path.join(D, "raw", "keylanes", "keylanes*_c*.json"))):
     model = MODEL[os.path.basename(p).split("_")[1]]
     for r in summarize.op_rows(p, f"attention op of the {model}"):
         r["config"] = "kernel alone (GPU timestamps)"
@@ -70,12 +70,20 @@ for p in sorted(glob.glob(os.path.join(D, "raw", "keylanes", "keylanes_*_c*.json
 AB = {"keylanes4_qwen25-1.5b": ("qwen25-1.5b", "--attn-decode-key-lanes 4"),
       "keylanes4_s64_qwen25-1.5b": ("qwen25-1.5b", "--attn-decode-key-lanes 4 --attn-decode-split-len 64"),
       "keylanes8_s32_qwen25-1.5b": ("qwen25-1.5b", "--attn-decode-key-lanes 8 --attn-decode-split-len 32"),
-      "keylanes4_smollm2": ("smollm2", "--attn-decode-key-lanes 4")}
+      "keylanes4_smollm2": ("smollm2", "--attn-decode-key-lanes 4"),
+      # call 4 (keylanes2): KL 8 + 32-key splits again and on more shapes / lengths, and a null control
+      "keylanes8_s32_qwen25-1.5b_r2": ("qwen25-1.5b", "--attn-decode-key-lanes 8 --attn-decode-split-len 32"),
+      "keylanes8_s32_p2048_qwen25-1.5b": ("qwen25-1.5b", "--attn-decode-key-lanes 8 --attn-decode-split-len 32"),
+      "keylanes8_s32_smollm2": ("smollm2", "--attn-decode-key-lanes 8 --attn-decode-split-len 32"),
+      "keylanes8_s32_lfm2-1.2b": ("lfm2-1.2b", "--attn-decode-key-lanes 8 --attn-decode-split-len 32"),
+      "null_qwen25-1.5b": ("qwen25-1.5b", "null control: A = B = default")}
 for name, (model, flags) in AB.items():
     p = os.path.join(D, "raw", "keylanes", name + ".json")
     if os.path.exists(p):
-        for r in summarize.ab_rows(p, MODEL[model], "decode after a 512-token prompt, 128 steps", "default", True,
-                                   f"switch {flags}"):
+        prompt = 2048 if "p2048" in name else 512
+        config = flags if flags.startswith("null") else f"switch {flags}"
+        for r in summarize.ab_rows(p, MODEL[model], f"decode after a {prompt}-token prompt, 128 steps", "default", True,
+                                   config):
             r["commit"] = COMMIT
             r["source"] = os.path.relpath(p, D)
             rows.append(r)
