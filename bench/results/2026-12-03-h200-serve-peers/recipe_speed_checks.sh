@@ -51,6 +51,7 @@
 #   keylanes     --attn-decode-key-lanes (2026-12-03, evening): `bench attention --tokens 1` at KL 1 / 2 / 4 / 8 x
 #                split lengths (GPU timestamps), two shapes; kernels_test Ops.AttentionDecode* when carried
 #   keylanes_ab  ... `bench ab` decode after 512 of KL 4 / KL 4 + split 64 / KL 8 + split 32 vs default
+#   keylanes2    ... the kernel at 512 keys again; `bench ab` KL 8 + split 32 on four shapes / lengths; a null A/B
 #   peers        wgllm in the product configuration (both int8 switches on for GPUs since
 #                2026-12-02) and with both off (f32 activations, non-product; vs_cuda_f32_*; the
 #                2026-12-02 runs before that change named the int8 arm vs_cuda_int8_*) against
@@ -374,6 +375,23 @@ PY
     ab keylanes8_s32_qwen25-1.5b 120 --a "bench -m $Q $D" --b "bench -m $Q $D --attn-decode-key-lanes 8 --attn-decode-split-len 32" \
       --metric decode_tok_s --rounds 2
     ab keylanes4_smollm2 100 --a "bench -m $S $D" --b "bench -m $S $D --attn-decode-key-lanes 4" --metric decode_tok_s --rounds 2
+    ;;
+  keylanes2)
+    # ... second look (2026-12-03, evening): the kernel alone at 512 keys again (the first run's KL rows
+    # there disagreed with the end-to-end A/B), then `bench ab` of KL 8 + 32-key splits vs default on
+    # the Qwen2.5-1.5B shape after 512 and 2048 prompt tokens, the SmolLM2 and LFM2-1.2B shapes after 512,
+    # and a null control (A = B = default, Qwen2.5-1.5B shape: the meter's noise band).
+    timeout 60 $B bench attention --tokens 1 --cache 511 --heads 12 --kv-heads 2 --head-dim 128 \
+      --decode-split-lens 32,128 --decode-key-lanes 8 --reps 20 --json $W/res/keylanes2_qwen25_c511.json \
+      2> $W/res/keylanes2_qwen25_c511.txt || fail "bench attention keylanes2 (exit $?)"
+    grep -E "gqa" $W/res/keylanes2_qwen25_c511.txt
+    K8="--attn-decode-key-lanes 8 --attn-decode-split-len 32"
+    ab keylanes8_s32_qwen25-1.5b_r2 120 --a "bench -m $Q $D" --b "bench -m $Q $D $K8" --metric decode_tok_s --rounds 2
+    ab keylanes8_s32_p2048_qwen25-1.5b 150 --a "bench -m $Q --prompt-lengths 2048 --gen 128 --reps 1" \
+      --b "bench -m $Q --prompt-lengths 2048 --gen 128 --reps 1 $K8" --metric decode_tok_s --rounds 2
+    ab keylanes8_s32_smollm2 100 --a "bench -m $S $D" --b "bench -m $S $D $K8" --metric decode_tok_s --rounds 2
+    ab keylanes8_s32_lfm2-1.2b 120 --a "bench -m $L $D" --b "bench -m $L $D $K8" --metric decode_tok_s --rounds 2
+    ab null_qwen25-1.5b 120 --a "bench -m $Q $D" --b "bench -m $Q $D" --metric decode_tok_s --rounds 2
     ;;
   peers)
     wg_start_llamacpp_cuda
