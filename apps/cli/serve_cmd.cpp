@@ -41,7 +41,7 @@ std::function<int()> add_serve(CLI::App& app) {
                   "prefix cache: MiB of recurrent-state snapshots kept, least recently used evicted (default 1024)")
       ->transform(integer(0, 1u << 24));
   cmd->add_option("--serve-prefill-chunk", s->so.scheduler.prefill_chunk,
-                  "prompt tokens per scheduler step over all slots, so prompts let other slots decode (default 256)")
+                  "prompt tokens per scheduler step over all slots, so prompts let other slots decode (default 2048)")
       ->transform(integer(1, 1u << 16));
   cmd->add_flag("--no-prefix-reuse", s->no_prefix_reuse,
                 "recompute every prompt from the empty state (no cached prefixes; for comparisons)");

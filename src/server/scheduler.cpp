@@ -57,7 +57,7 @@ struct Scheduler::Slot {
 Scheduler::Scheduler(Model& model, const Tokenizer& tok, const SchedulerOptions& opt, Metrics& metrics)
     : model_(model), tok_(tok), opt_(opt), metrics_(metrics), cache_(opt.snapshot_cap_bytes, opt.snapshot_cap_count) {
   if (opt_.slots == 0) throw Error("the scheduler needs at least one slot");
-  if (opt_.prefill_chunk == 0) opt_.prefill_chunk = 256;
+  if (opt_.prefill_chunk == 0) opt_.prefill_chunk = SchedulerOptions{}.prefill_chunk;
   for (uint32_t i = 0; i < opt_.slots; ++i) {
     auto s = std::make_unique<Slot>();
     s->index = i;

@@ -5,7 +5,8 @@ llama.cpp's `llama-server` (CUDA, the llama-cpp-python 0.3.36 sdist), 64 slots o
 concurrency 1 / 16 / 64 with 3 requests per client, 128 tokens per request (end of generation ignored),
 two rounds with the engines alternating; one row per model, level and metric with the mean of the two
 rounds (both in `rounds`) and the relative spread between the rounds as the noise band (the larger of
-the two engines'). raw/keylanes (same binary): `bench attention --tokens 1` with
+the two engines'). raw/prefill_chunk (same binary, call 5): `wgllm serve --serve-prefill-chunk`
+256 / 1024 / 2048 alone, the arms alternating; 2048 became the default after it. raw/keylanes (same binary): `bench attention --tokens 1` with
 --attn-decode-key-lanes rows (GPU timestamps) and the `bench ab` decode A/Bs of the switch.
 Usage: python3 make_summary.py   (from anywhere; writes summary.json beside itself)"""
 import glob, json, os, re, statistics, sys
@@ -58,6 +59,35 @@ for model in sorted({k[1] for k in runs}):
                          "context": f"wgllm serve scheduler over the whole round {r_i} (levels 1/16/64; wall of bench serve / forwards)",
                          "wgllm": v, "ratio_ci": None, "config": "product", "commit": COMMIT,
                          "source": os.path.relpath(mp, D)})
+
+# --- --serve-prefill-chunk (raw/prefill_chunk, call 5: wgllm alone, arms 256 / 1024 / 2048) ----------
+# One row per model, level, metric and arm (1024, 2048) against 256 (the default until this folder):
+# mean of two rounds, the arms' order reversed in round 2; then the new default (2048) against
+# llama-server's figures of raw/serve (call 2: another machine draw, same recipe and files).
+arms = {}  # (arm, model) -> [rows of each round]
+for p in sorted(glob.glob(os.path.join(D, "raw", "prefill_chunk", "serve_wgllm-c*_r*.json"))):
+    m = re.match(r"serve_wgllm-c(\d+)_(.+)_r(\d+)\.json", os.path.basename(p))
+    arms.setdefault((int(m.group(1)), m.group(2)), []).append(json.load(open(p)))
+spread = lambda xs: (max(xs) - min(xs)) / statistics.mean(xs) if statistics.mean(xs) else 0.0
+for (arm, model), a_rounds in sorted(arms.items()):
+    base = arms.get((256, model))
+    peers = [("--serve-prefill-chunk 256", base, "prefill_chunk")] if arm != 256 and base else []
+    if arm == 2048 and runs.get(("llama", model)):
+        peers.append(("llama-server", runs[("llama", model)], "serve"))
+    for peer, p_rounds, src in peers:
+        for level_i, lvl in enumerate(a_rounds[0]):
+            for key, metric in METRICS.items():
+                w = [r[level_i][key] for r in a_rounds]
+                pv = [r[level_i][key] for r in p_rounds]
+                rows.append({"model": MODEL[model], "weights": "synthetic", "metric": metric,
+                             "context": f"{lvl['concurrency']} concurrent streaming clients, {lvl['requests']} requests of "
+                                        f"{lvl['max_tokens']} tokens; 64 slots x 1024 tokens"
+                                        + ("; llama-server measured in call 2 (another machine draw)" if src == "serve" else ""),
+                             "wgllm": statistics.mean(w), "peer": peer, "peer_value": statistics.mean(pv),
+                             "ratio_ci": None, "noise_band": max(spread(w), spread(pv)),
+                             "config": "product" if arm == 2048 else f"--serve-prefill-chunk {arm}",
+                             "rounds": {"wgllm": w, "peer": pv}, "commit": COMMIT,
+                             "source": f"raw/prefill_chunk/serve_wgllm-c{arm}_{model}_r*.json"})
 
 # --- --attn-decode-key-lanes ---------------------------------------------------------------------
 for p in sorted(glob.glob(os.path.join(D, "raw", "keylanes", "keylanes*_c*.json"))):
