@@ -8,7 +8,10 @@
 # distinct prompts, so no prefix cache turns the load into hits), 128 tokens each with the end of
 # generation ignored. Both servers: 64 slots of 1024 tokens (llama-server: -np 64 -c 65536, all
 # layers on the GPU, its defaults otherwise). The engines alternate within each of ROUNDS rounds
-# (default 2; wgllm first in odd rounds, llama-server first in even ones).
+# (default 2; wgllm first in odd rounds, llama-server first in even ones). WG_ARMS="LABEL:FLAGS;..."
+# runs wgllm once per arm (default one arm, "product" with no flags) and LLAMA=0 leaves llama-server
+# out (no build), e.g. for an A/B of a serve option:
+#   LLAMA=0 WG_ARMS="c256:--serve-prefill-chunk 256;c2048:--serve-prefill-chunk 2048" bash tools/device/recipes/serve_peers.sh
 # Staging (here):
 #   mkdir -p /tmp/synth && cp .carry/synth/* /tmp/synth/
 #   python3 tools/device/pack.py --bin wgllm [test binaries] --gl --llamacpp --extra /tmp/synth=synth
@@ -26,7 +29,8 @@ R=$W/res_serve; mkdir -p $R
 trap 'tar czf $OUT/results.tgz -C $R .' EXIT
 fail() { echo "FAIL: $*" | tee -a $R/FAILED.txt; }
 MODELS=${MODELS:-smollm2 qwen25-1.5b}
-wg_start_llamacpp_cuda llama-bench llama-server
+LLAMA=${LLAMA:-1}
+[ $LLAMA = 1 ] && wg_start_llamacpp_cuda llama-bench llama-server
 wg_synth $MODELS 2> >(tee -a $R/write_errors.txt >&2) || fail "synthetic files"
 echo "synthetic weights (tools/synth/write_gguf.py --seed 1): the text is noise, the speed is real" > $R/LABEL.txt
 wait_build() {  # 0 once the last build ended well; a failed build (cc1plus has crashed beside GPU work
@@ -44,15 +48,18 @@ if [ "${STAGE:-measure}" = build ]; then
   wait_build && el "llama.cpp built" || fail "llama.cpp build not done: $(tail -3 $W/lcpp.log | tr '\n' ' ')"
   exit 0
 fi
-wait_build || { fail "llama.cpp build not done: $(tail -3 $W/lcpp.log | tr '\n' ' ')"; exit 1; }
+[ $LLAMA = 1 ] && { wait_build || { fail "llama.cpp build not done: $(tail -3 $W/lcpp.log | tr '\n' ' ')"; exit 1; }; }
 wg_gpu_check | tee $R/gpu.txt
 http_ok() {  # http_ok PORT: 0 once GET /health answers 200
   python3 -c "import sys, urllib.request; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:$1/health', timeout=2).status == 200 else 1)" 2>/dev/null
 }
-run_one() {  # run_one ENGINE MODEL ROUND
+run_one() {  # run_one ENGINE MODEL ROUND [LABEL FLAGS...]: wgllm with FLAGS is named wgllm-LABEL
   local e=$1 m=$2 r=$3 port sp name=$1_$2_r$3
+  shift 3
+  local label=${1:-}; shift || true
+  [ -n "$label" ] && name=$e-${label}_${m}_r$r
   if [ $e = wgllm ]; then
-    port=18080; $B serve -m ${WG_SYNTH[$m]} --port $port --parallel 64 -c 1024 > $R/log_$name.txt 2>&1 &
+    port=18080; $B serve -m ${WG_SYNTH[$m]} --port $port --parallel 64 -c 1024 "$@" > $R/log_$name.txt 2>&1 &
   else
     port=18081; $LS_CUDA -m ${WG_SYNTH[$m]} -ngl 99 -np 64 -c 65536 --host 127.0.0.1 --port $port > $R/log_$name.txt 2>&1 &
   fi
@@ -67,8 +74,19 @@ run_one() {  # run_one ENGINE MODEL ROUND
   kill $sp; wait $sp
   el "$name"; cat $R/serve_$name.txt
 }
+run_wgllm() {  # run_wgllm MODEL ROUND: every arm of WG_ARMS, in order in odd rounds, reversed in even ones
+  local arm label flags i
+  IFS=';' read -ra arms <<< "${WG_ARMS:-product:}"
+  local order=()
+  for i in "${!arms[@]}"; do [ $(($2 % 2)) = 1 ] && order+=("${arms[$i]}") || order=("${arms[$i]}" "${order[@]}"); done
+  for arm in "${order[@]}"; do
+    label=${arm%%:*} flags=${arm#*:}
+    if [ "$label" = product ] && [ -z "$flags" ]; then run_one wgllm $1 $2; else run_one wgllm $1 $2 "$label" $flags; fi
+  done
+}
 for r in $(seq 1 ${ROUNDS:-2}); do
   for m in $MODELS; do
-    if [ $((r % 2)) = 1 ]; then run_one wgllm $m $r; run_one llama $m $r; else run_one llama $m $r; run_one wgllm $m $r; fi
+    if [ $LLAMA != 1 ]; then run_wgllm $m $r
+    elif [ $((r % 2)) = 1 ]; then run_wgllm $m $r; run_one llama $m $r; else run_one llama $m $r; run_wgllm $m $r; fi
   done
 done
