@@ -104,8 +104,9 @@ struct SchedulerOptions {
   // Prompt tokens per step, over all slots (decode tokens come on top). 2048 (was 256 until
   // 2026-12-03): on the H200 with 16 clients arriving together, TTFT p99 42-51 ms vs 105-371 ms
   // (SmolLM2 shape) and 163-164 vs 239-374 ms (Qwen2.5-1.5B shape); at 64 clients aggregate decode
-  // +38% / +8%, ITL p99 46-63 vs 288-289 ms; the cost: TTFT p50 on Qwen2.5-1.5B at 16 / 64 clients
-  // 125 / 313 ms vs 64 / 126 (bench/results/2026-12-03-h200-serve-peers/, raw/prefill_chunk).
+  // +38% / +8%, ITL p99 46-63 vs 288-289 ms (SmolLM2) and 143-153 vs 274-283 ms (Qwen2.5); the cost:
+  // TTFT p50 on Qwen2.5-1.5B at 16 / 64 clients 126 / 313 ms vs 64 / 126
+  // (bench/results/2026-12-03-h200-serve-peers/, raw/prefill_chunk).
   uint32_t prefill_chunk = 2048;
   uint64_t snapshot_cap_bytes = 1ull << 30;  // PrefixCache caps
   uint32_t snapshot_cap_count = 256;

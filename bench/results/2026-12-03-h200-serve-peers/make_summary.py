@@ -16,8 +16,10 @@ sys.path.insert(0, os.path.join(D, "..", "..", "..", "tools", "device"))
 import summarize  # noqa: E402  (ab_rows, op_rows)
 
 COMMIT = "a4f5dfe"
-MODEL = {"qwen25-1.5b": "Qwen2.5-1.5B-shaped (its header)", "qwen25": "Qwen2.5-1.5B-shaped (its header)",
-         "smollm2": "SmolLM2-135M-shaped (its header)", "lfm2-1.2b": "LFM2-1.2B-shaped (published config)"}
+CALL2 = "product of a4f5dfe (--serve-prefill-chunk 256, the default until call 5 of this folder)"
+MODEL = {"qwen25-1.5b": "Qwen2.5-1.5B-shaped, synthetic (its header)", "qwen25": "Qwen2.5-1.5B-shaped, synthetic (its header)",
+         "smollm2": "SmolLM2-135M-shaped, synthetic (its header)",
+         "lfm2-1.2b": "LFM2-1.2B-shaped, synthetic (published config)"}
 rows = []
 
 # --- wgllm serve vs llama-server ---------------------------------------------------------------
@@ -42,7 +44,7 @@ for model in sorted({k[1] for k in runs}):
                                     f"{lvl['max_tokens']} tokens, prompts of ~{lvl['prompt_words']} filler words; "
                                     "64 slots x 1024 tokens",
                          "wgllm": statistics.mean(w), "peer": "llama-server", "peer_value": statistics.mean(p),
-                         "ratio_ci": None, "noise_band": max(spread(w) or 0, spread(p) or 0), "config": "product",
+                         "ratio_ci": None, "noise_band": max(spread(w) or 0, spread(p) or 0), "config": CALL2,
                          "rounds": {"wgllm": w, "peer": p},
                          "errors": sum(r[level_i]["errors"] for r in w_rounds + l_rounds),
                          "commit": COMMIT, "source": f"raw/serve/serve_{{wgllm,llama}}_{model}_r*.json"})
@@ -57,7 +59,7 @@ for model in sorted({k[1] for k in runs}):
         for metric, v in (("mean_batch_items", items / fwd), ("wall_per_forward_ms", 1e3 * wall / fwd)):
             rows.append({"model": MODEL[model], "weights": "synthetic", "metric": metric,
                          "context": f"wgllm serve scheduler over the whole round {r_i} (levels 1/16/64; wall of bench serve / forwards)",
-                         "wgllm": v, "ratio_ci": None, "config": "product", "commit": COMMIT,
+                         "wgllm": v, "ratio_ci": None, "config": CALL2, "commit": COMMIT,
                          "source": os.path.relpath(mp, D)})
 
 # --- --serve-prefill-chunk (raw/prefill_chunk, call 5: wgllm alone, arms 256 / 1024 / 2048) ----------
@@ -88,6 +90,20 @@ for (arm, model), a_rounds in sorted(arms.items()):
                              "config": "product" if arm == 2048 else f"--serve-prefill-chunk {arm}",
                              "rounds": {"wgllm": w, "peer": pv}, "commit": COMMIT,
                              "source": f"raw/prefill_chunk/serve_wgllm-c{arm}_{model}_r*.json"})
+
+for (arm, model), a_rounds in sorted(arms.items()):
+    for r_i, r in enumerate(a_rounds, 1):
+        mp = os.path.join(D, "raw", "prefill_chunk", f"metrics_wgllm-c{arm}_{model}_r{r_i}.txt")
+        if not os.path.exists(mp):
+            continue
+        met = dict(l.rsplit(" ", 1) for l in open(mp).read().splitlines() if l and not l.startswith("#"))
+        fwd, items = float(met["wgllm_scheduler_forwards_total"]), float(met["wgllm_scheduler_batch_items_total"])
+        wall = sum(lvl["wall_s"] for lvl in r)
+        for metric, v in (("mean_batch_items", items / fwd), ("wall_per_forward_ms", 1e3 * wall / fwd)):
+            rows.append({"model": MODEL[model], "weights": "synthetic", "metric": metric,
+                         "context": f"wgllm serve scheduler over the whole round {r_i} (levels 1/16/64; wall of bench serve / forwards)",
+                         "wgllm": v, "ratio_ci": None, "config": "product" if arm == 2048 else f"--serve-prefill-chunk {arm}",
+                         "commit": COMMIT, "source": os.path.relpath(mp, D)})
 
 # --- --attn-decode-key-lanes ---------------------------------------------------------------------
 for p in sorted(glob.glob(os.path.join(D, "raw", "keylanes", "keylanes*_c*.json"))):
