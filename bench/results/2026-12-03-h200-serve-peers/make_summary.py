@@ -22,6 +22,26 @@ MODEL = {"qwen25-1.5b": "Qwen2.5-1.5B-shaped, synthetic (its header)", "qwen25":
          "lfm2-1.2b": "LFM2-1.2B-shaped, synthetic (published config)"}
 rows = []
 
+def spread(xs):
+    """Relative spread of repeated measurements (max - min) / mean; 0 for a zero mean."""
+    return (max(xs) - min(xs)) / statistics.mean(xs) if statistics.mean(xs) else 0.0
+
+
+def scheduler_rows(metrics_path, levels, r_i, model, config):
+    """wgllm's scheduler over one round (its /metrics after the round, the round's bench serve rows):
+    slot steps per batched forward and wall time per forward."""
+    if not os.path.exists(metrics_path):
+        return
+    met = dict(l.rsplit(" ", 1) for l in open(metrics_path).read().splitlines() if l and not l.startswith("#"))
+    fwd, items = float(met["wgllm_scheduler_forwards_total"]), float(met["wgllm_scheduler_batch_items_total"])
+    wall = sum(lvl["wall_s"] for lvl in levels)
+    for metric, v in (("mean_batch_items", items / fwd), ("wall_per_forward_ms", 1e3 * wall / fwd)):
+        rows.append({"model": MODEL[model], "weights": "synthetic", "metric": metric,
+                     "context": f"wgllm serve scheduler over the whole round {r_i} (levels 1/16/64; wall of bench serve / forwards)",
+                     "wgllm": v, "ratio_ci": None, "config": config, "commit": COMMIT,
+                     "source": os.path.relpath(metrics_path, D)})
+
+
 # --- wgllm serve vs llama-server ---------------------------------------------------------------
 METRICS = {"tokens_per_s": "aggregate_decode_tok_s", "ttft_ms_p50": "ttft_p50_ms", "ttft_ms_p99": "ttft_p99_ms",
            "itl_ms_p50": "itl_p50_ms", "itl_ms_p99": "itl_p99_ms"}
@@ -38,29 +58,17 @@ for model in sorted({k[1] for k in runs}):
         for key, metric in METRICS.items():
             w = [r[level_i][key] for r in w_rounds]
             p = [r[level_i][key] for r in l_rounds]
-            spread = lambda xs: (max(xs) - min(xs)) / statistics.mean(xs) if statistics.mean(xs) else None
             rows.append({"model": MODEL[model], "weights": "synthetic", "metric": metric,
                          "context": f"{c} concurrent streaming clients, {lvl['requests']} requests of "
                                     f"{lvl['max_tokens']} tokens, prompts of ~{lvl['prompt_words']} filler words; "
                                     "64 slots x 1024 tokens",
                          "wgllm": statistics.mean(w), "peer": "llama-server", "peer_value": statistics.mean(p),
-                         "ratio_ci": None, "noise_band": max(spread(w) or 0, spread(p) or 0), "config": CALL2,
+                         "ratio_ci": None, "noise_band": max(spread(w), spread(p)), "config": CALL2,
                          "rounds": {"wgllm": w, "peer": p},
                          "errors": sum(r[level_i]["errors"] for r in w_rounds + l_rounds),
                          "commit": COMMIT, "source": f"raw/serve/serve_{{wgllm,llama}}_{model}_r*.json"})
-    # wgllm's scheduler: slot steps per batched forward and wall time per forward over the whole run.
     for r_i, r in enumerate(w_rounds, 1):
-        mp = os.path.join(D, "raw", "serve", f"metrics_wgllm_{model}_r{r_i}.txt")
-        if not os.path.exists(mp):
-            continue
-        met = dict(l.rsplit(" ", 1) for l in open(mp).read().splitlines() if l and not l.startswith("#"))
-        fwd, items = float(met["wgllm_scheduler_forwards_total"]), float(met["wgllm_scheduler_batch_items_total"])
-        wall = sum(lvl["wall_s"] for lvl in r)
-        for metric, v in (("mean_batch_items", items / fwd), ("wall_per_forward_ms", 1e3 * wall / fwd)):
-            rows.append({"model": MODEL[model], "weights": "synthetic", "metric": metric,
-                         "context": f"wgllm serve scheduler over the whole round {r_i} (levels 1/16/64; wall of bench serve / forwards)",
-                         "wgllm": v, "ratio_ci": None, "config": CALL2, "commit": COMMIT,
-                         "source": os.path.relpath(mp, D)})
+        scheduler_rows(os.path.join(D, "raw", "serve", f"metrics_wgllm_{model}_r{r_i}.txt"), r, r_i, model, CALL2)
 
 # --- --serve-prefill-chunk (raw/prefill_chunk, call 5: wgllm alone, arms 256 / 1024 / 2048) ----------
 # One row per model, level, metric and arm (1024, 2048) against 256 (the default until this folder):
@@ -70,7 +78,6 @@ arms = {}  # (arm, model) -> [rows of each round]
 for p in sorted(glob.glob(os.path.join(D, "raw", "prefill_chunk", "serve_wgllm-c*_r*.json"))):
     m = re.match(r"serve_wgllm-c(\d+)_(.+)_r(\d+)\.json", os.path.basename(p))
     arms.setdefault((int(m.group(1)), m.group(2)), []).append(json.load(open(p)))
-spread = lambda xs: (max(xs) - min(xs)) / statistics.mean(xs) if statistics.mean(xs) else 0.0
 for (arm, model), a_rounds in sorted(arms.items()):
     base = arms.get((256, model))
     peers = [("--serve-prefill-chunk 256", base, "prefill_chunk")] if arm != 256 and base else []
@@ -93,17 +100,8 @@ for (arm, model), a_rounds in sorted(arms.items()):
 
 for (arm, model), a_rounds in sorted(arms.items()):
     for r_i, r in enumerate(a_rounds, 1):
-        mp = os.path.join(D, "raw", "prefill_chunk", f"metrics_wgllm-c{arm}_{model}_r{r_i}.txt")
-        if not os.path.exists(mp):
-            continue
-        met = dict(l.rsplit(" ", 1) for l in open(mp).read().splitlines() if l and not l.startswith("#"))
-        fwd, items = float(met["wgllm_scheduler_forwards_total"]), float(met["wgllm_scheduler_batch_items_total"])
-        wall = sum(lvl["wall_s"] for lvl in r)
-        for metric, v in (("mean_batch_items", items / fwd), ("wall_per_forward_ms", 1e3 * wall / fwd)):
-            rows.append({"model": MODEL[model], "weights": "synthetic", "metric": metric,
-                         "context": f"wgllm serve scheduler over the whole round {r_i} (levels 1/16/64; wall of bench serve / forwards)",
-                         "wgllm": v, "ratio_ci": None, "config": "product" if arm == 2048 else f"--serve-prefill-chunk {arm}",
-                         "commit": COMMIT, "source": os.path.relpath(mp, D)})
+        scheduler_rows(os.path.join(D, "raw", "prefill_chunk", f"metrics_wgllm-c{arm}_{model}_r{r_i}.txt"), r, r_i, model,
+                       "product" if arm == 2048 else f"--serve-prefill-chunk {arm}")
 
 # --- --attn-decode-key-lanes ---------------------------------------------------------------------
 for p in sorted(glob.glob(os.path.join(D, "raw", "keylanes", "keylanes*_c*.json"))):
