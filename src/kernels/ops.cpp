@@ -600,8 +600,7 @@ uint32_t decode_key_lanes(const OpContext& o, uint32_t HD) {
   if (!(o.opt.attention_decode_subgroups && o.ctx.has_subgroups())) return 1;
   uint32_t kl = o.opt.attention_decode_key_lanes ? o.opt.attention_decode_key_lanes : 1;
   // A key's KL threads must share a subgroup: KL <= the smallest subgroup size (a power of two).
-  const auto [lo, hi] = o.ctx.measured_subgroup_sizes();
-  (void)hi;
+  const uint32_t lo = o.ctx.measured_subgroup_sizes().first;
   while (kl > 1 && ((HD / 4) % kl || lo < kl || (lo & (lo - 1)))) kl /= 2;
   return kl;
 }
