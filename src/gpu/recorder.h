@@ -24,6 +24,7 @@ struct Binding {
   const Buffer* buf = nullptr;
   uint64_t offset = 0;
   uint64_t size = 0;
+  Binding() = default;  // no buffer (an optional binding left unset)
   Binding(const Buffer& b, uint64_t off = 0, uint64_t sz = 0) : buf(&b), offset(off), size(sz) {}
 };
 

@@ -384,7 +384,7 @@ TEST(FusedOps, MatmulQkvRopeKvBitIdenticalToMatmulRopeRopeKvStore) {
               rope(o, {y1, 0}, N, T, Hq, HD, rot, pos0, tb, neox);
               rope(o, {y1, Q}, N, T, Hkv, HD, rot, pos0, tb, neox);
               kv_store(o, y1, Q, Q + KV, N, T, KV, pos0, k1, v1);
-              const QkvRopeKv rk{Q, KV, HD, rot, pos0, neox, &tb, &k2, &v2};
+              const QkvRopeKv rk{Q, KV, HD, rot, pos0, neox, &tb, k2, v2};
               matmul_qkv_rope_kv(o, W, {xb, 0}, K, norm ? &nwb : nullptr, 1e-5f, {y2, 0}, N, T, rk);
               e.rec.submit();
               const std::string what = "HD=" + std::to_string(HD) + " rot=" + std::to_string(rot) + " neox=" +
@@ -457,7 +457,7 @@ TEST(FusedOps, MatmulQkvRopeKvPartsWithBiasBitIdenticalToUnfusedPath) {
             rope(o, {y1, 0}, N, T, Hq, HD, rot, pos0, tb, neox);
             rope(o, {y1, Q}, N, T, Hkv, HD, rot, pos0, tb, neox);
             kv_store(o, y1, Q, Q + KV, N, T, KV, pos0, k1, v1);
-            QkvRopeKv rk{Q, KV, HD, rot, pos0, neox, &tb, &k2, &v2};
+            QkvRopeKv rk{Q, KV, HD, rot, pos0, neox, &tb, k2, v2};
             rk.bias = bias ? &bb : nullptr;
             for (size_t i = 0; i < ws.size(); ++i) {
               rk.row0 = splits[si][i].row0;
@@ -497,9 +497,9 @@ TEST(FusedOps, FusedMatmulsRejectPrefillSizes) {
   e.rec.begin();
   EXPECT_THROW(matmul_norm(o, W, {xb, 0}, 32, xb, 1e-5f, {yb, 0}, 4, kFusedMaxTokens + 1, false), Error);
   EXPECT_THROW(matmul_silu(o, W, xb, 0, 16, 64, {yb, 0}, 4, kFusedMaxTokens + 1, false), Error);
-  const QkvRopeKv rk{2, 1, 2, 2, 0, false, &xb, &yb, &yb};  // 2 + 2 * 1 rows = W's 4: accepted shape
+  const QkvRopeKv rk{2, 1, 2, 2, 0, false, &xb, yb, yb};  // 2 + 2 * 1 rows = W's 4: accepted shape
   EXPECT_THROW(matmul_qkv_rope_kv(o, W, {xb, 0}, 32, nullptr, 0.0f, {yb, 0}, 4, kFusedMaxTokens + 1, rk), Error);
-  const QkvRopeKv odd{2, 1, 1, 0, 0, false, &xb, &yb, &yb};  // odd head_dim
+  const QkvRopeKv odd{2, 1, 1, 0, 0, false, &xb, yb, yb};  // odd head_dim
   EXPECT_THROW(matmul_qkv_rope_kv(o, W, {xb, 0}, 32, nullptr, 0.0f, {yb, 0}, 4, 1, odd), Error);
   QkvRopeKv past = rk;  // W's 4 rows from row 2 run past [q | k | v]'s 4
   past.row0 = 2;

@@ -64,7 +64,7 @@ WGLLM_PARAMS(QkNormRopeKvParams, T, Hq, Hkv, HD, rot, pos0, q_off, q_stride, k_o
 void qk_norm_rope_kv_store(OpContext& o, const gpu::Buffer& src, uint32_t q_off, uint32_t q_stride, uint32_t k_off,
                            uint32_t v_off, uint32_t kv_stride, uint32_t T, uint32_t Hq, uint32_t Hkv, uint32_t HD,
                            uint32_t rot, uint32_t pos0, const gpu::Buffer& table, bool neox, const gpu::Buffer& qw,
-                           const gpu::Buffer& kw, float eps, const gpu::Buffer& kc, const gpu::Buffer& vc) {
+                           const gpu::Buffer& kw, float eps, gpu::Binding kc, gpu::Binding vc) {
   if (rot % 2 || rot > HD) throw Error("qk_norm_rope_kv_store: rotary dims must be even and <= head_dim");
   const auto& p = get(o, "qk_norm_rope_kv", {{"NEOX", neox ? "1" : "0"}},
                       {Bind::ReadWrite, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::ReadWrite,

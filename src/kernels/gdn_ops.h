@@ -28,7 +28,7 @@ void rmsnorm_heads(OpContext& o, F32Ref x, uint32_t stride, uint32_t head_stride
 void qk_norm_rope_kv_store(OpContext& o, const gpu::Buffer& src, uint32_t q_off, uint32_t q_stride, uint32_t k_off,
                            uint32_t v_off, uint32_t kv_stride, uint32_t T, uint32_t Hq, uint32_t Hkv, uint32_t HD,
                            uint32_t rot, uint32_t pos0, const gpu::Buffer& table, bool neox, const gpu::Buffer& qw,
-                           const gpu::Buffer& kw, float eps, const gpu::Buffer& kc, const gpu::Buffer& vc);
+                           const gpu::Buffer& kw, float eps, gpu::Binding kc, gpu::Binding vc);
 /// Qwen3_5RMSNormGated in place: rows x.off + t*x_stride hold H heads of D contiguous values;
 /// x <- rmsnorm(x) * w * silu(z), z rows z.off + t*z_stride (same head layout), w: [D] f32.
 /// x and z must be different buffers (twin ref::gated_rmsnorm).

@@ -42,8 +42,8 @@ Defines weight_defines(const OpContext& o, const GpuWeight& W) {
 
 // The uniforms of this file's kernels (each matches its WGSL `struct P`: kernels/params_layout.h,
 // ops_params_layouts() at the end). MatmulParams is beside matmul_params().
-struct RopeKvParams { uint32_t T, Hq, HD, rot, pos0, q_off, q_stride, k_off, v_off, kv_stride, kv_dim, table_pairs; };
-WGLLM_PARAMS(RopeKvParams, T, Hq, HD, rot, pos0, q_off, q_stride, k_off, v_off, kv_stride, kv_dim, table_pairs);
+struct RopeKvParams { uint32_t T, Hq, HD, rot, pos0, q_off, q_stride, k_off, v_off, kv_stride, kv_dim, table_pairs, tab_off; };
+WGLLM_PARAMS(RopeKvParams, T, Hq, HD, rot, pos0, q_off, q_stride, k_off, v_off, kv_stride, kv_dim, table_pairs, tab_off);
 struct EmbedParams { uint32_t K, N, T, nb, soff, y_off; };
 WGLLM_PARAMS(EmbedParams, K, N, T, nb, soff, y_off);
 struct RmsnormParams { uint32_t D; float eps; uint32_t x_off, y_off, x_stride, y_stride; };
@@ -52,9 +52,9 @@ struct RopeParams { uint32_t T, H, HD, rot, pos0, off, stride, table_pairs; };
 WGLLM_PARAMS(RopeParams, T, H, HD, rot, pos0, off, stride, table_pairs);
 struct KvStoreParams { uint32_t T, kv_dim, pos0, k_off, v_off, stride; };
 WGLLM_PARAMS(KvStoreParams, T, kv_dim, pos0, k_off, v_off, stride);
-struct CombineParams { uint32_t T, Hq, HD, n_split, o_off, o_stride; };
-WGLLM_PARAMS(CombineParams, T, Hq, HD, n_split, o_off, o_stride);
-// attention, attention_tiled, attention_decode.
+struct CombineParams { uint32_t T, Hq, HD, n_split, o_off, o_stride, tab_off; };
+WGLLM_PARAMS(CombineParams, T, Hq, HD, n_split, o_off, o_stride, tab_off);
+// attention, attention_tiled.
 struct AttentionParams {
   uint32_t T, pos0, Hq, Hkv, HD, q_off, q_stride, o_off, o_stride, kv_dim;
   float scale;
@@ -62,6 +62,14 @@ struct AttentionParams {
 };
 WGLLM_PARAMS(AttentionParams, T, pos0, Hq, Hkv, HD, q_off, q_stride, o_off, o_stride, kv_dim, scale, split_len, n_split,
              window, pad0, pad1);
+// attention_decode (tab_off: MULTI's table entries).
+struct DecodeParams {
+  uint32_t T, pos0, Hq, Hkv, HD, q_off, q_stride, o_off, o_stride, kv_dim;
+  float scale;
+  uint32_t split_len, n_split, window, tab_off, pad0;
+};
+WGLLM_PARAMS(DecodeParams, T, pos0, Hq, Hkv, HD, q_off, q_stride, o_off, o_stride, kv_dim, scale, split_len, n_split,
+             window, tab_off, pad0);
 struct FlashParams {
   uint32_t T, pos0, Hq, Hkv, HD, q_off, q_stride, o_off, o_stride, kv_dim;
   float scale;
@@ -128,7 +136,7 @@ std::vector<gpu::Binding> fused_bindings(std::initializer_list<gpu::Binding> own
   std::vector<gpu::Binding> b(own);
   if (pro == Prologue::Norm || pro == Prologue::Gate) b.emplace_back(*norm_w);
   if (rope) {
-    b.insert(b.end(), {gpu::Binding(*rope->table), gpu::Binding(*rope->kc), gpu::Binding(*rope->vc)});
+    b.insert(b.end(), {gpu::Binding(*rope->table), rope->kc, rope->vc});
     if (rope->bias) b.emplace_back(*rope->bias);
   }
   return b;
@@ -362,25 +370,43 @@ void matmul_qkv_rope_kv(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_s
   if (r.rot % 2 || r.rot > r.HD || r.HD % 2 || r.q_rows % r.HD || r.kv_rows % r.HD || r.row0 % r.HD || W.N % r.HD ||
       uint64_t(r.row0) + W.N > uint64_t(r.q_rows) + 2ull * r.kv_rows)
     throw Error("matmul_qkv_rope_kv: rows must be whole heads of [q | k | v] of an even head_dim, rotary dims even and <= head_dim");
-  if (!r.table || !r.kc || !r.vc) throw Error("matmul_qkv_rope_kv: table and caches are required");
+  if (!r.table || !r.kc.buf || !r.vc.buf) throw Error("matmul_qkv_rope_kv: table and caches are required");
   matmul_impl(o, W, x, x_stride, y, y_stride, T, false, label, gpu::Traffic::Activations,
               norm_w ? Prologue::Norm : Prologue::None, norm_w, eps, 0, &r);
 }
 
 void rope_kv_store(OpContext& o, const gpu::Buffer& src, uint32_t q_off, uint32_t q_stride, uint32_t k_off, uint32_t v_off,
                    uint32_t kv_stride, uint32_t T, uint32_t Hq, uint32_t Hkv, uint32_t HD, uint32_t rot, uint32_t pos0,
-                   const gpu::Buffer& table, bool neox, const gpu::Buffer& kc, const gpu::Buffer& vc) {
+                   const gpu::Buffer& table, bool neox, gpu::Binding kc, gpu::Binding vc) {
   if (rot % 2 || rot > HD) throw Error("rope_kv_store: rotary dims must be even and <= head_dim");
-  const auto& p = get(o, "rope_kv", {{"NEOX", neox ? "1" : "0"}},
+  const auto& p = get(o, "rope_kv", {{"NEOX", neox ? "1" : "0"}, {"ROWS", "0"}},
                       {Bind::ReadWrite, Bind::ReadOnly, Bind::ReadWrite, Bind::ReadWrite, Bind::Uniform});
   const uint32_t kv_dim = Hkv * HD;
-  RopeKvParams prm{T, Hq, HD, rot, pos0, q_off, q_stride, k_off, v_off, kv_stride, kv_dim, rot / 2};
+  RopeKvParams prm{T, Hq, HD, rot, pos0, q_off, q_stride, k_off, v_off, kv_stride, kv_dim, rot / 2, 0};
   o.rec.declare(gpu::TrafficBytes()
                     .r(gpu::Traffic::Activations, 4ull * T * (Hq * rot + 2 * kv_dim))
                     .r(gpu::Traffic::Weights, 4ull * T * rot)
                     .w(gpu::Traffic::Activations, 4ull * T * Hq * rot)
                     .w(gpu::Traffic::KvCache, 8ull * T * kv_dim));
   o.rec.dispatch(p, {src, table, kc, vc}, prm, ceil_div(Hq * (rot / 2) + 2 * kv_dim, 64), T, 1, "rope_kv_store");
+}
+
+void rope_kv_store_rows(OpContext& o, const gpu::Buffer& src, uint32_t q_off, uint32_t q_stride, uint32_t k_off,
+                        uint32_t v_off, uint32_t kv_stride, uint32_t Hq, uint32_t Hkv, uint32_t HD, uint32_t rot,
+                        const gpu::Buffer& table, bool neox, gpu::Binding kc, gpu::Binding vc, const gpu::Buffer& rows,
+                        uint32_t rows_off, uint32_t n) {
+  if (rot % 2 || rot > HD) throw Error("rope_kv_store_rows: rotary dims must be even and <= head_dim");
+  if (!n) return;
+  const auto& p = get(o, "rope_kv", {{"NEOX", neox ? "1" : "0"}, {"ROWS", "1"}},
+                      {Bind::ReadWrite, Bind::ReadOnly, Bind::ReadWrite, Bind::ReadWrite, Bind::ReadOnly, Bind::Uniform});
+  const uint32_t kv_dim = Hkv * HD;
+  RopeKvParams prm{n, Hq, HD, rot, 0, q_off, q_stride, k_off, v_off, kv_stride, kv_dim, rot / 2, rows_off};
+  o.rec.declare(gpu::TrafficBytes()
+                    .r(gpu::Traffic::Activations, 4ull * n * (Hq * rot + 2 * kv_dim + 4))
+                    .r(gpu::Traffic::Weights, 4ull * n * rot)
+                    .w(gpu::Traffic::Activations, 4ull * n * Hq * rot)
+                    .w(gpu::Traffic::KvCache, 8ull * n * kv_dim));
+  o.rec.dispatch(p, {src, table, kc, vc, rows}, prm, ceil_div(Hq * (rot / 2) + 2 * kv_dim, 64), n, 1, "rope_kv_store");
 }
 
 void embed(OpContext& o, const GpuWeight& table, const gpu::Buffer& tokens, uint32_t T, F32Ref y) {
@@ -412,7 +438,7 @@ void rope(OpContext& o, F32Ref x, uint32_t stride, uint32_t T, uint32_t H, uint3
 }
 
 void kv_store(OpContext& o, const gpu::Buffer& src, uint32_t k_off, uint32_t v_off, uint32_t stride,
-              uint32_t T, uint32_t kv_dim, uint32_t pos0, const gpu::Buffer& kc, const gpu::Buffer& vc) {
+              uint32_t T, uint32_t kv_dim, uint32_t pos0, gpu::Binding kc, gpu::Binding vc) {
   const auto& p = get(o, "kv_store", {}, {Bind::ReadOnly, Bind::ReadWrite, Bind::ReadWrite, Bind::Uniform});
   KvStoreParams prm{T, kv_dim, pos0, k_off, v_off, stride};
   o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Activations, 8ull * T * kv_dim).w(gpu::Traffic::KvCache, 8ull * T * kv_dim));
@@ -456,8 +482,8 @@ namespace {
 // Merges the split-K partials (m, l, acc) of every (token, head) row into out.
 void attention_combine(OpContext& o, const AttentionShape& s, const gpu::Buffer& scratch, uint32_t n_split,
                        F32Ref out, uint32_t o_stride) {
-  const auto& c = get(o, "attention_combine", {}, {Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
-  CombineParams cp{s.T, s.Hq, s.HD, n_split, out.off, o_stride};
+  const auto& c = get(o, "attention_combine", {{"ROWS", "0"}}, {Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
+  CombineParams cp{s.T, s.Hq, s.HD, n_split, out.off, o_stride, 0};
   const uint64_t rows = uint64_t(s.Hq) * s.T, part_bytes = 4ull * rows * n_split * (s.HD + 2);
   o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Activations, part_bytes).w(gpu::Traffic::Activations, 4ull * rows * s.HD));
   o.rec.dispatch(c, {scratch, out.buf}, cp, s.Hq, s.T, 1, "attention_combine");
@@ -517,8 +543,8 @@ std::pair<uint32_t, uint32_t> prefill_key_split(const OpContext& o, const Attent
 
 // Multi-query tiled attention for T > 1 (attention_tiled.wgsl): one workgroup per (tile of RW
 // (token, head) rows of one KV head, KV head, key split).
-void attention_tiled(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_stride, const gpu::Buffer& kc,
-                     const gpu::Buffer& vc, F32Ref out, uint32_t o_stride, const gpu::Buffer* split_scratch,
+void attention_tiled(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_stride, gpu::Binding kc,
+                     gpu::Binding vc, F32Ref out, uint32_t o_stride, const gpu::Buffer* split_scratch,
                      AttentionPartials* defer) {
   const TiledShape ts = tiled_shape(s.HD);
   // max_keys: the longest key range of a row tile (with a window: at most the window plus the tile's
@@ -567,7 +593,7 @@ uint32_t flash_split_min_tiles(const OpContext& o, uint32_t blocks, uint32_t max
 // (token, head) rows of one KV head, KV head, key split); the split rule is attention_tiled's with
 // BR-row blocks and BC-key tiles.
 void attention_flash(OpContext& o, const AttentionShape& s, const FlashTile& ft, F32Ref q, uint32_t q_stride,
-                     const gpu::Buffer& kc, const gpu::Buffer& vc, F32Ref out, uint32_t o_stride,
+                     gpu::Binding kc, gpu::Binding vc, F32Ref out, uint32_t o_stride,
                      const gpu::Buffer* split_scratch, AttentionPartials* defer) {
   const uint32_t G = s.Hq / s.Hkv, row_tiles = ceil_div(s.T * G, ft.br), max_keys = s.pos0 + s.T;
   const auto [n_split, split_len] =
@@ -617,15 +643,10 @@ bool attention_decode_applies(const OpContext& o, const AttentionShape& s) {
   return decode_wg_bytes(s.Hq / s.Hkv, s.HD, o.opt.attention_decode_subgroups && o.ctx.has_subgroups()) <= 16384;
 }
 
-namespace {
-// Decode attention (T = 1), attention_decode.wgsl: one workgroup per (KV head, key split) for the
-// G query heads of the group; split over keys (then attention_combine) only past
-// attention_decode_split_min keys.
-void attention_decode(OpContext& o, const AttentionShape& s, F32Ref q, const gpu::Buffer& kc, const gpu::Buffer& vc,
-                      F32Ref out, uint32_t o_stride, const gpu::Buffer* split_scratch, AttentionPartials* defer) {
+DecodeSplit attention_decode_split(const OpContext& o, const AttentionShape& s, const gpu::Buffer* split_scratch) {
   // n_keys: the keys the query sees (with a window: its last `window` keys).
-  const uint32_t G = s.Hq / s.Hkv, n_keys = s.window ? std::min(s.pos0 + 1, s.window) : s.pos0 + 1;
-  uint32_t n_split = 1, split_len = n_keys;
+  const uint32_t n_keys = s.window ? std::min(s.pos0 + 1, s.window) : s.pos0 + 1;
+  DecodeSplit d{1, n_keys};
   const bool sw = o.ctx.info().is_software();
   const uint32_t split_min = o.opt.attention_decode_split_min == kDecodeSplitMinAuto ? (sw ? 1024u : 0u)
                                                                                     : o.opt.attention_decode_split_min;
@@ -634,12 +655,20 @@ void attention_decode(OpContext& o, const AttentionShape& s, F32Ref q, const gpu
   // shape against 64; 32 and 256 slower).
   const uint32_t split_len_opt = o.opt.attention_decode_split_len ? o.opt.attention_decode_split_len : (sw ? 256u : 128u);
   if (split_scratch && o.opt.attention_decode_split && n_keys > split_min) {
-    split_len = std::max<uint32_t>({split_len_opt, 1, ceil_div(n_keys, kSplitMax)});
+    d.split_len = std::max<uint32_t>({split_len_opt, 1, ceil_div(n_keys, kSplitMax)});
     const uint64_t fit = split_scratch->size() / (4ull * s.Hq * (s.HD + 2));
-    if (ceil_div(n_keys, split_len) > fit) split_len = ceil_div(n_keys, uint32_t(std::max<uint64_t>(fit, 1)));
-    n_split = ceil_div(n_keys, split_len);
+    if (ceil_div(n_keys, d.split_len) > fit) d.split_len = ceil_div(n_keys, uint32_t(std::max<uint64_t>(fit, 1)));
+    d.n_split = ceil_div(n_keys, d.split_len);
   }
-  const bool split = n_split > 1;
+  return d;
+}
+
+namespace {
+// attention_decode.wgsl's pipeline for the shape's head dim and group size, with or without the key
+// split, for one sequence or several (MULTI).
+const gpu::Pipeline& decode_pipe(OpContext& o, const AttentionShape& s, bool split, bool multi) {
+  const uint32_t G = s.Hq / s.Hkv;
+  const bool sw = o.ctx.info().is_software();
   const bool sg = o.opt.attention_decode_subgroups && o.ctx.has_subgroups();
   // K-row loads in flight per thread (--attn-decode-k-batch): the option, else 8 on hardware
   // adapters (H200: +6.4% decode on the Qwen2.5-1.5B shape, switch record attn_decode_k_batch) and 1
@@ -649,14 +678,28 @@ void attention_decode(OpContext& o, const AttentionShape& s, F32Ref q, const gpu
   const bool lv = o.opt.attention_decode_late_v;
   const uint32_t kl = decode_key_lanes(o, s.HD);
   while ((s.HD / 4 / kl) % kb) kb /= 2;  // KB divides the thread's HD / 4 / KL vec4 of the K row
-  const gpu::PipelineCache::Signature sig{2, s.HD, G, sg, split, kb, lv, kl};  // 2: attention_decode (every define)
-  const gpu::Pipeline& p = memoized(o, sig, [&]() -> const gpu::Pipeline& {
+  const gpu::PipelineCache::Signature sig{2, s.HD, G, sg, split, kb, lv, kl, multi};  // 2: attention_decode (every define)
+  return memoized(o, sig, [&]() -> const gpu::Pipeline& {
     const Defines d{{"HD4", std::to_string(s.HD / 4)}, {"G", std::to_string(G)}, {"NT", std::to_string(kDecodeThreads)},
                     {"SG", sg ? "1" : "0"}, {"SPLIT", split ? "1" : "0"}, {"KB", std::to_string(kb)}, {"LV", lv ? "1" : "0"},
-                    {"KL", std::to_string(kl)}};
-    return get(o, "attention_decode", d, {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
+                    {"KL", std::to_string(kl)}, {"MULTI", multi ? "1" : "0"}};
+    std::vector<Bind> binds{Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite};
+    if (multi) binds.push_back(Bind::ReadOnly);
+    binds.push_back(Bind::Uniform);
+    return get(o, "attention_decode", d, binds);
   });
-  AttentionParams prm{
+}
+
+// Decode attention (T = 1), attention_decode.wgsl: one workgroup per (KV head, key split) for the
+// G query heads of the group; split over keys (then attention_combine) only past
+// attention_decode_split_min keys (attention_decode_split()).
+void attention_decode(OpContext& o, const AttentionShape& s, F32Ref q, gpu::Binding kc, gpu::Binding vc,
+                      F32Ref out, uint32_t o_stride, const gpu::Buffer* split_scratch, AttentionPartials* defer) {
+  const auto [n_split, split_len] = attention_decode_split(o, s, split_scratch);
+  const uint32_t n_keys = s.window ? std::min(s.pos0 + 1, s.window) : s.pos0 + 1;
+  const bool split = n_split > 1;
+  const gpu::Pipeline& p = decode_pipe(o, s, split, false);
+  DecodeParams prm{
       s.T, s.pos0, s.Hq, s.Hkv, s.HD, q.off, 0, out.off, o_stride, s.Hkv * s.HD, s.scale, split_len, n_split, s.window, 0, 0};
   // Each K and V row of every KV head is read once.
   o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Activations, 4ull * s.Hq * s.HD)
@@ -669,6 +712,33 @@ void attention_decode(OpContext& o, const AttentionShape& s, F32Ref q, const gpu
   finish_split(o, s, *split_scratch, n_split, out, o_stride, defer);
 }
 }  // namespace
+
+uint32_t attention_decode_batch(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_stride, gpu::Binding kc,
+                                gpu::Binding vc, F32Ref out, uint32_t o_stride, const gpu::Buffer& tab, uint32_t tab_off,
+                                uint32_t n, uint32_t max_split, uint64_t keys, gpu::Buffer* split_scratch) {
+  if (!n) return 0;
+  if (!attention_decode_applies(o, s)) throw Error("attention_decode_batch: the decode kernel does not apply to this shape");
+  if (s.window) throw Error("attention_decode_batch: no sliding window");
+  if (max_split == 0 || max_split > kSplitMax) throw Error("attention_decode_batch: 1 to " + std::to_string(kSplitMax) + " splits");
+  const bool split = max_split > 1;
+  const uint64_t part_bytes = 4ull * n * s.Hq * max_split * (s.HD + 2);
+  if (split && (!split_scratch || split_scratch->size() < part_bytes))
+    throw Error("attention_decode_batch: the split scratch holds less than " + std::to_string(part_bytes) + " bytes");
+  const gpu::Pipeline& p = decode_pipe(o, s, split, true);
+  DecodeParams prm{1, 0, s.Hq, s.Hkv, s.HD, q.off, q_stride, out.off, o_stride, s.Hkv * s.HD, s.scale, 0, max_split, 0, tab_off, 0};
+  o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Activations, 4ull * n * (s.Hq * s.HD + 4))
+                    .r(gpu::Traffic::KvCache, keys * 8ull * s.Hkv * s.HD).w(gpu::Traffic::Activations, 4ull * n * s.Hq * s.HD));
+  if (!split) {
+    o.rec.dispatch(p, {q.buf, kc, vc, out.buf, tab}, prm, s.Hkv, n, 1, "attention");
+    return 1;
+  }
+  o.rec.dispatch(p, {q.buf, kc, vc, *split_scratch, tab}, prm, s.Hkv, n, max_split, "attention");
+  const auto& c = get(o, "attention_combine", {{"ROWS", "1"}}, {Bind::ReadOnly, Bind::ReadWrite, Bind::ReadOnly, Bind::Uniform});
+  CombineParams cp{n, s.Hq, s.HD, max_split, out.off, o_stride, tab_off};
+  o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Activations, part_bytes).w(gpu::Traffic::Activations, 4ull * n * s.Hq * s.HD));
+  o.rec.dispatch(c, {*split_scratch, out.buf, tab}, cp, s.Hq, n, 1, "attention_combine");
+  return 2;
+}
 
 uint64_t FlashTile::workgroup_bytes(uint32_t HD) const {
   // qs, ks (and vs) rows padded by one vec4; pt padded by one row group per key; pm.
@@ -731,7 +801,7 @@ void attention_compile_prefill_split(OpContext& o, uint32_t HD) {
 }
 
 void attention(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_stride,
-               const gpu::Buffer& kc, const gpu::Buffer& vc, F32Ref out, uint32_t o_stride,
+               gpu::Binding kc, gpu::Binding vc, F32Ref out, uint32_t o_stride,
                const gpu::Buffer* split_scratch, SparseScratch* sparse, SparseMeansCache* means_cache,
                AttentionPartials* defer) {
   if (defer) *defer = {};
@@ -893,7 +963,7 @@ std::vector<ParamsLayout> ops_params_layouts() {
           WGLLM_LAYOUT(CombineParams, "attention_combine"),
           WGLLM_LAYOUT(AttentionParams, "attention"),
           WGLLM_LAYOUT(AttentionParams, "attention_tiled"),
-          WGLLM_LAYOUT(AttentionParams, "attention_decode"),
+          WGLLM_LAYOUT(DecodeParams, "attention_decode"),
           WGLLM_LAYOUT(FlashParams, "attention_flash", {{"GATHER", "0"}}),
           WGLLM_LAYOUT(GluParams, "silu_mul"),
           WGLLM_LAYOUT(GluParams, "gelu_mul"),

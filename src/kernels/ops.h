@@ -126,8 +126,8 @@ struct QkvRopeKv {
   uint32_t q_rows = 0, kv_rows = 0, HD = 0, rot = 0, pos0 = 0;
   bool neox = false;
   const gpu::Buffer* table = nullptr;
-  const gpu::Buffer* kc = nullptr;  // key cache rows of kv_rows floats
-  const gpu::Buffer* vc = nullptr;  // value cache rows of kv_rows floats
+  gpu::Binding kc;  // key cache rows of kv_rows floats
+  gpu::Binding vc;  // value cache rows of kv_rows floats
   uint32_t row0 = 0;
   const gpu::Buffer* bias = nullptr;
 };
@@ -150,7 +150,17 @@ void matmul_qkv_rope_kv(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_s
 /// unrotated), v copied into the value cache, cache rows pos0 .. pos0+T-1.
 void rope_kv_store(OpContext& o, const gpu::Buffer& src, uint32_t q_off, uint32_t q_stride, uint32_t k_off, uint32_t v_off,
                    uint32_t kv_stride, uint32_t T, uint32_t Hq, uint32_t Hkv, uint32_t HD, uint32_t rot, uint32_t pos0,
-                   const gpu::Buffer& table, bool neox, const gpu::Buffer& kc, const gpu::Buffer& vc);
+                   const gpu::Buffer& table, bool neox, gpu::Binding kc, gpu::Binding vc);
+
+/// rope_kv_store() for n tokens named by a table (continuous batching, KernelOptions::batch_rope_kv):
+/// token t is the entry rows[rows_off + t] (vec4<u32>, rows_off in entries) = (src row r, position,
+/// cache row, -): q at src[q_off + r * q_stride] rotated in place, k and v at src[k_off / v_off + r *
+/// kv_stride] rotated / copied into that cache row of kc / vc. The rows of several sequences whose
+/// caches lie in one buffer (a KV pool) in one dispatch; every value bit-identical to rope_kv_store().
+void rope_kv_store_rows(OpContext& o, const gpu::Buffer& src, uint32_t q_off, uint32_t q_stride, uint32_t k_off,
+                        uint32_t v_off, uint32_t kv_stride, uint32_t Hq, uint32_t Hkv, uint32_t HD, uint32_t rot,
+                        const gpu::Buffer& table, bool neox, gpu::Binding kc, gpu::Binding vc, const gpu::Buffer& rows,
+                        uint32_t rows_off, uint32_t n);
 
 /// y[t, :] = dequant(table row tokens[t]); tokens: u32 buffer of T ids; y: [T, K].
 void embed(OpContext& o, const GpuWeight& table, const gpu::Buffer& tokens, uint32_t T, F32Ref y);
@@ -167,7 +177,7 @@ void rope(OpContext& o, F32Ref x, uint32_t stride, uint32_t T, uint32_t H, uint3
 /// Writes T rows of K and V (kv_dim each, at src offsets k_off/v_off with row stride) into the
 /// cache rows pos0 .. pos0+T-1.
 void kv_store(OpContext& o, const gpu::Buffer& src, uint32_t k_off, uint32_t v_off, uint32_t stride,
-              uint32_t T, uint32_t kv_dim, uint32_t pos0, const gpu::Buffer& kc, const gpu::Buffer& vc);
+              uint32_t T, uint32_t kv_dim, uint32_t pos0, gpu::Binding kc, gpu::Binding vc);
 
 struct SparseScratch;      // kernels/sparse_attention.h
 struct SparseMeansCache;  // kernels/sparse_attention.h
@@ -200,7 +210,7 @@ struct AttentionShape {
 /// holds the output as usual.
 struct AttentionPartials;
 void attention(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_stride,
-               const gpu::Buffer& kc, const gpu::Buffer& vc, F32Ref out, uint32_t o_stride,
+               gpu::Binding kc, gpu::Binding vc, F32Ref out, uint32_t o_stride,
                const gpu::Buffer* split_scratch = nullptr, SparseScratch* sparse = nullptr,
                SparseMeansCache* means_cache = nullptr, AttentionPartials* defer = nullptr);
 
@@ -244,6 +254,28 @@ uint64_t attention_split_floats(uint32_t max_T, uint32_t Hq, uint32_t HD, uint32
 /// True when a forward of T tokens with this shape records attention_decode.wgsl (KernelOptions::
 /// attention_decode_gqa on for this adapter, T = 1, and the group's workgroup memory fits 16 KiB).
 bool attention_decode_applies(const OpContext& o, const AttentionShape& s);
+/// The key split of a decode attention (T = 1) of shape s (attention_decode.wgsl): n_split parts
+/// of split_len keys ({1, keys seen} without a split: no scratch, KernelOptions::attention_decode_split
+/// off, or at most attention_decode_split_min keys).
+struct DecodeSplit {
+  uint32_t n_split = 1, split_len = 0;
+};
+DecodeSplit attention_decode_split(const OpContext& o, const AttentionShape& s, const gpu::Buffer* split_scratch);
+/// Continuous batching (KernelOptions::batch_decode_attn): the one-token decode attentions of n
+/// sequences whose caches are rows of kc / vc [rows, Hkv * HD] f32 (a KV pool) in one launch of
+/// attention_decode.wgsl MULTI. Sequence j is the entry tab[tab_off + j] (vec4<u32>, tab_off in
+/// entries): (row, position, cache base row, split length), its query at q[q.off + row * q_stride]
+/// (Hq * HD f32), its keys at cache rows base + [0, position], its output at out[out.off + row *
+/// o_stride]. The split length must be attention_decode_split()'s for that sequence alone (then each
+/// output is bit-identical to attention() of that sequence alone); max_split = the largest n_split:
+/// with max_split > 1 the partials go to split_scratch (4 * n * Hq * max_split * (HD + 2) bytes) and
+/// one attention_combine.wgsl ROWS launch merges them. s: Hq, Hkv, HD, scale (T, pos0 unused;
+/// window 0); keys: the cache rows read in all (traffic). Returns the dispatches recorded (1 or 2).
+/// Throws wgllm::Error if the decode kernel does not apply to s, for a window, max_split outside
+/// 1..32 or a scratch too small.
+uint32_t attention_decode_batch(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_stride, gpu::Binding kc,
+                                gpu::Binding vc, F32Ref out, uint32_t o_stride, const gpu::Buffer& tab, uint32_t tab_off,
+                                uint32_t n, uint32_t max_split, uint64_t keys, gpu::Buffer* split_scratch);
 
 /// Tile of attention_flash.wgsl for head dim HD: BR (token, head) rows x BC keys per workgroup,
 /// RM rows per thread, TX threads per row group; kv_shared: V shares K's workgroup array.

@@ -1214,3 +1214,122 @@ TEST(Ops, AttentionDecodeGqaSwitch) {
   EXPECT_FALSE(attention_decode_applies(e.op(ko), {2, 10, 9, 3, 64, 0.125f}));
   EXPECT_FALSE(attention_decode_applies(e.op(ko), {1, 10, 64, 1, 256, 0.125f}));  // group too large: per-row kernel
 }
+
+// Continuous batching over a KV pool (--batch-decode-attn): attention_decode_batch() over several
+// sequences whose caches are rows of one buffer gives each sequence's output bit-identical to
+// attention() of that sequence alone, bound to its own range of the pool (as the per-sequence path
+// of a batched forward binds it): positions from 5 to 300 (so with 64-key splits some sequences
+// split and some do not, and the launch's largest split count exceeds most), query rows out of
+// order, split on and off, key lanes 1 and 8 where the adapter has subgroups, head dims 64 and 128.
+// Checked to fail: a sequence's records placed at the launch's split count of another row
+// (((j * Hq + h) * n_split ...) with j = 0), and the merge taking the launch's n_split for every row.
+TEST(Ops, AttentionDecodeBatchBitIdenticalToEachAlone) {
+  auto& e = env();
+  struct Case { uint32_t HD, Hq, Hkv; bool split; uint32_t kl; };
+  std::vector<Case> cases{{64, 9, 3, true, 1}, {64, 9, 3, false, 1}, {128, 12, 2, true, 1}};
+  if (e.ctx->has_subgroups()) cases.push_back({128, 12, 2, true, 8});
+  const std::vector<uint32_t> pos = {300, 5, 200, 130, 64};
+  const std::vector<uint32_t> rows = {3, 0, 4, 1, 2};  // each sequence's row of q and out
+  const uint32_t stride = 320, n = uint32_t(pos.size());  // pool rows per sequence (a multiple of 64)
+  for (const Case& c : cases) {
+    const uint32_t kv_dim = c.Hkv * c.HD, Q = c.Hq * c.HD, q_stride = Q + 2 * kv_dim;
+    auto kb = e.upload(randn(size_t(n) * stride * kv_dim, c.HD + 51)), vb = e.upload(randn(size_t(n) * stride * kv_dim, c.HD + 52));
+    auto qb = e.upload(randn(size_t(n) * q_stride, c.HD + 53, 2.0f));
+    gpu::Buffer scratch(*e.ctx, attention_split_floats(1, c.Hq, c.HD) * 4, gpu::BufferKind::Storage, "split");
+    KernelOptions ko;
+    ko.attention_decode_gqa = 1, ko.attention_decode_split_min = 0, ko.attention_decode_split_len = 64;
+    ko.attention_decode_split = c.split, ko.attention_decode_key_lanes = c.kl;
+    auto o = e.op(ko);
+    const float scale = 1.0f / std::sqrt(float(c.HD));
+    // Alone: each sequence's range of the pool, its output at its row.
+    auto alone = e.upload(std::vector<float>(size_t(n) * Q, NAN));
+    std::vector<uint32_t> tab;
+    uint32_t max_split = 1;
+    uint64_t keys = 0;
+    for (uint32_t j = 0; j < n; ++j) {
+      const AttentionShape s{1, pos[j], c.Hq, c.Hkv, c.HD, scale};
+      ASSERT_TRUE(attention_decode_applies(o, s));
+      const uint64_t off = uint64_t(j) * stride * kv_dim * 4, bytes = uint64_t(stride) * kv_dim * 4;
+      e.rec.begin();
+      attention(o, s, {qb, rows[j] * q_stride}, 0, gpu::Binding(kb, off, bytes), gpu::Binding(vb, off, bytes),
+                {alone, rows[j] * Q}, Q, &scratch);
+      e.rec.submit();
+      const DecodeSplit d = attention_decode_split(o, s, &scratch);
+      tab.insert(tab.end(), {rows[j], pos[j], j * stride, d.n_split > 1 ? d.split_len : pos[j] + 1});
+      max_split = std::max(max_split, d.n_split);
+      keys += pos[j] + 1;
+    }
+    EXPECT_EQ(max_split > 1, c.split);
+    // Together: one launch over the pool (table entries after 3 unrelated ones: tab_off 3).
+    std::vector<uint32_t> padded(12, 0xFFFFFFFFu);
+    padded.insert(padded.end(), tab.begin(), tab.end());
+    gpu::Buffer tb(*e.ctx, padded.size() * 4, gpu::BufferKind::Storage, "tab");
+    tb.write(*e.ctx, 0, padded.data(), padded.size() * 4);
+    // Records past a sequence's own splits are never written: NaN there fails a merge that reads them.
+    auto part = e.upload(std::vector<float>(size_t(n) * c.Hq * max_split * (c.HD + 2), NAN));
+    auto together = e.upload(std::vector<float>(size_t(n) * Q, NAN));
+    e.rec.begin();
+    const uint32_t d = attention_decode_batch(o, {1, 0, c.Hq, c.Hkv, c.HD, scale}, {qb, 0}, q_stride, kb, vb, {together, 0}, Q, tb,
+                                              3, n, max_split, keys, &part);
+    e.rec.submit();
+    EXPECT_EQ(d, c.split ? 2u : 1u);
+    const auto a = e.download(alone, size_t(n) * Q), b = e.download(together, size_t(n) * Q);
+    ASSERT_FALSE(std::isnan(a[0]));
+    for (uint32_t j = 0; j < n; ++j)
+      EXPECT_EQ(std::memcmp(a.data() + size_t(rows[j]) * Q, b.data() + size_t(rows[j]) * Q, Q * 4), 0)
+          << "HD=" << c.HD << " split=" << c.split << " KL=" << c.kl << " sequence " << j << " at position " << pos[j];
+  }
+  // Refused: a scratch too small for the launch, more than 32 splits, a window.
+  KernelOptions ko;
+  ko.attention_decode_gqa = 1;
+  auto o = e.op(ko);
+  gpu::Buffer small(*e.ctx, 64, gpu::BufferKind::Storage, "small");
+  const AttentionShape s{1, 0, 4, 2, 64, 1.0f};
+  EXPECT_THROW(attention_decode_batch(o, s, {small, 0}, 0, small, small, {small, 0}, 0, small, 0, 2, 4, 0, &small), Error);
+  EXPECT_THROW(attention_decode_batch(o, s, {small, 0}, 0, small, small, {small, 0}, 0, small, 0, 2, 33, 0, &small), Error);
+  AttentionShape w = s;
+  w.window = 8;
+  EXPECT_THROW(attention_decode_batch(o, w, {small, 0}, 0, small, small, {small, 0}, 0, small, 0, 2, 1, 0, nullptr), Error);
+}
+
+// Continuous batching over a KV pool (--batch-rope-kv): rope_kv_store_rows() over the rows of three
+// sequences (prefill rows and one-token rows, out of order in src) writes q rows and both caches
+// bit-identical to rope_kv_store() per sequence into its own range of the pool; both pair layouts,
+// partial rotary dims. Checked to fail: the cache row taken from the position instead of the entry.
+TEST(Ops, RopeKvStoreRowsBitIdenticalToEachSequence) {
+  auto& e = env();
+  const uint32_t Hq = 4, Hkv = 2, HD = 16, kv_dim = Hkv * HD, Q = Hq * HD, stride = Q + 2 * kv_dim, ctx = 64;
+  struct Seq { uint32_t row0, T, pos0; };
+  const std::vector<Seq> seqs = {{5, 1, 40}, {0, 5, 0}, {6, 2, 17}};  // rows [5], [0, 5), [6, 8)
+  const uint32_t rows = 8;
+  const std::vector<float> table = rope_table(ctx, 12, 10000.0f);
+  auto tb = e.upload(table);
+  for (bool neox : {false, true}) {
+    const std::vector<float> src = randn(size_t(rows) * stride, neox ? 61 : 62);
+    auto s1 = e.upload(src), s2 = e.upload(src);
+    auto k1 = e.upload(std::vector<float>(size_t(seqs.size()) * ctx * kv_dim, 0.0f)), v1 = e.upload(std::vector<float>(size_t(seqs.size()) * ctx * kv_dim, 0.0f));
+    auto k2 = e.upload(std::vector<float>(size_t(seqs.size()) * ctx * kv_dim, 0.0f)), v2 = e.upload(std::vector<float>(size_t(seqs.size()) * ctx * kv_dim, 0.0f));
+    auto o = e.op(KernelOptions{});
+    std::vector<uint32_t> tab;
+    e.rec.begin();
+    for (uint32_t j = 0; j < seqs.size(); ++j) {
+      const Seq& q = seqs[j];
+      const uint64_t off = uint64_t(j) * ctx * kv_dim * 4, bytes = uint64_t(ctx) * kv_dim * 4;
+      rope_kv_store(o, s1, q.row0 * stride, stride, q.row0 * stride + Q, q.row0 * stride + Q + kv_dim, stride, q.T, Hq, Hkv, HD, 12,
+                    q.pos0, tb, neox, gpu::Binding(k1, off, bytes), gpu::Binding(v1, off, bytes));
+      for (uint32_t t = 0; t < q.T; ++t) tab.insert(tab.end(), {q.row0 + t, q.pos0 + t, j * ctx + q.pos0 + t, 0});
+    }
+    e.rec.submit();
+    gpu::Buffer rb(*e.ctx, tab.size() * 4, gpu::BufferKind::Storage, "rows");
+    rb.write(*e.ctx, 0, tab.data(), tab.size() * 4);
+    e.rec.begin();
+    rope_kv_store_rows(o, s2, 0, stride, Q, Q + kv_dim, stride, Hq, Hkv, HD, 12, tb, neox, k2, v2, rb, 0, rows);
+    e.rec.submit();
+    const size_t nc = seqs.size() * ctx * kv_dim;
+    const auto a = e.download(s1, size_t(rows) * stride), b = e.download(s2, size_t(rows) * stride);
+    for (uint32_t r = 0; r < rows; ++r)  // q rows (rotated in place); k / v rows of src are not read back
+      EXPECT_EQ(std::memcmp(a.data() + size_t(r) * stride, b.data() + size_t(r) * stride, Q * 4), 0) << "neox=" << neox << " q row " << r;
+    EXPECT_EQ(e.download(k1, nc), e.download(k2, nc)) << "neox=" << neox << ": key caches differ";
+    EXPECT_EQ(e.download(v1, nc), e.download(v2, nc)) << "neox=" << neox << ": value caches differ";
+  }
+}

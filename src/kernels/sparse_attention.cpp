@@ -99,7 +99,7 @@ SparseMeansCache make_sparse_means_cache(gpu::Context& ctx, const KernelOptions&
   return m;
 }
 
-void sparse_block_means(OpContext& o, const AttentionShape& s, const gpu::Buffer& kc, SparseScratch& sc,
+void sparse_block_means(OpContext& o, const AttentionShape& s, gpu::Binding kc, SparseScratch& sc,
                         SparseMeansCache* cache) {
   check_shape(s);
   const SparseConfig c = sparse_config(o.opt);
@@ -150,8 +150,8 @@ const gpu::Pipeline& tiled_pipe(OpContext& o, const FlashTile& ft, uint32_t HD) 
 }
 }  // namespace
 
-void attention_gather(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_stride, const gpu::Buffer& kc,
-                      const gpu::Buffer& vc, const gpu::Buffer& index, F32Ref out, uint32_t o_stride, SparseKernel k) {
+void attention_gather(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_stride, gpu::Binding kc,
+                      gpu::Binding vc, const gpu::Buffer& index, F32Ref out, uint32_t o_stride, SparseKernel k) {
   check_shape(s);
   const SparseConfig c = sparse_config(o.opt);
   const bool masked = k == SparseKernel::MaskedDense;
@@ -183,8 +183,8 @@ void attention_gather(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t 
                  masked ? "attention_masked_dense" : "attention_sparse");
 }
 
-void attention_sparse(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_stride, const gpu::Buffer& kc,
-                      const gpu::Buffer& vc, F32Ref out, uint32_t o_stride, SparseScratch& sc,
+void attention_sparse(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_stride, gpu::Binding kc,
+                      gpu::Binding vc, F32Ref out, uint32_t o_stride, SparseScratch& sc,
                       SparseMeansCache* cache) {
   sparse_block_means(o, s, kc, sc, cache);
   sparse_select(o, s, q, q_stride, sc, cache);

@@ -104,7 +104,7 @@ bool sparse_attention_used(const KernelOptions& opt, const AttentionShape& s);
 /// kbar of blocks 0 .. (pos0 + T) / B - 1 (the complete ones) into sc.means (sparse_means.wgsl);
 /// with a cache, only blocks cache->valid_blocks .. (pos0 + T) / B - 1 into cache->means (no
 /// dispatch when none is new), then valid_blocks = (pos0 + T) / B.
-void sparse_block_means(OpContext& o, const AttentionShape& s, const gpu::Buffer& kc, SparseScratch& sc,
+void sparse_block_means(OpContext& o, const AttentionShape& s, gpu::Binding kc, SparseScratch& sc,
                         SparseMeansCache* cache = nullptr);
 /// The index rows of the forward's query blocks into sc.index (sparse_select.wgsl); needs the means
 /// (cache->means with a cache, else sc.means). q rows as in kernels::attention.
@@ -125,13 +125,13 @@ SparseKernel sparse_kernel(const OpContext& o, const AttentionShape& s);
 /// visits all keys 0..pos and masks the unselected ones. Same arguments otherwise as
 /// kernels::attention. Throws wgllm::Error unless HD % 4 == 0, HD <= 256 and Hkv divides Hq, or
 /// for Tiled where no flash tile covers HD.
-void attention_gather(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_stride, const gpu::Buffer& kc,
-                      const gpu::Buffer& vc, const gpu::Buffer& index, F32Ref out, uint32_t o_stride,
+void attention_gather(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_stride, gpu::Binding kc,
+                      gpu::Binding vc, const gpu::Buffer& index, F32Ref out, uint32_t o_stride,
                       SparseKernel k);
 /// The sparse path: sparse_block_means, sparse_select, attention_gather with sparse_kernel()
 /// (3 dispatches; 2 with a cache when no block completed since the last forward).
-void attention_sparse(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_stride, const gpu::Buffer& kc,
-                      const gpu::Buffer& vc, F32Ref out, uint32_t o_stride, SparseScratch& sc,
+void attention_sparse(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_stride, gpu::Binding kc,
+                      gpu::Binding vc, F32Ref out, uint32_t o_stride, SparseScratch& sc,
                       SparseMeansCache* cache = nullptr);
 /// Compiles the sparse path's pipelines for head dim HD (the warm-up, when sparse_attn is on).
 void sparse_compile(OpContext& o, uint32_t HD);

@@ -419,7 +419,7 @@ void record_norm_proj(kernels::OpContext& o, const ModelConfig& c, const gpu::Bu
 }
 
 void record_rope_kv(kernels::OpContext& o, const ModelConfig& c, const QkvRows& r, uint32_t T, uint32_t pos0,
-                    const gpu::Buffer& table, const gpu::Buffer& kc, const gpu::Buffer& vc) {
+                    const gpu::Buffer& table, gpu::Binding kc, gpu::Binding vc) {
   const uint32_t HD = c.head_dim;
   if (o.opt.fuse_rope_kv) {
     kernels::rope_kv_store(o, r.src, r.q_off, r.q_stride, r.k_off, r.v_off, r.kv_stride, T, c.n_heads, c.n_kv_heads, HD,
@@ -441,7 +441,7 @@ void record_qk_norms(kernels::OpContext& o, const ModelConfig& c, const QkvRows&
 }
 
 void record_qk_norm_rope_kv(kernels::OpContext& o, const ModelConfig& c, const QkvRows& r, uint32_t T, uint32_t pos0,
-                            const gpu::Buffer& table, const QkNorm& n, const gpu::Buffer& kc, const gpu::Buffer& vc) {
+                            const gpu::Buffer& table, const QkNorm& n, gpu::Binding kc, gpu::Binding vc) {
   if (!qk_norm_folded(o)) return record_rope_kv(o, c, r, T, pos0, table, kc, vc);
   kernels::qk_norm_rope_kv_store(o, r.src, r.q_off, r.q_stride, r.k_off, r.v_off, r.kv_stride, T, c.n_heads,
                                  c.n_kv_heads, c.head_dim, c.rope_dims, pos0, table, c.rope_neox, n.q, n.k, c.rms_eps,

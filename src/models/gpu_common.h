@@ -299,7 +299,7 @@ struct QkvRows {
 /// cache store of T tokens at pos0: one rope_kv_store dispatch with KernelOptions::fuse_rope_kv,
 /// else rope (q), rope (k, in place in src) and kv_store. Same cache and q bits either way.
 void record_rope_kv(kernels::OpContext& o, const ModelConfig& c, const QkvRows& r, uint32_t T, uint32_t pos0,
-                    const gpu::Buffer& table, const gpu::Buffer& kc, const gpu::Buffer& vc);
+                    const gpu::Buffer& table, gpu::Binding kc, gpu::Binding vc);
 
 /// The per-head q / k RMSNorm weights of an attention layer with QK-norm (LFM2, Qwen3.5), [head_dim] f32.
 struct QkNorm {
@@ -320,6 +320,6 @@ void record_qk_norms(kernels::OpContext& o, const ModelConfig& c, const QkvRows&
 /// kernels::qk_norm_rope_kv_store dispatch (norms, RoPE, store), else record_rope_kv() on the rows
 /// record_qk_norms() normed. Same q and cache bits either way.
 void record_qk_norm_rope_kv(kernels::OpContext& o, const ModelConfig& c, const QkvRows& r, uint32_t T, uint32_t pos0,
-                            const gpu::Buffer& table, const QkNorm& n, const gpu::Buffer& kc, const gpu::Buffer& vc);
+                            const gpu::Buffer& table, const QkNorm& n, gpu::Binding kc, gpu::Binding vc);
 
 }  // namespace wgllm

@@ -46,6 +46,59 @@ class LlamaGpu final : public GpuModel {
   bool device_token_input() const override { return !host_embed_; }
 
   std::unique_ptr<Sequence> new_sequence(uint32_t ctx) override {
+    const SequenceSize s = prepare(ctx);
+    return create_sequence(s, [&] {
+      std::vector<std::unique_ptr<LayerState>> st;
+      for (uint32_t i = 0; i < c_.n_layers; ++i) st.push_back(std::make_unique<KvState>(ctx_.get(), i, s.context, c_.kv_dim()));
+      return std::make_unique<Sequence>(s.context, ctx_.get(), std::move(st));
+    });
+  }
+
+  // Several sequences in KV pools: per layer one K and one V buffer holding the caches of up to
+  // `per_pool` sequences (as many as one storage binding holds), each sequence a view of rows
+  // [j * stride, j * stride + context) (stride = context rounded up to 64 rows, so that every view
+  // starts at a multiple of 256 bytes, WebGPU's largest minStorageBufferOffsetAlignment). A batched
+  // forward reaches all of a pool's caches through one binding (--batch-rope-kv, --batch-decode-attn).
+  std::vector<std::unique_ptr<Sequence>> new_sequences(uint32_t n, uint32_t ctx) override {
+    if (n <= 1) return Model::new_sequences(n, ctx);
+    const SequenceSize s = prepare(ctx);
+    const WGPULimits& lim = ctx_->info().limits;
+    const uint64_t binding = std::min<uint64_t>(lim.maxStorageBufferBindingSize, lim.maxBufferSize);
+    const uint64_t stride = (uint64_t(s.context) + 63) / 64 * 64, slot_bytes = stride * c_.kv_dim() * 4;
+    if (lim.minStorageBufferOffsetAlignment == 0 || slot_bytes % lim.minStorageBufferOffsetAlignment)
+      return Model::new_sequences(n, ctx);
+    const uint32_t per_pool = uint32_t(std::clamp<uint64_t>(binding / slot_bytes, 1, n));
+    std::vector<std::unique_ptr<Sequence>> out;
+    for (uint32_t first = 0; first < n; first += per_pool) {
+      const uint32_t m = std::min(per_pool, n - first);
+      std::vector<std::shared_ptr<const Buffer>> kp, vp;
+      try {
+        for (uint32_t i = 0; i < c_.n_layers; ++i) {
+          const std::string p = "layers." + std::to_string(i) + ".self_attn.";
+          kp.push_back(std::make_shared<const Buffer>(*ctx_, m * slot_bytes, BufferKind::Storage, p + "keys_pool"));
+          vp.push_back(std::make_shared<const Buffer>(*ctx_, m * slot_bytes, BufferKind::Storage, p + "values_pool"));
+        }
+      } catch (const Error& e) {
+        SequenceSize all = s;
+        all.kv_cache = 2ull * c_.n_layers * m * slot_bytes;
+        all.largest_buffer = m * slot_bytes;
+        sequence_alloc_failed(all, backend_name(), e.what());
+      }
+      for (uint32_t j = 0; j < m; ++j)
+        out.push_back(create_sequence(s, [&] {
+          std::vector<std::unique_ptr<LayerState>> st;
+          for (uint32_t i = 0; i < c_.n_layers; ++i)
+            st.push_back(std::make_unique<KvState>(ctx_.get(), i, s.context, c_.kv_dim(), kp[i], vp[i], j * stride));
+          return std::make_unique<Sequence>(s.context, ctx_.get(), std::move(st));
+        }));
+    }
+    return out;
+  }
+
+ private:
+
+  // The checks and model-level tables (RoPE) before sequences of ctx positions are allocated.
+  SequenceSize prepare(uint32_t ctx) {
     SequenceSize s;
     s.context = sequence_length(ctx);
     s.largest_buffer = uint64_t(s.context) * c_.kv_dim() * 4;
@@ -59,14 +112,8 @@ class LlamaGpu final : public GpuModel {
       rope_local_ = std::move(b);
       rope_local_rows_ = s.context;
     }
-    return create_sequence(s, [&] {
-      std::vector<std::unique_ptr<LayerState>> st;
-      for (uint32_t i = 0; i < c_.n_layers; ++i) st.push_back(std::make_unique<KvState>(ctx_.get(), i, s.context, c_.kv_dim()));
-      return std::make_unique<Sequence>(s.context, ctx_.get(), std::move(st));
-    });
+    return s;
   }
-
- private:
 
   // Stacks the rows of several matrices with the same type and row length (fused projections).
   GpuWeight weight(const std::vector<const TensorRef*>& parts, const std::string& label) {
@@ -175,12 +222,124 @@ class LlamaGpu final : public GpuModel {
     for (const BatchSeg& s : segs) s.seq->advance(s.T);
   }
 
+  // Continuous batching over KV pools (--batch-rope-kv, --batch-decode-attn): the sequences of a
+  // batched forward whose caches are views of the same pool buffers (new_sequences()) form a group;
+  // a group of two or more gets one RoPE + KV-store dispatch per layer for all its rows, and its
+  // one-token sequences one decode-attention launch (+ one merge of split partials) per layer.
+  // The launches read their rows from a table of vec4<u32> entries written once per forward
+  // (batch_tab_): the same for every layer, as a sequence's views start at the same row of every
+  // layer's pool.
+  struct PoolGroup {
+    uint32_t first = 0;           // a member segment (its views name the pool buffers of each layer)
+    uint32_t rope_off = 0, rope_n = 0;  // entries (src row, position, cache row, 0)
+    uint32_t attn_off = 0, attn_n = 0;  // entries (row, position, base row, split length)
+    uint32_t max_split = 1;
+    uint64_t keys = 0;            // cache rows the decode attention reads (traffic)
+  };
+  struct BatchPlan {
+    std::vector<PoolGroup> groups;
+    std::vector<bool> rope_done, attn_done;  // per segment: covered by a group's launch
+  };
+
+  BatchPlan plan_batch(const kernels::OpContext& o, std::span<const BatchSeg> segs) {
+    BatchPlan plan;
+    plan.rope_done.assign(segs.size(), false);
+    plan.attn_done.assign(segs.size(), false);
+    const bool rope = o.opt.batch_rope_kv && o.opt.fuse_rope_kv;
+    const kernels::AttentionShape one{1, 0, c_.n_heads, c_.n_kv_heads, c_.head_dim, 1.0f};
+    const bool attn = o.opt.batch_decode_attn && !sparse_.index && kernels::attention_decode_applies(o, one);
+    if (segs.size() < 2 || gemma_ || !(rope || attn)) return plan;
+    // A segment joins the group of the first earlier one whose every layer's views share its pools.
+    auto same_pools = [&](const BatchSeg& a, const BatchSeg& b) {
+      for (uint32_t l = 0; l < c_.n_layers; ++l)
+        if (&a.seq->kv(l).keys().buffer() != &b.seq->kv(l).keys().buffer() ||
+            &a.seq->kv(l).values().buffer() != &b.seq->kv(l).values().buffer())
+          return false;
+      return true;
+    };
+    auto pooled = [&](const BatchSeg& a) {
+      const uint64_t base = a.seq->kv(0).base_row();
+      for (uint32_t l = 0; l < c_.n_layers; ++l) {
+        KvState& kv = a.seq->kv(l);
+        if (!kv.keys().pooled() || !kv.values().pooled() || kv.base_row() != base ||
+            kv.values().offset() != kv.keys().offset())
+          return false;
+      }
+      return true;
+    };
+    std::vector<std::vector<uint32_t>> members;
+    for (uint32_t i = 0; i < segs.size(); ++i) {
+      if (!pooled(segs[i])) continue;
+      bool placed = false;
+      for (auto& m : members)
+        if (same_pools(segs[m[0]], segs[i])) {
+          m.push_back(i);
+          placed = true;
+          break;
+        }
+      if (!placed) members.push_back({i});
+    }
+    std::vector<uint32_t> tab;  // vec4<u32> entries
+    auto entry = [&](uint32_t a, uint32_t b, uint32_t c, uint32_t d) { tab.insert(tab.end(), {a, b, c, d}); };
+    for (const auto& m : members) {
+      if (m.size() < 2) continue;
+      PoolGroup g;
+      g.first = m[0];
+      if (rope) {
+        g.rope_off = uint32_t(tab.size() / 4);
+        for (uint32_t i : m) {
+          const BatchSeg& sg = segs[i];
+          const uint32_t base = uint32_t(sg.seq->kv(0).base_row());
+          for (uint32_t t = 0; t < sg.T; ++t) entry(sg.row0 + t, sg.pos0 + t, base + sg.pos0 + t, 0);
+          plan.rope_done[i] = true;
+        }
+        g.rope_n = uint32_t(tab.size() / 4) - g.rope_off;
+      }
+      if (attn) {
+        std::vector<uint32_t> dec;
+        for (uint32_t i : m)
+          if (segs[i].T == 1) dec.push_back(i);
+        if (dec.size() >= 2) {
+          g.attn_off = uint32_t(tab.size() / 4);
+          for (uint32_t i : dec) {
+            const BatchSeg& sg = segs[i];
+            kernels::AttentionShape as = one;
+            as.pos0 = sg.pos0;
+            const kernels::DecodeSplit d = kernels::attention_decode_split(o, as, &attn_split_);
+            entry(sg.row0, sg.pos0, uint32_t(sg.seq->kv(0).base_row()), d.n_split > 1 ? d.split_len : sg.pos0 + 1);
+            g.max_split = std::max(g.max_split, d.n_split);
+            g.keys += sg.pos0 + 1;
+            plan.attn_done[i] = true;
+          }
+          g.attn_n = uint32_t(dec.size());
+        }
+      }
+      plan.groups.push_back(g);
+    }
+    if (tab.empty()) return plan;
+    const uint64_t tab_bytes = tab.size() * 4;
+    if (batch_tab_.size() < tab_bytes) {
+      mem_.scratch += tab_bytes * 2 - batch_tab_.size();
+      batch_tab_ = Buffer(*ctx_, tab_bytes * 2, BufferKind::Storage, "batch_rows");
+    }
+    batch_tab_.write(*ctx_, 0, tab.data(), tab_bytes);
+    uint64_t part = 0;
+    for (const PoolGroup& g : plan.groups)
+      if (g.max_split > 1) part = std::max<uint64_t>(part, 4ull * g.attn_n * c_.n_heads * g.max_split * (c_.head_dim + 2));
+    if (batch_split_.size() < part) {
+      mem_.scratch += part * 2 - batch_split_.size();
+      batch_split_ = Buffer(*ctx_, part * 2, BufferKind::Storage, "batch_attn_split");
+    }
+    return plan;
+  }
+
   // Begins the submission and records the embedding and every layer for the rows of segs (one
   // sequence, or several: continuous batching). Per-row ops run once over all rows; RoPE, the KV
   // store and attention per segment, against its sequence's cache at its positions.
   void record_body(kernels::OpContext& o, std::span<const BatchSeg> segs, std::span<const int32_t> toks) {
     const uint32_t T = uint32_t(toks.size()), D = c_.d_model, Q = c_.q_dim(), KV = c_.kv_dim(), QKV = Q + 2 * KV;
     const bool solo = segs.size() == 1;
+    const BatchPlan plan = plan_batch(o, segs);
     const Buffer& ids = host_embed_ ? tokens_ : token_ids(tokens_, amax_, toks, !solo);
     if (host_embed_) {
       // Rows gathered on the host (the table exceeds one storage binding): dequantize() of the
@@ -201,7 +360,7 @@ class LlamaGpu final : public GpuModel {
         // RoPE and the KV store in one dispatch per part.
         KvState& kv = segs[0].seq->kv(l);
         kernels::QkvRopeKv rk{Q, KV, c_.head_dim, c_.rope_dims, segs[0].pos0, c_.rope_neox, &rope_,
-                              &kv.keys().buffer(), &kv.values().buffer()};
+                              kv.keys().binding(), kv.values().binding()};
         rk.bias = has_bias_ ? &L.bqkv : nullptr;
         const bool fn = o.opt.fuse_norm;
         if (!fn) kernels::rmsnorm(o, {x_, 0}, D, L.attn_norm, {h_, 0}, D, T, D, c_.rms_eps, "attn_norm");
@@ -215,25 +374,44 @@ class LlamaGpu final : public GpuModel {
         if (has_bias_) kernels::add_bias(o, L.bqkv, QKV, {qkv_, 0}, QKV, T, "attn_qkv_bias");
         const QkNorm qkn{L.q_norm, L.k_norm};  // gemma3's QK-norm (folded into RoPE + KV store: fuse_qk_norm)
         if (gemma_) record_qk_norms(o, c_, {qkv_, 0, QKV, Q, Q + KV, QKV}, T, qkn);
-        for (const BatchSeg& s : segs) {
+        for (const PoolGroup& g : plan.groups) {
+          if (!g.rope_n) continue;
+          KvState& kv = segs[g.first].seq->kv(l);  // the whole pool buffers
+          kernels::rope_kv_store_rows(o, qkv_, 0, QKV, Q, Q + KV, QKV, c_.n_heads, c_.n_kv_heads, c_.head_dim, c_.rope_dims,
+                                      rope_, c_.rope_neox, kv.keys().buffer(), kv.values().buffer(), batch_tab_, g.rope_off,
+                                      g.rope_n);
+        }
+        for (size_t i = 0; i < segs.size(); ++i) {
+          if (plan.rope_done[i]) continue;
+          const BatchSeg& s = segs[i];
           KvState& kv = s.seq->kv(l);
           const uint32_t r = s.row0 * QKV;
           const QkvRows rows{qkv_, r, QKV, r + Q, r + Q + KV, QKV};
           if (gemma_)
-            record_qk_norm_rope_kv(o, c_, rows, s.T, s.pos0, local ? rope_local_ : rope_, qkn, kv.keys().buffer(),
-                                   kv.values().buffer());
+            record_qk_norm_rope_kv(o, c_, rows, s.T, s.pos0, local ? rope_local_ : rope_, qkn, kv.keys().binding(),
+                                   kv.values().binding());
           else
-            record_rope_kv(o, c_, rows, s.T, s.pos0, rope_, kv.keys().buffer(), kv.values().buffer());
+            record_rope_kv(o, c_, rows, s.T, s.pos0, rope_, kv.keys().binding(), kv.values().binding());
         }
       }
       kernels::AttentionPartials parts;  // the merge left to the output projection (--fuse-attn-combine)
       const bool defer = defer_attn_combine(o, segs, L.wo, T, c_.head_dim);
-      for (const BatchSeg& s : segs) {
+      const float scale = gemma_ ? gemma_->attn_scale : 1.0f / std::sqrt(float(c_.head_dim));
+      for (const PoolGroup& g : plan.groups) {
+        if (!g.attn_n) continue;
+        KvState& kv = segs[g.first].seq->kv(l);  // the whole pool buffers
+        const kernels::AttentionShape as{1, 0, c_.n_heads, c_.n_kv_heads, c_.head_dim, scale};
+        kernels::attention_decode_batch(o, as, {qkv_, 0}, QKV, kv.keys().buffer(), kv.values().buffer(), {att_, 0}, Q,
+                                        batch_tab_, g.attn_off, g.attn_n, g.max_split, g.keys, &batch_split_);
+      }
+      for (size_t i = 0; i < segs.size(); ++i) {
+        if (plan.attn_done[i]) continue;
+        const BatchSeg& s = segs[i];
         KvState& kv = s.seq->kv(l);
         kernels::AttentionShape as{s.T, s.pos0, c_.n_heads, c_.n_kv_heads, c_.head_dim,
-                                   gemma_ ? gemma_->attn_scale : 1.0f / std::sqrt(float(c_.head_dim))};
+                                   scale};
         if (local) as.window = gemma_->sliding_window;  // gemma3 sliding layers: keys pos_q - pos_k < W only
-        kernels::attention(o, as, {qkv_, s.row0 * QKV}, QKV, kv.keys().buffer(), kv.values().buffer(), {att_, s.row0 * Q}, Q,
+        kernels::attention(o, as, {qkv_, s.row0 * QKV}, QKV, kv.keys().binding(), kv.values().binding(), {att_, s.row0 * Q}, Q,
                            &attn_split_, sparse_.index ? &sparse_ : nullptr, kv.sparse_means(), defer ? &parts : nullptr);
       }
       if (gemma_) {
@@ -349,6 +527,7 @@ class LlamaGpu final : public GpuModel {
   uint32_t rope_rows_ = 0;
   std::vector<Layer> layers_;
   Buffer x_, h_, qkv_, att_, gu_, act_, logits_, tokens_, amax_, attn_split_;
+  Buffer batch_tab_, batch_split_;  // continuous batching over KV pools (plan_batch), grown on demand
   kernels::SparseScratch sparse_;  // allocated with --sparse-attn only
 };
 

@@ -184,6 +184,16 @@ class Model {
   /// A new empty sequence with room for context_length tokens (0: ModelOptions::context_length;
   /// always capped by the model's trained context length).
   virtual std::unique_ptr<Sequence> new_sequence(uint32_t context_length = 0) = 0;
+  /// n new empty sequences as new_sequence(context_length) each, for several sequences that will
+  /// be advanced together (Model::forward_batch, the server's slots). A backend may lay their
+  /// states out together (WebGPU llama family: each layer's keys and values of all n in one
+  /// buffer, so that a batched forward reaches every sequence's cache through one binding); each
+  /// sequence still behaves as one made alone.
+  virtual std::vector<std::unique_ptr<Sequence>> new_sequences(uint32_t n, uint32_t context_length = 0) {
+    std::vector<std::unique_ptr<Sequence>> out;
+    for (uint32_t i = 0; i < n; ++i) out.push_back(new_sequence(context_length));
+    return out;
+  }
   /// Processes tokens at positions seq.n_past() .. n_past()+T-1, appending them to seq.
   /// If logits is non-null it receives the last token's vocab logits (f32). T >= 1.
   /// Throws wgllm::Error if the context would overflow or an id is out of range (seq unchanged).

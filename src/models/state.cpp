@@ -18,6 +18,12 @@ StateArray::StateArray(gpu::Context* ctx, std::string name, uint64_t rows, uint6
   }
 }
 
+StateArray::StateArray(gpu::Context* ctx, std::string name, std::shared_ptr<const gpu::Buffer> pool, uint64_t offset,
+                       uint64_t rows, uint64_t row_floats)
+    : ctx_(ctx), name_(std::move(name)), rows_(rows), row_floats_(row_floats), pool_(std::move(pool)), offset_(offset) {
+  if (!ctx_ || !pool_ || offset_ + bytes() > pool_->size()) throw Error("state '" + name_ + "': pooled range out of its buffer");
+}
+
 float* StateArray::host() {
   if (ctx_) throw Error("state '" + name_ + "' lives on the GPU, not on the host");
   return host_.data();
@@ -30,7 +36,7 @@ const float* StateArray::host() const {
 
 const gpu::Buffer& StateArray::buffer() const {
   if (!ctx_) throw Error("state '" + name_ + "' lives on the host, not on the GPU");
-  return buf_;
+  return pool_ ? *pool_ : buf_;
 }
 
 std::vector<uint8_t> StateArray::read(uint64_t n) const {
@@ -38,7 +44,7 @@ std::vector<uint8_t> StateArray::read(uint64_t n) const {
   std::vector<uint8_t> out(n);
   if (!n) return out;
   if (ctx_)
-    buf_.read(*ctx_, 0, out.data(), n);
+    buffer().read(*ctx_, offset_, out.data(), n);
   else
     std::memcpy(out.data(), host_.data(), n);
   return out;
@@ -48,7 +54,7 @@ void StateArray::write(const std::vector<uint8_t>& src) {
   if (src.size() > bytes() || src.size() % 4) throw Error("state '" + name_ + "': write out of range");
   if (src.empty()) return;
   if (ctx_)
-    buf_.write(*ctx_, 0, src.data(), src.size());
+    buffer().write(*ctx_, offset_, src.data(), src.size());
   else
     std::memcpy(host_.data(), src.data(), src.size());
 }
@@ -94,7 +100,7 @@ void StateCopier::save(const StateArray& a) {
   const uint64_t off = next(a), n = a.bytes();
   if (!n) return;
   if (store_.ctx_)
-    gpu_.push_back({&a.buffer(), 0, &store_.buf_, off, n});
+    gpu_.push_back({&a.buffer(), a.offset(), &store_.buf_, off, n});
   else
     std::memcpy(store_.host_.data() + off, a.host(), n);
 }
@@ -103,7 +109,7 @@ void StateCopier::load(StateArray& a) {
   const uint64_t off = next(a), n = a.bytes();
   if (!n) return;
   if (store_.ctx_)
-    gpu_.push_back({&store_.buf_, off, &a.buffer(), 0, n});
+    gpu_.push_back({&store_.buf_, off, &a.buffer(), a.offset(), n});
   else
     std::memcpy(a.host(), store_.host_.data() + off, n);
 }
@@ -174,6 +180,15 @@ KvState::KvState(gpu::Context* ctx, uint32_t layer, uint32_t context, uint32_t k
   const std::string p = prefix(layer, "self_attn");
   arrays_.emplace_back(ctx, p + "keys", context, kv_dim);
   arrays_.emplace_back(ctx, p + "values", context, kv_dim);
+}
+
+KvState::KvState(gpu::Context* ctx, uint32_t layer, uint32_t context, uint32_t kv_dim,
+                 std::shared_ptr<const gpu::Buffer> k_pool, std::shared_ptr<const gpu::Buffer> v_pool, uint64_t base_row)
+    : LayerState(layer) {
+  const std::string p = prefix(layer, "self_attn");
+  const uint64_t off = base_row * kv_dim * 4;
+  arrays_.emplace_back(ctx, p + "keys", std::move(k_pool), off, context, kv_dim);
+  arrays_.emplace_back(ctx, p + "values", std::move(v_pool), off, context, kv_dim);
 }
 
 KvState::~KvState() = default;

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "gpu/buffer.h"
+#include "gpu/recorder.h"
 
 namespace wgllm {
 
@@ -35,10 +36,15 @@ struct StateBlob {
 };
 
 /// One array of a layer's state: `rows` rows of `row_floats` f32, on the host (ctx == nullptr) or
-/// in one GPU storage buffer labelled with the array's name. Move-only (copies are snapshots).
+/// in one GPU storage buffer labelled with the array's name, or in a range of a buffer shared by
+/// several sequences (a KV pool, KvPool). Move-only (copies are snapshots).
 class StateArray {
  public:
   StateArray(gpu::Context* ctx, std::string name, uint64_t rows, uint64_t row_floats);
+  /// A view of bytes [offset, offset + rows * row_floats * 4) of a shared GPU buffer (offset a
+  /// multiple of the device's minStorageBufferOffsetAlignment and of the row bytes).
+  StateArray(gpu::Context* ctx, std::string name, std::shared_ptr<const gpu::Buffer> pool, uint64_t offset, uint64_t rows,
+             uint64_t row_floats);
   StateArray(StateArray&&) = default;
   StateArray& operator=(StateArray&&) = default;
   const std::string& name() const { return name_; }
@@ -49,8 +55,15 @@ class StateArray {
   /// Host storage (CPU backend; throws wgllm::Error on GPU storage).
   float* host();
   const float* host() const;
-  /// GPU storage (WebGPU backend; throws wgllm::Error on host storage).
+  /// GPU storage (WebGPU backend; throws wgllm::Error on host storage): the whole buffer, which
+  /// for a pooled array holds other sequences' arrays too (bind binding(), not buffer()).
   const gpu::Buffer& buffer() const;
+  /// Byte offset of the array in buffer() (0 unless pooled).
+  uint64_t offset() const { return offset_; }
+  /// The array's range of buffer() as a storage binding.
+  gpu::Binding binding() const { return gpu::Binding(buffer(), offset_, bytes()); }
+  /// Whether the array is a view of a buffer shared with other sequences.
+  bool pooled() const { return pool_ != nullptr; }
   /// Host copy of the first n bytes (a blocking GPU read on GPU storage: files only).
   std::vector<uint8_t> read(uint64_t n) const;
   /// Overwrites the first src.size() bytes (<= bytes(), a multiple of 4; a queued write on GPU).
@@ -62,6 +75,8 @@ class StateArray {
   uint64_t rows_ = 0, row_floats_ = 0;
   std::vector<float> host_;
   gpu::Buffer buf_;
+  std::shared_ptr<const gpu::Buffer> pool_;  // pooled: the shared buffer (buf_ unused)
+  uint64_t offset_ = 0;
 };
 
 /// Room for copies of state arrays made by snapshots: one host byte vector or one GPU buffer
@@ -161,6 +176,13 @@ class LayerState {
 class KvState final : public LayerState {
  public:
   KvState(gpu::Context* ctx, uint32_t layer, uint32_t context, uint32_t kv_dim);
+  /// Keys and values as views of rows [base_row, base_row + context) of shared K and V buffers
+  /// [rows, kv_dim] f32 (a KV pool: the batched forward of several sequences reads all of them
+  /// through one binding).
+  KvState(gpu::Context* ctx, uint32_t layer, uint32_t context, uint32_t kv_dim, std::shared_ptr<const gpu::Buffer> k_pool,
+          std::shared_ptr<const gpu::Buffer> v_pool, uint64_t base_row);
+  /// Row of the pool where this sequence's row 0 lies (0 when not pooled).
+  uint64_t base_row() const { return arrays_[0].offset() / arrays_[0].row_bytes(); }
   ~KvState() override;
   const char* kind() const override { return "kv"; }
   bool by_length() const override { return true; }

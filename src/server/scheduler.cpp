@@ -58,10 +58,13 @@ Scheduler::Scheduler(Model& model, const Tokenizer& tok, const SchedulerOptions&
     : model_(model), tok_(tok), opt_(opt), metrics_(metrics), cache_(opt.snapshot_cap_bytes, opt.snapshot_cap_count) {
   if (opt_.slots == 0) throw Error("the scheduler needs at least one slot");
   if (opt_.prefill_chunk == 0) opt_.prefill_chunk = SchedulerOptions{}.prefill_chunk;
+  // The slots' sequences together: a backend may put their caches in shared buffers (KV pools), so
+  // that a batched step reaches them all through one binding (Model::new_sequences).
+  std::vector<std::unique_ptr<Sequence>> seqs = model_.new_sequences(opt_.slots, opt_.context);
   for (uint32_t i = 0; i < opt_.slots; ++i) {
     auto s = std::make_unique<Slot>();
     s->index = i;
-    s->seq = model_.new_sequence(opt_.context);
+    s->seq = std::move(seqs[i]);
     for (const auto& st : s->seq->states()) truncatable_ = truncatable_ && st->by_length();
     slots_.push_back(std::move(s));
   }

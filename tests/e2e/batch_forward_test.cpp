@@ -47,7 +47,7 @@ std::string path_of(const std::string& model) {
   if (model == "lfm2") return fixture("lfm2_tiny/lfm2_tiny.f32.gguf");
   if (model == "qwen35") return fixture("qwen35_tiny");
   if (model == "qwen2_split") return tiny_llama_family("qwen2");
-  if (model == "llama_gpu_kernels") return tiny_llama_family("llama");
+  if (model == "llama_gpu_kernels" || model.rfind("llama_split", 0) == 0) return tiny_llama_family("llama");
   return tiny_llama_family(model);
 }
 
@@ -104,6 +104,11 @@ Fixture& fixture_for(const std::string& name) {
         o.kernels.matvec_subgroup = 1;
         o.kernels.matmul_tiled = 1;
       }
+      if (name.rfind("llama_split", 0) == 0) {  // decode attention split every 4 keys (hardware GPUs split)
+        o.kernels.attention_decode_split_min = 0;
+        o.kernels.attention_decode_split_len = 4;
+      }
+      if (name == "llama_split_unbatched") o.kernels.batch_rope_kv = o.kernels.batch_decode_attn = false;
       f.model = create_model(*f.src, o);
     }
   }
@@ -124,13 +129,15 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 /// swap_at >= 0: sequences 0 and 1 trade places at that step (the test must then fail).
 /// Returns the greedy tokens per sequence; checks logits (bit-identical or within tol) unless
 /// swapped; *swap_diff: the largest |logit diff| vs alone of sequences 0 and 1 (swapped runs).
+/// pooled: the sequences from Model::new_sequences (KV pools where the backend makes them).
 std::vector<std::vector<int32_t>> decode_together(Fixture& f, uint32_t n, bool bit_identical, int swap_at = -1,
-                                                  float* swap_diff = nullptr) {
+                                                  float* swap_diff = nullptr, bool pooled = false) {
   Model& m = *f.model;
   std::vector<std::unique_ptr<Sequence>> seqs;
+  if (pooled) seqs = m.new_sequences(n, 128);
   std::vector<std::vector<int32_t>> toks(n);
   for (uint32_t i = 0; i < n; ++i) {
-    seqs.push_back(m.new_sequence(128));
+    if (!pooled) seqs.push_back(m.new_sequence(128));
     std::vector<float> l;
     m.forward(*seqs[i], prompt_of(i, f.src->config.vocab), &l);
     toks[i].push_back(argmax_of(l));
@@ -185,6 +192,19 @@ TEST_P(BatchForward, DecodeTogetherIsBitIdenticalToAlone) {
   for (uint32_t i = 0; i < 4; ++i) EXPECT_EQ(toks[i], f.alone(i).tokens) << "sequence " << i;
 }
 
+// Sequences made together (Model::new_sequences: on WebGPU llama / Qwen2 / Gemma 3 their caches
+// are views of one KV pool per layer, so RoPE + KV store and decode attention run once per layer for
+// all of them, --batch-rope-kv / --batch-decode-attn): still bit-identical to each alone; the swap
+// check shows the comparison can fail here too.
+TEST_P(BatchForward, PooledDecodeTogetherIsBitIdenticalToAlone) {
+  Fixture& f = fixture_for(GetParam());
+  const auto toks = decode_together(f, 4, true, -1, nullptr, true);
+  for (uint32_t i = 0; i < 4; ++i) EXPECT_EQ(toks[i], f.alone(i).tokens) << "sequence " << i;
+  float d = 0;
+  decode_together(f, 4, false, 2, &d, true);
+  EXPECT_GT(d, 100 * kManyTol) << "swapping two pooled sequences' states went unnoticed";
+}
+
 TEST_P(BatchForward, ManySequencesPastEightRows) {
   Fixture& f = fixture_for(GetParam());
   const auto toks = decode_together(f, 10, false);
@@ -207,12 +227,11 @@ TEST_P(BatchForward, MixedPrefillDecodeJoinLeave) {
   const uint32_t vocab = f.src->config.vocab;
   // Sequences 0..2 prefill together; sequence 3 joins with its prefill at step 2 while the others
   // decode; sequence 0 leaves after step 3. Out kinds rotate over Logits, Argmax.
-  std::vector<std::unique_ptr<Sequence>> seqs;
+  // Pooled sequences (Model::new_sequences): the batched launches serve the prefill rows (RoPE + KV
+  // store) and the decoding sequences (attention) while the joining one takes its own attention.
+  std::vector<std::unique_ptr<Sequence>> seqs = m.new_sequences(4, 128);
   std::vector<std::vector<int32_t>> toks(4), prompts(4);
-  for (uint32_t i = 0; i < 4; ++i) {
-    seqs.push_back(m.new_sequence(128));
-    prompts[i] = prompt_of(i, vocab);
-  }
+  for (uint32_t i = 0; i < 4; ++i) prompts[i] = prompt_of(i, vocab);
   float worst = 0;
   for (int step = 0; step <= kSteps + 2; ++step) {
     std::vector<BatchItem> items;
@@ -268,4 +287,41 @@ TEST_P(BatchForward, BadBatchThrowsAndChangesNothing) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, BatchForward,
-                         ::testing::Values("llama", "llama_gpu_kernels", "qwen2", "qwen2_split", "gemma3", "lfm2", "qwen35", "smollm2"));
+                         ::testing::Values("llama", "llama_gpu_kernels", "llama_split", "llama_split_unbatched", "qwen2",
+                                           "qwen2_split", "gemma3", "lfm2", "qwen35", "smollm2"));
+
+// The batched launches are taken: a decode step of 4 pooled llama sequences records one RoPE + KV
+// store and one decode attention (+ one merge with splits) per layer; with the switches off, or
+// with sequences made one by one (no pool), one of each per sequence and layer.
+TEST(BatchForwardPool, OneLaunchPerLayerForAllSequences) {
+  for (const std::string name : {"llama_split", "llama_split_unbatched"}) {
+    Fixture& f = fixture_for(name);
+    Model& m = *f.model;
+    const uint32_t L = f.src->config.n_layers;
+    for (bool pooled : {true, false}) {
+      std::vector<std::unique_ptr<Sequence>> seqs;
+      if (pooled) seqs = m.new_sequences(4, 128);
+      else
+        for (int i = 0; i < 4; ++i) seqs.push_back(m.new_sequence(128));
+      std::vector<std::vector<int32_t>> prompts(4);
+      std::vector<BatchItem> items(4);
+      for (uint32_t i = 0; i < 4; ++i) {
+        prompts[i] = prompt_of(i + 1, f.src->config.vocab);  // 5 to 13 tokens: every decode splits
+        m.forward(*seqs[i], prompts[i], nullptr);
+        items[i].seq = seqs[i].get();
+        items[i].tokens = std::span<const int32_t>(prompts[i].data(), 1);
+        items[i].out = BatchItem::Out::Argmax;
+      }
+      m.set_profiling(true);
+      m.forward_batch(items);
+      m.set_profiling(false);
+      std::map<std::string, uint32_t> n;
+      for (const auto& k : m.last_dispatches()) ++n[k.label];
+      const bool batched = pooled && name == "llama_split";
+      const std::string what = name + (pooled ? " pooled" : " one by one");
+      EXPECT_EQ(n["rope_kv_store"], batched ? L : 4 * L) << what;
+      EXPECT_EQ(n["attention"], batched ? L : 4 * L) << what;
+      EXPECT_EQ(n["attention_combine"], batched ? L : 4 * L) << what;
+    }
+  }
+}

@@ -1,4 +1,4 @@
-// defines: G HD4 NT SG SPLIT KB LV KL
+// defines: G HD4 NT SG SPLIT KB LV KL MULTI
 // attention_decode: causal GQA attention for ONE query token (decode) at position pos0 over cache
 // rows [0, pos0] (with a sliding window W != 0: [pos0 + 1 - W, pos0]). One workgroup per (KV head hk, key split z) serves all G = Hq / Hkv query heads
 // of the group, so each K and V row is read once per group (attention.wgsl reads it once per query
@@ -39,14 +39,27 @@
 //        unnormalised partial (m, l, acc[HD]) of each head h = hk * G + g at
 //        (h * n_split + z) * (HD + 2) for attention_combine.wgsl (an empty split: m = -3.4e38,
 //        l = 0, acc = 0); 0: one workgroup per KV head writes acc / l.
+//   MULTI 1 (continuous batching, --batch-decode-attn): one launch serves the one-token decodes of
+//        several sequences whose caches lie in one buffer (a KV pool): workgroup y is sequence j,
+//        entry tab[tab_off + j] = (row, position, cache base row, split length) gives its query at
+//        q_off + row * q_stride, its keys at cache rows base + [0, position], its own split length
+//        (SPLIT: workgroups z past its ceil((position + 1) / split length) splits exit at once;
+//        records at ((j * Hq + h) * n_split + z) * (HD + 2), n_split the launch's largest; SPLIT 0:
+//        output at o_off + row * o_stride). Each sequence's values are computed exactly as a MULTI 0
+//        launch of its own computes them (bit-identical), no window.
 struct P { T: u32, pos0: u32, Hq: u32, Hkv: u32, HD: u32, q_off: u32, q_stride: u32, o_off: u32,
            o_stride: u32, kv_dim: u32, scale: f32, split_len: u32, n_split: u32,
-           window: u32 }
+           window: u32, tab_off: u32 }
 @group(0) @binding(0) var<storage, read> q: array<f32>;
 @group(0) @binding(1) var<storage, read> kc: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> vc: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read_write> o: array<f32>;
+#if MULTI
+@group(0) @binding(4) var<storage, read> tab: array<vec4<u32>>;
+@group(0) @binding(5) var<uniform> p: P;
+#else
 @group(0) @binding(4) var<uniform> p: P;
+#endif
 
 const HD4: u32 = {{HD4}}u;
 const G: u32 = {{G}}u;
@@ -76,18 +89,33 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   let l = lid.x;
   let hk = wid.x;
   let kv4 = p.kv_dim / 4u;
-  let kvh = hk * HD4;  // vec4 offset of KV head hk in a cache row
+#if MULTI
+  let e4 = tab[p.tab_off + wid.y];
+  let qrow = e4.x;
+  let pos0 = e4.y;
+  let kv0 = e4.z;         // the sequence's row 0 in the cache buffer
+  let split_len = e4.w;
+#if SPLIT
+  if (wid.z * split_len > pos0) { return; }  // past this sequence's splits (whole workgroup)
+#endif
+#else
+  let qrow = 0u;
+  let pos0 = p.pos0;
+  let kv0 = 0u;
+  let split_len = p.split_len;
+#endif
+  let kvh = kv0 * kv4 + hk * HD4;  // vec4 offset of KV head hk in the sequence's cache row 0
   for (var e = l; e < G * HD4; e += NT) {
-    let b = p.q_off + (hk * G) * p.HD + 4u * e;  // heads of a group are contiguous in q
+    let b = p.q_off + qrow * p.q_stride + (hk * G) * p.HD + 4u * e;  // heads of a group are contiguous in q
     qs[e] = vec4<f32>(q[b], q[b + 1u], q[b + 2u], q[b + 3u]);
   }
   workgroupBarrier();
-  let n_keys = p.pos0 + 1u;
+  let n_keys = pos0 + 1u;
   var k_lo = 0u;  // first visible key: the sliding window's start (window 0: key 0)
   if (p.window != 0u && n_keys > p.window) { k_lo = n_keys - p.window; }
 #if SPLIT
-  let k_begin = min(k_lo + wid.z * p.split_len, n_keys);
-  let k_end = min(k_begin + p.split_len, n_keys);
+  let k_begin = min(k_lo + wid.z * split_len, n_keys);
+  let k_end = min(k_begin + split_len, n_keys);
 #else
   let k_begin = k_lo;
   let k_end = n_keys;
@@ -235,13 +263,13 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
       for (var i = 0u; i < NJ; i++) { a += red[i * HD4 + l]; }
       let h = hk * G + g;
 #if SPLIT
-      let pb = (h * p.n_split + wid.z) * (p.HD + 2u);
+      let pb = ((wid.y * p.Hq + h) * p.n_split + wid.z) * (p.HD + 2u);
       if (l == 0u) { o[pb] = m[g]; o[pb + 1u] = lt; }
       let ob = pb + 2u + 4u * l;
       o[ob] = a.x; o[ob + 1u] = a.y; o[ob + 2u] = a.z; o[ob + 3u] = a.w;
 #else
       let r = a / lt;
-      let ob = p.o_off + h * p.HD + 4u * l;
+      let ob = p.o_off + qrow * p.o_stride + h * p.HD + 4u * l;
       o[ob] = r.x; o[ob + 1u] = r.y; o[ob + 2u] = r.z; o[ob + 3u] = r.w;
 #endif
     }
