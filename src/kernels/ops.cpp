@@ -238,7 +238,7 @@ void matvec_impl(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, 
 void matmul_impl(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, F32Ref y, uint32_t y_stride,
                  uint32_t T, bool accumulate, const char* label, gpu::Traffic y_kind, Prologue pro,
                  const gpu::Buffer* norm_w, float eps, uint32_t u_off, const QkvRopeKv* rope = nullptr) {
-  if (T <= kFusedMaxTokens && matvec_enabled(o))
+  if (T <= matvec_max_tokens(o) && (pro == Prologue::None || T <= kFusedMaxTokens))
     return matvec_impl(o, W, x, x_stride, y, y_stride, T, accumulate, label, y_kind, pro, norm_w, eps, u_off, rope);
   const uint32_t tt = T > 1 ? std::max<uint32_t>(1, o.opt.prefill_tokens_per_workgroup) : 1;
   const bool vec4 = o.opt.vec4_activations && x.off % 4 == 0 && x_stride % 4 == 0 && W.block % 4 == 0 &&
@@ -335,9 +335,15 @@ bool matvec_enabled(const OpContext& o) {
   return on_for_gpus(o, o.opt.matvec_subgroup);
 }
 
+// The largest forward that takes matvec.wgsl (--matvec-max-tokens; the decode fusions stay at
+// kFusedMaxTokens).
+uint32_t matvec_max_tokens(const OpContext& o) {
+  return matvec_enabled(o) ? std::max(kFusedMaxTokens, o.opt.matvec_max_tokens) : 0;
+}
+
 void matmul(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, F32Ref y,
             uint32_t y_stride, uint32_t T, bool accumulate, const char* label, gpu::Traffic y_kind) {
-  if (matmul_tiled_enabled(o) && T > kMatmulTiledMinTokens && matmul_tiled_supported(W, x, x_stride))
+  if (matmul_tiled_enabled(o) && T > std::max(kMatmulTiledMinTokens, matvec_max_tokens(o)) && matmul_tiled_supported(W, x, x_stride))
     return matmul_tiled(o, W, x, x_stride, y, y_stride, T, accumulate, label, y_kind);
   matmul_impl(o, W, x, x_stride, y, y_stride, T, accumulate, label, y_kind, Prologue::None, nullptr, 0.0f, 0);
 }

@@ -75,6 +75,10 @@ MatvecShape matvec_shape(const OpContext& o, const GpuWeight& W, bool rope = fal
 /// True when forwards of T <= kFusedMaxTokens tokens take matvec.wgsl (KernelOptions::matvec_subgroup
 /// resolved for the adapter: 2 = on for hardware GPUs, off on software adapters).
 bool matvec_enabled(const OpContext& o);
+/// The largest forward (tokens) kernels::matmul runs on matvec.wgsl: KernelOptions::
+/// matvec_max_tokens (at least kFusedMaxTokens) where matvec_enabled(), else 0; larger forwards take
+/// the tiled kernel (where enabled) or matmul.wgsl.
+uint32_t matvec_max_tokens(const OpContext& o);
 
 /// A buffer range holding f32 values: buf + element offset.
 struct F32Ref {

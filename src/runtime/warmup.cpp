@@ -43,8 +43,8 @@ double warm_up(Model& m, const WarmupProgress& progress) {
   // Jump to a far position without computing it (the scratch sequence's values are irrelevant):
   // KV rows past the 3 real ones are zeros; recurrent states stay as they are.
   const uint32_t far = std::min<uint32_t>(150, seq->context_length() > 3 ? seq->context_length() - 3 : 0);
+  std::vector<StateBlob> blobs;  // seq's state at `far` (KV rows zero past the first 3)
   if (far > seq->n_past()) {
-    std::vector<StateBlob> blobs;
     try {
       blobs = seq->export_state();
     } catch (const Error&) {
@@ -68,11 +68,28 @@ double warm_up(Model& m, const WarmupProgress& progress) {
       constexpr uint32_t far2 = 1040;
       auto seq2 = m.new_sequence(far2 + 2);
       if (seq2->context_length() >= far2 + 2) {
-        for (auto& b : blobs)  // KV blobs hold `far` rows now
+        std::vector<StateBlob> blobs2 = blobs;  // KV blobs hold `far` rows: extended to far2
+        for (auto& b : blobs2)
           if (is_kv_blob(b.name)) b.data.resize(b.data.size() / far * far2, 0);
-        seq2->import_state(far2, blobs);
+        seq2->import_state(far2, blobs2);
         at("long-context decode attention");
         m.forward(*seq2, one, &logits);
+      }
+    }
+    // Continuous batching (`wgllm serve`): forwards of several sequences made together (a KV pool,
+    // Model::new_sequences) take the batched variants (--batch-rope-kv, --batch-decode-attn): a
+    // batched prefill and decode near position 0 (unsplit decode attention), then a decode with one
+    // sequence past `far` (its split + the merge of per-sequence splits).
+    if (m.batched_forward()) {
+      at("batched decode kernels");
+      auto pair = m.new_sequences(2, 256);
+      std::vector<BatchItem> items{{pair[0].get(), few}, {pair[1].get(), few}};
+      m.forward_batch(items);
+      items = {{pair[0].get(), one}, {pair[1].get(), one}};
+      m.forward_batch(items);
+      if (!blobs.empty() && far + 2 <= pair[1]->context_length()) {
+        pair[1]->import_state(far, blobs);
+        m.forward_batch(items);
       }
     }
   }

@@ -47,7 +47,8 @@ std::string path_of(const std::string& model) {
   if (model == "lfm2") return fixture("lfm2_tiny/lfm2_tiny.f32.gguf");
   if (model == "qwen35") return fixture("qwen35_tiny");
   if (model == "qwen2_split") return tiny_llama_family("qwen2");
-  if (model == "llama_gpu_kernels" || model.rfind("llama_split", 0) == 0) return tiny_llama_family("llama");
+  if (model == "llama_gpu_kernels" || model == "llama_mv16" || model.rfind("llama_split", 0) == 0)
+    return tiny_llama_family("llama");
   return tiny_llama_family(model);
 }
 
@@ -103,6 +104,11 @@ Fixture& fixture_for(const std::string& name) {
       if (name == "llama_gpu_kernels") {  // the hardware-GPU defaults: matvec.wgsl for T <= 8, tiled matmul past 8
         o.kernels.matvec_subgroup = 1;
         o.kernels.matmul_tiled = 1;
+      }
+      if (name == "llama_mv16") {  // --matvec-max-tokens 16: steps of up to 16 rows on matvec.wgsl
+        o.kernels.matvec_subgroup = 1;
+        o.kernels.matmul_tiled = 1;
+        o.kernels.matvec_max_tokens = 16;
       }
       if (name.rfind("llama_split", 0) == 0) {  // decode attention split every 4 keys (hardware GPUs split)
         o.kernels.attention_decode_split_min = 0;
@@ -289,6 +295,15 @@ TEST_P(BatchForward, BadBatchThrowsAndChangesNothing) {
 INSTANTIATE_TEST_SUITE_P(Architectures, BatchForward,
                          ::testing::Values("llama", "llama_gpu_kernels", "llama_split", "llama_split_unbatched", "qwen2",
                                            "qwen2_split", "gemma3", "lfm2", "qwen35", "smollm2"));
+
+// --matvec-max-tokens 16: a step of 10 sequences (10 rows > 8) runs on the matrix-vector kernel,
+// every row summed as a decode alone: logits bit-identical to each sequence alone (with the default 8
+// the tiled matmul sums them in another order: ManySequencesPastEightRows, within kManyTol).
+TEST(BatchForwardMatvec, TenSequencesBitIdenticalWithMatvecUpTo16) {
+  Fixture& f = fixture_for("llama_mv16");
+  const auto toks = decode_together(f, 10, true, -1, nullptr, true);
+  for (uint32_t i = 0; i < 10; ++i) EXPECT_EQ(toks[i], f.alone(i).tokens) << "sequence " << i;
+}
 
 // The batched launches are taken: a decode step of 4 pooled llama sequences records one RoPE + KV
 // store and one decode attention (+ one merge with splits) per layer; with the switches off, or

@@ -8,7 +8,8 @@
 # distinct prompts, so no prefix cache turns the load into hits), 128 tokens each with the end of
 # generation ignored. Both servers: 64 slots of 1024 tokens (llama-server: -np 64 -c 65536, all
 # layers on the GPU, its defaults otherwise). The engines alternate within each of ROUNDS rounds
-# (default 2; wgllm first in odd rounds, llama-server first in even ones). WG_ARMS="LABEL:FLAGS;..."
+# (default 2; wgllm first in odd rounds, llama-server first in even ones; ROUND_FIRST=K starts at round K,
+# so that the rounds can be split over calls). WG_ARMS="LABEL:FLAGS;..."
 # runs wgllm once per arm (default one arm, "product" with no flags) and LLAMA=0 leaves llama-server
 # out (no build), e.g. for an A/B of a serve option:
 #   LLAMA=0 WG_ARMS="c256:--serve-prefill-chunk 256;c2048:--serve-prefill-chunk 2048" bash tools/device/recipes/serve_peers.sh
@@ -84,7 +85,7 @@ run_wgllm() {  # run_wgllm MODEL ROUND: every arm of WG_ARMS, in order in odd ro
     if [ "$label" = product ] && [ -z "$flags" ]; then run_one wgllm $1 $2; else run_one wgllm $1 $2 "$label" $flags; fi
   done
 }
-for r in $(seq 1 ${ROUNDS:-2}); do
+for r in $(seq ${ROUND_FIRST:-1} ${ROUNDS:-2}); do
   for m in $MODELS; do
     if [ $LLAMA != 1 ]; then run_wgllm $m $r
     elif [ $((r % 2)) = 1 ]; then run_wgllm $m $r; run_one llama $m $r; else run_one llama $m $r; run_wgllm $m $r; fi
