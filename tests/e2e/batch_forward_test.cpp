@@ -9,8 +9,9 @@
 //     compute every row alike whatever T is).
 //   - Many sequences (T = 10 rows > kernels::kFusedMaxTokens): greedy tokens identical, logits
 //     within kManyTol. Bit-identical with the software-adapter defaults (matmul.wgsl for every T);
-//     with the hardware defaults (llama_gpu_kernels: matvec.wgsl for T <= 8, the tiled matmul
-//     past 8) a step of more than 8 rows sums in another order than a decode alone.
+//     with the hardware kernels and --matvec-max-tokens 8 (llama_gpu_kernels: matvec.wgsl for T <= 8,
+//     the tiled matmul past 8) a step of more than 8 rows sums in another order than a decode alone
+//     (the default 32 keeps steps of up to 32 rows on matvec.wgsl: bit-identical, llama_mv16).
 //   - Mixed steps: prompts of different lengths prefilled in one forward, a sequence joining
 //     (prefill) while the others decode, Out::Argmax / Logits / None mixed: tokens identical,
 //     logits within kManyTol, argmax == the solo logits' argmax.
@@ -101,9 +102,10 @@ Fixture& fixture_for(const std::string& name) {
     } else {
       ModelOptions o;
       o.context_length = 128;
-      if (name == "llama_gpu_kernels") {  // the hardware-GPU defaults: matvec.wgsl for T <= 8, tiled matmul past 8
+      if (name == "llama_gpu_kernels") {  // the hardware-GPU kernels: matvec.wgsl for T <= 8, tiled matmul past 8
         o.kernels.matvec_subgroup = 1;
         o.kernels.matmul_tiled = 1;
+        o.kernels.matvec_max_tokens = 8;  // (the default 32 would keep 10 rows on matvec: llama_mv16's case)
       }
       if (name == "llama_mv16") {  // --matvec-max-tokens 16: steps of up to 16 rows on matvec.wgsl
         o.kernels.matvec_subgroup = 1;
