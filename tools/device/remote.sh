@@ -73,10 +73,24 @@ wg_start_llamacpp_cuda() {
   local targets="${*:-llama-bench}" server=OFF
   case " $targets " in *" llama-server "*) server=ON ;; esac
   mkdir -p $W/lcpp && tar xzf $W/llama.cpp.tgz -C $W/lcpp
+  echo "$targets" > $W/lcpp.targets
   (cd $W/lcpp/llama.cpp && setsid nohup bash -c "cmake -B build -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
     -DLLAMA_CURL=OFF -DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=$server \
     -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_OPENSSL=OFF \
     > $W/lcpp.log 2>&1 && cmake --build build -j 16 --target $targets >> $W/lcpp.log 2>&1; \
     echo BUILD_DONE \$? >> $W/lcpp.log" > /dev/null 2>&1 &)
   echo "[remote] llama.cpp CUDA build started"
+}
+# Waits for that build until it ends or the call has run $1 seconds (from the recipe's T0, else from
+# now; default 500). A failed build (cc1plus has crashed here beside GPU work) is resumed once, in the
+# foreground. Returns 0 once the last build ended well.
+wg_wait_llamacpp() {
+  local limit=${1:-500} t0=${T0:-$(date +%s)}
+  while ! grep -q BUILD_DONE $W/lcpp.log 2>/dev/null && [ $(( $(date +%s) - t0 )) -lt $limit ]; do sleep 5; done
+  grep BUILD_DONE $W/lcpp.log 2>/dev/null | tail -1 | grep -q "BUILD_DONE 0" && return 0
+  grep -q BUILD_DONE $W/lcpp.log 2>/dev/null || return 1
+  echo "[remote] llama.cpp build failed: $(grep -m3 -i error $W/lcpp.log | tr '\n' ' '); resuming it" >&2
+  (cd $W/lcpp/llama.cpp && cmake --build build -j 16 --target $(cat $W/lcpp.targets 2>/dev/null || echo llama-bench) \
+     >> $W/lcpp.log 2>&1; echo "BUILD_DONE $?" >> $W/lcpp.log)
+  grep BUILD_DONE $W/lcpp.log | tail -1 | grep -q "BUILD_DONE 0"
 }

@@ -83,8 +83,7 @@ decode)
   done
   ;;
 peers)
-  while ! grep -q BUILD_DONE $W/lcpp.log 2>/dev/null && [ $(( $(date +%s) - T0 )) -lt 300 ]; do sleep 5; done
-  grep -q "BUILD_DONE 0" $W/lcpp.log || { fail "llama.cpp CUDA build not done: $(tail -2 $W/lcpp.log | tr '\n' ' ')"; exit 1; }
+  wg_wait_llamacpp 300 || { fail "llama.cpp CUDA build not done: $(tail -2 $W/lcpp.log | tr '\n' ' ')"; exit 1; }
   for m in smollm2 lfm2-1.2b qwen25-1.5b; do
     F=${FILE[$m]}; R=$W/res/$m; mkdir -p $R
     [ -f $F ] || { fail "$m: no file (run STAGE=decode first)"; continue; }

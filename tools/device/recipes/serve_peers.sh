@@ -27,6 +27,8 @@ set -u
 source tools/device/remote.sh
 T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 R=$W/res_serve; mkdir -p $R
+# A machine's disk can outlive a session: files older than an hour are another session's, not ours.
+find $R -type f -mmin +60 -delete
 trap 'tar czf $OUT/results.tgz -C $R .' EXIT
 fail() { echo "FAIL: $*" | tee -a $R/FAILED.txt; }
 MODELS=${MODELS:-smollm2 qwen25-1.5b}
@@ -34,22 +36,13 @@ LLAMA=${LLAMA:-1}
 [ $LLAMA = 1 ] && wg_start_llamacpp_cuda llama-bench llama-server
 wg_synth $MODELS 2> >(tee -a $R/write_errors.txt >&2) || fail "synthetic files"
 echo "synthetic weights (tools/synth/write_gguf.py --seed 1): the text is noise, the speed is real" > $R/LABEL.txt
-wait_build() {  # 0 once the last build ended well; a failed build (cc1plus has crashed beside GPU work
-  # here) is resumed once, in the foreground
-  while ! grep -q BUILD_DONE $W/lcpp.log 2>/dev/null && [ $(( $(date +%s) - T0 )) -lt ${BUILD_WAIT_S:-500} ]; do sleep 5; done
-  grep BUILD_DONE $W/lcpp.log 2>/dev/null | tail -1 | grep -q "BUILD_DONE 0" && return 0
-  grep -q BUILD_DONE $W/lcpp.log 2>/dev/null || return 1
-  el "llama.cpp build failed: $(grep -m3 -i "error" $W/lcpp.log | tr '\n' ' '); resuming it"
-  (cd $W/lcpp/llama.cpp && cmake --build build -j 16 --target llama-bench llama-server >> $W/lcpp.log 2>&1; echo "BUILD_DONE $?" >> $W/lcpp.log)
-  grep BUILD_DONE $W/lcpp.log | tail -1 | grep -q "BUILD_DONE 0"
-}
 if [ "${STAGE:-measure}" = build ]; then
   el "build started; while building: ${WHILE_BUILDING:-nothing}"
   [ -n "${WHILE_BUILDING:-}" ] && { bash -c "$WHILE_BUILDING" > $R/while_building.txt 2>&1; echo "while-building exit $?" >> $R/while_building.txt; tail -30 $R/while_building.txt; }
-  wait_build && el "llama.cpp built" || fail "llama.cpp build not done: $(tail -3 $W/lcpp.log | tr '\n' ' ')"
+  wg_wait_llamacpp ${BUILD_WAIT_S:-500} && el "llama.cpp built" || fail "llama.cpp build not done: $(tail -3 $W/lcpp.log | tr '\n' ' ')"
   exit 0
 fi
-[ $LLAMA = 1 ] && { wait_build || { fail "llama.cpp build not done: $(tail -3 $W/lcpp.log | tr '\n' ' ')"; exit 1; }; }
+[ $LLAMA = 1 ] && { wg_wait_llamacpp ${BUILD_WAIT_S:-500} || { fail "llama.cpp build not done: $(tail -3 $W/lcpp.log | tr '\n' ' ')"; exit 1; }; }
 wg_gpu_check | tee $R/gpu.txt
 http_ok() {  # http_ok PORT: 0 once GET /health answers 200
   python3 -c "import sys, urllib.request; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:$1/health', timeout=2).status == 200 else 1)" 2>/dev/null

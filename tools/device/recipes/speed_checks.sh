@@ -312,8 +312,7 @@ for part in ${PARTS:-int8_decode int8_prefill attn_chunk fusions}; do
   prodpeers)
     # (flashprod's second half, alone: the product against llama.cpp CUDA, decode after 512, TTFT 512 and 4096)
     wg_start_llamacpp_cuda
-    while ! grep -q BUILD_DONE $W/lcpp.log 2>/dev/null && [ $(( $(date +%s) - T0 )) -lt 420 ]; do sleep 5; done
-    grep -q "BUILD_DONE 0" $W/lcpp.log || { fail "llama.cpp CUDA build not done: $(tail -2 $W/lcpp.log | tr '\n' ' ')"; exit 1; }
+    wg_wait_llamacpp 420 || { fail "llama.cpp CUDA build not done: $(tail -2 $W/lcpp.log | tr '\n' ' ')"; exit 1; }
     for m in smollm2 qwen25-1.5b; do
       ab vs_cuda_$m 120 --a "bench -m ${FILE[$m]} $D" --b-cmd "bash tools/peers/peer_llamacpp.sh $LB_CUDA ${FILE[$m]} 512 128" \
         --metric ttft_ms,decode_tok_s --rounds 2
@@ -395,8 +394,7 @@ PY
     ;;
   peers)
     wg_start_llamacpp_cuda
-    while ! grep -q BUILD_DONE $W/lcpp.log 2>/dev/null && [ $(( $(date +%s) - T0 )) -lt 400 ]; do sleep 5; done
-    grep -q "BUILD_DONE 0" $W/lcpp.log || { fail "llama.cpp CUDA build not done: $(tail -2 $W/lcpp.log | tr '\n' ' ')"; exit 1; }
+    wg_wait_llamacpp 400 || { fail "llama.cpp CUDA build not done: $(tail -2 $W/lcpp.log | tr '\n' ' ')"; exit 1; }
     for m in ${PEER_MODELS:-lfm2-1.2b qwen25-1.5b}; do
       F=${FILE[$m]}
       ab vs_cuda_$m 120 --a "bench -m $F $D ${PEER_ARGS:-}" \

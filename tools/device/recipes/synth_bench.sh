@@ -106,8 +106,7 @@ LEFT=""
 for p in ${PEERS:-vulkan cuda}; do
   lb=${LB[$p]:-}
   if [ "$p" = cuda ] && [ -f $W/lcpp.log ]; then  # wait for the build, within the call's budget
-    while ! grep -q BUILD_DONE $W/lcpp.log && [ $(( $(date +%s) - T0 )) -lt 380 ]; do sleep 5; done
-    grep -q "BUILD_DONE 0" $W/lcpp.log || { fail "llama.cpp CUDA build not done or failed: $(tail -2 $W/lcpp.log | tr '\n' ' ')"; LEFT="$LEFT cuda"; continue; }
+    wg_wait_llamacpp 380 || { fail "llama.cpp CUDA build not done or failed: $(tail -2 $W/lcpp.log | tr '\n' ' ')"; LEFT="$LEFT cuda"; continue; }
   fi
   if [ ! -x "$lb" ]; then fail "llama.cpp $p: no llama-bench at $lb"; continue; fi
   if ! "$lb" -m $F -p 32 -n 4 -r 1 -o json > $R/llamacpp_${p}_smoke.json 2> $R/llamacpp_${p}_smoke.err; then
