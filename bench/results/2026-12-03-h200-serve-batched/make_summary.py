@@ -13,7 +13,11 @@ Files: raw/<call>/serve_<engine>[-<arm>]_<model>_r<round>.json.
   raw/peers   (call 4, binary 490c9c9 = --matvec-max-tokens 32 as the default, a fresh machine):
               wgllm product vs llama-server, two rounds, engines alternating (if present).
 One row per model, level, metric and comparison: the mean over rounds (each in `rounds`) and, with two
-rounds, the relative spread between them (the larger of the two arms') as the noise band.
+rounds, the relative spread between them (the larger of the two arms') as the noise band. Comparisons:
+call 2 batched vs llama-server and vs both switches off; call 3 32 and 64 vs 8; call 3's 32 (the new
+default) vs call 2's llama-server (two machine draws, labelled so); call 4 product vs llama-server
+(where raw/peers exists). Plus per wgllm run and round (not means): slot steps per forward
+(mean_batch_items) and wall time per forward (wall_per_forward_ms) from its /metrics.
 Usage: python3 make_summary.py   (from anywhere; writes summary.json beside itself)"""
 import glob, json, os, re, statistics
 
@@ -89,9 +93,10 @@ def scheduler_rows(call):
 
 
 serve, matvec, peers = load("serve"), load("matvec"), load("peers")
-compare(arm(serve, "batched"), arm(serve, "llama"), "llama-server", "product of 1ff67e9 (--matvec-max-tokens 8)", "1ff67e9",
+compare(arm(serve, "batched"), arm(serve, "llama"), "llama-server", "product of 1ff67e9 (matvec up to 8 rows, then fixed)", "1ff67e9",
         "raw/serve/serve_{{wgllm-batched,llama}}_{model}_r1.json", "; one round")
-compare(arm(serve, "batched"), arm(serve, "unbatched"), "default", "switches --batch-rope-kv --batch-decode-attn on (default)",
+compare(arm(serve, "batched"), arm(serve, "unbatched"), "--no-batch-rope-kv --no-batch-decode-attn",
+        "switches --batch-rope-kv --batch-decode-attn on (default)",
         "1ff67e9", "raw/serve/serve_wgllm-{{batched,unbatched}}_{model}_r1.json", "; one round; peer = both switches off")
 for a in ("mv32", "mv64"):
     compare(arm(matvec, a), arm(matvec, "product"), "default", CALLS["matvec"][1][a], "38b487d",
