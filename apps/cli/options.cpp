@@ -146,7 +146,7 @@ Loaded load_text(const CommonOptions& o) {
   return l;
 }
 
-Loaded load(const CommonOptions& o) {
+Loaded load(const CommonOptions& o, bool batched) {
   const auto t0 = std::chrono::steady_clock::now();
   Loaded l = load_text(o);
   // Progress on a terminal only (logs and pipes stay clean): loading is quick, the warm-up's
@@ -162,7 +162,7 @@ Loaded load(const CommonOptions& o) {
       progress = [](int step, int max_steps, const char* what) {
         fmt::print(stderr, "\r\033[K[wgllm] compiling kernels (warm-up, --no-warmup skips it) {}/{}: {}", step + 1, max_steps, what);
       };
-    l.warmup_ms = warm_up(*l.model, progress);
+    l.warmup_ms = warm_up(*l.model, batched, progress);
     if (tty && l.warmup_ms > 0) fmt::print(stderr, "\r\033[K[wgllm] kernels compiled in {:.1f} s\n", l.warmup_ms / 1000);
   }
   l.seq = l.model->new_sequence();

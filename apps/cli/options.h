@@ -67,7 +67,8 @@ struct Loaded {
   std::string render(const std::vector<ChatMessage>& msgs, bool add_generation_prompt) const;
 };
 /// Opens the model file, tokenizer and chat template, and loads the weights on the backend.
-Loaded load(const CommonOptions& o);
+/// `batched`: the warm-up also compiles the batched-forward kernels (`wgllm serve`; runtime/warmup.h).
+Loaded load(const CommonOptions& o, bool batched = false);
 /// As load() without the weights (tokenizer and template only).
 Loaded load_text(const CommonOptions& o);
 

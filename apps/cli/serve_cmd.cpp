@@ -51,7 +51,7 @@ std::function<int()> add_serve(CLI::App& app) {
   return [s, cmd]() -> int {
     if (!*cmd) return -1;
     server::block_shutdown_signals();  // before loading starts the GPU driver's threads
-    Loaded l = load(s->o);
+    Loaded l = load(s->o, /*batched=*/!s->no_batch);
     l.seq.reset();  // the scheduler makes one sequence per slot
     server::ServerOptions so = s->so;
     so.scheduler.context = s->o.context;

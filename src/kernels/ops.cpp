@@ -381,38 +381,45 @@ void matmul_qkv_rope_kv(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_s
               norm_w ? Prologue::Norm : Prologue::None, norm_w, eps, 0, &r);
 }
 
-void rope_kv_store(OpContext& o, const gpu::Buffer& src, uint32_t q_off, uint32_t q_stride, uint32_t k_off, uint32_t v_off,
-                   uint32_t kv_stride, uint32_t T, uint32_t Hq, uint32_t Hkv, uint32_t HD, uint32_t rot, uint32_t pos0,
-                   const gpu::Buffer& table, bool neox, gpu::Binding kc, gpu::Binding vc) {
-  if (rot % 2 || rot > HD) throw Error("rope_kv_store: rotary dims must be even and <= head_dim");
-  const auto& p = get(o, "rope_kv", {{"NEOX", neox ? "1" : "0"}, {"ROWS", "0"}},
-                      {Bind::ReadWrite, Bind::ReadOnly, Bind::ReadWrite, Bind::ReadWrite, Bind::Uniform});
+namespace {
+// rope_kv_store() (rows null: T tokens, src rows 0.., positions and cache rows pos0..) and
+// rope_kv_store_rows() (rows: T table entries naming each token's src row, position and cache row).
+void rope_kv(OpContext& o, const char* who, const gpu::Buffer& src, uint32_t q_off, uint32_t q_stride, uint32_t k_off,
+             uint32_t v_off, uint32_t kv_stride, uint32_t T, uint32_t Hq, uint32_t Hkv, uint32_t HD, uint32_t rot,
+             uint32_t pos0, const gpu::Buffer& table, bool neox, gpu::Binding kc, gpu::Binding vc, const gpu::Buffer* rows,
+             uint32_t rows_off) {
+  if (rot % 2 || rot > HD) throw Error(std::string(who) + ": rotary dims must be even and <= head_dim");
+  if (!T) return;
+  std::vector<Bind> binds{Bind::ReadWrite, Bind::ReadOnly, Bind::ReadWrite, Bind::ReadWrite};
+  if (rows) binds.push_back(Bind::ReadOnly);
+  binds.push_back(Bind::Uniform);
+  const auto& p = get(o, "rope_kv", {{"NEOX", neox ? "1" : "0"}, {"ROWS", rows ? "1" : "0"}}, binds);
   const uint32_t kv_dim = Hkv * HD;
-  RopeKvParams prm{T, Hq, HD, rot, pos0, q_off, q_stride, k_off, v_off, kv_stride, kv_dim, rot / 2, 0};
+  RopeKvParams prm{T, Hq, HD, rot, pos0, q_off, q_stride, k_off, v_off, kv_stride, kv_dim, rot / 2, rows_off};
   o.rec.declare(gpu::TrafficBytes()
-                    .r(gpu::Traffic::Activations, 4ull * T * (Hq * rot + 2 * kv_dim))
+                    .r(gpu::Traffic::Activations, 4ull * T * (Hq * rot + 2 * kv_dim + (rows ? 4 : 0)))
                     .r(gpu::Traffic::Weights, 4ull * T * rot)
                     .w(gpu::Traffic::Activations, 4ull * T * Hq * rot)
                     .w(gpu::Traffic::KvCache, 8ull * T * kv_dim));
-  o.rec.dispatch(p, {src, table, kc, vc}, prm, ceil_div(Hq * (rot / 2) + 2 * kv_dim, 64), T, 1, "rope_kv_store");
+  std::vector<gpu::Binding> bufs{src, table, kc, vc};
+  if (rows) bufs.push_back(*rows);
+  o.rec.dispatch(p, bufs, prm, ceil_div(Hq * (rot / 2) + 2 * kv_dim, 64), T, 1, "rope_kv_store");
+}
+}  // namespace
+
+void rope_kv_store(OpContext& o, const gpu::Buffer& src, uint32_t q_off, uint32_t q_stride, uint32_t k_off, uint32_t v_off,
+                   uint32_t kv_stride, uint32_t T, uint32_t Hq, uint32_t Hkv, uint32_t HD, uint32_t rot, uint32_t pos0,
+                   const gpu::Buffer& table, bool neox, gpu::Binding kc, gpu::Binding vc) {
+  rope_kv(o, "rope_kv_store", src, q_off, q_stride, k_off, v_off, kv_stride, T, Hq, Hkv, HD, rot, pos0, table, neox, kc, vc,
+          nullptr, 0);
 }
 
 void rope_kv_store_rows(OpContext& o, const gpu::Buffer& src, uint32_t q_off, uint32_t q_stride, uint32_t k_off,
                         uint32_t v_off, uint32_t kv_stride, uint32_t Hq, uint32_t Hkv, uint32_t HD, uint32_t rot,
                         const gpu::Buffer& table, bool neox, gpu::Binding kc, gpu::Binding vc, const gpu::Buffer& rows,
                         uint32_t rows_off, uint32_t n) {
-  if (rot % 2 || rot > HD) throw Error("rope_kv_store_rows: rotary dims must be even and <= head_dim");
-  if (!n) return;
-  const auto& p = get(o, "rope_kv", {{"NEOX", neox ? "1" : "0"}, {"ROWS", "1"}},
-                      {Bind::ReadWrite, Bind::ReadOnly, Bind::ReadWrite, Bind::ReadWrite, Bind::ReadOnly, Bind::Uniform});
-  const uint32_t kv_dim = Hkv * HD;
-  RopeKvParams prm{n, Hq, HD, rot, 0, q_off, q_stride, k_off, v_off, kv_stride, kv_dim, rot / 2, rows_off};
-  o.rec.declare(gpu::TrafficBytes()
-                    .r(gpu::Traffic::Activations, 4ull * n * (Hq * rot + 2 * kv_dim + 4))
-                    .r(gpu::Traffic::Weights, 4ull * n * rot)
-                    .w(gpu::Traffic::Activations, 4ull * n * Hq * rot)
-                    .w(gpu::Traffic::KvCache, 8ull * n * kv_dim));
-  o.rec.dispatch(p, {src, table, kc, vc, rows}, prm, ceil_div(Hq * (rot / 2) + 2 * kv_dim, 64), n, 1, "rope_kv_store");
+  rope_kv(o, "rope_kv_store_rows", src, q_off, q_stride, k_off, v_off, kv_stride, n, Hq, Hkv, HD, rot, 0, table, neox, kc,
+          vc, &rows, rows_off);
 }
 
 void embed(OpContext& o, const GpuWeight& table, const gpu::Buffer& tokens, uint32_t T, F32Ref y) {

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include <fmt/core.h>
+
 #include "core/error.h"
 #include "gpu/context.h"
 #include "kernels/nll.h"
@@ -29,6 +31,22 @@ GpuModel::GpuModel(const ModelConfig& c, const ModelOptions& opt) : c_(c), opt_(
                          : ctx_->info().is_software()                     ? 0u
                                                                           : 32u);
   chunk_ = std::max<uint32_t>(1, std::min(opt.prefill_chunk, c_.max_context));
+}
+
+gpu::Buffer GpuModel::scratch(uint64_t floats, const char* name, uint64_t per_token) {
+  const uint64_t bytes = std::max<uint64_t>(floats, 1) * 4;
+  const auto& lim = ctx_->info().limits;
+  const uint64_t cap = std::min<uint64_t>(lim.maxStorageBufferBindingSize, lim.maxBufferSize);
+  if (bytes > cap) {
+    std::string fix = "; a smaller context or model";
+    if (per_token && cap / (4 * per_token) >= 1)
+      fix = "; use --prefill-chunk " + std::to_string(cap / (4 * per_token)) + " or less";
+    throw Error(fmt::format("activation buffer '{}' of {:.1f} MiB (prefill chunk {} tokens) exceeds the adapter's largest "
+                            "storage binding ({:.1f} MiB){}",
+                            name, bytes / 1048576.0, chunk_, cap / 1048576.0, fix));
+  }
+  mem_.scratch += bytes;
+  return gpu::Buffer(*ctx_, bytes, gpu::BufferKind::Storage, name);
 }
 
 std::string GpuModel::backend_name() const { return "webgpu (" + ctx_->info().name + ")"; }

@@ -132,6 +132,12 @@ class GpuModel : public Model {
     }
   }
 
+  /// A model-level activation buffer of max(floats, 1) floats, counted in mem_.scratch. Buffers
+  /// sized by the prefill chunk (ModelOptions::prefill_chunk) are bound whole, so one larger than
+  /// the adapter's maxStorageBufferBindingSize throws wgllm::Error naming the buffer, its size and
+  /// the largest --prefill-chunk that fits (`per_token`: its floats per chunk token; 0 for buffers
+  /// not sized by the chunk).
+  gpu::Buffer scratch(uint64_t floats, const char* name, uint64_t per_token = 0);
   /// With --sparse-attn, gives every KvState of seq its block-means cache (kernels/sparse_attention.h).
   void attach_sparse_means(Sequence& seq);
   /// The end of one submission as the architectures call it (this member hides the free

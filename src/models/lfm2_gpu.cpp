@@ -110,21 +110,18 @@ class Lfm2Gpu final : public GpuModel {
 
   void alloc_scratch() {
     const uint64_t T = chunk_, D = c_.d_model, Q = c_.q_dim(), KV = c_.kv_dim(), F = c_.ffn_dim;
-    auto mk = [&](uint64_t floats, const char* name) {
-      mem_.scratch += floats * 4;
-      return Buffer(*ctx_, floats * 4, BufferKind::Storage, name);
-    };
-    x_ = mk(T * D, "x");
-    h_ = mk(T * D, "h");
-    qkv_ = mk(T * (Q + 2 * KV), "qkv");
-    att_ = mk(T * std::max(Q, D), "mixer_out");
-    bcx_ = mk(T * 3 * D, "shortconv_bcx");
-    gu_ = mk(T * 2 * F, "gate_up");
-    act_ = mk(T * F, "ffn_act");
-    logits_ = mk(c_.vocab, "logits");
-    tokens_ = mk(T, "tokens");
-    amax_ = mk(1, "argmax");
-    attn_split_ = mk(kernels::attention_split_floats(chunk_, c_.n_heads, c_.head_dim), "attn_split");
+    auto mk = [&](uint64_t per_token, const char* name) { return scratch(T * per_token, name, per_token); };
+    x_ = mk(D, "x");
+    h_ = mk(D, "h");
+    qkv_ = mk(Q + 2 * KV, "qkv");
+    att_ = mk(std::max(Q, D), "mixer_out");
+    bcx_ = mk(3 * D, "shortconv_bcx");
+    gu_ = mk(2 * F, "gate_up");
+    act_ = mk(F, "ffn_act");
+    logits_ = scratch(c_.vocab, "logits");
+    tokens_ = mk(1, "tokens");
+    amax_ = scratch(1, "argmax");
+    attn_split_ = scratch(kernels::attention_split_floats(chunk_, c_.n_heads, c_.head_dim), "attn_split");
     if (opt_.kernels.sparse_attn) {  // --sparse-attn: block means, selection and index scratch
       sparse_ = kernels::make_sparse_scratch(*ctx_, opt_.kernels, c_.max_context, chunk_, c_.n_kv_heads, c_.head_dim);
       mem_.scratch += sparse_.bytes();

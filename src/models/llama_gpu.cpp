@@ -47,11 +47,7 @@ class LlamaGpu final : public GpuModel {
 
   std::unique_ptr<Sequence> new_sequence(uint32_t ctx) override {
     const SequenceSize s = prepare(ctx);
-    return create_sequence(s, [&] {
-      std::vector<std::unique_ptr<LayerState>> st;
-      for (uint32_t i = 0; i < c_.n_layers; ++i) st.push_back(std::make_unique<KvState>(ctx_.get(), i, s.context, c_.kv_dim()));
-      return std::make_unique<Sequence>(s.context, ctx_.get(), std::move(st));
-    });
+    return kv_sequence(s, {}, {}, 0);
   }
 
   // Several sequences in KV pools: per layer one K and one V buffer holding the caches of up to
@@ -84,18 +80,25 @@ class LlamaGpu final : public GpuModel {
         all.largest_buffer = m * slot_bytes;
         sequence_alloc_failed(all, backend_name(), e.what());
       }
-      for (uint32_t j = 0; j < m; ++j)
-        out.push_back(create_sequence(s, [&] {
-          std::vector<std::unique_ptr<LayerState>> st;
-          for (uint32_t i = 0; i < c_.n_layers; ++i)
-            st.push_back(std::make_unique<KvState>(ctx_.get(), i, s.context, c_.kv_dim(), kp[i], vp[i], j * stride));
-          return std::make_unique<Sequence>(s.context, ctx_.get(), std::move(st));
-        }));
+      for (uint32_t j = 0; j < m; ++j) out.push_back(kv_sequence(s, kp, vp, j * stride));
     }
     return out;
   }
 
  private:
+
+  // A sequence of one KvState per layer: its own buffers (kp, vp empty), or views from cache row
+  // base_row of the pools kp[layer], vp[layer] (new_sequences()).
+  std::unique_ptr<Sequence> kv_sequence(const SequenceSize& s, const std::vector<std::shared_ptr<const Buffer>>& kp,
+                                        const std::vector<std::shared_ptr<const Buffer>>& vp, uint64_t base_row) {
+    return create_sequence(s, [&] {
+      std::vector<std::unique_ptr<LayerState>> st;
+      for (uint32_t i = 0; i < c_.n_layers; ++i)
+        st.push_back(kp.empty() ? std::make_unique<KvState>(ctx_.get(), i, s.context, c_.kv_dim())
+                                : std::make_unique<KvState>(ctx_.get(), i, s.context, c_.kv_dim(), kp[i], vp[i], base_row));
+      return std::make_unique<Sequence>(s.context, ctx_.get(), std::move(st));
+    });
+  }
 
   // The checks and model-level tables (RoPE) before sequences of ctx positions are allocated.
   SequenceSize prepare(uint32_t ctx) {
@@ -173,21 +176,18 @@ class LlamaGpu final : public GpuModel {
 
   void alloc_scratch() {
     const uint64_t T = chunk_;
-    auto mk = [&](uint64_t floats, const char* name) {
-      mem_.scratch += floats * 4;
-      return Buffer(*ctx_, floats * 4, BufferKind::Storage, name);
-    };
-    x_ = mk(T * c_.d_model, "x");
-    h_ = mk(T * c_.d_model, "h");
-    qkv_ = mk(T * (c_.q_dim() + 2 * c_.kv_dim()), "qkv");
-    att_ = mk(T * c_.q_dim(), "attn_out");
-    gu_ = mk(T * 2 * c_.ffn_dim, "gate_up");
-    act_ = mk(T * c_.ffn_dim, "ffn_act");
-    logits_ = mk(c_.vocab, "logits");
-    tokens_ = mk(T, "tokens");
-    amax_ = mk(1, "argmax");
-    if (gemma_) o_ = mk(T * c_.d_model, "o");
-    attn_split_ = mk(kernels::attention_split_floats(chunk_, c_.n_heads, c_.head_dim), "attn_split");
+    auto mk = [&](uint64_t per_token, const char* name) { return scratch(T * per_token, name, per_token); };
+    x_ = mk(c_.d_model, "x");
+    h_ = mk(c_.d_model, "h");
+    qkv_ = mk(c_.q_dim() + 2 * c_.kv_dim(), "qkv");
+    att_ = mk(c_.q_dim(), "attn_out");
+    gu_ = mk(2 * c_.ffn_dim, "gate_up");
+    act_ = mk(c_.ffn_dim, "ffn_act");
+    logits_ = scratch(c_.vocab, "logits");
+    tokens_ = mk(1, "tokens");
+    amax_ = scratch(1, "argmax");
+    if (gemma_) o_ = mk(c_.d_model, "o");
+    attn_split_ = scratch(kernels::attention_split_floats(chunk_, c_.n_heads, c_.head_dim), "attn_split");
     if (opt_.kernels.sparse_attn) {  // --sparse-attn: block means, selection and index scratch
       sparse_ = kernels::make_sparse_scratch(*ctx_, opt_.kernels, c_.max_context, chunk_, c_.n_kv_heads, c_.head_dim);
       mem_.scratch += sparse_.bytes();

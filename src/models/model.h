@@ -24,14 +24,14 @@ struct ModelOptions {
   BackendKind backend = BackendKind::WebGPU;
   uint32_t context_length = 4096;  // KV cache positions of a new sequence (0: the trained length);
                                    // capped by the model's trained length (sequence_context())
-  uint32_t prefill_chunk = 512;    // max tokens per forward submission; longer prompts are split
   kernels::KernelOptions kernels;  // kernel-level switches
   int adapter_index = -1;          // WebGPU adapter (see `wgllm devices`)
   /// submit_chunk's adapter default: 32 on hardware adapters, 0 on software ones (docs/FLAGS.md).
   static constexpr uint32_t kSubmitChunkAuto = 0xFFFFFFFFu;
   // Model-level switches, generated from the switch table (kernels/switches.def): fuse_qkv,
   // fuse_gate_up (stacked weights at load), shader_runtime_checks (gpu::ContextOptions),
-  // submit_chunk (gpu::Recorder::set_submit_chunk), decode_pipeline (runtime/decode_pipeline.h).
+  // submit_chunk (gpu::Recorder::set_submit_chunk), decode_pipeline (runtime/decode_pipeline.h),
+  // prefill_chunk (max tokens per forward submission; longer prompts are split).
 #define WGLLM_SWITCH(scope, field, type, kind, def, ...) WGLLM_SWITCH_FIELD_##scope(field, type, def)
 #define WGLLM_SWITCH_FIELD_KERNEL(field, type, def)
 #define WGLLM_SWITCH_FIELD_MODEL(field, type, def) type field = def;

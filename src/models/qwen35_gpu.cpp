@@ -133,24 +133,21 @@ class Qwen35Gpu final : public GpuModel {
     const uint32_t Q = c_.q_dim(), KV = c_.kv_dim();
     proj_stride_ = std::max(n_attn_ ? 2 * Q + 2 * KV : 0, n_lin_ ? p_.conv_dim() + p_.value_dim() + 2 * p_.nv : 0);
     proj_stride_ = (proj_stride_ + 3) / 4 * 4;
-    auto mk = [&](uint64_t floats, const char* name) {
-      mem_.scratch += std::max<uint64_t>(floats, 1) * 4;
-      return Buffer(*ctx_, std::max<uint64_t>(floats, 1) * 4, BufferKind::Storage, name);
-    };
-    x_ = mk(T * c_.d_model, "x");
-    h_ = mk(T * c_.d_model, "h");
-    proj_ = mk(T * proj_stride_, "proj");
-    att_ = mk(T * std::max(proj_stride_, p_.value_dim()), "mixer_out");  // attention rows: proj_stride_ (the gate's)
-    conv_ = mk(n_lin_ ? T * p_.conv_dim() : 0, "gdn_conv_out");
-    gates_ = mk(n_lin_ ? T * 2 * p_.nv : 0, "gdn_gates");
-    work_ = mk(n_lin_ ? kernels::gdn_chunk_work_floats(uint32_t(T), opt_.kernels.gdn_chunk, p_.nv, p_.dk, p_.dv) : 0,
-               "gdn_work");
-    gu_ = mk(T * 2 * c_.ffn_dim, "gate_up");
-    act_ = mk(T * c_.ffn_dim, "ffn_act");
-    logits_ = mk(c_.vocab, "logits");
-    tokens_ = mk(T, "tokens");
-    amax_ = mk(1, "argmax");
-    attn_split_ = mk(kernels::attention_split_floats(chunk_, c_.n_heads, c_.head_dim), "attn_split");
+    auto mk = [&](uint64_t per_token, const char* name) { return scratch(T * per_token, name, per_token); };
+    x_ = mk(c_.d_model, "x");
+    h_ = mk(c_.d_model, "h");
+    proj_ = mk(proj_stride_, "proj");
+    att_ = mk(std::max(proj_stride_, p_.value_dim()), "mixer_out");  // attention rows: proj_stride_ (the gate's)
+    conv_ = mk(n_lin_ ? p_.conv_dim() : 0, "gdn_conv_out");
+    gates_ = mk(n_lin_ ? 2 * p_.nv : 0, "gdn_gates");
+    work_ = scratch(n_lin_ ? kernels::gdn_chunk_work_floats(uint32_t(T), opt_.kernels.gdn_chunk, p_.nv, p_.dk, p_.dv) : 0,
+                    "gdn_work");
+    gu_ = mk(2 * c_.ffn_dim, "gate_up");
+    act_ = mk(c_.ffn_dim, "ffn_act");
+    logits_ = scratch(c_.vocab, "logits");
+    tokens_ = mk(1, "tokens");
+    amax_ = scratch(1, "argmax");
+    attn_split_ = scratch(kernels::attention_split_floats(chunk_, c_.n_heads, c_.head_dim), "attn_split");
     if (opt_.kernels.sparse_attn) {  // --sparse-attn: block means, selection and index scratch
       sparse_ = kernels::make_sparse_scratch(*ctx_, opt_.kernels, c_.max_context, chunk_, c_.n_kv_heads, c_.head_dim);
       mem_.scratch += sparse_.bytes();

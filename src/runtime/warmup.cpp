@@ -16,7 +16,7 @@ bool is_kv_blob(const std::string& n) {
 }
 }  // namespace
 
-double warm_up(Model& m, const WarmupProgress& progress) {
+double warm_up(Model& m, bool batched, const WarmupProgress& progress) {
   if (m.backend_name() == "cpu") return 0;
   const auto t0 = std::chrono::steady_clock::now();
   int step = 0;
@@ -80,7 +80,7 @@ double warm_up(Model& m, const WarmupProgress& progress) {
     // Model::new_sequences) take the batched variants (--batch-rope-kv, --batch-decode-attn): a
     // batched prefill and decode near position 0 (unsplit decode attention), then a decode with one
     // sequence past `far` (its split + the merge of per-sequence splits).
-    if (m.batched_forward()) {
+    if (batched && m.batched_forward()) {
       at("batched decode kernels");
       auto pair = m.new_sequences(2, 256);
       std::vector<BatchItem> items{{pair[0].get(), few}, {pair[1].get(), few}};

@@ -18,15 +18,17 @@ namespace wgllm {
 /// 2-token prefill and a decode step there (tiled and per-row attention with their key split and
 /// combine passes), then one decode step at position 1040 on a second scratch sequence (the decode
 /// attention kernel's key split + combine, KernelOptions::attention_decode_split_min); head outputs
-/// as argmax and as logits; on models with a batched forward, batched steps of two sequences made
+/// as argmax and as logits; with `batched` (set by `wgllm serve` only: no other front end runs
+/// batched forwards) and on models with a batched forward, batched steps of two sequences made
 /// together (Model::new_sequences: the batched RoPE / KV-store and decode-attention variants,
 /// unsplit and split). Returns the milliseconds it took. A
 /// no-op (0) on the CPU backend. Throws what forward() throws (e.g. device loss).
 /// Called before each warm-up forward: (index from 0, the most forwards warm_up runs, what it
 /// compiles). Used for a progress line on a terminal: on a software adapter warm-up takes ~10 s.
+/// kWarmupMaxSteps counts the batched step too.
 using WarmupProgress = std::function<void(int step, int max_steps, const char* what)>;
 inline constexpr int kWarmupMaxSteps = 7;
 
-double warm_up(Model& m, const WarmupProgress& progress = {});
+double warm_up(Model& m, bool batched = false, const WarmupProgress& progress = {});
 
 }  // namespace wgllm

@@ -18,6 +18,8 @@
 //   - The comparison can fail: two sequences swapped between steps (each then continues the
 //     other's state) give other tokens than the reference.
 //   - Bad batches (a sequence twice, an id out of range) throw and change no sequence.
+//   - The warm-up with `batched` (wgllm serve) compiles the batched variants; without it (every
+//     other command) a batched step compiles pipelines of its own.
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -26,6 +28,7 @@
 
 #include "core/error.h"
 #include "parity_util.h"
+#include "runtime/warmup.h"
 #include "formats/st_test_writer.h"
 #include "tiny_gguf_util.h"
 
@@ -340,5 +343,39 @@ TEST(BatchForwardPool, OneLaunchPerLayerForAllSequences) {
       EXPECT_EQ(n["attention"], batched ? L : 4 * L) << what;
       EXPECT_EQ(n["attention_combine"], batched ? L : 4 * L) << what;
     }
+  }
+}
+
+// warm_up(m, true) (`wgllm serve`) compiles every pipeline a batched prefill and decode of pooled
+// sequences records; warm_up(m) (run, chat, bench: no batched forwards) leaves the batched
+// variants to their first use. Fresh models: the fixtures' pipelines would hide the difference.
+TEST(BatchForwardWarmup, BatchedWarmupCompilesTheBatchedVariants) {
+  auto src = ModelSource::open(path_of("llama_split"));
+  for (bool batched : {true, false}) {
+    ModelOptions o;
+    o.context_length = 128;
+    o.kernels.attention_decode_split_min = 0;  // every decode splits (hardware GPUs' long contexts)
+    o.kernels.attention_decode_split_len = 4;
+    auto m = create_model(*src, o);
+    warm_up(*m, batched);
+    const size_t compiled = m->pipeline_count();
+    ASSERT_GT(compiled, 0u);
+    auto seqs = m->new_sequences(3, 128);
+    std::vector<std::vector<int32_t>> prompts(3);
+    std::vector<BatchItem> items(3);
+    for (uint32_t i = 0; i < 3; ++i) {
+      prompts[i] = prompt_of(i + 1, src->config.vocab);
+      items[i] = {seqs[i].get(), prompts[i]};
+      items[i].out = BatchItem::Out::Argmax;
+    }
+    m->forward_batch(items);  // batched prefill
+    for (int step = 0; step < 3; ++step) {
+      for (uint32_t i = 0; i < 3; ++i) items[i].tokens = std::span<const int32_t>(&items[i].argmax, 1);
+      m->forward_batch(items);  // batched decode
+    }
+    if (batched)
+      EXPECT_EQ(m->pipeline_count(), compiled) << "a batched step compiled a pipeline the batched warm-up did not";
+    else
+      EXPECT_GT(m->pipeline_count(), compiled) << "the batched variants were compiled without `batched`";
   }
 }

@@ -53,6 +53,7 @@ namespace {
 // 1 + top-k + window <= 256.
 const std::map<std::string, std::pair<int64_t, int64_t>> kExtremes = {
     {"submit_chunk", {1, 4096}},
+    {"prefill_chunk", {16, 16384}},
     {"decode_submit_chunk", {1, 4096}},
     {"prefill_tokens_per_workgroup", {1, 64}},
     {"matmul_rows_per_workgroup", {1, 8}},
