@@ -43,6 +43,7 @@ struct RequestResult {
   bool ok = false;
   std::string error;
   double ttft_ms = 0;
+  double start_ms = 0, end_ms = 0;  // sent and finished, from the start of its concurrency level
   std::vector<double> itl_ms;
   uint32_t chunks = 0;        // content chunks received (about one per token; tokens whose text is not
                               // complete yet, e.g. part of a UTF-8 sequence, come with a later chunk)
@@ -141,7 +142,12 @@ int run(const Opts& o) {
     std::vector<std::thread> th;
     for (uint32_t t = 0; t < c; ++t)
       th.emplace_back([&] {
-        for (uint32_t i; (i = next++) < n;) res[i] = one_request(o, hp, base + i);
+        for (uint32_t i; (i = next++) < n;) {
+          const auto ts = std::chrono::steady_clock::now();
+          res[i] = one_request(o, hp, base + i);
+          res[i].start_ms = std::chrono::duration<double, std::milli>(ts - t0).count();
+          res[i].end_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        }
       });
     for (auto& t : th) t.join();
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -165,6 +171,12 @@ int run(const Opts& o) {
                           {"ttft_ms_p50", q(ttft, 0.5)}, {"ttft_ms_p99", q(ttft, 0.99)},
                           {"itl_ms_p50", q(itl, 0.5)}, {"itl_ms_p99", q(itl, 0.99)}};
     if (errors) row["first_error"] = first_error;
+    // Per request (in the order sent): when it was sent, its TTFT and when it ended (ms from the
+    // level's start; TTFT 0 for a failed request), to see which requests make the TTFT tail.
+    nlohmann::json per = nlohmann::json::array();
+    for (const auto& r : res)
+      per.push_back({{"start_ms", r.start_ms}, {"ttft_ms", r.ok ? r.ttft_ms : 0.0}, {"end_ms", r.end_ms}, {"ok", r.ok}});
+    row["per_request"] = per;
     rows.push_back(row);
     fmt::print(stderr, "| {} | {} | {} | {:.1f} | {:.1f} / {:.1f} | {:.2f} / {:.2f} |\n", c, n, errors,
                row["tokens_per_s"].get<double>(), q(ttft, 0.5), q(ttft, 0.99), q(itl, 0.5), q(itl, 0.99));

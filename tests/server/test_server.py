@@ -607,6 +607,13 @@ class BenchServe(unittest.TestCase):
             self.assertGreater(r["tokens_per_s"], 0)
             self.assertGreater(r["ttft_ms_p99"], 0)
             self.assertGreaterEqual(r["ttft_ms_p99"], r["ttft_ms_p50"])
+            # One record per request: sent, first token and end in order, within the level.
+            self.assertEqual(len(r["per_request"]), 3)
+            for q in r["per_request"]:
+                self.assertTrue(q["ok"])
+                self.assertGreater(q["ttft_ms"], 0)
+                self.assertLessEqual(q["start_ms"] + q["ttft_ms"], q["end_ms"])
+                self.assertLessEqual(q["end_ms"], r["wall_s"] * 1000 + 1)
         # --requests-per-client N: N x concurrency requests per level.
         subprocess.run([ARGS.wgllm, "bench", "serve", "--url", SERVERS["main"].base, "--concurrency", "1,2",
                         "--requests-per-client", "2", "--max-tokens", "3", "--prompt-words", "4", "--json", out],

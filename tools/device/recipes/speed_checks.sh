@@ -56,6 +56,10 @@
 #                2026-12-02) and with both off (f32 activations, non-product; vs_cuda_f32_*; the
 #                2026-12-02 runs before that change named the int8 arm vs_cuda_int8_*) against
 #                llama.cpp CUDA (waits for the build), decode after 512 and TTFT 512
+#   pchunk       --prefill-chunk (2026-12-04): `bench ab` TTFT at 4096 with chunk 512 (A, default) vs 2048 and
+#                vs 4096 (B) on the Qwen2.5-1.5B and SmolLM2 shapes, TTFT at 512 as the control (one
+#                chunk either way); `run --profile` of a ~3500-token raw prompt with chunks 512 / 2048 / 4096
+#                (per-kernel GPU time of the last forward)
 # Staging (here): the synth headers as in tools/device/recipes/matvec.sh, then
 #   python3 tools/device/pack.py --bin wgllm --gl --extra /tmp/synth=synth
 # Call: bash tools/device/recipes/speed_checks.sh   (PARTS="int8_decode attn_chunk" to choose;
@@ -402,6 +406,23 @@ PY
       [ "${PEER_F32:-1}" = 1 ] || continue
       ab vs_cuda_f32_$m 120 --a "bench -m $F $D --no-matvec-int8 --no-matmul-int8" \
         --b-cmd "bash tools/peers/peer_llamacpp.sh $LB_CUDA $F 512 128" --metric ttft_ms,decode_tok_s --rounds 2
+    done
+    ;;
+  pchunk)
+    for m in qwen25-1.5b smollm2; do
+      for c in 2048 4096; do
+        [ $m = smollm2 ] && [ $c = 4096 ] && continue
+        ab pchunk${c}_ttft4096_$m 150 --a "bench -m ${FILE[$m]} --prompt-lengths 4096 --gen 16 --reps 2" \
+          --b "bench -m ${FILE[$m]} --prompt-lengths 4096 --gen 16 --reps 2 --prefill-chunk $c" --metric ttft_ms --rounds 2
+      done
+    done
+    ab pchunk2048_ttft512_qwen25-1.5b 150 --a "bench -m $Q --prompt-lengths 512 --gen 16 --reps 2" \
+      --b "bench -m $Q --prompt-lengths 512 --gen 16 --reps 2 --prefill-chunk 2048" --metric ttft_ms --rounds 2
+    P=$(python3 -c "print(' '.join(['hello'] * 3500))")
+    for c in 512 2048 4096; do
+      timeout 60 $B run -m $Q --raw -p "$P" -n 1 --prefill-chunk $c --profile > $W/res/pchunk_profile_qwen_c$c.txt 2>&1 \
+        || fail "profile c$c (exit $?)"
+      tail -16 $W/res/pchunk_profile_qwen_c$c.txt
     done
     ;;
   esac
