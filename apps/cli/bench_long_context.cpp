@@ -2,7 +2,7 @@
 // attention (--sparse-attn, kernels/sparse_attention.h). For each mode (dense: the switch off;
 // sparse: on, with the --sparse-* flags given) the model is loaded and warmed up once, then for each
 // --contexts length L a NEW sequence of L positions is prefilled from empty with L synthetic token
-// ids ((i * 7919 + 13) mod min(vocab, 32000)) in chunks of ModelOptions::prefill_chunk (512) tokens.
+// ids ((i * 7919 + 13) mod min(vocab, 32000)) in chunks of the model's prefill chunk (Model::prefill_chunk(): --prefill-chunk, by default 2048 on hardware GPUs).
 // Each chunk is one forward_argmax (the 4-byte readback waits for the GPU), timed on the wall clock:
 // per chunk its first position, milliseconds and whether the sparse path ran (pos0 + T >= the
 // threshold). Per length: total ms, tokens/s, the last chunk's ms, and memory: the backend's
@@ -63,7 +63,7 @@ int run_long_context(const LongContextOpts& b) {
     Loaded l = load(co);
     l.seq.reset();
     const ModelOptions mo = model_options(co);
-    const uint32_t chunk = std::max<uint32_t>(1, mo.prefill_chunk);
+    const uint32_t chunk = std::max<uint32_t>(1, l.model->prefill_chunk());
     const uint32_t vocab = l.model->config().vocab, id_range = std::min<uint32_t>(vocab, 32000);
     for (uint32_t L : b.contexts) {
       auto seq = l.model->new_sequence(L);

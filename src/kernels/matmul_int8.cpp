@@ -117,20 +117,26 @@ void matmul_int8(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, 
   const gpu::Buffer& q = o.rec.scratch(l.words * 4);
   quantize_q8(o, x, x_stride, T, W.K, q);
   const bool offset = W.fmt == WFormat::Q4_0 || W.fmt == WFormat::Q4_1 || W.fmt == WFormat::Q4_K;
-  Defines d{{wformat_define(W.fmt), "1"}, {"BE", std::to_string(W.block)}, {"BE32", W.block == 32 ? "1" : "0"},
-            {"MAGIC", o.opt.dequant_magic ? "1" : "0"}};
-  d["BN"] = std::to_string(t.bn);
-  d["BT"] = std::to_string(t.bt);
-  d["RN"] = std::to_string(t.rn);
-  d["RT"] = std::to_string(t.rt);
-  d["ADD"] = accumulate ? "1" : "0";
-  d["OFFSET"] = offset ? "1" : "0";
-  d["SPLIT"] = W.fmt == WFormat::Q8_F32 ? "1" : "0";
-  const auto& p = o.pipelines.get(variant_key("matmul_tiled_i8", d), [&] {
-    return gpu::KernelSpec{"", specialize("matmul_tiled_i8", i8_source(t), d),
-                           {gpu::Bind::ReadOnly, gpu::Bind::ReadOnly, gpu::Bind::ReadOnly, gpu::Bind::ReadWrite,
-                            gpu::Bind::Uniform}};
-  });
+  auto pipeline = [&](const MatmulTile& tt) -> const gpu::Pipeline& {
+    Defines d{{wformat_define(W.fmt), "1"}, {"BE", std::to_string(W.block)}, {"BE32", W.block == 32 ? "1" : "0"},
+              {"MAGIC", o.opt.dequant_magic ? "1" : "0"}};
+    d["BN"] = std::to_string(tt.bn);
+    d["BT"] = std::to_string(tt.bt);
+    d["RN"] = std::to_string(tt.rn);
+    d["RT"] = std::to_string(tt.rt);
+    d["ADD"] = accumulate ? "1" : "0";
+    d["OFFSET"] = offset ? "1" : "0";
+    d["SPLIT"] = W.fmt == WFormat::Q8_F32 ? "1" : "0";
+    return o.pipelines.get(variant_key("matmul_tiled_i8", d), [&] {
+      return gpu::KernelSpec{"", specialize("matmul_tiled_i8", i8_source(tt), d),
+                             {gpu::Bind::ReadOnly, gpu::Bind::ReadOnly, gpu::Bind::ReadOnly, gpu::Bind::ReadWrite,
+                              gpu::Bind::Uniform}};
+    });
+  };
+  const size_t compiled = o.pipelines.size();
+  const auto& p = pipeline(t);
+  if (o.pipelines.size() > compiled)  // first use of this variant: its other tile classes too (matmul_tiled.h)
+    for (const MatmulTile& c : matmul_tile_classes(o, false)) pipeline(c);
   TiledI8Params prm{W.K, W.N, T, W.K / W.block, W.soff, y.off, y_stride};
   gpu::TrafficBytes tb;
   tb.r(gpu::Traffic::Weights, W.bytes()).r(gpu::Traffic::Activations, uint64_t(T) * (W.K + l.nb * 8));

@@ -13,20 +13,35 @@ std::string MatmulTile::str() const {
   return std::to_string(bn) + "x" + std::to_string(bt) + "/" + std::to_string(rn) + "x" + std::to_string(rt);
 }
 
+namespace {
+// One step of shrink_tile()'s halving rule; false (t unchanged) when neither side can be halved.
+bool shrink_once(MatmulTile& t, bool fixed_n, bool fixed_t) {
+  const bool can_n = !fixed_n && t.bn / 2 >= std::max(32u, t.rn);
+  const bool can_t = !fixed_t && t.bt / 2 >= std::max(32u, t.rt);
+  if (can_n && (t.bn >= t.bt || !can_t))
+    t.bn /= 2;
+  else if (can_t)
+    t.bt /= 2;
+  else
+    return false;
+  return true;
+}
+}  // namespace
+
 MatmulTile shrink_tile(MatmulTile t, bool fixed_n, bool fixed_t, uint32_t N, uint32_t T, uint32_t min_workgroups) {
   if (!N || !T) return t;
   auto wgs = [&] { return uint64_t((N + t.bn - 1) / t.bn) * ((T + t.bt - 1) / t.bt); };
-  while (wgs() < min_workgroups) {
-    const bool can_n = !fixed_n && t.bn / 2 >= std::max(32u, t.rn);
-    const bool can_t = !fixed_t && t.bt / 2 >= std::max(32u, t.rt);
-    if (can_n && (t.bn >= t.bt || !can_t))
-      t.bn /= 2;
-    else if (can_t)
-      t.bt /= 2;
-    else
-      break;
+  while (wgs() < min_workgroups && shrink_once(t, fixed_n, fixed_t)) {
   }
   return t;
+}
+
+std::vector<MatmulTile> matmul_tile_classes(const OpContext& o, bool f16) {
+  std::vector<MatmulTile> v{matmul_tile(o, f16)};
+  if (o.ctx.info().is_software() || !o.opt.matmul_tiled_min_workgroups) return v;
+  MatmulTile t = v[0];
+  while (shrink_once(t, o.opt.matmul_tile_n != 0, o.opt.matmul_tile_t != 0)) v.push_back(t);
+  return v;
 }
 
 MatmulTile matmul_tile(const OpContext& o, bool f16, uint32_t N, uint32_t T) {
@@ -132,19 +147,25 @@ void matmul_tiled(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride,
   if (matmul_int8_used(o, W)) return matmul_int8(o, W, x, x_stride, y, y_stride, T, accumulate, label, y_kind);
   const bool f16 = matmul_tiled_uses_f16(o);
   const MatmulTile t = matmul_tile(o, f16, W.N, T);
-  // The weight defines as kernels::matmul sets them, less BE16 (matmul_tiled.wgsl has no 16-element path).
-  Defines d{{wformat_define(W.fmt), "1"}, {"BE", std::to_string(W.block)}, {"BE32", W.block == 32 ? "1" : "0"},
-            {"MAGIC", o.opt.dequant_magic ? "1" : "0"}};
-  d["BN"] = std::to_string(t.bn);
-  d["BT"] = std::to_string(t.bt);
-  d["RN"] = std::to_string(t.rn);
-  d["RT"] = std::to_string(t.rt);
-  d["ADD"] = accumulate ? "1" : "0";
-  d["F16"] = f16 ? "1" : "0";
-  const auto& p = o.pipelines.get(variant_key("matmul_tiled", d), [&] {
-    return gpu::KernelSpec{"", specialize("matmul_tiled", tiled_source(t, f16), d),
-                           {gpu::Bind::ReadOnly, gpu::Bind::ReadOnly, gpu::Bind::ReadWrite, gpu::Bind::Uniform}};
-  });
+  auto pipeline = [&](const MatmulTile& tt) -> const gpu::Pipeline& {
+    // The weight defines as kernels::matmul sets them, less BE16 (matmul_tiled.wgsl has no 16-element path).
+    Defines d{{wformat_define(W.fmt), "1"}, {"BE", std::to_string(W.block)}, {"BE32", W.block == 32 ? "1" : "0"},
+              {"MAGIC", o.opt.dequant_magic ? "1" : "0"}};
+    d["BN"] = std::to_string(tt.bn);
+    d["BT"] = std::to_string(tt.bt);
+    d["RN"] = std::to_string(tt.rn);
+    d["RT"] = std::to_string(tt.rt);
+    d["ADD"] = accumulate ? "1" : "0";
+    d["F16"] = f16 ? "1" : "0";
+    return o.pipelines.get(variant_key("matmul_tiled", d), [&] {
+      return gpu::KernelSpec{"", specialize("matmul_tiled", tiled_source(tt, f16), d),
+                             {gpu::Bind::ReadOnly, gpu::Bind::ReadOnly, gpu::Bind::ReadWrite, gpu::Bind::Uniform}};
+    });
+  };
+  const size_t compiled = o.pipelines.size();
+  const auto& p = pipeline(t);
+  if (o.pipelines.size() > compiled)  // first use of this variant: its other tile classes too (see header)
+    for (const MatmulTile& c : matmul_tile_classes(o, f16)) pipeline(c);
   TiledParams prm{
       W.K, W.N, T, W.K / W.block, W.soff, x.off, x_stride, y.off, y_stride};
   // Traffic as kernels::matmul declares it (the minimum: each operand once; the tiles re-read the

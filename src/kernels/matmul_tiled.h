@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "kernels/ops.h"
 
@@ -44,6 +45,16 @@ MatmulTile matmul_tile(const OpContext& o, bool f16, uint32_t N = 0, uint32_t T 
 /// larger first (features on ties), never below 32 or the register tile, while the grid of an N x T
 /// product has fewer than min_workgroups workgroups. N or T = 0: t unchanged.
 MatmulTile shrink_tile(MatmulTile t, bool fixed_n, bool fixed_t, uint32_t N, uint32_t T, uint32_t min_workgroups);
+
+/// Every tile matmul_tile() can return on this adapter with these options, for some N and T: the
+/// unhalved tile, then each halving step (hardware adapters with matmul_tiled_min_workgroups > 0).
+/// The first dispatch of a tiled-matmul variant (weight format, accumulate, f16 / int8) compiles
+/// the variant's pipeline for each of these tiles, so that the warm-up's first prefill forward
+/// (runtime/warmup.h) compiles what prompts of any length use: without it, the first prompt whose
+/// length and matrix shape select another tile compiled it inside its TTFT (H200, 2026-12-04: the
+/// first request on a fresh `wgllm serve` 156 ms / 433 ms against 6-20 ms, SmolLM2 / Qwen2.5-1.5B
+/// shapes).
+std::vector<MatmulTile> matmul_tile_classes(const OpContext& o, bool f16);
 
 /// Whether matmul_tiled can run this product: x offset and row stride multiples of 4 (vec4 loads).
 bool matmul_tiled_supported(const GpuWeight& W, F32Ref x, uint32_t x_stride);

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <set>
 
 #include "core/error.h"
 #include "core/half.h"
@@ -198,4 +199,23 @@ TEST(MatmulTiled, SmallGridsGetSmallerTiles) {
   EXPECT_EQ(t(576, 512, true), "64x32/4x4");  // features fixed: only tokens halve
   EXPECT_EQ(t(16, 9), "32x32/4x4");         // never below 32
   EXPECT_EQ(shrink_tile(MatmulTile{64, 64, 8, 8}, false, false, 576, 512, 0).str(), "64x64/8x8");  // 0: never
+}
+
+// matmul_tile_classes() holds every tile matmul_tile() picks for any matrix and prompt length (the
+// warm-up compiles these for each tiled variant: runtime/warmup.h), with and without a fixed side.
+// Software adapters: one class; hardware adapters (the H200): 64x64, 32x64, 32x32.
+TEST(MatmulTiled, TileClassesHoldEveryTileAnyShapePicks) {
+  GpuEnv& e = env();
+  for (uint32_t fixed_n : {0u, 64u}) {
+    KernelOptions ko;
+    ko.matmul_tile_n = fixed_n;
+    OpContext o = e.op(ko);
+    std::set<std::string> classes;
+    for (const MatmulTile& c : matmul_tile_classes(o, false)) classes.insert(c.str());
+    std::set<std::string> picked;
+    for (uint32_t N : {64u, 576u, 960u, 1536u, 2048u, 3072u, 8960u, 17920u, 151936u})
+      for (uint32_t T = 9; T <= 4096; T += T < 128 ? 7 : 61) picked.insert(matmul_tile(o, false, N, T).str());
+    for (const std::string& p : picked) EXPECT_TRUE(classes.count(p)) << p << " (tile n " << fixed_n << ") is not a class";
+    EXPECT_EQ(classes.size(), e.ctx->info().is_software() ? 1u : fixed_n ? 2u : 3u);
+  }
 }

@@ -22,6 +22,10 @@ namespace wgllm {
 class CpuModel : public Model {
  public:
   int32_t forward_argmax(Sequence& seq, std::span<const int32_t> toks) override;
+  uint32_t prefill_chunk() const override { return chunk_; }
+
+ protected:
+  uint32_t chunk_ = 1;  // cpu_attention's row groups (cpu_chunk(): the WebGPU backend's submissions)
 };
 
 /// For a CPU model's new_sequence(): checks s against the machine's memory, grows the model's
@@ -59,9 +63,11 @@ void cpu_attention(const ModelConfig& c, const kernels::KernelOptions& ko, const
                    const float* kc, const float* vc, float* out, uint32_t o_stride, uint32_t n_past, uint32_t T,
                    float scale, uint32_t chunk);
 /// The WebGPU backend's tokens per submission for these options (GpuModel: ModelOptions::prefill_chunk
-/// capped by the trained context, at least 1).
+/// capped by the trained context, at least 1; the auto default as a software adapter resolves it,
+/// 512).
 inline uint32_t cpu_chunk(const ModelConfig& c, const ModelOptions& o) {
-  return std::max<uint32_t>(1, std::min(o.prefill_chunk, c.max_context));
+  const uint32_t n = o.prefill_chunk == ModelOptions::kPrefillChunkAuto ? 512u : o.prefill_chunk;
+  return std::max<uint32_t>(1, std::min(n, c.max_context));
 }
 
 /// logits = lm_head(rmsnorm(x_last) * out_norm) ([vocab] floats).

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "gpu/context.h"
+#include "kernels/matmul_tiled.h"
 #include "kernels/nll.h"
 #include "kernels/rope_table.h"
 #include "kernels/sparse_attention.h"
@@ -30,7 +31,22 @@ GpuModel::GpuModel(const ModelConfig& c, const ModelOptions& opt) : c_(c), opt_(
   rec_->set_submit_chunk(opt.submit_chunk != ModelOptions::kSubmitChunkAuto ? opt.submit_chunk
                          : ctx_->info().is_software()                     ? 0u
                                                                           : 32u);
-  chunk_ = std::max<uint32_t>(1, std::min(opt.prefill_chunk, c_.max_context));
+  // Tokens per forward. Auto: 2048 on hardware adapters (H200, 2026-12-04,
+  // bench/results/2026-12-04-h200-prefill-chunk: TTFT at 4096 tokens -8.8% against 512 on the
+  // Qwen2.5-1.5B shape, no change at 512; `wgllm serve` with 16 streams: TTFT p99 156-164 vs 200-322
+  // ms), halved while the largest per-token activation buffer (the FFN's gate and up rows, or the QKV
+  // rows) of a chunk would exceed one storage binding (scratch() refuses it); 512 on software
+  // adapters (CI's reference; not measured there).
+  uint32_t chunk = opt.prefill_chunk;
+  if (chunk == ModelOptions::kPrefillChunkAuto) {
+    chunk = ctx_->info().is_software() ? 512u : 2048u;
+    const auto& lim = ctx_->info().limits;
+    const uint64_t cap = std::min<uint64_t>(lim.maxStorageBufferBindingSize, lim.maxBufferSize);
+    const uint64_t per_token = 4ull * std::max<uint64_t>({2ull * c_.ffn_dim, uint64_t(c_.q_dim()) + 2ull * c_.kv_dim(),
+                                                           3ull * c_.d_model});
+    while (chunk > 512 && chunk * per_token > cap) chunk /= 2;
+  }
+  chunk_ = std::max<uint32_t>(1, std::min(chunk, c_.max_context));
 }
 
 gpu::Buffer GpuModel::scratch(uint64_t floats, const char* name, uint64_t per_token) {
@@ -50,6 +66,11 @@ gpu::Buffer GpuModel::scratch(uint64_t floats, const char* name, uint64_t per_to
 }
 
 std::string GpuModel::backend_name() const { return "webgpu (" + ctx_->info().name + ")"; }
+
+uint32_t GpuModel::prefill_kernel_tokens() const {
+  kernels::OpContext o{*ctx_, *pipes_, *rec_, opt_.kernels};
+  return std::max(kernels::kMatmulTiledMinTokens, kernels::matvec_max_tokens(o)) + 1;
+}
 
 void GpuModel::compile_switched_pipelines() {
   if (c_.n_heads == 0) return;

@@ -58,6 +58,8 @@ class GpuModel : public Model {
   void set_repeat_kernel(const std::string& label) override { rec_->set_repeat_label(label); }
   std::vector<gpu::KernelTime> last_profile() const override { return rec_->last_profile(); }
   size_t pipeline_count() const override { return pipes_->size(); }
+  uint32_t prefill_chunk() const override { return chunk_; }
+  uint32_t prefill_kernel_tokens() const override;
   void compile_switched_pipelines() override;
   void forward(Sequence& seq, std::span<const int32_t> toks, std::vector<float>* logits) override;
   int32_t forward_argmax(Sequence& seq, std::span<const int32_t> toks) override;

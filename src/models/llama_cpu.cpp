@@ -184,7 +184,6 @@ class LlamaCpu final : public CpuModel {
   std::vector<float> rope_local_;  // gemma3 sliding layers' RoPE table
   uint32_t default_ctx_ = 0;
   kernels::KernelOptions kopt_;  // the sparse-attention switches (cpu_attention)
-  uint32_t chunk_ = 1;           // cpu_attention's row groups (the WebGPU backend's submissions)
   ref::Matrix embed_, lm_head_;
   std::vector<float> out_norm_, rope_;  // rope_: grown by new_sequence() to the longest sequence
   std::vector<Layer> layers_;

@@ -28,6 +28,10 @@ struct ModelOptions {
   int adapter_index = -1;          // WebGPU adapter (see `wgllm devices`)
   /// submit_chunk's adapter default: 32 on hardware adapters, 0 on software ones (docs/FLAGS.md).
   static constexpr uint32_t kSubmitChunkAuto = 0xFFFFFFFFu;
+  /// prefill_chunk's adapter default: 2048 tokens on hardware adapters (fewer where an activation
+  /// buffer would exceed one storage binding), 512 on software adapters and the CPU backend
+  /// (Model::prefill_chunk() gives the value a model resolved; docs/FLAGS.md).
+  static constexpr uint32_t kPrefillChunkAuto = 0;
   // Model-level switches, generated from the switch table (kernels/switches.def): fuse_qkv,
   // fuse_gate_up (stacked weights at load), shader_runtime_checks (gpu::ContextOptions),
   // submit_chunk (gpu::Recorder::set_submit_chunk), decode_pipeline (runtime/decode_pipeline.h),
@@ -257,6 +261,12 @@ class Model {
   /// Kernel pipelines compiled so far (0 on the CPU backend); a forward that raises it paid a
   /// pipeline compile (runtime/warmup.h exists to prevent that).
   virtual size_t pipeline_count() const { return 0; }
+  /// Tokens per forward submission (ModelOptions::prefill_chunk as resolved for this backend and
+  /// adapter): a longer prompt is fed in chunks of this many tokens.
+  virtual uint32_t prefill_chunk() const = 0;
+  /// The fewest tokens of a forward whose matrix products take the prefill kernels (the tiled
+  /// matmul past --matvec-max-tokens on hardware GPUs); the warm-up's prefill is at least this long.
+  virtual uint32_t prefill_kernel_tokens() const { return 9; }
   /// Compiles the pipelines of switched-on paths that the warm-up's short forwards cannot reach
   /// (--sparse-attn: taken only past its context threshold; the prefill kernels' key-split variant,
   /// which with --attn-chunk only a long prefill from an empty cache takes). No-op on the CPU backend.

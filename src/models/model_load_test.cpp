@@ -25,6 +25,7 @@
 #include "formats/gguf_test_doc.h"
 #include "formats/st_test_writer.h"
 #include "formats/test_util.h"
+#include "gpu/context.h"
 #include "models/model.h"
 #include "models/source.h"
 
@@ -56,10 +57,10 @@ GgufDoc qwen35_doc() { return GgufDoc::parse(test::read_file(fixture("qwen35_tra
 
 /// A tiny random llama (2 layers, d 32, 4 query / 2 KV heads of 8, FFN 64, vocab 64, tied
 /// embeddings) declaring `context` positions.
-GgufDoc llama_doc(uint32_t context) {
+GgufDoc llama_doc(uint32_t context, uint32_t ffn = 64) {
   GgufDoc d;
   d.set_str("general.architecture", "llama").set_str("general.name", "tiny-llama");
-  d.set_u32("llama.block_count", 2).set_u32("llama.embedding_length", 32).set_u32("llama.feed_forward_length", 64);
+  d.set_u32("llama.block_count", 2).set_u32("llama.embedding_length", 32).set_u32("llama.feed_forward_length", ffn);
   d.set_u32("llama.attention.head_count", 4).set_u32("llama.attention.head_count_kv", 2);
   d.set_u32("llama.context_length", context).set_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
   d.set_f32("llama.rope.freq_base", 10000.0f).set_u32("llama.rope.dimension_count", 8);
@@ -82,9 +83,9 @@ GgufDoc llama_doc(uint32_t context) {
     t(p + "attn_v.weight", {32, 16}, 0.0f);
     t(p + "attn_output.weight", {32, 32}, 0.0f);
     t(p + "ffn_norm.weight", {32}, 1.0f);
-    t(p + "ffn_gate.weight", {32, 64}, 0.0f);
-    t(p + "ffn_up.weight", {32, 64}, 0.0f);
-    t(p + "ffn_down.weight", {64, 32}, 0.0f);
+    t(p + "ffn_gate.weight", {32, ffn}, 0.0f);
+    t(p + "ffn_up.weight", {32, ffn}, 0.0f);
+    t(p + "ffn_down.weight", {ffn, 32}, 0.0f);
   }
   return d;
 }
@@ -244,6 +245,46 @@ TEST(ModelLoadContext, Qwen35HfDeclaring10MTokensRunsWithSmallContext) {
     EXPECT_EQ(max_diff(run(huge, b, 64), want), 0.0f);
   }
   expect_full_context_refused(huge, "2147483647");
+}
+
+// --prefill-chunk (ModelOptions::prefill_chunk): the auto default resolves to 512 tokens per
+// forward on software adapters and the CPU backend; an explicit value is taken as is (capped by the
+// trained context); a chunk whose activation buffer (the FFN's gate_up rows, 2 x ffn floats per
+// token) exceeds the adapter's largest storage binding is refused at load with the largest chunk
+// that fits, and auto stays within it.
+TEST(ModelLoadContext, PrefillChunkAutoExplicitAndBeyondTheBindingLimit) {
+  const std::string p = write_tmp("llama_chunk.gguf", llama_doc(16384).bytes());
+  auto src = ModelSource::open(p);
+  for (BackendKind b : {BackendKind::CPU, BackendKind::WebGPU}) {
+    ModelOptions o;
+    o.backend = b;
+    auto m = create_model(*src, o);
+    if (b == BackendKind::CPU || m->backend_name().find("llvmpipe") != std::string::npos)
+      EXPECT_EQ(m->prefill_chunk(), 512u) << m->backend_name();
+    o.prefill_chunk = 64;
+    EXPECT_EQ(create_model(*src, o)->prefill_chunk(), 64u) << m->backend_name();
+  }
+  // An FFN wide enough that 16384 tokens of gate_up rows exceed the adapter's binding limit.
+  const auto ctx = gpu::Context::create(gpu::ContextOptions{});
+  const auto& lim = ctx->info().limits;
+  const uint64_t cap = std::min<uint64_t>(lim.maxStorageBufferBindingSize, lim.maxBufferSize);
+  const uint64_t ffn = (cap / (16384ull * 8) + 64) / 64 * 64;
+  if (ffn > 16384) GTEST_SKIP() << "binding limit " << cap << " bytes: the FFN this needs is too large for a test file";
+  const std::string wide = write_tmp("llama_chunk_wide.gguf", llama_doc(16384, uint32_t(ffn)).bytes());
+  auto wsrc = ModelSource::open(wide);
+  ModelOptions o;
+  o.prefill_chunk = 16384;
+  try {
+    create_model(*wsrc, o);
+    ADD_FAILURE() << "a gate_up buffer of " << 16384 * 8 * ffn << " bytes over a " << cap << "-byte binding limit loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gate_up"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--prefill-chunk " + std::to_string(cap / (8 * ffn)) + " or less"), std::string::npos)
+        << e.what();
+  }
+  o.prefill_chunk = ModelOptions::kPrefillChunkAuto;
+  auto m = create_model(*wsrc, o);  // auto: within the limit
+  EXPECT_LE(uint64_t(m->prefill_chunk()) * 8 * ffn, cap);
 }
 
 TEST(ModelLoadContext, RequestedContextIsCappedByTheTrainedLength) {

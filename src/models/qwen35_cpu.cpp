@@ -183,7 +183,6 @@ class Qwen35Cpu final : public CpuModel {
   Qwen35Params p_;
   uint32_t default_ctx_ = 0, n_attn_ = 0, n_lin_ = 0;
   kernels::KernelOptions kopt_;  // the sparse-attention switches (cpu_attention)
-  uint32_t chunk_ = 1;           // cpu_attention's row groups (the WebGPU backend's submissions)
   ref::Matrix embed_, lm_head_;
   std::vector<float> out_norm_, rope_;  // rope_: grown by new_sequence() to the longest sequence
   std::vector<Layer> layers_;

@@ -32,6 +32,10 @@ double warm_up(Model& m, bool batched, const WarmupProgress& progress) {
   // causal_conv's one-dispatch form (up to kFusedConvMaxTokens tokens, KernelOptions::
   // fuse_conv_state) and its two-dispatch prefill form.
   const std::vector<int32_t> prefill(std::max(kernels::kFusedMaxTokens, kernels::kFusedConvMaxTokens) + 1, 0);
+  // Hardware GPUs run forwards of up to --matvec-max-tokens (32) tokens on matvec.wgsl: one more
+  // forward past that reaches the tiled matmul, whose first use compiles every tile class of each
+  // variant (matmul_tiled.h matmul_tile_classes), which prompts of other lengths select.
+  const std::vector<int32_t> tiled(std::max<size_t>(m.prefill_kernel_tokens(), prefill.size()), 0);
   const std::span<const int32_t> one(prefill.data(), 1), few(prefill.data(), 2);
   auto seq = m.new_sequence(256);
   at("prefill kernels");
@@ -40,6 +44,10 @@ double warm_up(Model& m, bool batched, const WarmupProgress& progress) {
   m.forward_argmax(*seq, few);   // a few tokens (a short turn): fused variants with a token group
   at("decode kernels");
   m.forward(*seq, one, &logits);  // decode near position 0, logits head
+  if (tiled.size() > prefill.size()) {
+    at("tiled prefill kernels");
+    m.forward_argmax(*seq, tiled);
+  }
   // Jump to a far position without computing it (the scratch sequence's values are irrelevant):
   // KV rows past the 3 real ones are zeros; recurrent states stay as they are.
   const uint32_t far = std::min<uint32_t>(150, seq->context_length() > 3 ? seq->context_length() - 3 : 0);

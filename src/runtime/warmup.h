@@ -13,7 +13,9 @@ namespace wgllm {
 /// Runs five throwaway forwards on a scratch sequence (discarded; the model's other sequences and
 /// all results are unaffected) that reach every kernel variant a conversation uses: a 2-token
 /// prefill, a decode step and a 9-token forward (past kernels::kFusedConvMaxTokens: causal_conv's
-/// two-dispatch form and the tiled prefill matmul) near position 0 (no key split), then, after jumping the scratch
+/// two-dispatch form and the unfused kernels), on hardware GPUs a forward of
+/// Model::prefill_kernel_tokens() tokens (33 by default, past --matvec-max-tokens: the tiled
+/// prefill matmul in every tile class), near position 0 (no key split), then, after jumping the scratch
 /// sequence to position 150 with zero KV rows (Sequence::import_state; no 150-token forward), a
 /// 2-token prefill and a decode step there (tiled and per-row attention with their key split and
 /// combine passes), then one decode step at position 1040 on a second scratch sequence (the decode
@@ -27,7 +29,7 @@ namespace wgllm {
 /// compiles). Used for a progress line on a terminal: on a software adapter warm-up takes ~10 s.
 /// kWarmupMaxSteps counts the batched step too.
 using WarmupProgress = std::function<void(int step, int max_steps, const char* what)>;
-inline constexpr int kWarmupMaxSteps = 7;
+inline constexpr int kWarmupMaxSteps = 8;
 
 double warm_up(Model& m, bool batched = false, const WarmupProgress& progress = {});
 

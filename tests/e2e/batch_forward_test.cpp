@@ -379,3 +379,26 @@ TEST(BatchForwardWarmup, BatchedWarmupCompilesTheBatchedVariants) {
       EXPECT_GT(m->pipeline_count(), compiled) << "the batched variants were compiled without `batched`";
   }
 }
+
+// The warm-up's prefill passes --matvec-max-tokens (hardware GPUs run forwards of up to 32 tokens on
+// matvec.wgsl), and the first tiled-matmul forward compiles every tile class of each variant
+// (kernels::matmul_tile_classes): prompts of any length then compile no pipeline. Run with the
+// hardware-GPU matrix kernels forced (matvec.wgsl + tiled matmul; software adapters keep one tile
+// class) and the product defaults; on a hardware adapter the tile classes are exercised too.
+TEST(BatchForwardWarmup, PromptsOfAnyLengthCompileNothingAfterTheWarmup) {
+  auto src = ModelSource::open(path_of("llama_split"));
+  for (bool forced : {true, false}) {
+    ModelOptions o;
+    o.context_length = 1024;
+    if (forced) o.kernels.matvec_subgroup = o.kernels.matmul_tiled = 1;
+    auto m = create_model(*src, o);
+    warm_up(*m);
+    const size_t compiled = m->pipeline_count();
+    for (uint32_t n : {12u, 40u, 104u, 300u, 700u}) {
+      auto seq = m->new_sequence(1024);
+      m->forward_argmax(*seq, std::vector<int32_t>(n, 5));
+      EXPECT_EQ(m->pipeline_count(), compiled) << (forced ? "hardware kernels" : "defaults") << ": a prompt of " << n
+                                               << " tokens compiled a pipeline the warm-up did not";
+    }
+  }
+}
