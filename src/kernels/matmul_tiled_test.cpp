@@ -142,8 +142,9 @@ TEST(MatmulTiled, F16VariantWithinItsTolerance) {
 }
 
 TEST(MatmulTiled, MatmulRoutesPrefillToTheTiledKernel) {
-  // kernels::matmul with the switch on gives matmul_tiled's bits for T > 8 and the per-row
-  // kernel's bits for T <= 8 and with the switch off.
+  // kernels::matmul with the switch on gives matmul_tiled's bits for T > 8 (past
+  // --matvec-max-tokens where matvec.wgsl is on) and the per-row kernel's bits for T <= 8 and with
+  // the switch off.
   auto& e = env();
   const uint32_t K = 128, N = 24;
   auto blocks = random_blocks(DType::Q4_1, K, N, 9);
@@ -166,7 +167,9 @@ TEST(MatmulTiled, MatmulRoutesPrefillToTheTiledKernel) {
   auto bits_equal = [](const std::vector<float>& a, const std::vector<float>& b) {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
   };
-  for (uint32_t T : {9u, 40u}) {
+  // Past --matvec-max-tokens (hardware GPUs: forwards of up to 32 tokens run matvec.wgsl).
+  const uint32_t first = std::max<uint32_t>(9, matvec_max_tokens(e.op(KernelOptions{})) + 1);
+  for (uint32_t T : {first, 40u}) {
     EXPECT_TRUE(bits_equal(run(T, 1, false), run(T, 1, true))) << "T=" << T;
     EXPECT_FALSE(bits_equal(run(T, 0, false), run(T, 1, true))) << "T=" << T << ": switch off still tiled?";
   }
