@@ -120,10 +120,7 @@ void matmul_int8(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, 
   auto pipeline = [&](const MatmulTile& tt) -> const gpu::Pipeline& {
     Defines d{{wformat_define(W.fmt), "1"}, {"BE", std::to_string(W.block)}, {"BE32", W.block == 32 ? "1" : "0"},
               {"MAGIC", o.opt.dequant_magic ? "1" : "0"}};
-    d["BN"] = std::to_string(tt.bn);
-    d["BT"] = std::to_string(tt.bt);
-    d["RN"] = std::to_string(tt.rn);
-    d["RT"] = std::to_string(tt.rt);
+    add_tile_defines(d, tt);
     d["ADD"] = accumulate ? "1" : "0";
     d["OFFSET"] = offset ? "1" : "0";
     d["SPLIT"] = W.fmt == WFormat::Q8_F32 ? "1" : "0";
@@ -133,10 +130,7 @@ void matmul_int8(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, 
                               gpu::Bind::Uniform}};
     });
   };
-  const size_t compiled = o.pipelines.size();
-  const auto& p = pipeline(t);
-  if (o.pipelines.size() > compiled)  // first use of this variant: its other tile classes too (matmul_tiled.h)
-    for (const MatmulTile& c : matmul_tile_classes(o, false)) pipeline(c);
+  const auto& p = with_tile_classes(o, false, t, pipeline);
   TiledI8Params prm{W.K, W.N, T, W.K / W.block, W.soff, y.off, y_stride};
   gpu::TrafficBytes tb;
   tb.r(gpu::Traffic::Weights, W.bytes()).r(gpu::Traffic::Activations, uint64_t(T) * (W.K + l.nb * 8));

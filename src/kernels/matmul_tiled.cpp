@@ -36,6 +36,13 @@ MatmulTile shrink_tile(MatmulTile t, bool fixed_n, bool fixed_t, uint32_t N, uin
   return t;
 }
 
+void add_tile_defines(Defines& d, const MatmulTile& t) {
+  d["BN"] = std::to_string(t.bn);
+  d["BT"] = std::to_string(t.bt);
+  d["RN"] = std::to_string(t.rn);
+  d["RT"] = std::to_string(t.rt);
+}
+
 std::vector<MatmulTile> matmul_tile_classes(const OpContext& o, bool f16) {
   std::vector<MatmulTile> v{matmul_tile(o, f16)};
   if (o.ctx.info().is_software() || !o.opt.matmul_tiled_min_workgroups) return v;
@@ -151,10 +158,7 @@ void matmul_tiled(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride,
     // The weight defines as kernels::matmul sets them, less BE16 (matmul_tiled.wgsl has no 16-element path).
     Defines d{{wformat_define(W.fmt), "1"}, {"BE", std::to_string(W.block)}, {"BE32", W.block == 32 ? "1" : "0"},
               {"MAGIC", o.opt.dequant_magic ? "1" : "0"}};
-    d["BN"] = std::to_string(tt.bn);
-    d["BT"] = std::to_string(tt.bt);
-    d["RN"] = std::to_string(tt.rn);
-    d["RT"] = std::to_string(tt.rt);
+    add_tile_defines(d, tt);
     d["ADD"] = accumulate ? "1" : "0";
     d["F16"] = f16 ? "1" : "0";
     return o.pipelines.get(variant_key("matmul_tiled", d), [&] {
@@ -162,10 +166,7 @@ void matmul_tiled(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride,
                              {gpu::Bind::ReadOnly, gpu::Bind::ReadOnly, gpu::Bind::ReadWrite, gpu::Bind::Uniform}};
     });
   };
-  const size_t compiled = o.pipelines.size();
-  const auto& p = pipeline(t);
-  if (o.pipelines.size() > compiled)  // first use of this variant: its other tile classes too (see header)
-    for (const MatmulTile& c : matmul_tile_classes(o, f16)) pipeline(c);
+  const auto& p = with_tile_classes(o, f16, t, pipeline);
   TiledParams prm{
       W.K, W.N, T, W.K / W.block, W.soff, x.off, x_stride, y.off, y_stride};
   // Traffic as kernels::matmul declares it (the minimum: each operand once; the tiles re-read the

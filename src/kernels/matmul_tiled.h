@@ -52,9 +52,24 @@ MatmulTile shrink_tile(MatmulTile t, bool fixed_n, bool fixed_t, uint32_t N, uin
 /// the variant's pipeline for each of these tiles, so that the warm-up's first prefill forward
 /// (runtime/warmup.h) compiles what prompts of any length use: without it, the first prompt whose
 /// length and matrix shape select another tile compiled it inside its TTFT (H200, 2026-12-04: the
-/// first request on a fresh `wgllm serve` 156 ms / 433 ms against 6-20 ms, SmolLM2 / Qwen2.5-1.5B
-/// shapes).
+/// first request on a fresh `wgllm serve` took 159 ms / 441 ms against 6-20 ms later, SmolLM2 /
+/// Qwen2.5-1.5B shapes).
 std::vector<MatmulTile> matmul_tile_classes(const OpContext& o, bool f16);
+
+/// pipeline(t) (a callable returning the variant's gpu::Pipeline for a tile) for the tile a
+/// dispatch uses; when that call compiled it (the variant's first use), also pipeline(c) for every
+/// other tile class (matmul_tile_classes()).
+template <class F>
+const gpu::Pipeline& with_tile_classes(OpContext& o, bool f16, const MatmulTile& t, F&& pipeline) {
+  const size_t compiled = o.pipelines.size();
+  const gpu::Pipeline& p = pipeline(t);
+  if (o.pipelines.size() > compiled)
+    for (const MatmulTile& c : matmul_tile_classes(o, f16)) pipeline(c);
+  return p;
+}
+
+/// The tile's defines of matmul_tiled.wgsl / matmul_tiled_i8.wgsl: BN, BT, RN, RT.
+void add_tile_defines(Defines& d, const MatmulTile& t);
 
 /// Whether matmul_tiled can run this product: x offset and row stride multiples of 4 (vec4 loads).
 bool matmul_tiled_supported(const GpuWeight& W, F32Ref x, uint32_t x_stride);

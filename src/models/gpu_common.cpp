@@ -32,7 +32,7 @@ GpuModel::GpuModel(const ModelConfig& c, const ModelOptions& opt) : c_(c), opt_(
                          : ctx_->info().is_software()                     ? 0u
                                                                           : 32u);
   // Tokens per forward. Auto: 2048 on hardware adapters (H200, 2026-12-04,
-  // bench/results/2026-12-04-h200-prefill-chunk: TTFT at 4096 tokens -8.8% against 512 on the
+  // bench/results/2026-12-04-h200-prefill-chunk-serve: TTFT at 4096 tokens -8.8% against 512 on the
   // Qwen2.5-1.5B shape, no change at 512; `wgllm serve` with 16 streams: TTFT p99 156-164 vs 200-322
   // ms), halved while the largest per-token activation buffer (the FFN's gate and up rows, or the QKV
   // rows) of a chunk would exceed one storage binding (scratch() refuses it); 512 on software

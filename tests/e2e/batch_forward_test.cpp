@@ -402,3 +402,39 @@ TEST(BatchForwardWarmup, PromptsOfAnyLengthCompileNothingAfterTheWarmup) {
     }
   }
 }
+
+// Serve-like traffic after warm_up(m, true) compiles no pipeline: with the hardware-GPU matrix
+// kernels forced (matvec.wgsl up to 32 rows, the tiled matmul past it), 64 pooled sequences:
+// a lone 104-token prompt and its decode, 15 prompts prefilled together (groups of up to
+// --prefill-chunk rows), 16-row decode steps, 48 prompts joining while 16 decode, 64-row decode
+// steps (the tiled matmul), Out::Logits and Out::Argmax heads.
+TEST(BatchForwardWarmup, ServeTrafficCompilesNothingAfterTheBatchedWarmup) {
+  auto src = ModelSource::open(path_of("llama_split"));
+  ModelOptions o;
+  o.context_length = 256;
+  o.kernels.matvec_subgroup = o.kernels.matmul_tiled = 1;
+  auto m = create_model(*src, o);
+  warm_up(*m, true);
+  const size_t compiled = m->pipeline_count();
+  auto seqs = m->new_sequences(64, 256);
+  std::vector<std::vector<int32_t>> prompts(64);
+  for (uint32_t i = 0; i < 64; ++i) prompts[i] = std::vector<int32_t>(104, int32_t(5 + i % 50));
+  std::vector<int32_t> next(64, 7);
+  std::vector<float> logits;
+  auto step = [&](const std::string& what, uint32_t first, uint32_t n_prompt, uint32_t n_decode) {
+    std::vector<BatchItem> items;
+    for (uint32_t i = 0; i < n_decode; ++i) items.push_back({seqs[i].get(), std::span<const int32_t>(&next[i], 1)});
+    for (uint32_t i = first; i < first + n_prompt; ++i) items.push_back({seqs[i].get(), prompts[i]});
+    items[0].out = BatchItem::Out::Logits;
+    items[0].logits = &logits;
+    m->forward_batch(items);
+    EXPECT_EQ(m->pipeline_count(), compiled) << what << " compiled a pipeline the batched warm-up did not";
+  };
+  step("a lone prompt", 0, 1, 0);
+  step("a lone decode step", 0, 0, 1);
+  step("15 prompts together", 1, 15, 0);
+  step("16 decoding", 0, 0, 16);
+  step("48 prompts joining 16 decoding", 16, 48, 16);
+  step("64 decoding", 0, 0, 64);
+  step("64 decoding again", 0, 0, 64);
+}
