@@ -44,7 +44,7 @@ double warm_up(Model& m, bool batched, const WarmupProgress& progress) {
   m.forward_argmax(*seq, few);   // a few tokens (a short turn): fused variants with a token group
   at("decode kernels");
   m.forward(*seq, one, &logits);  // decode near position 0, logits head
-  if (tiled.size() > prefill.size()) {
+  if (tiled.size() > prefill.size() && seq->n_past() + tiled.size() <= seq->context_length()) {
     at("tiled prefill kernels");
     m.forward_argmax(*seq, tiled);
   }
