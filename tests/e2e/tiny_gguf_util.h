@@ -75,10 +75,10 @@ inline GgufDoc tiny_llama_family_doc(const std::string& arch, const TinyLlamaSpe
   d.set_u32(a + "attention.head_count", s.heads).set_u32(a + "attention.head_count_kv", s.kv_heads);
   d.set_u32(a + "context_length", s.context).set_f32(a + "attention.layer_norm_rms_epsilon", 1e-6f);
   d.set_f32(a + "rope.freq_base", 10000.0f);
-  if (arch == "gemma3") {
+  if (arch == "gemma3" || s.heads * s.head_dim != s.d)
     d.set_u32(a + "attention.key_length", s.head_dim).set_u32(a + "attention.value_length", s.head_dim);
+  if (arch == "gemma3")
     d.set_u32(a + "attention.sliding_window", s.sliding_window).set_u32(a + "attention.sliding_window_pattern", 2);
-  }
   std::mt19937 rng(s.seed);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   auto t = [&](const std::string& name, std::vector<uint64_t> shape, float base, float sd, bool proj = false) {
