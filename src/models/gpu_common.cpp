@@ -31,28 +31,34 @@ GpuModel::GpuModel(const ModelConfig& c, const ModelOptions& opt) : c_(c), opt_(
   rec_->set_submit_chunk(opt.submit_chunk != ModelOptions::kSubmitChunkAuto ? opt.submit_chunk
                          : ctx_->info().is_software()                     ? 0u
                                                                           : 32u);
+}
+
+uint64_t GpuModel::binding_limit() const {
+  const WGPULimits& lim = ctx_->info().limits;
+  return std::min<uint64_t>(lim.maxStorageBufferBindingSize, lim.maxBufferSize);
+}
+
+void GpuModel::alloc_chunk_buffers(std::initializer_list<ChunkBuffer> bufs) {
   // Tokens per forward. Auto: 2048 on hardware adapters (H200, 2026-12-04,
   // bench/results/2026-12-04-h200-prefill-chunk-serve: TTFT at 4096 tokens -8.8% against 512 on the
   // Qwen2.5-1.5B shape, no change at 512; `wgllm serve` with 16 streams: TTFT p99 156-164 vs 200-322
-  // ms), halved while the largest per-token activation buffer (the FFN's gate and up rows, or the QKV
-  // rows) of a chunk would exceed one storage binding (scratch() refuses it); 512 on software
-  // adapters (CI's reference; not measured there).
-  uint32_t chunk = opt.prefill_chunk;
+  // ms), halved (down to 512) while the widest of the architecture's chunk-sized buffers would
+  // exceed one storage binding (scratch() refuses it); 512 on software adapters (CI's reference;
+  // not measured there).
+  uint64_t widest = 1;
+  for (const ChunkBuffer& b : bufs) widest = std::max(widest, b.per_token);
+  uint32_t chunk = opt_.prefill_chunk;
   if (chunk == ModelOptions::kPrefillChunkAuto) {
     chunk = ctx_->info().is_software() ? 512u : 2048u;
-    const auto& lim = ctx_->info().limits;
-    const uint64_t cap = std::min<uint64_t>(lim.maxStorageBufferBindingSize, lim.maxBufferSize);
-    const uint64_t per_token = 4ull * std::max<uint64_t>({2ull * c_.ffn_dim, uint64_t(c_.q_dim()) + 2ull * c_.kv_dim(),
-                                                           3ull * c_.d_model});
-    while (chunk > 512 && chunk * per_token > cap) chunk /= 2;
+    while (chunk > 512 && chunk * widest * 4 > binding_limit()) chunk /= 2;
   }
   chunk_ = std::max<uint32_t>(1, std::min(chunk, c_.max_context));
+  for (const ChunkBuffer& b : bufs) *b.buf = scratch(uint64_t(chunk_) * b.per_token, b.name, b.per_token);
 }
 
 gpu::Buffer GpuModel::scratch(uint64_t floats, const char* name, uint64_t per_token) {
   const uint64_t bytes = std::max<uint64_t>(floats, 1) * 4;
-  const auto& lim = ctx_->info().limits;
-  const uint64_t cap = std::min<uint64_t>(lim.maxStorageBufferBindingSize, lim.maxBufferSize);
+  const uint64_t cap = binding_limit();
   if (bytes > cap) {
     std::string fix = "; a smaller context or model";
     if (per_token && cap / (4 * per_token) >= 1)
@@ -100,8 +106,7 @@ uint32_t GpuModel::sequence_length(uint32_t ctx) const {
 }
 
 void GpuModel::prepare_sequence(const SequenceSize& s, gpu::Buffer* rope, uint32_t* rope_rows) {
-  const WGPULimits& lim = ctx_->info().limits;
-  const uint64_t binding = std::min<uint64_t>(lim.maxStorageBufferBindingSize, lim.maxBufferSize);
+  const uint64_t binding = binding_limit();
   const std::string dev = backend_name();
   if (s.largest_buffer > binding)
     throw Error("new sequence on " + dev + ": " + s.describe() + "; its largest buffer exceeds the device's storage "
@@ -215,8 +220,7 @@ int32_t GpuModel::finish_forward(kernels::OpContext& o, const ModelConfig& c, co
 }
 
 uint32_t GpuModel::nll_block_rows() const {
-  const auto& lim = ctx_->info().limits;
-  const uint64_t bytes = std::min<uint64_t>({256ull << 20, lim.maxStorageBufferBindingSize, lim.maxBufferSize});
+  const uint64_t bytes = std::min<uint64_t>(256ull << 20, binding_limit());
   uint64_t r = std::min<uint64_t>(chunk_, bytes / (uint64_t(c_.vocab) * 4));
   if (r >= 32) r = r / 32 * 32;
   return uint32_t(std::max<uint64_t>(r, 1));
@@ -350,8 +354,7 @@ void GpuModel::finish_batch(kernels::OpContext& o, const gpu::Buffer& x, const g
     b = gpu::Buffer(*ctx_, bytes, gpu::BufferKind::Storage, name);
   };
   if (!bhead_rows_) {
-    const auto& lim = ctx_->info().limits;
-    const uint64_t bytes = std::min<uint64_t>({64ull << 20, lim.maxStorageBufferBindingSize, lim.maxBufferSize});
+    const uint64_t bytes = std::min<uint64_t>(64ull << 20, binding_limit());
     bhead_rows_ = uint32_t(std::clamp<uint64_t>(bytes / (uint64_t(V) * 4), 1, 64));
   }
   const uint32_t R = bhead_rows_;

@@ -3,6 +3,7 @@
 // the one submission of the step).
 #pragma once
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <span>
 #include <string>
@@ -140,6 +141,20 @@ class GpuModel : public Model {
   /// the largest --prefill-chunk that fits (`per_token`: its floats per chunk token; 0 for buffers
   /// not sized by the chunk).
   gpu::Buffer scratch(uint64_t floats, const char* name, uint64_t per_token = 0);
+  /// A model-level activation buffer sized by the prefill chunk: per_token floats per chunk token.
+  struct ChunkBuffer {
+    gpu::Buffer* buf;
+    uint64_t per_token;
+    const char* name;
+  };
+  /// Resolves chunk_ from ModelOptions::prefill_chunk (auto: 2048 tokens on hardware adapters,
+  /// halved down to 512 while the widest of bufs would exceed binding_limit(); 512 on software
+  /// adapters; capped by the trained context), then allocates every buffer with scratch(). Each
+  /// architecture calls it once, before any other chunk-dependent allocation, with all its
+  /// chunk-sized buffers.
+  void alloc_chunk_buffers(std::initializer_list<ChunkBuffer> bufs);
+  /// Bytes of the largest buffer a kernel binds whole: min(maxStorageBufferBindingSize, maxBufferSize).
+  uint64_t binding_limit() const;
   /// With --sparse-attn, gives every KvState of seq its block-means cache (kernels/sparse_attention.h).
   void attach_sparse_means(Sequence& seq);
   /// The end of one submission as the architectures call it (this member hides the free
@@ -164,7 +179,7 @@ class GpuModel : public Model {
   std::unique_ptr<gpu::Context> ctx_;
   std::unique_ptr<gpu::PipelineCache> pipes_;
   std::unique_ptr<gpu::Recorder> rec_;
-  uint32_t chunk_ = 0;  // max tokens per submission (ModelOptions::prefill_chunk, capped)
+  uint32_t chunk_ = 0;  // max tokens per submission (alloc_chunk_buffers())
   MemoryReport mem_;
 
  private:

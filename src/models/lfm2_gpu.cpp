@@ -109,17 +109,16 @@ class Lfm2Gpu final : public GpuModel {
   }
 
   void alloc_scratch() {
-    const uint64_t T = chunk_, D = c_.d_model, Q = c_.q_dim(), KV = c_.kv_dim(), F = c_.ffn_dim;
-    auto mk = [&](uint64_t per_token, const char* name) { return scratch(T * per_token, name, per_token); };
-    x_ = mk(D, "x");
-    h_ = mk(D, "h");
-    qkv_ = mk(Q + 2 * KV, "qkv");
-    att_ = mk(std::max(Q, D), "mixer_out");
-    bcx_ = mk(3 * D, "shortconv_bcx");
-    gu_ = mk(2 * F, "gate_up");
-    act_ = mk(F, "ffn_act");
+    const uint64_t D = c_.d_model, Q = c_.q_dim(), KV = c_.kv_dim(), F = c_.ffn_dim;
+    alloc_chunk_buffers({{&x_, D, "x"},
+                         {&h_, D, "h"},
+                         {&qkv_, Q + 2 * KV, "qkv"},
+                         {&att_, std::max(Q, D), "mixer_out"},
+                         {&bcx_, 3 * D, "shortconv_bcx"},
+                         {&gu_, 2 * F, "gate_up"},
+                         {&act_, F, "ffn_act"},
+                         {&tokens_, 1, "tokens"}});
     logits_ = scratch(c_.vocab, "logits");
-    tokens_ = mk(1, "tokens");
     amax_ = scratch(1, "argmax");
     attn_split_ = scratch(kernels::attention_split_floats(chunk_, c_.n_heads, c_.head_dim), "attn_split");
     if (opt_.kernels.sparse_attn) {  // --sparse-attn: block means, selection and index scratch

@@ -59,7 +59,7 @@ class LlamaGpu final : public GpuModel {
     if (n <= 1) return Model::new_sequences(n, ctx);
     const SequenceSize s = prepare(ctx);
     const WGPULimits& lim = ctx_->info().limits;
-    const uint64_t binding = std::min<uint64_t>(lim.maxStorageBufferBindingSize, lim.maxBufferSize);
+    const uint64_t binding = binding_limit();
     const uint64_t stride = (uint64_t(s.context) + 63) / 64 * 64, slot_bytes = stride * c_.kv_dim() * 4;
     if (lim.minStorageBufferOffsetAlignment == 0 || slot_bytes % lim.minStorageBufferOffsetAlignment)
       return Model::new_sequences(n, ctx);
@@ -175,18 +175,16 @@ class LlamaGpu final : public GpuModel {
   }
 
   void alloc_scratch() {
-    const uint64_t T = chunk_;
-    auto mk = [&](uint64_t per_token, const char* name) { return scratch(T * per_token, name, per_token); };
-    x_ = mk(c_.d_model, "x");
-    h_ = mk(c_.d_model, "h");
-    qkv_ = mk(c_.q_dim() + 2 * c_.kv_dim(), "qkv");
-    att_ = mk(c_.q_dim(), "attn_out");
-    gu_ = mk(2 * c_.ffn_dim, "gate_up");
-    act_ = mk(c_.ffn_dim, "ffn_act");
+    alloc_chunk_buffers({{&x_, c_.d_model, "x"},
+                         {&h_, c_.d_model, "h"},
+                         {&qkv_, c_.q_dim() + 2 * c_.kv_dim(), "qkv"},
+                         {&att_, c_.q_dim(), "attn_out"},
+                         {&gu_, 2 * c_.ffn_dim, "gate_up"},
+                         {&act_, c_.ffn_dim, "ffn_act"},
+                         {&tokens_, 1, "tokens"},
+                         {&o_, gemma_ ? c_.d_model : 0, "o"}});
     logits_ = scratch(c_.vocab, "logits");
-    tokens_ = mk(1, "tokens");
     amax_ = scratch(1, "argmax");
-    if (gemma_) o_ = mk(c_.d_model, "o");
     attn_split_ = scratch(kernels::attention_split_floats(chunk_, c_.n_heads, c_.head_dim), "attn_split");
     if (opt_.kernels.sparse_attn) {  // --sparse-attn: block means, selection and index scratch
       sparse_ = kernels::make_sparse_scratch(*ctx_, opt_.kernels, c_.max_context, chunk_, c_.n_kv_heads, c_.head_dim);
@@ -449,7 +447,7 @@ class LlamaGpu final : public GpuModel {
   // is kept as stored bytes on the host and its rows gathered per step; the output head is
   // uploaded as blocks of rows, one matmul each into its range of the logits.
   void load_embed_and_head(const LlamaRefs& r) {
-    uint64_t lim = ctx_->info().limits.maxStorageBufferBindingSize;
+    uint64_t lim = binding_limit();
     // Test hook: a smaller limit, so that tiny models take these paths in CI (tests/e2e).
     if (const char* e = std::getenv("WGLLM_TEST_MAX_BINDING_BYTES"); e && *e) lim = std::min<uint64_t>(lim, std::stoull(e));
     auto packed_per_row = [](const TensorRef& t) {  // GPU bytes of one row (from 64 rows)

@@ -129,23 +129,22 @@ class Qwen35Gpu final : public GpuModel {
   }
 
   void alloc_scratch() {
-    const uint64_t T = chunk_;
     const uint32_t Q = c_.q_dim(), KV = c_.kv_dim();
     proj_stride_ = std::max(n_attn_ ? 2 * Q + 2 * KV : 0, n_lin_ ? p_.conv_dim() + p_.value_dim() + 2 * p_.nv : 0);
     proj_stride_ = (proj_stride_ + 3) / 4 * 4;
-    auto mk = [&](uint64_t per_token, const char* name) { return scratch(T * per_token, name, per_token); };
-    x_ = mk(c_.d_model, "x");
-    h_ = mk(c_.d_model, "h");
-    proj_ = mk(proj_stride_, "proj");
-    att_ = mk(std::max(proj_stride_, p_.value_dim()), "mixer_out");  // attention rows: proj_stride_ (the gate's)
-    conv_ = mk(n_lin_ ? p_.conv_dim() : 0, "gdn_conv_out");
-    gates_ = mk(n_lin_ ? 2 * p_.nv : 0, "gdn_gates");
-    work_ = scratch(n_lin_ ? kernels::gdn_chunk_work_floats(uint32_t(T), opt_.kernels.gdn_chunk, p_.nv, p_.dk, p_.dv) : 0,
+    alloc_chunk_buffers({{&x_, c_.d_model, "x"},
+                         {&h_, c_.d_model, "h"},
+                         {&proj_, proj_stride_, "proj"},
+                         // attention rows: proj_stride_ (the gate's)
+                         {&att_, std::max(proj_stride_, p_.value_dim()), "mixer_out"},
+                         {&conv_, n_lin_ ? p_.conv_dim() : 0, "gdn_conv_out"},
+                         {&gates_, n_lin_ ? 2 * p_.nv : 0, "gdn_gates"},
+                         {&gu_, 2 * c_.ffn_dim, "gate_up"},
+                         {&act_, c_.ffn_dim, "ffn_act"},
+                         {&tokens_, 1, "tokens"}});
+    work_ = scratch(n_lin_ ? kernels::gdn_chunk_work_floats(chunk_, opt_.kernels.gdn_chunk, p_.nv, p_.dk, p_.dv) : 0,
                     "gdn_work");
-    gu_ = mk(2 * c_.ffn_dim, "gate_up");
-    act_ = mk(c_.ffn_dim, "ffn_act");
     logits_ = scratch(c_.vocab, "logits");
-    tokens_ = mk(1, "tokens");
     amax_ = scratch(1, "argmax");
     attn_split_ = scratch(kernels::attention_split_floats(chunk_, c_.n_heads, c_.head_dim), "attn_split");
     if (opt_.kernels.sparse_attn) {  // --sparse-attn: block means, selection and index scratch
