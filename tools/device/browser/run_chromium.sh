@@ -7,7 +7,10 @@
 # Usage (repo root): tools/device/browser/run_chromium.sh [--model PATH] [--wasm-dir DIR]
 #   [--lengths 512,4096] [--gen 128] [--reps 3] [--text FILE] [--timeout S] [--adapter-only]
 #   [--parts DIR (.carry/chromium)] [--prefix DIR (/root/chromium)] [--chromium BIN]
-# Env: EXTRA_CHROMIUM_FLAGS (appended to the flags), PORT (8765), OUT, GREEDY (greedy tokens, 32).
+# Env: GPU_FLAGS (the GPU part of the flags; default: Vulkan for ANGLE and compositing, see FLAGS),
+# EXTRA_CHROMIUM_FLAGS (appended to the flags), ICD_EXTRA (more Vulkan ICD manifests, ':'-separated,
+# appended to VK_DRIVER_FILES: e.g. the carried SwiftShader ICD, whose instance extensions
+# (VK_KHR_surface, VK_KHR_xcb_surface) the headless NVIDIA ICD lacks), PORT (8765), OUT, GREEDY (32).
 # Without --chromium, the parts made by stage_chromium.sh are checked, joined and unpacked into
 # --prefix once (skipped when the prefix already holds chromium). Vulkan: VK_DRIVER_FILES is set to
 # the NVIDIA ICD when it exists (the device), else left as the caller set it (SwiftShader/lavapipe).
@@ -48,6 +51,7 @@ FC
 fi
 ICD=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 [ -f $ICD ] && export VK_DRIVER_FILES=$ICD && unset VK_ICD_FILENAMES
+[ -n "${ICD_EXTRA:-}" ] && export VK_DRIVER_FILES=${VK_DRIVER_FILES:+$VK_DRIVER_FILES:}$ICD_EXTRA
 export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp}
 echo "[run_chromium] $("$CHROMIUM" --version 2>/dev/null) | VK_DRIVER_FILES=${VK_DRIVER_FILES:-} | $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
 
@@ -61,8 +65,9 @@ URL="http://127.0.0.1:$PORT/bench.html?post=1&lengths=$LENGTHS&gen=$GEN&reps=$RE
 [ -n "$MODEL" ] && URL="$URL&model=/models/$(basename "$MODEL")"
 [ "$ADAPTER_ONLY" = 1 ] && URL="$URL&adapter_only=1"
 PROFILE=$(mktemp -d /tmp/chromium-profile.XXXXXX)
-FLAGS=(--headless=new --no-sandbox --enable-unsafe-webgpu --enable-features=Vulkan --use-vulkan=native
-  --use-angle=vulkan --ignore-gpu-blocklist --disable-gpu-watchdog --no-first-run --disable-background-networking
+GPU_FLAGS=${GPU_FLAGS---enable-features=Vulkan --use-vulkan=native --use-angle=vulkan}
+FLAGS=(--headless=new --no-sandbox --enable-unsafe-webgpu $GPU_FLAGS
+  --ignore-gpu-blocklist --disable-gpu-watchdog --no-first-run --disable-background-networking
   --disable-component-update --disable-sync --disable-quic --disable-dev-shm-usage --user-data-dir="$PROFILE"
   --enable-logging=stderr --v=0 --window-size=800,600 ${EXTRA_CHROMIUM_FLAGS:-})
 echo "[run_chromium] $CHROMIUM ${FLAGS[*]} $URL" | tee "$OUT/command.txt"

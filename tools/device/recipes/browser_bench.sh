@@ -22,11 +22,45 @@ cp .carry/chromium/* $P/ 2>/dev/null
 have=$(ls $P/chromium.tar.xz.part* 2>/dev/null | wc -l); need=$(grep -c part $P/SHA256SUMS 2>/dev/null || echo '?')
 el "chromium: $have of $need parts; wasm: $(ls $W/wasm 2>/dev/null | tr '\n' ' ')"
 [ "$have" = "$need" ] || exit 0
+# Ways to start Chromium's GPU process on a headless NVIDIA ICD (2026-12-02: ANGLE on Vulkan failed
+# for want of VK_KHR_surface): name|GPU_FLAGS|ICD_EXTRA ("sws" = the carried SwiftShader ICD, whose
+# instance extensions include the surface ones; Dawn still enumerates the NVIDIA device).
+SWS=/root/chromium/usr/lib/chromium/vk_swiftshader_icd.json
+VARIANTS=(
+  "vulkan|--enable-features=Vulkan --use-vulkan=native --use-angle=vulkan|"
+  "gl_swiftshader|--use-angle=swiftshader --enable-unsafe-swiftshader|"
+  "gl_swiftshader_headless|--ozone-platform=headless --use-angle=swiftshader --enable-unsafe-swiftshader|"
+  "disable_gpu|--disable-gpu|"
+  "vulkan_icd_union|--enable-features=Vulkan --use-vulkan=native --use-angle=vulkan|sws"
+  "angle_vulkan_icd_union|--use-angle=vulkan --enable-unsafe-swiftshader|sws"
+)
+# The full bench runs with BROWSER_VARIANT (a name above; default: the first).
+variant() {  # name -> sets GPU_FLAGS, ICD_EXTRA
+  local v; for v in "${VARIANTS[@]}"; do
+    IFS='|' read -r n f i <<< "$v"
+    [ "$n" = "$1" ] && { export GPU_FLAGS="$f" ICD_EXTRA=${i:+$SWS}; [ -n "$i" ] || unset ICD_EXTRA; return 0; }
+  done; echo "browser_bench: no variant $1"; return 1
+}
 if [ "${STAGE:-}" = adapter ]; then
-  OUT=$OUT/browser tools/device/browser/run_chromium.sh --parts $P --adapter-only --timeout 60
+  # Unpack once (run_chromium does it), then what the Vulkan loader offers with each ICD list.
+  OUT=$OUT/browser/unpack tools/device/browser/run_chromium.sh --parts $P --adapter-only --timeout 5 > /dev/null 2>&1
+  for icds in /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json:$SWS; do
+    VK_DRIVER_FILES=$icds LD_LIBRARY_PATH=/root/chromium/usr/lib/x86_64-linux-gnu python3 tools/device/browser/vk_probe.py \
+      --lib /root/chromium/usr/lib/x86_64-linux-gnu/libvulkan.so.1 2>&1 | tee -a $OUT/vk_probe.txt
+  done
+  for v in "${VARIANTS[@]}"; do
+    n=${v%%|*}; variant $n || continue
+    el "variant $n: GPU_FLAGS='$GPU_FLAGS' ICD_EXTRA=${ICD_EXTRA:-}"
+    OUT=$OUT/browser/$n tools/device/browser/run_chromium.sh --parts $P --adapter-only --timeout 40 2>&1 | grep -a "adapter:\|status:"
+    rm -f $OUT/browser/$n/fc -r
+  done
   exit
 fi
-GGUF=$(wg_model SmolLM2-135M-Instruct.Q4_1.gguf) || exit 0
+variant ${BROWSER_VARIANT:-vulkan} || exit 1
+# SYNTH=1: SmolLM2's exact shapes and quant types with random weights, written here from the carried
+# header (.carry/synth/smollm2.hdr.gz; the text is noise, the speed is real), instead of the 3-call model carry.
+if [ "${SYNTH:-0}" = 1 ]; then wg_synth smollm2 || exit 1; GGUF=${WG_SYNTH[smollm2]}
+else GGUF=$(wg_model SmolLM2-135M-Instruct.Q4_1.gguf) || exit 0; fi
 [ -f $W/wasm/wgllm.wasm ] || { el "build-wasm/web not carried yet"; exit 0; }
 mkdir -p $W/text/package/moby-dick/data && cp tests/fixtures/parity/prompt_256.txt $W/text/package/moby-dick/data/data.txt
 wg_gpu_check
