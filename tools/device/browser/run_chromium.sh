@@ -7,7 +7,10 @@
 # Usage (repo root): tools/device/browser/run_chromium.sh [--model PATH] [--wasm-dir DIR]
 #   [--lengths 512,4096] [--gen 128] [--reps 3] [--text FILE] [--timeout S] [--adapter-only]
 #   [--parts DIR (.carry/chromium)] [--prefix DIR (/root/chromium)] [--chromium BIN]
-# Env: GPU_FLAGS (the GPU part of the flags; default: Vulkan for ANGLE and compositing, see FLAGS),
+# Env: XVFB (a directory holding xvfb.tar.xz.part* from `WHAT=xvfb stage_chromium.sh`: Chromium runs
+# headed on an Xvfb display instead of --headless=new, so that Chrome's and ANGLE's Vulkan use the
+# X11 surface extensions, which the NVIDIA ICD has, rather than VK_EXT_headless_surface, which it
+# lacks), GPU_FLAGS (the GPU part of the flags; default: Vulkan for ANGLE and compositing, see FLAGS),
 # EXTRA_CHROMIUM_FLAGS (appended to the flags), ICD_EXTRA (more Vulkan ICD manifests, ':'-separated,
 # appended to VK_DRIVER_FILES: e.g. the carried SwiftShader ICD, whose instance extensions
 # (VK_KHR_surface, VK_KHR_xcb_surface) the headless NVIDIA ICD lacks), PORT (8765), OUT, GREEDY (32).
@@ -55,6 +58,20 @@ ICD=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp}
 echo "[run_chromium] $("$CHROMIUM" --version 2>/dev/null) | VK_DRIVER_FILES=${VK_DRIVER_FILES:-} | $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
 
+HEADLESS=--headless=new XVFB_PID=
+if [ -n "${XVFB:-}" ]; then
+  XP=/root/xvfb
+  if [ ! -x $XP/usr/bin/Xvfb ]; then
+    mkdir -p $XP && cat "$XVFB"/xvfb.tar.xz.part* | xz -d | tar -x -C $XP || { echo "run_chromium: unpacking Xvfb failed"; exit 1; }
+  fi
+  [ -e /usr/bin/xkbcomp ] || ln -s $XP/usr/bin/xkbcomp /usr/bin/xkbcomp  # Xvfb runs its keymap compiler from /usr/bin
+  LD_LIBRARY_PATH=$XP/usr/lib/x86_64-linux-gnu:$XP/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+    $XP/usr/bin/Xvfb :99 -screen 0 1280x1024x24 -nolisten tcp -xkbdir $XP/usr/share/X11/xkb > "$OUT/xvfb.log" 2>&1 &
+  XVFB_PID=$!
+  sleep 1
+  kill -0 $XVFB_PID 2>/dev/null || { echo "run_chromium: Xvfb did not start:"; tail -5 "$OUT/xvfb.log"; exit 1; }
+  export DISPLAY=:99 HEADLESS=
+fi
 rm -f "$OUT/result.json" "$OUT/adapter.json"
 MODELS_DIR=$(dirname "${MODEL:-$ROOT/x}")
 python3 "$ROOT/tools/device/browser/serve_bench.py" --port "$PORT" --wasm-dir "$WASM" --models-dir "$MODELS_DIR" \
@@ -66,7 +83,7 @@ URL="http://127.0.0.1:$PORT/bench.html?post=1&lengths=$LENGTHS&gen=$GEN&reps=$RE
 [ "$ADAPTER_ONLY" = 1 ] && URL="$URL&adapter_only=1"
 PROFILE=$(mktemp -d /tmp/chromium-profile.XXXXXX)
 GPU_FLAGS=${GPU_FLAGS---enable-features=Vulkan --use-vulkan=native --use-angle=vulkan}
-FLAGS=(--headless=new --no-sandbox --enable-unsafe-webgpu $GPU_FLAGS
+FLAGS=($HEADLESS --no-sandbox --enable-unsafe-webgpu $GPU_FLAGS
   --ignore-gpu-blocklist --disable-gpu-watchdog --no-first-run --disable-background-networking
   --disable-component-update --disable-sync --disable-quic --disable-dev-shm-usage --user-data-dir="$PROFILE"
   --enable-logging=stderr --v=0 --window-size=800,600 ${EXTRA_CHROMIUM_FLAGS:-})
@@ -80,7 +97,7 @@ for ((i = 0; i < TIMEOUT * 2; ++i)); do
   sleep 0.5
 done
 kill $BROWSER 2>/dev/null; sleep 1; kill -9 $BROWSER 2>/dev/null
-kill $SERVER 2>/dev/null
+kill $SERVER $XVFB_PID 2>/dev/null
 wait 2>/dev/null
 rm -rf "$PROFILE"
 

@@ -5,26 +5,36 @@
 #      fontconfig and one font: generous, so that only glibc / libstdc++ / libgcc (newer on
 #      Ubuntu 24.04) come from the device;
 #   2. unpacks them (dpkg -x) into one prefix;
-#   3. packs the prefix as tar.xz in parts of at most PART_MIB MiB (default 44: one device call
-#      carries 64 MiB including the ~17 MiB working tree) into $OUT_DIR (default .carry/chromium),
+#   3. packs the prefix as tar.xz in parts of at most PART_MIB MiB (default 36: one device call
+#      carries 64 MiB including the ~25 MiB working tree) into $OUT_DIR (default .carry/chromium),
 #      with SHA256SUMS. tools/device/browser/run_chromium.sh joins and unpacks them on the device.
-# Usage: tools/device/browser/stage_chromium.sh [OUT_DIR]   (env: PART_MIB, DEB_CACHE)
-# Needs: apt-get (network to the Debian mirror), dpkg, xz; chromium installed here (for ldd).
+# Usage: tools/device/browser/stage_chromium.sh [OUT_DIR]   (env: PART_MIB, DEB_CACHE, WHAT)
+# WHAT=xvfb stages the X virtual framebuffer instead (Xvfb, xkbcomp and the keyboard data, into
+# .carry/xvfb/xvfb.tar.xz.part*): a headed Chromium on an X display, whose Vulkan surface
+# extensions (VK_KHR_xcb_surface) the NVIDIA ICD has, unlike the headless platform's.
+# Needs: apt-get (network to the Debian mirror), dpkg, xz; chromium (or xvfb) installed here (for ldd).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
-OUT_DIR=${1:-$ROOT/.carry/chromium}
-PART_MIB=${PART_MIB:-44}
+WHAT=${WHAT:-chromium}
+OUT_DIR=${1:-$ROOT/.carry/$WHAT}
+PART_MIB=${PART_MIB:-36}
 DEB_CACHE=${DEB_CACHE:-${WGLLM_CACHE:-$HOME/.cache/wgllm}/chromium-debs}
 CHR=/usr/lib/chromium
-[ -x $CHR/chromium ] || { echo "stage_chromium: $CHR/chromium not installed here (apt-get install chromium)"; exit 1; }
+if [ "$WHAT" = xvfb ]; then
+  [ -x /usr/bin/Xvfb ] || { echo "stage_chromium: Xvfb not installed here (apt-get install xvfb x11-xkb-utils)"; exit 1; }
+  bins="/usr/bin/Xvfb /usr/bin/xkbcomp" roots="xvfb x11-xkb-utils xkb-data"
+else
+  [ -x $CHR/chromium ] || { echo "stage_chromium: $CHR/chromium not installed here (apt-get install chromium)"; exit 1; }
+  bins="$CHR/chromium $CHR/chrome_crashpad_handler $CHR/*.so /usr/lib/x86_64-linux-gnu/libsoftokn3.so
+        /usr/lib/x86_64-linux-gnu/libfreeblpriv3.so /usr/lib/x86_64-linux-gnu/nss/*.so"
+  roots="chromium chromium-common libnss3 libnspr4 libvulkan1 fontconfig-config fonts-dejavu-core libfontconfig1"
+fi
 
-# Packages owning the libraries the browser links (resolved here), minus the C/C++ runtime.
-libs=$(for f in $CHR/chromium $CHR/chrome_crashpad_handler $CHR/*.so \
-         /usr/lib/x86_64-linux-gnu/libsoftokn3.so /usr/lib/x86_64-linux-gnu/libfreeblpriv3.so \
-         /usr/lib/x86_64-linux-gnu/nss/*.so; do [ -e "$f" ] && ldd "$f" 2>/dev/null; done | awk '/=>/{print $3}' | sort -u)
+# Packages owning the libraries the binaries link (resolved here), minus the C/C++ runtime.
+libs=$(for f in $bins; do [ -e "$f" ] && ldd "$f" 2>/dev/null; done | awk '/=>/{print $3}' | sort -u)
 pkgs=$(for l in $libs; do dpkg -S "$(readlink -f "$l")" 2>/dev/null || dpkg -S "$l" 2>/dev/null || true; done \
        | cut -d: -f1 | sort -u | grep -vxE 'libc6|libgcc-s1|libstdc\+\+6' || true)
-pkgs="chromium chromium-common libnss3 libnspr4 libvulkan1 fontconfig-config fonts-dejavu-core libfontconfig1 $pkgs"
+pkgs="$roots $pkgs"
 pkgs=$(echo $pkgs | tr ' ' '\n' | sort -u)
 echo "[stage_chromium] $(echo "$pkgs" | wc -l) packages: $(echo $pkgs)"
 
@@ -45,8 +55,8 @@ echo "[stage_chromium] prefix: $(du -sm "$PREFIX" | cut -f1) MiB unpacked"
 
 rm -rf "$OUT_DIR"
 mkdir -p "$OUT_DIR"
-tar -C "$PREFIX" -cf - . | xz -T2 -6 -c | split -b ${PART_MIB}M -d -a 2 - "$OUT_DIR/chromium.tar.xz.part"
-( cd "$OUT_DIR" && sha256sum chromium.tar.xz.part* > SHA256SUMS && cat chromium.tar.xz.part* | sha256sum | sed 's/-$/chromium.tar.xz/' >> SHA256SUMS )
+tar -C "$PREFIX" -cf - . | xz -T2 -6 -c | split -b ${PART_MIB}M -d -a 2 - "$OUT_DIR/$WHAT.tar.xz.part"
+( cd "$OUT_DIR" && sha256sum $WHAT.tar.xz.part* > SHA256SUMS && cat $WHAT.tar.xz.part* | sha256sum | sed "s/-\$/$WHAT.tar.xz/" >> SHA256SUMS )
 echo "$pkgs" > "$OUT_DIR/PACKAGES"
 ls -la "$OUT_DIR"
-echo "[stage_chromium] $(ls "$OUT_DIR"/chromium.tar.xz.part* | wc -l) parts of <= $PART_MIB MiB in $OUT_DIR"
+echo "[stage_chromium] $(ls "$OUT_DIR"/$WHAT.tar.xz.part* | wc -l) parts of <= $PART_MIB MiB in $OUT_DIR"

@@ -18,41 +18,67 @@ T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 P=$W/chromium-parts
 mkdir -p $P
 cp .carry/chromium/* $P/ 2>/dev/null
+[ -d .carry/xvfb ] && mkdir -p $W/xvfb-parts && cp .carry/xvfb/* $W/xvfb-parts/
 [ -d build-wasm/web ] && mkdir -p $W/wasm && cp build-wasm/web/wgllm.* $W/wasm/
 have=$(ls $P/chromium.tar.xz.part* 2>/dev/null | wc -l); need=$(grep -c part $P/SHA256SUMS 2>/dev/null || echo '?')
 el "chromium: $have of $need parts; wasm: $(ls $W/wasm 2>/dev/null | tr '\n' ' ')"
 [ "$have" = "$need" ] || exit 0
 # Ways to start Chromium's GPU process on a headless NVIDIA ICD (2026-12-02: ANGLE on Vulkan failed
 # for want of VK_KHR_surface): name|GPU_FLAGS|ICD_EXTRA ("sws" = the carried SwiftShader ICD, whose
-# instance extensions include the surface ones; Dawn still enumerates the NVIDIA device).
+# instance extensions include the surface ones; Dawn still enumerates the NVIDIA device); "x" in the
+# fourth field: headed on an Xvfb display (tools/device/browser/run_chromium.sh XVFB).
 SWS=/root/chromium/usr/lib/chromium/vk_swiftshader_icd.json
 VARIANTS=(
   "vulkan|--enable-features=Vulkan --use-vulkan=native --use-angle=vulkan|"
   "gl_swiftshader|--use-angle=swiftshader --enable-unsafe-swiftshader|"
-  "gl_swiftshader_headless|--ozone-platform=headless --use-angle=swiftshader --enable-unsafe-swiftshader|"
   "disable_gpu|--disable-gpu|"
   "vulkan_icd_union|--enable-features=Vulkan --use-vulkan=native --use-angle=vulkan|sws"
-  "angle_vulkan_icd_union|--use-angle=vulkan --enable-unsafe-swiftshader|sws"
+  "egl_headless|--ozone-platform=headless --use-angle=gl-egl|"
+  "egl|--use-angle=gl-egl|"
+  "use_gl_egl|--ozone-platform=headless --use-gl=egl|"
+  "vulkan_headless|--ozone-platform=headless --enable-features=Vulkan,VulkanFromANGLE,DefaultANGLEVulkan --use-vulkan=native --use-angle=vulkan --disable-vulkan-surface|"
+  "vulkan_headless_union|--ozone-platform=headless --enable-features=Vulkan,VulkanFromANGLE,DefaultANGLEVulkan --use-vulkan=native --use-angle=vulkan --disable-vulkan-surface|sws"
+  "egl_headless_vk|--ozone-platform=headless --use-angle=gl-egl --enable-features=Vulkan --use-vulkan=native --disable-vulkan-surface|"
+  "egl_headless_vk_union|--ozone-platform=headless --use-angle=gl-egl --enable-features=Vulkan --use-vulkan=native --disable-vulkan-surface|sws"
+  "egl_headless_adapter_default|--ozone-platform=headless --use-angle=gl-egl --use-webgpu-adapter=default|"
+  "gl_swiftshader_vk_union|--use-angle=swiftshader --enable-unsafe-swiftshader --enable-features=Vulkan --use-vulkan=native --disable-vulkan-surface|sws"
+  "egl_headless_verbose|--ozone-platform=headless --use-angle=gl-egl --vmodule=*gpu_init*=2,*webgpu*=3,*dawn*=3,*gpu_util*=2,*gpu_data_manager*=2,*gpu_feature*=2|"
+  "x11_vulkan|--ozone-platform=x11 --enable-features=Vulkan --use-vulkan=native --use-angle=vulkan||x"
+  "x11_angle_vulkan|--ozone-platform=x11 --use-angle=vulkan||x"
+  "x11_egl|--ozone-platform=x11 --use-angle=gl-egl||x"
+  "x11_egl_vulkan|--ozone-platform=x11 --use-angle=gl-egl --enable-features=Vulkan --use-vulkan=native||x"
+  "x11_default|--ozone-platform=x11||x"
 )
 # The full bench runs with BROWSER_VARIANT (a name above; default: the first).
 variant() {  # name -> sets GPU_FLAGS, ICD_EXTRA
   local v; for v in "${VARIANTS[@]}"; do
-    IFS='|' read -r n f i <<< "$v"
-    [ "$n" = "$1" ] && { export GPU_FLAGS="$f" ICD_EXTRA=${i:+$SWS}; [ -n "$i" ] || unset ICD_EXTRA; return 0; }
+    IFS='|' read -r n f i x <<< "$v"
+    [ "$n" = "$1" ] || continue
+    export GPU_FLAGS="$f" ICD_EXTRA=${i:+$SWS} XVFB=${x:+$W/xvfb-parts}
+    [ -n "$i" ] || unset ICD_EXTRA; [ -n "$x" ] || unset XVFB
+    return 0
   done; echo "browser_bench: no variant $1"; return 1
 }
 if [ "${STAGE:-}" = adapter ]; then
   # Unpack once (run_chromium does it), then what the Vulkan loader offers with each ICD list.
-  OUT=$OUT/browser/unpack tools/device/browser/run_chromium.sh --parts $P --adapter-only --timeout 5 > /dev/null 2>&1
+  mkdir -p $OUT/browser
+  OUT=/tmp/unpack tools/device/browser/run_chromium.sh --parts $P --adapter-only --timeout 5 > /dev/null 2>&1
   for icds in /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json:$SWS; do
     VK_DRIVER_FILES=$icds LD_LIBRARY_PATH=/root/chromium/usr/lib/x86_64-linux-gnu python3 tools/device/browser/vk_probe.py \
       --lib /root/chromium/usr/lib/x86_64-linux-gnu/libvulkan.so.1 2>&1 | tee -a $OUT/vk_probe.txt
   done
+  ls /usr/share/glvnd/egl_vendor.d /usr/local/nvidia/share/glvnd/egl_vendor.d /etc/glvnd/egl_vendor.d 2>&1 | tee $OUT/egl_vendors.txt
   for v in "${VARIANTS[@]}"; do
     n=${v%%|*}; variant $n || continue
-    el "variant $n: GPU_FLAGS='$GPU_FLAGS' ICD_EXTRA=${ICD_EXTRA:-}"
-    OUT=$OUT/browser/$n tools/device/browser/run_chromium.sh --parts $P --adapter-only --timeout 40 2>&1 | grep -a "adapter:\|status:"
-    rm -f $OUT/browser/$n/fc -r
+    [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $n "* ]] && continue
+    el "variant $n"
+    # Per variant one small file (the adapter line and the GPU process's log lines), not the whole logs.
+    d=/tmp/variant_$n; rm -rf $d
+    { echo "GPU_FLAGS=$GPU_FLAGS ICD_EXTRA=${ICD_EXTRA:-}"
+      OUT=$d tools/device/browser/run_chromium.sh --parts $P --adapter-only --timeout 40 2>&1 | grep -a "adapter:\|status:" | grep -v CONSOLE | cut -c1-300
+      grep -a -i -E "angle|egl|vulkan|webgpu|dawn|gpu_process|gpu process|viz_main|software|swiftshader|gl_|adapter|blocklist|feature" $d/chromium.log | grep -a -v -i -E "font|dbus" | cut -c1-300 | head -60
+    } > $OUT/browser/$n.txt 2>&1
+    sed -n 2,3p $OUT/browser/$n.txt | cut -c1-200
   done
   exit
 fi
