@@ -6,6 +6,7 @@
 # Staging (here, in the repo root, after `make build web`):
 #   tools/device/browser/stage_chromium.sh                      # .carry/chromium/chromium.tar.xz.partNN
 #   python3 tools/device/pack.py --bin wgllm --model ~/.cache/wgllm/models/SmolLM2-135M-Instruct.Q4_1.gguf --gl
+# The Vulkan loader needs the glvnd libraries to load NVIDIA's ICD: carry .gl in the call that runs Chromium.
 # Calls, back to back (the machine keeps /root/wg only while warm):
 #   every call: `bash tools/device/recipes/browser_bench.sh` with carry = one chromium part (plus
 #   .carry/chromium/SHA256SUMS) and/or the model slices pack.py planned; the call in which the last
