@@ -56,6 +56,14 @@
 #                2026-12-02) and with both off (f32 activations, non-product; vs_cuda_f32_*; the
 #                2026-12-02 runs before that change named the int8 arm vs_cuda_int8_*) against
 #                llama.cpp CUDA (waits for the build), decode after 512 and TTFT 512
+#   unmeasured   (2026-12-04, evening) every switch docs/FLAGS.md still called "not yet measured": `bench ab`
+#                A = the product configuration, B = the switch's other setting, decode after 512 and TTFT 512
+#                (D), 2 rounds, on the shapes it touches: --no-fuse-qkv, --no-fuse-gate-up, --no-vec4,
+#                --no-fuse-silu, --no-fuse-qkv-rope-kv, --no-fuse-rope-kv, --prefill-tokens-per-wg 16;
+#                --no-fuse-gdn-in, --no-gdn-fuse-decode (and prep / norm apart under it), --gdn-chunk 32 /
+#                128 (TTFT 512 and 4096); --no-fuse-conv-state; --no-attn-prefill-split (TTFT 4096,
+#                multi-turn turn 30); --no-sparse-tiled (bench long-context, 8192 tokens, sparse from 2048 keys
+#                on the SmolLM2 shape, whose trained context is 8192); a null control
 #   pchunk       --prefill-chunk (2026-12-04): `bench ab` TTFT at 4096 with chunk 512 (A, default) vs 2048 and
 #                vs 4096 (B) on the Qwen2.5-1.5B and SmolLM2 shapes, TTFT at 512 as the control (one
 #                chunk either way); `run --profile` of a ~3500-token raw prompt with chunks 512 / 2048 / 4096
@@ -406,6 +414,46 @@ PY
       [ "${PEER_F32:-1}" = 1 ] || continue
       ab vs_cuda_f32_$m 120 --a "bench -m $F $D --no-matvec-int8 --no-matmul-int8" \
         --b-cmd "bash tools/peers/peer_llamacpp.sh $LB_CUDA $F 512 128" --metric ttft_ms,decode_tok_s --rounds 2
+    done
+    ;;
+  unmeasured)
+    Q35=${FILE[qwen35-0.8b]}
+    ab um_null_smollm2 120 --a "bench -m $S $D" --b "bench -m $S $D" --metric decode_tok_s,ttft_ms --rounds 2
+    for sw in --no-fuse-qkv --no-fuse-gate-up --no-vec4 --no-fuse-qkv-rope-kv "--prefill-tokens-per-wg 16"; do
+      ab um_${sw//[- ]/_}_smollm2 120 --a "bench -m $S $D" --b "bench -m $S $D $sw" --metric decode_tok_s,ttft_ms --rounds 2
+    done
+    for sw in --no-fuse-gate-up --no-fuse-silu --no-fuse-qkv; do
+      ab um_${sw//[- ]/_}_qwen25 150 --a "bench -m $Q $D" --b "bench -m $Q $D $sw" --metric decode_tok_s,ttft_ms --rounds 2
+    done
+    ab um_no_fuse_rope_kv_lfm2 120 --a "bench -m $L $D" --b "bench -m $L $D --no-fuse-rope-kv" --metric decode_tok_s,ttft_ms --rounds 2
+    ab um_no_fuse_conv_state_lfm2 120 --a "bench -m $L $D" --b "bench -m $L $D --no-fuse-conv-state" --metric decode_tok_s,ttft_ms --rounds 2
+    for sw in --no-fuse-gdn-in --no-gdn-fuse-decode --no-fuse-qkv; do
+      ab um_${sw//[- ]/_}_qwen35 120 --a "bench -m $Q35 $D" --b "bench -m $Q35 $D $sw" --metric decode_tok_s,ttft_ms --rounds 2
+    done
+    for sw in --no-gdn-fuse-prep --no-gdn-fuse-norm; do  # apart, under --no-gdn-fuse-decode (which takes precedence)
+      ab um_${sw//[- ]/_}_qwen35 120 --a "bench -m $Q35 $D --no-gdn-fuse-decode" --b "bench -m $Q35 $D --no-gdn-fuse-decode $sw" \
+        --metric decode_tok_s --rounds 2
+    done
+    for c in 32 128; do
+      for p in 512 4096; do
+        ab um_gdn_chunk_${c}_p${p}_qwen35 120 --a "bench -m $Q35 --prompt-lengths $p --gen 8 --reps 2" \
+          --b "bench -m $Q35 --prompt-lengths $p --gen 8 --reps 2 --gdn-chunk $c" --metric ttft_ms --rounds 2
+      done
+    done
+    ab um_no_attn_prefill_split_p4096_smollm2 120 --a "bench -m $S --prompt-lengths 4096 --gen 8 --reps 2" \
+      --b "bench -m $S --prompt-lengths 4096 --gen 8 --reps 2 --no-attn-prefill-split" --metric ttft_ms --rounds 2
+    for r in 1 2; do  # multi-turn has no one-line JSON for bench ab: A and B interleaved by hand
+      for arm in default no_attn_prefill_split; do
+        extra=; [ $arm = default ] || extra=--no-attn-prefill-split
+        timeout 100 $B bench multi-turn -m $S --turns 30 --session-only $extra --json $W/res/um_mt_${arm}_r$r.json \
+          > $W/res/um_mt_${arm}_r$r.txt 2>&1 || fail "multi-turn $arm r$r (exit $?)"
+      done
+    done
+    mt_summary um_mt
+    for arm in "" --no-sparse-tiled; do
+      timeout 120 $B bench long-context -m $S --contexts 8192 --modes sparse --sparse-threshold 2048 $arm --json $W/res/um_long_sparse${arm//-/_}.json \
+        > $W/res/um_long_sparse${arm//-/_}.txt 2>&1 || fail "long-context $arm (exit $?)"
+      tail -4 $W/res/um_long_sparse${arm//-/_}.txt
     done
     ;;
   pchunk)
