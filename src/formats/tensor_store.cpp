@@ -79,6 +79,22 @@ TensorRef TensorStore::get(const std::string& name) const {
   return *r;
 }
 
+std::string shape_string(const std::vector<uint64_t>& shape) {
+  std::string r = "{";
+  for (size_t i = 0; i < shape.size(); ++i) r += (i ? ", " : "") + std::to_string(shape[i]);
+  return r + "}";
+}
+
+TensorRef require_tensor(const TensorStore& ts, const std::string& name,
+                         const std::vector<std::vector<uint64_t>>& shapes) {
+  std::optional<TensorRef> t = ts.find(name);
+  if (!t) throw Error(ts.source() + ": missing tensor '" + name + "'");
+  for (const auto& s : shapes)
+    if (t->shape == s) return *t;
+  throw Error(ts.source() + ": tensor '" + name + "' has shape " + shape_string(t->shape) + ", expected " +
+              shape_string(shapes.at(0)));
+}
+
 std::vector<float> dequantize_tensor(const TensorRef& t) {
   if (!dtype_supported(t.type))
     throw Error("tensor '" + t.name + "': cannot dequantize type " + dtype_name(t.type) +

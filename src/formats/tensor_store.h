@@ -65,4 +65,13 @@ class TensorStore {
 /// Throws wgllm::Error naming the tensor for unsupported types or inconsistent sizes.
 std::vector<float> dequantize_tensor(const TensorRef& t);
 
+/// "{a, b, ...}": a tensor shape as error messages print it.
+std::string shape_string(const std::vector<uint64_t>& shape);
+
+/// The tensor `name` of ts, whose shape must be one of `shapes` (GGUF order: the input dimension
+/// first). Throws wgllm::Error "<source>: missing tensor '<name>'" or "<source>: tensor '<name>' has
+/// shape {..}, expected {..}" (the first of shapes).
+TensorRef require_tensor(const TensorStore& ts, const std::string& name,
+                         const std::vector<std::vector<uint64_t>>& shapes);
+
 }  // namespace wgllm

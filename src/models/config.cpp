@@ -152,13 +152,29 @@ ModelConfig llama_config_from_gguf(const GgufFile& f) {
   ModelConfig c;
   c.arch = f.get_str("general.architecture");
   const std::string a = c.arch + ".";
-  const std::string& src = f.path();
   c.name = f.get_str_or("general.name", c.arch);
+  gguf_transformer_shape(f, a, c);
+  c.max_context = gguf_uint_or(f, a + "context_length", 2048, hp::context);
+  c.rms_eps = float(gguf_real_or(f, a + "attention.layer_norm_rms_epsilon", 1e-5, hp::rms_eps));
+  c.rope_base = gguf_real_or(f, a + "rope.freq_base", 10000.0, hp::rope_base);
+  c.rope_dims = gguf_uint_or(f, a + "rope.dimension_count", c.head_dim, {2, c.head_dim});
+  c.rope_neox = false;  // llama.cpp's converter permutes Q/K rows for the (2i, 2i+1) layout
+  gguf_check_rope_scaling(f, a);
+  gguf_vocab(f, c);
+  return c;
+}
+
+void gguf_transformer_shape(const GgufFile& f, const std::string& a, ModelConfig& c) {
   c.n_layers = gguf_uint(f, a + "block_count", hp::layers);
   c.d_model = gguf_uint(f, a + "embedding_length", hp::d_model);
   c.ffn_dim = gguf_uint(f, a + "feed_forward_length", hp::ffn);
   c.n_heads = gguf_uint(f, a + "attention.head_count", hp::heads);
   c.n_kv_heads = gguf_uint_or(f, a + "attention.head_count_kv", c.n_heads, {1, c.n_heads});
+  gguf_attention_shape(f, a, c);
+}
+
+void gguf_attention_shape(const GgufFile& f, const std::string& a, ModelConfig& c) {
+  const std::string& src = f.path();
   check_hp(c.n_heads % c.n_kv_heads == 0, src,
            a + "attention.head_count " + std::to_string(c.n_heads) + " is not a multiple of " + a +
                "attention.head_count_kv " + std::to_string(c.n_kv_heads));
@@ -171,20 +187,16 @@ ModelConfig llama_config_from_gguf(const GgufFile& f) {
   check_hp(vlen == c.head_dim, src,
            a + "attention.value_length " + std::to_string(vlen) + " != key_length " + std::to_string(c.head_dim) +
                " is not supported");
-  c.max_context = gguf_uint_or(f, a + "context_length", 2048, hp::context);
-  c.rms_eps = float(gguf_real_or(f, a + "attention.layer_norm_rms_epsilon", 1e-5, hp::rms_eps));
-  c.rope_base = gguf_real_or(f, a + "rope.freq_base", 10000.0, hp::rope_base);
-  c.rope_dims = gguf_uint_or(f, a + "rope.dimension_count", c.head_dim, {2, c.head_dim});
-  c.rope_neox = false;  // llama.cpp's converter permutes Q/K rows for the (2i, 2i+1) layout
-  gguf_check_rope_scaling(f, a);
+}
+
+void gguf_vocab(const GgufFile& f, ModelConfig& c) {
   const GgufTensor& emb = f.tensor("token_embd.weight");
   if (emb.shape.size() != 2) throw Error(f.path() + ": token_embd.weight must be 2-D");
-  check_hp(emb.shape[1] >= hp::vocab.lo && emb.shape[1] <= hp::vocab.hi, src,
+  check_hp(emb.shape[1] >= hp::vocab.lo && emb.shape[1] <= hp::vocab.hi, f.path(),
            "token_embd.weight has " + std::to_string(emb.shape[1]) + " rows (the vocabulary): must be in " +
                range_str(hp::vocab));
   c.vocab = uint32_t(emb.shape[1]);
   c.tied_embeddings = f.find("output.weight") == nullptr;
-  return c;
 }
 
 template <class T>

@@ -80,6 +80,18 @@ double hf_real_or(const nlohmann::json& j, const char* key, double def, const st
 /// (num_attention_heads), n_kv_heads (num_key_value_heads, default n_heads; must divide it) and
 /// head_dim (default hidden_size / num_attention_heads, which must then divide). Needs c.d_model.
 void hf_attention_shape(const nlohmann::json& j, const std::string& path, ModelConfig& c);
+/// GGUF attention shape of architecture prefix `a` ("llama."), with c.n_heads, c.n_kv_heads and
+/// c.d_model already read: n_kv_heads must divide n_heads; head_dim from attention.key_length
+/// (default d_model / n_heads, which must then divide); attention.value_length must equal it.
+/// Throws wgllm::Error naming the keys.
+void gguf_attention_shape(const GgufFile& f, const std::string& a, ModelConfig& c);
+/// The dense transformer dimensions of prefix `a`: block_count, embedding_length,
+/// feed_forward_length, attention.head_count, attention.head_count_kv (one number, default
+/// head_count), then gguf_attention_shape(). Throws wgllm::Error naming the key.
+void gguf_transformer_shape(const GgufFile& f, const std::string& a, ModelConfig& c);
+/// c.vocab from the rows of token_embd.weight (2-D, within the hyper-parameter range) and
+/// c.tied_embeddings (no output.weight). Throws wgllm::Error.
+void gguf_vocab(const GgufFile& f, ModelConfig& c);
 /// GGUF RoPE scaling keys of architecture prefix `a` ("llama."): rope.scaling.type other than
 /// "none", and a rope.scaling.factor / rope.scale_linear other than 0 or 1 (llama.cpp reads a
 /// factor without a type as linear scaling), are unsupported: wgllm::Error naming key and value.

@@ -60,4 +60,12 @@ void cpu_logits(const ModelConfig& c, const float* x_last, const std::vector<flo
   ref::matmul(lm_head, last.data(), c.d_model, logits->data(), c.vocab, 1, false);
 }
 
+kernels::ref::Matrix cpu_matrix(const TensorRef& t) {
+  kernels::ref::Matrix m;
+  m.K = uint32_t(t.shape[0]);
+  m.N = uint32_t(t.n_elements() / t.shape[0]);
+  m.w = dequantize_tensor(t);
+  return m;
+}
+
 }  // namespace wgllm

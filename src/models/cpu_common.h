@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "formats/tensor_store.h"
 #include "kernels/rope_table.h"
 
 #include "kernels/ops.h"
@@ -18,15 +19,38 @@
 
 namespace wgllm {
 
-/// Adds forward_argmax() = argmax of forward()'s logits (lowest id on ties) to a CPU model.
+/// The WebGPU backend's tokens per submission for these options (GpuModel: ModelOptions::prefill_chunk
+/// capped by the trained context, at least 1; the auto default as a software adapter resolves it,
+/// 512).
+inline uint32_t cpu_chunk(const ModelConfig& c, const ModelOptions& o) {
+  const uint32_t n = o.prefill_chunk == ModelOptions::kPrefillChunkAuto ? 512u : o.prefill_chunk;
+  return std::max<uint32_t>(1, std::min(n, c.max_context));
+}
+
+/// What every CPU reference model shares: its config and options, the embedding, output norm and
+/// head (dequantized to f32), the RoPE table, and forward_argmax() = argmax of forward()'s logits
+/// (lowest id on ties).
 class CpuModel : public Model {
  public:
+  const ModelConfig& config() const override { return c_; }
   int32_t forward_argmax(Sequence& seq, std::span<const int32_t> toks) override;
   uint32_t prefill_chunk() const override { return chunk_; }
 
  protected:
-  uint32_t chunk_ = 1;  // cpu_attention's row groups (cpu_chunk(): the WebGPU backend's submissions)
+  CpuModel(const ModelConfig& c, const ModelOptions& opt)
+      : c_(c), default_ctx_(opt.context_length), kopt_(opt.kernels), chunk_(cpu_chunk(c, opt)) {}
+
+  ModelConfig c_;
+  uint32_t default_ctx_ = 0;     // ModelOptions::context_length (new_sequence's default)
+  kernels::KernelOptions kopt_;  // the sparse-attention switches (cpu_attention)
+  uint32_t chunk_ = 1;           // cpu_attention's row groups (cpu_chunk(): the WebGPU backend's submissions)
+  kernels::ref::Matrix embed_, lm_head_;
+  std::vector<float> out_norm_, rope_;  // rope_: grown by new_sequence() to the longest sequence
 };
+
+/// A weight tensor dequantized to f32 as a ref::Matrix: K = shape[0] (the input dimension), N =
+/// the product of the other dimensions (1 for a vector).
+kernels::ref::Matrix cpu_matrix(const TensorRef& t);
 
 /// For a CPU model's new_sequence(): checks s against the machine's memory, grows the model's
 /// RoPE table `rope` (nullptr: no attention layer) to s.context positions, then runs make() (the
@@ -62,13 +86,6 @@ void cpu_swiglu_ffn(const ModelConfig& c, const std::vector<float>& norm, const 
 void cpu_attention(const ModelConfig& c, const kernels::KernelOptions& ko, const float* q, uint32_t q_stride,
                    const float* kc, const float* vc, float* out, uint32_t o_stride, uint32_t n_past, uint32_t T,
                    float scale, uint32_t chunk);
-/// The WebGPU backend's tokens per submission for these options (GpuModel: ModelOptions::prefill_chunk
-/// capped by the trained context, at least 1; the auto default as a software adapter resolves it,
-/// 512).
-inline uint32_t cpu_chunk(const ModelConfig& c, const ModelOptions& o) {
-  const uint32_t n = o.prefill_chunk == ModelOptions::kPrefillChunkAuto ? 512u : o.prefill_chunk;
-  return std::max<uint32_t>(1, std::min(n, c.max_context));
-}
 
 /// logits = lm_head(rmsnorm(x_last) * out_norm) ([vocab] floats).
 void cpu_logits(const ModelConfig& c, const float* x_last, const std::vector<float>& out_norm,

@@ -45,7 +45,7 @@ void GpuModel::alloc_chunk_buffers(std::initializer_list<ChunkBuffer> bufs) {
   // ms), halved (down to 512) while the widest of the architecture's chunk-sized buffers would
   // exceed one storage binding (scratch() refuses it); 512 on software adapters (CI's reference;
   // not measured there).
-  uint64_t widest = 1;
+  uint64_t widest = c_.d_model;  // x_ and h_
   for (const ChunkBuffer& b : bufs) widest = std::max(widest, b.per_token);
   uint32_t chunk = opt_.prefill_chunk;
   if (chunk == ModelOptions::kPrefillChunkAuto) {
@@ -53,7 +53,17 @@ void GpuModel::alloc_chunk_buffers(std::initializer_list<ChunkBuffer> bufs) {
     while (chunk > 512 && chunk * widest * 4 > binding_limit()) chunk /= 2;
   }
   chunk_ = std::max<uint32_t>(1, std::min(chunk, c_.max_context));
+  for (const ChunkBuffer& b : {ChunkBuffer{&x_, c_.d_model, "x"}, ChunkBuffer{&h_, c_.d_model, "h"},
+                               ChunkBuffer{&tokens_, 1, "tokens"}})
+    *b.buf = scratch(uint64_t(chunk_) * b.per_token, b.name, b.per_token);
   for (const ChunkBuffer& b : bufs) *b.buf = scratch(uint64_t(chunk_) * b.per_token, b.name, b.per_token);
+  logits_ = scratch(c_.vocab, "logits");
+  amax_ = scratch(1, "argmax");
+  attn_split_ = scratch(kernels::attention_split_floats(chunk_, c_.n_heads, c_.head_dim), "attn_split");
+  if (opt_.kernels.sparse_attn) {  // --sparse-attn: block means, selection and index scratch
+    sparse_ = kernels::make_sparse_scratch(*ctx_, opt_.kernels, c_.max_context, chunk_, c_.n_kv_heads, c_.head_dim);
+    mem_.scratch += sparse_.bytes();
+  }
 }
 
 gpu::Buffer GpuModel::scratch(uint64_t floats, const char* name, uint64_t per_token) {
@@ -279,8 +289,28 @@ uint32_t GpuModel::max_batch_seqs() const {
   return std::max<uint32_t>(1, (kMaxDispatches - 1024) / per);
 }
 
-void GpuModel::chunk_batch(std::span<const BatchSeg>, std::span<const int32_t>, std::span<BatchItem* const>) {
-  throw Error("chunk_batch: " + c_.arch + " has no batched forward on WebGPU");
+int32_t GpuModel::chunk(Sequence& seq, std::span<const int32_t> toks, HeadOut out, std::vector<float>* logits) {
+  const uint32_t T = uint32_t(toks.size());
+  const BatchSeg seg{&seq, 0, T, seq.n_past()};
+  kernels::OpContext o{*ctx_, *pipes_, *rec_, opt_.kernels};
+  record_body(o, {&seg, 1}, toks);
+  const int32_t result = finish_head(o, (T - 1) * c_.d_model, out, logits);
+  seq.advance(T);
+  return result;
+}
+
+int32_t GpuModel::finish_head(kernels::OpContext& o, uint32_t last_row, HeadOut out, std::vector<float>* logits) {
+  return finish_forward(o, c_, x_, last_row, {out_norm_, c_.tied_embeddings ? embed_ : lm_head_, h_, logits_, amax_}, out,
+                        logits);
+}
+
+std::vector<HeadPart> GpuModel::head_parts() const { return {{c_.tied_embeddings ? &embed_ : &lm_head_, 0}}; }
+
+void GpuModel::chunk_batch(std::span<const BatchSeg> segs, std::span<const int32_t> toks, std::span<BatchItem* const> items) {
+  kernels::OpContext o{*ctx_, *pipes_, *rec_, opt_.kernels};
+  record_body(o, segs, toks);
+  finish_batch(o, x_, out_norm_, head_parts(), segs, items);
+  for (const BatchSeg& s : segs) s.seq->advance(s.T);
 }
 
 void GpuModel::forward_batch(std::span<BatchItem> items) {

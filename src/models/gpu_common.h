@@ -15,6 +15,7 @@
 #include "gpu/pipeline.h"
 #include "gpu/recorder.h"
 #include "kernels/ops.h"
+#include "kernels/sparse_attention.h"
 #include "kernels/weights.h"
 #include "core/error.h"
 #include "models/model.h"
@@ -45,8 +46,10 @@ struct BatchSeg {
 
 /// What every WebGPU model shares: the device, pipeline cache and recorder, options, the
 /// memory report, profiling hooks, and forward() splitting a call into submissions of at most
-/// prefill_chunk tokens with the output head only on the last one. An architecture implements
-/// chunk(): record one submission for T <= chunk_ tokens and finish it with finish_forward().
+/// prefill_chunk tokens with the output head only on the last one, and the buffers every
+/// architecture has. An architecture implements record_body() (the embedding and its layers for
+/// the rows of one or several sequences) and lists its own chunk-sized buffers
+/// (alloc_chunk_buffers()); chunk() and chunk_batch() are written once here.
 class GpuModel : public Model {
  public:
   const ModelConfig& config() const override { return c_; }
@@ -82,16 +85,25 @@ class GpuModel : public Model {
  protected:
   /// Creates the device on opt.adapter_index (throws wgllm::Error without a usable adapter).
   GpuModel(const ModelConfig& c, const ModelOptions& opt);
-  /// One submission for toks (size <= chunk_), appended to seq; the head runs when out != None.
-  virtual int32_t chunk(Sequence& seq, std::span<const int32_t> toks, HeadOut out, std::vector<float>* logits) = 0;
-  /// Whether this architecture implements chunk_batch().
-  virtual bool supports_batch() const { return false; }
+  /// Begins the submission and records the embedding and every layer for the rows of segs (toks:
+  /// their ids in row order; one segment for a single-sequence forward); the last layer's output is
+  /// left in x_. Attention and recurrent updates run per segment. Each architecture implements it.
+  virtual void record_body(kernels::OpContext& o, std::span<const BatchSeg> segs, std::span<const int32_t> toks) = 0;
+  /// One submission for toks (size <= chunk_), appended to seq: record_body(), then finish_head()
+  /// when out != None.
+  int32_t chunk(Sequence& seq, std::span<const int32_t> toks, HeadOut out, std::vector<float>* logits);
+  /// The end of a single-sequence submission (last_row: the first float of the last row in x_):
+  /// finish_forward() with the whole head; an architecture whose head is split overrides it.
+  virtual int32_t finish_head(kernels::OpContext& o, uint32_t last_row, HeadOut out, std::vector<float>* logits);
+  /// The output head as row blocks: the whole head (the tied embedding or lm_head_) by default.
+  virtual std::vector<HeadPart> head_parts() const;
+  /// Whether chunk_batch() may run (record_body() handles several segments).
+  virtual bool supports_batch() const { return true; }
   /// One submission for several sequences: segs[i] holds items[i]'s rows (in order, rows
-  /// 0 .. sum T - 1, at most chunk_), toks all their ids in row order. Records the embedding and
-  /// per-row ops over all rows, attention / recurrent updates per segment, ends with
-  /// finish_batch() and advances every sequence. The sequences are already checked
-  /// (check_forward).
-  virtual void chunk_batch(std::span<const BatchSeg> segs, std::span<const int32_t> toks, std::span<BatchItem* const> items);
+  /// 0 .. sum T - 1, at most chunk_), toks all their ids in row order: record_body(), then
+  /// finish_batch() over head_parts(), and every sequence advanced. The sequences are already
+  /// checked (check_forward).
+  void chunk_batch(std::span<const BatchSeg> segs, std::span<const int32_t> toks, std::span<BatchItem* const> items);
   /// Per-sequence dispatches one layer of chunk_batch() records at most (for max_batch_seqs()).
   virtual uint32_t batch_dispatches_per_seq_layer() const { return 6; }
   /// Sequences one batched submission takes at most (the recorder's dispatch capacity).
@@ -148,10 +160,11 @@ class GpuModel : public Model {
     const char* name;
   };
   /// Resolves chunk_ from ModelOptions::prefill_chunk (auto: 2048 tokens on hardware adapters,
-  /// halved down to 512 while the widest of bufs would exceed binding_limit(); 512 on software
-  /// adapters; capped by the trained context), then allocates every buffer with scratch(). Each
-  /// architecture calls it once, before any other chunk-dependent allocation, with all its
-  /// chunk-sized buffers.
+  /// halved down to 512 while the widest chunk-sized buffer would exceed binding_limit(); 512 on
+  /// software adapters; capped by the trained context), then allocates the shared buffers (x_, h_,
+  /// tokens_, logits_, amax_, attn_split_, sparse_ with --sparse-attn) and every buffer of bufs with
+  /// scratch(). Each architecture calls it once, before any other chunk-dependent allocation, with
+  /// all its own chunk-sized buffers.
   void alloc_chunk_buffers(std::initializer_list<ChunkBuffer> bufs);
   /// Bytes of the largest buffer a kernel binds whole: min(maxStorageBufferBindingSize, maxBufferSize).
   uint64_t binding_limit() const;
@@ -181,6 +194,15 @@ class GpuModel : public Model {
   std::unique_ptr<gpu::Recorder> rec_;
   uint32_t chunk_ = 0;  // max tokens per submission (alloc_chunk_buffers())
   MemoryReport mem_;
+  // What every architecture holds (its own buffers are in the subclass): the embedding and head
+  // weights, the output norm, the RoPE table (positions [0, rope_rows_), prepare_sequence), the
+  // residual stream x_ and normed rows h_ [chunk, d_model], the last row's logits, the token ids,
+  // the device argmax, the attention's split-K partials and, with --sparse-attn, its scratch.
+  kernels::GpuWeight embed_, lm_head_;
+  gpu::Buffer out_norm_, rope_;
+  uint32_t rope_rows_ = 0;
+  gpu::Buffer x_, h_, logits_, tokens_, amax_, attn_split_;
+  kernels::SparseScratch sparse_;  // allocated with --sparse-attn only
 
  private:
   int32_t run(Sequence& seq, std::span<const int32_t> toks, HeadOut out, std::vector<float>* logits);

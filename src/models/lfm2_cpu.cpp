@@ -18,14 +18,6 @@ namespace {
 
 namespace ref = kernels::ref;
 
-ref::Matrix matrix(const TensorRef& t) {
-  ref::Matrix m;
-  m.K = uint32_t(t.shape[0]);
-  m.N = uint32_t(t.n_elements() / t.shape[0]);
-  m.w = dequantize_tensor(t);
-  return m;
-}
-
 struct Layer {
   bool attn = false;
   std::vector<float> attn_norm, ffn_norm;
@@ -38,40 +30,36 @@ struct Layer {
 
 class Lfm2Cpu final : public CpuModel {
  public:
-  Lfm2Cpu(const ModelSource& src, const ModelOptions& opt) : c_(src.config), p_(lfm2_params(src)) {
-    default_ctx_ = opt.context_length;
-    kopt_ = opt.kernels;
-    chunk_ = cpu_chunk(c_, opt);
+  Lfm2Cpu(const ModelSource& src, const ModelOptions& opt) : CpuModel(src.config, opt), p_(lfm2_params(src)) {
     Lfm2Refs r = lfm2_refs(*src.tensors, c_, p_, src.is_gguf());
-    embed_ = matrix(r.embed);
+    embed_ = cpu_matrix(r.embed);
     out_norm_ = dequantize_tensor(r.out_norm);
-    if (!c_.tied_embeddings) lm_head_ = matrix(r.lm_head);
+    if (!c_.tied_embeddings) lm_head_ = cpu_matrix(r.lm_head);
     for (uint32_t i = 0; i < c_.n_layers; ++i) {
       const Lfm2LayerRefs& R = r.layers[i];
       Layer L;
       L.attn = p_.attn[i];
       L.attn_norm = dequantize_tensor(R.attn_norm);
       L.ffn_norm = dequantize_tensor(R.ffn_norm);
-      L.gate = matrix(R.w_gate);
-      L.up = matrix(R.w_up);
-      L.down = matrix(R.w_down);
+      L.gate = cpu_matrix(R.w_gate);
+      L.up = cpu_matrix(R.w_up);
+      L.down = cpu_matrix(R.w_down);
       if (L.attn) {
-        L.wq = matrix(R.wq);
-        L.wk = matrix(R.wk);
-        L.wv = matrix(R.wv);
-        L.wo = matrix(R.wo);
+        L.wq = cpu_matrix(R.wq);
+        L.wk = cpu_matrix(R.wk);
+        L.wv = cpu_matrix(R.wv);
+        L.wo = cpu_matrix(R.wo);
         L.q_norm = dequantize_tensor(R.q_norm);
         L.k_norm = dequantize_tensor(R.k_norm);
       } else {
-        L.in_proj = matrix(R.in_proj);
-        L.out_proj = matrix(R.out_proj);
+        L.in_proj = cpu_matrix(R.in_proj);
+        L.out_proj = cpu_matrix(R.out_proj);
         L.conv = dequantize_tensor(R.conv);
       }
       layers_.push_back(std::move(L));
     }
   }
 
-  const ModelConfig& config() const override { return c_; }
   std::string backend_name() const override { return "cpu"; }
   std::unique_ptr<Sequence> new_sequence(uint32_t ctx) override {
     SequenceSize s;
@@ -135,12 +123,7 @@ class Lfm2Cpu final : public CpuModel {
   }
 
  private:
-  ModelConfig c_;
   Lfm2Params p_;
-  uint32_t default_ctx_ = 0;
-  kernels::KernelOptions kopt_;  // the sparse-attention switches (cpu_attention)
-  ref::Matrix embed_, lm_head_;
-  std::vector<float> out_norm_, rope_;  // rope_: grown by new_sequence() to the longest sequence
   std::vector<Layer> layers_;
 };
 

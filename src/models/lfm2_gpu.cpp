@@ -110,21 +110,11 @@ class Lfm2Gpu final : public GpuModel {
 
   void alloc_scratch() {
     const uint64_t D = c_.d_model, Q = c_.q_dim(), KV = c_.kv_dim(), F = c_.ffn_dim;
-    alloc_chunk_buffers({{&x_, D, "x"},
-                         {&h_, D, "h"},
-                         {&qkv_, Q + 2 * KV, "qkv"},
+    alloc_chunk_buffers({{&qkv_, Q + 2 * KV, "qkv"},
                          {&att_, std::max(Q, D), "mixer_out"},
                          {&bcx_, 3 * D, "shortconv_bcx"},
                          {&gu_, 2 * F, "gate_up"},
-                         {&act_, F, "ffn_act"},
-                         {&tokens_, 1, "tokens"}});
-    logits_ = scratch(c_.vocab, "logits");
-    amax_ = scratch(1, "argmax");
-    attn_split_ = scratch(kernels::attention_split_floats(chunk_, c_.n_heads, c_.head_dim), "attn_split");
-    if (opt_.kernels.sparse_attn) {  // --sparse-attn: block means, selection and index scratch
-      sparse_ = kernels::make_sparse_scratch(*ctx_, opt_.kernels, c_.max_context, chunk_, c_.n_kv_heads, c_.head_dim);
-      mem_.scratch += sparse_.bytes();
-    }
+                         {&act_, F, "ffn_act"}});
   }
 
   // Attention for the rows of segs (qkv_ rows [q | k | v] of S floats): operator norm and
@@ -163,7 +153,7 @@ class Lfm2Gpu final : public GpuModel {
   }
 
   // Begins the submission and records the embedding and every layer for the rows of segs.
-  void record_body(kernels::OpContext& o, std::span<const BatchSeg> segs, std::span<const int32_t> toks) {
+  void record_body(kernels::OpContext& o, std::span<const BatchSeg> segs, std::span<const int32_t> toks) override {
     const uint32_t T = uint32_t(toks.size());
     const Buffer& ids = token_ids(tokens_, amax_, toks, segs.size() > 1);
     rec_->begin();
@@ -178,35 +168,10 @@ class Lfm2Gpu final : public GpuModel {
     }
   }
 
-  int32_t chunk(Sequence& seq, std::span<const int32_t> toks, HeadOut out, std::vector<float>* logits) override {
-    const uint32_t T = uint32_t(toks.size()), D = c_.d_model;
-    const BatchSeg seg{&seq, 0, T, seq.n_past()};
-    kernels::OpContext o{*ctx_, *pipes_, *rec_, opt_.kernels};
-    record_body(o, {&seg, 1}, toks);
-    const int32_t result = finish_forward(o, c_, x_, (T - 1) * D,
-                                          {out_norm_, c_.tied_embeddings ? embed_ : lm_head_, h_, logits_, amax_}, out, logits);
-    seq.advance(T);
-    return result;
-  }
-
-  bool supports_batch() const override { return true; }
-
-  void chunk_batch(std::span<const BatchSeg> segs, std::span<const int32_t> toks, std::span<BatchItem* const> items) override {
-    kernels::OpContext o{*ctx_, *pipes_, *rec_, opt_.kernels};
-    record_body(o, segs, toks);
-    const HeadPart head{c_.tied_embeddings ? &embed_ : &lm_head_, 0};
-    finish_batch(o, x_, out_norm_, {&head, 1}, segs, items);
-    for (const BatchSeg& s : segs) s.seq->advance(s.T);
-  }
-
   Lfm2Params p_;
   bool fused_gu_ = false;
-  GpuWeight embed_, lm_head_;
-  Buffer out_norm_, rope_;  // rope_: positions [0, rope_rows_) (prepare_sequence)
-  uint32_t rope_rows_ = 0;
   std::vector<Layer> layers_;
-  Buffer x_, h_, qkv_, att_, bcx_, gu_, act_, logits_, tokens_, amax_, attn_split_;
-  kernels::SparseScratch sparse_;  // allocated with --sparse-attn only
+  Buffer qkv_, att_, bcx_, gu_, act_;
 };
 
 }  // namespace

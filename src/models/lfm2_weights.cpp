@@ -13,20 +13,7 @@
 namespace wgllm {
 namespace {
 
-std::string shape_str(const std::vector<uint64_t>& s) {
-  std::string r = "{";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + "}";
-}
 
-TensorRef need_t(const TensorStore& ts, const std::string& name, const std::vector<std::vector<uint64_t>>& shapes) {
-  std::optional<TensorRef> t = ts.find(name);
-  if (!t) throw Error(ts.source() + ": missing tensor '" + name + "'");
-  for (auto& s : shapes)
-    if (t->shape == s) return *t;
-  throw Error(ts.source() + ": tensor '" + name + "' has shape " + shape_str(t->shape) + ", expected " +
-              shape_str(shapes[0]));
-}
 
 void check_params(const Lfm2Params& p, const ModelConfig& c, const std::string& src) {
   if (p.attn.size() != c.n_layers)
@@ -182,31 +169,14 @@ ModelConfig lfm2_config_from_gguf(const GgufFile& f) {
   } else {
     c.n_kv_heads = gguf_uint(f, a + "attention.head_count_kv", {1, c.n_heads});
   }
-  check_hp(c.n_kv_heads <= c.n_heads && c.n_heads % c.n_kv_heads == 0, f.path(),
-           a + "attention.head_count " + std::to_string(c.n_heads) + " is not a multiple of " + a +
-               "attention.head_count_kv " + std::to_string(c.n_kv_heads));
-  if (!f.has(a + "attention.key_length"))
-    check_hp(c.d_model % c.n_heads == 0, f.path(),
-             a + "embedding_length " + std::to_string(c.d_model) + " is not a multiple of " + a +
-                 "attention.head_count " + std::to_string(c.n_heads) + " (and " + a + "attention.key_length is absent)");
-  c.head_dim = gguf_uint_or(f, a + "attention.key_length", c.d_model / c.n_heads, hp::head_dim);
-  const uint32_t vlen = gguf_uint_or(f, a + "attention.value_length", c.head_dim, hp::head_dim);
-  check_hp(vlen == c.head_dim, f.path(),
-           a + "attention.value_length " + std::to_string(vlen) + " != key_length " + std::to_string(c.head_dim) +
-               " is not supported");
+  gguf_attention_shape(f, a, c);  // a head_count_kv above head_count is not a divisor either
   c.max_context = gguf_uint_or(f, a + "context_length", 128000, hp::context);
   c.rms_eps = float(gguf_real_or(f, a + "attention.layer_norm_rms_epsilon", 1e-5, hp::rms_eps));
   c.rope_base = gguf_real_or(f, a + "rope.freq_base", 1000000.0, hp::rope_base);
   c.rope_dims = gguf_uint_or(f, a + "rope.dimension_count", c.head_dim, {2, c.head_dim});
   c.rope_neox = true;
   gguf_check_rope_scaling(f, a);
-  const GgufTensor& emb = f.tensor("token_embd.weight");
-  if (emb.shape.size() != 2) throw Error(f.path() + ": token_embd.weight must be 2-D");
-  check_hp(emb.shape[1] >= hp::vocab.lo && emb.shape[1] <= hp::vocab.hi, f.path(),
-           "token_embd.weight has " + std::to_string(emb.shape[1]) + " rows (the vocabulary): must be in [1, " +
-               std::to_string(hp::vocab.hi) + "]");
-  c.vocab = uint32_t(emb.shape[1]);
-  c.tied_embeddings = f.find("output.weight") == nullptr;
+  gguf_vocab(f, c);
   check_params(p, c, f.path());
   return c;
 }
@@ -223,9 +193,9 @@ Lfm2Refs lfm2_refs(const TensorStore& ts, const ModelConfig& c, const Lfm2Params
   const uint64_t d = c.d_model, q = c.q_dim(), kv = c.kv_dim(), f = c.ffn_dim, v = c.vocab, hd = c.head_dim,
                  L = p.conv_L;
   Lfm2Refs r;
-  r.embed = need_t(ts, g ? "token_embd.weight" : "model.embed_tokens.weight", {{d, v}});
-  r.out_norm = need_t(ts, g ? "token_embd_norm.weight" : "model.embedding_norm.weight", {{d}});
-  r.lm_head = c.tied_embeddings ? r.embed : need_t(ts, g ? "output.weight" : "lm_head.weight", {{d, v}});
+  r.embed = require_tensor(ts, g ? "token_embd.weight" : "model.embed_tokens.weight", {{d, v}});
+  r.out_norm = require_tensor(ts, g ? "token_embd_norm.weight" : "model.embedding_norm.weight", {{d}});
+  r.lm_head = c.tied_embeddings ? r.embed : require_tensor(ts, g ? "output.weight" : "lm_head.weight", {{d, v}});
   for (uint32_t i = 0; i < c.n_layers; ++i) {
     const std::string pre = g ? "blk." + std::to_string(i) + "." : "model.layers." + std::to_string(i) + ".";
     auto n = [&](const char* gguf, const char* hf) { return pre + (g ? gguf : hf) + ".weight"; };
@@ -234,22 +204,22 @@ Lfm2Refs lfm2_refs(const TensorStore& ts, const ModelConfig& c, const Lfm2Params
         if (ts.has(pre + b)) throw Error(ts.source() + ": tensor '" + pre + b + "': conv biases are not supported");
     }
     Lfm2LayerRefs R;
-    R.attn_norm = need_t(ts, n("attn_norm", "operator_norm"), {{d}});
-    R.ffn_norm = need_t(ts, n("ffn_norm", "ffn_norm"), {{d}});
-    R.w_gate = need_t(ts, n("ffn_gate", "feed_forward.w1"), {{d, f}});
-    R.w_up = need_t(ts, n("ffn_up", "feed_forward.w3"), {{d, f}});
-    R.w_down = need_t(ts, n("ffn_down", "feed_forward.w2"), {{f, d}});
+    R.attn_norm = require_tensor(ts, n("attn_norm", "operator_norm"), {{d}});
+    R.ffn_norm = require_tensor(ts, n("ffn_norm", "ffn_norm"), {{d}});
+    R.w_gate = require_tensor(ts, n("ffn_gate", "feed_forward.w1"), {{d, f}});
+    R.w_up = require_tensor(ts, n("ffn_up", "feed_forward.w3"), {{d, f}});
+    R.w_down = require_tensor(ts, n("ffn_down", "feed_forward.w2"), {{f, d}});
     if (p.attn[i]) {
-      R.wq = need_t(ts, n("attn_q", "self_attn.q_proj"), {{d, q}});
-      R.wk = need_t(ts, n("attn_k", "self_attn.k_proj"), {{d, kv}});
-      R.wv = need_t(ts, n("attn_v", "self_attn.v_proj"), {{d, kv}});
-      R.wo = need_t(ts, n("attn_output", "self_attn.out_proj"), {{q, d}});
-      R.q_norm = need_t(ts, n("attn_q_norm", "self_attn.q_layernorm"), {{hd}});
-      R.k_norm = need_t(ts, n("attn_k_norm", "self_attn.k_layernorm"), {{hd}});
+      R.wq = require_tensor(ts, n("attn_q", "self_attn.q_proj"), {{d, q}});
+      R.wk = require_tensor(ts, n("attn_k", "self_attn.k_proj"), {{d, kv}});
+      R.wv = require_tensor(ts, n("attn_v", "self_attn.v_proj"), {{d, kv}});
+      R.wo = require_tensor(ts, n("attn_output", "self_attn.out_proj"), {{q, d}});
+      R.q_norm = require_tensor(ts, n("attn_q_norm", "self_attn.q_layernorm"), {{hd}});
+      R.k_norm = require_tensor(ts, n("attn_k_norm", "self_attn.k_layernorm"), {{hd}});
     } else {
-      R.in_proj = need_t(ts, n("shortconv.in_proj", "conv.in_proj"), {{d, 3 * d}});
-      R.conv = need_t(ts, n("shortconv.conv", "conv.conv"), {{L, d}, {L, 1, d}});
-      R.out_proj = need_t(ts, n("shortconv.out_proj", "conv.out_proj"), {{d, d}});
+      R.in_proj = require_tensor(ts, n("shortconv.in_proj", "conv.in_proj"), {{d, 3 * d}});
+      R.conv = require_tensor(ts, n("shortconv.conv", "conv.conv"), {{L, d}, {L, 1, d}});
+      R.out_proj = require_tensor(ts, n("shortconv.out_proj", "conv.out_proj"), {{d, d}});
     }
     r.layers.push_back(std::move(R));
   }

@@ -21,14 +21,6 @@ namespace {
 
 namespace ref = kernels::ref;
 
-ref::Matrix matrix(const TensorRef& t) {
-  ref::Matrix m;
-  m.K = uint32_t(t.shape[0]);
-  m.N = t.shape.size() > 1 ? uint32_t(t.shape[1]) : 1;
-  m.w = dequantize_tensor(t);
-  return m;
-}
-
 struct Layer {
   std::vector<float> attn_norm, ffn_norm;
   ref::Matrix wq, wk, wv, wo, gate, up, down;
@@ -45,18 +37,15 @@ void add_bias(const std::vector<float>& b, float* y, uint32_t N, uint32_t T) {
 
 class LlamaCpu final : public CpuModel {
  public:
-  LlamaCpu(const ModelSource& src, const ModelOptions& opt) : c_(src.config) {
-    default_ctx_ = opt.context_length;
-    kopt_ = opt.kernels;
-    chunk_ = cpu_chunk(c_, opt);
+  LlamaCpu(const ModelSource& src, const ModelOptions& opt) : CpuModel(src.config, opt) {
     LlamaRefs r = llama_refs(*src.tensors, c_, src.is_gguf());
-    embed_ = matrix(r.embed);
+    embed_ = cpu_matrix(r.embed);
     out_norm_ = dequantize_tensor(r.out_norm);
-    if (!c_.tied_embeddings) lm_head_ = matrix(r.lm_head);
+    if (!c_.tied_embeddings) lm_head_ = cpu_matrix(r.lm_head);
     for (auto& L : r.layers) {
-      layers_.push_back({dequantize_tensor(L.attn_norm), dequantize_tensor(L.ffn_norm), matrix(L.wq),
-                         matrix(L.wk), matrix(L.wv), matrix(L.wo), matrix(L.w_gate), matrix(L.w_up),
-                         matrix(L.w_down), {}, {}, {}, {}, {}, {}, {}});
+      layers_.push_back({dequantize_tensor(L.attn_norm), dequantize_tensor(L.ffn_norm), cpu_matrix(L.wq),
+                         cpu_matrix(L.wk), cpu_matrix(L.wv), cpu_matrix(L.wo), cpu_matrix(L.w_gate), cpu_matrix(L.w_up),
+                         cpu_matrix(L.w_down), {}, {}, {}, {}, {}, {}, {}});
       if (L.has_qkv_bias()) {
         layers_.back().bq = dequantize_tensor(L.bq);
         layers_.back().bk = dequantize_tensor(L.bk);
@@ -72,7 +61,6 @@ class LlamaCpu final : public CpuModel {
     if (c_.arch == "gemma3") gemma_ = gemma3_params(src);
   }
 
-  const ModelConfig& config() const override { return c_; }
   std::string backend_name() const override { return "cpu"; }
   std::unique_ptr<Sequence> new_sequence(uint32_t ctx) override {
     SequenceSize s;
@@ -179,13 +167,8 @@ class LlamaCpu final : public CpuModel {
     add_normed(L.post_ffn_norm);
   }
 
-  ModelConfig c_;
   std::optional<Gemma3Params> gemma_;
   std::vector<float> rope_local_;  // gemma3 sliding layers' RoPE table
-  uint32_t default_ctx_ = 0;
-  kernels::KernelOptions kopt_;  // the sparse-attention switches (cpu_attention)
-  ref::Matrix embed_, lm_head_;
-  std::vector<float> out_norm_, rope_;  // rope_: grown by new_sequence() to the longest sequence
   std::vector<Layer> layers_;
 };
 

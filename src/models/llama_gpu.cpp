@@ -175,49 +175,22 @@ class LlamaGpu final : public GpuModel {
   }
 
   void alloc_scratch() {
-    alloc_chunk_buffers({{&x_, c_.d_model, "x"},
-                         {&h_, c_.d_model, "h"},
-                         {&qkv_, c_.q_dim() + 2 * c_.kv_dim(), "qkv"},
+    alloc_chunk_buffers({{&qkv_, c_.q_dim() + 2 * c_.kv_dim(), "qkv"},
                          {&att_, c_.q_dim(), "attn_out"},
                          {&gu_, 2 * c_.ffn_dim, "gate_up"},
                          {&act_, c_.ffn_dim, "ffn_act"},
-                         {&tokens_, 1, "tokens"},
                          {&o_, gemma_ ? c_.d_model : 0, "o"}});
-    logits_ = scratch(c_.vocab, "logits");
-    amax_ = scratch(1, "argmax");
-    attn_split_ = scratch(kernels::attention_split_floats(chunk_, c_.n_heads, c_.head_dim), "attn_split");
-    if (opt_.kernels.sparse_attn) {  // --sparse-attn: block means, selection and index scratch
-      sparse_ = kernels::make_sparse_scratch(*ctx_, opt_.kernels, c_.max_context, chunk_, c_.n_kv_heads, c_.head_dim);
-      mem_.scratch += sparse_.bytes();
-    }
   }
 
-  int32_t chunk(Sequence& seq, std::span<const int32_t> toks, HeadOut out, std::vector<float>* logits) override {
-    const uint32_t T = uint32_t(toks.size()), D = c_.d_model;
-    const BatchSeg seg{&seq, 0, T, seq.n_past()};
-    kernels::OpContext o{*ctx_, *pipes_, *rec_, opt_.kernels};
-    record_body(o, {&seg, 1}, toks);
-    const int32_t result =
-        head_parts_.empty()
-            ? finish_forward(o, c_, x_, (T - 1) * D, {out_norm_, c_.tied_embeddings ? embed_ : lm_head_, h_, logits_, amax_},
-                             out, logits)
-            : finish_split_head(o, (T - 1) * D, out, logits);
-    seq.advance(T);
-    return result;
+  int32_t finish_head(kernels::OpContext& o, uint32_t last_row, HeadOut out, std::vector<float>* logits) override {
+    return head_parts_.empty() ? GpuModel::finish_head(o, last_row, out, logits) : finish_split_head(o, last_row, out, logits);
   }
 
-  bool supports_batch() const override { return true; }
-
-  void chunk_batch(std::span<const BatchSeg> segs, std::span<const int32_t> toks, std::span<BatchItem* const> items) override {
-    kernels::OpContext o{*ctx_, *pipes_, *rec_, opt_.kernels};
-    record_body(o, segs, toks);
+  std::vector<HeadPart> head_parts() const override {
+    if (head_parts_.empty()) return GpuModel::head_parts();
     std::vector<HeadPart> parts;
-    if (head_parts_.empty())
-      parts.push_back({c_.tied_embeddings ? &embed_ : &lm_head_, 0});
-    else
-      for (size_t i = 0; i < head_parts_.size(); ++i) parts.push_back({&head_parts_[i], head_row0_[i]});
-    finish_batch(o, x_, out_norm_, parts, segs, items);
-    for (const BatchSeg& s : segs) s.seq->advance(s.T);
+    for (size_t i = 0; i < head_parts_.size(); ++i) parts.push_back({&head_parts_[i], head_row0_[i]});
+    return parts;
   }
 
   // Continuous batching over KV pools (--batch-rope-kv, --batch-decode-attn): the sequences of a
@@ -334,7 +307,7 @@ class LlamaGpu final : public GpuModel {
   // Begins the submission and records the embedding and every layer for the rows of segs (one
   // sequence, or several: continuous batching). Per-row ops run once over all rows; RoPE, the KV
   // store and attention per segment, against its sequence's cache at its positions.
-  void record_body(kernels::OpContext& o, std::span<const BatchSeg> segs, std::span<const int32_t> toks) {
+  void record_body(kernels::OpContext& o, std::span<const BatchSeg> segs, std::span<const int32_t> toks) override {
     const uint32_t T = uint32_t(toks.size()), D = c_.d_model, Q = c_.q_dim(), KV = c_.kv_dim(), QKV = Q + 2 * KV;
     const bool solo = segs.size() == 1;
     const BatchPlan plan = plan_batch(o, segs);
@@ -490,9 +463,7 @@ class LlamaGpu final : public GpuModel {
     }
     const uint32_t D = c_.d_model;
     if (out == HeadOut::Nll) {
-      std::vector<HeadPart> parts;
-      for (size_t i = 0; i < head_parts_.size(); ++i) parts.push_back({&head_parts_[i], head_row0_[i]});
-      record_nll_head(o, x_, last_row / D + 1, out_norm_, parts);
+      record_nll_head(o, x_, last_row / D + 1, out_norm_, head_parts());
       return -1;
     }
     kernels::rmsnorm(o, {x_, last_row}, D, out_norm_, {h_, 0}, D, 1, D, c_.rms_eps, "output_norm");
@@ -520,13 +491,9 @@ class LlamaGpu final : public GpuModel {
   std::optional<Gemma3Params> gemma_;
   Buffer rope_local_, o_;  // gemma3: sliding layers' RoPE table (rope_local_rows_ positions); scratch [T, d]
   uint32_t rope_local_rows_ = 0;
-  GpuWeight embed_, lm_head_;
-  Buffer out_norm_, rope_;  // rope_: positions [0, rope_rows_) (prepare_sequence)
-  uint32_t rope_rows_ = 0;
   std::vector<Layer> layers_;
-  Buffer x_, h_, qkv_, att_, gu_, act_, logits_, tokens_, amax_, attn_split_;
+  Buffer qkv_, att_, gu_, act_;
   Buffer batch_tab_, batch_split_;  // continuous batching over KV pools (plan_batch), grown on demand
-  kernels::SparseScratch sparse_;  // allocated with --sparse-attn only
 };
 
 }  // namespace

@@ -5,17 +5,9 @@
 namespace wgllm {
 namespace {
 
-std::string shape_str(const std::vector<uint64_t>& s) {
-  std::string r = "{";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + "}";
-}
 
 TensorRef need(const TensorStore& ts, const std::string& name, std::vector<uint64_t> shape) {
-  TensorRef t = ts.get(name);
-  if (t.shape != shape)
-    throw Error(ts.source() + ": tensor '" + name + "' has shape " + shape_str(t.shape) + ", expected " + shape_str(shape));
-  return t;
+  return require_tensor(ts, name, {std::move(shape)});
 }
 
 }  // namespace

@@ -20,14 +20,6 @@ namespace {
 
 namespace ref = kernels::ref;
 
-ref::Matrix matrix(const TensorRef& t) {
-  ref::Matrix m;
-  m.K = uint32_t(t.shape[0]);
-  m.N = t.shape.size() > 1 ? uint32_t(t.shape[1]) : 1;
-  m.w = dequantize_tensor(t);
-  return m;
-}
-
 struct Layer {
   bool linear = false;
   std::vector<float> attn_norm, ffn_norm;  // (1 + w)
@@ -42,30 +34,27 @@ struct Layer {
 
 class Qwen35Cpu final : public CpuModel {
  public:
-  Qwen35Cpu(const ModelSource& src, const ModelOptions& opt) : c_(src.config), p_(qwen35_params(src)) {
-    default_ctx_ = opt.context_length;
-    kopt_ = opt.kernels;
-    chunk_ = cpu_chunk(c_, opt);
+  Qwen35Cpu(const ModelSource& src, const ModelOptions& opt) : CpuModel(src.config, opt), p_(qwen35_params(src)) {
     Qwen35Refs r = qwen35_refs(*src.tensors, c_, p_);
-    embed_ = matrix(r.embed);
+    embed_ = cpu_matrix(r.embed);
     out_norm_ = qwen35_norm_weight(r.out_norm, p_);
-    if (!c_.tied_embeddings) lm_head_ = matrix(r.lm_head);
+    if (!c_.tied_embeddings) lm_head_ = cpu_matrix(r.lm_head);
     for (uint32_t i = 0; i < c_.n_layers; ++i) {
       auto& R = r.layers[i];
       Layer L;
       L.linear = p_.linear[i];
       L.attn_norm = qwen35_norm_weight(R.attn_norm, p_);
       L.ffn_norm = qwen35_norm_weight(R.ffn_norm, p_);
-      L.gate = matrix(R.w_gate);
-      L.up = matrix(R.w_up);
-      L.down = matrix(R.w_down);
+      L.gate = cpu_matrix(R.w_gate);
+      L.up = cpu_matrix(R.w_up);
+      L.down = cpu_matrix(R.w_down);
       if (L.linear) {
         ++n_lin_;
-        L.w_qkv = matrix(R.w_qkv);
-        L.w_z = matrix(R.w_z);
-        L.w_b = matrix(R.w_b);
-        L.w_a = matrix(R.w_a);
-        L.w_out = matrix(R.w_out);
+        L.w_qkv = cpu_matrix(R.w_qkv);
+        L.w_z = cpu_matrix(R.w_z);
+        L.w_b = cpu_matrix(R.w_b);
+        L.w_a = cpu_matrix(R.w_a);
+        L.w_out = cpu_matrix(R.w_out);
         L.conv = dequantize_tensor(R.conv);
         L.a_log = qwen35_a_log(R.a_log, p_);
         L.dt_bias = dequantize_tensor(R.dt_bias);
@@ -75,10 +64,10 @@ class Qwen35Cpu final : public CpuModel {
         std::vector<uint8_t> q = qwen35_deinterleave_q(R.wq, c_.n_heads, c_.head_dim);
         TensorRef t = R.wq;
         t.data = q.data();
-        L.wq = matrix(t);
-        L.wk = matrix(R.wk);
-        L.wv = matrix(R.wv);
-        L.wo = matrix(R.wo);
+        L.wq = cpu_matrix(t);
+        L.wk = cpu_matrix(R.wk);
+        L.wv = cpu_matrix(R.wv);
+        L.wo = cpu_matrix(R.wo);
         L.q_norm = qwen35_norm_weight(R.q_norm, p_);
         L.k_norm = qwen35_norm_weight(R.k_norm, p_);
       }
@@ -86,7 +75,6 @@ class Qwen35Cpu final : public CpuModel {
     }
   }
 
-  const ModelConfig& config() const override { return c_; }
   std::string backend_name() const override { return "cpu"; }
   std::unique_ptr<Sequence> new_sequence(uint32_t ctx) override {
     SequenceSize s;
@@ -179,12 +167,8 @@ class Qwen35Cpu final : public CpuModel {
     ref::matmul(L.w_out, o.data(), VD, x.data(), D, T, true);
   }
 
-  ModelConfig c_;
   Qwen35Params p_;
-  uint32_t default_ctx_ = 0, n_attn_ = 0, n_lin_ = 0;
-  kernels::KernelOptions kopt_;  // the sparse-attention switches (cpu_attention)
-  ref::Matrix embed_, lm_head_;
-  std::vector<float> out_norm_, rope_;  // rope_: grown by new_sequence() to the longest sequence
+  uint32_t n_attn_ = 0, n_lin_ = 0;
   std::vector<Layer> layers_;
 };
 

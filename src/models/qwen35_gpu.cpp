@@ -132,25 +132,15 @@ class Qwen35Gpu final : public GpuModel {
     const uint32_t Q = c_.q_dim(), KV = c_.kv_dim();
     proj_stride_ = std::max(n_attn_ ? 2 * Q + 2 * KV : 0, n_lin_ ? p_.conv_dim() + p_.value_dim() + 2 * p_.nv : 0);
     proj_stride_ = (proj_stride_ + 3) / 4 * 4;
-    alloc_chunk_buffers({{&x_, c_.d_model, "x"},
-                         {&h_, c_.d_model, "h"},
-                         {&proj_, proj_stride_, "proj"},
+    alloc_chunk_buffers({{&proj_, proj_stride_, "proj"},
                          // attention rows: proj_stride_ (the gate's)
                          {&att_, std::max(proj_stride_, p_.value_dim()), "mixer_out"},
                          {&conv_, n_lin_ ? p_.conv_dim() : 0, "gdn_conv_out"},
                          {&gates_, n_lin_ ? 2 * p_.nv : 0, "gdn_gates"},
                          {&gu_, 2 * c_.ffn_dim, "gate_up"},
-                         {&act_, c_.ffn_dim, "ffn_act"},
-                         {&tokens_, 1, "tokens"}});
+                         {&act_, c_.ffn_dim, "ffn_act"}});
     work_ = scratch(n_lin_ ? kernels::gdn_chunk_work_floats(chunk_, opt_.kernels.gdn_chunk, p_.nv, p_.dk, p_.dv) : 0,
                     "gdn_work");
-    logits_ = scratch(c_.vocab, "logits");
-    amax_ = scratch(1, "argmax");
-    attn_split_ = scratch(kernels::attention_split_floats(chunk_, c_.n_heads, c_.head_dim), "attn_split");
-    if (opt_.kernels.sparse_attn) {  // --sparse-attn: block means, selection and index scratch
-      sparse_ = kernels::make_sparse_scratch(*ctx_, opt_.kernels, c_.max_context, chunk_, c_.n_kv_heads, c_.head_dim);
-      mem_.scratch += sparse_.bytes();
-    }
   }
 
   // The input norm and projections of one layer's x into proj_ columns [0, ...) (fused or part
@@ -235,7 +225,7 @@ class Qwen35Gpu final : public GpuModel {
   }
 
   // Begins the submission and records the embedding and every layer for the rows of segs.
-  void record_body(kernels::OpContext& o, std::span<const BatchSeg> segs, std::span<const int32_t> toks) {
+  void record_body(kernels::OpContext& o, std::span<const BatchSeg> segs, std::span<const int32_t> toks) override {
     const uint32_t T = uint32_t(toks.size());
     const Buffer& ids = token_ids(tokens_, amax_, toks, segs.size() > 1);
     rec_->begin();
@@ -253,36 +243,12 @@ class Qwen35Gpu final : public GpuModel {
     }
   }
 
-  int32_t chunk(Sequence& seq, std::span<const int32_t> toks, HeadOut out, std::vector<float>* logits) override {
-    const uint32_t T = uint32_t(toks.size()), D = c_.d_model;
-    const BatchSeg seg{&seq, 0, T, seq.n_past()};
-    kernels::OpContext o{*ctx_, *pipes_, *rec_, opt_.kernels};
-    record_body(o, {&seg, 1}, toks);
-    const int32_t result = finish_forward(o, c_, x_, (T - 1) * D,
-                                          {out_norm_, c_.tied_embeddings ? embed_ : lm_head_, h_, logits_, amax_}, out, logits);
-    seq.advance(T);
-    return result;
-  }
-
-  bool supports_batch() const override { return true; }
   uint32_t batch_dispatches_per_seq_layer() const override { return 8; }
-
-  void chunk_batch(std::span<const BatchSeg> segs, std::span<const int32_t> toks, std::span<BatchItem* const> items) override {
-    kernels::OpContext o{*ctx_, *pipes_, *rec_, opt_.kernels};
-    record_body(o, segs, toks);
-    const HeadPart head{c_.tied_embeddings ? &embed_ : &lm_head_, 0};
-    finish_batch(o, x_, out_norm_, {&head, 1}, segs, items);
-    for (const BatchSeg& s : segs) s.seq->advance(s.T);
-  }
 
   Qwen35Params p_;
   uint32_t proj_stride_ = 0, n_attn_ = 0, n_lin_ = 0;
-  GpuWeight embed_, lm_head_;
-  Buffer out_norm_, rope_;  // rope_: positions [0, rope_rows_) (prepare_sequence)
-  uint32_t rope_rows_ = 0;
   std::vector<Layer> layers_;
-  Buffer x_, h_, proj_, att_, conv_, gates_, work_, gu_, act_, logits_, tokens_, amax_, attn_split_;
-  kernels::SparseScratch sparse_;  // allocated with --sparse-attn only
+  Buffer proj_, att_, conv_, gates_, work_, gu_, act_;
 };
 
 }  // namespace

@@ -13,17 +13,9 @@
 namespace wgllm {
 namespace {
 
-std::string shape_str(const std::vector<uint64_t>& s) {
-  std::string r = "{";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + "}";
-}
 
 TensorRef need_t(const TensorStore& ts, const std::string& name, std::vector<uint64_t> shape) {
-  TensorRef t = ts.get(name);
-  if (t.shape != shape)
-    throw Error(ts.source() + ": tensor '" + name + "' has shape " + shape_str(t.shape) + ", expected " + shape_str(shape));
-  return t;
+  return require_tensor(ts, name, {std::move(shape)});
 }
 
 // The text config: the object itself (qwen3_5_text) or its "text_config" (qwen3_5).
@@ -163,21 +155,7 @@ ModelConfig qwen35_config_from_gguf(const GgufFile& f) {
   ModelConfig c;
   c.arch = "qwen35";
   c.name = f.get_str_or("general.name", "qwen3.5");
-  c.n_layers = gguf_uint(f, a + "block_count", hp::layers);
-  c.d_model = gguf_uint(f, a + "embedding_length", hp::d_model);
-  c.ffn_dim = gguf_uint(f, a + "feed_forward_length", hp::ffn);
-  c.n_heads = gguf_uint(f, a + "attention.head_count", hp::heads);
-  c.n_kv_heads = gguf_uint_or(f, a + "attention.head_count_kv", c.n_heads, {1, c.n_heads});
-  check_hp(c.n_heads % c.n_kv_heads == 0, f.path(),
-           a + "attention.head_count " + std::to_string(c.n_heads) + " is not a multiple of " + a +
-               "attention.head_count_kv " + std::to_string(c.n_kv_heads));
-  if (!f.has(a + "attention.key_length"))
-    check_hp(c.d_model % c.n_heads == 0, f.path(),
-             a + "embedding_length " + std::to_string(c.d_model) + " is not a multiple of " + a +
-                 "attention.head_count " + std::to_string(c.n_heads) + " (and " + a + "attention.key_length is absent)");
-  c.head_dim = gguf_uint_or(f, a + "attention.key_length", c.d_model / c.n_heads, hp::head_dim);
-  if (gguf_uint_or(f, a + "attention.value_length", c.head_dim, hp::head_dim) != c.head_dim)
-    throw Error(f.path() + ": " + a + "attention.value_length != key_length is not supported");
+  gguf_transformer_shape(f, a, c);
   c.max_context = gguf_uint_or(f, a + "context_length", 262144, hp::context);
   c.rms_eps = float(gguf_real_or(f, a + "attention.layer_norm_rms_epsilon", 1e-6, hp::rms_eps));
   c.rope_base = gguf_real_or(f, a + "rope.freq_base", 10000000.0, hp::rope_base);
@@ -189,13 +167,7 @@ ModelConfig qwen35_config_from_gguf(const GgufFile& f) {
   c.rope_neox = true;
   gguf_check_rope_scaling(f, a);
   if (f.get_u64_or(a + "expert_count", 0) != 0) throw Error(f.path() + ": mixture-of-experts qwen35 files are not supported");
-  const GgufTensor& emb = f.tensor("token_embd.weight");
-  if (emb.shape.size() != 2) throw Error(f.path() + ": token_embd.weight must be 2-D");
-  check_hp(emb.shape[1] >= hp::vocab.lo && emb.shape[1] <= hp::vocab.hi, f.path(),
-           "token_embd.weight has " + std::to_string(emb.shape[1]) + " rows (the vocabulary): must be in [1, " +
-               std::to_string(hp::vocab.hi) + "]");
-  c.vocab = uint32_t(emb.shape[1]);
-  c.tied_embeddings = f.find("output.weight") == nullptr;
+  gguf_vocab(f, c);
   qwen35_params_from_gguf(f);  // validates the hybrid fields now, at open
   return c;
 }
