@@ -5,7 +5,8 @@
                                  peer "default" = A's median (A1 and A2 together), ratio_ci = B/A's interval
   raw/um_mt_<arm>_r<k>.json      `wgllm bench multi-turn --session-only`: session TTFT at turn 30 and the
                                  turn-30 / turn-2 ratio per round, --no-attn-prefill-split vs default
-  raw/um_long_sparse*.json       `wgllm bench long-context --modes sparse`: prefill time, --no-sparse-tiled vs default
+  raw/um_long_*.json             `wgllm bench long-context`: prefill time of 8192 tokens with --no-sparse-tiled, top-k 16 / 32
+                                 and dense, against --sparse-attn with the defaults (call 29)
 Usage: python3 make_summary.py   (in this folder)"""
 import glob, json, os, statistics
 
@@ -30,21 +31,28 @@ def prompt_of(cmd):
     return cmd.split("--prompt-lengths ")[1].split()[0]
 
 
-for f in sorted(glob.glob(os.path.join(RAW, "um_*.json"))):
+for f in sorted(glob.glob(os.path.join(RAW, "um_*.json"))) + [os.path.join(RAW, "gdn16_vs_32_p512.json")]:
     name = os.path.basename(f)[:-5]
+    if name == "gdn16_vs_32_p512":
+        name = "gdn16_vs_32_p512_qwen35"  # call 30's A/B, named before the um_ prefix
     if name.startswith(("um_mt_", "um_long_")):
         continue
     d = json.load(open(f))
     cfg = setting(d["cmd_a"], d["cmd_b"])
+    peer = "default"
+    if not d["cmd_b"].startswith(d["cmd_a"]):  # A is not the product configuration (e.g. --gdn-chunk 32 vs 16)
+        a_opt = d["cmd_a"].split("--reps ")[1].split(None, 1)
+        b_opt = d["cmd_b"].split("--reps ")[1].split(None, 1)
+        peer, cfg = a_opt[1] if len(a_opt) > 1 else "default", b_opt[1] if len(b_opt) > 1 else "default"
     for metric, m in d["metrics"].items():
         a = m["a1"] + m["a2"]
         r = m["ratio_b_over_a"]
         ctx = (f"decode after a {prompt_of(d['cmd_a'])}-token prompt" if metric == "decode_tok_s"
                else f"TTFT, {prompt_of(d['cmd_a'])}-token prompt") + f", bench ab {d['rounds']} rounds"
         rows.append({"model": model_of(name), "weights": "synthetic", "metric": metric, "context": ctx,
-                     "wgllm": statistics.median(m["b"]), "peer": "default", "peer_value": statistics.median(a),
+                     "wgllm": statistics.median(m["b"]), "peer": peer, "peer_value": statistics.median(a),
                      "ratio_ci": [r["lo"], r["hi"]], "noise_band": m["noise_band"], "config": cfg,
-                     "verdict": m["verdict"], "source": f"raw/{name}.json"})
+                     "verdict": m["verdict"], "source": f"raw/{os.path.basename(f)}"})
 
 
 def turns(path):
@@ -62,15 +70,16 @@ for r in (1, 2):
     rows.append(dict(base, metric="session_ttft_turn30_over_turn2_ratio", context=f"bench multi-turn --turns 30, round {r}",
                      wgllm=nratio, peer_value=dratio))
 
-lc = {}
-for f in glob.glob(os.path.join(RAW, "um_long_sparse*.json")):
-    run = json.load(open(f))["runs"][0]
-    lc["tiled" if f.endswith("um_long_sparse.json") else "untiled"] = run
-ms = lambda run: sum(c["ms"] for c in run["chunks"])
-rows.append({"model": MODELS["smollm2"], "weights": "synthetic", "metric": "prefill_ms",
-             "context": "bench long-context --contexts 8192 --modes sparse --sparse-threshold 2048 (one run each)",
-             "wgllm": ms(lc["untiled"]), "peer": "default", "peer_value": ms(lc["tiled"]), "ratio_ci": None,
-             "noise_band": None, "config": "--no-sparse-tiled", "source": "raw/um_long_sparse*.json"})
+ms = lambda name: sum(c["ms"] for c in json.load(open(os.path.join(RAW, name)))["runs"][0]["chunks"])
+LC = "bench long-context --contexts 8192 --sparse-threshold 2048 (one run each)"
+tiled = ms("um_long_sparse.json")  # call 29, the product configuration with --sparse-attn
+for name, cfg in [("um_long_sparse__no_sparse_tiled.json", "--sparse-attn --no-sparse-tiled"),
+                  ("um_long_sparse_topk16.json", "--sparse-attn --sparse-top-k 16 (the default; call 31)"),
+                  ("um_long_sparse_topk32.json", "--sparse-attn --sparse-top-k 32 (call 31)"),
+                  ("um_long_dense.json", "dense (no --sparse-attn; call 31)")]:
+    rows.append({"model": MODELS["smollm2"], "weights": "synthetic", "metric": "prefill_ms", "context": LC,
+                 "wgllm": ms(name), "peer": "--sparse-attn (call 29)", "peer_value": tiled, "ratio_ci": None,
+                 "noise_band": None, "config": cfg, "source": f"raw/{name}, raw/um_long_sparse.json"})
 gpu = open(os.path.join(RAW, "gpu.txt")).read().splitlines()[1].split(", ")
 out = {"commit": "3b9b52f", "date": "2026-12-04", "device": f"NVIDIA H200 (Vulkan, driver {gpu[1]})", "rows": rows}
 json.dump(out, open(os.path.join(HERE, "summary.json"), "w"), indent=1)
