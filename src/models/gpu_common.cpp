@@ -38,6 +38,26 @@ uint64_t GpuModel::binding_limit() const {
   return std::min<uint64_t>(lim.maxStorageBufferBindingSize, lim.maxBufferSize);
 }
 
+kernels::GpuWeight GpuModel::weight(const std::vector<const TensorRef*>& parts, const std::string& label) {
+  return upload_matrix(*ctx_, parts, label, mem_);
+}
+
+gpu::Buffer GpuModel::f32_buffer(const TensorRef& t, const std::string& label) {
+  return upload_f32(*ctx_, dequantize_tensor(t), label, mem_);
+}
+
+void GpuModel::upload_ffn(const TensorRef& gate, const TensorRef& up, const TensorRef& down, bool fused,
+                          const std::string& p, kernels::GpuWeight& gate_up_w, kernels::GpuWeight& gate_w,
+                          kernels::GpuWeight& up_w, kernels::GpuWeight& down_w) {
+  if (fused) {
+    gate_up_w = weight({&gate, &up}, p + "ffn_gate_up");
+  } else {
+    gate_w = weight({&gate}, p + "ffn_gate");
+    up_w = weight({&up}, p + "ffn_up");
+  }
+  down_w = weight({&down}, p + "ffn_down");
+}
+
 void GpuModel::alloc_chunk_buffers(std::initializer_list<ChunkBuffer> bufs) {
   // Tokens per forward. Auto: 2048 on hardware adapters (H200, 2026-12-04,
   // bench/results/2026-12-04-h200-prefill-chunk-serve: TTFT at 4096 tokens -8.8% against 512 on the
@@ -287,6 +307,12 @@ int32_t GpuModel::run(Sequence& seq, std::span<const int32_t> toks, HeadOut out,
 uint32_t GpuModel::max_batch_seqs() const {
   const uint32_t per = std::max<uint32_t>(1, c_.n_layers * batch_dispatches_per_seq_layer() + 8);
   return std::max<uint32_t>(1, (kMaxDispatches - 1024) / per);
+}
+
+void GpuModel::begin_body(kernels::OpContext& o, std::span<const BatchSeg> segs, std::span<const int32_t> toks) {
+  const gpu::Buffer& ids = token_ids(tokens_, amax_, toks, segs.size() > 1);
+  rec_->begin();
+  kernels::embed(o, embed_, ids, uint32_t(toks.size()), {x_, 0});
 }
 
 int32_t GpuModel::chunk(Sequence& seq, std::span<const int32_t> toks, HeadOut out, std::vector<float>* logits) {

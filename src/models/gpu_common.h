@@ -89,6 +89,9 @@ class GpuModel : public Model {
   /// their ids in row order; one segment for a single-sequence forward); the last layer's output is
   /// left in x_. Attention and recurrent updates run per segment. Each architecture implements it.
   virtual void record_body(kernels::OpContext& o, std::span<const BatchSeg> segs, std::span<const int32_t> toks) = 0;
+  /// The start of a record_body() whose embedding table is on the device: the token ids (written,
+  /// or the previous step's argmax; token_ids()), the recorder begun, x_ = embed(ids) for every row.
+  void begin_body(kernels::OpContext& o, std::span<const BatchSeg> segs, std::span<const int32_t> toks);
   /// One submission for toks (size <= chunk_), appended to seq: record_body(), then finish_head()
   /// when out != None.
   int32_t chunk(Sequence& seq, std::span<const int32_t> toks, HeadOut out, std::vector<float>* logits);
@@ -168,6 +171,15 @@ class GpuModel : public Model {
   void alloc_chunk_buffers(std::initializer_list<ChunkBuffer> bufs);
   /// Bytes of the largest buffer a kernel binds whole: min(maxStorageBufferBindingSize, maxBufferSize).
   uint64_t binding_limit() const;
+  /// Uploads matrices of one type and row length stacked by rows (upload_matrix: fused projections)
+  /// / a tensor dequantized to f32 (upload_f32), counted in mem_.
+  kernels::GpuWeight weight(const std::vector<const TensorRef*>& parts, const std::string& label);
+  gpu::Buffer f32_buffer(const TensorRef& t, const std::string& label);
+  /// One layer's SwiGLU FFN weights under prefix p ("blk.3."): gate and up stacked into gate_up when
+  /// `fused` (ModelOptions::fuse_gate_up with equal types), else apart; and down.
+  void upload_ffn(const TensorRef& gate, const TensorRef& up, const TensorRef& down, bool fused, const std::string& p,
+                  kernels::GpuWeight& gate_up_w, kernels::GpuWeight& gate_w, kernels::GpuWeight& up_w,
+                  kernels::GpuWeight& down_w);
   /// With --sparse-attn, gives every KvState of seq its block-means cache (kernels/sparse_attention.h).
   void attach_sparse_means(Sequence& seq);
   /// The end of one submission as the architectures call it (this member hides the free

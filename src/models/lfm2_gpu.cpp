@@ -61,13 +61,6 @@ class Lfm2Gpu final : public GpuModel {
 
  private:
 
-  // Stacks the rows of several matrices with the same type and row length (fused projections).
-  GpuWeight weight(const std::vector<const TensorRef*>& parts, const std::string& label) {
-    return upload_matrix(*ctx_, parts, label, mem_);
-  }
-  Buffer f32_buffer(const TensorRef& t, const std::string& label) {
-    return upload_f32(*ctx_, dequantize_tensor(t), label, mem_);
-  }
 
   void load(const ModelSource& src) {
     Lfm2Refs r = lfm2_refs(*src.tensors, c_, p_, src.is_gguf());
@@ -83,13 +76,7 @@ class Lfm2Gpu final : public GpuModel {
       L.attn = p_.attn[i];
       L.attn_norm = f32_buffer(R.attn_norm, p + "attn_norm");
       L.ffn_norm = f32_buffer(R.ffn_norm, p + "ffn_norm");
-      if (fused_gu_) {
-        L.wgu = weight({&R.w_gate, &R.w_up}, p + "ffn_gate_up");
-      } else {
-        L.wg = weight({&R.w_gate}, p + "ffn_gate");
-        L.wu = weight({&R.w_up}, p + "ffn_up");
-      }
-      L.wd = weight({&R.w_down}, p + "ffn_down");
+      upload_ffn(R.w_gate, R.w_up, R.w_down, fused_gu_, p, L.wgu, L.wg, L.wu, L.wd);
       if (L.attn) {
         L.qkv = upload_stacked(*ctx_, {&R.wq, &R.wk, &R.wv}, {"q", "k", "v"}, opt_.fuse_qkv, "attn_", p, mem_);
         L.wo = weight({&R.wo}, p + "attn_output");
@@ -155,9 +142,7 @@ class Lfm2Gpu final : public GpuModel {
   // Begins the submission and records the embedding and every layer for the rows of segs.
   void record_body(kernels::OpContext& o, std::span<const BatchSeg> segs, std::span<const int32_t> toks) override {
     const uint32_t T = uint32_t(toks.size());
-    const Buffer& ids = token_ids(tokens_, amax_, toks, segs.size() > 1);
-    rec_->begin();
-    kernels::embed(o, embed_, ids, T, {x_, 0});
+    begin_body(o, segs, toks);
     for (uint32_t l = 0; l < c_.n_layers; ++l) {
       Layer& L = layers_[l];
       if (L.attn)

@@ -118,13 +118,6 @@ class LlamaGpu final : public GpuModel {
     return s;
   }
 
-  // Stacks the rows of several matrices with the same type and row length (fused projections).
-  GpuWeight weight(const std::vector<const TensorRef*>& parts, const std::string& label) {
-    return upload_matrix(*ctx_, parts, label, mem_);
-  }
-  Buffer f32_buffer(const TensorRef& t, const std::string& label) {
-    return upload_f32(*ctx_, dequantize_tensor(t), label, mem_);
-  }
   static bool same_type(std::initializer_list<const TensorRef*> ts) {
     for (auto* t : ts)
       if (t->type != (*ts.begin())->type) return false;
@@ -162,13 +155,7 @@ class LlamaGpu final : public GpuModel {
         L.post_ffn_norm = f32_buffer(R.post_ffn_norm, p + "post_ffw_norm");
       }
       L.wo = weight({&R.wo}, p + "attn_output");
-      if (fused_gu_) {
-        L.wgu = weight({&R.w_gate, &R.w_up}, p + "ffn_gate_up");
-      } else {
-        L.wg = weight({&R.w_gate}, p + "ffn_gate");
-        L.wu = weight({&R.w_up}, p + "ffn_up");
-      }
-      L.wd = weight({&R.w_down}, p + "ffn_down");
+      upload_ffn(R.w_gate, R.w_up, R.w_down, fused_gu_, p, L.wgu, L.wg, L.wu, L.wd);
       layers_.push_back(std::move(L));
     }
     ctx_->wait_idle();  // the RoPE table is made by new_sequence(), sized by the sequence's context

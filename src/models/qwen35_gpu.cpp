@@ -227,9 +227,7 @@ class Qwen35Gpu final : public GpuModel {
   // Begins the submission and records the embedding and every layer for the rows of segs.
   void record_body(kernels::OpContext& o, std::span<const BatchSeg> segs, std::span<const int32_t> toks) override {
     const uint32_t T = uint32_t(toks.size());
-    const Buffer& ids = token_ids(tokens_, amax_, toks, segs.size() > 1);
-    rec_->begin();
-    kernels::embed(o, embed_, ids, T, {x_, 0});
+    begin_body(o, segs, toks);
     for (uint32_t l = 0; l < c_.n_layers; ++l) {
       Layer& L = layers_[l];
       if (L.linear)
