@@ -65,18 +65,17 @@ void GpuModel::alloc_chunk_buffers(std::initializer_list<ChunkBuffer> bufs) {
   // ms), halved (down to 512) while the widest of the architecture's chunk-sized buffers would
   // exceed one storage binding (scratch() refuses it); 512 on software adapters (CI's reference;
   // not measured there).
-  uint64_t widest = c_.d_model;  // x_ and h_
-  for (const ChunkBuffer& b : bufs) widest = std::max(widest, b.per_token);
+  std::vector<ChunkBuffer> all = {{&x_, c_.d_model, "x"}, {&h_, c_.d_model, "h"}, {&tokens_, 1, "tokens"}};
+  all.insert(all.end(), bufs);
+  uint64_t widest = 1;
+  for (const ChunkBuffer& b : all) widest = std::max(widest, b.per_token);
   uint32_t chunk = opt_.prefill_chunk;
   if (chunk == ModelOptions::kPrefillChunkAuto) {
     chunk = ctx_->info().is_software() ? 512u : 2048u;
     while (chunk > 512 && chunk * widest * 4 > binding_limit()) chunk /= 2;
   }
   chunk_ = std::max<uint32_t>(1, std::min(chunk, c_.max_context));
-  for (const ChunkBuffer& b : {ChunkBuffer{&x_, c_.d_model, "x"}, ChunkBuffer{&h_, c_.d_model, "h"},
-                               ChunkBuffer{&tokens_, 1, "tokens"}})
-    *b.buf = scratch(uint64_t(chunk_) * b.per_token, b.name, b.per_token);
-  for (const ChunkBuffer& b : bufs) *b.buf = scratch(uint64_t(chunk_) * b.per_token, b.name, b.per_token);
+  for (const ChunkBuffer& b : all) *b.buf = scratch(uint64_t(chunk_) * b.per_token, b.name, b.per_token);
   logits_ = scratch(c_.vocab, "logits");
   amax_ = scratch(1, "argmax");
   attn_split_ = scratch(kernels::attention_split_floats(chunk_, c_.n_heads, c_.head_dim), "attn_split");
@@ -340,7 +339,7 @@ void GpuModel::chunk_batch(std::span<const BatchSeg> segs, std::span<const int32
 }
 
 void GpuModel::forward_batch(std::span<BatchItem> items) {
-  if (!supports_batch() || items.size() <= 1) return Model::forward_batch(items);
+  if (items.size() <= 1) return Model::forward_batch(items);
   check_batch(items, c_.vocab);
   constexpr uint64_t kReadCap = 16ull << 20;  // gpu::Recorder::read_after's limit
   const uint32_t max_seqs = max_batch_seqs();

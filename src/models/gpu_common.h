@@ -80,7 +80,7 @@ class GpuModel : public Model {
   /// of one item, an item longer than chunk_ and every item of an architecture without
   /// chunk_batch() go through the single-sequence path (run()).
   void forward_batch(std::span<BatchItem> items) override;
-  bool batched_forward() const override { return supports_batch(); }
+  bool batched_forward() const override { return true; }
 
  protected:
   /// Creates the device on opt.adapter_index (throws wgllm::Error without a usable adapter).
@@ -100,8 +100,6 @@ class GpuModel : public Model {
   virtual int32_t finish_head(kernels::OpContext& o, uint32_t last_row, HeadOut out, std::vector<float>* logits);
   /// The output head as row blocks: the whole head (the tied embedding or lm_head_) by default.
   virtual std::vector<HeadPart> head_parts() const;
-  /// Whether chunk_batch() may run (record_body() handles several segments).
-  virtual bool supports_batch() const { return true; }
   /// One submission for several sequences: segs[i] holds items[i]'s rows (in order, rows
   /// 0 .. sum T - 1, at most chunk_), toks all their ids in row order: record_body(), then
   /// finish_batch() over head_parts(), and every sequence advanced. The sequences are already

@@ -41,7 +41,6 @@ struct Layer {
   Buffer conv;                     // ShortConv [d][L] f32
 };
 
-
 class Lfm2Gpu final : public GpuModel {
  public:
   Lfm2Gpu(const ModelSource& src, const ModelOptions& opt) : GpuModel(src.config, opt), p_(lfm2_params(src)) {
@@ -60,8 +59,6 @@ class Lfm2Gpu final : public GpuModel {
   }
 
  private:
-
-
   void load(const ModelSource& src) {
     Lfm2Refs r = lfm2_refs(*src.tensors, c_, p_, src.is_gguf());
     embed_ = weight({&r.embed}, "token_embd");

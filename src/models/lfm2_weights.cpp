@@ -13,8 +13,6 @@
 namespace wgllm {
 namespace {
 
-
-
 void check_params(const Lfm2Params& p, const ModelConfig& c, const std::string& src) {
   if (p.attn.size() != c.n_layers)
     throw Error(src + ": layer pattern has " + std::to_string(p.attn.size()) + " entries for " +

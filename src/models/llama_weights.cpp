@@ -5,7 +5,6 @@
 namespace wgllm {
 namespace {
 
-
 TensorRef need(const TensorStore& ts, const std::string& name, std::vector<uint64_t> shape) {
   return require_tensor(ts, name, {std::move(shape)});
 }

@@ -39,7 +39,6 @@ struct Layer {
   Buffer conv, a_log, dt_bias, gdn_norm;  // linear
 };
 
-
 struct Part {  // rows of one matrix in a fused weight
   const TensorRef* t;
   const uint8_t* data = nullptr;  // re-ordered rows, or nullptr: t's own bytes
@@ -85,7 +84,6 @@ class Qwen35Gpu final : public GpuModel {
     for (size_t i = 0; i < parts.size(); ++i) L.w_parts.push_back(weight({parts[i]}, label + "." + std::to_string(i)));
   }
   Buffer f32_buffer(const std::vector<float>& v, const std::string& label) { return upload_f32(*ctx_, v, label, mem_); }
-
 
   void load(const ModelSource& src) {
     Qwen35Refs r = qwen35_refs(*src.tensors, c_, p_);

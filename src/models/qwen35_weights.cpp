@@ -13,7 +13,6 @@
 namespace wgllm {
 namespace {
 
-
 TensorRef need_t(const TensorStore& ts, const std::string& name, std::vector<uint64_t> shape) {
   return require_tensor(ts, name, {std::move(shape)});
 }
