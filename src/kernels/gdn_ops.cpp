@@ -253,9 +253,29 @@ void gdn_chunked(OpContext& o, const GdnOperands& a, const gpu::Buffer& work) {
                  {a.qkv, a.gates, work}, prm, nch, a.NV, 1, "gdn_chunk_prep");
   o.rec.declare(TrafficBytes().r(Traffic::Activations, io + wk).r(Traffic::Recurrent, sb).w(Traffic::Recurrent, sb)
                     .w(Traffic::Activations, 4ull * a.T * a.NV * a.DV));
-  o.rec.dispatch(get(o, "gdn_chunk_scan", {},
-                     {Bind::ReadOnly, Bind::ReadWrite, Bind::ReadWrite, Bind::ReadWrite, Bind::Uniform}),
-                 {a.qkv, work, a.state, a.out}, prm, ceil_div(a.DV, 64), a.NV, 1, "gdn_chunk_scan");
+  const std::vector<Bind> binds{Bind::ReadOnly, Bind::ReadWrite, Bind::ReadWrite, Bind::ReadWrite, Bind::Uniform};
+  const GdnScanTile t = gdn_scan_tile(C, a.DK, o.opt.gdn_scan_cols, o.ctx.info().limits.maxComputeWorkgroupStorageSize);
+  if (!t.cols) {
+    o.rec.dispatch(get(o, "gdn_chunk_scan", {}, binds), {a.qkv, work, a.state, a.out}, prm, ceil_div(a.DV, 64), a.NV, 1,
+                   "gdn_chunk_scan");
+    return;
+  }
+  const Defines ds{{"WG", std::to_string(t.threads)},           {"JB", std::to_string(t.cols)},
+                   {"SDIM", std::to_string(a.DK * t.cols)},     {"UDIM", std::to_string(C * t.cols)},
+                   {"CDIM", std::to_string(C)},                 {"NP", std::to_string(ceil_div(C * t.cols, t.threads))}};
+  o.rec.dispatch(get(o, "gdn_chunk_scan_tiled", ds, binds), {a.qkv, work, a.state, a.out}, prm, ceil_div(a.DV, t.cols),
+                 a.NV, 1, "gdn_chunk_scan");
+}
+
+GdnScanTile gdn_scan_tile(uint32_t C, uint32_t DK, uint32_t cols, uint64_t workgroup_bytes) {
+  if (!cols) return {};
+  // S tile (DK x cols), U (C x cols), e^{G_t} and exp(G_last - G_s) (C each), f32.
+  auto bytes = [&](uint64_t jb) { return 4 * (uint64_t(DK) * jb + uint64_t(C) * jb + 2ull * C); };
+  while (cols > 1 && bytes(cols) > workgroup_bytes) cols /= 2;
+  if (bytes(cols) > workgroup_bytes) return {};
+  // One thread per (token, column) pair of a chunk, 64..256 threads in multiples of 64.
+  const uint32_t threads = std::clamp<uint32_t>(ceil_div(C * cols, 64) * 64, 64, 256);
+  return {cols, threads};
 }
 
 std::vector<ParamsLayout> gdn_ops_params_layouts() {
@@ -268,6 +288,7 @@ std::vector<ParamsLayout> gdn_ops_params_layouts() {
           WGLLM_LAYOUT(GdnParams, "gdn_step", {{"NORM", "1"}}),
           WGLLM_LAYOUT(GdnParams, "gdn_chunk_prep"),
           WGLLM_LAYOUT(GdnParams, "gdn_chunk_scan"),
+          WGLLM_LAYOUT(GdnParams, "gdn_chunk_scan_tiled"),
           WGLLM_LAYOUT(DecodePrepParams, "gdn_decode_prep"),
           WGLLM_LAYOUT(DecodeParams, "gdn_decode")};
 }

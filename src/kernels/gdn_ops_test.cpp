@@ -243,6 +243,51 @@ std::vector<uint32_t> bits(const std::vector<float>& v) {
 }
 }  // namespace
 
+// The tiled scan (gdn_chunk_scan_tiled.wgsl, KernelOptions::gdn_scan_cols columns of the state per
+// workgroup in workgroup memory) against the one-column-per-invocation scan (gdn_scan_cols = 0):
+// the same bits in the output and the state, for tiles that do not divide DV (70, 9), a chunk
+// larger than the tile's threads (C 64 x 8 columns: 2 pairs per thread), partial last chunks and
+// a workgroup-memory limit that forces the tile to halve (gdn_scan_tile); and the tile sizes chosen.
+TEST(GdnOps, TiledScanSameBitsAsOneColumnScan) {
+  auto& e = env();
+  struct Shape { uint32_t T, NK, NV, DK, DV; };
+  for (const Shape& s : {Shape{130, 2, 6, 12, 70}, Shape{37, 1, 2, 32, 9}, Shape{1, 1, 1, 8, 8}})
+    for (uint32_t C : {1u, 16u, 64u})
+      for (uint32_t cols : {1u, 8u, 64u}) {
+        if (cols == 1 && C != 16) continue;  // compiling each variant dominates this test's time on lavapipe
+        GdnCase c(s.T, s.NK, s.NV, s.DK, s.DV, 300 + s.T + C);
+        std::vector<std::vector<float>> outs, states;
+        for (uint32_t sc : {0u, cols}) {
+          auto qb = e.upload(c.qkv), gb = e.upload(c.gates), sb = e.upload(c.state);
+          auto ob = e.upload(std::vector<float>(size_t(s.T) * s.NV * s.DV + 8, NAN));
+          KernelOptions ko;
+          ko.gdn_chunk = C;
+          ko.gdn_scan_cols = sc;
+          auto wb = e.upload(std::vector<float>(gdn_chunk_work_floats(s.T, C, c.NV, c.DK, c.DV) + 16, NAN));
+          auto o = e.op(ko);
+          GdnOperands a{qb, 0, c.NK * c.DK, 2 * c.NK * c.DK, c.stride(), gb, 0, 2 * c.NV, sb, ob, 0, c.NV * c.DV,
+                        s.T, c.NK, c.NV, c.DK, c.DV, 1.0f / std::sqrt(float(c.DK))};
+          e.rec.begin();
+          gdn_chunked(o, a, wb);
+          e.rec.submit();
+          outs.push_back(e.download(ob, size_t(s.T) * s.NV * s.DV + 8));
+          states.push_back(e.download(sb, c.state.size()));
+        }
+        const std::string w = "T=" + std::to_string(s.T) + " DK=" + std::to_string(s.DK) + " DV=" + std::to_string(s.DV) +
+                              " C=" + std::to_string(C) + " cols=" + std::to_string(cols);
+        EXPECT_EQ(bits(outs[0]), bits(outs[1])) << w << " out";
+        EXPECT_EQ(bits(states[0]), bits(states[1])) << w << " state";
+      }
+  const GdnScanTile a = gdn_scan_tile(16, 128, 8, 16384);
+  EXPECT_EQ(a.cols, 8u);
+  EXPECT_EQ(a.threads, 128u);
+  const GdnScanTile b = gdn_scan_tile(256, 128, 64, 16384);  // 4 * ((128 + 256) * 64 + 512) > 16 KiB: halved to 8
+  EXPECT_EQ(b.cols, 8u);
+  EXPECT_EQ(b.threads, 256u);
+  EXPECT_EQ(gdn_scan_tile(16, 128, 0, 16384).cols, 0u);
+  EXPECT_EQ(gdn_scan_tile(256, 4096, 1, 16384).cols, 0u);  // not even one column fits
+}
+
 // gdn_decode_prep (one dispatch) against the unfused decode path causal_conv(SILU) + l2norm_heads
 // + gdn_gates (with the conv's state update fused and not): the same bits in y, gates and the
 // conv state, over three chained decode steps; and against the CPU twins within rounding.
