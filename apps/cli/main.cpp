@@ -4,7 +4,7 @@
 //   wgllm devices                                 list WebGPU adapters
 //   wgllm perplexity [-m MODEL] -f TEXT [-c N]    perplexity of a text (llama-perplexity method)
 //   wgllm serve [-m MODEL] [--port N]              OpenAI-compatible HTTP server (serve_cmd.cpp)
-//   wgllm bench [ab|synthetic|multi-turn|attention|matmul|dispatch|long-context|planted-fact|serve] benchmarks (bench.cpp)
+//   wgllm bench [ab|synthetic|multi-turn|attention|gdn|matmul|dispatch|long-context|planted-fact|serve] benchmarks (bench.cpp)
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
@@ -24,6 +24,7 @@
 #include "gpu/context.h"
 #include "bench.h"
 #include "bench_attention.h"
+#include "bench_gdn.h"
 #include "bench_long_context.h"
 #include "bench_planted_fact.h"
 #include "bench_diverge.h"
@@ -265,6 +266,7 @@ int main(int argc, char** argv) {
   auto bench_hook = cli::add_bench(app, argv[0]);
   auto multiturn_hook = cli::add_bench_multiturn(app);  // after `bench` is registered
   auto attention_hook = cli::add_bench_attention(app);
+  auto gdn_hook = cli::add_bench_gdn(app);
   auto long_context_hook = cli::add_bench_long_context(app);
   auto planted_fact_hook = cli::add_bench_planted_fact(app);
   auto diverge_hook = cli::add_bench_diverge(app);
@@ -307,6 +309,7 @@ int main(int argc, char** argv) {
                               prompt_file.empty() ? "" : " file " + prompt_file, *bad));
     if (int rc = multiturn_hook(); rc >= 0) return rc;
     if (int rc = attention_hook(); rc >= 0) return rc;
+    if (int rc = gdn_hook(); rc >= 0) return rc;
     if (int rc = long_context_hook(); rc >= 0) return rc;
     if (int rc = planted_fact_hook(); rc >= 0) return rc;
     if (int rc = diverge_hook(); rc >= 0) return rc;

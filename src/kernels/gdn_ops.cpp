@@ -254,7 +254,10 @@ void gdn_chunked(OpContext& o, const GdnOperands& a, const gpu::Buffer& work) {
   o.rec.declare(TrafficBytes().r(Traffic::Activations, io + wk).r(Traffic::Recurrent, sb).w(Traffic::Recurrent, sb)
                     .w(Traffic::Activations, 4ull * a.T * a.NV * a.DV));
   const std::vector<Bind> binds{Bind::ReadOnly, Bind::ReadWrite, Bind::ReadWrite, Bind::ReadWrite, Bind::Uniform};
-  const GdnScanTile t = gdn_scan_tile(C, a.DK, o.opt.gdn_scan_cols, o.ctx.info().limits.maxComputeWorkgroupStorageSize);
+  const uint32_t cols = o.opt.gdn_scan_cols != kGdnScanColsAuto ? o.opt.gdn_scan_cols
+                        : o.ctx.info().is_software()           ? 0
+                                                               : 8;
+  const GdnScanTile t = gdn_scan_tile(C, a.DK, cols, o.ctx.info().limits.maxComputeWorkgroupStorageSize);
   if (!t.cols) {
     o.rec.dispatch(get(o, "gdn_chunk_scan", {}, binds), {a.qkv, work, a.state, a.out}, prm, ceil_div(a.DV, 64), a.NV, 1,
                    "gdn_chunk_scan");

@@ -128,11 +128,14 @@ bool gdn_decode_fits(const GdnPrepShape& s);
 
 /// Floats of the work buffer gdn_chunked needs for T tokens with chunk size C.
 uint64_t gdn_chunk_work_floats(uint32_t T, uint32_t C, uint32_t NV, uint32_t DK, uint32_t DV);
+/// KernelOptions::gdn_scan_cols's default: 8 columns on hardware adapters, 0 (the one-column
+/// scan) on software ones.
+constexpr uint32_t kGdnScanColsAuto = 0xFFFFFFFFu;
 /// The scan kernel's tile: `cols` state columns per workgroup (0: gdn_chunk_scan.wgsl, one column
 /// per invocation) and its threads.
 struct GdnScanTile { uint32_t cols = 0, threads = 0; };
 /// The tile gdn_chunked's scan uses for chunk C, key head dim DK and the requested columns
-/// (KernelOptions::gdn_scan_cols, 0 or a power of two): halved until its workgroup memory,
+/// (0..64): halved until its workgroup memory,
 /// 4 * ((DK + C) * cols + 2C) bytes, fits `workgroup_bytes` (maxComputeWorkgroupStorageSize);
 /// {0, 0} when even one column does not fit (then the one-column-per-invocation kernel runs).
 GdnScanTile gdn_scan_tile(uint32_t C, uint32_t DK, uint32_t cols, uint64_t workgroup_bytes);
@@ -140,8 +143,8 @@ GdnScanTile gdn_scan_tile(uint32_t C, uint32_t DK, uint32_t cols, uint64_t workg
 /// dispatches, gdn_chunk_prep (all chunks and heads in parallel) then the scan (sequential over
 /// chunks inside the kernel, parallel over heads and state columns): gdn_chunk_scan_tiled.wgsl,
 /// a tile of o.opt.gdn_scan_cols columns of each head's state in workgroup memory per workgroup
-/// (gdn_scan_tile), or gdn_chunk_scan.wgsl (one column per invocation, the state read from memory)
-/// when that is 0; both the same arithmetic in the same order, so the same bits. A partial last
+/// (gdn_scan_tile; kGdnScanColsAuto: 8 on hardware adapters, 0 on software ones), or
+/// gdn_chunk_scan.wgsl (one column per invocation, the state read from memory) when that is 0; both the same arithmetic in the same order, so the same bits. A partial last
 /// chunk uses only its real tokens. work: >= gdn_chunk_work_floats() floats of scratch.
 /// Twin: ref::gated_delta_rule_chunked (same order); equal to ref::gated_delta_rule up to rounding.
 void gdn_chunked(OpContext& o, const GdnOperands& a, const gpu::Buffer& work);

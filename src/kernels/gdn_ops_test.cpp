@@ -245,7 +245,8 @@ std::vector<uint32_t> bits(const std::vector<float>& v) {
 
 // The tiled scan (gdn_chunk_scan_tiled.wgsl, KernelOptions::gdn_scan_cols columns of the state per
 // workgroup in workgroup memory) against the one-column-per-invocation scan (gdn_scan_cols = 0):
-// the same bits in the output and the state, for tiles that do not divide DV (70, 9), a chunk
+// the same bits in the output and the state, for tiles that do not divide DV (70, 9; 12 columns: not
+// a power of two), a chunk
 // larger than the tile's threads (C 64 x 8 columns: 2 pairs per thread), partial last chunks and
 // a workgroup-memory limit that forces the tile to halve (gdn_scan_tile); and the tile sizes chosen.
 TEST(GdnOps, TiledScanSameBitsAsOneColumnScan) {
@@ -253,8 +254,8 @@ TEST(GdnOps, TiledScanSameBitsAsOneColumnScan) {
   struct Shape { uint32_t T, NK, NV, DK, DV; };
   for (const Shape& s : {Shape{130, 2, 6, 12, 70}, Shape{37, 1, 2, 32, 9}, Shape{1, 1, 1, 8, 8}})
     for (uint32_t C : {1u, 16u, 64u})
-      for (uint32_t cols : {1u, 8u, 64u}) {
-        if (cols == 1 && C != 16) continue;  // compiling each variant dominates this test's time on lavapipe
+      for (uint32_t cols : {1u, 8u, 12u, 64u}) {
+        if ((cols == 1 || cols == 12) && C != 16) continue;  // compiling each variant dominates this test's time on lavapipe
         GdnCase c(s.T, s.NK, s.NV, s.DK, s.DV, 300 + s.T + C);
         std::vector<std::vector<float>> outs, states;
         for (uint32_t sc : {0u, cols}) {
@@ -286,6 +287,7 @@ TEST(GdnOps, TiledScanSameBitsAsOneColumnScan) {
   EXPECT_EQ(b.threads, 256u);
   EXPECT_EQ(gdn_scan_tile(16, 128, 0, 16384).cols, 0u);
   EXPECT_EQ(gdn_scan_tile(256, 4096, 1, 16384).cols, 0u);  // not even one column fits
+  EXPECT_EQ(gdn_scan_tile(256, 128, 12, 16384).cols, 6u);  // 12 -> 6
 }
 
 // gdn_decode_prep (one dispatch) against the unfused decode path causal_conv(SILU) + l2norm_heads

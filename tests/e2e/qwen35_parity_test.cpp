@@ -151,6 +151,27 @@ TEST(Qwen35Parity, GpuChunkSizeDoesNotChangeResults) {
   }
 }
 
+// The prefill scan's tile (gdn_scan_cols: 0 = one column per invocation, 1 / 8 / 64 columns in
+// workgroup memory, 64 halved to fit) keeps every summation order: the same logits bits whole
+// model, at two chunk sizes.
+TEST(Qwen35Parity, GpuScanTileGivesIdenticalBits) {
+  auto& f = fx();
+  auto ids = ids_of(f.ref["prompts"][2]);
+  for (uint32_t chunk : {16u, 37u}) {
+    std::vector<float> first;
+    for (uint32_t cols : {0u, 1u, 8u, 64u}) {
+      ModelOptions o;
+      o.context_length = 512;
+      o.kernels.gdn_chunk = chunk;
+      o.kernels.gdn_scan_cols = cols;
+      auto m = create_model(*f.src, o);
+      auto got = last_logits(*m, ids);
+      if (first.empty()) first = got;
+      else EXPECT_EQ(std::memcmp(first.data(), got.data(), got.size() * 4), 0) << "chunk " << chunk << " cols " << cols;
+    }
+  }
+}
+
 // The decode fusions of the DeltaNet layers (fuse_conv_state, gdn_fuse_prep, gdn_fuse_norm,
 // gdn_fuse_decode) keep every summation order: all combinations give the same logits bits over a
 // prefill and 12 decode steps, and stay within tolerance of the CPU reference.
