@@ -4,6 +4,8 @@
 # by tools/synth (synthetic weights: the text is noise, the speed is real):
 #   tests    gdn_ops_test GdnOps.* (the tiled scan's bits against the one-column scan) and
 #            qwen35_parity_test, when carried
+#   kernel   `bench gdn` (the chunked delta rule alone, GPU timestamps per kernel, bits compared across
+#            tiles): 512 and 4096 tokens, chunks 16 / 32 / 64, scan tiles 0 / 4 / 8 / 16 / 32
 #   profile  `run --profile` of a 500-token raw prompt: per-kernel GPU time with --gdn-scan-cols 0 (the
 #            one-column kernel) and 4 / 8 / 16 / 32 columns, and chunks 32 / 64 at the default columns
 #   ab       `bench ab` TTFT at 512 and 4096 tokens, A = --gdn-scan-cols 0, B = the product configuration;
@@ -11,7 +13,7 @@
 #            at 512 and 4096 now that the scan is fast; decode after 512 as a control (the scan runs
 #            only in prefill: no change expected)
 # Staging: python3 tools/device/pack.py --bin wgllm gdn_ops_test qwen35_parity_test --gl --extra /tmp/synth=synth
-# then this script in one call (PARTS="tests profile ab" by default). Results: $OUT/results.tgz.
+# then this script in one call (PARTS="tests kernel profile ab" by default). Results: $OUT/results.tgz.
 set -u
 source tools/device/remote.sh
 T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
@@ -28,7 +30,7 @@ ab() {  # ab NAME TIMEOUT ARGS...: bench ab into $R/NAME.{json,txt}
   timeout $t $B bench ab "$@" --json $R/$name.json > $R/$name.txt 2>&1 || fail "$name (exit $?)"
   echo "== $name"; grep -E "B/A" $R/$name.txt | head -3
 }
-for part in ${PARTS:-tests profile ab}; do
+for part in ${PARTS:-tests kernel profile ab}; do
   [ $(( $(date +%s) - T0 )) -gt ${BUDGET_S:-500} ] && { fail "time budget: part $part not run"; continue; }
   case $part in
   tests)
@@ -39,6 +41,14 @@ for part in ${PARTS:-tests profile ab}; do
       tail -3 $R/test_$t.log
     done
     el "tests"
+    ;;
+  kernel)
+    for t in 512 4096; do
+      timeout 120 $B bench gdn --tokens $t --chunks 16,32,64 --scan-cols 0,4,8,16,32 --reps 5 --json $R/bench_gdn_t$t.json \
+        2> $R/bench_gdn_t$t.txt || fail "bench gdn $t (exit $?)"
+      cat $R/bench_gdn_t$t.txt
+    done
+    el "kernel"
     ;;
   profile)
     P=$(python3 -c "print(' '.join(['hello'] * 500))")
