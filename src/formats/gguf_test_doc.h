@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <cstring>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -157,5 +158,35 @@ struct GgufDoc {
     }
   }
 };
+
+/// A tiny llama model (2 layers, d_model 32, 4 query / 2 KV heads of 8, vocabulary 64, F32):
+/// weights N(base, sd) drawn from mt19937(seed) in tensor order (norm weights base 1, matrices 0).
+inline GgufDoc tiny_llama_doc(const std::string& name, uint32_t context, uint32_t ffn, uint32_t seed, float sd) {
+  GgufDoc d;
+  d.set_str("general.architecture", "llama").set_str("general.name", name);
+  d.set_u32("llama.block_count", 2).set_u32("llama.embedding_length", 32).set_u32("llama.feed_forward_length", ffn);
+  d.set_u32("llama.attention.head_count", 4).set_u32("llama.attention.head_count_kv", 2);
+  d.set_u32("llama.context_length", context).set_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  d.set_f32("llama.rope.freq_base", 10000.0f).set_u32("llama.rope.dimension_count", 8);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, sd);
+  auto t = [&](const std::string& tname, std::vector<uint64_t> shape, float base) {
+    uint64_t n = 1;
+    for (uint64_t s : shape) n *= s;
+    std::vector<float> v(n);
+    for (float& x : v) x = base + nd(rng);
+    std::vector<uint8_t> b(n * 4);
+    std::memcpy(b.data(), v.data(), b.size());
+    d.add_tensor(tname, DType::F32, std::move(shape), b);
+  };
+  t("token_embd.weight", {32, 64}, 0.0f);
+  t("output_norm.weight", {32}, 1.0f);
+  const std::pair<const char*, std::vector<uint64_t>> shapes[] = {
+      {"attn_norm", {32}}, {"attn_q", {32, 32}},  {"attn_k", {32, 16}}, {"attn_v", {32, 16}},   {"attn_output", {32, 32}},
+      {"ffn_norm", {32}},  {"ffn_gate", {32, ffn}}, {"ffn_up", {32, ffn}}, {"ffn_down", {ffn, 32}}};
+  for (int l = 0; l < 2; ++l)
+    for (const auto& [n, s] : shapes) t("blk." + std::to_string(l) + "." + n + ".weight", s, s.size() == 1 ? 1.0f : 0.0f);
+  return d;
+}
 
 }  // namespace wgllm::test

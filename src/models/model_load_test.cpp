@@ -57,38 +57,7 @@ GgufDoc qwen35_doc() { return GgufDoc::parse(test::read_file(fixture("qwen35_tra
 
 /// A tiny random llama (2 layers, d 32, 4 query / 2 KV heads of 8, FFN 64, vocab 64, tied
 /// embeddings) declaring `context` positions.
-GgufDoc llama_doc(uint32_t context, uint32_t ffn = 64) {
-  GgufDoc d;
-  d.set_str("general.architecture", "llama").set_str("general.name", "tiny-llama");
-  d.set_u32("llama.block_count", 2).set_u32("llama.embedding_length", 32).set_u32("llama.feed_forward_length", ffn);
-  d.set_u32("llama.attention.head_count", 4).set_u32("llama.attention.head_count_kv", 2);
-  d.set_u32("llama.context_length", context).set_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
-  d.set_f32("llama.rope.freq_base", 10000.0f).set_u32("llama.rope.dimension_count", 8);
-  std::mt19937 rng(7);
-  std::normal_distribution<float> nd(0.0f, 0.2f);
-  auto t = [&](const std::string& name, std::vector<uint64_t> shape, float base) {
-    uint64_t n = 1;
-    for (uint64_t s : shape) n *= s;
-    std::vector<float> v(n);
-    for (float& x : v) x = base + nd(rng);
-    d.add_tensor(name, DType::F32, std::move(shape), test::bytes_of(v));
-  };
-  t("token_embd.weight", {32, 64}, 0.0f);
-  t("output_norm.weight", {32}, 1.0f);
-  for (int l = 0; l < 2; ++l) {
-    const std::string p = "blk." + std::to_string(l) + ".";
-    t(p + "attn_norm.weight", {32}, 1.0f);
-    t(p + "attn_q.weight", {32, 32}, 0.0f);
-    t(p + "attn_k.weight", {32, 16}, 0.0f);
-    t(p + "attn_v.weight", {32, 16}, 0.0f);
-    t(p + "attn_output.weight", {32, 32}, 0.0f);
-    t(p + "ffn_norm.weight", {32}, 1.0f);
-    t(p + "ffn_gate.weight", {32, ffn}, 0.0f);
-    t(p + "ffn_up.weight", {32, ffn}, 0.0f);
-    t(p + "ffn_down.weight", {ffn, 32}, 0.0f);
-  }
-  return d;
-}
+GgufDoc llama_doc(uint32_t context, uint32_t ffn = 64) { return test::tiny_llama_doc("tiny-llama", context, ffn, 7, 0.2f); }
 
 /// A copy of an HF fixture directory with config.json edited by `edit`.
 std::string hf_variant(const std::string& dir, const std::string& tag, const std::function<void(nlohmann::json&)>& edit) {

@@ -260,29 +260,7 @@ std::string tiny_llama() {
   static test::TempDir dir;
   static std::string path;
   if (!path.empty()) return path;
-  test::GgufDoc d;
-  d.set_str("general.architecture", "llama").set_str("general.name", "tiny-llama-state");
-  d.set_u32("llama.block_count", 2).set_u32("llama.embedding_length", 32).set_u32("llama.feed_forward_length", 64);
-  d.set_u32("llama.attention.head_count", 4).set_u32("llama.attention.head_count_kv", 2);
-  d.set_u32("llama.context_length", 256).set_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
-  d.set_f32("llama.rope.freq_base", 10000.0f).set_u32("llama.rope.dimension_count", 8);
-  std::mt19937 rng(3);
-  std::normal_distribution<float> nd(0.0f, 0.3f);
-  auto t = [&](const std::string& name, std::vector<uint64_t> shape, float base) {
-    uint64_t n = 1;
-    for (uint64_t s : shape) n *= s;
-    std::vector<float> v(n);
-    for (float& x : v) x = base + nd(rng);
-    d.add_tensor(name, DType::F32, std::move(shape), test::bytes_of(v));
-  };
-  t("token_embd.weight", {32, 64}, 0.0f);
-  t("output_norm.weight", {32}, 1.0f);
-  const std::pair<const char*, std::vector<uint64_t>> shapes[] = {
-      {"attn_norm", {32}}, {"attn_q", {32, 32}}, {"attn_k", {32, 16}},  {"attn_v", {32, 16}}, {"attn_output", {32, 32}},
-      {"ffn_norm", {32}},  {"ffn_gate", {32, 64}}, {"ffn_up", {32, 64}}, {"ffn_down", {64, 32}}};
-  for (int l = 0; l < 2; ++l)
-    for (const auto& [n, s] : shapes)
-      t("blk." + std::to_string(l) + "." + n + ".weight", s, s.size() == 1 ? 1.0f : 0.0f);
+  const test::GgufDoc d = test::tiny_llama_doc("tiny-llama-state", 256, 64, 3, 0.3f);
   path = dir / "tiny_llama.gguf";
   test::write_file(path, d.bytes());
   return path;
