@@ -10,6 +10,18 @@ namespace wgllm {
 
 class GgufFile;
 
+/// The shape of a Gated DeltaNet layer (Yang et al. 2024; Qwen3.5's linear attention): nk key
+/// heads and nv value heads (nv % nk == 0) of dk / dv, a causal conv of width conv_k over the
+/// [q | k | v] channels; tiled_v_heads: value head h uses key head h % nk (llama.cpp's qwen35 GGUF
+/// order) instead of h / (nv / nk).
+struct DeltaNetShape {
+  uint32_t nk = 0, nv = 0, dk = 0, dv = 0, conv_k = 0;
+  bool tiled_v_heads = false;
+  uint32_t key_dim() const { return nk * dk; }
+  uint32_t value_dim() const { return nv * dv; }
+  uint32_t conv_dim() const { return 2 * key_dim() + value_dim(); }
+};
+
 struct ModelConfig {
   std::string arch;          // engine architecture name from the registry ("llama", ...)
   std::string name;          // human-readable model name

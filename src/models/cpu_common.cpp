@@ -1,7 +1,11 @@
 #include "models/cpu_common.h"
 
+#include "kernels/gdn_ref.h"
 #include "kernels/sparse_attention.h"
 #include "kernels/sparse_ref.h"
+#include "models/state.h"
+
+#include <cmath>
 
 namespace wgllm {
 
@@ -58,6 +62,133 @@ void cpu_logits(const ModelConfig& c, const float* x_last, const std::vector<flo
   ref::rmsnorm(x_last, out_norm.data(), last.data(), c.d_model, c.rms_eps);
   logits->assign(c.vocab, 0.0f);
   ref::matmul(lm_head, last.data(), c.d_model, logits->data(), c.vocab, 1, false);
+}
+
+void CpuModel::forward(Sequence& seq, std::span<const int32_t> toks, std::vector<float>* logits) {
+  check_forward(seq, toks, c_.vocab);
+  const uint32_t T = uint32_t(toks.size()), D = c_.d_model;
+  std::vector<float> x(size_t(T) * D), h(size_t(T) * D);
+  for (uint32_t t = 0; t < T; ++t) std::copy_n(embed_.w.data() + size_t(toks[t]) * D, D, x.data() + size_t(t) * D);
+  Pass p{seq, T, seq.n_past(), x.data(), h.data()};
+  body(p);
+  seq.advance(T);
+  if (logits) cpu_logits(c_, &x[size_t(T - 1) * D], out_norm_, c_.tied_embeddings ? embed_ : lm_head_, logits);
+}
+
+void CpuModel::body(Pass&) { throw Error("CpuModel::body: this architecture implements forward() itself"); }
+
+CpuModel::Matrix CpuModel::matrix(const TensorRef& t, const std::string&) {
+  Matrix m = cpu_matrix(t);
+  mem_.weights += uint64_t(m.w.size()) * 4;
+  return m;
+}
+
+CpuModel::Vector CpuModel::vector(const TensorRef& t, const std::string&) {
+  Vector v = dequantize_tensor(t);
+  mem_.weights += uint64_t(v.size()) * 4;
+  return v;
+}
+
+CpuModel::Ffn CpuModel::ffn_weights(const TensorRef& gate, const TensorRef& up, const TensorRef& down,
+                                    const std::string& prefix) {
+  return {matrix(gate, prefix + "ffn_gate"), matrix(up, prefix + "ffn_up"), matrix(down, prefix + "ffn_down")};
+}
+
+CpuModel::Vector CpuModel::vector(const std::vector<float>& v, const std::string&) {
+  mem_.weights += uint64_t(v.size()) * 4;
+  return v;
+}
+
+CpuModel::Attention CpuModel::attention_weights(const TensorRef& wq, const TensorRef& wk, const TensorRef& wv,
+                                                const TensorRef& wo, const std::vector<float>* q_norm,
+                                                const std::vector<float>* k_norm, const std::string& prefix, bool gate) {
+  Attention a{matrix(wq, prefix + "attn_q"), matrix(wk, prefix + "attn_k"), matrix(wv, prefix + "attn_v"),
+              matrix(wo, prefix + "attn_output"), {}, {}, gate};
+  if (q_norm) a.q_norm = vector(*q_norm, prefix + "attn_q_norm");
+  if (k_norm) a.k_norm = vector(*k_norm, prefix + "attn_k_norm");
+  return a;
+}
+
+CpuModel::DeltaNet CpuModel::delta_net_weights(const TensorRef& w_qkv, const TensorRef& w_z, const TensorRef& w_b,
+                                                const TensorRef& w_a, const TensorRef& w_out, const TensorRef& conv,
+                                                const std::vector<float>& a_log, const TensorRef& dt_bias,
+                                                const TensorRef& norm, const DeltaNetShape& s, const std::string& prefix) {
+  return {matrix(w_qkv, prefix + "gdn_in"), matrix(w_z, prefix + "gdn_in"), matrix(w_b, prefix + "gdn_in"),
+          matrix(w_a, prefix + "gdn_in"), matrix(w_out, prefix + "gdn_out"), vector(conv, prefix + "gdn_conv"),
+          vector(a_log, prefix + "gdn_a_log"), vector(dt_bias, prefix + "gdn_dt_bias"), vector(norm, prefix + "gdn_norm"), s};
+}
+
+CpuModel::ShortConv CpuModel::short_conv_weights(const TensorRef& in_proj, const TensorRef& conv,
+                                                 const TensorRef& out_proj, uint32_t L, const std::string& prefix) {
+  return {matrix(in_proj, prefix + "shortconv.in_proj"), matrix(out_proj, prefix + "shortconv.out_proj"),
+          vector(conv, prefix + "shortconv.conv"), L};
+}
+
+void CpuModel::swiglu_ffn(Pass& p, const Vector& norm, const Ffn& w) {
+  cpu_swiglu_ffn(c_, norm, w.gate, w.up, w.down, p.x, p.h, p.T);
+}
+
+void CpuModel::attention(Pass& p, uint32_t layer, const Vector& norm, const Attention& w) {
+  const uint32_t T = p.T, D = c_.d_model, Q = c_.q_dim(), KV = c_.kv_dim(), HD = c_.head_dim;
+  const uint32_t QR = w.gate ? 2 * Q : Q;  // q (| gate) row
+  std::vector<float> q(size_t(T) * QR), k(size_t(T) * KV), v(size_t(T) * KV), att(size_t(T) * Q);
+  for (uint32_t t = 0; t < T; ++t) ref::rmsnorm(p.x + size_t(t) * D, norm.data(), p.h + size_t(t) * D, D, c_.rms_eps);
+  KvState& kv = p.seq.kv(layer);
+  float *kc = kv.keys().host(), *vc = kv.values().host();  // [ctx, kv_dim]
+  ref::matmul(w.wq, p.h, D, q.data(), QR, T, false);
+  ref::matmul(w.wk, p.h, D, k.data(), KV, T, false);
+  ref::matmul(w.wv, p.h, D, v.data(), KV, T, false);
+  for (uint32_t t = 0; t < T; ++t) {
+    const uint32_t pos = p.n_past + t;
+    float *qt = &q[size_t(t) * QR], *kt = &k[size_t(t) * KV];
+    // Per-head RMSNorm of q and k (in place: each head's row is read fully before it is written).
+    if (!w.q_norm.empty()) ref::rmsnorm_heads(qt, w.q_norm.data(), c_.n_heads, HD, HD, c_.rms_eps);
+    if (!w.k_norm.empty()) ref::rmsnorm_heads(kt, w.k_norm.data(), c_.n_kv_heads, HD, HD, c_.rms_eps);
+    ref::rope(qt, c_.n_heads, HD, c_.rope_dims, pos, rope_.data(), c_.rope_neox);
+    ref::rope(kt, c_.n_kv_heads, HD, c_.rope_dims, pos, rope_.data(), c_.rope_neox);
+    std::copy_n(kt, KV, &kc[size_t(pos) * KV]);
+    std::copy_n(&v[size_t(t) * KV], KV, &vc[size_t(pos) * KV]);
+  }
+  cpu_attention(c_, kopt_, q.data(), QR, kc, vc, att.data(), Q, p.n_past, T, 1.0f / std::sqrt(float(HD)), chunk_);
+  if (w.gate)
+    for (uint32_t t = 0; t < T; ++t) ref::sigmoid_gate(&att[size_t(t) * Q], &q[size_t(t) * QR + Q], Q);
+  ref::matmul(w.wo, att.data(), Q, p.x, D, T, true);
+}
+
+void CpuModel::delta_net(Pass& p, uint32_t layer, const Vector& norm, const DeltaNet& w) {
+  const DeltaNetShape& s = w.s;
+  const uint32_t T = p.T, D = c_.d_model, CD = s.conv_dim(), VD = s.value_dim(), KD = s.key_dim(), nv = s.nv;
+  std::vector<float> qkv(size_t(T) * CD), cv(size_t(T) * CD), z(size_t(T) * VD), b(size_t(T) * nv),
+      a(size_t(T) * nv), gb(size_t(T) * 2 * nv), o(size_t(T) * VD);
+  for (uint32_t t = 0; t < T; ++t) ref::rmsnorm(p.x + size_t(t) * D, norm.data(), p.h + size_t(t) * D, D, c_.rms_eps);
+  DeltaState& st = p.seq.delta(layer);
+  ref::matmul(w.w_qkv, p.h, D, qkv.data(), CD, T, false);
+  ref::matmul(w.w_z, p.h, D, z.data(), VD, T, false);
+  ref::matmul(w.w_b, p.h, D, b.data(), nv, T, false);
+  ref::matmul(w.w_a, p.h, D, a.data(), nv, T, false);
+  ref::causal_conv(qkv.data(), CD, nullptr, 0, nullptr, 0, w.conv.data(), nullptr, st.conv_state().host(), cv.data(),
+                   CD, T, CD, s.conv_k, true);
+  for (uint32_t t = 0; t < T; ++t) {
+    ref::l2norm_heads(&cv[size_t(t) * CD], 2 * s.nk, s.dk, s.dk, 1e-6f);  // q heads then k heads, contiguous
+    ref::gdn_gates(&a[size_t(t) * nv], &b[size_t(t) * nv], w.a_log.data(), w.dt_bias.data(), &gb[size_t(t) * 2 * nv],
+                   &gb[size_t(t) * 2 * nv + nv], nv);
+  }
+  ref::GdnArgs g{cv.data(), cv.data() + KD, cv.data() + 2 * KD, gb.data(), gb.data() + nv, CD, CD, 2 * nv,
+                 st.recurrent_state().host(), o.data(), VD, T, s.nk, nv, s.dk, s.dv, 1.0f / std::sqrt(float(s.dk)),
+                 s.tiled_v_heads};
+  ref::gated_delta_rule(g);
+  for (uint32_t t = 0; t < T; ++t) ref::gated_rmsnorm(&o[size_t(t) * VD], &z[size_t(t) * VD], w.norm.data(), nv, s.dv, c_.rms_eps);
+  ref::matmul(w.w_out, o.data(), VD, p.x, D, T, true);
+}
+
+void CpuModel::short_conv(Pass& p, uint32_t layer, const Vector& norm, const ShortConv& w) {
+  const uint32_t T = p.T, D = c_.d_model;
+  std::vector<float> bcx(size_t(T) * 3 * D), y(size_t(T) * D);
+  for (uint32_t t = 0; t < T; ++t) ref::rmsnorm(p.x + size_t(t) * D, norm.data(), p.h + size_t(t) * D, D, c_.rms_eps);
+  ref::matmul(w.in_proj, p.h, D, bcx.data(), 3 * D, T, false);
+  ref::causal_conv(bcx.data() + 2 * D, 3 * D, bcx.data(), 3 * D, bcx.data() + D, 3 * D, w.conv.data(), nullptr,
+                   p.seq.conv(layer).conv_state().host(), y.data(), D, T, D, w.L, false);
+  ref::matmul(w.out_proj, y.data(), D, p.x, D, T, true);
 }
 
 kernels::ref::Matrix cpu_matrix(const TensorRef& t) {

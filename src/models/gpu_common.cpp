@@ -3,6 +3,7 @@
 #include "kernels/gdn_ops.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include <fmt/core.h>
@@ -13,6 +14,7 @@
 #include "kernels/nll.h"
 #include "kernels/rope_table.h"
 #include "kernels/sparse_attention.h"
+#include "models/state.h"
 
 namespace wgllm {
 

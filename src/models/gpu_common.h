@@ -37,6 +37,15 @@ struct HeadPart {
 
 struct HeadBuffers;
 
+/// One part of a projection whose output rows stack several matrices (an attention layer's
+/// [q | k | v]): a run of consecutive matrices of one weight type stacked into one GPU matrix, or a
+/// matrix alone; it writes output rows [row0, row0 + w.N). label: the prefix and the names of its
+/// matrices ("attn_" + "qkv", "attn_" + "qk", "attn_" + "v").
+struct StackedPart {
+  kernels::GpuWeight w;
+  uint32_t row0 = 0;
+  std::string label;
+};
 /// One sequence's rows in a batched submission (GpuModel::chunk_batch): rows [row0, row0 + T) of
 /// the step's activations hold its tokens at positions pos0 .. pos0 + T - 1.
 struct BatchSeg {
@@ -82,13 +91,105 @@ class GpuModel : public Model {
   void forward_batch(std::span<BatchItem> items) override;
   bool batched_forward() const override { return true; }
 
+  // The block interface (CpuModel's twin, same names and shapes; models/lfm2.cpp is written once
+  // over it): weights uploaded by matrix() / vector() / ffn_weights() / attention_weights() /
+  // short_conv_weights(), layers recorded in body() by swiglu_ffn() / attention() / short_conv().
+  using Matrix = kernels::GpuWeight;  // a weight as stored (quantized) on the device
+  using Vector = gpu::Buffer;         // an f32 vector on the device
+  /// One submission as body() sees it: the rows of segs (T in all) in x_.
+  struct Pass {
+    kernels::OpContext& o;
+    std::span<const BatchSeg> segs;
+    uint32_t T;
+  };
+  /// SwiGLU FFN: gate and up stacked into gate_up when ModelOptions::fuse_gate_up and their types
+  /// match (fused), else apart; down.
+  struct Ffn {
+    kernels::GpuWeight gate_up, gate, up, down;
+    bool fused = false;
+  };
+  /// GQA attention: [q | k | v] projection rows as stacked parts (upload_stacked, ModelOptions::
+  /// fuse_qkv; with `gate`, q's rows are [q | gate], Qwen3.5's output gate), o; the per-head
+  /// QK-norm weights when qk_norm.
+  struct Attention {
+    std::vector<StackedPart> qkv;
+    kernels::GpuWeight wo;
+    gpu::Buffer q_norm, k_norm;
+    bool qk_norm = false, gate = false;
+  };
+  /// LFM2 ShortConv: in_proj (rows [B | C | x]), conv taps [d][L] f32, out_proj.
+  struct ShortConv {
+    kernels::GpuWeight in_proj, out_proj;
+    gpu::Buffer conv;
+    uint32_t L = 0;
+  };
+  /// Gated DeltaNet: the in-projection [qkv | z | b | a] (one stacked part with ModelOptions::
+  /// fuse_gdn_in and equal types, else four), out_proj, conv taps [conv_dim][K], A_log, dt_bias,
+  /// the gated RMSNorm weight [dv] (f32), and its shape.
+  struct DeltaNet {
+    std::vector<StackedPart> in;
+    kernels::GpuWeight w_out;
+    gpu::Buffer conv, a_log, dt_bias, norm;
+    DeltaNetShape s;
+  };
+
  protected:
   /// Creates the device on opt.adapter_index (throws wgllm::Error without a usable adapter).
   GpuModel(const ModelConfig& c, const ModelOptions& opt);
   /// Begins the submission and records the embedding and every layer for the rows of segs (toks:
   /// their ids in row order; one segment for a single-sequence forward); the last layer's output is
   /// left in x_. Attention and recurrent updates run per segment. Each architecture implements it.
-  virtual void record_body(kernels::OpContext& o, std::span<const BatchSeg> segs, std::span<const int32_t> toks) = 0;
+  /// By default begin_body() then body() (architectures written over the block interface).
+  virtual void record_body(kernels::OpContext& o, std::span<const BatchSeg> segs, std::span<const int32_t> toks);
+  /// The layers of one submission; throws wgllm::Error unless overridden (architectures that
+  /// override record_body() do not need it).
+  virtual void body(Pass& p);
+  /// Weights (labels: GPU buffer names, "blk.N." prefixes), counted in mem_.
+  Matrix matrix(const TensorRef& t, const std::string& label) { return weight({&t}, label); }
+  Vector vector(const TensorRef& t, const std::string& label) { return f32_buffer(t, label); }
+  Ffn ffn_weights(const TensorRef& gate, const TensorRef& up, const TensorRef& down, const std::string& prefix);
+  Vector vector(const std::vector<float>& v, const std::string& label);
+  /// q_norm / k_norm: the QK-norm multipliers (f32, [head_dim]), nullptr for none (both or neither);
+  /// gate: wq's rows are [q | gate] (2 q_dim).
+  Attention attention_weights(const TensorRef& wq, const TensorRef& wk, const TensorRef& wv, const TensorRef& wo,
+                              const std::vector<float>* q_norm, const std::vector<float>* k_norm,
+                              const std::string& prefix, bool gate = false);
+  ShortConv short_conv_weights(const TensorRef& in_proj, const TensorRef& conv, const TensorRef& out_proj, uint32_t L,
+                               const std::string& prefix);
+  DeltaNet delta_net_weights(const TensorRef& w_qkv, const TensorRef& w_z, const TensorRef& w_b, const TensorRef& w_a,
+                             const TensorRef& w_out, const TensorRef& conv, const std::vector<float>& a_log,
+                             const TensorRef& dt_bias, const TensorRef& norm, const DeltaNetShape& s,
+                             const std::string& prefix);
+  /// record_swiglu_ffn() on x_ (scratch h_, gu_, act_).
+  void swiglu_ffn(Pass& p, const Vector& norm, const Ffn& w);
+  /// The input norm (label norm_label_) and the [q (| gate) | k | v] projection over all rows into
+  /// proj_, the QK-norm when the layer has one, then per segment RoPE + the KV store into layer
+  /// `layer`'s KvState and attention into att_ (merge deferred to the output projection when
+  /// defer_attn_combine() and no gate); x_ += wo (att * sigmoid(gate)) (the gate folded into wo's
+  /// activation load for decode: KernelOptions::fuse_attn_gate).
+  void attention(Pass& p, uint32_t layer, const Vector& norm, const Attention& w);
+  /// in_proj over all rows into proj_ ([T, 3d]: B | C | x), the causal conv per segment with its
+  /// sequence's ConvState into att_, x_ += out_proj(att_).
+  void short_conv(Pass& p, uint32_t layer, const Vector& norm, const ShortConv& w);
+  /// The in-projection over all rows into proj_ (row stride delta_net_stride()); per segment the
+  /// conv (+SiLU, rolling state), q/k L2 norms, gates, the delta rule (gdn_step / gdn_chunked) and
+  /// the gated RMSNorm into att_ with its sequence's DeltaState (one-token forwards: gdn_decode,
+  /// or gdn_decode_prep + gdn_step_norm, per the gdn fusion switches; the same bits);
+  /// x_ += out_proj(att_). Needs gdn_conv_, gdn_gates_ and gdn_work_ (alloc_delta_net_scratch()).
+  void delta_net(Pass& p, uint32_t layer, const Vector& norm, const DeltaNet& w);
+  /// Row stride of a DeltaNet layer's projection in proj_: conv_dim + value_dim + 2 nv, rounded up to 4.
+  static uint32_t delta_net_stride(const DeltaNetShape& s) { return (s.conv_dim() + s.value_dim() + 2 * s.nv + 3) / 4 * 4; }
+  /// gdn_work_ for chunks of chunk_ tokens (after alloc_chunk_buffers()).
+  void alloc_delta_net_scratch(const DeltaNetShape& s);
+  /// For new_sequence(): prepare_sequence() (with the model's RoPE table when `rope`), then
+  /// create_sequence(make).
+  template <class F>
+  std::unique_ptr<Sequence> make_sequence(const SequenceSize& s, bool rope, F&& make) {
+    prepare_sequence(s, rope ? &rope_ : nullptr, &rope_rows_);
+    return create_sequence(s, std::forward<F>(make));
+  }
+  /// The device sequences are allocated on.
+  gpu::Context* device() const { return ctx_.get(); }
   /// The start of a record_body() whose embedding table is on the device: the token ids (written,
   /// or the previous step's argmax; token_ids()), the recorder begun, x_ = embed(ids) for every row.
   void begin_body(kernels::OpContext& o, std::span<const BatchSeg> segs, std::span<const int32_t> toks);
@@ -213,6 +314,12 @@ class GpuModel : public Model {
   uint32_t rope_rows_ = 0;
   gpu::Buffer x_, h_, logits_, tokens_, amax_, attn_split_;
   kernels::SparseScratch sparse_;  // allocated with --sparse-attn only
+  // The blocks' chunk-sized scratch, allocated by each architecture (alloc_chunk_buffers) as its
+  // blocks need: the mixer's input projection rows (attention q | k | v, ShortConv B | C | x,
+  // DeltaNet qkv | z | b | a), the mixer's output, gate | up, the FFN activation; DeltaNet's conv
+  // output, gates and chunk work buffer.
+  gpu::Buffer proj_, att_, gu_, act_, gdn_conv_, gdn_gates_, gdn_work_;
+  const char* norm_label_ = "attn_norm";  // the mixer's input norm's dispatch label (LFM2: "operator_norm")
 
  private:
   int32_t run(Sequence& seq, std::span<const int32_t> toks, HeadOut out, std::vector<float>* logits);
@@ -252,15 +359,6 @@ kernels::GpuWeight upload_rows(gpu::Context& ctx, DType type, uint32_t K, const 
 /// Same for whole tensors (shape {K, N} each); all must share type and K ("cannot fuse" otherwise).
 kernels::GpuWeight upload_matrix(gpu::Context& ctx, const std::vector<const TensorRef*>& parts, const std::string& label,
                                  MemoryReport& mem);
-/// One part of a projection whose output rows stack several matrices (an attention layer's
-/// [q | k | v]): a run of consecutive matrices of one weight type stacked into one GPU matrix, or a
-/// matrix alone; it writes output rows [row0, row0 + w.N). label: the prefix and the names of its
-/// matrices ("attn_" + "qkv", "attn_" + "qk", "attn_" + "v").
-struct StackedPart {
-  kernels::GpuWeight w;
-  uint32_t row0 = 0;
-  std::string label;
-};
 /// Uploads matrices ms (shape {K, N_i}, one K; names[i] names ms[i]) as the fewest parts: with
 /// `fuse` (ModelOptions::fuse_qkv) each run of consecutive matrices of one type is one stacked part
 /// (all of them when they share a type; Q4_K_M files store some layers' V as Q6_K), else one part

@@ -61,7 +61,6 @@ class LlamaCpu final : public CpuModel {
     if (c_.arch == "gemma3") gemma_ = gemma3_params(src);
   }
 
-  std::string backend_name() const override { return "cpu"; }
   std::unique_ptr<Sequence> new_sequence(uint32_t ctx) override {
     SequenceSize s;
     s.context = sequence_context(ctx, default_ctx_, c_.max_context);

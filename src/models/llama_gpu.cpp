@@ -162,7 +162,7 @@ class LlamaGpu final : public GpuModel {
   }
 
   void alloc_scratch() {
-    alloc_chunk_buffers({{&qkv_, c_.q_dim() + 2 * c_.kv_dim(), "qkv"},
+    alloc_chunk_buffers({{&proj_, c_.q_dim() + 2 * c_.kv_dim(), "qkv"},
                          {&att_, c_.q_dim(), "attn_out"},
                          {&gu_, 2 * c_.ffn_dim, "gate_up"},
                          {&act_, c_.ffn_dim, "ffn_act"},
@@ -325,17 +325,17 @@ class LlamaGpu final : public GpuModel {
         for (const StackedPart& part : L.qkv) {
           rk.row0 = part.row0;
           kernels::matmul_qkv_rope_kv(o, part.w, {fn ? x_ : h_, 0}, D, fn ? &L.attn_norm : nullptr, fn ? c_.rms_eps : 0.0f,
-                                      {qkv_, part.row0}, QKV, T, rk, part.label.c_str());
+                                      {proj_, part.row0}, QKV, T, rk, part.label.c_str());
         }
       } else {
-        record_norm_proj(o, c_, x_, L.attn_norm, h_, std::span<const StackedPart>(L.qkv), qkv_, QKV, T, "attn_norm");
-        if (has_bias_) kernels::add_bias(o, L.bqkv, QKV, {qkv_, 0}, QKV, T, "attn_qkv_bias");
+        record_norm_proj(o, c_, x_, L.attn_norm, h_, std::span<const StackedPart>(L.qkv), proj_, QKV, T, "attn_norm");
+        if (has_bias_) kernels::add_bias(o, L.bqkv, QKV, {proj_, 0}, QKV, T, "attn_qkv_bias");
         const QkNorm qkn{L.q_norm, L.k_norm};  // gemma3's QK-norm (folded into RoPE + KV store: fuse_qk_norm)
-        if (gemma_) record_qk_norms(o, c_, {qkv_, 0, QKV, Q, Q + KV, QKV}, T, qkn);
+        if (gemma_) record_qk_norms(o, c_, {proj_, 0, QKV, Q, Q + KV, QKV}, T, qkn);
         for (const PoolGroup& g : plan.groups) {
           if (!g.rope_n) continue;
           KvState& kv = segs[g.first].seq->kv(l);  // the whole pool buffers
-          kernels::rope_kv_store_rows(o, qkv_, 0, QKV, Q, Q + KV, QKV, c_.n_heads, c_.n_kv_heads, c_.head_dim, c_.rope_dims,
+          kernels::rope_kv_store_rows(o, proj_, 0, QKV, Q, Q + KV, QKV, c_.n_heads, c_.n_kv_heads, c_.head_dim, c_.rope_dims,
                                       rope_, c_.rope_neox, kv.keys().buffer(), kv.values().buffer(), batch_tab_, g.rope_off,
                                       g.rope_n);
         }
@@ -344,7 +344,7 @@ class LlamaGpu final : public GpuModel {
           const BatchSeg& s = segs[i];
           KvState& kv = s.seq->kv(l);
           const uint32_t r = s.row0 * QKV;
-          const QkvRows rows{qkv_, r, QKV, r + Q, r + Q + KV, QKV};
+          const QkvRows rows{proj_, r, QKV, r + Q, r + Q + KV, QKV};
           if (gemma_)
             record_qk_norm_rope_kv(o, c_, rows, s.T, s.pos0, local ? rope_local_ : rope_, qkn, kv.keys().binding(),
                                    kv.values().binding());
@@ -359,7 +359,7 @@ class LlamaGpu final : public GpuModel {
         if (!g.attn_n) continue;
         KvState& kv = segs[g.first].seq->kv(l);  // the whole pool buffers
         const kernels::AttentionShape as{1, 0, c_.n_heads, c_.n_kv_heads, c_.head_dim, scale};
-        kernels::attention_decode_batch(o, as, {qkv_, 0}, QKV, kv.keys().buffer(), kv.values().buffer(), {att_, 0}, Q,
+        kernels::attention_decode_batch(o, as, {proj_, 0}, QKV, kv.keys().buffer(), kv.values().buffer(), {att_, 0}, Q,
                                         batch_tab_, g.attn_off, g.attn_n, g.max_split, g.keys, &batch_split_);
       }
       for (size_t i = 0; i < segs.size(); ++i) {
@@ -369,7 +369,7 @@ class LlamaGpu final : public GpuModel {
         kernels::AttentionShape as{s.T, s.pos0, c_.n_heads, c_.n_kv_heads, c_.head_dim,
                                    scale};
         if (local) as.window = gemma_->sliding_window;  // gemma3 sliding layers: keys pos_q - pos_k < W only
-        kernels::attention(o, as, {qkv_, s.row0 * QKV}, QKV, kv.keys().binding(), kv.values().binding(), {att_, s.row0 * Q}, Q,
+        kernels::attention(o, as, {proj_, s.row0 * QKV}, QKV, kv.keys().binding(), kv.values().binding(), {att_, s.row0 * Q}, Q,
                            &attn_split_, sparse_.index ? &sparse_ : nullptr, kv.sparse_means(), defer ? &parts : nullptr);
       }
       if (gemma_) {
@@ -479,7 +479,7 @@ class LlamaGpu final : public GpuModel {
   Buffer rope_local_, o_;  // gemma3: sliding layers' RoPE table (rope_local_rows_ positions); scratch [T, d]
   uint32_t rope_local_rows_ = 0;
   std::vector<Layer> layers_;
-  Buffer qkv_, att_, gu_, act_;
+  // proj_ (q | k | v rows), att_, gu_, act_: GpuModel's block scratch
   Buffer batch_tab_, batch_split_;  // continuous batching over KV pools (plan_batch), grown on demand
 };
 

@@ -3,11 +3,9 @@
 #include "core/error.h"
 #include "models/llama_cpu.h"
 #include "models/lfm2.h"
-#include "models/lfm2_weights.h"
 #include "models/gemma3.h"
 #include "models/qwen2.h"
 #include "models/qwen35.h"
-#include "models/qwen35_weights.h"
 #include "models/source.h"
 
 namespace wgllm {

@@ -20,7 +20,7 @@
 #include <random>
 
 #include "core/error.h"
-#include "models/lfm2_weights.h"
+#include "models/lfm2.h"
 #include "parity_util.h"
 
 using namespace wgllm;

@@ -1,4 +1,4 @@
-#include "models/qwen35_weights.h"
+#include "models/qwen35.h"
 
 #include <cmath>
 #include <cstring>
@@ -7,6 +7,8 @@
 
 #include "core/error.h"
 #include "formats/gguf.h"
+#include "models/cpu_common.h"
+#include "models/gpu_common.h"
 #include "models/model.h"
 #include "models/source.h"
 
@@ -289,6 +291,108 @@ std::unique_ptr<Sequence> qwen35_sequence(gpu::Context* ctx, const ModelConfig& 
       st.push_back(std::make_unique<KvState>(ctx, i, context, c.kv_dim()));
   }
   return std::make_unique<Sequence>(context, ctx, std::move(st));
+}
+
+// ---- The forward, once for both backends ----
+
+namespace {
+
+/// Qwen3.5 over a backend's block interface: Base = CpuModel (kernels' CPU twins) or GpuModel
+/// (WGSL kernels); Base::Vector / Ffn / Attention / DeltaNet are that backend's weights.
+template <class Base>
+class Qwen35Model final : public Base {
+ public:
+  Qwen35Model(const ModelSource& src, const ModelOptions& opt) : Base(src.config, opt), p_(qwen35_params(src)) {
+    const ModelConfig& c = this->c_;
+    if constexpr (std::is_same_v<Base, GpuModel>)
+      if (opt.kernels.gdn_chunk < 1 || opt.kernels.gdn_chunk > 256) throw Error("gdn_chunk must be in [1, 256]");
+    Qwen35Refs r = qwen35_refs(*src.tensors, c, p_);
+    this->embed_ = this->matrix(r.embed, "token_embd");
+    if (!c.tied_embeddings) this->lm_head_ = this->matrix(r.lm_head, "output");
+    this->out_norm_ = this->vector(qwen35_norm_weight(r.out_norm, p_), "output_norm");
+    for (uint32_t i = 0; i < c.n_layers; ++i) {
+      const Qwen35LayerRefs& R = r.layers[i];
+      const std::string p = "blk." + std::to_string(i) + ".";
+      Layer L;
+      L.linear = p_.linear[i];
+      L.norm = this->vector(qwen35_norm_weight(R.attn_norm, p_), p + "attn_norm");
+      L.ffn_norm = this->vector(qwen35_norm_weight(R.ffn_norm, p_), p + "ffn_norm");
+      if (L.linear) {
+        ++n_lin_;
+        L.delta = this->delta_net_weights(R.w_qkv, R.w_z, R.w_b, R.w_a, R.w_out, R.conv, qwen35_a_log(R.a_log, p_),
+                                          R.dt_bias, R.gdn_norm, p_.shape(), p);
+      } else {
+        ++n_attn_;
+        const std::vector<uint8_t> q = qwen35_deinterleave_q(R.wq, c.n_heads, c.head_dim);
+        TensorRef wq = R.wq;  // rows [all q | all gates]
+        wq.data = q.data();
+        wq.reader = nullptr;
+        const std::vector<float> qn = qwen35_norm_weight(R.q_norm, p_), kn = qwen35_norm_weight(R.k_norm, p_);
+        L.attention = this->attention_weights(wq, R.wk, R.wv, R.wo, &qn, &kn, p, /*gate=*/true);
+      }
+      L.ffn = this->ffn_weights(R.w_gate, R.w_up, R.w_down, p);
+      layers_.push_back(std::move(L));
+    }
+    if constexpr (std::is_same_v<Base, GpuModel>) {
+      this->ctx_->wait_idle();  // the RoPE table is made by new_sequence(), sized by the sequence's context
+      const uint32_t Q = c.q_dim(), KV = c.kv_dim(), S = n_attn_ ? 2 * Q + 2 * KV : 0;
+      const DeltaNetShape sh = p_.shape();
+      const uint32_t DS = n_lin_ ? GpuModel::delta_net_stride(sh) : 0;
+      this->alloc_chunk_buffers({{&this->proj_, std::max(S, DS), "proj"},
+                                 // attention rows: the projection's stride S (the gate's)
+                                 {&this->att_, std::max(S, n_lin_ ? sh.value_dim() : 0), "mixer_out"},
+                                 {&this->gdn_conv_, n_lin_ ? sh.conv_dim() : 0, "gdn_conv_out"},
+                                 {&this->gdn_gates_, n_lin_ ? 2 * sh.nv : 0, "gdn_gates"},
+                                 {&this->gu_, 2 * c.ffn_dim, "gate_up"},
+                                 {&this->act_, c.ffn_dim, "ffn_act"}});
+      if (n_lin_) this->alloc_delta_net_scratch(sh);
+    }
+  }
+
+  std::unique_ptr<Sequence> new_sequence(uint32_t ctx) override {
+    const ModelConfig& c = this->c_;
+    SequenceSize s;
+    s.context = this->sequence_length(ctx);
+    const uint64_t kvb = uint64_t(s.context) * c.kv_dim() * 4, conv = uint64_t(p_.conv_k - 1) * p_.conv_dim() * 4,
+                   ssm = uint64_t(p_.nv) * p_.dk * p_.dv * 4;
+    s.kv_cache = 2ull * n_attn_ * kvb;
+    s.recurrent = uint64_t(n_lin_) * (conv + ssm);
+    s.largest_buffer = std::max({n_attn_ ? kvb : 0, n_lin_ ? conv : 0, n_lin_ ? ssm : 0});
+    return this->make_sequence(s, true, [&] { return qwen35_sequence(this->device(), c, p_, s.context); });
+  }
+
+ private:
+  struct Layer {
+    bool linear = false;
+    typename Base::Vector norm, ffn_norm;  // input_layernorm, post_attention_layernorm: (1 + w)
+    typename Base::Ffn ffn;
+    typename Base::Attention attention;    // "full_attention" layers (gated, QK-norm (1 + w))
+    typename Base::DeltaNet delta;         // "linear_attention" layers
+  };
+
+  // Qwen3_5DecoderLayer: x += mixer(input_layernorm(x)); x += mlp(post_attention_layernorm(x)).
+  void body(typename Base::Pass& p) override {
+    for (uint32_t l = 0; l < this->c_.n_layers; ++l) {
+      const Layer& L = layers_[l];
+      if (L.linear) this->delta_net(p, l, L.norm, L.delta);
+      else this->attention(p, l, L.norm, L.attention);
+      this->swiglu_ffn(p, L.ffn_norm, L.ffn);
+    }
+  }
+
+  Qwen35Params p_;
+  uint32_t n_attn_ = 0, n_lin_ = 0;
+  std::vector<Layer> layers_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> create_qwen35_cpu(const ModelSource& src, const ModelOptions& opt) {
+  return std::make_unique<Qwen35Model<CpuModel>>(src, opt);
+}
+
+std::unique_ptr<Model> create_qwen35_gpu(const ModelSource& src, const ModelOptions& opt) {
+  return std::make_unique<Qwen35Model<GpuModel>>(src, opt);
 }
 
 }  // namespace wgllm

@@ -1,4 +1,4 @@
-#include "models/lfm2_weights.h"
+#include "models/lfm2.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,6 +7,8 @@
 
 #include "core/error.h"
 #include "formats/gguf.h"
+#include "models/cpu_common.h"
+#include "models/gpu_common.h"
 #include "models/model.h"
 #include "models/source.h"
 
@@ -233,6 +235,92 @@ std::unique_ptr<Sequence> lfm2_sequence(gpu::Context* ctx, const ModelConfig& c,
       st.push_back(std::make_unique<ConvState>(ctx, i, p.conv_L - 1, c.d_model));
   }
   return std::make_unique<Sequence>(context, ctx, std::move(st));
+}
+
+// ---- The forward, once for both backends ----
+
+namespace {
+
+/// LFM2 over a backend's block interface: Base = CpuModel (kernels' CPU twins) or GpuModel
+/// (WGSL kernels); Base::Matrix / Vector / Ffn / Attention / ShortConv are that backend's weights.
+template <class Base>
+class Lfm2Model final : public Base {
+ public:
+  Lfm2Model(const ModelSource& src, const ModelOptions& opt) : Base(src.config, opt), p_(lfm2_params(src)) {
+    const ModelConfig& c = this->c_;
+    Lfm2Refs r = lfm2_refs(*src.tensors, c, p_, src.is_gguf());
+    this->embed_ = this->matrix(r.embed, "token_embd");
+    if (!c.tied_embeddings) this->lm_head_ = this->matrix(r.lm_head, "output");
+    this->out_norm_ = this->vector(r.out_norm, "token_embd_norm");
+    for (uint32_t i = 0; i < c.n_layers; ++i) {
+      const Lfm2LayerRefs& R = r.layers[i];
+      const std::string p = "blk." + std::to_string(i) + ".";
+      Layer L;
+      L.attn = p_.attn[i];
+      L.norm = this->vector(R.attn_norm, p + "attn_norm");
+      L.ffn_norm = this->vector(R.ffn_norm, p + "ffn_norm");
+      L.ffn = this->ffn_weights(R.w_gate, R.w_up, R.w_down, p);
+      if (L.attn) {
+        const std::vector<float> qn = dequantize_tensor(R.q_norm), kn = dequantize_tensor(R.k_norm);
+        L.attention = this->attention_weights(R.wq, R.wk, R.wv, R.wo, &qn, &kn, p);
+      } else L.conv = this->short_conv_weights(R.in_proj, R.conv, R.out_proj, p_.conv_L, p);
+      layers_.push_back(std::move(L));
+    }
+    if constexpr (std::is_same_v<Base, GpuModel>) {
+      // The RoPE table is made by new_sequence(), sized by the sequence's context (a placeholder
+      // when there is no attention layer).
+      if (!p_.n_attn()) this->rope_ = gpu::Buffer(*this->ctx_, 16, gpu::BufferKind::Storage, "rope_table");
+      this->ctx_->wait_idle();
+      const uint64_t D = c.d_model, Q = c.q_dim(), KV = c.kv_dim(), F = c.ffn_dim;
+      this->norm_label_ = "operator_norm";
+      this->alloc_chunk_buffers({{&this->proj_, std::max(p_.n_attn() ? Q + 2 * KV : 0, p_.n_attn() < c.n_layers ? 3 * D : 0), "proj"},
+                                 {&this->att_, std::max(Q, D), "mixer_out"},
+                                 {&this->gu_, 2 * F, "gate_up"},
+                                 {&this->act_, F, "ffn_act"}});
+    }
+  }
+
+  std::unique_ptr<Sequence> new_sequence(uint32_t ctx) override {
+    const ModelConfig& c = this->c_;
+    SequenceSize s;
+    s.context = this->sequence_length(ctx);
+    s.kv_cache = uint64_t(p_.n_attn()) * Lfm2Params::kv_bytes(c, s.context);
+    s.recurrent = uint64_t(c.n_layers - p_.n_attn()) * p_.conv_state_bytes(c);
+    s.largest_buffer = std::max(p_.n_attn() ? Lfm2Params::kv_bytes(c, s.context) / 2 : 0, p_.conv_state_bytes(c));
+    return this->make_sequence(s, p_.n_attn() != 0, [&] { return lfm2_sequence(this->device(), c, p_, s.context); });
+  }
+
+ private:
+  struct Layer {
+    bool attn = false;
+    typename Base::Vector norm, ffn_norm;  // operator_norm, ffn_norm
+    typename Base::Ffn ffn;
+    typename Base::Attention attention;    // "full_attention" layers
+    typename Base::ShortConv conv;         // "conv" layers
+  };
+
+  // Lfm2DecoderLayer: x += op(operator_norm(x)); x += ffn(ffn_norm(x)).
+  void body(typename Base::Pass& p) override {
+    for (uint32_t l = 0; l < this->c_.n_layers; ++l) {
+      const Layer& L = layers_[l];
+      if (L.attn) this->attention(p, l, L.norm, L.attention);
+      else this->short_conv(p, l, L.norm, L.conv);
+      this->swiglu_ffn(p, L.ffn_norm, L.ffn);
+    }
+  }
+
+  Lfm2Params p_;
+  std::vector<Layer> layers_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> create_lfm2_cpu(const ModelSource& src, const ModelOptions& opt) {
+  return std::make_unique<Lfm2Model<CpuModel>>(src, opt);
+}
+
+std::unique_ptr<Model> create_lfm2_gpu(const ModelSource& src, const ModelOptions& opt) {
+  return std::make_unique<Lfm2Model<GpuModel>>(src, opt);
 }
 
 }  // namespace wgllm
