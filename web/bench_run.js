@@ -29,7 +29,7 @@ export async function adapterInfo() {
 /// Loads `model` (URL string or {file}) and measures. opts: {lengths: [512, 4096], gen: 128, reps: 3,
 /// greedy: 32, text: prompt text for the bench ('' = the engine's default), log(s), onAdapter(json)
 /// (awaited; may throw to stop, e.g. a harness refusing a software adapter), adapterOnly, loadOnly
-/// (stop after the load), engineOptions (extra CreateEngine options, e.g. moduleUrl, warmup)}.
+/// (stop after the load), greedyOnly (stop after the greedy tokens: no bench), engineOptions (extra CreateEngine options, e.g. moduleUrl, warmup)}.
 /// `result` (filled in as it goes, so a failure still returns what was measured) gets adapter, load,
 /// greedy, bench, finished.
 export async function runBench(model, opts, result) {
@@ -56,6 +56,7 @@ export async function runBench(model, opts, result) {
       max_tokens: greedy, ignore_eos: true });
     result.greedy = { prompt: PROMPT, token_ids: g.wgllm.token_ids, text: g.choices[0].message.content, usage: g.usage };
     log(`greedy: ${g.wgllm.token_ids.join(',')}`);
+    if (opts.greedyOnly) { result.finished = new Date().toISOString(); return result; }
 
     result.bench = await engine.bench({ text, prompt_lengths: lengths, gen, reps });
     for (const r of result.bench.rows)

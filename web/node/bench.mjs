@@ -23,18 +23,20 @@
 //                 `token_ids: [...]`; the same context length). A mismatch fails the run (exit 3).
 //   --adapter-only 1  only the adapter check (a second; the model is not loaded)
 //   --load-only 1     stop after the load (tests); --warmup 0: no kernel warm-up at load
+//   --greedy-only 1   stop after the greedy tokens (and their native comparison): no bench rows
 //   --decode-pipeline 0  load with CreateEngine's decodePipeline off (default on: step i+1 submitted
 //                 before step i's token is read, as the native --decode-pipeline)
 // Output: the JSON of web/bench.js (adapter, load, greedy, bench.rows: n_prompt, ttft_ms,
 // decode_tok_s, *_median, greedy_tokens, decode_step_last_rep: wasm->JS crossings and WebGPU calls
 // per decode step, host split) plus label, runtime {node, webgpu, backend,
-// dawn_adapters}, to --out (default: stdout); progress and a summary go to stderr.
+// dawn_adapters}, file_reads (the FileReaderSync shim's counts: reads, bytes, max_end,
+// reads_past_4gib, bytes_past_4gib), to --out (default: stdout); progress and a summary go to stderr.
 // Exit: 0 ok, 2 usage, 1 engine/adapter failure, 3 greedy tokens differ from the native engine's.
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { installBrowserEnv, listDawnAdapters, NodeFile } from './browser_env.mjs';
+import { fileReadStats, installBrowserEnv, listDawnAdapters, NodeFile } from './browser_env.mjs';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const LABEL = 'Dawn in Node, not a browser';
@@ -51,7 +53,7 @@ function parseArgs(argv) {
 }
 
 function usage(msg) {
-  console.error(`node-bench: ${msg}\n${readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n').slice(8, 32).join('\n')}`);
+  console.error(`node-bench: ${msg}\n${readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n').slice(8, 34).join('\n')}`);
   process.exit(2);
 }
 
@@ -118,7 +120,7 @@ async function main() {
   try {
     const adapterOnly = opt['adapter-only'] === '1';
     await runBench({ file: NodeFile.open(opt.model) }, { lengths, gen, reps, greedy, text, log, onAdapter: checkAdapter,
-      adapterOnly, loadOnly: opt['load-only'] === '1',
+      adapterOnly, loadOnly: opt['load-only'] === '1', greedyOnly: opt['greedy-only'] === '1',
       engineOptions: { moduleUrl: pathToFileURL(join(wasmDir, 'wgllm.js')).href, warmup: opt.warmup !== '0',
         decodePipeline: opt['decode-pipeline'] !== '0' } }, result);
     if (adapterOnly || opt['load-only'] === '1') return finish(result, opt, 0, log);
@@ -151,6 +153,8 @@ export function stepSummary(d) {
 }
 
 function finish(result, opt, status, log) {
+  result.file_reads = fileReadStats();
+  log(`file reads: ${JSON.stringify(result.file_reads)}`);
   const json = JSON.stringify(result, null, 1);
   if (opt.out) writeFileSync(opt.out, json);
   else console.log(json);

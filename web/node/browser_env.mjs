@@ -19,7 +19,9 @@
 //                    note in the load result is expected)
 //   FileReaderSync   readAsArrayBuffer(NodeFile slice) reads that byte range with fs.readSync: the
 //                    streaming weight loader (web/wasm/engine.cpp wgjs_blob_read) reads the model a
-//                    window at a time, as it reads an OPFS file in the browser's worker
+//                    window at a time, as it reads an OPFS file in the browser's worker; every read
+//                    is counted (fileReadStats(): reads, bytes, the highest byte reached, reads
+//                    ending past 4 GiB: evidence that offsets beyond 32 bits reach the file)
 import { closeSync, fstatSync, openSync, readFileSync, readSync } from 'node:fs';
 import { basename } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -45,14 +47,32 @@ export class NodeFile {
   close() { closeSync(this.fd); }
 }
 
+const FOUR_GIB = 2 ** 32;
+const readStats = { reads: 0, bytes: 0, largest_read_bytes: 0, max_end: 0, reads_past_4gib: 0, bytes_past_4gib: 0 };
+
+/// What the FileReaderSync shim has read so far (all NodeFiles of the process): reads, bytes,
+/// largest_read_bytes, max_end (the highest file offset + 1 read), reads_past_4gib (reads whose
+/// range ends past 2^32 bytes) and bytes_past_4gib (bytes read at offsets >= 2^32).
+export function fileReadStats() { return { ...readStats }; }
+
 class NodeFileReaderSync {
   readAsArrayBuffer(blob) {
     if (!(blob instanceof NodeFile)) throw new TypeError('FileReaderSync (Node shim): only NodeFile slices can be read');
     const out = new Uint8Array(blob.size);
-    for (let got = 0; got < out.length;) {
+    let got = 0;
+    while (got < out.length) {
       const n = readSync(blob.fd, out, got, out.length - got, blob.start + got);
       if (n === 0) break;  // the caller reports the short read
       got += n;
+    }
+    const end = blob.start + got;
+    readStats.reads++;
+    readStats.bytes += got;
+    readStats.largest_read_bytes = Math.max(readStats.largest_read_bytes, got);
+    readStats.max_end = Math.max(readStats.max_end, end);
+    if (end > FOUR_GIB) {
+      readStats.reads_past_4gib++;
+      readStats.bytes_past_4gib += end - Math.max(blob.start, FOUR_GIB);
     }
     return out.buffer;
   }
