@@ -15,6 +15,7 @@
 
 #include "kernels/ops.h"
 #include "kernels/ref.h"
+#include "models/blocks.h"
 #include "models/model.h"
 
 namespace wgllm {
@@ -45,26 +46,8 @@ std::unique_ptr<Sequence> cpu_new_sequence(const SequenceSize& s, const ModelCon
   }
 }
 
-/// What every CPU reference model shares: its config and options, the embedding, output norm and
-/// head (dequantized to f32), the RoPE table, and forward_argmax() = argmax of forward()'s logits
-/// (lowest id on ties).
-///
-/// The block interface (the CPU twin of GpuModel's, same names and shapes): an architecture
-/// written once as a template over its backend base (models/lfm2.cpp) loads its weights with
-/// matrix() / vector() / ffn_weights() / attention_weights() / short_conv_weights() and writes
-/// its layers in body() with swiglu_ffn() / attention() / short_conv(); forward() embeds, runs
-/// body() and the head. Every block is plain C++ over the kernels' CPU twins (kernels/ref.h).
-class CpuModel : public Model {
- public:
-  const ModelConfig& config() const override { return c_; }
-  std::string backend_name() const override { return "cpu"; }
-  MemoryReport memory() const override { return mem_; }
-  int32_t forward_argmax(Sequence& seq, std::span<const int32_t> toks) override;
-  uint32_t prefill_chunk() const override { return chunk_; }
-  /// Checks toks, embeds them into x [T, d_model], runs body(), advances seq by T and, when
-  /// logits is set, writes the last row's logits (cpu_logits with the tied embedding or lm_head_).
-  void forward(Sequence& seq, std::span<const int32_t> toks, std::vector<float>* logits) override;
-
+/// The CPU backend's block types (Blocks<CpuBlockTypes>, models/blocks.h).
+struct CpuBlockTypes {
   using Matrix = kernels::ref::Matrix;  // a weight dequantized to f32
   using Vector = std::vector<float>;    // an f32 vector (norm weights, conv taps)
   /// One forward as body() sees it: T tokens of seq at positions n_past.., the residual stream
@@ -75,57 +58,62 @@ class CpuModel : public Model {
     float* x;
     float* h;
   };
-  /// SwiGLU FFN weights (Shazeer 2020): gate, up {d_model, ffn}, down {ffn, d_model}.
   struct Ffn { Matrix gate, up, down; };
-  /// GQA attention weights: q, k, v {d_model, q_dim | kv_dim} (with `gate`, q's rows are
-  /// [q | gate], 2 q_dim: Qwen3.5's output gate), o {q_dim, d_model}; q_norm / k_norm {head_dim}
-  /// (per-head RMSNorm multipliers before RoPE; empty: none).
+  /// q's rows are [q | gate] when gate; empty q_norm / k_norm: no QK-norm.
   struct Attention { Matrix wq, wk, wv, wo; Vector q_norm, k_norm; bool gate = false; };
-  /// LFM2 ShortConv weights: in_proj {d, 3d} (rows [B | C | x]), conv taps [d][L], out_proj {d, d}.
   struct ShortConv { Matrix in_proj, out_proj; Vector conv; uint32_t L = 0; };
-  /// Gated DeltaNet weights: in-projections qkv {d, conv_dim}, z {d, vd}, b, a {d, nv}; out_proj
-  /// {vd, d}; conv taps [conv_dim][K]; A_log, dt_bias [nv]; the gated RMSNorm weight [dv].
   struct DeltaNet {
     Matrix w_qkv, w_z, w_b, w_a, w_out;
     Vector conv, a_log, dt_bias, norm;
     DeltaNetShape s;
   };
+};
+
+/// What every CPU reference model shares: its config and options, the embedding, output norm and
+/// head (dequantized to f32), the RoPE table, and forward_argmax() = argmax of forward()'s logits
+/// (lowest id on ties).
+/// It implements the block interface (models/blocks.h) for architectures written once over it:
+/// forward() embeds, runs body() and the head.
+class CpuModel : public Model, public Blocks<CpuBlockTypes> {
+ public:
+  const ModelConfig& config() const override { return c_; }
+  std::string backend_name() const override { return "cpu"; }
+  MemoryReport memory() const override { return mem_; }
+  int32_t forward_argmax(Sequence& seq, std::span<const int32_t> toks) override;
+  uint32_t prefill_chunk() const override { return chunk_; }
+  /// Checks toks, embeds them into x [T, d_model], runs body(), advances seq by T and, when
+  /// logits is set, writes the last row's logits (cpu_logits with the tied embedding or lm_head_).
+  void forward(Sequence& seq, std::span<const int32_t> toks, std::vector<float>* logits) override;
 
  protected:
   CpuModel(const ModelConfig& c, const ModelOptions& opt)
       : c_(c), default_ctx_(opt.context_length), kopt_(opt.kernels), chunk_(cpu_chunk(c, opt)) {}
 
-  /// The layers of one forward (architectures written over the block interface override it;
-  /// those that override forward() do not). Throws wgllm::Error by default.
-  virtual void body(Pass& p);
-  /// A weight / vector tensor dequantized to f32 (label: the GPU buffer name; unused here), counted in mem_.
-  Matrix matrix(const TensorRef& t, const std::string& label);
-  Vector vector(const TensorRef& t, const std::string& label);
-  Ffn ffn_weights(const TensorRef& gate, const TensorRef& up, const TensorRef& down, const std::string& prefix);
-  Vector vector(const std::vector<float>& v, const std::string& label);
-  /// q_norm / k_norm: the QK-norm multipliers, nullptr for none; gate: wq's rows are [q | gate].
+  /// Throws wgllm::Error: architectures that override forward() have no body().
+  void body(Pass& p) override;
+  // The block interface (models/blocks.h) on the kernels' CPU twins (kernels/ref.h, gdn_ref.h):
+  // weights dequantized to f32 once (labels unused), counted in mem_.
+  Matrix matrix(const TensorRef& t, const std::string& label) override;
+  Vector vector(const TensorRef& t, const std::string& label) override;
+  Vector vector(const std::vector<float>& v, const std::string& label) override;
+  Ffn ffn_weights(const TensorRef& gate, const TensorRef& up, const TensorRef& down, const std::string& prefix) override;
   Attention attention_weights(const TensorRef& wq, const TensorRef& wk, const TensorRef& wv, const TensorRef& wo,
                               const std::vector<float>* q_norm, const std::vector<float>* k_norm,
-                              const std::string& prefix, bool gate = false);
+                              const std::string& prefix, bool gate) override;
   ShortConv short_conv_weights(const TensorRef& in_proj, const TensorRef& conv, const TensorRef& out_proj, uint32_t L,
-                               const std::string& prefix);
+                               const std::string& prefix) override;
   DeltaNet delta_net_weights(const TensorRef& w_qkv, const TensorRef& w_z, const TensorRef& w_b, const TensorRef& w_a,
                              const TensorRef& w_out, const TensorRef& conv, const std::vector<float>& a_log,
                              const TensorRef& dt_bias, const TensorRef& norm, const DeltaNetShape& s,
-                             const std::string& prefix);
-  /// x += down(silu(gate(h)) * up(h)), h = rmsnorm(x) * norm (cpu_swiglu_ffn).
-  void swiglu_ffn(Pass& p, const Vector& norm, const Ffn& w);
-  /// x += wo (attention(rope(norm_q(q)), rope(norm_k(k)), v) * sigmoid(gate)) with q (| gate), k, v =
-  /// w{q,k,v} rmsnorm(x) * norm, the new k, v stored in layer `layer`'s KvState at n_past.. (causal
-  /// GQA, cpu_attention; the gate only with w.gate: Qwen3_5Attention).
-  void attention(Pass& p, uint32_t layer, const Vector& norm, const Attention& w);
-  /// x += out_proj(RMSNormGated(delta_rule(conv(qkv)), z)) (Qwen3_5GatedDeltaNet) with qkv, z, b, a
-  /// = w_{qkv,z,b,a} rmsnorm(x) * norm over layer `layer`'s DeltaState: the plain per-token
-  /// recurrence (ref::gated_delta_rule), the reference the GPU's chunked form is checked against.
-  void delta_net(Pass& p, uint32_t layer, const Vector& norm, const DeltaNet& w);
-  /// LFM2 ShortConv (transformers Lfm2ShortConv.slow_forward): [B | C | xs] = in_proj(rmsnorm(x) * norm),
-  /// y = C * causal_conv(B * xs) over layer `layer`'s ConvState, x += out_proj(y).
-  void short_conv(Pass& p, uint32_t layer, const Vector& norm, const ShortConv& w);
+                             const std::string& prefix) override;
+  /// cpu_swiglu_ffn.
+  void swiglu_ffn(Pass& p, const Vector& norm, const Ffn& w) override;
+  /// Attention over the sequence's host KV cache (cpu_attention: dense, or block-sparse with --sparse-attn).
+  void attention(Pass& p, uint32_t layer, const Vector& norm, const Attention& w) override;
+  void short_conv(Pass& p, uint32_t layer, const Vector& norm, const ShortConv& w) override;
+  /// The plain per-token recurrence (ref::gated_delta_rule): the reference the GPU's chunked form
+  /// is checked against.
+  void delta_net(Pass& p, uint32_t layer, const Vector& norm, const DeltaNet& w) override;
   /// The context of new_sequence(ctx) (sequence_context with the options' default).
   uint32_t sequence_length(uint32_t ctx) const { return sequence_context(ctx, default_ctx_, c_.max_context); }
   /// For new_sequence(): cpu_new_sequence() with the model's RoPE table when `rope`.

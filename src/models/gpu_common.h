@@ -18,6 +18,7 @@
 #include "kernels/sparse_attention.h"
 #include "kernels/weights.h"
 #include "core/error.h"
+#include "models/blocks.h"
 #include "models/model.h"
 
 namespace wgllm {
@@ -53,13 +54,51 @@ struct BatchSeg {
   uint32_t row0, T, pos0;
 };
 
+/// The WebGPU backend's block types (Blocks<GpuBlockTypes>, models/blocks.h).
+struct GpuBlockTypes {
+  using Matrix = kernels::GpuWeight;  // a weight as stored (quantized) on the device
+  using Vector = gpu::Buffer;         // an f32 vector on the device
+  /// One submission as body() sees it: the rows of segs (T in all) in GpuModel::x_.
+  struct Pass {
+    kernels::OpContext& o;
+    std::span<const BatchSeg> segs;
+    uint32_t T;
+  };
+  /// gate and up stacked into gate_up when ModelOptions::fuse_gate_up and their types match
+  /// (fused), else apart.
+  struct Ffn {
+    kernels::GpuWeight gate_up, gate, up, down;
+    bool fused = false;
+  };
+  /// [q (| gate) | k | v] projection rows as stacked parts (upload_stacked, ModelOptions::fuse_qkv).
+  struct Attention {
+    std::vector<StackedPart> qkv;
+    kernels::GpuWeight wo;
+    gpu::Buffer q_norm, k_norm;
+    bool qk_norm = false, gate = false;
+  };
+  struct ShortConv {
+    kernels::GpuWeight in_proj, out_proj;
+    gpu::Buffer conv;
+    uint32_t L = 0;
+  };
+  /// The in-projection [qkv | z | b | a]: one stacked part with ModelOptions::fuse_gdn_in and
+  /// equal types, else four.
+  struct DeltaNet {
+    std::vector<StackedPart> in;
+    kernels::GpuWeight w_out;
+    gpu::Buffer conv, a_log, dt_bias, norm;
+    DeltaNetShape s;
+  };
+};
+
 /// What every WebGPU model shares: the device, pipeline cache and recorder, options, the
 /// memory report, profiling hooks, and forward() splitting a call into submissions of at most
 /// prefill_chunk tokens with the output head only on the last one, and the buffers every
 /// architecture has. An architecture implements record_body() (the embedding and its layers for
 /// the rows of one or several sequences) and lists its own chunk-sized buffers
 /// (alloc_chunk_buffers()); chunk() and chunk_batch() are written once here.
-class GpuModel : public Model {
+class GpuModel : public Model, public Blocks<GpuBlockTypes> {
  public:
   const ModelConfig& config() const override { return c_; }
   std::string backend_name() const override;
@@ -91,47 +130,6 @@ class GpuModel : public Model {
   void forward_batch(std::span<BatchItem> items) override;
   bool batched_forward() const override { return true; }
 
-  // The block interface (CpuModel's twin, same names and shapes; models/lfm2.cpp is written once
-  // over it): weights uploaded by matrix() / vector() / ffn_weights() / attention_weights() /
-  // short_conv_weights(), layers recorded in body() by swiglu_ffn() / attention() / short_conv().
-  using Matrix = kernels::GpuWeight;  // a weight as stored (quantized) on the device
-  using Vector = gpu::Buffer;         // an f32 vector on the device
-  /// One submission as body() sees it: the rows of segs (T in all) in x_.
-  struct Pass {
-    kernels::OpContext& o;
-    std::span<const BatchSeg> segs;
-    uint32_t T;
-  };
-  /// SwiGLU FFN: gate and up stacked into gate_up when ModelOptions::fuse_gate_up and their types
-  /// match (fused), else apart; down.
-  struct Ffn {
-    kernels::GpuWeight gate_up, gate, up, down;
-    bool fused = false;
-  };
-  /// GQA attention: [q | k | v] projection rows as stacked parts (upload_stacked, ModelOptions::
-  /// fuse_qkv; with `gate`, q's rows are [q | gate], Qwen3.5's output gate), o; the per-head
-  /// QK-norm weights when qk_norm.
-  struct Attention {
-    std::vector<StackedPart> qkv;
-    kernels::GpuWeight wo;
-    gpu::Buffer q_norm, k_norm;
-    bool qk_norm = false, gate = false;
-  };
-  /// LFM2 ShortConv: in_proj (rows [B | C | x]), conv taps [d][L] f32, out_proj.
-  struct ShortConv {
-    kernels::GpuWeight in_proj, out_proj;
-    gpu::Buffer conv;
-    uint32_t L = 0;
-  };
-  /// Gated DeltaNet: the in-projection [qkv | z | b | a] (one stacked part with ModelOptions::
-  /// fuse_gdn_in and equal types, else four), out_proj, conv taps [conv_dim][K], A_log, dt_bias,
-  /// the gated RMSNorm weight [dv] (f32), and its shape.
-  struct DeltaNet {
-    std::vector<StackedPart> in;
-    kernels::GpuWeight w_out;
-    gpu::Buffer conv, a_log, dt_bias, norm;
-    DeltaNetShape s;
-  };
 
  protected:
   /// Creates the device on opt.adapter_index (throws wgllm::Error without a usable adapter).
@@ -141,42 +139,37 @@ class GpuModel : public Model {
   /// left in x_. Attention and recurrent updates run per segment. Each architecture implements it.
   /// By default begin_body() then body() (architectures written over the block interface).
   virtual void record_body(kernels::OpContext& o, std::span<const BatchSeg> segs, std::span<const int32_t> toks);
-  /// The layers of one submission; throws wgllm::Error unless overridden (architectures that
-  /// override record_body() do not need it).
-  virtual void body(Pass& p);
-  /// Weights (labels: GPU buffer names, "blk.N." prefixes), counted in mem_.
-  Matrix matrix(const TensorRef& t, const std::string& label) { return weight({&t}, label); }
-  Vector vector(const TensorRef& t, const std::string& label) { return f32_buffer(t, label); }
-  Ffn ffn_weights(const TensorRef& gate, const TensorRef& up, const TensorRef& down, const std::string& prefix);
-  Vector vector(const std::vector<float>& v, const std::string& label);
-  /// q_norm / k_norm: the QK-norm multipliers (f32, [head_dim]), nullptr for none (both or neither);
-  /// gate: wq's rows are [q | gate] (2 q_dim).
+  /// Throws wgllm::Error: architectures that override record_body() have no body().
+  void body(Pass& p) override;
+  // The block interface (models/blocks.h) on the kernels of kernels/ops.h and gdn_ops.h
+  // (gpu_blocks.cpp): weights uploaded as stored (labels: GPU buffer names), counted in mem_.
+  Matrix matrix(const TensorRef& t, const std::string& label) override { return weight({&t}, label); }
+  Vector vector(const TensorRef& t, const std::string& label) override { return f32_buffer(t, label); }
+  Vector vector(const std::vector<float>& v, const std::string& label) override;
+  Ffn ffn_weights(const TensorRef& gate, const TensorRef& up, const TensorRef& down, const std::string& prefix) override;
   Attention attention_weights(const TensorRef& wq, const TensorRef& wk, const TensorRef& wv, const TensorRef& wo,
                               const std::vector<float>* q_norm, const std::vector<float>* k_norm,
-                              const std::string& prefix, bool gate = false);
+                              const std::string& prefix, bool gate) override;
   ShortConv short_conv_weights(const TensorRef& in_proj, const TensorRef& conv, const TensorRef& out_proj, uint32_t L,
-                               const std::string& prefix);
+                               const std::string& prefix) override;
   DeltaNet delta_net_weights(const TensorRef& w_qkv, const TensorRef& w_z, const TensorRef& w_b, const TensorRef& w_a,
                              const TensorRef& w_out, const TensorRef& conv, const std::vector<float>& a_log,
                              const TensorRef& dt_bias, const TensorRef& norm, const DeltaNetShape& s,
-                             const std::string& prefix);
+                             const std::string& prefix) override;
   /// record_swiglu_ffn() on x_ (scratch h_, gu_, act_).
-  void swiglu_ffn(Pass& p, const Vector& norm, const Ffn& w);
-  /// The input norm (label norm_label_) and the [q (| gate) | k | v] projection over all rows into
-  /// proj_, the QK-norm when the layer has one, then per segment RoPE + the KV store into layer
-  /// `layer`'s KvState and attention into att_ (merge deferred to the output projection when
-  /// defer_attn_combine() and no gate); x_ += wo (att * sigmoid(gate)) (the gate folded into wo's
-  /// activation load for decode: KernelOptions::fuse_attn_gate).
-  void attention(Pass& p, uint32_t layer, const Vector& norm, const Attention& w);
-  /// in_proj over all rows into proj_ ([T, 3d]: B | C | x), the causal conv per segment with its
-  /// sequence's ConvState into att_, x_ += out_proj(att_).
-  void short_conv(Pass& p, uint32_t layer, const Vector& norm, const ShortConv& w);
+  void swiglu_ffn(Pass& p, const Vector& norm, const Ffn& w) override;
+  /// The input norm (label norm_label_) and the projection over all rows into proj_, the QK-norm,
+  /// then per segment RoPE + the KV store and attention into att_ (merge deferred to the output
+  /// projection when defer_attn_combine() and no gate); the gate folded into wo's activation load
+  /// for decode (KernelOptions::fuse_attn_gate).
+  void attention(Pass& p, uint32_t layer, const Vector& norm, const Attention& w) override;
+  /// in_proj over all rows into proj_ ([T, 3d]), the causal conv per segment into att_.
+  void short_conv(Pass& p, uint32_t layer, const Vector& norm, const ShortConv& w) override;
   /// The in-projection over all rows into proj_ (row stride delta_net_stride()); per segment the
-  /// conv (+SiLU, rolling state), q/k L2 norms, gates, the delta rule (gdn_step / gdn_chunked) and
-  /// the gated RMSNorm into att_ with its sequence's DeltaState (one-token forwards: gdn_decode,
-  /// or gdn_decode_prep + gdn_step_norm, per the gdn fusion switches; the same bits);
-  /// x_ += out_proj(att_). Needs gdn_conv_, gdn_gates_ and gdn_work_ (alloc_delta_net_scratch()).
-  void delta_net(Pass& p, uint32_t layer, const Vector& norm, const DeltaNet& w);
+  /// conv, L2 norms, gates, the delta rule (gdn_step / gdn_chunked) and the gated RMSNorm into
+  /// att_ (one-token forwards: gdn_decode, or gdn_decode_prep + gdn_step_norm, per the gdn fusion
+  /// switches; the same bits). Needs gdn_conv_, gdn_gates_ and gdn_work_ (alloc_delta_net_scratch()).
+  void delta_net(Pass& p, uint32_t layer, const Vector& norm, const DeltaNet& w) override;
   /// Row stride of a DeltaNet layer's projection in proj_: conv_dim + value_dim + 2 nv, rounded up to 4.
   static uint32_t delta_net_stride(const DeltaNetShape& s) { return (s.conv_dim() + s.value_dim() + 2 * s.nv + 3) / 4 * 4; }
   /// gdn_work_ for chunks of chunk_ tokens (after alloc_chunk_buffers()).

@@ -262,7 +262,7 @@ class Lfm2Model final : public Base {
       L.ffn = this->ffn_weights(R.w_gate, R.w_up, R.w_down, p);
       if (L.attn) {
         const std::vector<float> qn = dequantize_tensor(R.q_norm), kn = dequantize_tensor(R.k_norm);
-        L.attention = this->attention_weights(R.wq, R.wk, R.wv, R.wo, &qn, &kn, p);
+        L.attention = this->attention_weights(R.wq, R.wk, R.wv, R.wo, &qn, &kn, p, /*gate=*/false);
       } else L.conv = this->short_conv_weights(R.in_proj, R.conv, R.out_proj, p_.conv_L, p);
       layers_.push_back(std::move(L));
     }
