@@ -71,8 +71,8 @@ int run_gdn_bench(const GdnBenchOpts& b) {
       gates[size_t(t) * 2 * NV + NV + h] = ud(g);          // beta in (0, 1)
     }
   for (auto& x : state) x = 0.1f * nd(g);
-  const uint32_t max_chunk = *std::max_element(b.chunks.begin(), b.chunks.end());
-  const uint64_t work_floats = kernels::gdn_chunk_work_floats(T, max_chunk, NV, DK, DV);
+  uint64_t work_floats = 0;  // the largest over the chunks (not monotonic in the chunk: partial last chunks)
+  for (uint32_t C : b.chunks) work_floats = std::max(work_floats, kernels::gdn_chunk_work_floats(T, C, NV, DK, DV));
   const uint64_t limit = ctx->info().limits.maxStorageBufferBindingSize;
   for (auto [what, bytes] : {std::pair<const char*, uint64_t>{"q, k, v", qkv.size() * 4ull},
                              {"the chunk work buffer", work_floats * 4}, {"the output", uint64_t(T) * NV * DV * 4}})
@@ -86,6 +86,7 @@ int run_gdn_bench(const GdnBenchOpts& b) {
   };
   auto qb = upload(qkv, "qkv"), gb = upload(gates, "gates"), sb = upload(state, "state");
   gpu::Buffer ob(*ctx, uint64_t(T) * NV * DV * 4, gpu::BufferKind::Storage, "out");
+  const std::vector<float> nan_out(size_t(T) * NV * DV, std::nanf(""));
   gpu::Buffer wb(*ctx, work_floats * 4, gpu::BufferKind::Storage, "work");
   const uint32_t wg_bytes = ctx->info().limits.maxComputeWorkgroupStorageSize;
   fmt::print(stderr, "gdn: {} tokens, {} key / {} value heads, DK {} DV {} on {} ({})\n", T, NK, NV, DK, DV,
@@ -104,6 +105,7 @@ int run_gdn_bench(const GdnBenchOpts& b) {
       float sink = 0;
       for (uint32_t r = 0; r <= b.reps; ++r) {
         sb.write(*ctx, 0, state.data(), state.size() * 4);  // every repetition starts from the same state
+        ob.write(*ctx, 0, nan_out.data(), nan_out.size() * 4);  // an output a variant leaves unwritten stays NaN
         rec.begin();
         kernels::GdnOperands a{qb, 0, NK * DK, 2 * NK * DK, stride, gb, 0, 2 * NV, sb, ob, 0, NV * DV,
                                T, NK, NV, DK, DV, 1.0f / std::sqrt(float(DK))};

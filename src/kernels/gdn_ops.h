@@ -144,8 +144,11 @@ GdnScanTile gdn_scan_tile(uint32_t C, uint32_t DK, uint32_t cols, uint64_t workg
 /// chunks inside the kernel, parallel over heads and state columns): gdn_chunk_scan_tiled.wgsl,
 /// a tile of o.opt.gdn_scan_cols columns of each head's state in workgroup memory per workgroup
 /// (gdn_scan_tile; kGdnScanColsAuto: 8 on hardware adapters, 0 on software ones), or
-/// gdn_chunk_scan.wgsl (one column per invocation, the state read from memory) when that is 0; both the same arithmetic in the same order, so the same bits. A partial last
-/// chunk uses only its real tokens. work: >= gdn_chunk_work_floats() floats of scratch.
+/// gdn_chunk_scan.wgsl (one column per invocation, the state read from memory) when that is 0;
+/// both the same arithmetic in the same order, so the same bits in out and state (the tiled kernel
+/// keeps the corrected values U in workgroup memory; the work buffer's U rows stay as the prep
+/// wrote them). A partial last chunk uses only its real tokens. work: >= gdn_chunk_work_floats()
+/// floats of scratch.
 /// Twin: ref::gated_delta_rule_chunked (same order); equal to ref::gated_delta_rule up to rounding.
 void gdn_chunked(OpContext& o, const GdnOperands& a, const gpu::Buffer& work);
 

@@ -3,6 +3,7 @@
 // recording helpers of gpu_common. Twin: the same blocks of CpuModel (cpu_common.cpp). No
 // try/catch here: the browser build compiles this file without exception landing pads
 // (web/wasm/CMakeLists.txt), as the other files of the decode path.
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -63,7 +64,7 @@ void GpuModel::swiglu_ffn(Pass& p, const Vector& norm, const Ffn& w) {
 void GpuModel::attention(Pass& p, uint32_t layer, const Vector& norm, const Attention& w) {
   kernels::OpContext& o = p.o;
   const uint32_t D = c_.d_model, Q = c_.q_dim(), KV = c_.kv_dim(), HD = c_.head_dim, T = p.T;
-  const uint32_t QR = w.gate ? 2 * Q : Q, S = QR + 2 * KV;  // q (| gate) rows, projection row stride
+  const uint32_t QR = w.gate ? 2 * Q : Q, S = attention_stride(c_, w.gate);  // q (| gate) rows, projection row stride
   const uint32_t AS = w.gate ? S : Q;  // att_ row stride: with a gate, proj_'s (the gate of att_[i] is proj_[i + Q])
   record_norm_proj(o, c_, x_, norm, h_, std::span<const StackedPart>(w.qkv), proj_, S, T, norm_label_);
   const QkNorm qkn{w.q_norm, w.k_norm};
@@ -106,6 +107,7 @@ GpuModel::DeltaNet GpuModel::delta_net_weights(const TensorRef& w_qkv, const Ten
                                                 const std::vector<float>& a_log, const TensorRef& dt_bias,
                                                 const TensorRef& norm, const DeltaNetShape& s, const std::string& prefix) {
   DeltaNet d;
+  seq_layer_dispatches_ = std::max<uint32_t>(seq_layer_dispatches_, 8);  // see batch_dispatches_per_seq_layer()
   const std::vector<const TensorRef*> in{&w_qkv, &w_z, &w_b, &w_a};
   bool same = opt_.fuse_gdn_in;
   for (const TensorRef* t : in) same = same && t->type == w_qkv.type;

@@ -170,6 +170,8 @@ class GpuModel : public Model, public Blocks<GpuBlockTypes> {
   /// att_ (one-token forwards: gdn_decode, or gdn_decode_prep + gdn_step_norm, per the gdn fusion
   /// switches; the same bits). Needs gdn_conv_, gdn_gates_ and gdn_work_ (alloc_delta_net_scratch()).
   void delta_net(Pass& p, uint32_t layer, const Vector& norm, const DeltaNet& w) override;
+  /// Row stride of an attention layer's projection in proj_: q (| gate) | k | v.
+  static uint32_t attention_stride(const ModelConfig& c, bool gate) { return (gate ? 2 : 1) * c.q_dim() + 2 * c.kv_dim(); }
   /// Row stride of a DeltaNet layer's projection in proj_: conv_dim + value_dim + 2 nv, rounded up to 4.
   static uint32_t delta_net_stride(const DeltaNetShape& s) { return (s.conv_dim() + s.value_dim() + 2 * s.nv + 3) / 4 * 4; }
   /// gdn_work_ for chunks of chunk_ tokens (after alloc_chunk_buffers()).
@@ -200,7 +202,9 @@ class GpuModel : public Model, public Blocks<GpuBlockTypes> {
   /// checked (check_forward).
   void chunk_batch(std::span<const BatchSeg> segs, std::span<const int32_t> toks, std::span<BatchItem* const> items);
   /// Per-sequence dispatches one layer of chunk_batch() records at most (for max_batch_seqs()).
-  virtual uint32_t batch_dispatches_per_seq_layer() const { return 6; }
+  /// 6, or 8 once a DeltaNet layer is loaded (delta_net_weights(): its prefill per segment is up to
+  /// 7 dispatches between the shared projections).
+  virtual uint32_t batch_dispatches_per_seq_layer() const { return seq_layer_dispatches_; }
   /// Sequences one batched submission takes at most (the recorder's dispatch capacity).
   uint32_t max_batch_seqs() const;
   /// The head of a batched submission: for each item with Out::Logits / Out::Argmax, the output
@@ -313,6 +317,7 @@ class GpuModel : public Model, public Blocks<GpuBlockTypes> {
   // output, gates and chunk work buffer.
   gpu::Buffer proj_, att_, gu_, act_, gdn_conv_, gdn_gates_, gdn_work_;
   const char* norm_label_ = "attn_norm";  // the mixer's input norm's dispatch label (LFM2: "operator_norm")
+  uint32_t seq_layer_dispatches_ = 6;     // batch_dispatches_per_seq_layer()
 
  private:
   int32_t run(Sequence& seq, std::span<const int32_t> toks, HeadOut out, std::vector<float>* logits);

@@ -271,9 +271,10 @@ class Lfm2Model final : public Base {
       // when there is no attention layer).
       if (!p_.n_attn()) this->rope_ = gpu::Buffer(*this->ctx_, 16, gpu::BufferKind::Storage, "rope_table");
       this->ctx_->wait_idle();
-      const uint64_t D = c.d_model, Q = c.q_dim(), KV = c.kv_dim(), F = c.ffn_dim;
+      const uint64_t D = c.d_model, Q = c.q_dim(), F = c.ffn_dim;
       this->norm_label_ = "operator_norm";
-      this->alloc_chunk_buffers({{&this->proj_, std::max(p_.n_attn() ? Q + 2 * KV : 0, p_.n_attn() < c.n_layers ? 3 * D : 0), "proj"},
+      const uint64_t S = GpuModel::attention_stride(c, /*gate=*/false);
+      this->alloc_chunk_buffers({{&this->proj_, std::max(p_.n_attn() ? S : 0, p_.n_attn() < c.n_layers ? 3 * D : 0), "proj"},
                                  {&this->att_, std::max(Q, D), "mixer_out"},
                                  {&this->gu_, 2 * F, "gate_up"},
                                  {&this->act_, F, "ffn_act"}});

@@ -335,7 +335,7 @@ class Qwen35Model final : public Base {
     }
     if constexpr (std::is_same_v<Base, GpuModel>) {
       this->ctx_->wait_idle();  // the RoPE table is made by new_sequence(), sized by the sequence's context
-      const uint32_t Q = c.q_dim(), KV = c.kv_dim(), S = n_attn_ ? 2 * Q + 2 * KV : 0;
+      const uint32_t S = n_attn_ ? GpuModel::attention_stride(c, /*gate=*/true) : 0;
       const DeltaNetShape sh = p_.shape();
       const uint32_t DS = n_lin_ ? GpuModel::delta_net_stride(sh) : 0;
       this->alloc_chunk_buffers({{&this->proj_, std::max(S, DS), "proj"},

@@ -152,8 +152,8 @@ TEST(Qwen35Parity, GpuChunkSizeDoesNotChangeResults) {
 }
 
 // The prefill scan's tile (gdn_scan_cols: 0 = one column per invocation, 1 / 8 / 64 columns in
-// workgroup memory, 64 halved to fit) keeps every summation order: the same logits bits whole
-// model, at two chunk sizes.
+// workgroup memory; the fixture's 20 value dims: a partial 8-column tile) keeps every summation
+// order: the same logits bits, whole model, at two chunk sizes (37: partial last chunks).
 TEST(Qwen35Parity, GpuScanTileGivesIdenticalBits) {
   auto& f = fx();
   auto ids = ids_of(f.ref["prompts"][2]);

@@ -25,8 +25,9 @@ echo "synthetic weights (tools/synth/write_gguf.py --seed 1): the text is noise,
 wg_synth qwen35-0.8b 2> >(tee -a $R/write_errors.txt >&2) || { fail "synthetic file qwen35-0.8b"; exit 1; }
 M=${WG_SYNTH[qwen35-0.8b]}
 el "synthetic file"
-ab() {  # ab NAME TIMEOUT ARGS...: bench ab into $R/NAME.{json,txt}
+ab() {  # ab NAME TIMEOUT ARGS...: bench ab into $R/NAME.{json,txt}; skipped past BUDGET_S (results come back only if the script exits by itself)
   local name=$1 t=$2; shift 2
+  [ $(( $(date +%s) - T0 )) -gt ${BUDGET_S:-500} ] && { fail "time budget: $name not run"; return; }
   timeout $t $B bench ab "$@" --json $R/$name.json > $R/$name.txt 2>&1 || fail "$name (exit $?)"
   echo "== $name"; grep -E "B/A" $R/$name.txt | head -3
 }
