@@ -129,6 +129,10 @@ class GpuModel : public Model, public Blocks<GpuBlockTypes> {
   /// chunk_batch() go through the single-sequence path (run()).
   void forward_batch(std::span<BatchItem> items) override;
   bool batched_forward() const override { return true; }
+  /// Row stride of an attention layer's projection in GpuModel::proj_: q (| gate) | k | v.
+  static uint32_t attention_stride(const ModelConfig& c, bool gate) { return (gate ? 2 : 1) * c.q_dim() + 2 * c.kv_dim(); }
+  /// Row stride of a DeltaNet layer's projection in GpuModel::proj_: conv_dim + value_dim + 2 nv, rounded up to 4.
+  static uint32_t delta_net_stride(const DeltaNetShape& s) { return (s.conv_dim() + s.value_dim() + 2 * s.nv + 3) / 4 * 4; }
 
 
  protected:
@@ -170,10 +174,6 @@ class GpuModel : public Model, public Blocks<GpuBlockTypes> {
   /// att_ (one-token forwards: gdn_decode, or gdn_decode_prep + gdn_step_norm, per the gdn fusion
   /// switches; the same bits). Needs gdn_conv_, gdn_gates_ and gdn_work_ (alloc_delta_net_scratch()).
   void delta_net(Pass& p, uint32_t layer, const Vector& norm, const DeltaNet& w) override;
-  /// Row stride of an attention layer's projection in proj_: q (| gate) | k | v.
-  static uint32_t attention_stride(const ModelConfig& c, bool gate) { return (gate ? 2 : 1) * c.q_dim() + 2 * c.kv_dim(); }
-  /// Row stride of a DeltaNet layer's projection in proj_: conv_dim + value_dim + 2 nv, rounded up to 4.
-  static uint32_t delta_net_stride(const DeltaNetShape& s) { return (s.conv_dim() + s.value_dim() + 2 * s.nv + 3) / 4 * 4; }
   /// gdn_work_ for chunks of chunk_ tokens (after alloc_chunk_buffers()).
   void alloc_delta_net_scratch(const DeltaNetShape& s);
   /// For new_sequence(): prepare_sequence() (with the model's RoPE table when `rope`), then
