@@ -391,6 +391,23 @@ void add_shader_checks_flag(CLI::App* cmd, bool& on) {
                 "naga's runtime checks (bounds checks, loop bounding) in the kernels (default off)");
 }
 
+void add_device_options(CLI::App* cmd, int& adapter, bool& shader_checks) {
+  cmd->add_option("--adapter", adapter, "adapter index (wgllm devices); default: first hardware adapter")
+      ->transform(integer(-1, 1023));
+  add_shader_checks_flag(cmd, shader_checks);
+}
+
+std::unique_ptr<gpu::Context> bench_context(int adapter, bool shader_checks) {
+  gpu::ContextOptions co;
+  co.adapter_index = adapter;
+  co.shader_runtime_checks = shader_checks;
+  return gpu::Context::create(co);
+}
+
+void add_json_option(CLI::App* cmd, std::string& path, const char* what) {
+  cmd->add_option("--json", path, std::string("write ") + what + " as JSON here (default: stdout)")->check(OutputFile);
+}
+
 CLI::App* bench_subcommand(CLI::App& app) {
   try {
     return app.get_subcommand("bench");

@@ -59,10 +59,7 @@ gpu::Buffer random_buffer(gpu::Context& ctx, size_t n, uint32_t seed, const char
 
 int run_attention_bench(const AttnBenchOpts& b) {
   using clk = std::chrono::steady_clock;
-  gpu::ContextOptions co;
-  co.adapter_index = b.adapter;
-  co.shader_runtime_checks = b.shader_checks;
-  auto ctx = gpu::Context::create(co);
+  auto ctx = bench_context(b.adapter, b.shader_checks);
   gpu::PipelineCache pipes(*ctx);
   gpu::Recorder rec(*ctx);
   const bool ts = ctx->timestamps_inside_passes();
@@ -204,8 +201,7 @@ std::function<int()> add_bench_attention(CLI::App& app) {
   CLI::App* bench = bench_subcommand(app);
   auto b = std::make_shared<AttnBenchOpts>();
   auto* cmd = bench->add_subcommand("attention", "time the attention op alone: per-row vs tiled vs flash kernel, split on/off");
-  cmd->add_option("--adapter", b->adapter, "adapter index (wgllm devices); default: first hardware adapter")->transform(integer(-1, 1023));
-  add_shader_checks_flag(cmd, b->shader_checks);
+  add_device_options(cmd, b->adapter, b->shader_checks);
   cmd->add_option("--tokens", b->tokens, "query tokens of the forward, 1..65536 (default 44: a session turn)")
       ->transform(integer(1, 65536));
   cmd->add_option("--cache", b->cache, "cached tokens before them, 0..1048576 (default 1700)")->transform(integer(0, 1u << 20));
@@ -227,7 +223,7 @@ std::function<int()> add_bench_attention(CLI::App& app) {
   cmd->add_option("--reps", b->reps, "measured repetitions after one warm-up, 1..100000 (default 5)")->transform(integer(1, 100000));
   cmd->add_option("--peak-tflops", b->peak_tflops, "fp32 FMA peak the GFLOP/s are compared with, in TFLOP/s (default 67: H200)")
       ->check(real(1e-3, 1e4));
-  cmd->add_option("--json", b->json_path, "write the results as JSON here (default: stdout)")->check(OutputFile);
+  add_json_option(cmd, b->json_path);
   // Grouped-query attention: every KV head serves heads / kv_heads query heads. Checked at parse
   // time (a ValidationError from the callback is a command-line error like the ones above).
   cmd->parse_complete_callback([b] {

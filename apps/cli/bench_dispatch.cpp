@@ -24,10 +24,7 @@ struct DispatchBenchOpts {
 };
 
 int run_dispatch_bench(const DispatchBenchOpts& b) {
-  gpu::ContextOptions co;
-  co.adapter_index = b.adapter;
-  co.shader_runtime_checks = b.shader_checks;
-  auto ctx = gpu::Context::create(co);
+  auto ctx = bench_context(b.adapter, b.shader_checks);
   fmt::print(stderr, "dispatch cost on {}: {} dispatches per submission, median of {} (wall per dispatch = "
              "(T(N) - T(1)) / (N - 1))\n", ctx->info().name, b.probe.count, b.probe.repeats);
   const kernels::DispatchReport r = kernels::measure_dispatch_cost(*ctx, b.probe);
@@ -52,16 +49,14 @@ std::function<int()> add_bench_dispatch(CLI::App& app) {
   CLI::App* bench = bench_subcommand(app);
   auto b = std::make_shared<DispatchBenchOpts>();
   auto* cmd = bench->add_subcommand("dispatch", "what one compute dispatch costs apart from its work (record, wall, GPU)");
-  cmd->add_option("--adapter", b->adapter, "adapter index (wgllm devices); default: first hardware adapter")
-      ->transform(integer(-1, 1024));
-  add_shader_checks_flag(cmd, b->shader_checks);
+  add_device_options(cmd, b->adapter, b->shader_checks);
   cmd->add_option("--workgroups", b->probe.workgroups, "workgroups per dispatch, 64 threads each (default 1,132,1024)")
       ->delimiter(',')->transform(integer(1, 65535));
   cmd->add_option("--count", b->probe.count, "dispatches per timed submission, 2..4000 (default 256)")->transform(integer(2, 4000));
   cmd->add_option("--reps", b->probe.repeats, "timed submissions per figure, 1..1000 (default 5)")->transform(integer(1, 1000));
   cmd->add_option("--split-every", b->probe.split_every, "dispatches per submission in the split pattern, 1..4000 (default 32)")
       ->transform(integer(1, 4000));
-  cmd->add_option("--json", b->json_path, "write the results as JSON here (default: stdout)")->check(OutputFile);
+  add_json_option(cmd, b->json_path);
   return [=]() -> int { return *cmd ? run_dispatch_bench(*b) : -1; };
 }
 

@@ -181,7 +181,7 @@ std::function<int()> add_bench_diverge(CLI::App& app) {
       ->transform(integer(1, 4096));
   cmd->add_option("--gen", b->gen, "tokens to decode per prompt, 1..4096 (default 64)")->transform(integer(1, 4096));
   cmd->add_option("-f,--file", b->file, "prompts, one per line (default: 24 built-in chat requests)")->check(CLI::ExistingFile);
-  cmd->add_option("--json", b->json_path, "write the results as JSON here (default: stdout)")->check(OutputFile);
+  add_json_option(cmd, b->json_path);
   return [=]() -> int { return *cmd ? run_diverge(*b) : -1; };
 }
 

@@ -43,10 +43,7 @@ struct GdnBenchOpts {
 
 int run_gdn_bench(const GdnBenchOpts& b) {
   using clk = std::chrono::steady_clock;
-  gpu::ContextOptions co;
-  co.adapter_index = b.adapter;
-  co.shader_runtime_checks = b.shader_checks;
-  auto ctx = gpu::Context::create(co);
+  auto ctx = bench_context(b.adapter, b.shader_checks);
   gpu::PipelineCache pipes(*ctx);
   gpu::Recorder rec(*ctx);
   const bool ts = ctx->timestamps_inside_passes();
@@ -161,8 +158,7 @@ std::function<int()> add_bench_gdn(CLI::App& app) {
   CLI::App* bench = bench_subcommand(app);
   auto b = std::make_shared<GdnBenchOpts>();
   auto* cmd = bench->add_subcommand("gdn", "time the Gated DeltaNet chunkwise prefill alone: per chunk size and scan tile");
-  cmd->add_option("--adapter", b->adapter, "adapter index (wgllm devices); default: first hardware adapter")->transform(integer(-1, 1023));
-  add_shader_checks_flag(cmd, b->shader_checks);
+  add_device_options(cmd, b->adapter, b->shader_checks);
   cmd->add_option("--tokens", b->tokens, "prompt tokens, 1..65536 (default 512)")->transform(integer(1, 65536));
   cmd->add_option("--key-heads", b->nk, "key heads, 1..256 (default 16)")->transform(integer(1, 256));
   cmd->add_option("--value-heads", b->nv, "value heads, 1..256, a multiple of --key-heads (default 16)")->transform(integer(1, 256));
@@ -173,7 +169,7 @@ std::function<int()> add_bench_gdn(CLI::App& app) {
   cmd->add_option("--scan-cols", b->scan_cols, "scan tiles to try (--gdn-scan-cols), 0..64 (default 0,8)")
       ->delimiter(',')->transform(integer(0, 64));
   cmd->add_option("--reps", b->reps, "measured repetitions after one warm-up, 1..100000 (default 5)")->transform(integer(1, 100000));
-  cmd->add_option("--json", b->json_path, "write the results as JSON here (default: stdout)")->check(OutputFile);
+  add_json_option(cmd, b->json_path);
   cmd->parse_complete_callback([b] {
     if (b->nv % b->nk)
       throw CLI::ValidationError("--value-heads", fmt::format("{} is not a multiple of --key-heads {}", b->nv, b->nk));

@@ -125,7 +125,7 @@ std::function<int()> add_bench_long_context(CLI::App& app) {
   cmd->add_option("--modes", b->modes, "attention modes to run: dense, sparse or both (default both)")
       ->check(CLI::IsMember({"dense", "sparse"}))
       ->delimiter(',');
-  cmd->add_option("--json", b->json_path, "write the results as JSON here (default: stdout)")->check(OutputFile);
+  add_json_option(cmd, b->json_path);
   return [=]() -> int { return *cmd ? run_long_context(*b) : -1; };
 }
 

@@ -104,10 +104,7 @@ int run_matmul_bench(const MatmulBenchOpts& b) {
     shapes.push_back(sh);
   }
   for (const auto& t : b.tiles) parse_tile(t);
-  gpu::ContextOptions co;
-  co.adapter_index = b.adapter;
-  co.shader_runtime_checks = b.shader_checks;
-  auto ctx = gpu::Context::create(co);
+  auto ctx = bench_context(b.adapter, b.shader_checks);
   gpu::PipelineCache pipes(*ctx);
   gpu::Recorder rec(*ctx);
   const bool ts = ctx->timestamps_inside_passes();
@@ -228,9 +225,7 @@ std::function<int()> add_bench_matmul(CLI::App& app) {
   CLI::App* bench = bench_subcommand(app);
   auto b = std::make_shared<MatmulBenchOpts>();
   auto* cmd = bench->add_subcommand("matmul", "time the matmul op alone for prefill shapes: per-row vs tiled kernel, GFLOP/s");
-  cmd->add_option("--adapter", b->adapter, "adapter index (wgllm devices); default: first hardware adapter")
-      ->transform(integer(-1, 1024));
-  add_shader_checks_flag(cmd, b->shader_checks);
+  add_device_options(cmd, b->adapter, b->shader_checks);
   cmd->add_option("--shapes", b->shapes, "N:K weight shapes (default: SmolLM2-135M's 960:576,576:576,3072:576,576:1536)")
       ->delimiter(',');
   cmd->add_option("--tokens", b->tokens, "token counts T, 1..65536 (default 512,4096)")->delimiter(',')->transform(integer(1, 65536));
@@ -245,7 +240,7 @@ std::function<int()> add_bench_matmul(CLI::App& app) {
       ->transform(integer(0, 1 << 20));
   cmd->add_option("--peak-tflops", b->peak_tflops, "FLOP rate the shares are of, in (0, 1e6] (default 67: H200 fp32 FMA)")
       ->transform(real(0, 1e6, true));
-  cmd->add_option("--json", b->json_path, "write the results as JSON here (default: stdout)")->check(OutputFile);
+  add_json_option(cmd, b->json_path);
   return [=]() -> int { return *cmd ? run_matmul_bench(*b) : -1; };
 }
 
@@ -308,10 +303,7 @@ int run_matvec_bench(const MatvecBenchOpts& b) {
   for (const auto& v : b.variants) vars.push_back(parse_matvec_variant(v));
   for (const auto& p : b.prologues)
     if (p != "none" && p != "norm" && p != "silu") throw Error("bench matvec: prologue '" + p + "' is not none, norm or silu");
-  gpu::ContextOptions co;
-  co.adapter_index = b.adapter;
-  co.shader_runtime_checks = b.shader_checks;
-  auto ctx = gpu::Context::create(co);
+  auto ctx = bench_context(b.adapter, b.shader_checks);
   gpu::PipelineCache pipes(*ctx);
   gpu::Recorder rec(*ctx);
   // The meter: each submission is a burst of `burst` dispatches of ONE variant, timed by
@@ -432,9 +424,7 @@ std::function<int()> add_bench_matvec(CLI::App& app) {
   CLI::App* bench = bench_subcommand(app);
   auto b = std::make_shared<MatvecBenchOpts>();
   auto* cmd = bench->add_subcommand("matvec", "time the decode matrix-vector kernel alone per launch shape: GB/s and share of copy bandwidth");
-  cmd->add_option("--adapter", b->adapter, "adapter index (wgllm devices); default: first hardware adapter")
-      ->transform(integer(-1, 1024));
-  add_shader_checks_flag(cmd, b->shader_checks);
+  add_device_options(cmd, b->adapter, b->shader_checks);
   cmd->add_option("--shapes", b->shapes, "N:K weight shapes (default: an LFM2-1.2B layer and its output head)")->delimiter(',');
   cmd->add_option("--types", b->types, "weight types: f32 f16 bf16 q4_0 q4_1 q8_0 q4_K q6_K (default q4_K)")->delimiter(',');
   cmd->add_option("--variants", b->variants, "launch shapes ROWS/RPT/LANES, 0 = the by-shape default, optionally +nomagic "
@@ -448,7 +438,7 @@ std::function<int()> add_bench_matvec(CLI::App& app) {
       ->transform(integer(1, 100000));
   cmd->add_option("--burst", b->burst, "dispatches per submission (one dispatch = the submission's GPU span / burst), "
                   "1..4096 (default 32)")->transform(integer(1, 4096));
-  cmd->add_option("--json", b->json_path, "write the results as JSON here (default: stdout)")->check(OutputFile);
+  add_json_option(cmd, b->json_path);
   return [=]() -> int { return *cmd ? run_matvec_bench(*b) : -1; };
 }
 

@@ -214,7 +214,7 @@ std::function<int()> add_bench_multiturn(CLI::App& app) {
   cmd->add_option("--turn-tokens", b->turn_tokens, "tokens of each user message, 1..16384")->transform(integer(1, 16384));
   cmd->add_option("--reply-tokens", b->reply_tokens, "tokens of each reply (end-of-generation ignored), 1..16384")
       ->transform(integer(1, 16384));
-  cmd->add_option("--json", b->json_path, "write the results as JSON here (default: stdout)")->check(OutputFile);
+  add_json_option(cmd, b->json_path);
   cmd->add_flag("--session-only", b->session_only, "skip the full-recompute comparison (ttft_recompute_ms = 0)");
   return [=]() -> int { return *cmd ? run_multiturn(*b) : -1; };
 }

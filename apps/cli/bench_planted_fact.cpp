@@ -154,7 +154,7 @@ std::function<int()> add_bench_planted_fact(CLI::App& app) {
       ->check(CLI::ExistingFile);
   cmd->add_option("--offset", b->offset, "skip this many characters of the text first (default 10000)")->transform(integer(0, 1ull << 40));
   cmd->add_option("--gen", b->gen, "tokens to decode for the answer, 1..256 (default 12)")->transform(integer(1, 256));
-  cmd->add_option("--json", b->json_path, "write the results as JSON here (default: stdout)")->check(OutputFile);
+  add_json_option(cmd, b->json_path);
   return [=]() -> int { return *cmd ? run_planted_fact(*b) : -1; };
 }
 

@@ -207,7 +207,7 @@ std::function<int()> add_bench_serve(CLI::App& app) {
       ->transform(integer(1, 1u << 20));
   cmd->add_option("--prompt-words", o->prompt_words, "words of filler in each prompt (default 32)")->transform(integer(0, 1u << 20));
   cmd->add_option("--api-key", o->api_key, "sent as 'Authorization: Bearer KEY'");
-  cmd->add_option("--json", o->json_path, "write the rows here (default: stdout)")->check(OutputFile);
+  add_json_option(cmd, o->json_path, "the rows");
   return [o, cmd]() -> int { return *cmd ? run(*o) : -1; };
 }
 
