@@ -17,11 +17,16 @@ int32_t CpuModel::forward_argmax(Sequence& seq, std::span<const int32_t> toks) {
   return int32_t(ref::argmax(lg.data(), uint32_t(lg.size())));
 }
 
+void cpu_rmsnorm_rows(const ModelConfig& c, const float* x, const std::vector<float>& norm, float* h, uint32_t T) {
+  const uint32_t D = c.d_model;
+  for (uint32_t t = 0; t < T; ++t) ref::rmsnorm(x + size_t(t) * D, norm.data(), h + size_t(t) * D, D, c.rms_eps);
+}
+
 void cpu_swiglu_ffn(const ModelConfig& c, const std::vector<float>& norm, const ref::Matrix& gate,
                     const ref::Matrix& up, const ref::Matrix& down, float* x, float* h, uint32_t T) {
   const uint32_t D = c.d_model, F = c.ffn_dim;
   std::vector<float> g(size_t(T) * F), u(size_t(T) * F), a(size_t(T) * F);
-  for (uint32_t t = 0; t < T; ++t) ref::rmsnorm(x + size_t(t) * D, norm.data(), h + size_t(t) * D, D, c.rms_eps);
+  cpu_rmsnorm_rows(c, x, norm, h, T);
   ref::matmul(gate, h, D, g.data(), F, T, false);
   ref::matmul(up, h, D, u.data(), F, T, false);
   for (uint32_t t = 0; t < T; ++t) ref::silu_mul(&g[size_t(t) * F], &u[size_t(t) * F], &a[size_t(t) * F], F);
@@ -132,7 +137,7 @@ void CpuModel::attention(Pass& p, uint32_t layer, const Vector& norm, const Atte
   const uint32_t T = p.T, D = c_.d_model, Q = c_.q_dim(), KV = c_.kv_dim(), HD = c_.head_dim;
   const uint32_t QR = w.gate ? 2 * Q : Q;  // q (| gate) row
   std::vector<float> q(size_t(T) * QR), k(size_t(T) * KV), v(size_t(T) * KV), att(size_t(T) * Q);
-  for (uint32_t t = 0; t < T; ++t) ref::rmsnorm(p.x + size_t(t) * D, norm.data(), p.h + size_t(t) * D, D, c_.rms_eps);
+  cpu_rmsnorm_rows(c_, p.x, norm, p.h, T);
   KvState& kv = p.seq.kv(layer);
   float *kc = kv.keys().host(), *vc = kv.values().host();  // [ctx, kv_dim]
   ref::matmul(w.wq, p.h, D, q.data(), QR, T, false);
@@ -160,7 +165,7 @@ void CpuModel::delta_net(Pass& p, uint32_t layer, const Vector& norm, const Delt
   const uint32_t T = p.T, D = c_.d_model, CD = s.conv_dim(), VD = s.value_dim(), KD = s.key_dim(), nv = s.nv;
   std::vector<float> qkv(size_t(T) * CD), cv(size_t(T) * CD), z(size_t(T) * VD), b(size_t(T) * nv),
       a(size_t(T) * nv), gb(size_t(T) * 2 * nv), o(size_t(T) * VD);
-  for (uint32_t t = 0; t < T; ++t) ref::rmsnorm(p.x + size_t(t) * D, norm.data(), p.h + size_t(t) * D, D, c_.rms_eps);
+  cpu_rmsnorm_rows(c_, p.x, norm, p.h, T);
   DeltaState& st = p.seq.delta(layer);
   ref::matmul(w.w_qkv, p.h, D, qkv.data(), CD, T, false);
   ref::matmul(w.w_z, p.h, D, z.data(), VD, T, false);
@@ -184,7 +189,7 @@ void CpuModel::delta_net(Pass& p, uint32_t layer, const Vector& norm, const Delt
 void CpuModel::short_conv(Pass& p, uint32_t layer, const Vector& norm, const ShortConv& w) {
   const uint32_t T = p.T, D = c_.d_model;
   std::vector<float> bcx(size_t(T) * 3 * D), y(size_t(T) * D);
-  for (uint32_t t = 0; t < T; ++t) ref::rmsnorm(p.x + size_t(t) * D, norm.data(), p.h + size_t(t) * D, D, c_.rms_eps);
+  cpu_rmsnorm_rows(c_, p.x, norm, p.h, T);
   ref::matmul(w.in_proj, p.h, D, bcx.data(), 3 * D, T, false);
   ref::causal_conv(bcx.data() + 2 * D, 3 * D, bcx.data(), 3 * D, bcx.data() + D, 3 * D, w.conv.data(), nullptr,
                    p.seq.conv(layer).conv_state().host(), y.data(), D, T, D, w.L, false);

@@ -137,6 +137,9 @@ class CpuModel : public Model, public Blocks<CpuBlockTypes> {
 /// the product of the other dimensions (1 for a vector).
 kernels::ref::Matrix cpu_matrix(const TensorRef& t);
 
+/// h[t] = rmsnorm(x[t]) * norm for the T rows of x and h [T, d_model] (ref::rmsnorm, c.rms_eps).
+void cpu_rmsnorm_rows(const ModelConfig& c, const float* x, const std::vector<float>& norm, float* h, uint32_t T);
+
 /// x[t] += down(silu(gate(h[t])) * up(h[t])), h[t] = rmsnorm(x[t]) * norm, for t < T rows of
 /// x [T, d_model] (Shazeer 2020); h [T, d_model] is scratch.
 void cpu_swiglu_ffn(const ModelConfig& c, const std::vector<float>& norm, const kernels::ref::Matrix& gate,

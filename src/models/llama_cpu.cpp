@@ -99,7 +99,7 @@ class LlamaCpu final : public CpuModel {
       Layer& L = layers_[l];
       KvState& kv = seq.kv(l);
       float *kc = kv.keys().host(), *vc = kv.values().host();  // [ctx, kv_dim]
-      for (uint32_t t = 0; t < T; ++t) ref::rmsnorm(&x[size_t(t) * D], L.attn_norm.data(), &h[size_t(t) * D], D, c_.rms_eps);
+      cpu_rmsnorm_rows(c_, x.data(), L.attn_norm, h.data(), T);
       ref::matmul(L.wq, h.data(), D, q.data(), Q, T, false);
       ref::matmul(L.wk, h.data(), D, k.data(), KV, T, false);
       ref::matmul(L.wv, h.data(), D, v.data(), KV, T, false);
@@ -158,7 +158,7 @@ class LlamaCpu final : public CpuModel {
     };
     ref::matmul(L.wo, att, Q, o.data(), D, T, false);
     add_normed(L.post_attn_norm);
-    for (uint32_t t = 0; t < T; ++t) ref::rmsnorm(x + size_t(t) * D, L.ffn_norm.data(), h + size_t(t) * D, D, c_.rms_eps);
+    cpu_rmsnorm_rows(c_, x, L.ffn_norm, h, T);
     ref::matmul(L.gate, h, D, g.data(), F, T, false);
     ref::matmul(L.up, h, D, u.data(), F, T, false);
     for (size_t i = 0; i < g.size(); ++i) g[i] = ref::gelu_tanh(g[i]) * u[i];
