@@ -45,6 +45,11 @@ import openai
 
 ARGS = None
 SERVERS = {}
+# A request that cannot finish before the cancellation, queueing and shutdown tests act on it: LONG
+# tokens take tiny-llama ~14 s on one core (4000 tokens, the old figure, took 1.0 s: as long as the
+# 1 s client timeout, and a fresh-clone CI once saw that request finish first). A model whose own
+# context is shorter (the LFM2 fixture: 2048) stops there.
+LONG_CTX, LONG = 16384, 16000
 
 
 class Server:
@@ -153,7 +158,7 @@ def make_tiny_llama(out, tokenizer_dir, seed=3):
     hd = d // h
     cfg = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "num_hidden_layers": L, "hidden_size": d,
            "intermediate_size": f, "num_attention_heads": h, "num_key_value_heads": kvh, "vocab_size": v,
-           "max_position_embeddings": 4096, "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": True,
+           "max_position_embeddings": LONG_CTX, "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": True,
            "hidden_act": "silu", "bos_token_id": None, "eos_token_id": 2}
     with open(os.path.join(out, "config.json"), "w") as fh:
         json.dump(cfg, fh)
@@ -406,10 +411,10 @@ class Limits(unittest.TestCase):
             self.assertEqual(s.stop(), 0)
 
     def test_queue_full_429_and_disconnect_cancels(self):
-        s = Server("queue", "--parallel", "1", "--queue", "1", "-c", "4096")
+        s = Server("queue", "--parallel", "1", "--queue", "1", "-c", str(LONG_CTX))
         try:
             c = s.client()
-            long = c.chat.completions.create(model="x", messages=[{"role": "user", "content": "Go"}], max_tokens=4000,
+            long = c.chat.completions.create(model="x", messages=[{"role": "user", "content": "Go"}], max_tokens=LONG,
                                              temperature=0, stream=True, extra_body={"ignore_eos": True})
             it = iter(long)
             next(it)
@@ -431,7 +436,7 @@ class Limits(unittest.TestCase):
             self.assertEqual(m["wgllm_requests_cancelled_total"], 1)
             self.assertEqual(m["wgllm_requests_rejected_total"], 1)
             self.assertEqual(m["wgllm_active_requests"], 0)
-            self.assertLess(m["wgllm_generated_tokens_total"], 4000)
+            self.assertLess(m["wgllm_generated_tokens_total"], LONG)
         finally:
             self.assertEqual(s.stop(), 0)
 
@@ -447,11 +452,12 @@ class Limits(unittest.TestCase):
             self.assertEqual(s.stop(), 0)
 
     def test_non_streamed_client_timeout_cancels(self):
-        s = Server("timeout", "-c", "4096")
+        s = Server("timeout", "-c", str(LONG_CTX))
         try:
-            c = openai.OpenAI(base_url=s.base + "/v1", api_key="none", max_retries=0, timeout=1.0)
+            # 0.5 s: a third of what the LFM2 fixture takes to fill its 2048-token context on one core
+            c = openai.OpenAI(base_url=s.base + "/v1", api_key="none", max_retries=0, timeout=0.5)
             with self.assertRaises(openai.APITimeoutError):
-                c.chat.completions.create(model="x", messages=[{"role": "user", "content": "Go"}], max_tokens=4000,
+                c.chat.completions.create(model="x", messages=[{"role": "user", "content": "Go"}], max_tokens=LONG,
                                           temperature=0, extra_body={"ignore_eos": True})
             deadline = time.time() + 30
             while s.metrics()["wgllm_requests_cancelled_total"] < 1 and time.time() < deadline:
@@ -459,7 +465,7 @@ class Limits(unittest.TestCase):
             m = s.metrics()
             self.assertEqual(m["wgllm_requests_cancelled_total"], 1)
             self.assertEqual(m["wgllm_active_requests"], 0)
-            self.assertLess(m["wgllm_generated_tokens_total"], 4000)
+            self.assertLess(m["wgllm_generated_tokens_total"], LONG)
         finally:
             self.assertEqual(s.stop(), 0)
 
@@ -514,9 +520,9 @@ class Limits(unittest.TestCase):
             s.stop()
 
     def test_sigterm_ends_streams_and_exits_cleanly(self):
-        s = Server("sig", "-c", "4096")
+        s = Server("sig", "-c", str(LONG_CTX))
         c = s.client()
-        stream = c.chat.completions.create(model="x", messages=[{"role": "user", "content": "Go"}], max_tokens=4000,
+        stream = c.chat.completions.create(model="x", messages=[{"role": "user", "content": "Go"}], max_tokens=LONG,
                                            temperature=0, stream=True, extra_body={"ignore_eos": True})
         it = iter(stream)
         next(it)
