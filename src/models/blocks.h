@@ -14,6 +14,40 @@
 
 namespace wgllm {
 
+/// The tensors of one attention layer: q, k, v {d, q_dim | kv_dim}, o {q_dim, d}; the optional
+/// parts are nullptr when the layer has none.
+struct AttentionTensors {
+  const TensorRef* wq = nullptr;
+  const TensorRef* wk = nullptr;
+  const TensorRef* wv = nullptr;
+  const TensorRef* wo = nullptr;
+  /// Q/K/V projection biases {q_dim}, {kv_dim}, {kv_dim}, y = W x + b (Qwen2): all three or none.
+  const TensorRef* bq = nullptr;
+  const TensorRef* bk = nullptr;
+  const TensorRef* bv = nullptr;
+  /// Per-head RMSNorm multipliers [head_dim] of q and k before RoPE (QK-norm): both or neither.
+  const std::vector<float>* q_norm = nullptr;
+  const std::vector<float>* k_norm = nullptr;
+  /// RMSNorm weight {d} of the attention output before the residual add (Gemma 3's post-norm).
+  const TensorRef* post_norm = nullptr;
+  /// wq's rows are [q | gate] (2 q_dim): Qwen3.5's output gate.
+  bool gate = false;
+  /// The attention logits' scale (0: 1 / sqrt(head_dim)).
+  float scale = 0;
+  /// Sliding window W (0: none): a query at pos sees keys pos - W + 1 .. pos.
+  uint32_t window = 0;
+  /// RoPE with the model's local theta (the backends' rope_local_base_: Gemma 3's sliding layers).
+  bool local_rope = false;
+};
+
+/// The options of a gated FFN.
+struct FfnOptions {
+  /// act = the tanh GELU (GeGLU: Gemma's gelu_pytorch_tanh), else SiLU (SwiGLU).
+  bool gelu_tanh = false;
+  /// RMSNorm weight {d} of the FFN output before the residual add (Gemma 3's post-norm), or nullptr.
+  const TensorRef* post_norm = nullptr;
+};
+
 /// W: a backend's types: Matrix (a weight), Vector (an f32 vector), Pass (one forward as body()
 /// sees it), and the weights of each block (Ffn, Attention, ShortConv, DeltaNet).
 template <class W>
@@ -36,15 +70,15 @@ class Blocks {
   virtual Matrix matrix(const TensorRef& t, const std::string& label) = 0;
   virtual Vector vector(const TensorRef& t, const std::string& label) = 0;
   virtual Vector vector(const std::vector<float>& v, const std::string& label) = 0;
-  /// SwiGLU FFN (Shazeer 2020): gate, up {d, ffn}, down {ffn, d}.
-  virtual Ffn ffn_weights(const TensorRef& gate, const TensorRef& up, const TensorRef& down,
-                          const std::string& prefix) = 0;
-  /// GQA attention: q, k, v {d, q_dim | kv_dim}, o {q_dim, d}; q_norm / k_norm: the per-head
-  /// RMSNorm multipliers [head_dim] before RoPE (nullptr: none; both or neither); gate: wq's rows
-  /// are [q | gate] (2 q_dim; Qwen3.5's output gate).
-  virtual Attention attention_weights(const TensorRef& wq, const TensorRef& wk, const TensorRef& wv,
-                                      const TensorRef& wo, const std::vector<float>* q_norm,
-                                      const std::vector<float>* k_norm, const std::string& prefix, bool gate) = 0;
+  /// The token embedding {d, vocab} and the output head {d, vocab} (nullptr: tied to the
+  /// embedding). The WebGPU backend keeps a table larger than one storage binding on the host (its
+  /// rows gathered per step) and splits such a head into row blocks.
+  virtual void embedding(const TensorRef& embed, const TensorRef* lm_head) = 0;
+  /// A gated FFN: gate, up {d, ffn}, down {ffn, d}; its activation and post-norm (FfnOptions).
+  virtual Ffn ffn_weights(const TensorRef& gate, const TensorRef& up, const TensorRef& down, const std::string& prefix,
+                          const FfnOptions& o) = 0;
+  /// GQA attention (AttentionTensors: the projections and the layer's options).
+  virtual Attention attention_weights(const AttentionTensors& t, const std::string& prefix) = 0;
   /// LFM2 ShortConv: in_proj {d, 3d} (rows [B | C | x]), conv taps (HF {L, 1, d} / GGUF {L, d}),
   /// out_proj {d, d}; kernel width L.
   virtual ShortConv short_conv_weights(const TensorRef& in_proj, const TensorRef& conv, const TensorRef& out_proj,
@@ -57,12 +91,17 @@ class Blocks {
                                      const DeltaNetShape& s, const std::string& prefix) = 0;
 
   // ---- Blocks: each adds its output to the residual stream x of the pass's rows ----
-  /// x += down(silu(gate(h)) * up(h)), h = rmsnorm(x) * norm.
-  virtual void swiglu_ffn(Pass& p, const Vector& norm, const Ffn& w) = 0;
+  /// x *= s for every row (Gemma 3's embedding scale, sqrt(d_model)).
+  virtual void scale(Pass& p, float s) = 0;
+  /// x += down(act(gate(h)) * up(h)), h = rmsnorm(x) * norm; act = SiLU (SwiGLU, Shazeer 2020) or
+  /// the tanh GELU (GeGLU, FfnOptions::gelu_tanh); with a post-norm, x += rmsnorm(down(..)) * post_norm.
+  virtual void gated_ffn(Pass& p, const Vector& norm, const Ffn& w) = 0;
   /// x += wo (attention(rope(qn(q)), rope(kn(k)), v) * sigmoid(gate)) with q (| gate), k, v =
-  /// w{q,k,v}(rmsnorm(x) * norm), qn / kn the QK-norm when the layer has one, the new k and v stored
-  /// in layer `layer`'s KvState at the pass's positions; causal GQA; the gate only with w.gate
-  /// (transformers Qwen3_5Attention; Lfm2Attention without it).
+  /// w{q,k,v}(rmsnorm(x) * norm) (+ their biases), qn / kn the QK-norm when the layer has one, the
+  /// new k and v stored in layer `layer`'s KvState at the pass's positions; causal GQA (keys
+  /// pos_q - pos_k < window on a sliding layer); the gate only with a gate (transformers
+  /// Qwen3_5Attention; Lfm2Attention and LlamaAttention without it); with a post-norm,
+  /// x += rmsnorm(wo a) * post_norm (Gemma 3).
   virtual void attention(Pass& p, uint32_t layer, const Vector& norm, const Attention& w) = 0;
   /// LFM2 ShortConv (transformers Lfm2ShortConv.slow_forward): [B | C | xs] = in_proj(rmsnorm(x) *
   /// norm), y = C * causal_conv(B * xs) over layer `layer`'s ConvState (its last L-1 rows of B * xs),

@@ -146,23 +146,7 @@ ModelConfig config_from_hf(const nlohmann::json& j, const std::string& path) {
   return c;
 }
 
-// ---- llama
-
-ModelConfig llama_config_from_gguf(const GgufFile& f) {
-  ModelConfig c;
-  c.arch = f.get_str("general.architecture");
-  const std::string a = c.arch + ".";
-  c.name = f.get_str_or("general.name", c.arch);
-  gguf_transformer_shape(f, a, c);
-  c.max_context = gguf_uint_or(f, a + "context_length", 2048, hp::context);
-  c.rms_eps = float(gguf_real_or(f, a + "attention.layer_norm_rms_epsilon", 1e-5, hp::rms_eps));
-  c.rope_base = gguf_real_or(f, a + "rope.freq_base", 10000.0, hp::rope_base);
-  c.rope_dims = gguf_uint_or(f, a + "rope.dimension_count", c.head_dim, {2, c.head_dim});
-  c.rope_neox = false;  // llama.cpp's converter permutes Q/K rows for the (2i, 2i+1) layout
-  gguf_check_rope_scaling(f, a);
-  gguf_vocab(f, c);
-  return c;
-}
+// ---- shared readers
 
 void gguf_transformer_shape(const GgufFile& f, const std::string& a, ModelConfig& c) {
   c.n_layers = gguf_uint(f, a + "block_count", hp::layers);
@@ -249,42 +233,6 @@ void hf_attention_shape(const nlohmann::json& j, const std::string& path, ModelC
              "config.json hidden_size " + std::to_string(c.d_model) + " is not a multiple of num_attention_heads " +
                  std::to_string(c.n_heads) + " (and head_dim is absent)");
   c.head_dim = hf_uint_or(j, "head_dim", c.d_model / c.n_heads, path, hp::head_dim);
-}
-
-ModelConfig llama_config_from_hf(const nlohmann::json& j, const std::string& path) {
-  ModelConfig c;
-  c.arch = opt<std::string>(j, "model_type", "", path);
-  c.name = opt<std::string>(j, "_name_or_path", c.arch, path);
-  c.n_layers = hf_uint(j, "num_hidden_layers", path, hp::layers);
-  c.d_model = hf_uint(j, "hidden_size", path, hp::d_model);
-  c.ffn_dim = hf_uint(j, "intermediate_size", path, hp::ffn);
-  hf_attention_shape(j, path, c);
-  c.vocab = hf_uint(j, "vocab_size", path, hp::vocab);
-  c.max_context = hf_uint_or(j, "max_position_embeddings", 2048, path, hp::context);
-  c.rms_eps = float(hf_real_or(j, "rms_norm_eps", 1e-6, path, hp::rms_eps));
-  // RoPE: transformers 5 rope_parameters, or the top-level rope_theta of older configs.
-  if (j.contains("rope_parameters") && !j["rope_parameters"].is_null()) {
-    const auto& rp = j["rope_parameters"];
-    if (!rp.is_object()) throw Error(path + ": config.json rope_parameters must be an object");
-    const std::string type = opt<std::string>(rp, "rope_type", "default", path);
-    if (type != "default") throw Error(path + ": config.json rope_parameters.rope_type '" + type + "' is not supported");
-    c.rope_base = hf_real_or(rp, "rope_theta", opt<double>(j, "rope_theta", 10000.0, path), path, hp::rope_base,
-                             "rope_parameters");
-  } else {
-    c.rope_base = hf_real_or(j, "rope_theta", 10000.0, path, hp::rope_base);
-  }
-  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
-    throw Error(path + ": rope_scaling is not supported yet");
-  const double prf = hf_real_or(j, "partial_rotary_factor", 1.0, path, {0.0, 1.0, true});
-  if (prf != 1.0) throw Error(path + ": config.json partial_rotary_factor " + num(prf) + " is not supported for llama (only 1)");
-  if (opt<std::string>(j, "hidden_act", "silu", path) != "silu")
-    throw Error(path + ": config.json hidden_act '" + j["hidden_act"].get<std::string>() + "' is not supported (only silu)");
-  for (const char* b : {"attention_bias", "mlp_bias"})
-    if (opt<bool>(j, b, false, path)) throw Error(path + ": config.json " + b + " = true is not supported");
-  c.rope_dims = c.head_dim;
-  c.rope_neox = true;  // HF rotate_half layout
-  c.tied_embeddings = opt<bool>(j, "tie_word_embeddings", false, path);
-  return c;
 }
 
 void validate(const ModelConfig& c, const std::string& src) {

@@ -77,10 +77,12 @@ void CpuModel::forward(Sequence& seq, std::span<const int32_t> toks, std::vector
   Pass p{seq, T, seq.n_past(), x.data(), h.data()};
   body(p);
   seq.advance(T);
-  if (logits) cpu_logits(c_, &x[size_t(T - 1) * D], out_norm_, c_.tied_embeddings ? embed_ : lm_head_, logits);
+  if (!logits) return;
+  cpu_logits(c_, &x[size_t(T - 1) * D], out_norm_, c_.tied_embeddings ? embed_ : lm_head_, logits);
+  if (final_softcap_ > 0)
+    for (float& z : *logits) z = final_softcap_ * std::tanh(z / final_softcap_);
 }
 
-void CpuModel::body(Pass&) { throw Error("CpuModel::body: this architecture implements forward() itself"); }
 
 CpuModel::Matrix CpuModel::matrix(const TensorRef& t, const std::string&) {
   Matrix m = cpu_matrix(t);
@@ -94,9 +96,17 @@ CpuModel::Vector CpuModel::vector(const TensorRef& t, const std::string&) {
   return v;
 }
 
+void CpuModel::embedding(const TensorRef& embed, const TensorRef* lm_head) {
+  embed_ = matrix(embed, "token_embd");
+  if (lm_head) lm_head_ = matrix(*lm_head, "output");
+}
+
 CpuModel::Ffn CpuModel::ffn_weights(const TensorRef& gate, const TensorRef& up, const TensorRef& down,
-                                    const std::string& prefix) {
-  return {matrix(gate, prefix + "ffn_gate"), matrix(up, prefix + "ffn_up"), matrix(down, prefix + "ffn_down")};
+                                    const std::string& prefix, const FfnOptions& o) {
+  Ffn f{matrix(gate, prefix + "ffn_gate"), matrix(up, prefix + "ffn_up"), matrix(down, prefix + "ffn_down"), {},
+        o.gelu_tanh};
+  if (o.post_norm) f.post_norm = vector(*o.post_norm, prefix + "post_ffw_norm");
+  return f;
 }
 
 CpuModel::Vector CpuModel::vector(const std::vector<float>& v, const std::string&) {
@@ -104,13 +114,26 @@ CpuModel::Vector CpuModel::vector(const std::vector<float>& v, const std::string
   return v;
 }
 
-CpuModel::Attention CpuModel::attention_weights(const TensorRef& wq, const TensorRef& wk, const TensorRef& wv,
-                                                const TensorRef& wo, const std::vector<float>* q_norm,
-                                                const std::vector<float>* k_norm, const std::string& prefix, bool gate) {
-  Attention a{matrix(wq, prefix + "attn_q"), matrix(wk, prefix + "attn_k"), matrix(wv, prefix + "attn_v"),
-              matrix(wo, prefix + "attn_output"), {}, {}, gate};
-  if (q_norm) a.q_norm = vector(*q_norm, prefix + "attn_q_norm");
-  if (k_norm) a.k_norm = vector(*k_norm, prefix + "attn_k_norm");
+CpuModel::Attention CpuModel::attention_weights(const AttentionTensors& t, const std::string& prefix) {
+  if (!t.q_norm != !t.k_norm) throw Error("attention_weights: a QK-norm needs both the q and the k weight");
+  if (!t.bq != !t.bk || !t.bq != !t.bv) throw Error("attention_weights: Q/K/V biases come as all three or none");
+  Attention a;
+  a.wq = matrix(*t.wq, prefix + "attn_q");
+  a.wk = matrix(*t.wk, prefix + "attn_k");
+  a.wv = matrix(*t.wv, prefix + "attn_v");
+  a.wo = matrix(*t.wo, prefix + "attn_output");
+  if (t.bq) {
+    a.bq = vector(*t.bq, prefix + "attn_q.bias");
+    a.bk = vector(*t.bk, prefix + "attn_k.bias");
+    a.bv = vector(*t.bv, prefix + "attn_v.bias");
+  }
+  if (t.q_norm) a.q_norm = vector(*t.q_norm, prefix + "attn_q_norm");
+  if (t.k_norm) a.k_norm = vector(*t.k_norm, prefix + "attn_k_norm");
+  if (t.post_norm) a.post_norm = vector(*t.post_norm, prefix + "post_attention_norm");
+  a.gate = t.gate;
+  a.local_rope = t.local_rope;
+  a.window = t.window;
+  a.scale = t.scale;
   return a;
 }
 
@@ -129,8 +152,44 @@ CpuModel::ShortConv CpuModel::short_conv_weights(const TensorRef& in_proj, const
           vector(conv, prefix + "shortconv.conv"), L};
 }
 
-void CpuModel::swiglu_ffn(Pass& p, const Vector& norm, const Ffn& w) {
-  cpu_swiglu_ffn(c_, norm, w.gate, w.up, w.down, p.x, p.h, p.T);
+void CpuModel::scale(Pass& p, float s) {
+  for (size_t i = 0; i < size_t(p.T) * c_.d_model; ++i) p.x[i] *= s;
+}
+
+namespace {
+
+// y[t, i] += b[i] for T rows of N (nothing when b is empty).
+void add_bias(const std::vector<float>& b, float* y, uint32_t N, uint32_t T) {
+  if (b.empty()) return;
+  for (uint32_t t = 0; t < T; ++t)
+    for (uint32_t i = 0; i < N; ++i) y[size_t(t) * N + i] += b[i];
+}
+
+// x[t] += rmsnorm(o[t]) * post_norm for T rows of d (o normed in place).
+void add_post_normed(const ModelConfig& c, const std::vector<float>& post_norm, float* o, float* x, uint32_t T) {
+  const uint32_t D = c.d_model;
+  for (uint32_t t = 0; t < T; ++t) {
+    ref::rmsnorm(o + size_t(t) * D, post_norm.data(), o + size_t(t) * D, D, c.rms_eps);
+    for (uint32_t i = 0; i < D; ++i) x[size_t(t) * D + i] += o[size_t(t) * D + i];
+  }
+}
+
+}  // namespace
+
+void CpuModel::gated_ffn(Pass& p, const Vector& norm, const Ffn& w) {
+  if (!w.gelu_tanh && w.post_norm.empty()) return cpu_swiglu_ffn(c_, norm, w.gate, w.up, w.down, p.x, p.h, p.T);
+  const uint32_t T = p.T, D = c_.d_model, F = c_.ffn_dim;
+  std::vector<float> g(size_t(T) * F), u(size_t(T) * F), o(size_t(T) * D);
+  cpu_rmsnorm_rows(c_, p.x, norm, p.h, T);
+  ref::matmul(w.gate, p.h, D, g.data(), F, T, false);
+  ref::matmul(w.up, p.h, D, u.data(), F, T, false);
+  if (w.gelu_tanh)
+    for (size_t i = 0; i < g.size(); ++i) g[i] = ref::gelu_tanh(g[i]) * u[i];
+  else
+    for (uint32_t t = 0; t < T; ++t) ref::silu_mul(&g[size_t(t) * F], &u[size_t(t) * F], &g[size_t(t) * F], F);
+  if (w.post_norm.empty()) return ref::matmul(w.down, g.data(), F, p.x, D, T, true);
+  ref::matmul(w.down, g.data(), F, o.data(), D, T, false);
+  add_post_normed(c_, w.post_norm, o.data(), p.x, T);
 }
 
 void CpuModel::attention(Pass& p, uint32_t layer, const Vector& norm, const Attention& w) {
@@ -143,21 +202,37 @@ void CpuModel::attention(Pass& p, uint32_t layer, const Vector& norm, const Atte
   ref::matmul(w.wq, p.h, D, q.data(), QR, T, false);
   ref::matmul(w.wk, p.h, D, k.data(), KV, T, false);
   ref::matmul(w.wv, p.h, D, v.data(), KV, T, false);
+  add_bias(w.bq, q.data(), Q, T);
+  add_bias(w.bk, k.data(), KV, T);
+  add_bias(w.bv, v.data(), KV, T);
+  const float* table = w.local_rope ? rope_local_.data() : rope_.data();
   for (uint32_t t = 0; t < T; ++t) {
     const uint32_t pos = p.n_past + t;
     float *qt = &q[size_t(t) * QR], *kt = &k[size_t(t) * KV];
     // Per-head RMSNorm of q and k (in place: each head's row is read fully before it is written).
     if (!w.q_norm.empty()) ref::rmsnorm_heads(qt, w.q_norm.data(), c_.n_heads, HD, HD, c_.rms_eps);
     if (!w.k_norm.empty()) ref::rmsnorm_heads(kt, w.k_norm.data(), c_.n_kv_heads, HD, HD, c_.rms_eps);
-    ref::rope(qt, c_.n_heads, HD, c_.rope_dims, pos, rope_.data(), c_.rope_neox);
-    ref::rope(kt, c_.n_kv_heads, HD, c_.rope_dims, pos, rope_.data(), c_.rope_neox);
+    ref::rope(qt, c_.n_heads, HD, c_.rope_dims, pos, table, c_.rope_neox);
+    ref::rope(kt, c_.n_kv_heads, HD, c_.rope_dims, pos, table, c_.rope_neox);
     std::copy_n(kt, KV, &kc[size_t(pos) * KV]);
     std::copy_n(&v[size_t(t) * KV], KV, &vc[size_t(pos) * KV]);
   }
-  cpu_attention(c_, kopt_, q.data(), QR, kc, vc, att.data(), Q, p.n_past, T, 1.0f / std::sqrt(float(HD)), chunk_);
+  const float scale = w.scale > 0 ? w.scale : 1.0f / std::sqrt(float(HD));
+  if (w.window) {
+    for (uint32_t t = 0; t < T; ++t) {  // keys [pos - W + 1, pos] (pos_q - pos_k < W)
+      const uint32_t pos = p.n_past + t, first = pos >= w.window ? pos - w.window + 1 : 0;
+      ref::attention(&q[size_t(t) * QR], kc + size_t(first) * KV, vc + size_t(first) * KV, &att[size_t(t) * Q],
+                     pos - first, c_.n_heads, c_.n_kv_heads, HD, scale);
+    }
+  } else {
+    cpu_attention(c_, kopt_, q.data(), QR, kc, vc, att.data(), Q, p.n_past, T, scale, chunk_);
+  }
   if (w.gate)
     for (uint32_t t = 0; t < T; ++t) ref::sigmoid_gate(&att[size_t(t) * Q], &q[size_t(t) * QR + Q], Q);
-  ref::matmul(w.wo, att.data(), Q, p.x, D, T, true);
+  if (w.post_norm.empty()) return ref::matmul(w.wo, att.data(), Q, p.x, D, T, true);
+  std::vector<float> o(size_t(T) * D);
+  ref::matmul(w.wo, att.data(), Q, o.data(), D, T, false);
+  add_post_normed(c_, w.post_norm, o.data(), p.x, T);
 }
 
 void CpuModel::delta_net(Pass& p, uint32_t layer, const Vector& norm, const DeltaNet& w) {

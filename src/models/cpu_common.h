@@ -58,9 +58,20 @@ struct CpuBlockTypes {
     float* x;
     float* h;
   };
-  struct Ffn { Matrix gate, up, down; };
-  /// q's rows are [q | gate] when gate; empty q_norm / k_norm: no QK-norm.
-  struct Attention { Matrix wq, wk, wv, wo; Vector q_norm, k_norm; bool gate = false; };
+  /// Empty post_norm: none.
+  struct Ffn {
+    Matrix gate, up, down;
+    Vector post_norm;
+    bool gelu_tanh = false;
+  };
+  /// q's rows are [q | gate] when gate; empty vectors: no biases, no QK-norm, no post-norm.
+  struct Attention {
+    Matrix wq, wk, wv, wo;
+    Vector bq, bk, bv, q_norm, k_norm, post_norm;
+    bool gate = false, local_rope = false;
+    uint32_t window = 0;
+    float scale = 0;  // AttentionTensors::scale
+  };
   struct ShortConv { Matrix in_proj, out_proj; Vector conv; uint32_t L = 0; };
   struct DeltaNet {
     Matrix w_qkv, w_z, w_b, w_a, w_out;
@@ -82,33 +93,34 @@ class CpuModel : public Model, public Blocks<CpuBlockTypes> {
   int32_t forward_argmax(Sequence& seq, std::span<const int32_t> toks) override;
   uint32_t prefill_chunk() const override { return chunk_; }
   /// Checks toks, embeds them into x [T, d_model], runs body(), advances seq by T and, when
-  /// logits is set, writes the last row's logits (cpu_logits with the tied embedding or lm_head_).
+  /// logits is set, writes the last row's logits (cpu_logits with the tied embedding or lm_head_;
+  /// then cap * tanh(z / cap) when final_softcap_ > 0).
   void forward(Sequence& seq, std::span<const int32_t> toks, std::vector<float>* logits) override;
 
  protected:
   CpuModel(const ModelConfig& c, const ModelOptions& opt)
       : c_(c), default_ctx_(opt.context_length), kopt_(opt.kernels), chunk_(cpu_chunk(c, opt)) {}
 
-  /// Throws wgllm::Error: architectures that override forward() have no body().
-  void body(Pass& p) override;
   // The block interface (models/blocks.h) on the kernels' CPU twins (kernels/ref.h, gdn_ref.h):
   // weights dequantized to f32 once (labels unused), counted in mem_.
   Matrix matrix(const TensorRef& t, const std::string& label) override;
   Vector vector(const TensorRef& t, const std::string& label) override;
   Vector vector(const std::vector<float>& v, const std::string& label) override;
-  Ffn ffn_weights(const TensorRef& gate, const TensorRef& up, const TensorRef& down, const std::string& prefix) override;
-  Attention attention_weights(const TensorRef& wq, const TensorRef& wk, const TensorRef& wv, const TensorRef& wo,
-                              const std::vector<float>* q_norm, const std::vector<float>* k_norm,
-                              const std::string& prefix, bool gate) override;
+  void embedding(const TensorRef& embed, const TensorRef* lm_head) override;
+  Ffn ffn_weights(const TensorRef& gate, const TensorRef& up, const TensorRef& down, const std::string& prefix,
+                  const FfnOptions& o) override;
+  Attention attention_weights(const AttentionTensors& t, const std::string& prefix) override;
   ShortConv short_conv_weights(const TensorRef& in_proj, const TensorRef& conv, const TensorRef& out_proj, uint32_t L,
                                const std::string& prefix) override;
   DeltaNet delta_net_weights(const TensorRef& w_qkv, const TensorRef& w_z, const TensorRef& w_b, const TensorRef& w_a,
                              const TensorRef& w_out, const TensorRef& conv, const std::vector<float>& a_log,
                              const TensorRef& dt_bias, const TensorRef& norm, const DeltaNetShape& s,
                              const std::string& prefix) override;
-  /// cpu_swiglu_ffn.
-  void swiglu_ffn(Pass& p, const Vector& norm, const Ffn& w) override;
-  /// Attention over the sequence's host KV cache (cpu_attention: dense, or block-sparse with --sparse-attn).
+  void scale(Pass& p, float s) override;
+  /// cpu_swiglu_ffn; the GeGLU / post-norm form with its own loop.
+  void gated_ffn(Pass& p, const Vector& norm, const Ffn& w) override;
+  /// Attention over the sequence's host KV cache (cpu_attention: dense, or block-sparse with
+  /// --sparse-attn; ref::attention over the window on a sliding layer).
   void attention(Pass& p, uint32_t layer, const Vector& norm, const Attention& w) override;
   void short_conv(Pass& p, uint32_t layer, const Vector& norm, const ShortConv& w) override;
   /// The plain per-token recurrence (ref::gated_delta_rule): the reference the GPU's chunked form
@@ -116,9 +128,11 @@ class CpuModel : public Model, public Blocks<CpuBlockTypes> {
   void delta_net(Pass& p, uint32_t layer, const Vector& norm, const DeltaNet& w) override;
   /// The context of new_sequence(ctx) (sequence_context with the options' default).
   uint32_t sequence_length(uint32_t ctx) const { return sequence_context(ctx, default_ctx_, c_.max_context); }
-  /// For new_sequence(): cpu_new_sequence() with the model's RoPE table when `rope`.
+  /// For new_sequence(): cpu_new_sequence() with the model's RoPE table when `rope` (and the local
+  /// table when rope_local_base_ is set).
   template <class F>
   std::unique_ptr<Sequence> make_sequence(const SequenceSize& s, bool rope, F&& make) {
+    if (rope && rope_local_base_ > 0) kernels::rope_table_grow(rope_local_, s.context, c_.rope_dims, rope_local_base_);
     return cpu_new_sequence(s, c_, rope ? &rope_ : nullptr, std::forward<F>(make));
   }
   /// The device sequences are allocated on: none (host).
@@ -130,6 +144,11 @@ class CpuModel : public Model, public Blocks<CpuBlockTypes> {
   uint32_t chunk_ = 1;           // cpu_attention's row groups (cpu_chunk(): the WebGPU backend's submissions)
   kernels::ref::Matrix embed_, lm_head_;
   std::vector<float> out_norm_, rope_;  // rope_: grown by new_sequence() to the longest sequence
+  // The RoPE table of AttentionTensors::local_rope layers (theta rope_local_base_; 0: none), grown
+  // with rope_.
+  std::vector<float> rope_local_;
+  double rope_local_base_ = 0;
+  float final_softcap_ = 0;             // logit soft-capping (0: none)
   MemoryReport mem_;                    // weights counted by matrix() / vector()
 };
 

@@ -21,13 +21,17 @@ void GpuModel::record_body(kernels::OpContext& o, std::span<const BatchSeg> segs
   body(p);
 }
 
-void GpuModel::body(Pass&) { throw Error("GpuModel::body: this architecture implements record_body() itself"); }
 
 GpuModel::Ffn GpuModel::ffn_weights(const TensorRef& gate, const TensorRef& up, const TensorRef& down,
-                                    const std::string& prefix) {
+                                    const std::string& prefix, const FfnOptions& opt) {
   Ffn f;
   f.fused = opt_.fuse_gate_up && gate.type == up.type;
   upload_ffn(gate, up, down, f.fused, prefix, f.gate_up, f.gate, f.up, f.down);
+  f.gelu_tanh = opt.gelu_tanh;
+  if (opt.post_norm) {
+    f.post_norm = f32_buffer(*opt.post_norm, prefix + "post_ffw_norm");
+    f.post_normed = true;
+  }
   return f;
 }
 
@@ -35,19 +39,32 @@ GpuModel::Vector GpuModel::vector(const std::vector<float>& v, const std::string
   return upload_f32(*ctx_, v, label, mem_);
 }
 
-GpuModel::Attention GpuModel::attention_weights(const TensorRef& wq, const TensorRef& wk, const TensorRef& wv,
-                                                const TensorRef& wo, const std::vector<float>* q_norm,
-                                                const std::vector<float>* k_norm, const std::string& prefix, bool gate) {
-  if (!q_norm != !k_norm) throw Error("attention_weights: a QK-norm needs both the q and the k weight");
+GpuModel::Attention GpuModel::attention_weights(const AttentionTensors& t, const std::string& prefix) {
+  if (!t.q_norm != !t.k_norm) throw Error("attention_weights: a QK-norm needs both the q and the k weight");
+  if (!t.bq != !t.bk || !t.bq != !t.bv) throw Error("attention_weights: Q/K/V biases come as all three or none");
   Attention a;
-  a.qkv = upload_stacked(*ctx_, {&wq, &wk, &wv}, {gate ? "qg" : "q", "k", "v"}, opt_.fuse_qkv, "attn_", prefix, mem_);
-  a.wo = weight({&wo}, prefix + "attn_output");
-  a.qk_norm = q_norm != nullptr;
-  a.gate = gate;
-  if (q_norm) {
-    a.q_norm = vector(*q_norm, prefix + "attn_q_norm");
-    a.k_norm = vector(*k_norm, prefix + "attn_k_norm");
+  a.qkv = upload_stacked(*ctx_, {t.wq, t.wk, t.wv}, {t.gate ? "qg" : "q", "k", "v"}, opt_.fuse_qkv, "attn_", prefix, mem_);
+  a.wo = weight({t.wo}, prefix + "attn_output");
+  a.qk_norm = t.q_norm != nullptr;
+  a.gate = t.gate;
+  if (t.q_norm) {
+    a.q_norm = vector(*t.q_norm, prefix + "attn_q_norm");
+    a.k_norm = vector(*t.k_norm, prefix + "attn_k_norm");
   }
+  if (t.bq) {
+    std::vector<float> b = dequantize_tensor(*t.bq), bk = dequantize_tensor(*t.bk), bv = dequantize_tensor(*t.bv);
+    b.insert(b.end(), bk.begin(), bk.end());
+    b.insert(b.end(), bv.begin(), bv.end());
+    a.bqkv = upload_f32(*ctx_, b, prefix + "attn_qkv.bias", mem_);
+    a.biased = true;
+  }
+  if (t.post_norm) {
+    a.post_norm = f32_buffer(*t.post_norm, prefix + "post_attention_norm");
+    a.post_normed = true;
+  }
+  a.window = t.window;
+  a.scale = t.scale;
+  a.local_rope = t.local_rope;
   return a;
 }
 
@@ -57,8 +74,38 @@ GpuModel::ShortConv GpuModel::short_conv_weights(const TensorRef& in_proj, const
           f32_buffer(conv, prefix + "shortconv.conv"), L};
 }
 
-void GpuModel::swiglu_ffn(Pass& p, const Vector& norm, const Ffn& w) {
-  record_swiglu_ffn(p.o, c_, {norm, w.fused ? &w.gate_up : nullptr, &w.gate, &w.up, w.down}, x_, h_, gu_, act_, p.T);
+void GpuModel::scale(Pass& p, float s) { kernels::scale(p.o, {x_, 0}, p.T * c_.d_model, s, "embed_scale"); }
+
+namespace {
+
+// x += rmsnorm(o) * post_norm for T rows (h: scratch; labels `norm_label` and `add_label`).
+void add_post_normed(kernels::OpContext& o, const ModelConfig& c, const gpu::Buffer& y, const gpu::Buffer& post_norm,
+                     const gpu::Buffer& h, const gpu::Buffer& x, uint32_t T, const char* norm_label,
+                     const char* add_label) {
+  const uint32_t D = c.d_model;
+  kernels::rmsnorm(o, {y, 0}, D, post_norm, {h, 0}, D, T, D, c.rms_eps, norm_label);
+  kernels::add_bias(o, h, T * D, {x, 0}, 0, 1, add_label);
+}
+
+}  // namespace
+
+void GpuModel::gated_ffn(Pass& p, const Vector& norm, const Ffn& w) {
+  kernels::OpContext& o = p.o;
+  const uint32_t D = c_.d_model, F = c_.ffn_dim, T = p.T;
+  if (!w.gelu_tanh && !w.post_normed)
+    return record_swiglu_ffn(o, c_, {norm, w.fused ? &w.gate_up : nullptr, &w.gate, &w.up, w.down}, x_, h_, gu_, act_, T);
+  kernels::rmsnorm(o, {x_, 0}, D, norm, {h_, 0}, D, T, D, c_.rms_eps, "ffn_norm");
+  if (w.fused) {
+    kernels::matmul(o, w.gate_up, {h_, 0}, D, {gu_, 0}, 2 * F, T, false, "ffn_gate_up");
+  } else {
+    kernels::matmul(o, w.gate, {h_, 0}, D, {gu_, 0}, 2 * F, T, false, "ffn_gate");
+    kernels::matmul(o, w.up, {h_, 0}, D, {gu_, F}, 2 * F, T, false, "ffn_up");
+  }
+  if (w.gelu_tanh) kernels::gelu_mul(o, gu_, 0, F, 2 * F, T, F, {act_, 0});
+  else kernels::silu_mul(o, gu_, 0, F, 2 * F, T, F, {act_, 0});
+  if (!w.post_normed) return kernels::matmul(o, w.down, {act_, 0}, F, {x_, 0}, D, T, true, "ffn_down");
+  kernels::matmul(o, w.down, {act_, 0}, F, {o_, 0}, D, T, false, "ffn_down");
+  add_post_normed(o, c_, o_, w.post_norm, h_, x_, T, "post_ffw_norm", "ffn_residual");
 }
 
 void GpuModel::attention(Pass& p, uint32_t layer, const Vector& norm, const Attention& w) {
@@ -66,21 +113,64 @@ void GpuModel::attention(Pass& p, uint32_t layer, const Vector& norm, const Atte
   const uint32_t D = c_.d_model, Q = c_.q_dim(), KV = c_.kv_dim(), HD = c_.head_dim, T = p.T;
   const uint32_t QR = w.gate ? 2 * Q : Q, S = attention_stride(c_, w.gate);  // q (| gate) rows, projection row stride
   const uint32_t AS = w.gate ? S : Q;  // att_ row stride: with a gate, proj_'s (the gate of att_[i] is proj_[i + Q])
-  record_norm_proj(o, c_, x_, norm, h_, std::span<const StackedPart>(w.qkv), proj_, S, T, norm_label_);
-  const QkNorm qkn{w.q_norm, w.k_norm};
-  if (w.qk_norm) record_qk_norms(o, c_, {proj_, 0, S, QR, QR + KV, S}, T, qkn);
+  const gpu::Buffer& table = w.local_rope ? rope_local_ : rope_;
+  if (p.segs.size() == 1 && !w.gate && !w.qk_norm && o.opt.fuse_qkv_rope_kv && T <= kernels::kFusedMaxTokens) {
+    // Decode: norm (--fuse-norm), QKV (one dispatch per part of one weight type), the biases,
+    // RoPE and the KV store in one dispatch per part.
+    KvState& kv = p.segs[0].seq->kv(layer);
+    kernels::QkvRopeKv rk{Q, KV, HD, c_.rope_dims, p.segs[0].pos0, c_.rope_neox, &table,
+                          kv.keys().binding(), kv.values().binding()};
+    rk.bias = w.biased ? &w.bqkv : nullptr;
+    const bool fn = o.opt.fuse_norm;
+    if (!fn) kernels::rmsnorm(o, {x_, 0}, D, norm, {h_, 0}, D, T, D, c_.rms_eps, norm_label_);
+    for (const StackedPart& part : w.qkv) {
+      rk.row0 = part.row0;
+      kernels::matmul_qkv_rope_kv(o, part.w, {fn ? x_ : h_, 0}, D, fn ? &norm : nullptr, fn ? c_.rms_eps : 0.0f,
+                                  {proj_, part.row0}, S, T, rk, part.label.c_str());
+    }
+  } else {
+    record_norm_proj(o, c_, x_, norm, h_, std::span<const StackedPart>(w.qkv), proj_, S, T, norm_label_);
+    if (w.biased) kernels::add_bias(o, w.bqkv, S, {proj_, 0}, S, T, "attn_qkv_bias");
+    const QkNorm qkn{w.q_norm, w.k_norm};
+    if (w.qk_norm) record_qk_norms(o, c_, {proj_, 0, S, QR, QR + KV, S}, T, qkn);
+    for (const PoolGroup& g : plan_.groups) {
+      if (!g.rope_n) continue;
+      KvState& kv = p.segs[g.first].seq->kv(layer);  // the whole pool buffers
+      kernels::rope_kv_store_rows(o, proj_, 0, S, Q, Q + KV, S, c_.n_heads, c_.n_kv_heads, HD, c_.rope_dims, rope_,
+                                  c_.rope_neox, kv.keys().buffer(), kv.values().buffer(), batch_tab_, g.rope_off, g.rope_n);
+    }
+    for (size_t i = 0; i < p.segs.size(); ++i) {
+      if (plan_.rope_done[i]) continue;
+      const BatchSeg& s = p.segs[i];
+      KvState& kv = s.seq->kv(layer);
+      const uint32_t r = s.row0 * S;
+      const QkvRows rows{proj_, r, S, r + QR, r + QR + KV, S};
+      if (w.qk_norm) record_qk_norm_rope_kv(o, c_, rows, s.T, s.pos0, table, qkn, kv.keys().binding(), kv.values().binding());
+      else record_rope_kv(o, c_, rows, s.T, s.pos0, table, kv.keys().binding(), kv.values().binding());
+    }
+  }
   kernels::AttentionPartials parts;  // the merge left to the output projection (--fuse-attn-combine)
   const bool defer = !w.gate && defer_attn_combine(o, p.segs, w.wo, T, HD);
-  for (const BatchSeg& s : p.segs) {
+  const float scale = w.scale > 0 ? w.scale : 1.0f / std::sqrt(float(HD));
+  for (const PoolGroup& g : plan_.groups) {
+    if (!g.attn_n) continue;
+    KvState& kv = p.segs[g.first].seq->kv(layer);  // the whole pool buffers
+    const kernels::AttentionShape as{1, 0, c_.n_heads, c_.n_kv_heads, HD, scale};
+    kernels::attention_decode_batch(o, as, {proj_, 0}, S, kv.keys().buffer(), kv.values().buffer(), {att_, 0}, AS,
+                                    batch_tab_, g.attn_off, g.attn_n, g.max_split, g.keys, &batch_split_);
+  }
+  for (size_t i = 0; i < p.segs.size(); ++i) {
+    if (plan_.attn_done[i]) continue;
+    const BatchSeg& s = p.segs[i];
     KvState& kv = s.seq->kv(layer);
-    const gpu::Buffer &kc = kv.keys().buffer(), &vc = kv.values().buffer();
-    const uint32_t r = s.row0 * S;
-    const QkvRows rows{proj_, r, S, r + QR, r + QR + KV, S};
-    if (w.qk_norm) record_qk_norm_rope_kv(o, c_, rows, s.T, s.pos0, rope_, qkn, kc, vc);
-    else record_rope_kv(o, c_, rows, s.T, s.pos0, rope_, kc, vc);
-    const kernels::AttentionShape as{s.T, s.pos0, c_.n_heads, c_.n_kv_heads, HD, 1.0f / std::sqrt(float(HD))};
-    kernels::attention(o, as, {proj_, r}, S, kc, vc, {att_, s.row0 * AS}, AS, &attn_split_,
-                       sparse_.index ? &sparse_ : nullptr, kv.sparse_means(), defer ? &parts : nullptr);
+    kernels::AttentionShape as{s.T, s.pos0, c_.n_heads, c_.n_kv_heads, HD, scale};
+    as.window = w.window;  // sliding layers: keys pos_q - pos_k < W only
+    kernels::attention(o, as, {proj_, s.row0 * S}, S, kv.keys().binding(), kv.values().binding(), {att_, s.row0 * AS}, AS,
+                       &attn_split_, sparse_.index ? &sparse_ : nullptr, kv.sparse_means(), defer ? &parts : nullptr);
+  }
+  if (w.post_normed) {
+    record_attn_output(o, w.wo, parts, att_, o_, D, T, false);
+    return add_post_normed(o, c_, o_, w.post_norm, h_, x_, T, "post_attention_norm", "attn_residual");
   }
   if (!w.gate) return record_attn_output(o, w.wo, parts, att_, x_, D, T, true);
   if (o.opt.fuse_attn_gate && T <= kernels::kFusedMaxTokens)

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include <fmt/core.h>
@@ -152,14 +153,21 @@ void GpuModel::prepare_sequence(const SequenceSize& s, gpu::Buffer* rope, uint32
   host.kv_cache = host.recurrent = 0;
   check_host_memory(host, rope && s.context > *rope_rows ? table : 0, dev);
   if (!rope || s.context <= *rope_rows) return;
-  try {
-    const std::vector<float> t = kernels::rope_table(s.context, c_.rope_dims, c_.rope_base);
-    gpu::Buffer b(*ctx_, t.size() * 4, gpu::BufferKind::Storage, "rope_table");
+  // Bind groups are cached by Buffer::id(), so a replaced buffer can never be bound again.
+  auto grow = [&](gpu::Buffer& buf, double base, const char* name) {
+    const std::vector<float> t = kernels::rope_table(s.context, c_.rope_dims, base);
+    gpu::Buffer b(*ctx_, t.size() * 4, gpu::BufferKind::Storage, name);
     b.write(*ctx_, 0, t.data(), t.size() * 4);
-    // Bind groups are cached by Buffer::id(), so the replaced buffer can never be bound again.
-    mem_.scratch += b.size() - (*rope ? rope->size() : 0);
-    *rope = std::move(b);
+    mem_.scratch += b.size() - (buf ? buf.size() : 0);
+    buf = std::move(b);
+  };
+  try {
+    grow(*rope, c_.rope_base, "rope_table");
     *rope_rows = s.context;
+    if (rope_local_base_ > 0 && s.context > rope_local_rows_) {
+      grow(rope_local_, rope_local_base_, "rope_table_local");
+      rope_local_rows_ = s.context;
+    }
   } catch (const std::bad_alloc&) {
     sequence_alloc_failed(s, dev, "out of host memory for the RoPE table");
   } catch (const Error& e) {
@@ -311,9 +319,80 @@ uint32_t GpuModel::max_batch_seqs() const {
 }
 
 void GpuModel::begin_body(kernels::OpContext& o, std::span<const BatchSeg> segs, std::span<const int32_t> toks) {
+  const uint32_t T = uint32_t(toks.size()), D = c_.d_model;
+  plan_ = plan_batch(o, segs);
+  if (host_embed_) {
+    // Rows gathered on the host (embedding()): dequantize() of the stored row, as the CPU reference
+    // does; queued before this step's submission.
+    std::vector<float> rows(size_t(T) * D);
+    for (uint32_t t = 0; t < T; ++t)
+      dequantize(embed_type_, embed_host_.data() + uint64_t(toks[t]) * embed_row_bytes_, &rows[size_t(t) * D], D);
+    x_.write(*ctx_, 0, rows.data(), rows.size() * 4);
+    rec_->begin();
+    return;
+  }
   const gpu::Buffer& ids = token_ids(tokens_, amax_, toks, segs.size() > 1);
   rec_->begin();
-  kernels::embed(o, embed_, ids, uint32_t(toks.size()), {x_, 0});
+  kernels::embed(o, embed_, ids, T, {x_, 0});
+}
+
+void GpuModel::embedding(const TensorRef& embed, const TensorRef* lm_head) {
+  uint64_t lim = binding_limit();
+  if (const char* e = std::getenv("WGLLM_TEST_MAX_BINDING_BYTES"); e && *e) lim = std::min<uint64_t>(lim, std::stoull(e));
+  auto packed_per_row = [](const TensorRef& t) {  // GPU bytes of one row (from 64 rows)
+    const uint32_t K = uint32_t(t.shape[0]), n = uint32_t(std::min<uint64_t>(t.shape[1], 64));
+    std::vector<uint8_t> head(dtype_row_bytes(t.type, K) * n);
+    t.read(0, head.size(), head.data());
+    return double(kernels::pack_weight(t.type, head.data(), K, n).words.size()) * 4.0 / n;
+  };
+  auto too_big = [&](const TensorRef& t) { return packed_per_row(t) * double(t.shape[1]) > 0.9 * double(lim); };
+  if (too_big(embed)) {
+    host_embed_ = true;
+    embed_type_ = embed.type;
+    embed_row_bytes_ = dtype_row_bytes(embed.type, embed.shape[0]);
+    embed_host_ = embed.bytes();
+  } else {
+    embed_ = weight({&embed}, "token_embd");
+  }
+  const TensorRef& head = lm_head ? *lm_head : embed;
+  if (too_big(head)) {
+    const uint64_t row_bytes = dtype_row_bytes(head.type, head.shape[0]);
+    const uint32_t N = uint32_t(head.shape[1]);
+    const uint32_t rows = std::max<uint32_t>(64, uint32_t(0.8 * double(lim) / packed_per_row(head)) / 64 * 64);
+    for (uint32_t r0 = 0; r0 < N; r0 += rows) {
+      const uint32_t n = std::min(rows, N - r0);
+      head_parts_.push_back(upload_rows(*ctx_, head.type, uint32_t(head.shape[0]),
+                                        {RowBlock{&head, r0 * row_bytes, n * row_bytes, n}},
+                                        "output." + std::to_string(head_parts_.size()), mem_));
+      head_row0_.push_back(r0);
+    }
+  } else if (lm_head) {
+    lm_head_ = weight({lm_head}, "output");
+  }
+}
+
+int32_t GpuModel::finish_split_head(kernels::OpContext& o, uint32_t last_row, HeadOut out, std::vector<float>* logits) {
+  if (out == HeadOut::None) {
+    o.rec.submit();
+    return -1;
+  }
+  const uint32_t D = c_.d_model;
+  if (out == HeadOut::Nll) {
+    record_nll_head(o, x_, last_row / D + 1, out_norm_, head_parts());
+    return -1;
+  }
+  kernels::rmsnorm(o, {x_, last_row}, D, out_norm_, {h_, 0}, D, 1, D, c_.rms_eps, "output_norm");
+  for (size_t i = 0; i < head_parts_.size(); ++i)
+    kernels::matmul(o, head_parts_[i], {h_, 0}, D, {logits_, head_row0_[i]}, c_.vocab, 1, false, "output",
+                    gpu::Traffic::Logits);
+  if (out == HeadOut::Argmax || out == HeadOut::ArgmaxAsync) {
+    kernels::argmax(o, {logits_, 0}, c_.vocab, amax_);
+    return submit_argmax(o, amax_, out);
+  }
+  logits->resize(c_.vocab);
+  o.rec.read_after(logits_, 0, uint64_t(c_.vocab) * 4);
+  o.rec.submit(logits->data());
+  return -1;
 }
 
 int32_t GpuModel::chunk(Sequence& seq, std::span<const int32_t> toks, HeadOut out, std::vector<float>* logits) {
@@ -327,11 +406,17 @@ int32_t GpuModel::chunk(Sequence& seq, std::span<const int32_t> toks, HeadOut ou
 }
 
 int32_t GpuModel::finish_head(kernels::OpContext& o, uint32_t last_row, HeadOut out, std::vector<float>* logits) {
+  if (!head_parts_.empty()) return finish_split_head(o, last_row, out, logits);
   return finish_forward(o, c_, x_, last_row, {out_norm_, c_.tied_embeddings ? embed_ : lm_head_, h_, logits_, amax_}, out,
                         logits);
 }
 
-std::vector<HeadPart> GpuModel::head_parts() const { return {{c_.tied_embeddings ? &embed_ : &lm_head_, 0}}; }
+std::vector<HeadPart> GpuModel::head_parts() const {
+  if (head_parts_.empty()) return {{c_.tied_embeddings ? &embed_ : &lm_head_, 0}};
+  std::vector<HeadPart> parts;
+  for (size_t i = 0; i < head_parts_.size(); ++i) parts.push_back({&head_parts_[i], head_row0_[i]});
+  return parts;
+}
 
 void GpuModel::chunk_batch(std::span<const BatchSeg> segs, std::span<const int32_t> toks, std::span<BatchItem* const> items) {
   kernels::OpContext o{*ctx_, *pipes_, *rec_, opt_.kernels};
@@ -649,6 +734,143 @@ int32_t finish_forward(kernels::OpContext& o, const ModelConfig& c, const gpu::B
   o.rec.read_after(hb.logits, 0, uint64_t(c.vocab) * 4);
   o.rec.submit(logits->data());
   return -1;
+}
+
+// ---- KV pools and continuous batching over them (kv_pools_) ----
+
+std::unique_ptr<Sequence> GpuModel::kv_sequence(const SequenceSize& s, const std::vector<std::shared_ptr<const gpu::Buffer>>& kp,
+                                                const std::vector<std::shared_ptr<const gpu::Buffer>>& vp, uint64_t base_row) {
+  return create_sequence(s, [&] {
+    std::vector<std::unique_ptr<LayerState>> st;
+    for (uint32_t i = 0; i < c_.n_layers; ++i)
+      st.push_back(kp.empty() ? std::make_unique<KvState>(ctx_.get(), i, s.context, c_.kv_dim())
+                              : std::make_unique<KvState>(ctx_.get(), i, s.context, c_.kv_dim(), kp[i], vp[i], base_row));
+    return std::make_unique<Sequence>(s.context, ctx_.get(), std::move(st));
+  });
+}
+
+std::vector<std::unique_ptr<Sequence>> GpuModel::new_sequences(uint32_t n, uint32_t ctx) {
+  if (n <= 1 || !kv_pools_) return Model::new_sequences(n, ctx);
+  SequenceSize s;
+  s.context = sequence_length(ctx);
+  s.largest_buffer = uint64_t(s.context) * c_.kv_dim() * 4;
+  s.kv_cache = 2ull * c_.n_layers * s.largest_buffer;
+  prepare_sequence(s, &rope_, &rope_rows_);
+  const WGPULimits& lim = ctx_->info().limits;
+  const uint64_t stride = (uint64_t(s.context) + 63) / 64 * 64, slot_bytes = stride * c_.kv_dim() * 4;
+  if (lim.minStorageBufferOffsetAlignment == 0 || slot_bytes % lim.minStorageBufferOffsetAlignment)
+    return Model::new_sequences(n, ctx);
+  const uint32_t per_pool = uint32_t(std::clamp<uint64_t>(binding_limit() / slot_bytes, 1, n));
+  std::vector<std::unique_ptr<Sequence>> out;
+  for (uint32_t first = 0; first < n; first += per_pool) {
+    const uint32_t m = std::min(per_pool, n - first);
+    std::vector<std::shared_ptr<const gpu::Buffer>> kp, vp;
+    try {
+      for (uint32_t i = 0; i < c_.n_layers; ++i) {
+        const std::string p = "layers." + std::to_string(i) + ".self_attn.";
+        kp.push_back(std::make_shared<const gpu::Buffer>(*ctx_, m * slot_bytes, gpu::BufferKind::Storage, p + "keys_pool"));
+        vp.push_back(std::make_shared<const gpu::Buffer>(*ctx_, m * slot_bytes, gpu::BufferKind::Storage, p + "values_pool"));
+      }
+    } catch (const Error& e) {
+      SequenceSize all = s;
+      all.kv_cache = 2ull * c_.n_layers * m * slot_bytes;
+      all.largest_buffer = m * slot_bytes;
+      sequence_alloc_failed(all, backend_name(), e.what());
+    }
+    for (uint32_t j = 0; j < m; ++j) out.push_back(kv_sequence(s, kp, vp, j * stride));
+  }
+  return out;
+}
+
+GpuModel::BatchPlan GpuModel::plan_batch(const kernels::OpContext& o, std::span<const BatchSeg> segs) {
+  BatchPlan plan;
+  plan.rope_done.assign(segs.size(), false);
+  plan.attn_done.assign(segs.size(), false);
+  const bool rope = o.opt.batch_rope_kv && o.opt.fuse_rope_kv;
+  const kernels::AttentionShape one{1, 0, c_.n_heads, c_.n_kv_heads, c_.head_dim, 1.0f};
+  const bool attn = o.opt.batch_decode_attn && !sparse_.index && kernels::attention_decode_applies(o, one);
+  if (segs.size() < 2 || !kv_pools_ || !(rope || attn)) return plan;
+  // A segment joins the group of the first earlier one whose every layer's views share its pools.
+  auto same_pools = [&](const BatchSeg& a, const BatchSeg& b) {
+    for (uint32_t l = 0; l < c_.n_layers; ++l)
+      if (&a.seq->kv(l).keys().buffer() != &b.seq->kv(l).keys().buffer() ||
+          &a.seq->kv(l).values().buffer() != &b.seq->kv(l).values().buffer())
+        return false;
+    return true;
+  };
+  auto pooled = [&](const BatchSeg& a) {
+    const uint64_t base = a.seq->kv(0).base_row();
+    for (uint32_t l = 0; l < c_.n_layers; ++l) {
+      KvState& kv = a.seq->kv(l);
+      if (!kv.keys().pooled() || !kv.values().pooled() || kv.base_row() != base || kv.values().offset() != kv.keys().offset())
+        return false;
+    }
+    return true;
+  };
+  std::vector<std::vector<uint32_t>> members;
+  for (uint32_t i = 0; i < segs.size(); ++i) {
+    if (!pooled(segs[i])) continue;
+    bool placed = false;
+    for (auto& m : members)
+      if (same_pools(segs[m[0]], segs[i])) {
+        m.push_back(i);
+        placed = true;
+        break;
+      }
+    if (!placed) members.push_back({i});
+  }
+  std::vector<uint32_t> tab;  // vec4<u32> entries
+  auto entry = [&](uint32_t a, uint32_t b, uint32_t c, uint32_t d) { tab.insert(tab.end(), {a, b, c, d}); };
+  for (const auto& m : members) {
+    if (m.size() < 2) continue;
+    PoolGroup g;
+    g.first = m[0];
+    if (rope) {
+      g.rope_off = uint32_t(tab.size() / 4);
+      for (uint32_t i : m) {
+        const BatchSeg& sg = segs[i];
+        const uint32_t base = uint32_t(sg.seq->kv(0).base_row());
+        for (uint32_t t = 0; t < sg.T; ++t) entry(sg.row0 + t, sg.pos0 + t, base + sg.pos0 + t, 0);
+        plan.rope_done[i] = true;
+      }
+      g.rope_n = uint32_t(tab.size() / 4) - g.rope_off;
+    }
+    if (attn) {
+      std::vector<uint32_t> dec;
+      for (uint32_t i : m)
+        if (segs[i].T == 1) dec.push_back(i);
+      if (dec.size() >= 2) {
+        g.attn_off = uint32_t(tab.size() / 4);
+        for (uint32_t i : dec) {
+          const BatchSeg& sg = segs[i];
+          kernels::AttentionShape as = one;
+          as.pos0 = sg.pos0;
+          const kernels::DecodeSplit d = kernels::attention_decode_split(o, as, &attn_split_);
+          entry(sg.row0, sg.pos0, uint32_t(sg.seq->kv(0).base_row()), d.n_split > 1 ? d.split_len : sg.pos0 + 1);
+          g.max_split = std::max(g.max_split, d.n_split);
+          g.keys += sg.pos0 + 1;
+          plan.attn_done[i] = true;
+        }
+        g.attn_n = uint32_t(dec.size());
+      }
+    }
+    plan.groups.push_back(g);
+  }
+  if (tab.empty()) return plan;
+  const uint64_t tab_bytes = tab.size() * 4;
+  if (batch_tab_.size() < tab_bytes) {
+    mem_.scratch += tab_bytes * 2 - batch_tab_.size();
+    batch_tab_ = gpu::Buffer(*ctx_, tab_bytes * 2, gpu::BufferKind::Storage, "batch_rows");
+  }
+  batch_tab_.write(*ctx_, 0, tab.data(), tab_bytes);
+  uint64_t part = 0;
+  for (const PoolGroup& g : plan.groups)
+    if (g.max_split > 1) part = std::max<uint64_t>(part, 4ull * g.attn_n * c_.n_heads * g.max_split * (c_.head_dim + 2));
+  if (batch_split_.size() < part) {
+    mem_.scratch += part * 2 - batch_split_.size();
+    batch_split_ = gpu::Buffer(*ctx_, part * 2, gpu::BufferKind::Storage, "batch_attn_split");
+  }
+  return plan;
 }
 
 }  // namespace wgllm

@@ -66,16 +66,22 @@ struct GpuBlockTypes {
   };
   /// gate and up stacked into gate_up when ModelOptions::fuse_gate_up and their types match
   /// (fused), else apart.
+  /// FfnOptions: the GELU and the post-norm (post_norm when post_normed).
   struct Ffn {
     kernels::GpuWeight gate_up, gate, up, down;
-    bool fused = false;
+    gpu::Buffer post_norm;
+    bool fused = false, gelu_tanh = false, post_normed = false;
   };
-  /// [q (| gate) | k | v] projection rows as stacked parts (upload_stacked, ModelOptions::fuse_qkv).
+  /// [q (| gate) | k | v] projection rows as stacked parts (upload_stacked, ModelOptions::fuse_qkv);
+  /// the Q|K|V biases as one f32 vector [q_dim + 2 kv_dim] (bqkv, when biased); the AttentionTensors
+  /// options.
   struct Attention {
     std::vector<StackedPart> qkv;
     kernels::GpuWeight wo;
-    gpu::Buffer q_norm, k_norm;
-    bool qk_norm = false, gate = false;
+    gpu::Buffer q_norm, k_norm, bqkv, post_norm;
+    bool qk_norm = false, gate = false, biased = false, post_normed = false, local_rope = false;
+    uint32_t window = 0;
+    float scale = 0;  // AttentionTensors::scale
   };
   struct ShortConv {
     kernels::GpuWeight in_proj, out_proj;
@@ -95,9 +101,9 @@ struct GpuBlockTypes {
 /// What every WebGPU model shares: the device, pipeline cache and recorder, options, the
 /// memory report, profiling hooks, and forward() splitting a call into submissions of at most
 /// prefill_chunk tokens with the output head only on the last one, and the buffers every
-/// architecture has. An architecture implements record_body() (the embedding and its layers for
-/// the rows of one or several sequences) and lists its own chunk-sized buffers
-/// (alloc_chunk_buffers()); chunk() and chunk_batch() are written once here.
+/// architecture has. An architecture implements body() (its layers for the rows of one or several
+/// sequences, over the blocks) and lists its own chunk-sized buffers (alloc_chunk_buffers());
+/// record_body(), chunk() and chunk_batch() are written once here.
 class GpuModel : public Model, public Blocks<GpuBlockTypes> {
  public:
   const ModelConfig& config() const override { return c_; }
@@ -113,6 +119,13 @@ class GpuModel : public Model, public Blocks<GpuBlockTypes> {
   uint32_t prefill_chunk() const override { return chunk_; }
   uint32_t prefill_kernel_tokens() const override;
   void compile_switched_pipelines() override;
+  /// With kv_pools_: several sequences in KV pools, per layer one K and one V buffer holding the
+  /// caches of up to as many sequences as one storage binding holds, each sequence a view of rows
+  /// [j * stride, j * stride + context) (stride = context rounded up to 64 rows, so that every view
+  /// starts at a multiple of 256 bytes, WebGPU's largest minStorageBufferOffsetAlignment). A batched
+  /// forward reaches all of a pool's caches through one binding (--batch-rope-kv,
+  /// --batch-decode-attn). Otherwise (and for n <= 1) Model::new_sequences().
+  std::vector<std::unique_ptr<Sequence>> new_sequences(uint32_t n, uint32_t ctx) override;
   void forward(Sequence& seq, std::span<const int32_t> toks, std::vector<float>* logits) override;
   int32_t forward_argmax(Sequence& seq, std::span<const int32_t> toks) override;
   bool async_argmax() const override { return opt_.decode_pipeline && device_token_input() && !rec_->profiling(); }
@@ -141,31 +154,41 @@ class GpuModel : public Model, public Blocks<GpuBlockTypes> {
   /// Begins the submission and records the embedding and every layer for the rows of segs (toks:
   /// their ids in row order; one segment for a single-sequence forward); the last layer's output is
   /// left in x_. Attention and recurrent updates run per segment. Each architecture implements it.
-  /// By default begin_body() then body() (architectures written over the block interface).
-  virtual void record_body(kernels::OpContext& o, std::span<const BatchSeg> segs, std::span<const int32_t> toks);
-  /// Throws wgllm::Error: architectures that override record_body() have no body().
-  void body(Pass& p) override;
+  /// begin_body() then body().
+  void record_body(kernels::OpContext& o, std::span<const BatchSeg> segs, std::span<const int32_t> toks);
   // The block interface (models/blocks.h) on the kernels of kernels/ops.h and gdn_ops.h
   // (gpu_blocks.cpp): weights uploaded as stored (labels: GPU buffer names), counted in mem_.
   Matrix matrix(const TensorRef& t, const std::string& label) override { return weight({&t}, label); }
   Vector vector(const TensorRef& t, const std::string& label) override { return f32_buffer(t, label); }
   Vector vector(const std::vector<float>& v, const std::string& label) override;
-  Ffn ffn_weights(const TensorRef& gate, const TensorRef& up, const TensorRef& down, const std::string& prefix) override;
-  Attention attention_weights(const TensorRef& wq, const TensorRef& wk, const TensorRef& wv, const TensorRef& wo,
-                              const std::vector<float>* q_norm, const std::vector<float>* k_norm,
-                              const std::string& prefix, bool gate) override;
+  /// Weights larger than one storage binding (the adapter's maxStorageBufferBindingSize; lavapipe
+  /// and browsers: 128 MiB, which the 150k-262k-row vocabularies of Qwen2.5, Gemma 3 and Qwen3.5
+  /// exceed): the embedding is kept as stored bytes on the host and its rows gathered per step
+  /// (dequantize() of the stored row, as the CPU reference does); the output head is uploaded as
+  /// blocks of rows, one matmul each into its range of the logits. Test hook: the environment
+  /// variable WGLLM_TEST_MAX_BINDING_BYTES lowers the limit, so that tiny models take these paths.
+  void embedding(const TensorRef& embed, const TensorRef* lm_head) override;
+  Ffn ffn_weights(const TensorRef& gate, const TensorRef& up, const TensorRef& down, const std::string& prefix,
+                  const FfnOptions& o) override;
+  Attention attention_weights(const AttentionTensors& t, const std::string& prefix) override;
   ShortConv short_conv_weights(const TensorRef& in_proj, const TensorRef& conv, const TensorRef& out_proj, uint32_t L,
                                const std::string& prefix) override;
   DeltaNet delta_net_weights(const TensorRef& w_qkv, const TensorRef& w_z, const TensorRef& w_b, const TensorRef& w_a,
                              const TensorRef& w_out, const TensorRef& conv, const std::vector<float>& a_log,
                              const TensorRef& dt_bias, const TensorRef& norm, const DeltaNetShape& s,
                              const std::string& prefix) override;
-  /// record_swiglu_ffn() on x_ (scratch h_, gu_, act_).
-  void swiglu_ffn(Pass& p, const Vector& norm, const Ffn& w) override;
-  /// The input norm (label norm_label_) and the projection over all rows into proj_, the QK-norm,
-  /// then per segment RoPE + the KV store and attention into att_ (merge deferred to the output
-  /// projection when defer_attn_combine() and no gate); the gate folded into wo's activation load
-  /// for decode (KernelOptions::fuse_attn_gate).
+  /// kernels::scale on x_ (label embed_scale).
+  void scale(Pass& p, float s) override;
+  /// record_swiglu_ffn() on x_ (scratch h_, gu_, act_); the GeGLU / post-norm form unfused (the
+  /// post-norm's input in o_).
+  void gated_ffn(Pass& p, const Vector& norm, const Ffn& w) override;
+  /// One-sequence decode of a layer without gate or QK-norm (KernelOptions::fuse_qkv_rope_kv): the
+  /// norm, the projection with its biases, RoPE and the KV store in one dispatch per stacked part.
+  /// Otherwise the input norm (label norm_label_) and the projection over all rows into proj_, the
+  /// biases, the QK-norm, then RoPE + the KV store (one dispatch per KV-pool group of a batch,
+  /// plan_batch()) and attention into att_ per segment (one decode launch per pool group; merge
+  /// deferred to the output projection when defer_attn_combine() and no gate); the gate folded
+  /// into wo's activation load for decode (KernelOptions::fuse_attn_gate); a post-norm's input in o_.
   void attention(Pass& p, uint32_t layer, const Vector& norm, const Attention& w) override;
   /// in_proj over all rows into proj_ ([T, 3d]), the causal conv per segment into att_.
   void short_conv(Pass& p, uint32_t layer, const Vector& norm, const ShortConv& w) override;
@@ -185,17 +208,18 @@ class GpuModel : public Model, public Blocks<GpuBlockTypes> {
   }
   /// The device sequences are allocated on.
   gpu::Context* device() const { return ctx_.get(); }
-  /// The start of a record_body() whose embedding table is on the device: the token ids (written,
+  /// The start of a record_body(): the pool groups of a batch (plan_batch()); the rows gathered on
+  /// the host (embedding()), or the token ids (written,
   /// or the previous step's argmax; token_ids()), the recorder begun, x_ = embed(ids) for every row.
   void begin_body(kernels::OpContext& o, std::span<const BatchSeg> segs, std::span<const int32_t> toks);
   /// One submission for toks (size <= chunk_), appended to seq: record_body(), then finish_head()
   /// when out != None.
   int32_t chunk(Sequence& seq, std::span<const int32_t> toks, HeadOut out, std::vector<float>* logits);
   /// The end of a single-sequence submission (last_row: the first float of the last row in x_):
-  /// finish_forward() with the whole head; an architecture whose head is split overrides it.
-  virtual int32_t finish_head(kernels::OpContext& o, uint32_t last_row, HeadOut out, std::vector<float>* logits);
-  /// The output head as row blocks: the whole head (the tied embedding or lm_head_) by default.
-  virtual std::vector<HeadPart> head_parts() const;
+  /// finish_forward() with the whole head, or the same over the head's row blocks (embedding()).
+  int32_t finish_head(kernels::OpContext& o, uint32_t last_row, HeadOut out, std::vector<float>* logits);
+  /// The output head as row blocks: the whole head (the tied embedding or lm_head_), or its blocks.
+  std::vector<HeadPart> head_parts() const;
   /// One submission for several sequences: segs[i] holds items[i]'s rows (in order, rows
   /// 0 .. sum T - 1, at most chunk_), toks all their ids in row order: record_body(), then
   /// finish_batch() over head_parts(), and every sequence advanced. The sequences are already
@@ -213,8 +237,9 @@ class GpuModel : public Model, public Blocks<GpuBlockTypes> {
   /// requested logits in one read, and fills the items. Submits without a head when no item asks.
   void finish_batch(kernels::OpContext& o, const gpu::Buffer& x, const gpu::Buffer& out_norm,
                     std::span<const HeadPart> parts, std::span<const BatchSeg> segs, std::span<BatchItem* const> items);
-  /// Whether the embedding reads token ids from a GPU buffer (async_argmax() needs it).
-  virtual bool device_token_input() const { return true; }
+  /// Whether the embedding reads token ids from a GPU buffer (async_argmax() needs it): not when
+  /// its rows are gathered on the host (embedding()).
+  bool device_token_input() const { return !host_embed_; }
   /// The token ids of a chunk for the embedding: writes toks into `tokens` (queued) and returns
   /// it, or, in a forward_argmax_async() with no tokens (never a batch of several sequences,
   /// `batch`), returns `amax` (the previous forward's argmax, still on the device) without writing.
@@ -230,6 +255,7 @@ class GpuModel : public Model, public Blocks<GpuBlockTypes> {
   /// attention) to s.context positions. The table is a model-level buffer sized by the longest
   /// sequence created so far, never by the trained context. Throws wgllm::Error naming the
   /// context and the bytes.
+  /// The local table (rope_local_, theta rope_local_base_) grows with the model's when that is set.
   void prepare_sequence(const SequenceSize& s, gpu::Buffer* rope, uint32_t* rope_rows);
   /// Runs make() (the sequence's allocation), turning an allocation failure (std::bad_alloc, a
   /// buffer the device refuses) into a wgllm::Error naming the context and the bytes.
@@ -315,12 +341,55 @@ class GpuModel : public Model, public Blocks<GpuBlockTypes> {
   // blocks need: the mixer's input projection rows (attention q | k | v, ShortConv B | C | x,
   // DeltaNet qkv | z | b | a), the mixer's output, gate | up, the FFN activation; DeltaNet's conv
   // output, gates and chunk work buffer.
-  gpu::Buffer proj_, att_, gu_, act_, gdn_conv_, gdn_gates_, gdn_work_;
+  // o_: a post-norm's input (the output projection or the FFN's down), [chunk, d_model].
+  gpu::Buffer proj_, att_, gu_, act_, o_, gdn_conv_, gdn_gates_, gdn_work_;
+  // The RoPE table of AttentionTensors::local_rope layers (theta rope_local_base_; 0: none),
+  // positions [0, rope_local_rows_), grown with rope_ by prepare_sequence().
+  gpu::Buffer rope_local_;
+  double rope_local_base_ = 0;
+  uint32_t rope_local_rows_ = 0;
+  // Set by an architecture whose every layer is attention without QK-norm, window or local RoPE:
+  // new_sequences() makes KV pools, and a batched forward plans its pool groups (plan_batch()).
+  bool kv_pools_ = false;
   const char* norm_label_ = "attn_norm";  // the mixer's input norm's dispatch label (LFM2: "operator_norm")
   uint32_t seq_layer_dispatches_ = 6;     // batch_dispatches_per_seq_layer()
 
  private:
   int32_t run(Sequence& seq, std::span<const int32_t> toks, HeadOut out, std::vector<float>* logits);
+  // A sequence of one KvState per layer: its own buffers (kp, vp empty), or views from cache row
+  // base_row of the pools kp[layer], vp[layer] (new_sequences()).
+  std::unique_ptr<Sequence> kv_sequence(const SequenceSize& s, const std::vector<std::shared_ptr<const gpu::Buffer>>& kp,
+                                        const std::vector<std::shared_ptr<const gpu::Buffer>>& vp, uint64_t base_row);
+  // Continuous batching over KV pools (--batch-rope-kv, --batch-decode-attn; kv_pools_): the
+  // sequences of a batched forward whose caches are views of the same pool buffers (new_sequences())
+  // form a group; a group of two or more gets one RoPE + KV-store dispatch per layer for all its
+  // rows, and its one-token sequences one decode-attention launch (+ one merge of split partials)
+  // per layer. The launches read their rows from a table of vec4<u32> entries written once per
+  // forward (batch_tab_): the same for every layer, as a sequence's views start at the same row of
+  // every layer's pool.
+  struct PoolGroup {
+    uint32_t first = 0;                 // a member segment (its views name the pool buffers of each layer)
+    uint32_t rope_off = 0, rope_n = 0;  // entries (src row, position, cache row, 0)
+    uint32_t attn_off = 0, attn_n = 0;  // entries (row, position, base row, split length)
+    uint32_t max_split = 1;
+    uint64_t keys = 0;                  // cache rows the decode attention reads (traffic)
+  };
+  struct BatchPlan {
+    std::vector<PoolGroup> groups;
+    std::vector<bool> rope_done, attn_done;  // per segment: covered by a group's launch
+  };
+  BatchPlan plan_batch(const kernels::OpContext& o, std::span<const BatchSeg> segs);
+  BatchPlan plan_;                  // this forward's (begin_body())
+  gpu::Buffer batch_tab_, batch_split_;  // plan_batch()'s table and split partials, grown on demand
+  // embedding(): the table's stored bytes when its rows are gathered on the host; the head's row
+  // blocks (vocab ids from head_row0_[i]) when it is split.
+  bool host_embed_ = false;
+  DType embed_type_ = DType::F32;
+  uint64_t embed_row_bytes_ = 0;
+  std::vector<uint8_t> embed_host_;
+  std::vector<kernels::GpuWeight> head_parts_;
+  std::vector<uint32_t> head_row0_;
+  int32_t finish_split_head(kernels::OpContext& o, uint32_t last_row, HeadOut out, std::vector<float>* logits);
   bool chained_ = false;     // the forward being recorded takes its token from the device (token_ids)
   bool amax_ready_ = false;  // the last forward ended in argmax: its id is on the device
   // forward_nll's request for the submission being recorded: its targets and host destination.

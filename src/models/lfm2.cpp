@@ -249,8 +249,7 @@ class Lfm2Model final : public Base {
   Lfm2Model(const ModelSource& src, const ModelOptions& opt) : Base(src.config, opt), p_(lfm2_params(src)) {
     const ModelConfig& c = this->c_;
     Lfm2Refs r = lfm2_refs(*src.tensors, c, p_, src.is_gguf());
-    this->embed_ = this->matrix(r.embed, "token_embd");
-    if (!c.tied_embeddings) this->lm_head_ = this->matrix(r.lm_head, "output");
+    this->embedding(r.embed, c.tied_embeddings ? nullptr : &r.lm_head);
     this->out_norm_ = this->vector(r.out_norm, "token_embd_norm");
     for (uint32_t i = 0; i < c.n_layers; ++i) {
       const Lfm2LayerRefs& R = r.layers[i];
@@ -259,10 +258,13 @@ class Lfm2Model final : public Base {
       L.attn = p_.attn[i];
       L.norm = this->vector(R.attn_norm, p + "attn_norm");
       L.ffn_norm = this->vector(R.ffn_norm, p + "ffn_norm");
-      L.ffn = this->ffn_weights(R.w_gate, R.w_up, R.w_down, p);
+      L.ffn = this->ffn_weights(R.w_gate, R.w_up, R.w_down, p, FfnOptions{});
       if (L.attn) {
         const std::vector<float> qn = dequantize_tensor(R.q_norm), kn = dequantize_tensor(R.k_norm);
-        L.attention = this->attention_weights(R.wq, R.wk, R.wv, R.wo, &qn, &kn, p, /*gate=*/false);
+        AttentionTensors t{&R.wq, &R.wk, &R.wv, &R.wo};
+        t.q_norm = &qn;
+        t.k_norm = &kn;
+        L.attention = this->attention_weights(t, p);
       } else L.conv = this->short_conv_weights(R.in_proj, R.conv, R.out_proj, p_.conv_L, p);
       layers_.push_back(std::move(L));
     }
@@ -306,7 +308,7 @@ class Lfm2Model final : public Base {
       const Layer& L = layers_[l];
       if (L.attn) this->attention(p, l, L.norm, L.attention);
       else this->short_conv(p, l, L.norm, L.conv);
-      this->swiglu_ffn(p, L.ffn_norm, L.ffn);
+      this->gated_ffn(p, L.ffn_norm, L.ffn);
     }
   }
 

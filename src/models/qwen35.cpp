@@ -307,8 +307,7 @@ class Qwen35Model final : public Base {
     if constexpr (std::is_same_v<Base, GpuModel>)
       if (opt.kernels.gdn_chunk < 1 || opt.kernels.gdn_chunk > 256) throw Error("gdn_chunk must be in [1, 256]");
     Qwen35Refs r = qwen35_refs(*src.tensors, c, p_);
-    this->embed_ = this->matrix(r.embed, "token_embd");
-    if (!c.tied_embeddings) this->lm_head_ = this->matrix(r.lm_head, "output");
+    this->embedding(r.embed, c.tied_embeddings ? nullptr : &r.lm_head);
     this->out_norm_ = this->vector(qwen35_norm_weight(r.out_norm, p_), "output_norm");
     for (uint32_t i = 0; i < c.n_layers; ++i) {
       const Qwen35LayerRefs& R = r.layers[i];
@@ -328,9 +327,13 @@ class Qwen35Model final : public Base {
         wq.data = q.data();
         wq.reader = nullptr;
         const std::vector<float> qn = qwen35_norm_weight(R.q_norm, p_), kn = qwen35_norm_weight(R.k_norm, p_);
-        L.attention = this->attention_weights(wq, R.wk, R.wv, R.wo, &qn, &kn, p, /*gate=*/true);
+        AttentionTensors t{&wq, &R.wk, &R.wv, &R.wo};
+        t.q_norm = &qn;
+        t.k_norm = &kn;
+        t.gate = true;
+        L.attention = this->attention_weights(t, p);
       }
-      L.ffn = this->ffn_weights(R.w_gate, R.w_up, R.w_down, p);
+      L.ffn = this->ffn_weights(R.w_gate, R.w_up, R.w_down, p, FfnOptions{});
       layers_.push_back(std::move(L));
     }
     if constexpr (std::is_same_v<Base, GpuModel>) {
@@ -376,7 +379,7 @@ class Qwen35Model final : public Base {
       const Layer& L = layers_[l];
       if (L.linear) this->delta_net(p, l, L.norm, L.delta);
       else this->attention(p, l, L.norm, L.attention);
-      this->swiglu_ffn(p, L.ffn_norm, L.ffn);
+      this->gated_ffn(p, L.ffn_norm, L.ffn);
     }
   }
 

@@ -77,7 +77,7 @@ const Arch kArchs[] = {
     {"llama", "smollm2-135m.json", "", 4},
     {"qwen2", "qwen2.5-coder-1.5b.json", "", 4},
     // 6 layers: 0-4 sliding, 5 global (pattern 6); the window covers the test (WebGPU caps a gemma3
-    // sequence at the window: llama_gpu.cpp new_sequence)
+    // sequence at the window: models/llama.cpp new_sequence)
     {"gemma3", "gemma-3-270m.json", "head_dim=64 sliding_window=32 num_hidden_layers=6", 6},
     {"lfm2", "lfm2-350m.json",
      "block_ff_dim=768 'layer_types=[\"conv\",\"full_attention\",\"conv\",\"full_attention\"]'", 4},
