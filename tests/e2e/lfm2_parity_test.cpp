@@ -22,6 +22,7 @@
 #include "core/error.h"
 #include "models/lfm2.h"
 #include "parity_util.h"
+#include "tiny_gguf_util.h"
 
 using namespace wgllm;
 using namespace wgllm::test;
@@ -119,6 +120,13 @@ TEST(Lfm2Parity, LastLogitsVsTransformersBothLoadersBothBackends) {
     }
     EXPECT_EQ(d_ref.argmax_a, d_ref.argmax_b) << name;
   }
+}
+
+// The embedding gathered on the host and the head in row blocks (GpuModel::embedding(), for tables
+// over one storage binding) on the tiny model through the binding cap.
+TEST(Lfm2Parity, OversizedEmbeddingAndHeadPaths) {
+  auto& f = fx();
+  expect_oversized_embedding_paths(*f.gguf, *f.gpu_gguf, *f.cpu_gguf, f.gguf->config.vocab, kTolGpuVsCpu);
 }
 
 TEST(Lfm2Parity, Greedy64TokensIdentical) {

@@ -21,6 +21,7 @@ constexpr float kTolSplit = 2e-4f;      // same backend, different chunking of o
 
 #include "core/error.h"
 #include "parity_util.h"
+#include "tiny_gguf_util.h"
 
 using namespace wgllm;
 using namespace wgllm::test;
@@ -75,6 +76,13 @@ TEST(Qwen35Parity, LastLogitsCpuVsTransformersVsWebGPU) {
     EXPECT_LE(dg.max_abs, kTolGpuVsCpu) << name;
     EXPECT_EQ(dg.argmax_a, dg.argmax_b) << name;
   }
+}
+
+// Qwen3.5's 248k-row vocabulary exceeds a browser's 128 MiB storage binding: the embedding gathered on
+// the host and the head in row blocks (GpuModel::embedding()) on the tiny model through the binding cap.
+TEST(Qwen35Parity, OversizedEmbeddingAndHeadPaths) {
+  auto& f = fx();
+  expect_oversized_embedding_paths(*f.src, f.gpu(), *f.cpu, f.src->config.vocab, kTolGpuVsCpu);
 }
 
 TEST(Qwen35Parity, Greedy64TokensIdentical) {

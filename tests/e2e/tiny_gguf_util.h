@@ -3,6 +3,7 @@
 #pragma once
 #include <stdlib.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -159,6 +160,37 @@ inline std::unique_ptr<Model> create_gpu_with_binding_cap(const ModelSource& src
   }
   unsetenv("WGLLM_TEST_MAX_BINDING_BYTES");
   return m;
+}
+
+/// The WebGPU paths for weights over one storage binding (GpuModel::embedding(): the embedding's
+/// rows gathered on the host, the output head in row blocks; the 150k-262k vocabularies in
+/// lavapipe's and browsers' 128 MiB bindings) on a tiny model through the binding cap of
+/// create_gpu_with_binding_cap(): the paths are taken (no device token input; several "output"
+/// dispatches in a step), last logits within tol of `gpu` (the same model without the cap) at a few
+/// lengths, and greedy tokens equal to `cpu`'s.
+inline void expect_oversized_embedding_paths(const ModelSource& src, Model& gpu, Model& cpu, uint32_t vocab,
+                                             float tol) {
+  const std::unique_ptr<Model> split = create_gpu_with_binding_cap(src, 128, "8192");
+  EXPECT_EQ(split->async_argmax(), false) << "the embedding's rows should be gathered on the host";
+  split->set_profiling(true);
+  auto seq = split->new_sequence(128);
+  const std::vector<int32_t> one{1};
+  std::vector<float> logits;
+  split->forward(*seq, one, &logits);
+  const auto ds = split->last_dispatches();
+  split->set_profiling(false);
+  EXPECT_GE(std::count_if(ds.begin(), ds.end(), [](const gpu::KernelTime& k) { return k.label == "output"; }), 2)
+      << "the head should run in row blocks";
+  for (uint32_t T : {1u, 9u, 24u}) {
+    const auto ids = random_prompt(T, 40 + T, vocab);
+    const auto g = last_logits(gpu, ids), s = last_logits(*split, ids);
+    const Diff d = diff(s, g);
+    std::printf("T=%u |split-gpu| %.2e\n", T, d.max_abs);
+    EXPECT_LE(d.max_abs, tol) << "T=" << T;
+    EXPECT_EQ(d.argmax_a, d.argmax_b) << "T=" << T;
+  }
+  const auto ids = random_prompt(5, 9, vocab);
+  EXPECT_EQ(greedy(*split, ids, 8), greedy(cpu, ids, 8));
 }
 
 /// A real model file in the cache (slow; opt-in with WGLLM_REAL_MODEL_TESTS=1, skipped when not
