@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "formats/gguf.h"
 #include "models/cpu_common.h"
+#include "models/gemma3.h"
 #include "models/gpu_common.h"
 #include "models/source.h"
 
@@ -68,48 +69,6 @@ ModelConfig llama_config_from_hf(const nlohmann::json& j, const std::string& pat
   c.rope_neox = true;  // HF rotate_half layout
   c.tied_embeddings = opt<bool>(j, "tie_word_embeddings", false, path);
   return c;
-}
-
-ModelConfig qwen2_config_from_gguf(const GgufFile& f) {
-  ModelConfig c = llama_config_from_gguf(f);  // same `<arch>.*` keys; checks each
-  c.rope_neox = true;  // LLAMA_ROPE_TYPE_NEOX: the converter keeps HF's rotate_half row order
-  return c;
-}
-
-ModelConfig qwen2_config_from_hf(const nlohmann::json& j, const std::string& path) {
-  if (opt<bool>(j, "use_sliding_window", false, path))
-    throw Error(path + ": config.json use_sliding_window = true is not supported for qwen2");
-  // Qwen2Config has no attention_bias field (the Q/K/V biases are always there); llama's reader
-  // refuses attention_bias / mlp_bias = true, which Qwen2 configs do not set.
-  ModelConfig c = llama_config_from_hf(j, path);
-  c.rope_neox = true;
-  return c;
-}
-
-ModelConfig gemma3_config_from_gguf(const GgufFile& f) {
-  ModelConfig c = llama_config_from_gguf(f);  // the same `<arch>.*` keys; checks each
-  c.rope_neox = true;                          // llama.cpp LLAMA_ROPE_TYPE_NEOX for gemma3
-  return c;
-}
-
-ModelConfig gemma3_config_from_hf(const nlohmann::json&, const std::string& path) {
-  // HF checkpoints store Gemma3RMSNorm's w (the GGUF converter stores w + 1): not wired yet.
-  throw Error(path + ": gemma3 from a Hugging Face directory is not supported yet; use a GGUF file");
-}
-
-Gemma3Params gemma3_params(const ModelSource& src) {
-  if (!src.gguf) throw Error(src.path + ": gemma3 needs a GGUF file");
-  const GgufFile& f = *src.gguf;
-  const ModelConfig& c = src.config;
-  Gemma3Params p;
-  p.sliding_window = gguf_uint(f, "gemma3.attention.sliding_window", {1, 0xffffffffu});
-  p.swa_pattern = gguf_uint_or(f, "gemma3.attention.sliding_window_pattern", 6, {1, 1024});
-  // llama.cpp: rope_freq_base_train_swa = 10000 for gemma3 (newer files: `<arch>.rope.freq_base_swa`).
-  p.rope_local_base = gguf_real_or(f, "gemma3.rope.freq_base_swa", 10000.0, hp::rope_base);
-  p.attn_scale = 1.0f / std::sqrt(float(c.head_dim));
-  p.embed_scale = std::sqrt(float(c.d_model));
-  p.final_softcap = float(gguf_real_or(f, "gemma3.final_logit_softcapping", 0.0, {0.0, 1e6}));
-  return p;
 }
 
 // ---- Tensors ----

@@ -1,8 +1,10 @@
 #include "models/registry.h"
 
 #include "core/error.h"
+#include "models/gemma3.h"
 #include "models/lfm2.h"
 #include "models/llama.h"
+#include "models/qwen2.h"
 #include "models/qwen35.h"
 #include "models/source.h"
 
@@ -11,9 +13,9 @@ namespace wgllm {
 const std::vector<ArchEntry>& architectures() {
   static const std::vector<ArchEntry> table = {
       {"llama", {"llama"}, {"llama"}, llama_config_from_gguf, llama_config_from_hf, create_llama_cpu, create_llama_gpu},
-      {"qwen2", {"qwen2"}, {"qwen2"}, qwen2_config_from_gguf, qwen2_config_from_hf, create_llama_cpu, create_llama_gpu},
-      {"gemma3", {"gemma3"}, {"gemma3_text"}, gemma3_config_from_gguf, gemma3_config_from_hf, create_llama_cpu,
-       create_llama_gpu},
+      {"qwen2", {"qwen2"}, {"qwen2"}, qwen2_config_from_gguf, qwen2_config_from_hf, create_qwen2_cpu, create_qwen2_gpu},
+      {"gemma3", {"gemma3"}, {"gemma3_text"}, gemma3_config_from_gguf, gemma3_config_from_hf, create_gemma3_cpu,
+       create_gemma3_gpu},
       {"qwen35", {"qwen35"}, {"qwen3_5_text", "qwen3_5"}, qwen35_config_from_gguf, qwen35_config_from_hf, create_qwen35_cpu,
        create_qwen35_gpu},
       {"lfm2", {"lfm2"}, {"lfm2"}, lfm2_config_from_gguf, lfm2_config_from_hf, create_lfm2_cpu, create_lfm2_gpu},

@@ -1,4 +1,4 @@
-// Gemma 3 (models/llama.h) on a tiny random model written here (2 layers with
+// Gemma 3 (models/gemma3.h) on a tiny random model written here (2 layers with
 // sliding_window_pattern 2: layer 0 sliding (window 16, RoPE theta 10000), layer 1 global
 // (theta 1e6); d 64, 2 query heads / 1 KV head of 48 (head_dim != d / heads), FFN 96, vocab 128,
 // q/k norms, post-attention and post-FFN norms, tied embeddings; attn_q and ffn_gate stored as
@@ -22,7 +22,7 @@
 #include "formats/st_test_writer.h"
 #include <fstream>
 #include <stdlib.h>
-#include "models/llama.h"
+#include "models/gemma3.h"
 #include "parity_util.h"
 #include "decode_pipeline_util.h"
 #include "tiny_gguf_util.h"

@@ -1,4 +1,4 @@
-// Qwen2 (models/llama.h) on a tiny random model written here (2 layers, d 64, 4 query / 2 KV heads
+// Qwen2 (models/qwen2.h) on a tiny random model written here (2 layers, d 64, 4 query / 2 KV heads
 // of 16, FFN 96, vocab 128, Q/K/V biases, untied output; attn_q and ffn_up stored as Q8_0, the
 // rest f32), on both backends:
 //   - config: arch qwen2, NeoX RoPE, theta from qwen2.rope.freq_base, untied / tied output
