@@ -353,18 +353,22 @@ int run_bench(BenchOpts& b) {
   std::cerr << md;
   if (!b.md_path.empty()) write_file(b.md_path, md);
   if (!b.json_path.empty()) write_file(b.json_path, out.dump(1) + "\n");
-  // Last stdout line: a compact summary object (what `bench ab` reads): ttft_ms / decode_tok_s of the
-  // first prompt length, and ttft_ms_p<P> / decode_tok_s_p<P> of every length P (so that
-  // `bench ab --metric ttft_ms_p4096` compares the 4096-token prompts of a multi-length run).
+  // Last stdout line: a compact summary object (what `bench ab` reads): ttft_ms / decode_tok_s /
+  // decode_ms_p50 of the first prompt length, and ttft_ms_p<P> / decode_tok_s_p<P> / decode_ms_p50_p<P>
+  // of every length P (so that `bench ab --metric ttft_ms_p4096` compares the 4096-token prompts of a
+  // multi-length run). decode_ms_p50 is the median decode step over every step of every repetition:
+  // a finer meter than decode_tok_s (a rate over whole runs, moved by a few slow steps).
   nlohmann::json summary = {{"configuration", label}};
   if (!rows.empty()) {
     summary["ttft_ms"] = rows[0]["ttft_ms_median"];
     summary["decode_tok_s"] = rows[0]["decode_tok_s_median"];
+    if (rows[0].contains("decode_latency_ms_p50")) summary["decode_ms_p50"] = rows[0]["decode_latency_ms_p50"];
   }
   for (const auto& r : rows) {
     const std::string p = std::to_string(r["n_prompt"].get<uint32_t>());
     summary["ttft_ms_p" + p] = r["ttft_ms_median"];
     summary["decode_tok_s_p" + p] = r["decode_tok_s_median"];
+    if (r.contains("decode_latency_ms_p50")) summary["decode_ms_p50_p" + p] = r["decode_latency_ms_p50"];
   }
   if (out.contains("decode_dispatches")) summary["decode_dispatches_per_layer"] = out["decode_dispatches"]["per_layer"];
   std::cout << summary.dump() << std::endl;
@@ -453,7 +457,8 @@ std::function<int()> add_bench(CLI::App& app, const std::string& argv0) {
   abc->add_option("--b-bin", *b_bin, "binary for arm B (default: this binary)")->check(CLI::ExistingFile);
   abc->add_option("--metric", ab->metrics,
                   "JSON key(s) of the metric(s), comma-separated (wgllm bench: ttft_ms and decode_tok_s of the first "
-                  "--prompt-lengths value, ttft_ms_p<P> and decode_tok_s_p<P> of each)")
+                  "--prompt-lengths value, ttft_ms_p<P> and decode_tok_s_p<P> of each; decode_ms_p50(_p<P>): the median "
+                  "decode step)")
       ->required()->delimiter(',')->check(NonEmpty);
   // >= 2: the noise band comes from the spread within and between the control arms.
   abc->add_option("--rounds", ab->rounds, "runs per control arm, 2..10000 (B runs twice as often)")->transform(integer(2, 10000));
