@@ -1,7 +1,7 @@
 // The block interface of the two backends, declared once: CpuModel (models/cpu_common.*, plain C++
 // over the kernels' CPU twins) and GpuModel (models/gpu_common.*, gpu_blocks.cpp: WGSL kernels)
 // both derive from Blocks<their types> and implement every member; an architecture written once
-// (models/lfm2.cpp, models/qwen35.cpp) is a class template over its backend base that loads its
+// (models/llama.cpp, models/lfm2.cpp, models/qwen35.cpp) is a class template over its backend base that loads its
 // weights with the builders and writes its layers in body() with the blocks. Shapes: d = d_model,
 // q_dim = heads x head_dim, kv_dim = KV heads x head_dim, ffn = the FFN width; matrices {in, out}.
 #pragma once

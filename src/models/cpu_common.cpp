@@ -158,11 +158,10 @@ void CpuModel::scale(Pass& p, float s) {
 
 namespace {
 
-// y[t, i] += b[i] for T rows of N (nothing when b is empty).
-void add_bias(const std::vector<float>& b, float* y, uint32_t N, uint32_t T) {
-  if (b.empty()) return;
+// y[t * stride + i] += b[i] for T rows, i < b.size() (nothing when b is empty).
+void add_bias(const std::vector<float>& b, float* y, uint32_t stride, uint32_t T) {
   for (uint32_t t = 0; t < T; ++t)
-    for (uint32_t i = 0; i < N; ++i) y[size_t(t) * N + i] += b[i];
+    for (size_t i = 0; i < b.size(); ++i) y[size_t(t) * stride + i] += b[i];
 }
 
 // x[t] += rmsnorm(o[t]) * post_norm for T rows of d (o normed in place).
@@ -202,7 +201,7 @@ void CpuModel::attention(Pass& p, uint32_t layer, const Vector& norm, const Atte
   ref::matmul(w.wq, p.h, D, q.data(), QR, T, false);
   ref::matmul(w.wk, p.h, D, k.data(), KV, T, false);
   ref::matmul(w.wv, p.h, D, v.data(), KV, T, false);
-  add_bias(w.bq, q.data(), Q, T);
+  add_bias(w.bq, q.data(), QR, T);  // the q part of each [q (| gate)] row
   add_bias(w.bk, k.data(), KV, T);
   add_bias(w.bv, v.data(), KV, T);
   const float* table = w.local_rope ? rope_local_.data() : rope_.data();

@@ -1,5 +1,5 @@
-// Pieces every CPU reference model shares (plain C++ over kernels/ref.h): the SwiGLU FFN block,
-// the output head, and greedy argmax on top of forward().
+// Pieces every CPU reference model shares (plain C++ over kernels/ref.h): the block interface's CPU
+// side (CpuModel), the output head, and greedy argmax on top of forward().
 #pragma once
 #include <algorithm>
 #include <cstdint>

@@ -1,5 +1,5 @@
-// GpuModel's block interface (gpu_common.h): the weights and layers an architecture written over
-// it uses (models/lfm2.cpp), each block recorded with the kernels of kernels/ops.h and the shared
+// GpuModel's block interface (gpu_common.h): the weights and layers the architectures written over
+// it use (models/llama.cpp, lfm2.cpp, qwen35.cpp), each block recorded with the kernels of kernels/ops.h and the shared
 // recording helpers of gpu_common. Twin: the same blocks of CpuModel (cpu_common.cpp). No
 // try/catch here: the browser build compiles this file without exception landing pads
 // (web/wasm/CMakeLists.txt), as the other files of the decode path.
@@ -30,7 +30,7 @@ GpuModel::Ffn GpuModel::ffn_weights(const TensorRef& gate, const TensorRef& up, 
   f.gelu_tanh = opt.gelu_tanh;
   if (opt.post_norm) {
     f.post_norm = f32_buffer(*opt.post_norm, prefix + "post_ffw_norm");
-    f.post_normed = true;
+    f.post_normed = post_norms_ = true;
   }
   return f;
 }
@@ -42,6 +42,7 @@ GpuModel::Vector GpuModel::vector(const std::vector<float>& v, const std::string
 GpuModel::Attention GpuModel::attention_weights(const AttentionTensors& t, const std::string& prefix) {
   if (!t.q_norm != !t.k_norm) throw Error("attention_weights: a QK-norm needs both the q and the k weight");
   if (!t.bq != !t.bk || !t.bq != !t.bv) throw Error("attention_weights: Q/K/V biases come as all three or none");
+  if (t.bq && t.gate) throw Error("attention_weights: Q/K/V biases with an output gate are not supported on WebGPU");
   Attention a;
   a.qkv = upload_stacked(*ctx_, {t.wq, t.wk, t.wv}, {t.gate ? "qg" : "q", "k", "v"}, opt_.fuse_qkv, "attn_", prefix, mem_);
   a.wo = weight({t.wo}, prefix + "attn_output");
@@ -60,7 +61,7 @@ GpuModel::Attention GpuModel::attention_weights(const AttentionTensors& t, const
   }
   if (t.post_norm) {
     a.post_norm = f32_buffer(*t.post_norm, prefix + "post_attention_norm");
-    a.post_normed = true;
+    a.post_normed = post_norms_ = true;
   }
   a.window = t.window;
   a.scale = t.scale;
@@ -114,6 +115,9 @@ void GpuModel::attention(Pass& p, uint32_t layer, const Vector& norm, const Atte
   const uint32_t QR = w.gate ? 2 * Q : Q, S = attention_stride(c_, w.gate);  // q (| gate) rows, projection row stride
   const uint32_t AS = w.gate ? S : Q;  // att_ row stride: with a gate, proj_'s (the gate of att_[i] is proj_[i + Q])
   const gpu::Buffer& table = w.local_rope ? rope_local_ : rope_;
+  if (!plan_.groups.empty() && (w.gate || w.qk_norm || w.window || w.local_rope))
+    throw Error("GpuModel::attention: KV-pool batching (pool_batching_) planned for a layer with a gate, QK-norm, "
+                "window or local RoPE, which its launches do not have");
   if (p.segs.size() == 1 && !w.gate && !w.qk_norm && o.opt.fuse_qkv_rope_kv && T <= kernels::kFusedMaxTokens) {
     // Decode: norm (--fuse-norm), QKV (one dispatch per part of one weight type), the biases,
     // RoPE and the KV store in one dispatch per part.
@@ -259,6 +263,141 @@ void GpuModel::delta_net(Pass& p, uint32_t layer, const Vector& norm, const Delt
     }
   }
   kernels::matmul(o, w.w_out, {att_, 0}, VD, {x_, 0}, c_.d_model, p.T, true, "gdn_out");
+}
+
+// ---- Per step, outside the blocks (here for the browser build's no-landing-pad compile) ----
+
+void GpuModel::begin_body(kernels::OpContext& o, std::span<const BatchSeg> segs, std::span<const int32_t> toks) {
+  const uint32_t T = uint32_t(toks.size()), D = c_.d_model;
+  plan_ = plan_batch(o, segs);
+  if (host_embed_) {
+    // Rows gathered on the host (embedding()): dequantize() of the stored row, as the CPU reference
+    // does; queued before this step's submission.
+    std::vector<float> rows(size_t(T) * D);
+    for (uint32_t t = 0; t < T; ++t)
+      dequantize(embed_type_, embed_host_.data() + uint64_t(toks[t]) * embed_row_bytes_, &rows[size_t(t) * D], D);
+    x_.write(*ctx_, 0, rows.data(), rows.size() * 4);
+    rec_->begin();
+    return;
+  }
+  const gpu::Buffer& ids = token_ids(tokens_, amax_, toks, segs.size() > 1);
+  rec_->begin();
+  kernels::embed(o, embed_, ids, T, {x_, 0});
+}
+
+int32_t GpuModel::finish_split_head(kernels::OpContext& o, uint32_t last_row, HeadOut out, std::vector<float>* logits) {
+  if (out == HeadOut::None) {
+    o.rec.submit();
+    return -1;
+  }
+  const uint32_t D = c_.d_model;
+  if (out == HeadOut::Nll) {
+    record_nll_head(o, x_, last_row / D + 1, out_norm_, head_parts());
+    return -1;
+  }
+  kernels::rmsnorm(o, {x_, last_row}, D, out_norm_, {h_, 0}, D, 1, D, c_.rms_eps, "output_norm");
+  for (size_t i = 0; i < head_parts_.size(); ++i)
+    kernels::matmul(o, head_parts_[i], {h_, 0}, D, {logits_, head_row0_[i]}, c_.vocab, 1, false, "output",
+                    gpu::Traffic::Logits);
+  if (out == HeadOut::Argmax || out == HeadOut::ArgmaxAsync) {
+    kernels::argmax(o, {logits_, 0}, c_.vocab, amax_);
+    return submit_argmax(o, amax_, out);
+  }
+  logits->resize(c_.vocab);
+  o.rec.read_after(logits_, 0, uint64_t(c_.vocab) * 4);
+  o.rec.submit(logits->data());
+  return -1;
+}
+
+GpuModel::BatchPlan GpuModel::plan_batch(const kernels::OpContext& o, std::span<const BatchSeg> segs) {
+  BatchPlan plan;
+  plan.rope_done.assign(segs.size(), false);
+  plan.attn_done.assign(segs.size(), false);
+  const bool rope = o.opt.batch_rope_kv && o.opt.fuse_rope_kv;
+  const kernels::AttentionShape one{1, 0, c_.n_heads, c_.n_kv_heads, c_.head_dim, 1.0f};
+  const bool attn = o.opt.batch_decode_attn && !sparse_.index && kernels::attention_decode_applies(o, one);
+  if (segs.size() < 2 || !kv_pools_ || !pool_batching_ || !(rope || attn)) return plan;
+  // A segment joins the group of the first earlier one whose every layer's views share its pools.
+  auto same_pools = [&](const BatchSeg& a, const BatchSeg& b) {
+    for (uint32_t l = 0; l < c_.n_layers; ++l)
+      if (&a.seq->kv(l).keys().buffer() != &b.seq->kv(l).keys().buffer() ||
+          &a.seq->kv(l).values().buffer() != &b.seq->kv(l).values().buffer())
+        return false;
+    return true;
+  };
+  auto pooled = [&](const BatchSeg& a) {
+    const uint64_t base = a.seq->kv(0).base_row();
+    for (uint32_t l = 0; l < c_.n_layers; ++l) {
+      KvState& kv = a.seq->kv(l);
+      if (!kv.keys().pooled() || !kv.values().pooled() || kv.base_row() != base || kv.values().offset() != kv.keys().offset())
+        return false;
+    }
+    return true;
+  };
+  std::vector<std::vector<uint32_t>> members;
+  for (uint32_t i = 0; i < segs.size(); ++i) {
+    if (!pooled(segs[i])) continue;
+    bool placed = false;
+    for (auto& m : members)
+      if (same_pools(segs[m[0]], segs[i])) {
+        m.push_back(i);
+        placed = true;
+        break;
+      }
+    if (!placed) members.push_back({i});
+  }
+  std::vector<uint32_t> tab;  // vec4<u32> entries
+  auto entry = [&](uint32_t a, uint32_t b, uint32_t c, uint32_t d) { tab.insert(tab.end(), {a, b, c, d}); };
+  for (const auto& m : members) {
+    if (m.size() < 2) continue;
+    PoolGroup g;
+    g.first = m[0];
+    if (rope) {
+      g.rope_off = uint32_t(tab.size() / 4);
+      for (uint32_t i : m) {
+        const BatchSeg& sg = segs[i];
+        const uint32_t base = uint32_t(sg.seq->kv(0).base_row());
+        for (uint32_t t = 0; t < sg.T; ++t) entry(sg.row0 + t, sg.pos0 + t, base + sg.pos0 + t, 0);
+        plan.rope_done[i] = true;
+      }
+      g.rope_n = uint32_t(tab.size() / 4) - g.rope_off;
+    }
+    if (attn) {
+      std::vector<uint32_t> dec;
+      for (uint32_t i : m)
+        if (segs[i].T == 1) dec.push_back(i);
+      if (dec.size() >= 2) {
+        g.attn_off = uint32_t(tab.size() / 4);
+        for (uint32_t i : dec) {
+          const BatchSeg& sg = segs[i];
+          kernels::AttentionShape as = one;
+          as.pos0 = sg.pos0;
+          const kernels::DecodeSplit d = kernels::attention_decode_split(o, as, &attn_split_);
+          entry(sg.row0, sg.pos0, uint32_t(sg.seq->kv(0).base_row()), d.n_split > 1 ? d.split_len : sg.pos0 + 1);
+          g.max_split = std::max(g.max_split, d.n_split);
+          g.keys += sg.pos0 + 1;
+          plan.attn_done[i] = true;
+        }
+        g.attn_n = uint32_t(dec.size());
+      }
+    }
+    plan.groups.push_back(g);
+  }
+  if (tab.empty()) return plan;
+  const uint64_t tab_bytes = tab.size() * 4;
+  if (batch_tab_.size() < tab_bytes) {
+    mem_.scratch += tab_bytes * 2 - batch_tab_.size();
+    batch_tab_ = gpu::Buffer(*ctx_, tab_bytes * 2, gpu::BufferKind::Storage, "batch_rows");
+  }
+  batch_tab_.write(*ctx_, 0, tab.data(), tab_bytes);
+  uint64_t part = 0;
+  for (const PoolGroup& g : plan.groups)
+    if (g.max_split > 1) part = std::max<uint64_t>(part, 4ull * g.attn_n * c_.n_heads * g.max_split * (c_.head_dim + 2));
+  if (batch_split_.size() < part) {
+    mem_.scratch += part * 2 - batch_split_.size();
+    batch_split_ = gpu::Buffer(*ctx_, part * 2, gpu::BufferKind::Storage, "batch_attn_split");
+  }
+  return plan;
 }
 
 }  // namespace wgllm

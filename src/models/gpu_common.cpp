@@ -69,6 +69,7 @@ void GpuModel::alloc_chunk_buffers(std::initializer_list<ChunkBuffer> bufs) {
   // exceed one storage binding (scratch() refuses it); 512 on software adapters (CI's reference;
   // not measured there).
   std::vector<ChunkBuffer> all = {{&x_, c_.d_model, "x"}, {&h_, c_.d_model, "h"}, {&tokens_, 1, "tokens"}};
+  if (post_norms_) all.push_back({&o_, c_.d_model, "o"});  // a post-norm's input (attention_weights / ffn_weights)
   all.insert(all.end(), bufs);
   uint64_t widest = 1;
   for (const ChunkBuffer& b : all) widest = std::max(widest, b.per_token);
@@ -151,8 +152,9 @@ void GpuModel::prepare_sequence(const SequenceSize& s, gpu::Buffer* rope, uint32
   // Host side: the sequence's per-position bookkeeping and the table built on the host.
   SequenceSize host = s;
   host.kv_cache = host.recurrent = 0;
-  check_host_memory(host, rope && s.context > *rope_rows ? table : 0, dev);
-  if (!rope || s.context <= *rope_rows) return;
+  const bool grow_local = rope && rope_local_base_ > 0 && s.context > rope_local_rows_;
+  check_host_memory(host, (rope && s.context > *rope_rows ? table : 0) + (grow_local ? table : 0), dev);
+  if (!rope || (s.context <= *rope_rows && !grow_local)) return;
   // Bind groups are cached by Buffer::id(), so a replaced buffer can never be bound again.
   auto grow = [&](gpu::Buffer& buf, double base, const char* name) {
     const std::vector<float> t = kernels::rope_table(s.context, c_.rope_dims, base);
@@ -162,9 +164,11 @@ void GpuModel::prepare_sequence(const SequenceSize& s, gpu::Buffer* rope, uint32
     buf = std::move(b);
   };
   try {
-    grow(*rope, c_.rope_base, "rope_table");
-    *rope_rows = s.context;
-    if (rope_local_base_ > 0 && s.context > rope_local_rows_) {
+    if (s.context > *rope_rows) {
+      grow(*rope, c_.rope_base, "rope_table");
+      *rope_rows = s.context;
+    }
+    if (grow_local) {  // on its own: a failure above leaves it to be grown by the next sequence
       grow(rope_local_, rope_local_base_, "rope_table_local");
       rope_local_rows_ = s.context;
     }
@@ -318,24 +322,6 @@ uint32_t GpuModel::max_batch_seqs() const {
   return std::max<uint32_t>(1, (kMaxDispatches - 1024) / per);
 }
 
-void GpuModel::begin_body(kernels::OpContext& o, std::span<const BatchSeg> segs, std::span<const int32_t> toks) {
-  const uint32_t T = uint32_t(toks.size()), D = c_.d_model;
-  plan_ = plan_batch(o, segs);
-  if (host_embed_) {
-    // Rows gathered on the host (embedding()): dequantize() of the stored row, as the CPU reference
-    // does; queued before this step's submission.
-    std::vector<float> rows(size_t(T) * D);
-    for (uint32_t t = 0; t < T; ++t)
-      dequantize(embed_type_, embed_host_.data() + uint64_t(toks[t]) * embed_row_bytes_, &rows[size_t(t) * D], D);
-    x_.write(*ctx_, 0, rows.data(), rows.size() * 4);
-    rec_->begin();
-    return;
-  }
-  const gpu::Buffer& ids = token_ids(tokens_, amax_, toks, segs.size() > 1);
-  rec_->begin();
-  kernels::embed(o, embed_, ids, T, {x_, 0});
-}
-
 void GpuModel::embedding(const TensorRef& embed, const TensorRef* lm_head) {
   uint64_t lim = binding_limit();
   if (const char* e = std::getenv("WGLLM_TEST_MAX_BINDING_BYTES"); e && *e) lim = std::min<uint64_t>(lim, std::stoull(e));
@@ -369,30 +355,6 @@ void GpuModel::embedding(const TensorRef& embed, const TensorRef* lm_head) {
   } else if (lm_head) {
     lm_head_ = weight({lm_head}, "output");
   }
-}
-
-int32_t GpuModel::finish_split_head(kernels::OpContext& o, uint32_t last_row, HeadOut out, std::vector<float>* logits) {
-  if (out == HeadOut::None) {
-    o.rec.submit();
-    return -1;
-  }
-  const uint32_t D = c_.d_model;
-  if (out == HeadOut::Nll) {
-    record_nll_head(o, x_, last_row / D + 1, out_norm_, head_parts());
-    return -1;
-  }
-  kernels::rmsnorm(o, {x_, last_row}, D, out_norm_, {h_, 0}, D, 1, D, c_.rms_eps, "output_norm");
-  for (size_t i = 0; i < head_parts_.size(); ++i)
-    kernels::matmul(o, head_parts_[i], {h_, 0}, D, {logits_, head_row0_[i]}, c_.vocab, 1, false, "output",
-                    gpu::Traffic::Logits);
-  if (out == HeadOut::Argmax || out == HeadOut::ArgmaxAsync) {
-    kernels::argmax(o, {logits_, 0}, c_.vocab, amax_);
-    return submit_argmax(o, amax_, out);
-  }
-  logits->resize(c_.vocab);
-  o.rec.read_after(logits_, 0, uint64_t(c_.vocab) * 4);
-  o.rec.submit(logits->data());
-  return -1;
 }
 
 int32_t GpuModel::chunk(Sequence& seq, std::span<const int32_t> toks, HeadOut out, std::vector<float>* logits) {
@@ -780,97 +742,6 @@ std::vector<std::unique_ptr<Sequence>> GpuModel::new_sequences(uint32_t n, uint3
     for (uint32_t j = 0; j < m; ++j) out.push_back(kv_sequence(s, kp, vp, j * stride));
   }
   return out;
-}
-
-GpuModel::BatchPlan GpuModel::plan_batch(const kernels::OpContext& o, std::span<const BatchSeg> segs) {
-  BatchPlan plan;
-  plan.rope_done.assign(segs.size(), false);
-  plan.attn_done.assign(segs.size(), false);
-  const bool rope = o.opt.batch_rope_kv && o.opt.fuse_rope_kv;
-  const kernels::AttentionShape one{1, 0, c_.n_heads, c_.n_kv_heads, c_.head_dim, 1.0f};
-  const bool attn = o.opt.batch_decode_attn && !sparse_.index && kernels::attention_decode_applies(o, one);
-  if (segs.size() < 2 || !kv_pools_ || !(rope || attn)) return plan;
-  // A segment joins the group of the first earlier one whose every layer's views share its pools.
-  auto same_pools = [&](const BatchSeg& a, const BatchSeg& b) {
-    for (uint32_t l = 0; l < c_.n_layers; ++l)
-      if (&a.seq->kv(l).keys().buffer() != &b.seq->kv(l).keys().buffer() ||
-          &a.seq->kv(l).values().buffer() != &b.seq->kv(l).values().buffer())
-        return false;
-    return true;
-  };
-  auto pooled = [&](const BatchSeg& a) {
-    const uint64_t base = a.seq->kv(0).base_row();
-    for (uint32_t l = 0; l < c_.n_layers; ++l) {
-      KvState& kv = a.seq->kv(l);
-      if (!kv.keys().pooled() || !kv.values().pooled() || kv.base_row() != base || kv.values().offset() != kv.keys().offset())
-        return false;
-    }
-    return true;
-  };
-  std::vector<std::vector<uint32_t>> members;
-  for (uint32_t i = 0; i < segs.size(); ++i) {
-    if (!pooled(segs[i])) continue;
-    bool placed = false;
-    for (auto& m : members)
-      if (same_pools(segs[m[0]], segs[i])) {
-        m.push_back(i);
-        placed = true;
-        break;
-      }
-    if (!placed) members.push_back({i});
-  }
-  std::vector<uint32_t> tab;  // vec4<u32> entries
-  auto entry = [&](uint32_t a, uint32_t b, uint32_t c, uint32_t d) { tab.insert(tab.end(), {a, b, c, d}); };
-  for (const auto& m : members) {
-    if (m.size() < 2) continue;
-    PoolGroup g;
-    g.first = m[0];
-    if (rope) {
-      g.rope_off = uint32_t(tab.size() / 4);
-      for (uint32_t i : m) {
-        const BatchSeg& sg = segs[i];
-        const uint32_t base = uint32_t(sg.seq->kv(0).base_row());
-        for (uint32_t t = 0; t < sg.T; ++t) entry(sg.row0 + t, sg.pos0 + t, base + sg.pos0 + t, 0);
-        plan.rope_done[i] = true;
-      }
-      g.rope_n = uint32_t(tab.size() / 4) - g.rope_off;
-    }
-    if (attn) {
-      std::vector<uint32_t> dec;
-      for (uint32_t i : m)
-        if (segs[i].T == 1) dec.push_back(i);
-      if (dec.size() >= 2) {
-        g.attn_off = uint32_t(tab.size() / 4);
-        for (uint32_t i : dec) {
-          const BatchSeg& sg = segs[i];
-          kernels::AttentionShape as = one;
-          as.pos0 = sg.pos0;
-          const kernels::DecodeSplit d = kernels::attention_decode_split(o, as, &attn_split_);
-          entry(sg.row0, sg.pos0, uint32_t(sg.seq->kv(0).base_row()), d.n_split > 1 ? d.split_len : sg.pos0 + 1);
-          g.max_split = std::max(g.max_split, d.n_split);
-          g.keys += sg.pos0 + 1;
-          plan.attn_done[i] = true;
-        }
-        g.attn_n = uint32_t(dec.size());
-      }
-    }
-    plan.groups.push_back(g);
-  }
-  if (tab.empty()) return plan;
-  const uint64_t tab_bytes = tab.size() * 4;
-  if (batch_tab_.size() < tab_bytes) {
-    mem_.scratch += tab_bytes * 2 - batch_tab_.size();
-    batch_tab_ = gpu::Buffer(*ctx_, tab_bytes * 2, gpu::BufferKind::Storage, "batch_rows");
-  }
-  batch_tab_.write(*ctx_, 0, tab.data(), tab_bytes);
-  uint64_t part = 0;
-  for (const PoolGroup& g : plan.groups)
-    if (g.max_split > 1) part = std::max<uint64_t>(part, 4ull * g.attn_n * c_.n_heads * g.max_split * (c_.head_dim + 2));
-  if (batch_split_.size() < part) {
-    mem_.scratch += part * 2 - batch_split_.size();
-    batch_split_ = gpu::Buffer(*ctx_, part * 2, gpu::BufferKind::Storage, "batch_attn_split");
-  }
-  return plan;
 }
 
 }  // namespace wgllm

@@ -153,8 +153,8 @@ class GpuModel : public Model, public Blocks<GpuBlockTypes> {
   GpuModel(const ModelConfig& c, const ModelOptions& opt);
   /// Begins the submission and records the embedding and every layer for the rows of segs (toks:
   /// their ids in row order; one segment for a single-sequence forward); the last layer's output is
-  /// left in x_. Attention and recurrent updates run per segment. Each architecture implements it.
-  /// begin_body() then body().
+  /// left in x_. Attention and recurrent updates run per segment: begin_body(), then the
+  /// architecture's body().
   void record_body(kernels::OpContext& o, std::span<const BatchSeg> segs, std::span<const int32_t> toks);
   // The block interface (models/blocks.h) on the kernels of kernels/ops.h and gdn_ops.h
   // (gpu_blocks.cpp): weights uploaded as stored (labels: GPU buffer names), counted in mem_.
@@ -341,16 +341,24 @@ class GpuModel : public Model, public Blocks<GpuBlockTypes> {
   // blocks need: the mixer's input projection rows (attention q | k | v, ShortConv B | C | x,
   // DeltaNet qkv | z | b | a), the mixer's output, gate | up, the FFN activation; DeltaNet's conv
   // output, gates and chunk work buffer.
-  // o_: a post-norm's input (the output projection or the FFN's down), [chunk, d_model].
+  // o_: a post-norm's input (the output projection or the FFN's down), [chunk, d_model]
+  // (allocated when post_norms_).
   gpu::Buffer proj_, att_, gu_, act_, o_, gdn_conv_, gdn_gates_, gdn_work_;
   // The RoPE table of AttentionTensors::local_rope layers (theta rope_local_base_; 0: none),
   // positions [0, rope_local_rows_), grown with rope_ by prepare_sequence().
   gpu::Buffer rope_local_;
   double rope_local_base_ = 0;
   uint32_t rope_local_rows_ = 0;
-  // Set by an architecture whose every layer is attention without QK-norm, window or local RoPE:
-  // new_sequences() makes KV pools, and a batched forward plans its pool groups (plan_batch()).
+  // Set by an architecture whose every layer is attention (a KvState per layer): new_sequences()
+  // makes KV pools.
   bool kv_pools_ = false;
+  // Set with kv_pools_ when no layer has a gate, QK-norm, window or local RoPE (the pool groups'
+  // RoPE + KV store and decode attention have none): a batched forward plans its pool groups
+  // (plan_batch()).
+  bool pool_batching_ = false;
+  // Set by attention_weights() / ffn_weights() when a block has a post-norm: alloc_chunk_buffers()
+  // then allocates o_.
+  bool post_norms_ = false;
   const char* norm_label_ = "attn_norm";  // the mixer's input norm's dispatch label (LFM2: "operator_norm")
   uint32_t seq_layer_dispatches_ = 6;     // batch_dispatches_per_seq_layer()
 
@@ -521,7 +529,7 @@ struct QkvRows {
 void record_rope_kv(kernels::OpContext& o, const ModelConfig& c, const QkvRows& r, uint32_t T, uint32_t pos0,
                     const gpu::Buffer& table, gpu::Binding kc, gpu::Binding vc);
 
-/// The per-head q / k RMSNorm weights of an attention layer with QK-norm (LFM2, Qwen3.5), [head_dim] f32.
+/// The per-head q / k RMSNorm weights of an attention layer with QK-norm (LFM2, Qwen3.5, Gemma 3), [head_dim] f32.
 struct QkNorm {
   const gpu::Buffer& q;
   const gpu::Buffer& k;

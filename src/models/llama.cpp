@@ -166,14 +166,14 @@ class LlamaModel final : public Base {
       layers_.push_back(std::move(L));
     }
     if constexpr (kGpu) {
-      this->kv_pools_ = !gemma_;
+      this->kv_pools_ = true;
+      this->pool_batching_ = !gemma_;
       this->ctx_->wait_idle();  // the RoPE table is made by new_sequence(), sized by the sequence's context
       const uint64_t F = c.ffn_dim;
       this->alloc_chunk_buffers({{&this->proj_, GpuModel::attention_stride(c, /*gate=*/false), "qkv"},
                                  {&this->att_, c.q_dim(), "attn_out"},
                                  {&this->gu_, 2 * F, "gate_up"},
-                                 {&this->act_, F, "ffn_act"},
-                                 {&this->o_, gemma_ ? c.d_model : 0, "o"}});
+                                 {&this->act_, F, "ffn_act"}});
     }
   }
 

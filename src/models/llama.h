@@ -51,7 +51,6 @@ struct LlamaLayerRefs {
   // Gemma 3: per-head q/k RMSNorm weights {head_dim} and the post-attention / post-FFN RMSNorm
   // weights {d}; absent (empty shape) otherwise.
   TensorRef q_norm, k_norm, post_attn_norm, post_ffn_norm;
-  bool has_gemma_norms() const { return !q_norm.shape.empty(); }
 };
 
 struct LlamaRefs {

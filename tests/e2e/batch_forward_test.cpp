@@ -209,6 +209,10 @@ TEST_P(BatchForward, DecodeTogetherIsBitIdenticalToAlone) {
 // check shows the comparison can fail here too.
 TEST_P(BatchForward, PooledDecodeTogetherIsBitIdenticalToAlone) {
   Fixture& f = fixture_for(GetParam());
+  if (f.src->config.arch != "lfm2" && f.src->config.arch != "qwen35") {  // every layer attention: pooled
+    const auto seqs = f.model->new_sequences(2, 128);
+    EXPECT_TRUE(seqs[0]->kv(0).keys().pooled() && seqs[1]->kv(0).keys().pooled()) << "not in a KV pool";
+  }
   const auto toks = decode_together(f, 4, true, -1, nullptr, true);
   for (uint32_t i = 0; i < 4; ++i) EXPECT_EQ(toks[i], f.alone(i).tokens) << "sequence " << i;
   float d = 0;

@@ -76,8 +76,8 @@ const char* kTiny = "hidden_size=256 intermediate_size=512 num_hidden_layers=4 n
 const Arch kArchs[] = {
     {"llama", "smollm2-135m.json", "", 4},
     {"qwen2", "qwen2.5-coder-1.5b.json", "", 4},
-    // 6 layers: 0-4 sliding, 5 global (pattern 6); the window covers the test (WebGPU caps a gemma3
-    // sequence at the window: models/llama.cpp new_sequence)
+    // 6 layers: 0-4 sliding, 5 global (pattern 6); the window of 32 covers this test's prompts (crossing it is
+    // gemma3_parity_test's)
     {"gemma3", "gemma-3-270m.json", "head_dim=64 sliding_window=32 num_hidden_layers=6", 6},
     {"lfm2", "lfm2-350m.json",
      "block_ff_dim=768 'layer_types=[\"conv\",\"full_attention\",\"conv\",\"full_attention\"]'", 4},
