@@ -1,0 +1,46 @@
+#!/usr/bin/env python3
+"""Usage: python3 tools/device/recipes/decode_meter_summary.py DIR (a results folder with commit.txt and raw/, raw/ = the
+unpacked results.tgz of tools/device/recipes/decode_meter.sh). Writes DIR/summary.json (../shared/RESULTS.md shape) from raw/ (the results of
+tools/device/recipes/decode_meter.sh on the H200; synthetic weights of SmolLM2-135M's and
+Qwen2.5-1.5B's shapes): the null A/Bs with the old meter (decode_tok_s, 128 steps x 1) and the new
+(decode_ms_p50, 256 steps x 3), and a small effect (--no-fuse-attn-combine) under the new meter.
+Rows: B as `wgllm`, A as `peer_value`, B/A's 95% interval, the noise band (bench ab's)."""
+import glob
+import json
+import os
+import pathlib
+import sys
+
+here = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else ".").resolve()
+raw = here / "raw"
+
+
+def median(xs):
+    xs = sorted(xs)
+    n = len(xs)
+    return (xs[n // 2] + xs[(n - 1) // 2]) / 2 if n else None
+
+
+MODELS = {"smollm2": "SmolLM2-135M shape (synthetic)", "qwen25-1.5b": "Qwen2.5-1.5B shape (synthetic)"}
+rows = []
+for f in sorted(glob.glob(str(raw / "*.json"))):
+    stem = os.path.basename(f)[:-5]
+    m = next((k for k in MODELS if stem.endswith("_" + k)), None)
+    if m is None:
+        continue
+    kind = stem[: -len(m) - 1]
+    old = kind == "null_old"
+    ctx = "prompt 512, " + ("128 steps x 1 repetition per run" if old else "256 steps x 3 repetitions per run")
+    peer, config = ("product (null control)", "product") if kind.startswith("null") else ("product", "switch --no-fuse-attn-combine")
+    j = json.load(open(f))
+    for metric, v in j["metrics"].items():
+        r = v["ratio_b_over_a"]
+        rows.append({"model": MODELS[m], "weights": "synthetic", "metric": metric, "context": ctx,
+                     "wgllm": median(v["b"]), "peer": peer, "peer_value": median(v["a1"] + v["a2"]),
+                     "ratio_ci": [r["lo"], r["hi"]], "noise_band": v["noise_band"], "config": config,
+                     "broken_meter": v.get("broken", False), "source": os.path.basename(f)})
+gpu = (raw / "gpu_before.txt").read_text().splitlines()
+device = "NVIDIA H200 (" + gpu[1].split(",")[1].strip() + " driver, Vulkan through wgpu-native)" if len(gpu) > 1 else "NVIDIA H200"
+json.dump({"commit": (here / "commit.txt").read_text().strip(), "date": here.name[:10], "device": device, "rows": rows},
+          open(here / "summary.json", "w"), indent=1)
+print(f"{len(rows)} rows")
