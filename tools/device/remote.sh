@@ -5,7 +5,8 @@
 #   $W/bin     wgllm and test binaries with their shared libraries (.carry/bin)
 #   $W/models  joined models, checked against .carry/models.sha256
 # After sourcing: $B (wgllm), $W, wg_model NAME (path of a joined model, or fails), wg_gpu_check
-# (prints the GPU's clocks, utilisation and other processes: benchmarks are refused on a busy GPU).
+# (prints the GPU's clocks, utilisation and other processes: benchmarks are refused on a busy GPU),
+# wg_results (a recipe's results folder and time budget), wg_ab (one `bench ab` within it).
 W=/root/wg
 mkdir -p $W/bin $W/models $W/parts
 if [ -d .gl ]; then for f in .gl/*.deb; do dpkg -x "$f" / 2>/dev/null; done; ldconfig; fi
@@ -93,4 +94,24 @@ wg_wait_llamacpp() {
   (cd $W/lcpp/llama.cpp && cmake --build build -j 16 --target $(cat $W/lcpp.targets 2>/dev/null || echo llama-bench) \
      >> $W/lcpp.log 2>&1; echo "BUILD_DONE $?" >> $W/lcpp.log)
   grep BUILD_DONE $W/lcpp.log | tail -1 | grep -q "BUILD_DONE 0"
+}
+# A recipe's results: T0 (its start), R=$W/res (emptied; packed into $OUT/results.tgz when the script
+# exits, which it must do by itself within the call for anything to come back), el MSG (a line with
+# the seconds since T0), fail MSG (also appended to $R/FAILED.txt), wg_over (true past BUDGET_S,
+# default 500 s).
+wg_results() {
+  T0=$(date +%s)
+  R=$W/res; rm -rf $R; mkdir -p $R
+  trap 'tar czf $OUT/results.tgz -C $R .' EXIT
+}
+el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
+fail() { echo "FAIL: $*" | tee -a $R/FAILED.txt; }
+wg_over() { [ $(( $(date +%s) - T0 )) -gt ${BUDGET_S:-500} ]; }
+# wg_ab NAME TIMEOUT ARGS...: `wgllm bench ab ARGS` into $R/NAME.json and $R/NAME.txt, skipped past
+# the budget; prints its B/A and noise lines.
+wg_ab() {
+  local name=$1 t=$2; shift 2
+  wg_over && { fail "time budget: $name not run"; return; }
+  timeout $t $B bench ab "$@" --json $R/$name.json > $R/$name.txt 2>&1 || fail "$name (exit $?)"
+  echo "== $name"; grep -E "B/A|noise" $R/$name.txt | head -6
 }

@@ -14,27 +14,18 @@
 # Results: $OUT/results.tgz.
 set -u
 source tools/device/remote.sh
-T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
-R=$W/res; rm -rf $R; mkdir -p $R
-trap 'tar czf $OUT/results.tgz -C $R .' EXIT
-fail() { echo "FAIL: $*" | tee -a $R/FAILED.txt; }
+wg_results
 wg_gpu_check | tee $R/gpu_before.txt
 echo "synthetic weights (tools/synth/write_gguf.py --seed 1): the text is noise, the speed is real" > $R/LABEL.txt
 wg_synth smollm2 qwen25-1.5b 2> >(tee -a $R/write_errors.txt >&2) || { fail "synthetic files"; exit 1; }
 el "synthetic files"
-ab() {  # ab NAME TIMEOUT ARGS...: bench ab into $R/NAME.{json,txt}; skipped past BUDGET_S
-  local name=$1 t=$2; shift 2
-  [ $(( $(date +%s) - T0 )) -gt ${BUDGET_S:-500} ] && { fail "time budget: $name not run"; return; }
-  timeout $t $B bench ab "$@" --json $R/$name.json > $R/$name.txt 2>&1 || fail "$name (exit $?)"
-  echo "== $name"; grep -E "B/A|noise" $R/$name.txt | head -6
-}
 for m in smollm2 qwen25-1.5b; do
   M=${WG_SYNTH[$m]}
   OLD="bench -m $M --prompt-lengths 512 --gen 128 --reps 1"
   NEW="bench -m $M --prompt-lengths 512 --gen 256 --reps 3"
-  ab null_old_$m 200 --a "$OLD" --b "$OLD" --metric decode_tok_s --rounds 4
-  ab null_p50_$m 200 --a "$NEW" --b "$NEW" --metric decode_ms_p50,decode_tok_s --rounds 4
-  [ $m = smollm2 ] && ab effect_no_fuse_attn_combine_$m 200 --a "$NEW" --b "$NEW --no-fuse-attn-combine" \
+  wg_ab null_old_$m 200 --a "$OLD" --b "$OLD" --metric decode_tok_s --rounds 4
+  wg_ab null_p50_$m 200 --a "$NEW" --b "$NEW" --metric decode_ms_p50,decode_tok_s --rounds 4
+  [ $m = smollm2 ] && wg_ab effect_no_fuse_attn_combine_$m 200 --a "$NEW" --b "$NEW --no-fuse-attn-combine" \
     --metric decode_ms_p50,decode_tok_s --rounds 4
 done
 wg_gpu_check | tee $R/gpu_after.txt

@@ -11,14 +11,11 @@ import os
 import pathlib
 import sys
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from summarize import ab_rows  # noqa: E402 (tools/device/summarize.py)
+
 here = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else ".").resolve()
 raw = here / "raw"
-
-
-def median(xs):
-    xs = sorted(xs)
-    n = len(xs)
-    return (xs[n // 2] + xs[(n - 1) // 2]) / 2 if n else None
 
 
 MODELS = {"smollm2": "SmolLM2-135M shape (synthetic)", "qwen25-1.5b": "Qwen2.5-1.5B shape (synthetic)"}
@@ -32,13 +29,7 @@ for f in sorted(glob.glob(str(raw / "*.json"))):
     old = kind == "null_old"
     ctx = "prompt 512, " + ("128 steps x 1 repetition per run" if old else "256 steps x 3 repetitions per run")
     peer, config = ("product (null control)", "product") if kind.startswith("null") else ("product", "switch --no-fuse-attn-combine")
-    j = json.load(open(f))
-    for metric, v in j["metrics"].items():
-        r = v["ratio_b_over_a"]
-        rows.append({"model": MODELS[m], "weights": "synthetic", "metric": metric, "context": ctx,
-                     "wgllm": median(v["b"]), "peer": peer, "peer_value": median(v["a1"] + v["a2"]),
-                     "ratio_ci": [r["lo"], r["hi"]], "noise_band": v["noise_band"], "config": config,
-                     "broken_meter": v.get("broken", False), "source": os.path.basename(f)})
+    rows += ab_rows(f, MODELS[m], ctx, peer, wgllm_is_b=True, config=config)
 gpu = (raw / "gpu_before.txt").read_text().splitlines()
 device = "NVIDIA H200 (" + gpu[1].split(",")[1].strip() + " driver, Vulkan through wgpu-native)" if len(gpu) > 1 else "NVIDIA H200"
 json.dump({"commit": (here / "commit.txt").read_text().strip(), "date": here.name[:10], "device": device, "rows": rows},

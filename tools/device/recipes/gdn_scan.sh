@@ -16,23 +16,14 @@
 # then this script in one call (PARTS="tests kernel profile ab" by default). Results: $OUT/results.tgz.
 set -u
 source tools/device/remote.sh
-T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
-R=$W/res; rm -rf $R; mkdir -p $R
-trap 'tar czf $OUT/results.tgz -C $R .' EXIT
-fail() { echo "FAIL: $*" | tee -a $R/FAILED.txt; }
+wg_results
 wg_gpu_check | tee $R/gpu.txt
 echo "synthetic weights (tools/synth/write_gguf.py --seed 1): the text is noise, the speed is real" > $R/LABEL.txt
 wg_synth qwen35-0.8b 2> >(tee -a $R/write_errors.txt >&2) || { fail "synthetic file qwen35-0.8b"; exit 1; }
 M=${WG_SYNTH[qwen35-0.8b]}
 el "synthetic file"
-ab() {  # ab NAME TIMEOUT ARGS...: bench ab into $R/NAME.{json,txt}; skipped past BUDGET_S (results come back only if the script exits by itself)
-  local name=$1 t=$2; shift 2
-  [ $(( $(date +%s) - T0 )) -gt ${BUDGET_S:-500} ] && { fail "time budget: $name not run"; return; }
-  timeout $t $B bench ab "$@" --json $R/$name.json > $R/$name.txt 2>&1 || fail "$name (exit $?)"
-  echo "== $name"; grep -E "B/A" $R/$name.txt | head -3
-}
 for part in ${PARTS:-tests kernel profile ab}; do
-  [ $(( $(date +%s) - T0 )) -gt ${BUDGET_S:-500} ] && { fail "time budget: part $part not run"; continue; }
+  wg_over && { fail "time budget: part $part not run"; continue; }
   case $part in
   tests)
     for t in gdn_ops_test qwen35_parity_test; do
@@ -63,18 +54,18 @@ for part in ${PARTS:-tests kernel profile ab}; do
     ;;
   ab)
     for p in 512 4096; do
-      ab scan_cols0_vs_product_p$p 150 --a "bench -m $M --prompt-lengths $p --gen 8 --reps 2 --gdn-scan-cols 0" \
+      wg_ab scan_cols0_vs_product_p$p 150 --a "bench -m $M --prompt-lengths $p --gen 8 --reps 2 --gdn-scan-cols 0" \
         --b "bench -m $M --prompt-lengths $p --gen 8 --reps 2" --metric ttft_ms --rounds 2
     done
-    ab null_product_p512 90 --a "bench -m $M --prompt-lengths 512 --gen 8 --reps 2" \
+    wg_ab null_product_p512 90 --a "bench -m $M --prompt-lengths 512 --gen 8 --reps 2" \
       --b "bench -m $M --prompt-lengths 512 --gen 8 --reps 2" --metric ttft_ms --rounds 2
     for c in 32 64; do
       for p in 512 4096; do
-        ab chunk${c}_vs_product_p$p 90 --a "bench -m $M --prompt-lengths $p --gen 8 --reps 2" \
+        wg_ab chunk${c}_vs_product_p$p 90 --a "bench -m $M --prompt-lengths $p --gen 8 --reps 2" \
           --b "bench -m $M --prompt-lengths $p --gen 8 --reps 2 --gdn-chunk $c" --metric ttft_ms --rounds 2
       done
     done
-    ab decode_control_cols0_vs_product 90 --a "bench -m $M --prompt-lengths 512 --gen 128 --reps 1 --gdn-scan-cols 0" \
+    wg_ab decode_control_cols0_vs_product 90 --a "bench -m $M --prompt-lengths 512 --gen 128 --reps 1 --gdn-scan-cols 0" \
       --b "bench -m $M --prompt-lengths 512 --gen 128 --reps 1" --metric decode_tok_s --rounds 2
     el "ab"
     ;;

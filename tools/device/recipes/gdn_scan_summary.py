@@ -14,15 +14,12 @@ import os
 import pathlib
 import sys
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from summarize import ab_rows  # noqa: E402 (tools/device/summarize.py)
+
 here = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else ".").resolve()
 raw = here / "raw"
 MODEL = "Qwen3.5-0.8B shape (synthetic)"
-
-
-def median(xs):
-    xs = sorted(xs)
-    n = len(xs)
-    return (xs[n // 2] + xs[(n - 1) // 2]) / 2 if n else None
 
 
 rows = []
@@ -57,13 +54,7 @@ for f in sorted(glob.glob(str(raw / "*.json"))):
         continue
     peer, config = AB[key]
     p = stem.rpartition("_p")[2] if "_p" in stem and stem.rpartition("_p")[2].isdigit() else "512"
-    j = json.load(open(f))
-    for metric, m in j["metrics"].items():
-        r = m["ratio_b_over_a"]
-        rows.append({"model": MODEL, "weights": "synthetic", "metric": metric, "context": f"prompt {p}",
-                     "wgllm": median(m["b"]), "peer": peer, "peer_value": median(m["a1"] + m["a2"]),
-                     "ratio_ci": [r["lo"], r["hi"]], "noise_band": m["noise_band"], "config": config,
-                     "broken_meter": m.get("broken", False), "source": os.path.basename(f)})
+    rows += ab_rows(f, MODEL, f"prompt {p}", peer, wgllm_is_b=True, config=config)
 
 gpu = (raw / "gpu.txt").read_text().splitlines()
 device = "NVIDIA H200 (" + gpu[1].split(",")[1].strip() + " driver, Vulkan through wgpu-native)" if len(gpu) > 1 else "NVIDIA H200"
