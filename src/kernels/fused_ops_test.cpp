@@ -506,3 +506,61 @@ TEST(FusedOps, FusedMatmulsRejectPrefillSizes) {
   EXPECT_THROW(matmul_qkv_rope_kv(o, W, {xb, 0}, 32, nullptr, 0.0f, {yb, 0}, 4, 1, past), Error);
   e.rec.submit();
 }
+
+// --fused-decode: attention_decode_qk_norm (one launch) against qk_norm_rope_kv_store + attention
+// (two, plus the merge when split) on the same raw [q | (gate) | k | v] row and caches: the outputs
+// and the new key row within a tolerance (the sums of squares are reduced in another order), the
+// value row and every other cache row bit-identical. Group sizes 1 / 2 / 4, head dims 64 and 256
+// (LFM2, Qwen3.5), partial rotary dims, both pairings, key 0, a short history, a sliding window and
+// key splits of 32 (the new key in the last split; earlier splits must not see it written late).
+// Checked to fail: storing the new rows from split 0 instead of the split holding pos0 (output),
+// skipping the RoPE of the key (k cache) or normalizing q with kw (output).
+TEST(FusedOps, FusedDecodeAttentionMatchesUnfused) {
+  auto& e = env();
+  struct Case { uint32_t Hq, Hkv, HD, rot, pos0, window; bool neox, split; };
+  const Case cases[] = {{4, 1, 64, 64, 0, 0, false, false},   {8, 2, 64, 64, 9, 0, true, false},
+                        {4, 2, 64, 16, 40, 0, false, true},   {2, 2, 256, 64, 70, 0, true, true},
+                        {4, 1, 256, 256, 33, 0, true, false}, {4, 2, 64, 64, 100, 50, false, true},
+                        {4, 1, 64, 64, 12, 5, true, false}};
+  for (const Case& c : cases) {
+    const uint32_t G = c.Hq / c.Hkv, HD = c.HD, Q = c.Hq * HD, KV = c.Hkv * HD, gate = c.neox ? Q : 0;
+    const uint32_t S = Q + gate + 2 * KV, k_off = Q + gate, v_off = k_off + KV, ctx_len = 128;
+    const float eps = 1e-6f, scale = 1.0f / std::sqrt(float(HD));
+    const std::string what = "Hq=" + std::to_string(c.Hq) + " Hkv=" + std::to_string(c.Hkv) + " HD=" + std::to_string(HD) +
+                             " rot=" + std::to_string(c.rot) + " pos0=" + std::to_string(c.pos0) + " window=" +
+                             std::to_string(c.window) + " neox=" + std::to_string(c.neox) + " split=" + std::to_string(c.split);
+    auto table = rope_table(ctx_len, c.rot, 10000.0);
+    auto src = randn(S, HD + c.rot + c.pos0 + G, 2.0f);
+    auto qw = randn(HD, 5 + HD), kw = randn(HD, 6 + HD);
+    auto hist = randn(size_t(ctx_len) * KV, 7 + c.pos0, 1.0f), vhist = randn(size_t(ctx_len) * KV, 8 + c.pos0, 1.0f);
+    auto tb = e.upload(table), s1 = e.upload(src), s2 = e.upload(src), qb = e.upload(qw), kb = e.upload(kw);
+    auto k1 = e.upload(hist), v1 = e.upload(vhist), k2 = e.upload(hist), v2 = e.upload(vhist);
+    auto o1 = e.upload(std::vector<float>(Q)), o2 = e.upload(std::vector<float>(Q));
+    gpu::Buffer sc1(*e.ctx, attention_split_floats(1, c.Hq, HD) * 4, gpu::BufferKind::Storage, "split1");
+    gpu::Buffer sc2(*e.ctx, attention_split_floats(1, c.Hq, HD) * 4, gpu::BufferKind::Storage, "split2");
+    KernelOptions ko;
+    ko.attention_decode_split = c.split;
+    if (c.split) ko.attention_decode_split_min = 0, ko.attention_decode_split_len = 32;
+    ko.fused_decode = true;
+    auto o = e.op(ko);
+    AttentionShape as{1, c.pos0, c.Hq, c.Hkv, HD, scale};
+    as.window = c.window;
+    ASSERT_TRUE(attention_decode_applies(o, as)) << what;
+    ASSERT_EQ(attention_decode_split(o, as, &sc1).n_split > 1, c.split) << what;
+    e.rec.begin();
+    qk_norm_rope_kv_store(o, s1, 0, S, k_off, v_off, S, 1, c.Hq, c.Hkv, HD, c.rot, c.pos0, tb, c.neox, qb, kb, eps, k1, v1);
+    attention(o, as, {s1, 0}, S, k1, v1, {o1, 0}, Q, &sc1);
+    attention_decode_qk_norm(o, as, {&s2, 0, k_off, v_off, &qb, &kb, &tb, c.rot, c.neox, eps}, k2, v2, {o2, 0}, Q, &sc2);
+    e.rec.submit();
+    expect_close(e.download(o2, Q), e.download(o1, Q), 1e-5f, what + " output");
+    const auto ka = e.download(k1, hist.size()), kf = e.download(k2, hist.size());
+    const auto va = e.download(v1, hist.size()), vf = e.download(v2, hist.size());
+    const size_t row = size_t(c.pos0) * KV;
+    expect_close(std::vector<float>(kf.begin() + row, kf.begin() + row + KV),
+                 std::vector<float>(ka.begin() + row, ka.begin() + row + KV), 1e-6f, what + " new key row");
+    EXPECT_EQ(std::memcmp(vf.data() + row, src.data() + v_off, KV * 4), 0) << what << " new value row";
+    EXPECT_EQ(std::memcmp(kf.data(), ka.data(), row * 4), 0) << what << " key rows before pos0";
+    EXPECT_EQ(std::memcmp(vf.data(), va.data(), row * 4), 0) << what << " value rows before pos0";
+    EXPECT_TRUE(same_bits(e.download(s2, S), src)) << what << " src left as it was";
+  }
+}

@@ -67,9 +67,12 @@ struct DecodeParams {
   uint32_t T, pos0, Hq, Hkv, HD, q_off, q_stride, o_off, o_stride, kv_dim;
   float scale;
   uint32_t split_len, n_split, window, tab_off, pad0;
+  uint32_t k_off = 0, v_off = 0, rot = 0, table_pairs = 0;  // QKN only
+  float eps = 0;
+  uint32_t pad1 = 0, pad2 = 0, pad3 = 0;
 };
 WGLLM_PARAMS(DecodeParams, T, pos0, Hq, Hkv, HD, q_off, q_stride, o_off, o_stride, kv_dim, scale, split_len, n_split,
-             window, tab_off, pad0);
+             window, tab_off, pad0, k_off, v_off, rot, table_pairs, eps, pad1, pad2, pad3);
 struct FlashParams {
   uint32_t T, pos0, Hq, Hkv, HD, q_off, q_stride, o_off, o_stride, kv_dim;
   float scale;
@@ -678,8 +681,10 @@ DecodeSplit attention_decode_split(const OpContext& o, const AttentionShape& s, 
 
 namespace {
 // attention_decode.wgsl's pipeline for the shape's head dim and group size, with or without the key
-// split, for one sequence or several (MULTI).
-const gpu::Pipeline& decode_pipe(OpContext& o, const AttentionShape& s, bool split, bool multi) {
+// split, for one sequence or several (MULTI), with the QK-norm + RoPE + KV-store prologue (QKN, its
+// RoPE pairing `neox`) or without.
+const gpu::Pipeline& decode_pipe(OpContext& o, const AttentionShape& s, bool split, bool multi, bool qkn = false,
+                                 bool neox = false) {
   const uint32_t G = s.Hq / s.Hkv;
   const bool sw = o.ctx.info().is_software();
   const bool sg = o.opt.attention_decode_subgroups && o.ctx.has_subgroups();
@@ -691,13 +696,17 @@ const gpu::Pipeline& decode_pipe(OpContext& o, const AttentionShape& s, bool spl
   const bool lv = o.opt.attention_decode_late_v;
   const uint32_t kl = decode_key_lanes(o, s.HD);
   while ((s.HD / 4 / kl) % kb) kb /= 2;  // KB divides the thread's HD / 4 / KL vec4 of the K row
-  const gpu::PipelineCache::Signature sig{2, s.HD, G, sg, split, kb, lv, kl, multi};  // 2: attention_decode (every define)
+  neox = qkn && neox;
+  const gpu::PipelineCache::Signature sig{2, s.HD, G, sg, split, kb, lv, kl, multi, qkn, neox};  // 2: attention_decode (every define)
   return memoized(o, sig, [&]() -> const gpu::Pipeline& {
     const Defines d{{"HD4", std::to_string(s.HD / 4)}, {"G", std::to_string(G)}, {"NT", std::to_string(kDecodeThreads)},
                     {"SG", sg ? "1" : "0"}, {"SPLIT", split ? "1" : "0"}, {"KB", std::to_string(kb)}, {"LV", lv ? "1" : "0"},
-                    {"KL", std::to_string(kl)}, {"MULTI", multi ? "1" : "0"}};
-    std::vector<Bind> binds{Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite};
+                    {"KL", std::to_string(kl)}, {"MULTI", multi ? "1" : "0"}, {"QKN", qkn ? "1" : "0"},
+                    {"NEOX", neox ? "1" : "0"}};
+    const Bind kv = qkn ? Bind::ReadWrite : Bind::ReadOnly;
+    std::vector<Bind> binds{Bind::ReadOnly, kv, kv, Bind::ReadWrite};
     if (multi) binds.push_back(Bind::ReadOnly);
+    if (qkn) binds.insert(binds.end(), {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly});
     binds.push_back(Bind::Uniform);
     return get(o, "attention_decode", d, binds);
   });
@@ -725,6 +734,33 @@ void attention_decode(OpContext& o, const AttentionShape& s, F32Ref q, gpu::Bind
   finish_split(o, s, *split_scratch, n_split, out, o_stride, defer);
 }
 }  // namespace
+
+void attention_decode_qk_norm(OpContext& o, const AttentionShape& s, const DecodeQkNorm& n, gpu::Binding kc,
+                              gpu::Binding vc, F32Ref out, uint32_t o_stride, const gpu::Buffer* split_scratch,
+                              SparseMeansCache* means_cache, AttentionPartials* defer) {
+  if (defer) *defer = {};
+  if (!attention_decode_applies(o, s)) throw Error("attention_decode_qk_norm: the decode kernel does not apply to this shape");
+  if (!n.src || !n.q_norm || !n.k_norm || !n.table) throw Error("attention_decode_qk_norm: missing operand");
+  if (n.rot % 2 || n.rot > s.HD) throw Error("attention_decode_qk_norm: rotary dims must be even and <= head_dim");
+  if (means_cache) means_cache->invalidate_from(s.pos0);  // this step writes key row pos0
+  const auto [n_split, split_len] = attention_decode_split(o, s, split_scratch);
+  const uint32_t n_keys = s.window ? std::min(s.pos0 + 1, s.window) : s.pos0 + 1;
+  const bool split = n_split > 1;
+  const gpu::Pipeline& p = decode_pipe(o, s, split, false, true, n.neox);
+  DecodeParams prm{
+      1, s.pos0, s.Hq, s.Hkv, s.HD, n.q_off, 0, out.off, o_stride, s.Hkv * s.HD, s.scale, split_len, n_split, s.window, 0, 0};
+  prm.k_off = n.k_off, prm.v_off = n.v_off, prm.rot = n.rot, prm.table_pairs = n.rot / 2, prm.eps = n.eps;
+  // Each K and V row of every KV head is read once; the raw q, k and v heads, the norm weights and
+  // one RoPE row read; the new K and V rows written.
+  const uint64_t kv_dim = uint64_t(s.Hkv) * s.HD;
+  o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Activations, 4ull * (s.Hq * s.HD + 2 * kv_dim))
+                    .r(gpu::Traffic::Weights, 4ull * (2 * s.HD + n.rot))
+                    .r(gpu::Traffic::KvCache, uint64_t(n_keys) * 8ull * kv_dim).w(gpu::Traffic::KvCache, 8ull * kv_dim)
+                    .w(gpu::Traffic::Activations, 4ull * s.Hq * s.HD));
+  const gpu::Binding dst = split ? gpu::Binding(*split_scratch) : gpu::Binding(out.buf);
+  o.rec.dispatch(p, {*n.src, kc, vc, dst, *n.q_norm, *n.k_norm, *n.table}, prm, s.Hkv, 1, n_split, "attention");
+  if (split) finish_split(o, s, *split_scratch, n_split, out, o_stride, defer);
+}
 
 uint32_t attention_decode_batch(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_stride, gpu::Binding kc,
                                 gpu::Binding vc, F32Ref out, uint32_t o_stride, const gpu::Buffer& tab, uint32_t tab_off,

@@ -218,6 +218,32 @@ void attention(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_strid
                const gpu::Buffer* split_scratch = nullptr, SparseScratch* sparse = nullptr,
                SparseMeansCache* means_cache = nullptr, AttentionPartials* defer = nullptr);
 
+/// The operands of attention_decode_qk_norm: the raw QKV projection of one token in `src` (f32; the
+/// Hq query heads at q_off, the Hkv key heads at k_off and value heads at v_off, HD floats each,
+/// heads contiguous), the per-head RMSNorm weights of q and k ([HD] f32), the RoPE table
+/// (rope_table.h: [position][rot/2] (cos, sin)), the rotated dims `rot` (even, <= HD), the pairing
+/// (neox: (i, i + rot/2), else (2i, 2i+1)) and the norm's epsilon.
+struct DecodeQkNorm {
+  const gpu::Buffer* src = nullptr;
+  uint32_t q_off = 0, k_off = 0, v_off = 0;
+  const gpu::Buffer *q_norm = nullptr, *k_norm = nullptr, *table = nullptr;
+  uint32_t rot = 0;
+  bool neox = false;
+  float eps = 1e-6f;
+};
+/// --fused-decode (KernelOptions::fused_decode): one-token decode attention (s.T == 1, one sequence)
+/// whose launch also does qk_norm_rope_kv_store's work: each workgroup normalizes and rotates its
+/// query heads in workgroup memory, and the one whose keys include s.pos0 writes the normalized,
+/// rotated key row and the value row at cache row s.pos0 before reading it (attention_decode.wgsl
+/// QKN). One dispatch instead of two (plus the split merge, as attention()). `src` is not modified.
+/// Not bit-identical to qk_norm_rope_kv_store + attention (the sums of squares are reduced in
+/// another order; kernels/fused_ops_test.cpp bounds the difference). Requires
+/// attention_decode_applies(o, s); throws Error otherwise. `means_cache` as attention()'s; the
+/// sparse path is the caller's to rule out (sparse_attention_used).
+void attention_decode_qk_norm(OpContext& o, const AttentionShape& s, const DecodeQkNorm& n, gpu::Binding kc,
+                              gpu::Binding vc, F32Ref out, uint32_t o_stride, const gpu::Buffer* split_scratch = nullptr,
+                              SparseMeansCache* means_cache = nullptr, AttentionPartials* defer = nullptr);
+
 /// The split-K partials of an attention forward left unmerged (attention()'s `defer`): in `scratch`,
 /// for token t < T, query head h < Hq and split s < n_split, the record of HD + 2 floats at
 /// ((t * Hq + h) * n_split + s) * (HD + 2): the split's score maximum m_s, its softmax denominator

@@ -118,6 +118,13 @@ void GpuModel::attention(Pass& p, uint32_t layer, const Vector& norm, const Atte
   if (!plan_.groups.empty() && (w.gate || w.qk_norm || w.window || w.local_rope))
     throw Error("GpuModel::attention: KV-pool batching (pool_batching_) planned for a layer with a gate, QK-norm, "
                 "window or local RoPE, which its launches do not have");
+  const float scale = w.scale > 0 ? w.scale : 1.0f / std::sqrt(float(HD));
+  // --fused-decode: a one-token step's QK-norm, RoPE and KV store done by the attention launch.
+  kernels::AttentionShape as1{1, p.segs[0].pos0, c_.n_heads, c_.n_kv_heads, HD, scale};
+  as1.window = w.window;
+  const bool fused = o.opt.fused_decode && w.qk_norm && p.segs.size() == 1 && T == 1 && plan_.groups.empty() &&
+                     kernels::attention_decode_applies(o, as1) &&
+                     !(sparse_.index && kernels::sparse_attention_used(o.opt, as1));
   if (p.segs.size() == 1 && !w.gate && !w.qk_norm && o.opt.fuse_qkv_rope_kv && T <= kernels::kFusedMaxTokens) {
     // Decode: norm (--fuse-norm), QKV (one dispatch per part of one weight type), the biases,
     // RoPE and the KV store in one dispatch per part.
@@ -136,7 +143,7 @@ void GpuModel::attention(Pass& p, uint32_t layer, const Vector& norm, const Atte
     record_norm_proj(o, c_, x_, norm, h_, std::span<const StackedPart>(w.qkv), proj_, S, T, norm_label_);
     if (w.biased) kernels::add_bias(o, w.bqkv, S, {proj_, 0}, S, T, "attn_qkv_bias");
     const QkNorm qkn{w.q_norm, w.k_norm};
-    if (w.qk_norm) record_qk_norms(o, c_, {proj_, 0, S, QR, QR + KV, S}, T, qkn);
+    if (w.qk_norm && !fused) record_qk_norms(o, c_, {proj_, 0, S, QR, QR + KV, S}, T, qkn);
     for (const PoolGroup& g : plan_.groups) {
       if (!g.rope_n) continue;
       KvState& kv = p.segs[g.first].seq->kv(layer);  // the whole pool buffers
@@ -149,13 +156,13 @@ void GpuModel::attention(Pass& p, uint32_t layer, const Vector& norm, const Atte
       KvState& kv = s.seq->kv(layer);
       const uint32_t r = s.row0 * S;
       const QkvRows rows{proj_, r, S, r + QR, r + QR + KV, S};
+      if (fused) continue;  // the attention launch below does it
       if (w.qk_norm) record_qk_norm_rope_kv(o, c_, rows, s.T, s.pos0, table, qkn, kv.keys().binding(), kv.values().binding());
       else record_rope_kv(o, c_, rows, s.T, s.pos0, table, kv.keys().binding(), kv.values().binding());
     }
   }
   kernels::AttentionPartials parts;  // the merge left to the output projection (--fuse-attn-combine)
   const bool defer = !w.gate && defer_attn_combine(o, p.segs, w.wo, T, HD);
-  const float scale = w.scale > 0 ? w.scale : 1.0f / std::sqrt(float(HD));
   for (const PoolGroup& g : plan_.groups) {
     if (!g.attn_n) continue;
     KvState& kv = p.segs[g.first].seq->kv(layer);  // the whole pool buffers
@@ -163,7 +170,13 @@ void GpuModel::attention(Pass& p, uint32_t layer, const Vector& norm, const Atte
     kernels::attention_decode_batch(o, as, {proj_, 0}, S, kv.keys().buffer(), kv.values().buffer(), {att_, 0}, AS,
                                     batch_tab_, g.attn_off, g.attn_n, g.max_split, g.keys, &batch_split_);
   }
-  for (size_t i = 0; i < p.segs.size(); ++i) {
+  if (fused) {
+    KvState& kv = p.segs[0].seq->kv(layer);
+    const kernels::DecodeQkNorm n{&proj_, 0, QR, QR + KV, &w.q_norm, &w.k_norm, &table, c_.rope_dims, c_.rope_neox, c_.rms_eps};
+    kernels::attention_decode_qk_norm(o, as1, n, kv.keys().binding(), kv.values().binding(), {att_, 0}, AS, &attn_split_,
+                                      kv.sparse_means(), defer ? &parts : nullptr);
+  }
+  for (size_t i = 0; i < p.segs.size() && !fused; ++i) {
     if (plan_.attn_done[i]) continue;
     const BatchSeg& s = p.segs[i];
     KvState& kv = s.seq->kv(layer);

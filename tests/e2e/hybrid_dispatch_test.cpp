@@ -125,6 +125,34 @@ TEST(HybridDispatch, AttentionLayersAndInputNormsDecode) {
   }
 }
 
+// --fused-decode (KernelOptions::fused_decode): the attention launch does the QK-norm, RoPE and KV
+// store, whatever --fuse-qk-norm / --fuse-rope-kv say: one dispatch fewer per attention layer than
+// the default step, and none of the unfused forms' labels.
+TEST(HybridDispatch, FusedDecodeAttentionLayers) {
+  for (const char* fx : {"lfm2_tiny/hf", "qwen35_tiny"}) {
+    const auto base = decode_step_labels(fx, KernelOptions{});
+    uint32_t base_total = 0;
+    for (auto& [l, c] : base) base_total += c;
+    for (int off : {0, 3, 4}) {  // none, fuse_qk_norm, fuse_rope_kv
+      KernelOptions k;
+      k.fused_decode = true;
+      k.fuse_qk_norm = off != 3;
+      k.fuse_rope_kv = off != 4;
+      auto n = decode_step_labels(fx, k);
+      const uint32_t attn = n["attn_output"];
+      ASSERT_GT(attn, 0u) << fx;
+      uint32_t total = 0;
+      for (auto& [l, c] : n) total += c;
+      EXPECT_EQ(total, base_total - attn) << fx << " off " << off;
+      EXPECT_EQ(n["attention"], attn) << fx << " off " << off;
+      EXPECT_EQ(n["qk_norm_rope_kv"] + n["attn_q_norm"] + n["attn_k_norm"] + n["rope_kv_store"] + n["rope_q"] + n["rope_k"] +
+                    n["kv_store"],
+                0u)
+          << fx << " off " << off;
+    }
+  }
+}
+
 // Qwen2 (tiny, 2 layers; layer 1's V f32, its Q and K Q8_0): with fuse_qkv_rope_kv the biases,
 // RoPE and the KV store are the epilogue of one QKV dispatch per part (layer 0: attn_qkv; layer 1:
 // attn_qk and attn_v); without it they take attn_qkv_bias and rope_kv_store per layer.

@@ -1,4 +1,4 @@
-// defines: G HD4 NT SG SPLIT KB LV KL MULTI
+// defines: G HD4 NT SG SPLIT KB LV KL MULTI QKN NEOX
 // attention_decode: causal GQA attention for ONE query token (decode) at position pos0 over cache
 // rows [0, pos0] (with a sliding window W != 0: [pos0 + 1 - W, pos0]). One workgroup per (KV head hk, key split z) serves all G = Hq / Hkv query heads
 // of the group, so each K and V row is read once per group (attention.wgsl reads it once per query
@@ -47,18 +47,41 @@
 //        records at ((j * Hq + h) * n_split + z) * (HD + 2), n_split the launch's largest; SPLIT 0:
 //        output at o_off + row * o_stride). Each sequence's values are computed exactly as a MULTI 0
 //        launch of its own computes them (bit-identical), no window.
+//   QKN  1 (--fused-decode; MULTI 0): q is the raw QKV projection (the query heads at q_off, the new
+//        token's raw key / value heads at k_off / v_off) and the workgroup first does what
+//        qk_norm_rope_kv.wgsl does in a dispatch of its own: the per-head RMSNorm of its G query
+//        heads (weights qw) and of its key head (weights kw; Zhang & Sennrich 2019, per head as in
+//        LFM2 / Qwen3 / Gemma 3), RoPE at pos0 (the (cos, sin) table cs, first rot dims; NEOX: pairs
+//        (i, i + rot/2), else (2i, 2i+1)), and the workgroup whose keys include pos0 (one per KV
+//        head) stores the new key and value rows in the caches before it reads them (storageBarrier:
+//        no other workgroup reads row pos0). The sums of squares are reduced in another order than
+//        qk_norm_rope_kv's 64-lane tree: not bit-identical to the unfused path (a tolerance test,
+//        kernels/fused_ops_test.cpp).
 struct P { T: u32, pos0: u32, Hq: u32, Hkv: u32, HD: u32, q_off: u32, q_stride: u32, o_off: u32,
            o_stride: u32, kv_dim: u32, scale: f32, split_len: u32, n_split: u32,
-           window: u32, tab_off: u32 }
+           window: u32, tab_off: u32, pad0: u32, k_off: u32, v_off: u32, rot: u32, table_pairs: u32,
+           eps: f32, pad1: u32, pad2: u32, pad3: u32 }
 @group(0) @binding(0) var<storage, read> q: array<f32>;
+#if QKN
+@group(0) @binding(1) var<storage, read_write> kc: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read_write> vc: array<vec4<f32>>;
+#else
 @group(0) @binding(1) var<storage, read> kc: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> vc: array<vec4<f32>>;
+#endif
 @group(0) @binding(3) var<storage, read_write> o: array<f32>;
 #if MULTI
 @group(0) @binding(4) var<storage, read> tab: array<vec4<u32>>;
 @group(0) @binding(5) var<uniform> p: P;
 #else
+#if QKN
+@group(0) @binding(4) var<storage, read> qw: array<f32>;        // [HD] query norm weight
+@group(0) @binding(5) var<storage, read> kw: array<f32>;        // [HD] key norm weight
+@group(0) @binding(6) var<storage, read> cs: array<vec2<f32>>;  // [pos][rot/2] (cos, sin)
+@group(0) @binding(7) var<uniform> p: P;
+#else
 @group(0) @binding(4) var<uniform> p: P;
+#endif
 #endif
 
 const HD4: u32 = {{HD4}}u;
@@ -72,6 +95,7 @@ const NJ: u32 = NT / HD4;                  // key groups of the PV phase
 const KPT: u32 = (KT + NJ - 1u) / NJ;      // keys per thread in the PV phase
 const VB: u32 = min(8u, KPT);              // LV: V vec4s loaded together in the PV phase
 const NEG: f32 = -3.402823466e38;
+const QPT: u32 = (G * HD4 * 4u + NT - 1u) / NT;  // QKN: query elements per thread
 var<workgroup> qs: array<vec4<f32>, G * HD4>;
 var<workgroup> ps: array<f32, G * KT>;      // [g][key of the tile]: scores (no SG), then p
 #if SG
@@ -79,6 +103,53 @@ var<workgroup> pmax: array<f32, G * (NT / 4u)>;  // [g][subgroup]: tile max per 
 #endif
 var<workgroup> red: array<vec4<f32>, NT>;   // final reductions
 var<workgroup> lred: array<f32, NT>;
+
+#if QKN
+// Threads per head in the QK-norm sums: the largest power of two with G of them in NT threads.
+fn qkn_lanes() -> u32 {
+  var n = NT;
+  while (n * G > NT) { n = n / 2u; }
+  return n;
+}
+
+// The sum of squares of HD4 vec4 starting at vec4 b of qs (src 0) or HD floats at q[b] (src 1),
+// over the PH threads of head slot g = l / PH (lred as scratch; every thread of the workgroup calls
+// it, for uniform barriers). Returns the sum in every thread of the slot.
+fn qkn_sum(l: u32, g: u32, PH: u32, b: u32, from_q: bool) -> f32 {
+  let j = l % PH;
+  var s = 0.0;
+  if (g < G) {
+    for (var e = j; e < HD4; e += PH) {
+      var v: vec4<f32>;
+      if (from_q) { let i = b + 4u * e; v = vec4<f32>(q[i], q[i + 1u], q[i + 2u], q[i + 3u]); }
+      else { v = qs[b + e]; }
+      s += dot(v, v);
+    }
+  }
+  lred[l] = s;
+  workgroupBarrier();
+  for (var off = PH / 2u; off > 0u; off >>= 1u) {
+    if (g < G && j < off) { lred[l] += lred[l + off]; }
+    workgroupBarrier();
+  }
+  var r = 0.0;
+  if (g < G) { r = lred[g * PH]; }
+  workgroupBarrier();  // lred is free again
+  return r;
+}
+
+// The partner of element j < rot in its RoPE pair, the pair's index and whether j is its first.
+fn rope_pair(j: u32) -> vec3u {
+  let half = p.rot / 2u;
+#if NEOX
+  if (j < half) { return vec3u(j + half, j, 1u); }
+  return vec3u(j - half, j - half, 0u);
+#else
+  if ((j & 1u) == 0u) { return vec3u(j + 1u, j / 2u, 1u); }
+  return vec3u(j - 1u, j / 2u, 0u);
+#endif
+}
+#endif
 
 @compute @workgroup_size(NT)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u
@@ -110,6 +181,67 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     qs[e] = vec4<f32>(q[b], q[b + 1u], q[b + 2u], q[b + 3u]);
   }
   workgroupBarrier();
+#if QKN
+  // The fused QK-norm + RoPE of the group's query heads in qs (per element: normed, then the pair
+  // rotated by rope.wgsl's expressions), then the new key row (normed, rotated) and value row
+  // stored at cache row pos0 by the workgroup whose keys include it.
+  let PH = qkn_lanes();
+  let gq = l / PH;
+  let qsum = qkn_sum(l, gq, PH, gq * HD4, false);
+  if (l % PH == 0u && gq < G) { lred[gq] = 1.0 / sqrt(qsum / f32(p.HD) + p.eps); }
+  workgroupBarrier();
+  let c0 = pos0 * p.table_pairs;
+  var qn: array<f32, QPT>;  // the thread's new query values, written after the barrier
+  for (var e = l; e < G * p.HD; e += NT) {
+    let g = e / p.HD;
+    let j = e % p.HD;
+    let sc = lred[g];
+    let x = qs[g * HD4 + j / 4u][j % 4u] * sc * qw[j];
+    var y = x;
+    if (j < p.rot) {
+      let pr = rope_pair(j);
+      let xo = qs[g * HD4 + pr.x / 4u][pr.x % 4u] * sc * qw[pr.x];
+      let c = cs[c0 + pr.y];
+      if (pr.z == 1u) { y = x * c.x - xo * c.y; } else { y = xo * c.y + x * c.x; }
+    }
+    qn[(e - l) / NT] = y;
+  }
+  workgroupBarrier();  // every thread has read the raw q before it is overwritten
+  for (var e = l; e < G * p.HD; e += NT) {
+    let j = e % p.HD;
+    qs[(e / p.HD) * HD4 + j / 4u][j % 4u] = qn[(e - l) / NT];
+  }
+  // The new key: every workgroup computes the sum (uniform barriers), the one holding key pos0 stores.
+  let kb0 = p.k_off + hk * p.HD;
+  let ksum = qkn_sum(l, select(G, 0u, l < PH), PH, kb0, true);
+  if (l == 0u) { lred[0] = 1.0 / sqrt(ksum / f32(p.HD) + p.eps); }
+  workgroupBarrier();
+  let ksc = lred[0];
+  var kl = 0u;  // the first visible key (k_lo below)
+  if (p.window != 0u && pos0 + 1u > p.window) { kl = pos0 + 1u - p.window; }
+#if SPLIT
+  let has_new = kl + wid.z * split_len <= pos0 && pos0 < kl + (wid.z + 1u) * split_len;
+#else
+  let has_new = true;
+#endif
+  if (has_new) {
+    let row = pos0 * kv4 + kvh;
+    for (var j = l; j < p.HD; j += NT) {
+      let x = q[kb0 + j] * ksc * kw[j];
+      var y = x;
+      if (j < p.rot) {
+        let pr = rope_pair(j);
+        let xo = q[kb0 + pr.x] * ksc * kw[pr.x];
+        let c = cs[c0 + pr.y];
+        if (pr.z == 1u) { y = x * c.x - xo * c.y; } else { y = xo * c.y + x * c.x; }
+      }
+      kc[row + j / 4u][j % 4u] = y;
+      vc[row + j / 4u][j % 4u] = q[p.v_off + hk * p.HD + j];
+    }
+  }
+  storageBarrier();  // the stored rows are read below by other threads of this workgroup
+  workgroupBarrier();  // qs complete
+#endif
   let n_keys = pos0 + 1u;
   var k_lo = 0u;  // first visible key: the sliding window's start (window 0: key 0)
   if (p.window != 0u && n_keys > p.window) { k_lo = n_keys - p.window; }

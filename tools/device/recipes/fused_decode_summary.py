@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""Usage: python3 tools/device/recipes/fused_decode_summary.py DIR (a results folder with commit.txt and raw/, raw/ = the
+unpacked results.tgz of tools/device/recipes/fused_decode.sh). Writes DIR/summary.json (../shared/RESULTS.md shape):
+  fused_vs_product_<model>_p<P>.json   `bench ab` A = product, B = --fused-decode, decode after a P-token prompt
+  null_product_<model>_p512.json       `bench ab` A = B = product (the null control)
+  diverge_<name>.json                  `bench diverge --b fused_decode=1` (diverge_null_*: --b fuse_qk_norm=0, a
+                                       bit-exact switch): prompts whose greedy text departs, and where
+Rows: B as `wgllm`, A as `peer_value` (`peer` "default"), B/A's 95% interval and the noise band; the divergence
+rows carry the count of diverged prompts as `wgllm` and the earliest departing token in `context`."""
+import glob
+import json
+import os
+import pathlib
+import re
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from summarize import ab_rows  # noqa: E402 (tools/device/summarize.py)
+
+here = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else ".").resolve()
+raw = here / "raw"
+SYNTH = {"lfm2-1.2b": "LFM2-1.2B shape (synthetic)", "qwen35-0.8b": "Qwen3.5-0.8B shape (synthetic)"}
+TRAINED = {"lfm2_trained": "tests/fixtures/lfm2_trained (trained, real)",
+           "qwen35_trained": "tests/fixtures/qwen35_trained (trained, real)"}
+rows = []
+for f in sorted(glob.glob(str(raw / "*.json"))):
+    stem = os.path.basename(f)[:-5]
+    m = re.fullmatch(r"(fused_vs_product|null_product)_(.+)_p(\d+)", stem)
+    if m:
+        kind, model, p = m.groups()
+        ctx = f"decode after a {p}-token prompt, 256 steps x 3 repetitions per run, 4 rounds"
+        null = kind == "null_product"
+        rows += ab_rows(f, SYNTH.get(model, model), ctx, "default" + (" (null control)" if null else ""),
+                        wgllm_is_b=True, config="product" if null else "--fused-decode")
+        continue
+    m = re.fullmatch(r"diverge_(null_)?(.+)", stem)
+    if m:
+        null, name = m.groups()
+        j = json.load(open(f))
+        s = j["summary"]
+        first = s.get("first_divergence_min")
+        model = TRAINED.get(name) or SYNTH.get(name, name)
+        rows.append({"model": model, "weights": "real" if name in TRAINED else "synthetic",
+                     "metric": "prompts_diverged_count",
+                     "context": f"{s['prompts']} prompts x {j['gen']} greedy tokens; earliest departing token: "
+                                + ("none" if first is None else str(first))
+                                + ("" if first is None else f", median {s['first_divergence_median']}"),
+                     "wgllm": s["diverged"], "peer": "default", "peer_value": 0, "ratio_ci": None,
+                     "config": " ".join("--b " + b for b in j.get("b_sets", [])) + (" (null control: bit-exact)" if null else ""),
+                     "source": os.path.basename(f)})
+gpu = (raw / "gpu_before.txt").read_text().splitlines()
+device = "NVIDIA H200 (" + gpu[1].split(",")[1].strip() + " driver, Vulkan through wgpu-native)" if len(gpu) > 1 else "NVIDIA H200"
+json.dump({"commit": (here / "commit.txt").read_text().strip(), "date": here.name[:10], "device": device, "rows": rows},
+          open(here / "summary.json", "w"), indent=1)
+print(f"{len(rows)} rows")
