@@ -3,6 +3,7 @@
 #include "core/error.h"
 
 #include <algorithm>
+#include <numeric>
 #include <span>
 #include <string>
 #include <vector>
@@ -102,7 +103,8 @@ constexpr uint32_t kSplitMax = 32;  // at most this many key splits per attentio
 // What matmul.wgsl and matvec.wgsl share: the fused variants' defines (NORM / SILU prologue, ROPE
 // epilogue) and bindings after each kernel's own first bindings, then the parameter block, whose
 // layout (struct P in both WGSL files) is MatmulParams.
-void add_fused_variant(Defines& d, std::vector<Bind>& binds, Prologue pro, const QkvRopeKv* rope) {
+void add_fused_variant(Defines& d, std::vector<Bind>& binds, Prologue pro, const QkvRopeKv* rope,
+                       const ConvIn* conv = nullptr) {
   d["NORM"] = pro == Prologue::Norm ? "1" : "0";
   d["SILU"] = pro == Prologue::Silu ? "1" : "0";
   d["ROPE"] = rope ? "1" : "0";
@@ -110,6 +112,7 @@ void add_fused_variant(Defines& d, std::vector<Bind>& binds, Prologue pro, const
   d["GATE"] = pro == Prologue::Gate ? "1" : "0";
   d["BIAS"] = rope && rope->bias ? "1" : "0";
   d["COMBINE"] = pro == Prologue::Combine ? "1" : "0";
+  d["CONV"] = conv ? "1" : "0";
   if (pro == Prologue::Norm) {
     d["B_NW"] = std::to_string(binds.size());
     binds.push_back(Bind::ReadOnly);
@@ -128,6 +131,11 @@ void add_fused_variant(Defines& d, std::vector<Bind>& binds, Prologue pro, const
       binds.push_back(Bind::ReadOnly);
     }
   }
+  if (conv) {
+    d["B_CW"] = std::to_string(binds.size());
+    d["B_ST"] = std::to_string(binds.size() + 1);
+    binds.insert(binds.end(), {Bind::ReadOnly, Bind::ReadWrite});
+  }
   d["B_P"] = std::to_string(binds.size());
   binds.push_back(Bind::Uniform);
 }
@@ -135,28 +143,30 @@ void add_fused_variant(Defines& d, std::vector<Bind>& binds, Prologue pro, const
 // The storage bindings of a matmul / matvec dispatch: the kernel's own, then those
 // add_fused_variant() numbered (the norm weights or the gate, the RoPE table, the caches, the bias).
 std::vector<gpu::Binding> fused_bindings(std::initializer_list<gpu::Binding> own, Prologue pro, const gpu::Buffer* norm_w,
-                                         const QkvRopeKv* rope) {
+                                         const QkvRopeKv* rope, const ConvIn* conv = nullptr) {
   std::vector<gpu::Binding> b(own);
   if (pro == Prologue::Norm || pro == Prologue::Gate) b.emplace_back(*norm_w);
   if (rope) {
     b.insert(b.end(), {gpu::Binding(*rope->table), rope->kc, rope->vc});
     if (rope->bias) b.emplace_back(*rope->bias);
   }
+  if (conv) b.insert(b.end(), {gpu::Binding(*conv->weight), conv->state});
   return b;
 }
 
 struct MatmulParams {
   uint32_t K, N, T, nb, soff, x_off, x_stride, y_off, y_stride;
   float eps;
-  uint32_t u_off, pos0, q_rows, kv_rows, hd, rot, table_pairs, row0, n_split, pad2;
+  uint32_t u_off, pos0, q_rows, kv_rows, hd, rot, table_pairs, row0, n_split;
+  uint32_t conv_c = 0, conv_l = 0, conv_s_off = 0, pad1 = 0, pad2 = 0;
 };
 WGLLM_PARAMS(MatmulParams, K, N, T, nb, soff, x_off, x_stride, y_off, y_stride, eps, u_off, pos0, q_rows, kv_rows, hd,
-             rot, table_pairs, row0, n_split, pad2);
+             rot, table_pairs, row0, n_split, conv_c, conv_l, conv_s_off, pad1, pad2);
 MatmulParams matmul_params(const GpuWeight& W, F32Ref x, uint32_t x_stride, F32Ref y, uint32_t y_stride, uint32_t T,
                            float eps, uint32_t u_off, const QkvRopeKv* rope) {
   return {W.K, W.N, T, W.K / W.block, W.soff, x.off, x_stride, y.off, y_stride, eps, u_off,
           rope ? rope->pos0 : 0, rope ? rope->q_rows : 0, rope ? rope->kv_rows : 0, rope ? rope->HD : 0,
-          rope ? rope->rot : 0, rope ? rope->rot / 2 : 0, rope ? rope->row0 : 0, 0, 0};
+          rope ? rope->rot : 0, rope ? rope->rot / 2 : 0, rope ? rope->row0 : 0, 0};
 }
 
 // The traffic of one matmul/matvec dispatch (same bytes for both kernels).
@@ -187,10 +197,10 @@ uint32_t matvec_int8_blocks(const GpuWeight& W) { return (W.K / W.block + 63) / 
 void matvec_impl(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, F32Ref y, uint32_t y_stride,
                  uint32_t T, bool accumulate, const char* label, gpu::Traffic y_kind, Prologue pro,
                  const gpu::Buffer* norm_w, float eps, uint32_t u_off, const QkvRopeKv* rope,
-                 const AttentionPartials* parts = nullptr) {
+                 const AttentionPartials* parts = nullptr, const ConvIn* conv = nullptr) {
   const bool vec4 = o.opt.vec4_activations && x.off % 4 == 0 && x_stride % 4 == 0 && W.block % 4 == 0 &&
                     u_off % 4 == 0 && pro != Prologue::Combine;
-  const MatvecShape sh = matvec_shape(o, W, rope != nullptr);
+  const MatvecShape sh = matvec_shape(o, W, conv ? 3 : rope ? 2 : 1);
   const uint32_t rows = sh.rows, lanes = sh.lanes;
   const bool subgroup = sh.subgroup;
   const bool i8 = matvec_uses_int8(o, W);
@@ -201,7 +211,7 @@ void matvec_impl(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, 
                                           i8 && o.opt.matvec_prefetch, uint32_t(pro), rope != nullptr,
                                           rope && rope->neox, rope && rope->bias,
                                           pro == Prologue::Combine ? W.K / parts->HD : 0u,
-                                          pro == Prologue::Combine ? W.K : 0u};
+                                          pro == Prologue::Combine ? W.K : 0u, conv != nullptr};
   const gpu::Pipeline& p = memoized(o, sig, [&]() -> const gpu::Pipeline& {
     Defines d = weight_defines(o, W);
     d["ROWS"] = std::to_string(rows);
@@ -217,7 +227,7 @@ void matvec_impl(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, 
     d["PF"] = i8 && o.opt.matvec_prefetch ? "1" : "0";  // --matvec-prefetch: the I8 path only
     std::vector<Bind> binds{Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::ReadOnly};
     d["B_W4"] = "3";
-    add_fused_variant(d, binds, pro, rope);
+    add_fused_variant(d, binds, pro, rope, conv);
     if (pro == Prologue::Combine) {
       d["CH"] = std::to_string(W.K / parts->HD);
       d["CS"] = std::to_string(kSplitMax);
@@ -227,13 +237,20 @@ void matvec_impl(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, 
   });
   MatmulParams prm = matmul_params(W, x, x_stride, y, y_stride, T, eps, u_off, rope);
   gpu::TrafficBytes tb = matmul_traffic(W, T, accumulate, y_kind, pro, rope);
+  if (conv) {  // y holds C channels, not N rows; the weights and the state read, the state written
+    prm.conv_c = conv->C, prm.conv_l = conv->L, prm.conv_s_off = conv->state_off;
+    tb = gpu::TrafficBytes().r(gpu::Traffic::Weights, W.bytes() + 4ull * conv->C * conv->L).r(gpu::Traffic::Activations, 4ull * W.K)
+             .w(y_kind, 4ull * conv->C).r(gpu::Traffic::Recurrent, 4ull * conv->C * (conv->L - 1))
+             .w(gpu::Traffic::Recurrent, 4ull * conv->C * (conv->L - 1));
+    if (pro == Prologue::Norm) tb.r(gpu::Traffic::Weights, uint64_t(W.K) * 4);
+  }
   if (pro == Prologue::Combine) {  // every (token, head, split) record of the partials
     prm.hd = parts->HD, prm.n_split = parts->n_split;
     tb.r(gpu::Traffic::Activations, 4ull * T * x_stride);
   }
   o.rec.declare(tb);
   const uint32_t gx = ceil_div(W.N, rows);
-  o.rec.dispatch(p, fused_bindings({W.buf, x.buf, y.buf, W.buf}, pro, norm_w, rope), prm, gx, T, 1, label);
+  o.rec.dispatch(p, fused_bindings({W.buf, x.buf, y.buf, W.buf}, pro, norm_w, rope, conv), prm, gx, T, 1, label);
 }
 
 // One matmul dispatch; `norm_w`/`eps` for Prologue::Norm, `u_off` (elements after x's row start)
@@ -277,7 +294,7 @@ bool matvec_uses_int8(const OpContext& o, const GpuWeight& W) {
   return on_for_gpus(o, o.opt.matvec_int8) && W.fmt != WFormat::F32 && bytes <= o.ctx.info().limits.maxComputeWorkgroupStorageSize;
 }
 
-MatvecShape matvec_shape(const OpContext& o, const GpuWeight& W, bool rope) {
+MatvecShape matvec_shape(const OpContext& o, const GpuWeight& W, uint32_t tuple) {
   const bool sw = o.ctx.info().is_software();
   const uint32_t N = W.N, nb = W.K / W.block;
   // By shape on hardware adapters (H200 sweep and decode A/B, bench/results/2026-12-02-h200-matvec/):
@@ -316,12 +333,14 @@ MatvecShape matvec_shape(const OpContext& o, const GpuWeight& W, bool rope) {
   const uint32_t threads = i8 && !head ? (sh.lanes >= 128 ? 512 : sh.lanes * 8) : (sh.lanes >= 128 ? 256 : 128);
   const uint32_t groups = std::max<uint32_t>(1, threads / sh.lanes);
   uint32_t rows = o.opt.matvec_rows_per_workgroup ? o.opt.matvec_rows_per_workgroup : (sw ? 8 : groups * rpt);
-  if (rope) rows += rows & 1;  // both rows of a rotation pair in one workgroup
-  if (rows % rpt) rows += rpt - rows % rpt;  // whole row groups (every setting combination is valid)
+  if (tuple != 1 && tuple != 2 && tuple != 3) throw Error("matvec: rows are kept together in 1, 2 or 3");
+  // Whole row groups and whole tuples (rotation pairs, conv triples): a multiple of lcm(tuple, rpt)
+  // (every setting combination is valid).
+  const uint32_t step = std::lcm(tuple, rpt);
+  rows = ceil_div(rows, step) * step;
   // Shrink to the adapter's workgroup size (wide subgroups or lanes), keeping whole row groups and
-  // (rope) whole rotation pairs.
+  // tuples.
   const uint32_t max_threads = o.ctx.info().limits.maxComputeInvocationsPerWorkgroup;
-  const uint32_t step = rope && rpt == 1 ? 2 : rpt;
   while (rows > step && rows / rpt * sh.lanes > max_threads) rows -= step;
   if (rows / rpt * sh.lanes > max_threads)
     throw Error("matvec: " + std::to_string(rows / rpt) + " row groups x " + std::to_string(sh.lanes) +
@@ -382,6 +401,19 @@ void matmul_qkv_rope_kv(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_s
   if (!r.table || !r.kc.buf || !r.vc.buf) throw Error("matmul_qkv_rope_kv: table and caches are required");
   matmul_impl(o, W, x, x_stride, y, y_stride, T, false, label, gpu::Traffic::Activations,
               norm_w ? Prologue::Norm : Prologue::None, norm_w, eps, 0, &r);
+}
+
+bool matmul_conv_in_applies(const OpContext& o, uint32_t T) {
+  return o.opt.fuse_conv_in && T == 1 && matvec_enabled(o) && T <= matvec_max_tokens(o);
+}
+
+void matmul_conv_in(OpContext& o, const GpuWeight& W, F32Ref x, const gpu::Buffer* norm_w, float eps, F32Ref y,
+                    const ConvIn& c, const char* label) {
+  if (!matmul_conv_in_applies(o, 1)) throw Error("matmul_conv_in: off (--fuse-conv-in) or no matrix-vector kernel");
+  if (W.N != 3 * c.C || c.L < 2 || !c.weight || !c.state.buf)
+    throw Error("matmul_conv_in: the projection must have 3 x C rows [B | C | x], a kernel of >= 2 taps, weights and state");
+  matvec_impl(o, W, x, W.K, y, c.C, 1, false, label, gpu::Traffic::Activations, norm_w ? Prologue::Norm : Prologue::None,
+              norm_w, eps, 0, nullptr, nullptr, &c);
 }
 
 namespace {

@@ -62,15 +62,16 @@ bool matvec_uses_int8(const OpContext& o, const GpuWeight& W);
 /// The launch shape of matvec.wgsl for weight W (N rows of W.K / W.block blocks): `rows` output rows per workgroup, of
 /// which each thread sums `rows_per_thread` (1, 2 or 4), `lanes` threads per row group (a power of
 /// two), `subgroup` = the row reduction uses subgroupAdd. KernelOptions::matvec_rows_per_workgroup /
-/// matvec_rows_per_thread / matvec_lanes override the by-shape defaults; `rope`: the fused QKV
-/// epilogue (rows made even). Rows per workgroup are rounded up to whole row groups and reduced to
+/// matvec_rows_per_thread / matvec_lanes override the by-shape defaults; `tuple`: rows an
+/// epilogue needs in one workgroup (2: the fused QKV's rotation pairs, 3: matmul_conv_in's triples;
+/// rows made a multiple). Rows per workgroup are rounded up to whole row groups and reduced to
 /// the adapter's workgroup size. Throws wgllm::Error for an invalid setting (lanes not a power of
 /// two, rows per thread not 1, 2 or 4, a grid over the adapter's limit).
 struct MatvecShape {
   uint32_t rows = 4, rows_per_thread = 1, lanes = 32;
   bool subgroup = false;
 };
-MatvecShape matvec_shape(const OpContext& o, const GpuWeight& W, bool rope = false);
+MatvecShape matvec_shape(const OpContext& o, const GpuWeight& W, uint32_t tuple = 1);
 
 /// True when forwards of T <= kFusedMaxTokens tokens take matvec.wgsl (KernelOptions::matvec_subgroup
 /// resolved for the adapter: 2 = on for hardware GPUs, off on software adapters).
@@ -146,6 +147,29 @@ struct QkvRopeKv {
 /// [q | k | v].
 void matmul_qkv_rope_kv(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, const gpu::Buffer* norm_w, float eps,
                         F32Ref y, uint32_t y_stride, uint32_t T, const QkvRopeKv& r, const char* label = "attn_qkv");
+
+/// The causal conv of matmul_conv_in's epilogue (LFM2 ShortConv; transformers
+/// models/lfm2/modeling_lfm2.py Lfm2ShortConv.slow_forward): C channels, kernel of L taps, the
+/// depthwise weights [C][L] f32 (`weight`) and the channel-major rolling state [L - 1][C] f32 of
+/// the previous gated inputs, oldest first (`state`, at float offset state_off of its binding).
+struct ConvIn {
+  uint32_t C = 0, L = 0;
+  const gpu::Buffer* weight = nullptr;
+  gpu::Binding state;
+  uint32_t state_off = 0;
+};
+/// True when matmul_conv_in may be recorded for a forward of T tokens: KernelOptions::fuse_conv_in,
+/// T == 1 (the next token's conv needs this one's) and the matrix-vector kernel (matvec_enabled).
+bool matmul_conv_in_applies(const OpContext& o, uint32_t T);
+/// The ShortConv in-projection of ONE token with its conv in the epilogue (--fuse-conv-in):
+/// matmul() (or matmul_norm() when norm_w is given) of W ([B | C | x] rows, 3 x c.C) and x, then per
+/// channel u = x_c * B_c, a = sum_j weight[c][j] * [state rows, u][j], y[c] = a * C_c (y: C floats
+/// at y.off) and the state shifted by one row (u the newest), as causal_conv() with gates in and out
+/// (fused state update) does: bit-identical to matmul + causal_conv (kernels/fused_ops_test.cpp).
+/// The rows are computed in triples (B_c, C_c, x_c) of one workgroup (matvec_shape tuple 3).
+/// Throws Error when !matmul_conv_in_applies(o, 1) or the shapes disagree.
+void matmul_conv_in(OpContext& o, const GpuWeight& W, F32Ref x, const gpu::Buffer* norm_w, float eps, F32Ref y,
+                    const ConvIn& c, const char* label = "shortconv_in_proj");
 
 /// rope() of the Hq query heads, rope() of the Hkv key heads and kv_store() in one dispatch
 /// (rope_kv.wgsl), bit-identical to those three for the cache and the queries. q rows at

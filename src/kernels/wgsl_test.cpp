@@ -30,7 +30,8 @@ TEST(Wgsl, EveryKernelDeclaresItsDefines) {
 
 // Every combination of a kernel's flags (each member of a one-hot group in turn; value defines "1",
 // optional ones given) specialises: balanced #if/#endif, every reached {{NAME}} declared. At most
-// 2^16 flag combinations x group members per kernel (matvec: 2^16 x 6).
+// 2^17 flag combinations x group members per kernel (matvec: 2^17 x 6, since its CONV epilogue of
+// 2026-12-05; ~10 s on 2 cores).
 TEST(Wgsl, EveryFlagCombinationSpecialises) {
   size_t variants = 0;
   for (const auto& [name, src] : wgsl_sources()) {
@@ -42,7 +43,7 @@ TEST(Wgsl, EveryFlagCombinationSpecialises) {
       else base[r] = std::string(1, '1');
     }
     for (const auto& o : d.optional) base[o] = std::string(1, '1');
-    ASSERT_LE(flags.size(), 16u) << name;
+    ASSERT_LE(flags.size(), 17u) << name;
     ASSERT_LE(d.one_hot.size(), 1u) << name;  // one group (FMT_*) today; extend the loop for more
     const std::vector<std::string> members = d.one_hot.empty() ? std::vector<std::string>{""} : d.one_hot[0];
     for (const auto& m : members)

@@ -199,6 +199,13 @@ void GpuModel::attention(Pass& p, uint32_t layer, const Vector& norm, const Atte
 void GpuModel::short_conv(Pass& p, uint32_t layer, const Vector& norm, const ShortConv& w) {
   kernels::OpContext& o = p.o;
   const uint32_t D = c_.d_model;
+  if (p.segs.size() == 1 && kernels::matmul_conv_in_applies(o, p.T)) {  // --fuse-conv-in: the conv in the epilogue
+    const bool fn = o.opt.fuse_norm;
+    if (!fn) kernels::rmsnorm(o, {x_, 0}, D, norm, {h_, 0}, D, p.T, D, c_.rms_eps, norm_label_);
+    const kernels::ConvIn ci{D, w.L, &w.conv, gpu::Binding(p.segs[0].seq->conv(layer).conv_state().buffer()), 0};
+    kernels::matmul_conv_in(o, w.in_proj, {fn ? x_ : h_, 0}, fn ? &norm : nullptr, c_.rms_eps, {att_, 0}, ci);
+    return kernels::matmul(o, w.out_proj, {att_, 0}, D, {x_, 0}, D, p.T, true, "shortconv_out_proj");
+  }
   record_norm_proj(o, c_, x_, norm, h_, {{&w.in_proj, 0, "shortconv_in_proj"}}, proj_, 3 * D, p.T, norm_label_);
   for (const BatchSeg& s : p.segs) {
     const uint32_t r = s.row0 * 3 * D;

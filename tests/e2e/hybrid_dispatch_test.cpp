@@ -3,7 +3,8 @@
 // off (KernelOptions::fuse_conv_state, gdn_fuse_prep, gdn_fuse_norm, gdn_fuse_decode). Prints the per-label counts
 // of the step (the deterministic local metric for decode speed: each dispatch costs ~5-10 us on
 // the H200 whatever its size) and checks the recurrent mixers' counts per layer:
-//   LFM2 conv layer mixer: in_proj, conv (+ state update unless fused), out_proj
+//   LFM2 conv layer mixer: in_proj, conv (+ state update unless fused; none with fuse_conv_in on the
+//                          matrix-vector kernel), out_proj
 //   Qwen3.5 DeltaNet mixer: in-projection, [conv, conv state, l2norm, gates] or [decode_prep],
 //                           [step, gated_rmsnorm] or [step_norm] (or all of them: [gdn_decode]), out_proj
 // and the attention layers' and input norms' fusions (fuse_norm, ModelOptions::fuse_qkv, fuse_qk_norm):
@@ -73,6 +74,15 @@ TEST(HybridDispatch, Lfm2ConvLayerDecode) {
     EXPECT_EQ(n["shortconv_out_proj"], layers);
     EXPECT_EQ(sum(n, {"shortconv_conv", "causal_conv_state"}), layers * (fused ? 1 : 2)) << "fused " << fused;
   }
+  // --fuse-conv-in on the matrix-vector kernel (forced: software adapters default it off): the conv
+  // is the in-projection's epilogue, no conv dispatch at all.
+  KernelOptions k;
+  k.matvec_subgroup = 1;
+  auto n = decode_step_labels("lfm2_tiny/hf", k);
+  ASSERT_GT(n["shortconv_in_proj"], 0u);
+  EXPECT_EQ(sum(n, {"shortconv_conv", "causal_conv_state"}), 0u);
+  k.fuse_conv_in = false;
+  EXPECT_EQ(sum(decode_step_labels("lfm2_tiny/hf", k), {"shortconv_conv", "causal_conv_state"}), n["shortconv_in_proj"]);
 }
 
 TEST(HybridDispatch, Qwen35DeltaNetLayerDecode) {

@@ -199,6 +199,29 @@ TEST(Lfm2Parity, FusedConvStateGivesIdenticalBits) {
   EXPECT_EQ(0, std::memcmp(got5[0].data(), got5[1].data(), got5[0].size() * 4));
 }
 
+// --fuse-conv-in (the conv in the in-projection's epilogue; one-token forwards on the matrix-vector
+// kernel, forced on here since software adapters default it off): decode logits bit-identical with
+// it off, and within the GPU tolerance of the CPU reference. Then --fused-decode (QK-norm, RoPE and
+// KV store in the attention launch; not bit-exact): within the tolerance, greedy tokens identical.
+TEST(Lfm2Parity, FusedConvInGivesIdenticalBitsAndFusedDecodeMatchesCpu) {
+  auto& f = fx();
+  auto ids = ids_of(f.ref["prompts"][1]);
+  auto want = decode_trace(*f.cpu_gguf, ids, 12);
+  std::vector<std::vector<float>> got;
+  for (int v : {0, 1, 2}) {  // conv-in off, on, on + fused decode
+    ModelOptions o;
+    o.context_length = 256;
+    o.kernels.matvec_subgroup = 1;
+    o.kernels.fuse_conv_in = v >= 1;
+    o.kernels.fused_decode = v == 2;
+    auto m = create_model(*f.gguf, o);
+    got.push_back(decode_trace(*m, ids, 12));
+    EXPECT_LE(diff(got.back(), want).max_abs, kTolGpuVsCpu) << "variant " << v;
+  }
+  EXPECT_EQ(0, std::memcmp(got[0].data(), got[1].data(), got[0].size() * 4)) << "--fuse-conv-in changed bits";
+  EXPECT_NE(0, std::memcmp(got[1].data(), got[2].data(), got[1].size() * 4)) << "--fused-decode was not taken";
+}
+
 TEST(Lfm2Parity, StateSizesAndNoTruncate) {
   auto& f = fx();
   const ModelConfig& c = f.hf->config;

@@ -208,6 +208,24 @@ TEST(Qwen35Parity, DecodeFusionSwitchesGiveIdenticalBits) {
   }
 }
 
+// --fused-decode (QK-norm, RoPE and KV store in the attention launch; not bit-exact): decode logits
+// within the GPU tolerance of the CPU reference, and not the default path's bits (it was taken).
+TEST(Qwen35Parity, FusedDecodeMatchesCpu) {
+  auto& f = fx();
+  auto ids = ids_of(f.ref["prompts"][1]);
+  auto want = decode_trace(*f.cpu, ids, 12);
+  std::vector<std::vector<float>> got;
+  for (bool fused : {false, true}) {
+    ModelOptions o;
+    o.context_length = 512;
+    o.kernels.fused_decode = fused;
+    auto m = create_model(*f.src, o);
+    got.push_back(decode_trace(*m, ids, 12));
+    EXPECT_LE(diff(got.back(), want).max_abs, kTolGpuVsCpu) << "fused " << fused;
+  }
+  EXPECT_NE(0, std::memcmp(got[0].data(), got[1].data(), got[0].size() * 4)) << "--fused-decode was not taken";
+}
+
 TEST(Qwen35Parity, StateSizesAndTruncate) {
   auto& f = fx();
   const ModelConfig& c = f.cpu->config();

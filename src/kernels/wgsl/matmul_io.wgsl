@@ -1,4 +1,4 @@
-// defines: VEC4 NORM SILU ROPE NEOX GATE BIAS COMBINE B_P B_NW? B_G? B_CS? B_KC? B_VC? B_B? CH? CS? CK?
+// defines: VEC4 NORM SILU ROPE NEOX GATE BIAS COMBINE CONV B_P B_NW? B_G? B_CS? B_KC? B_VC? B_B? B_CW? B_ST? CH? CS? CK?
 // matmul_io: the parameters and bindings of the matrix-vector / small-T kernels, shared (via
 // #include) by matmul.wgsl and matvec.wgsl; included, never compiled alone. Binding 0 the weight
 // words w, 1 the activations x (vec4 with VEC4), 2 the output y; the prologue and epilogue
@@ -12,10 +12,14 @@
 // accessors both kernels read through: xv (4 stored
 // elements), and with NORM rms_x (one element, for rms_sum.wgsl) and nw4 (4 norm weights); the row
 // map row_of and, with ROPE, the epilogue rope_store. act4 is the activation load with its prologue
-// (NORM, SILU or GATE).
+// (NORM, SILU or GATE). CONV (matvec.wgsl only; the LFM2 ShortConv in-projection of one token,
+// --fuse-conv-in): the rows are [B | C | x] of conv_c channels each, taken in triples (B_c, C_c,
+// x_c) by row_of; the epilogue conv_store (below) applies the causal conv of kernel conv_l with the
+// channel's rolling state (binding B_ST, [conv_l - 1][conv_c] at conv_s_off) and weights (B_CW,
+// [conv_c][conv_l]) and writes C_c * conv to y[y_off + c] instead of the three rows.
 struct P { K: u32, N: u32, T: u32, nb: u32, soff: u32, x_off: u32, x_stride: u32, y_off: u32, y_stride: u32,
            eps: f32, u_off: u32, pos0: u32, q_rows: u32, kv_rows: u32, hd: u32, rot: u32, table_pairs: u32,
-           row0: u32, n_split: u32, pad2: u32 }
+           row0: u32, n_split: u32, conv_c: u32, conv_l: u32, conv_s_off: u32, pad1: u32, pad2: u32 }
 @group(0) @binding(0) var<storage, read> w: array<u32>;
 #if VEC4
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
@@ -49,6 +53,10 @@ fn gv(i: u32) -> vec4<f32> { return g[i / 4u]; }
 @group(0) @binding({{B_G}}) var<storage, read> g: array<f32>;
 fn gv(i: u32) -> vec4<f32> { return vec4<f32>(g[i], g[i + 1u], g[i + 2u], g[i + 3u]); }
 #endif
+#endif
+#if CONV
+@group(0) @binding({{B_CW}}) var<storage, read> cw: array<f32>;        // [conv_c][conv_l] conv weights
+@group(0) @binding({{B_ST}}) var<storage, read_write> cst: array<f32>;  // [conv_l - 1][conv_c] rolling state
 #endif
 @group(0) @binding({{B_P}}) var<uniform> p: P;
 
@@ -156,6 +164,10 @@ fn act4(xb: u32, k: u32, inv: f32) -> vec4<f32> {
 // the GGUF layout, p and p + rot/2 with NEOX). Otherwise the identity. Rows are the matrix's own;
 // heads are counted from its row 0 (p.row0 is a multiple of hd, so the map stays in the matrix).
 fn row_of(v: u32) -> u32 {
+#if CONV
+  if (v >= p.N) { return v; }
+  return (v % 3u) * p.conv_c + v / 3u;  // triple (B_c, C_c, x_c) of channel c = v / 3
+#endif
 #if ROPE
   if (v + p.row0 >= p.q_rows + p.kv_rows) { return v; }
   let j = v % p.hd;
@@ -199,6 +211,27 @@ fn rope_store(vrow: u32, n: u32, t: u32, sum: f32, pv: f32) {
   if (g >= p.q_rows) {
     let e = g - p.q_rows;
     if (e < p.kv_rows) { kc[(p.pos0 + t) * p.kv_rows + e] = out; } else { vc[(p.pos0 + t) * p.kv_rows + e - p.kv_rows] = out; }
+  }
+}
+#endif
+
+#if CONV
+// The CONV epilogue for the triple of channel c (T = 1): b, cg, xv the row sums of B_c, C_c and
+// x_c. causal_conv.wgsl's FUSED GATE_IN GATE_OUT expressions in its order (u = x * B; a = sum over
+// j of w[c, j] * E[j], E = [state rows 0 .. L-2, u], from 0.0; a * C), then its state shift
+// (row i = E[1 + i]): bit-identical to the projection followed by causal_conv. The channel's
+// state is touched by this invocation only.
+fn conv_store(c: u32, b: f32, cg: f32, xv: f32) {
+  let L = p.conv_l;
+  let u = xv * b;
+  var a = 0.0;
+  for (var j = 0u; j + 1u < L; j++) { a += cw[c * L + j] * cst[p.conv_s_off + j * p.conv_c + c]; }
+  a += cw[c * L + L - 1u] * u;
+  y[p.y_off + c] = a * cg;
+  for (var i = 0u; i + 1u < L; i++) {
+    var e = u;
+    if (i + 2u < L) { e = cst[p.conv_s_off + (i + 1u) * p.conv_c + c]; }
+    cst[p.conv_s_off + i * p.conv_c + c] = e;
   }
 }
 #endif

@@ -30,6 +30,8 @@
 //   SILU  activations silu(x[t, k]) * x[t, u_off + k] (silu_mul.wgsl's expression).
 //   ROPE  RoPE + KV-cache store epilogue of the fused QKV projection over row pairs (ROWS even;
 //         the two rows of a pair are slots 2i, 2i + 1 of one workgroup).
+//   CONV  the LFM2 ShortConv's causal conv and state update as the epilogue of its in-projection
+//         (one token; matmul_io.wgsl conv_store) over row triples (ROWS a multiple of 3).
 //   COMBINE  the merged split-K attention output from its partials (matmul_io.wgsl; this kernel
 //         only): the workgroup first merges its token's attention output into workgroup memory.
 //   ADD   y += instead of y =.
@@ -493,6 +495,10 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   let n = row_of(vrow);
   if (n >= p.N) { return; }
   let sum = row_sum(slot, sgs);
+#if CONV
+  // The x row of a triple (slots 3i, 3i + 1, 3i + 2 of one workgroup: ROWS a multiple of 3).
+  if (vrow % 3u == 2u) { conv_store(vrow / 3u, row_sum(slot - 2u, sgs), row_sum(slot - 1u, sgs), sum); }
+#else
 #if ROPE
   rope_store(vrow, n, t, sum, row_sum(slot ^ 1u, sgs));  // the pair's other row (ROWS even: same workgroup)
 #else
@@ -501,6 +507,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   y[yi] = y[yi] + sum;
 #else
   y[yi] = sum;
+#endif
 #endif
 #endif
 }

@@ -6,13 +6,15 @@
 #   tests    fused_ops_test FusedOps.FusedDecode* and hybrid_dispatch_test, when carried
 #   ab       `bench ab` decode after a 64-, 512- and 4096-token prompt (short, medium, long context),
 #            A = product, B = --fused-decode, meter decode_ms_p50 (256 steps x 3 repetitions), 4
-#            interleaved rounds; a null control (A = B = product, 512) per model
+#            interleaved rounds; a null control (A = B = product, 512) per model; on LFM2-1.2B also
+#            --no-fuse-conv-in (B) against the product (A) at 512 (the ShortConv conv in the
+#            in-projection's epilogue, bit-exact, default on)
 #   diverge  `bench diverge --b fused_decode=1`, 24 prompts x 64 greedy tokens: the first generated
 #            token at which B's text departs from A's, on the trained LFM2 and Qwen3.5 fixtures
 #            (tests/fixtures/*_trained: real trained weights, meaningful text) and on both synthetic
 #            files; a null control (a bit-exact switch, fuse_qk_norm=0: 0 prompts may diverge)
 # Staging: python3 tools/device/pack.py --bin wgllm fused_ops_test hybrid_dispatch_test --gl --extra /tmp/synth=synth
-# then this script in one call (PARTS="tests ab diverge" by default). Results: $OUT/results.tgz.
+# then this script in one call (PARTS="tests diverge ab" by default: the A/Bs last, each skipped past the budget). Results: $OUT/results.tgz.
 set -u
 source tools/device/remote.sh
 wg_results
@@ -20,7 +22,7 @@ wg_gpu_check | tee $R/gpu_before.txt
 echo "synthetic weights (tools/synth/write_gguf.py --seed 1): the text is noise, the speed is real" > $R/LABEL.txt
 wg_synth lfm2-1.2b qwen35-0.8b 2> >(tee -a $R/write_errors.txt >&2) || { fail "synthetic files"; exit 1; }
 el "synthetic files"
-for part in ${PARTS:-tests ab diverge}; do
+for part in ${PARTS:-tests diverge ab}; do
   wg_over && { fail "time budget: part $part not run"; continue; }
   case $part in
   tests)
@@ -41,6 +43,8 @@ for part in ${PARTS:-tests ab diverge}; do
       done
       A="bench -m $M --prompt-lengths 512 --gen 256 --reps 3"
       wg_ab null_product_${m}_p512 150 --a "$A" --b "$A" --metric decode_ms_p50,decode_tok_s --rounds 4
+      [ $m = lfm2-1.2b ] && wg_ab conv_in_off_vs_product_${m}_p512 150 --a "$A" --b "$A --no-fuse-conv-in" \
+        --metric decode_ms_p50,decode_tok_s --rounds 4
     done
     el "ab"
     ;;

@@ -3,6 +3,7 @@
 unpacked results.tgz of tools/device/recipes/fused_decode.sh). Writes DIR/summary.json (../shared/RESULTS.md shape):
   fused_vs_product_<model>_p<P>.json   `bench ab` A = product, B = --fused-decode, decode after a P-token prompt
   null_product_<model>_p512.json       `bench ab` A = B = product (the null control)
+  conv_in_off_vs_product_<model>_p512  `bench ab` A = product, B = --no-fuse-conv-in
   diverge_<name>.json                  `bench diverge --b fused_decode=1` (diverge_null_*: --b fuse_qk_norm=0, a
                                        bit-exact switch): prompts whose greedy text departs, and where
 Rows: B as `wgllm`, A as `peer_value` (`peer` "default"), B/A's 95% interval and the noise band; the divergence
@@ -25,13 +26,15 @@ TRAINED = {"lfm2_trained": "tests/fixtures/lfm2_trained (trained, real)",
 rows = []
 for f in sorted(glob.glob(str(raw / "*.json"))):
     stem = os.path.basename(f)[:-5]
-    m = re.fullmatch(r"(fused_vs_product|null_product)_(.+)_p(\d+)", stem)
+    m = re.fullmatch(r"(fused_vs_product|null_product|conv_in_off_vs_product)_(.+)_p(\d+)", stem)
     if m:
         kind, model, p = m.groups()
         ctx = f"decode after a {p}-token prompt, 256 steps x 3 repetitions per run, 4 rounds"
         null = kind == "null_product"
+        config = {"null_product": "product", "fused_vs_product": "--fused-decode",
+                  "conv_in_off_vs_product": "--no-fuse-conv-in"}[kind]
         rows += ab_rows(f, SYNTH.get(model, model), ctx, "default" + (" (null control)" if null else ""),
-                        wgllm_is_b=True, config="product" if null else "--fused-decode")
+                        wgllm_is_b=True, config=config)
         continue
     m = re.fullmatch(r"diverge_(null_)?(.+)", stem)
     if m:
