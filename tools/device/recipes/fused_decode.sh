@@ -3,7 +3,8 @@
 # KV store of LFM2 / Qwen3.5 / Gemma 3 attention layers done by the attention launch, one dispatch
 # fewer per such layer; not bit-identical) on the LFM2-1.2B- and Qwen3.5-0.8B-shaped files written
 # here by tools/synth (synthetic weights: the text is noise, the speed is real):
-#   tests    fused_ops_test FusedOps.FusedDecode* and hybrid_dispatch_test, when carried
+#   tests    fused_ops_test FusedOps.FusedDecode* / MatmulConvIn*, hybrid_dispatch_test and the two
+#            parity tests' fused cases, when carried
 #   ab       `bench ab` decode after a 64-, 512- and 4096-token prompt (short, medium, long context),
 #            A = product, B = --fused-decode, meter decode_ms_p50 (256 steps x 3 repetitions), 4
 #            interleaved rounds; a null control (A = B = product, 512) per model; on LFM2-1.2B also
@@ -13,7 +14,7 @@
 #            token at which B's text departs from A's, on the trained LFM2 and Qwen3.5 fixtures
 #            (tests/fixtures/*_trained: real trained weights, meaningful text) and on both synthetic
 #            files; a null control (a bit-exact switch, fuse_qk_norm=0: 0 prompts may diverge)
-# Staging: python3 tools/device/pack.py --bin wgllm fused_ops_test hybrid_dispatch_test --gl --extra /tmp/synth=synth
+# Staging: python3 tools/device/pack.py --bin wgllm fused_ops_test hybrid_dispatch_test lfm2_parity_test qwen35_parity_test --gl --extra /tmp/synth=synth
 # then this script in one call (PARTS="tests diverge ab" by default: the A/Bs last, each skipped past the budget). Results: $OUT/results.tgz.
 set -u
 source tools/device/remote.sh
@@ -26,9 +27,12 @@ for part in ${PARTS:-tests diverge ab}; do
   wg_over && { fail "time budget: part $part not run"; continue; }
   case $part in
   tests)
-    for t in fused_ops_test hybrid_dispatch_test; do
+    for t in fused_ops_test hybrid_dispatch_test lfm2_parity_test qwen35_parity_test; do
       [ -x $W/bin/$t ] || continue
-      f=; [ $t = fused_ops_test ] && f=--gtest_filter='FusedOps.FusedDecode*'
+      f=
+      [ $t = fused_ops_test ] && f=--gtest_filter='FusedOps.FusedDecode*:FusedOps.MatmulConvIn*'
+      [ $t = lfm2_parity_test ] && f=--gtest_filter='*FusedConvIn*'
+      [ $t = qwen35_parity_test ] && f=--gtest_filter='*FusedDecode*'
       timeout 120 $W/bin/$t $f > $R/test_$t.log 2>&1; echo "$t: exit $?" | tee -a $R/tests.txt
       tail -2 $R/test_$t.log
     done
