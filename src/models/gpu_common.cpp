@@ -713,10 +713,7 @@ std::unique_ptr<Sequence> GpuModel::kv_sequence(const SequenceSize& s, const std
 
 std::vector<std::unique_ptr<Sequence>> GpuModel::new_sequences(uint32_t n, uint32_t ctx) {
   if (n <= 1 || !kv_pools_) return Model::new_sequences(n, ctx);
-  SequenceSize s;
-  s.context = sequence_length(ctx);
-  s.largest_buffer = uint64_t(s.context) * c_.kv_dim() * 4;
-  s.kv_cache = 2ull * c_.n_layers * s.largest_buffer;
+  const SequenceSize s = SequenceSize::all_attention(sequence_length(ctx), c_.n_layers, c_.kv_dim());
   prepare_sequence(s, &rope_, &rope_rows_);
   const WGPULimits& lim = ctx_->info().limits;
   const uint64_t stride = (uint64_t(s.context) + 63) / 64 * 64, slot_bytes = stride * c_.kv_dim() * 4;

@@ -179,10 +179,7 @@ class LlamaModel final : public Base {
 
   std::unique_ptr<Sequence> new_sequence(uint32_t ctx) override {
     const ModelConfig& c = this->c_;
-    SequenceSize s;
-    s.context = this->sequence_length(ctx);
-    s.largest_buffer = uint64_t(s.context) * c.kv_dim() * 4;
-    s.kv_cache = 2ull * c.n_layers * s.largest_buffer;
+    const SequenceSize s = SequenceSize::all_attention(this->sequence_length(ctx), c.n_layers, c.kv_dim());
     return this->make_sequence(s, /*rope=*/true, [&] {
       std::vector<std::unique_ptr<LayerState>> st;
       for (uint32_t i = 0; i < c.n_layers; ++i)

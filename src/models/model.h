@@ -292,6 +292,9 @@ struct SequenceSize {
   uint64_t total() const { return kv_cache + recurrent + uint64_t(context) * 8; }
   /// "context of N tokens needs X (KV cache Y, recurrent state Z, position bookkeeping W)".
   std::string describe() const;
+  /// A sequence of `context` positions of an all-attention model: one f32 key and one value buffer
+  /// of context x kv_dim per layer (KvState), the largest one buffer.
+  static SequenceSize all_attention(uint32_t context, uint32_t n_layers, uint32_t kv_dim);
 };
 /// Throws wgllm::Error naming the context and the bytes when s.total() + extra exceeds the
 /// machine's physical memory (where the platform reports it; no check otherwise).

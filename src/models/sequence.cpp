@@ -234,6 +234,14 @@ uint64_t physical_memory() {
 }
 }  // namespace
 
+SequenceSize SequenceSize::all_attention(uint32_t context, uint32_t n_layers, uint32_t kv_dim) {
+  SequenceSize s;
+  s.context = context;
+  s.largest_buffer = uint64_t(context) * kv_dim * 4;
+  s.kv_cache = 2ull * n_layers * s.largest_buffer;
+  return s;
+}
+
 std::string SequenceSize::describe() const {
   return "a context of " + std::to_string(context) + " tokens needs " + bytes_str(total()) + " (KV cache " +
          bytes_str(kv_cache) + ", recurrent state " + bytes_str(recurrent) + ", position bookkeeping " +
