@@ -6,6 +6,8 @@ unpacked results.tgz of tools/device/recipes/fused_decode.sh). Writes DIR/summar
   conv_in_off_vs_product_<model>_p512  `bench ab` A = product, B = --no-fuse-conv-in
   diverge_<name>.json                  `bench diverge --b fused_decode=1` (diverge_null_*: --b fuse_qk_norm=0, a
                                        bit-exact switch): prompts whose greedy text departs, and where
+(raw/device.txt, when present, names the adapter of a run elsewhere, e.g. lavapipe; conv_in_off_vs_matvec_*: the
+--no-fuse-conv-in A/B with --matvec-subgroup in both arms.)
 Rows: B as `wgllm`, A as `peer_value` (`peer` "default"), B/A's 95% interval and the noise band; the divergence
 rows carry the count of diverged prompts as `wgllm` and the earliest departing token in `context`."""
 import glob
@@ -26,15 +28,24 @@ TRAINED = {"lfm2_trained": "tests/fixtures/lfm2_trained (trained, real)",
 rows = []
 for f in sorted(glob.glob(str(raw / "*.json"))):
     stem = os.path.basename(f)[:-5]
-    m = re.fullmatch(r"(fused_vs_product|null_product|conv_in_off_vs_product)_(.+)_p(\d+)", stem)
+    m = re.fullmatch(r"(fused_vs_product|null_product|conv_in_off_vs_product|conv_in_off_vs_matvec)_(.+)_p(\d+)", stem)
     if m:
         kind, model, p = m.groups()
-        ctx = f"decode after a {p}-token prompt, 256 steps x 3 repetitions per run, 4 rounds"
+        ab = json.load(open(f))
+        a_cmd = ab.get("cmd_a", "")
+        gen = re.search(r"--gen (\d+)", a_cmd)
+        reps = re.search(r"--reps (\d+)", a_cmd)
+        ctx = (f"decode after a {p}-token prompt" + (f", {gen.group(1)} steps" if gen else "")
+               + (f" x {reps.group(1)} repetitions per run" if reps else "") + f", {ab.get('rounds', '?')} rounds")
         null = kind == "null_product"
         config = {"null_product": "product", "fused_vs_product": "--fused-decode",
-                  "conv_in_off_vs_product": "--no-fuse-conv-in"}[kind]
-        rows += ab_rows(f, SYNTH.get(model, model), ctx, "default" + (" (null control)" if null else ""),
+                  "conv_in_off_vs_product": "--no-fuse-conv-in",
+                  "conv_in_off_vs_matvec": "--no-fuse-conv-in (both arms --matvec-subgroup, which software adapters default off)"}[kind]
+        rows += ab_rows(f, TRAINED.get(model) or SYNTH.get(model, model), ctx, "default" + (" (null control)" if null else ""),
                         wgllm_is_b=True, config=config)
+        if model in TRAINED:
+            for r in rows[-2:]:
+                r["weights"] = "real"
         continue
     m = re.fullmatch(r"diverge_(null_)?(.+)", stem)
     if m:
@@ -51,8 +62,11 @@ for f in sorted(glob.glob(str(raw / "*.json"))):
                      "wgllm": s["diverged"], "peer": "default", "peer_value": 0, "ratio_ci": None,
                      "config": " ".join("--b " + b for b in j.get("b_sets", [])) + (" (null control: bit-exact)" if null else ""),
                      "source": os.path.basename(f)})
-gpu = (raw / "gpu_before.txt").read_text().splitlines()
-device = "NVIDIA H200 (" + gpu[1].split(",")[1].strip() + " driver, Vulkan through wgpu-native)" if len(gpu) > 1 else "NVIDIA H200"
+if (raw / "device.txt").exists():  # a run elsewhere (lavapipe): the adapter as `wgllm devices` printed it
+    device = (raw / "device.txt").read_text().strip()
+else:
+    gpu = (raw / "gpu_before.txt").read_text().splitlines()
+    device = "NVIDIA H200 (" + gpu[1].split(",")[1].strip() + " driver, Vulkan through wgpu-native)" if len(gpu) > 1 else "NVIDIA H200"
 json.dump({"commit": (here / "commit.txt").read_text().strip(), "date": here.name[:10], "device": device, "rows": rows},
           open(here / "summary.json", "w"), indent=1)
 print(f"{len(rows)} rows")
