@@ -559,8 +559,11 @@ TEST(FusedOps, FusedDecodeAttentionMatchesUnfused) {
     expect_close(std::vector<float>(kf.begin() + row, kf.begin() + row + KV),
                  std::vector<float>(ka.begin() + row, ka.begin() + row + KV), 1e-6f, what + " new key row");
     EXPECT_EQ(std::memcmp(vf.data() + row, src.data() + v_off, KV * 4), 0) << what << " new value row";
+    const size_t after = row + KV, rest = hist.size() - after;
     EXPECT_EQ(std::memcmp(kf.data(), ka.data(), row * 4), 0) << what << " key rows before pos0";
     EXPECT_EQ(std::memcmp(vf.data(), va.data(), row * 4), 0) << what << " value rows before pos0";
+    EXPECT_EQ(std::memcmp(kf.data() + after, hist.data() + after, rest * 4), 0) << what << " key rows after pos0";
+    EXPECT_EQ(std::memcmp(vf.data() + after, vhist.data() + after, rest * 4), 0) << what << " value rows after pos0";
     EXPECT_TRUE(same_bits(e.download(s2, S), src)) << what << " src left as it was";
   }
 }
@@ -590,7 +593,7 @@ TEST(FusedOps, MatmulConvInBitIdenticalToMatmulCausalConv) {
           if (shape == 2) ko.matvec_rows_per_workgroup = 8, ko.matvec_rows_per_thread = 4;
           if (shape == 3) ko.matvec_subgroup_ops = false, ko.matvec_rows_per_workgroup = 6;
           auto o = e.op(ko);
-          ASSERT_TRUE(matmul_conv_in_applies(o, 1));
+          ASSERT_TRUE(matmul_conv_in_applies(o, W, 1));
           const std::string what = dtype_name(t) + " L=" + std::to_string(L) + " shape=" + std::to_string(shape) +
                                    " norm=" + std::to_string(norm);
           auto x = randn(K, L + shape + 11, 1.5f), nw = randn(K, 3), cw = randn(size_t(C) * L, L + 5);

@@ -403,13 +403,20 @@ void matmul_qkv_rope_kv(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_s
               norm_w ? Prologue::Norm : Prologue::None, norm_w, eps, 0, &r);
 }
 
-bool matmul_conv_in_applies(const OpContext& o, uint32_t T) {
-  return o.opt.fuse_conv_in && T == 1 && matvec_enabled(o) && T <= matvec_max_tokens(o);
+bool matmul_conv_in_applies(const OpContext& o, const GpuWeight& W, uint32_t T) {
+  if (!o.opt.fuse_conv_in || T != 1 || !matvec_enabled(o) || T > matvec_max_tokens(o) || W.N % 3) return false;
+  try {  // three row groups must fit a workgroup (e.g. not 128 lanes under a 256-invocation limit)
+    matvec_shape(o, W, 3);
+  } catch (const Error&) {
+    return false;
+  }
+  return true;
 }
 
 void matmul_conv_in(OpContext& o, const GpuWeight& W, F32Ref x, const gpu::Buffer* norm_w, float eps, F32Ref y,
                     const ConvIn& c, const char* label) {
-  if (!matmul_conv_in_applies(o, 1)) throw Error("matmul_conv_in: off (--fuse-conv-in) or no matrix-vector kernel");
+  if (!matmul_conv_in_applies(o, W, 1))
+    throw Error("matmul_conv_in: off (--fuse-conv-in), no matrix-vector kernel, or no triple-row shape for this matrix");
   if (W.N != 3 * c.C || c.L < 2 || !c.weight || !c.state.buf)
     throw Error("matmul_conv_in: the projection must have 3 x C rows [B | C | x], a kernel of >= 2 taps, weights and state");
   matvec_impl(o, W, x, W.K, y, c.C, 1, false, label, gpu::Traffic::Activations, norm_w ? Prologue::Norm : Prologue::None,

@@ -150,24 +150,26 @@ void matmul_qkv_rope_kv(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_s
 
 /// The causal conv of matmul_conv_in's epilogue (LFM2 ShortConv; transformers
 /// models/lfm2/modeling_lfm2.py Lfm2ShortConv.slow_forward): C channels, kernel of L taps, the
-/// depthwise weights [C][L] f32 (`weight`) and the channel-major rolling state [L - 1][C] f32 of
-/// the previous gated inputs, oldest first (`state`, at float offset state_off of its binding).
+/// depthwise weights [C][L] f32 (`weight`) and the rolling state [L - 1][C] f32 (channel index
+/// contiguous) of the previous gated inputs, oldest row first (`state`, at float offset state_off of its binding).
 struct ConvIn {
   uint32_t C = 0, L = 0;
   const gpu::Buffer* weight = nullptr;
   gpu::Binding state;
   uint32_t state_off = 0;
 };
-/// True when matmul_conv_in may be recorded for a forward of T tokens: KernelOptions::fuse_conv_in,
-/// T == 1 (the next token's conv needs this one's) and the matrix-vector kernel (matvec_enabled).
-bool matmul_conv_in_applies(const OpContext& o, uint32_t T);
+/// True when matmul_conv_in may be recorded for W and a forward of T tokens: KernelOptions::
+/// fuse_conv_in, T == 1 (the next token's conv needs this one's), the matrix-vector kernel
+/// (matvec_enabled) and a launch shape with rows in triples that fits the adapter (matvec_shape
+/// tuple 3 does not throw).
+bool matmul_conv_in_applies(const OpContext& o, const GpuWeight& W, uint32_t T);
 /// The ShortConv in-projection of ONE token with its conv in the epilogue (--fuse-conv-in):
 /// matmul() (or matmul_norm() when norm_w is given) of W ([B | C | x] rows, 3 x c.C) and x, then per
 /// channel u = x_c * B_c, a = sum_j weight[c][j] * [state rows, u][j], y[c] = a * C_c (y: C floats
 /// at y.off) and the state shifted by one row (u the newest), as causal_conv() with gates in and out
 /// (fused state update) does: bit-identical to matmul + causal_conv (kernels/fused_ops_test.cpp).
 /// The rows are computed in triples (B_c, C_c, x_c) of one workgroup (matvec_shape tuple 3).
-/// Throws Error when !matmul_conv_in_applies(o, 1) or the shapes disagree.
+/// Throws Error when !matmul_conv_in_applies(o, W, 1) or the shapes disagree.
 void matmul_conv_in(OpContext& o, const GpuWeight& W, F32Ref x, const gpu::Buffer* norm_w, float eps, F32Ref y,
                     const ConvIn& c, const char* label = "shortconv_in_proj");
 

@@ -199,7 +199,7 @@ void GpuModel::attention(Pass& p, uint32_t layer, const Vector& norm, const Atte
 void GpuModel::short_conv(Pass& p, uint32_t layer, const Vector& norm, const ShortConv& w) {
   kernels::OpContext& o = p.o;
   const uint32_t D = c_.d_model;
-  if (p.segs.size() == 1 && kernels::matmul_conv_in_applies(o, p.T)) {  // --fuse-conv-in: the conv in the epilogue
+  if (p.segs.size() == 1 && kernels::matmul_conv_in_applies(o, w.in_proj, p.T)) {  // --fuse-conv-in: the conv in the epilogue
     const bool fn = o.opt.fuse_norm;
     if (!fn) kernels::rmsnorm(o, {x_, 0}, D, norm, {h_, 0}, D, p.T, D, c_.rms_eps, norm_label_);
     const kernels::ConvIn ci{D, w.L, &w.conv, gpu::Binding(p.segs[0].seq->conv(layer).conv_state().buffer()), 0};

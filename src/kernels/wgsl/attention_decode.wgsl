@@ -95,7 +95,7 @@ const NJ: u32 = NT / HD4;                  // key groups of the PV phase
 const KPT: u32 = (KT + NJ - 1u) / NJ;      // keys per thread in the PV phase
 const VB: u32 = min(8u, KPT);              // LV: V vec4s loaded together in the PV phase
 const NEG: f32 = -3.402823466e38;
-const QPT: u32 = (G * HD4 * 4u + NT - 1u) / NT;  // QKN: query elements per thread
+const QPT4: u32 = (G * HD4 + NT - 1u) / NT;  // QKN: query vec4 per thread
 var<workgroup> qs: array<vec4<f32>, G * HD4>;
 var<workgroup> ps: array<f32, G * KT>;      // [g][key of the tile]: scores (no SG), then p
 #if SG
@@ -191,26 +191,30 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   if (l % PH == 0u && gq < G) { lred[gq] = 1.0 / sqrt(qsum / f32(p.HD) + p.eps); }
   workgroupBarrier();
   let c0 = pos0 * p.table_pairs;
-  var qn: array<f32, QPT>;  // the thread's new query values, written after the barrier
-  for (var e = l; e < G * p.HD; e += NT) {
-    let g = e / p.HD;
-    let j = e % p.HD;
+  // Each thread owns whole vec4 of qs (a write to one component of a vector may touch the whole
+  // vector on some backends, gpuweb#2112): its new values are computed from the raw qs, kept, and
+  // written after a barrier.
+  var qn: array<vec4<f32>, QPT4>;
+  for (var e4 = l; e4 < G * HD4; e4 += NT) {
+    let g = e4 / HD4;
     let sc = lred[g];
-    let x = qs[g * HD4 + j / 4u][j % 4u] * sc * qw[j];
-    var y = x;
-    if (j < p.rot) {
-      let pr = rope_pair(j);
-      let xo = qs[g * HD4 + pr.x / 4u][pr.x % 4u] * sc * qw[pr.x];
-      let c = cs[c0 + pr.y];
-      if (pr.z == 1u) { y = x * c.x - xo * c.y; } else { y = xo * c.y + x * c.x; }
+    var v: vec4<f32>;
+    for (var i = 0u; i < 4u; i++) {
+      let j = 4u * (e4 % HD4) + i;
+      let x = qs[g * HD4 + j / 4u][j % 4u] * sc * qw[j];
+      var y = x;
+      if (j < p.rot) {
+        let pr = rope_pair(j);
+        let xo = qs[g * HD4 + pr.x / 4u][pr.x % 4u] * sc * qw[pr.x];
+        let c = cs[c0 + pr.y];
+        if (pr.z == 1u) { y = x * c.x - xo * c.y; } else { y = xo * c.y + x * c.x; }
+      }
+      v[i] = y;
     }
-    qn[(e - l) / NT] = y;
+    qn[(e4 - l) / NT] = v;
   }
   workgroupBarrier();  // every thread has read the raw q before it is overwritten
-  for (var e = l; e < G * p.HD; e += NT) {
-    let j = e % p.HD;
-    qs[(e / p.HD) * HD4 + j / 4u][j % 4u] = qn[(e - l) / NT];
-  }
+  for (var e4 = l; e4 < G * HD4; e4 += NT) { qs[e4] = qn[(e4 - l) / NT]; }
   // The new key: every workgroup computes the sum (uniform barriers), the one holding key pos0 stores.
   let kb0 = p.k_off + hk * p.HD;
   let ksum = qkn_sum(l, select(G, 0u, l < PH), PH, kb0, true);
@@ -224,19 +228,25 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
 #else
   let has_new = true;
 #endif
-  if (has_new) {
+  if (has_new) {  // whole vec4 per thread (as qs above)
     let row = pos0 * kv4 + kvh;
-    for (var j = l; j < p.HD; j += NT) {
-      let x = q[kb0 + j] * ksc * kw[j];
-      var y = x;
-      if (j < p.rot) {
-        let pr = rope_pair(j);
-        let xo = q[kb0 + pr.x] * ksc * kw[pr.x];
-        let c = cs[c0 + pr.y];
-        if (pr.z == 1u) { y = x * c.x - xo * c.y; } else { y = xo * c.y + x * c.x; }
+    let vb = p.v_off + hk * p.HD;
+    for (var j4 = l; j4 < HD4; j4 += NT) {
+      var kv: vec4<f32>;
+      for (var i = 0u; i < 4u; i++) {
+        let j = 4u * j4 + i;
+        let x = q[kb0 + j] * ksc * kw[j];
+        var y = x;
+        if (j < p.rot) {
+          let pr = rope_pair(j);
+          let xo = q[kb0 + pr.x] * ksc * kw[pr.x];
+          let c = cs[c0 + pr.y];
+          if (pr.z == 1u) { y = x * c.x - xo * c.y; } else { y = xo * c.y + x * c.x; }
+        }
+        kv[i] = y;
       }
-      kc[row + j / 4u][j % 4u] = y;
-      vc[row + j / 4u][j % 4u] = q[p.v_off + hk * p.HD + j];
+      kc[row + j4] = kv;
+      vc[row + j4] = vec4<f32>(q[vb + 4u * j4], q[vb + 4u * j4 + 1u], q[vb + 4u * j4 + 2u], q[vb + 4u * j4 + 3u]);
     }
   }
   storageBarrier();  // the stored rows are read below by other threads of this workgroup

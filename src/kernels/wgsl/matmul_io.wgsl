@@ -55,7 +55,7 @@ fn gv(i: u32) -> vec4<f32> { return vec4<f32>(g[i], g[i + 1u], g[i + 2u], g[i + 
 #endif
 #endif
 #if CONV
-@group(0) @binding({{B_CW}}) var<storage, read> cw: array<f32>;        // [conv_c][conv_l] conv weights
+@group(0) @binding({{B_CW}}) var<storage, read> convw: array<f32>;     // [conv_c][conv_l] conv weights
 @group(0) @binding({{B_ST}}) var<storage, read_write> cst: array<f32>;  // [conv_l - 1][conv_c] rolling state
 #endif
 @group(0) @binding({{B_P}}) var<uniform> p: P;
@@ -225,8 +225,8 @@ fn conv_store(c: u32, b: f32, cg: f32, xv: f32) {
   let L = p.conv_l;
   let u = xv * b;
   var a = 0.0;
-  for (var j = 0u; j + 1u < L; j++) { a += cw[c * L + j] * cst[p.conv_s_off + j * p.conv_c + c]; }
-  a += cw[c * L + L - 1u] * u;
+  for (var j = 0u; j + 1u < L; j++) { a += convw[c * L + j] * cst[p.conv_s_off + j * p.conv_c + c]; }
+  a += convw[c * L + L - 1u] * u;
   y[p.y_off + c] = a * cg;
   for (var i = 0u; i + 1u < L; i++) {
     var e = u;

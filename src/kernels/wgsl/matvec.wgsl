@@ -24,8 +24,8 @@
 // (kernels/fused_ops_test.cpp).
 // Variant defines (all required): FMT_* (one of quant.wgsl's), BE, BE16, BE32, ROWS, RPT (1, 2 or
 // 4; ROWS a multiple of it), R2 (RPT >= 2), R4 (RPT == 4), LANES (power of two), SUBGROUP, VEC4,
-// ADD, NORM, SILU, ROPE, NEOX and the binding numbers B_W4, B_NW (NORM), B_CS, B_KC, B_VC (ROPE),
-// B_P. NORM / SILU / ROPE / ADD have matmul.wgsl's meaning:
+// ADD, NORM, SILU, ROPE, NEOX, CONV and the binding numbers B_W4, B_NW (NORM), B_CS, B_KC, B_VC
+// (ROPE), B_CW, B_ST (CONV), B_P. NORM / SILU / ROPE / ADD have matmul.wgsl's meaning:
 //   NORM  RMSNorm prologue: x[t, k] * inv[t] * nw[k], inv from rms_sum.wgsl (as rmsnorm.wgsl).
 //   SILU  activations silu(x[t, k]) * x[t, u_off + k] (silu_mul.wgsl's expression).
 //   ROPE  RoPE + KV-cache store epilogue of the fused QKV projection over row pairs (ROWS even;
