@@ -405,12 +405,14 @@ void matmul_qkv_rope_kv(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_s
 
 bool matmul_conv_in_applies(const OpContext& o, const GpuWeight& W, uint32_t T) {
   if (!o.opt.fuse_conv_in || T != 1 || !matvec_enabled(o) || T > matvec_max_tokens(o) || W.N % 3) return false;
-  try {  // three row groups must fit a workgroup (e.g. not 128 lanes under a 256-invocation limit)
-    matvec_shape(o, W, 3);
-  } catch (const Error&) {
-    return false;
-  }
-  return true;
+  // The triples' smallest launch (matvec_shape with tuple 3 shrinks to it) must fit the adapter,
+  // e.g. not 3 row groups of 128 lanes under a 256-invocation limit. Checked here rather than by
+  // catching matvec_shape's error: this file has no landing pads in the browser build.
+  const MatvecShape sh = matvec_shape(o, W);
+  const uint32_t step = std::lcm(3u, sh.rows_per_thread);
+  const auto& lim = o.ctx.info().limits;
+  return step / sh.rows_per_thread * sh.lanes <= lim.maxComputeInvocationsPerWorkgroup &&
+         ceil_div(W.N, step) <= lim.maxComputeWorkgroupsPerDimension;
 }
 
 void matmul_conv_in(OpContext& o, const GpuWeight& W, F32Ref x, const gpu::Buffer* norm_w, float eps, F32Ref y,

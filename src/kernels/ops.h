@@ -160,8 +160,8 @@ struct ConvIn {
 };
 /// True when matmul_conv_in may be recorded for W and a forward of T tokens: KernelOptions::
 /// fuse_conv_in, T == 1 (the next token's conv needs this one's), the matrix-vector kernel
-/// (matvec_enabled) and a launch shape with rows in triples that fits the adapter (matvec_shape
-/// tuple 3 does not throw).
+/// (matvec_enabled) and a launch shape with rows in triples that fits the adapter (three row
+/// groups of matvec_shape's lanes in one workgroup).
 bool matmul_conv_in_applies(const OpContext& o, const GpuWeight& W, uint32_t T);
 /// The ShortConv in-projection of ONE token with its conv in the epilogue (--fuse-conv-in):
 /// matmul() (or matmul_norm() when norm_w is given) of W ([B | C | x] rows, 3 x c.C) and x, then per
