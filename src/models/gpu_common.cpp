@@ -331,8 +331,10 @@ void GpuModel::embedding(const TensorRef& embed, const TensorRef* lm_head) {
     t.read(0, head.size(), head.data());
     return double(kernels::pack_weight(t.type, head.data(), K, n).words.size()) * 4.0 / n;
   };
-  auto too_big = [&](const TensorRef& t) { return packed_per_row(t) * double(t.shape[1]) > 0.9 * double(lim); };
-  if (too_big(embed)) {
+  const TensorRef& head = lm_head ? *lm_head : embed;
+  const double embed_row = packed_per_row(embed), head_row = lm_head ? packed_per_row(head) : embed_row;
+  auto too_big = [&](const TensorRef& t, double row) { return row * double(t.shape[1]) > 0.9 * double(lim); };
+  if (too_big(embed, embed_row)) {
     host_embed_ = true;
     embed_type_ = embed.type;
     embed_row_bytes_ = dtype_row_bytes(embed.type, embed.shape[0]);
@@ -340,11 +342,10 @@ void GpuModel::embedding(const TensorRef& embed, const TensorRef* lm_head) {
   } else {
     embed_ = weight({&embed}, "token_embd");
   }
-  const TensorRef& head = lm_head ? *lm_head : embed;
-  if (too_big(head)) {
+  if (too_big(head, head_row)) {
     const uint64_t row_bytes = dtype_row_bytes(head.type, head.shape[0]);
     const uint32_t N = uint32_t(head.shape[1]);
-    const uint32_t rows = std::max<uint32_t>(64, uint32_t(0.8 * double(lim) / packed_per_row(head)) / 64 * 64);
+    const uint32_t rows = std::max<uint32_t>(64, uint32_t(0.8 * double(lim) / head_row) / 64 * 64);
     for (uint32_t r0 = 0; r0 < N; r0 += rows) {
       const uint32_t n = std::min(rows, N - r0);
       head_parts_.push_back(upload_rows(*ctx_, head.type, uint32_t(head.shape[0]),
