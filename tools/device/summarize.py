@@ -54,6 +54,22 @@ def ab_rows(path, model, context, peer, wgllm_is_b, config="product"):
     return rows
 
 
+def write_summary(here, rows, gpu_file="gpu.txt"):
+    """Writes here/summary.json from rows, here/commit.txt and the folder's date (its name's first 10
+    characters); the device from raw/device.txt when present (a run elsewhere, e.g. lavapipe, as `wgllm
+    devices` printed it), else from raw/<gpu_file> (nvidia-smi's CSV: the driver in its second line)."""
+    raw = here / "raw"
+    if (raw / "device.txt").exists():
+        device = (raw / "device.txt").read_text().strip()
+    else:
+        gpu = (raw / gpu_file).read_text().splitlines()
+        device = ("NVIDIA H200 (" + gpu[1].split(",")[1].strip() + " driver, Vulkan through wgpu-native)"
+                  if len(gpu) > 1 else "NVIDIA H200")
+    json.dump({"commit": (here / "commit.txt").read_text().strip(), "date": here.name[:10], "device": device,
+               "rows": rows}, open(here / "summary.json", "w"), indent=1)
+    print(f"{len(rows)} rows")
+
+
 def bench_rows(path, model):
     j = json.load(open(path))
     rows = []

@@ -6,13 +6,12 @@ Qwen2.5-1.5B's shapes): the null A/Bs with the old meter (decode_tok_s, 128 step
 (decode_ms_p50, 256 steps x 3), and a small effect (--no-fuse-attn-combine) under the new meter.
 Rows: B as `wgllm`, A as `peer_value`, B/A's 95% interval, the noise band (bench ab's)."""
 import glob
-import json
 import os
 import pathlib
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from summarize import ab_rows  # noqa: E402 (tools/device/summarize.py)
+from summarize import ab_rows, write_summary  # noqa: E402 (tools/device/summarize.py)
 
 here = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else ".").resolve()
 raw = here / "raw"
@@ -30,8 +29,4 @@ for f in sorted(glob.glob(str(raw / "*.json"))):
     ctx = "prompt 512, " + ("128 steps x 1 repetition per run" if old else "256 steps x 3 repetitions per run")
     peer, config = ("product (null control)", "product") if kind.startswith("null") else ("product", "switch --no-fuse-attn-combine")
     rows += ab_rows(f, MODELS[m], ctx, peer, wgllm_is_b=True, config=config)
-gpu = (raw / "gpu_before.txt").read_text().splitlines()
-device = "NVIDIA H200 (" + gpu[1].split(",")[1].strip() + " driver, Vulkan through wgpu-native)" if len(gpu) > 1 else "NVIDIA H200"
-json.dump({"commit": (here / "commit.txt").read_text().strip(), "date": here.name[:10], "device": device, "rows": rows},
-          open(here / "summary.json", "w"), indent=1)
-print(f"{len(rows)} rows")
+write_summary(here, rows, "gpu_before.txt")

@@ -18,7 +18,7 @@ import re
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from summarize import ab_rows  # noqa: E402 (tools/device/summarize.py)
+from summarize import ab_rows, write_summary  # noqa: E402 (tools/device/summarize.py)
 
 here = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else ".").resolve()
 raw = here / "raw"
@@ -62,11 +62,4 @@ for f in sorted(glob.glob(str(raw / "*.json"))):
                      "wgllm": s["diverged"], "peer": "default", "peer_value": 0, "ratio_ci": None,
                      "config": " ".join("--b " + b for b in j.get("b_sets", [])) + (" (null control: bit-exact)" if null else ""),
                      "source": os.path.basename(f)})
-if (raw / "device.txt").exists():  # a run elsewhere (lavapipe): the adapter as `wgllm devices` printed it
-    device = (raw / "device.txt").read_text().strip()
-else:
-    gpu = (raw / "gpu_before.txt").read_text().splitlines()
-    device = "NVIDIA H200 (" + gpu[1].split(",")[1].strip() + " driver, Vulkan through wgpu-native)" if len(gpu) > 1 else "NVIDIA H200"
-json.dump({"commit": (here / "commit.txt").read_text().strip(), "date": here.name[:10], "device": device, "rows": rows},
-          open(here / "summary.json", "w"), indent=1)
-print(f"{len(rows)} rows")
+write_summary(here, rows, "gpu_before.txt")

@@ -15,7 +15,7 @@ import pathlib
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from summarize import ab_rows  # noqa: E402 (tools/device/summarize.py)
+from summarize import ab_rows, write_summary  # noqa: E402 (tools/device/summarize.py)
 
 here = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else ".").resolve()
 raw = here / "raw"
@@ -56,8 +56,4 @@ for f in sorted(glob.glob(str(raw / "*.json"))):
     p = stem.rpartition("_p")[2] if "_p" in stem and stem.rpartition("_p")[2].isdigit() else "512"
     rows += ab_rows(f, MODEL, f"prompt {p}", peer, wgllm_is_b=True, config=config)
 
-gpu = (raw / "gpu.txt").read_text().splitlines()
-device = "NVIDIA H200 (" + gpu[1].split(",")[1].strip() + " driver, Vulkan through wgpu-native)" if len(gpu) > 1 else "NVIDIA H200"
-json.dump({"commit": (here / "commit.txt").read_text().strip(), "date": here.name[:10], "device": device, "rows": rows},
-          open(here / "summary.json", "w"), indent=1)
-print(f"{len(rows)} rows")
+write_summary(here, rows, "gpu.txt")
