@@ -171,14 +171,19 @@ MatmulParams matmul_params(const GpuWeight& W, F32Ref x, uint32_t x_stride, F32R
 
 // The traffic of one matmul/matvec dispatch (same bytes for both kernels).
 gpu::TrafficBytes matmul_traffic(const GpuWeight& W, uint32_t T, bool accumulate, gpu::Traffic y_kind, Prologue pro,
-                                 const QkvRopeKv* rope) {
+                                 const QkvRopeKv* rope, const ConvIn* conv = nullptr) {
   gpu::TrafficBytes tb;
   tb.r(gpu::Traffic::Weights, W.bytes());
   if (pro != Prologue::Combine)  // (combine: matmul_combine declares the partials it reads)
     tb.r(gpu::Traffic::Activations, uint64_t(T) * W.K * 4 * (pro == Prologue::Silu || pro == Prologue::Gate ? 2 : 1));
   if (pro == Prologue::Norm) tb.r(gpu::Traffic::Weights, uint64_t(W.K) * 4);
-  tb.w(y_kind, uint64_t(T) * W.N * 4);
+  // (conv: y holds C channels, not N rows; the conv weights and the state read, the state written)
+  tb.w(y_kind, uint64_t(T) * (conv ? conv->C : W.N) * 4);
   if (accumulate) tb.r(y_kind, uint64_t(T) * W.N * 4);
+  if (conv) {
+    const uint64_t state = 4ull * conv->C * (conv->L - 1);
+    tb.r(gpu::Traffic::Weights, 4ull * conv->C * conv->L).r(gpu::Traffic::Recurrent, state).w(gpu::Traffic::Recurrent, state);
+  }
   if (rope) {  // the table rows of its rotated pairs, its bias rows, its cache rows (k and v rows of W)
     const uint32_t r0 = rope->row0, r1 = r0 + W.N;
     if (r0 < rope->q_rows + rope->kv_rows) tb.r(gpu::Traffic::Weights, 4ull * T * rope->rot);
@@ -236,14 +241,8 @@ void matvec_impl(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, 
     return get(o, "matvec", d, binds);
   });
   MatmulParams prm = matmul_params(W, x, x_stride, y, y_stride, T, eps, u_off, rope);
-  gpu::TrafficBytes tb = matmul_traffic(W, T, accumulate, y_kind, pro, rope);
-  if (conv) {  // y holds C channels, not N rows; the weights and the state read, the state written
-    prm.conv_c = conv->C, prm.conv_l = conv->L, prm.conv_s_off = conv->state_off;
-    tb = gpu::TrafficBytes().r(gpu::Traffic::Weights, W.bytes() + 4ull * conv->C * conv->L).r(gpu::Traffic::Activations, 4ull * W.K)
-             .w(y_kind, 4ull * conv->C).r(gpu::Traffic::Recurrent, 4ull * conv->C * (conv->L - 1))
-             .w(gpu::Traffic::Recurrent, 4ull * conv->C * (conv->L - 1));
-    if (pro == Prologue::Norm) tb.r(gpu::Traffic::Weights, uint64_t(W.K) * 4);
-  }
+  gpu::TrafficBytes tb = matmul_traffic(W, T, accumulate, y_kind, pro, rope, conv);
+  if (conv) prm.conv_c = conv->C, prm.conv_l = conv->L, prm.conv_s_off = conv->state_off;
   if (pro == Prologue::Combine) {  // every (token, head, split) record of the partials
     prm.hd = parts->HD, prm.n_split = parts->n_split;
     tb.r(gpu::Traffic::Activations, 4ull * T * x_stride);
@@ -294,7 +293,10 @@ bool matvec_uses_int8(const OpContext& o, const GpuWeight& W) {
   return on_for_gpus(o, o.opt.matvec_int8) && W.fmt != WFormat::F32 && bytes <= o.ctx.info().limits.maxComputeWorkgroupStorageSize;
 }
 
-MatvecShape matvec_shape(const OpContext& o, const GpuWeight& W, uint32_t tuple) {
+namespace {
+// matvec_shape() without its two launch-fit errors: `why` gets the first one that applies (empty when
+// the launch fits). Invalid settings still throw.
+MatvecShape matvec_shape_fit(const OpContext& o, const GpuWeight& W, uint32_t tuple, std::string& why) {
   const bool sw = o.ctx.info().is_software();
   const uint32_t N = W.N, nb = W.K / W.block;
   // By shape on hardware adapters (H200 sweep and decode A/B, bench/results/2026-12-02-h200-matvec/):
@@ -343,13 +345,21 @@ MatvecShape matvec_shape(const OpContext& o, const GpuWeight& W, uint32_t tuple)
   const uint32_t max_threads = o.ctx.info().limits.maxComputeInvocationsPerWorkgroup;
   while (rows > step && rows / rpt * sh.lanes > max_threads) rows -= step;
   if (rows / rpt * sh.lanes > max_threads)
-    throw Error("matvec: " + std::to_string(rows / rpt) + " row groups x " + std::to_string(sh.lanes) +
-                " lanes exceeds maxComputeInvocationsPerWorkgroup");
-  if (ceil_div(N, rows) > o.ctx.info().limits.maxComputeWorkgroupsPerDimension)
-    throw Error("matvec: " + std::to_string(N) + " rows in workgroups of " + std::to_string(rows) +
-                " exceed maxComputeWorkgroupsPerDimension");
+    why = "matvec: " + std::to_string(rows / rpt) + " row groups x " + std::to_string(sh.lanes) +
+          " lanes exceeds maxComputeInvocationsPerWorkgroup";
+  else if (ceil_div(N, rows) > o.ctx.info().limits.maxComputeWorkgroupsPerDimension)
+    why = "matvec: " + std::to_string(N) + " rows in workgroups of " + std::to_string(rows) +
+          " exceed maxComputeWorkgroupsPerDimension";
   sh.rows = rows;
   sh.rows_per_thread = rpt;
+  return sh;
+}
+}  // namespace
+
+MatvecShape matvec_shape(const OpContext& o, const GpuWeight& W, uint32_t tuple) {
+  std::string why;
+  const MatvecShape sh = matvec_shape_fit(o, W, tuple, why);
+  if (!why.empty()) throw Error(why);
   return sh;
 }
 
@@ -405,14 +415,12 @@ void matmul_qkv_rope_kv(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_s
 
 bool matmul_conv_in_applies(const OpContext& o, const GpuWeight& W, uint32_t T) {
   if (!o.opt.fuse_conv_in || T != 1 || !matvec_enabled(o) || T > matvec_max_tokens(o) || W.N % 3) return false;
-  // The triples' smallest launch (matvec_shape with tuple 3 shrinks to it) must fit the adapter,
-  // e.g. not 3 row groups of 128 lanes under a 256-invocation limit. Checked here rather than by
-  // catching matvec_shape's error: this file has no landing pads in the browser build.
-  const MatvecShape sh = matvec_shape(o, W);
-  const uint32_t step = std::lcm(3u, sh.rows_per_thread);
-  const auto& lim = o.ctx.info().limits;
-  return step / sh.rows_per_thread * sh.lanes <= lim.maxComputeInvocationsPerWorkgroup &&
-         ceil_div(W.N, step) <= lim.maxComputeWorkgroupsPerDimension;
+  // The triples' launch must fit the adapter (e.g. not 3 row groups of 128 lanes under a
+  // 256-invocation limit): asked without catching matvec_shape's error, since this file has no
+  // landing pads in the browser build.
+  std::string why;
+  matvec_shape_fit(o, W, 3, why);
+  return why.empty();
 }
 
 void matmul_conv_in(OpContext& o, const GpuWeight& W, F32Ref x, const gpu::Buffer* norm_w, float eps, F32Ref y,
