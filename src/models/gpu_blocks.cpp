@@ -132,12 +132,11 @@ void GpuModel::attention(Pass& p, uint32_t layer, const Vector& norm, const Atte
     kernels::QkvRopeKv rk{Q, KV, HD, c_.rope_dims, p.segs[0].pos0, c_.rope_neox, &table,
                           kv.keys().binding(), kv.values().binding()};
     rk.bias = w.biased ? &w.bqkv : nullptr;
-    const bool fn = o.opt.fuse_norm;
-    if (!fn) kernels::rmsnorm(o, {x_, 0}, D, norm, {h_, 0}, D, T, D, c_.rms_eps, norm_label_);
+    const NormedInput in = normed_input(o, norm, T);
     for (const StackedPart& part : w.qkv) {
       rk.row0 = part.row0;
-      kernels::matmul_qkv_rope_kv(o, part.w, {fn ? x_ : h_, 0}, D, fn ? &norm : nullptr, fn ? c_.rms_eps : 0.0f,
-                                  {proj_, part.row0}, S, T, rk, part.label.c_str());
+      kernels::matmul_qkv_rope_kv(o, part.w, {in.x, 0}, D, in.norm, c_.rms_eps, {proj_, part.row0}, S, T, rk,
+                                  part.label.c_str());
     }
   } else {
     record_norm_proj(o, c_, x_, norm, h_, std::span<const StackedPart>(w.qkv), proj_, S, T, norm_label_);
@@ -196,14 +195,20 @@ void GpuModel::attention(Pass& p, uint32_t layer, const Vector& norm, const Atte
   kernels::matmul(o, w.wo, {att_, 0}, S, {x_, 0}, D, T, true, "attn_output");
 }
 
+GpuModel::NormedInput GpuModel::normed_input(kernels::OpContext& o, const Vector& norm, uint32_t T) {
+  if (o.opt.fuse_norm) return {x_, &norm};
+  const uint32_t D = c_.d_model;
+  kernels::rmsnorm(o, {x_, 0}, D, norm, {h_, 0}, D, T, D, c_.rms_eps, norm_label_);
+  return {h_, nullptr};
+}
+
 void GpuModel::short_conv(Pass& p, uint32_t layer, const Vector& norm, const ShortConv& w) {
   kernels::OpContext& o = p.o;
   const uint32_t D = c_.d_model;
   if (p.segs.size() == 1 && kernels::matmul_conv_in_applies(o, w.in_proj, p.T)) {  // --fuse-conv-in: the conv in the epilogue
-    const bool fn = o.opt.fuse_norm;
-    if (!fn) kernels::rmsnorm(o, {x_, 0}, D, norm, {h_, 0}, D, p.T, D, c_.rms_eps, norm_label_);
+    const NormedInput in = normed_input(o, norm, p.T);
     const kernels::ConvIn ci{D, w.L, &w.conv, gpu::Binding(p.segs[0].seq->conv(layer).conv_state().buffer()), 0};
-    kernels::matmul_conv_in(o, w.in_proj, {fn ? x_ : h_, 0}, fn ? &norm : nullptr, c_.rms_eps, {att_, 0}, ci);
+    kernels::matmul_conv_in(o, w.in_proj, {in.x, 0}, in.norm, c_.rms_eps, {att_, 0}, ci);
     return kernels::matmul(o, w.out_proj, {att_, 0}, D, {x_, 0}, D, p.T, true, "shortconv_out_proj");
   }
   record_norm_proj(o, c_, x_, norm, h_, {{&w.in_proj, 0, "shortconv_in_proj"}}, proj_, 3 * D, p.T, norm_label_);

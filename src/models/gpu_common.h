@@ -387,6 +387,14 @@ class GpuModel : public Model, public Blocks<GpuBlockTypes> {
     std::vector<bool> rope_done, attn_done;  // per segment: covered by a group's launch
   };
   BatchPlan plan_batch(const kernels::OpContext& o, std::span<const BatchSeg> segs);
+  /// The input of a decode projection that starts with the mixer's input norm (T <= kFusedMaxTokens):
+  /// with --fuse-norm x_ and the norm weights for the matrix kernel's prologue; without, h_ after an
+  /// rmsnorm dispatch (label norm_label_) and no weights.
+  struct NormedInput {
+    const gpu::Buffer& x;
+    const gpu::Buffer* norm;
+  };
+  NormedInput normed_input(kernels::OpContext& o, const Vector& norm, uint32_t T);
   BatchPlan plan_;                  // this forward's (begin_body())
   gpu::Buffer batch_tab_, batch_split_;  // plan_batch()'s table and split partials, grown on demand
   // embedding(): the table's stored bytes when its rows are gathered on the host; the head's row
