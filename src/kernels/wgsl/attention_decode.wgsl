@@ -149,6 +149,16 @@ fn rope_pair(j: u32) -> vec3u {
   return vec3u(j - 1u, j / 2u, 0u);
 #endif
 }
+
+// Element j of a normed head after RoPE at table row c0: x its normed value, xo its pair partner's
+// (rope_pair(j).x; unused past rot), by rope.wgsl's expressions.
+fn rotated(j: u32, x: f32, xo: f32, c0: u32) -> f32 {
+  if (j >= p.rot) { return x; }
+  let pr = rope_pair(j);
+  let c = cs[c0 + pr.y];
+  if (pr.z == 1u) { return x * c.x - xo * c.y; }
+  return xo * c.y + x * c.x;
+}
 #endif
 
 @compute @workgroup_size(NT)
@@ -201,15 +211,8 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     var v: vec4<f32>;
     for (var i = 0u; i < 4u; i++) {
       let j = 4u * (e4 % HD4) + i;
-      let x = qs[g * HD4 + j / 4u][j % 4u] * sc * qw[j];
-      var y = x;
-      if (j < p.rot) {
-        let pr = rope_pair(j);
-        let xo = qs[g * HD4 + pr.x / 4u][pr.x % 4u] * sc * qw[pr.x];
-        let c = cs[c0 + pr.y];
-        if (pr.z == 1u) { y = x * c.x - xo * c.y; } else { y = xo * c.y + x * c.x; }
-      }
-      v[i] = y;
+      let jo = select(j, rope_pair(j).x, j < p.rot);
+      v[i] = rotated(j, qs[g * HD4 + j / 4u][j % 4u] * sc * qw[j], qs[g * HD4 + jo / 4u][jo % 4u] * sc * qw[jo], c0);
     }
     qn[(e4 - l) / NT] = v;
   }
@@ -235,15 +238,8 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
       var kv: vec4<f32>;
       for (var i = 0u; i < 4u; i++) {
         let j = 4u * j4 + i;
-        let x = q[kb0 + j] * ksc * kw[j];
-        var y = x;
-        if (j < p.rot) {
-          let pr = rope_pair(j);
-          let xo = q[kb0 + pr.x] * ksc * kw[pr.x];
-          let c = cs[c0 + pr.y];
-          if (pr.z == 1u) { y = x * c.x - xo * c.y; } else { y = xo * c.y + x * c.x; }
-        }
-        kv[i] = y;
+        let jo = select(j, rope_pair(j).x, j < p.rot);
+        kv[i] = rotated(j, q[kb0 + j] * ksc * kw[j], q[kb0 + jo] * ksc * kw[jo], c0);
       }
       kc[row + j4] = kv;
       vc[row + j4] = vec4<f32>(q[vb + 4u * j4], q[vb + 4u * j4 + 1u], q[vb + 4u * j4 + 2u], q[vb + 4u * j4 + 3u]);
