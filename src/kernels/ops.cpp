@@ -45,8 +45,8 @@ Defines weight_defines(const OpContext& o, const GpuWeight& W) {
 // ops_params_layouts() at the end). MatmulParams is beside matmul_params().
 struct RopeKvParams { uint32_t T, Hq, HD, rot, pos0, q_off, q_stride, k_off, v_off, kv_stride, kv_dim, table_pairs, tab_off; };
 WGLLM_PARAMS(RopeKvParams, T, Hq, HD, rot, pos0, q_off, q_stride, k_off, v_off, kv_stride, kv_dim, table_pairs, tab_off);
-struct EmbedParams { uint32_t K, N, T, nb, soff, y_off; };
-WGLLM_PARAMS(EmbedParams, K, N, T, nb, soff, y_off);
+struct EmbedParams { uint32_t K, N, T, nb, soff, y_off, row0; };
+WGLLM_PARAMS(EmbedParams, K, N, T, nb, soff, y_off, row0);
 struct RmsnormParams { uint32_t D; float eps; uint32_t x_off, y_off, x_stride, y_stride; };
 WGLLM_PARAMS(RmsnormParams, D, eps, x_off, y_off, x_stride, y_stride);
 struct RopeParams { uint32_t T, H, HD, rot, pos0, off, stride, table_pairs; };
@@ -474,13 +474,16 @@ void rope_kv_store_rows(OpContext& o, const gpu::Buffer& src, uint32_t q_off, ui
           vc, &rows, rows_off);
 }
 
-void embed(OpContext& o, const GpuWeight& table, const gpu::Buffer& tokens, uint32_t T, F32Ref y) {
+void embed(OpContext& o, const GpuWeight& table, const gpu::Buffer& tokens, uint32_t T, F32Ref y, uint32_t row0) {
   const auto& p = get(o, "embed", weight_defines(o, table),
                       {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
   const uint32_t nb = table.K / table.block;
-  EmbedParams prm{table.K, table.N, T, nb, table.soff, y.off};
-  o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Weights, table.bytes() / table.N * T).r(gpu::Traffic::Activations, 4ull * T)
-                    .w(gpu::Traffic::Activations, 4ull * T * table.K));
+  EmbedParams prm{table.K, table.N, T, nb, table.soff, y.off, row0};
+  // Which part of a split table holds a token's row is known on the device only: the T rows (read
+  // and written) are declared once, by the part holding row 0.
+  const uint64_t rows = row0 == 0 ? T : 0;
+  o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Weights, table.bytes() / table.N * rows).r(gpu::Traffic::Activations, 4ull * T)
+                    .w(gpu::Traffic::Activations, 4ull * rows * table.K));
   o.rec.dispatch(p, {table.buf, tokens, y.buf}, prm, ceil_div(nb, 64), T, 1, "embed");
 }
 

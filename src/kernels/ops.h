@@ -192,8 +192,12 @@ void rope_kv_store_rows(OpContext& o, const gpu::Buffer& src, uint32_t q_off, ui
                         const gpu::Buffer& table, bool neox, gpu::Binding kc, gpu::Binding vc, const gpu::Buffer& rows,
                         uint32_t rows_off, uint32_t n);
 
-/// y[t, :] = dequant(table row tokens[t]); tokens: u32 buffer of T ids; y: [T, K].
-void embed(OpContext& o, const GpuWeight& table, const gpu::Buffer& tokens, uint32_t T, F32Ref y);
+/// y[t, :] = dequant(table row tokens[t] - row0) for the ids in [row0, row0 + table.N); tokens: u32
+/// buffer of T ids; y: [T, K]. A row whose id lies outside the table's range is left as it is: a
+/// table split into row blocks (one storage binding each, models/gpu_common.h GpuModel::embedding)
+/// is one call per block, each writing the rows of its ids. Ids are checked against the vocabulary
+/// before they reach the device (the device's own argmax gives ids < vocab).
+void embed(OpContext& o, const GpuWeight& table, const gpu::Buffer& tokens, uint32_t T, F32Ref y, uint32_t row0 = 0);
 
 /// RMSNorm over rows of D: y[t] = x[t] / sqrt(mean(x[t]^2) + eps) * w.
 void rmsnorm(OpContext& o, F32Ref x, uint32_t x_stride, const gpu::Buffer& w, F32Ref y,

@@ -348,6 +348,26 @@ TEST(Ops, EmbedRmsnormSiluArgmax) {
   auto got = e.download(yb, size_t(T) * K);
   for (uint32_t t = 0; t < T; ++t)
     for (uint32_t k = 0; k < K; ++k) ASSERT_EQ(got[t * K + k], table[toks[t] * K + k]);
+  // The table in row blocks [0, 20), [20, 40), [40, 50) (a table over one storage binding), one
+  // call each: every row written by the block holding its id, the same bits; rows of ids outside a
+  // block untouched (sentinel).
+  const uint64_t rb = dtype_row_bytes(DType::Q8_0, K);
+  auto ys = e.upload(std::vector<float>(size_t(T) * K, -7.0f));
+  std::vector<GpuWeight> parts;
+  for (uint32_t r0 : {0u, 20u, 40u})
+    parts.push_back(upload_weight(*e.ctx, pack_weight(DType::Q8_0, blocks.data() + r0 * rb, K, std::min(20u, N - r0)), "emb"));
+  e.rec.begin();
+  embed(o, parts[1], tb, T, {ys, 0}, 20);
+  e.rec.submit();
+  auto one = e.download(ys, size_t(T) * K);
+  for (uint32_t t = 0; t < T; ++t)
+    for (uint32_t k = 0; k < K; ++k)
+      ASSERT_EQ(one[t * K + k], toks[t] >= 20 && toks[t] < 40 ? table[toks[t] * K + k] : -7.0f) << t << " " << k;
+  e.rec.begin();
+  embed(o, parts[0], tb, T, {ys, 0}, 0);
+  embed(o, parts[2], tb, T, {ys, 0}, 40);
+  e.rec.submit();
+  ASSERT_EQ(e.download(ys, size_t(T) * K), got) << "the split table's rows differ from the whole table's";
 
   const uint32_t D = 577;  // not a multiple of the workgroup size
   auto x = randn(size_t(T) * D, 1, 3.0f), w = randn(D, 2);

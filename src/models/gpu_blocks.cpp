@@ -293,21 +293,12 @@ void GpuModel::delta_net(Pass& p, uint32_t layer, const Vector& norm, const Delt
 // ---- Per step, outside the blocks (here for the browser build's no-landing-pad compile) ----
 
 void GpuModel::begin_body(kernels::OpContext& o, std::span<const BatchSeg> segs, std::span<const int32_t> toks) {
-  const uint32_t T = uint32_t(toks.size()), D = c_.d_model;
+  const uint32_t T = uint32_t(toks.size());
   plan_ = plan_batch(o, segs);
-  if (host_embed_) {
-    // Rows gathered on the host (embedding()): dequantize() of the stored row, as the CPU reference
-    // does; queued before this step's submission.
-    std::vector<float> rows(size_t(T) * D);
-    for (uint32_t t = 0; t < T; ++t)
-      dequantize(embed_type_, embed_host_.data() + uint64_t(toks[t]) * embed_row_bytes_, &rows[size_t(t) * D], D);
-    x_.write(*ctx_, 0, rows.data(), rows.size() * 4);
-    rec_->begin();
-    return;
-  }
   const gpu::Buffer& ids = token_ids(tokens_, amax_, toks, segs.size() > 1);
   rec_->begin();
-  kernels::embed(o, embed_, ids, T, {x_, 0});
+  if (embed_split_.empty()) kernels::embed(o, embed_, ids, T, {x_, 0});
+  for (const HeadPart& part : embed_split_) kernels::embed(o, *part.w, ids, T, {x_, 0}, part.row0);
 }
 
 int32_t GpuModel::finish_split_head(kernels::OpContext& o, uint32_t last_row, HeadOut out, std::vector<float>* logits) {

@@ -190,9 +190,7 @@ int32_t GpuModel::forward_argmax(Sequence& seq, std::span<const int32_t> toks) {
 uint64_t GpuModel::forward_argmax_async(Sequence& seq, std::span<const int32_t> toks, bool undoable) {
   if (!async_argmax())
     throw Error(std::string("pipelined greedy decoding is not available on this model: ") +
-                (!opt_.decode_pipeline ? "--decode-pipeline is off"
-                 : rec_->profiling()   ? "per-dispatch profiling is on"
-                                       : "its embedding rows are gathered on the host"));
+                (!opt_.decode_pipeline ? "--decode-pipeline is off" : "per-dispatch profiling is on"));
   const bool chained = toks.empty();
   if (chained && !amax_ready_) throw Error("forward_argmax_async: the last forward did not end in argmax (no id on the device)");
   const int32_t placeholder = 0;  // checked as an id; the embedding reads the device's id instead
@@ -334,27 +332,29 @@ void GpuModel::embedding(const TensorRef& embed, const TensorRef* lm_head) {
   const TensorRef& head = lm_head ? *lm_head : embed;
   const double embed_row = packed_per_row(embed), head_row = lm_head ? packed_per_row(head) : embed_row;
   auto too_big = [&](const TensorRef& t, double row) { return row * double(t.shape[1]) > 0.9 * double(lim); };
-  if (too_big(embed, embed_row)) {
-    host_embed_ = true;
-    embed_type_ = embed.type;
-    embed_row_bytes_ = dtype_row_bytes(embed.type, embed.shape[0]);
-    embed_host_ = embed.bytes();
-  } else {
-    embed_ = weight({&embed}, "token_embd");
-  }
-  if (too_big(head, head_row)) {
-    const uint64_t row_bytes = dtype_row_bytes(head.type, head.shape[0]);
-    const uint32_t N = uint32_t(head.shape[1]);
-    const uint32_t rows = std::max<uint32_t>(64, uint32_t(0.8 * double(lim) / head_row) / 64 * 64);
+  // t in blocks of rows (a multiple of 64 filling 80% of a binding), one GPU matrix each.
+  auto split = [&](const TensorRef& t, double row, const std::string& label, std::vector<kernels::GpuWeight>& parts,
+                   std::vector<uint32_t>& row0s) {
+    const uint64_t row_bytes = dtype_row_bytes(t.type, t.shape[0]);
+    const uint32_t N = uint32_t(t.shape[1]);
+    const uint32_t rows = std::max<uint32_t>(64, uint32_t(0.8 * double(lim) / row) / 64 * 64);
     for (uint32_t r0 = 0; r0 < N; r0 += rows) {
       const uint32_t n = std::min(rows, N - r0);
-      head_parts_.push_back(upload_rows(*ctx_, head.type, uint32_t(head.shape[0]),
-                                        {RowBlock{&head, r0 * row_bytes, n * row_bytes, n}},
-                                        "output." + std::to_string(head_parts_.size()), mem_));
-      head_row0_.push_back(r0);
+      parts.push_back(upload_rows(*ctx_, t.type, uint32_t(t.shape[0]), {RowBlock{&t, r0 * row_bytes, n * row_bytes, n}},
+                                  label + "." + std::to_string(parts.size()), mem_));
+      row0s.push_back(r0);
     }
-  } else if (lm_head) {
-    lm_head_ = weight({lm_head}, "output");
+  };
+  if (too_big(head, head_row)) split(head, head_row, "output", head_parts_, head_row0_);
+  else if (lm_head) lm_head_ = weight({lm_head}, "output");
+  if (!too_big(embed, embed_row)) {
+    embed_ = weight({&embed}, "token_embd");
+  } else if (!lm_head) {  // tied: the head's blocks are this table's (split above: the same size)
+    for (size_t i = 0; i < head_parts_.size(); ++i) embed_split_.push_back({&head_parts_[i], head_row0_[i]});
+  } else {
+    std::vector<uint32_t> row0s;
+    split(embed, embed_row, "token_embd", embed_parts_, row0s);
+    for (size_t i = 0; i < embed_parts_.size(); ++i) embed_split_.push_back({&embed_parts_[i], row0s[i]});
   }
 }
 

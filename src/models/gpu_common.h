@@ -128,7 +128,7 @@ class GpuModel : public Model, public Blocks<GpuBlockTypes> {
   std::vector<std::unique_ptr<Sequence>> new_sequences(uint32_t n, uint32_t ctx) override;
   void forward(Sequence& seq, std::span<const int32_t> toks, std::vector<float>* logits) override;
   int32_t forward_argmax(Sequence& seq, std::span<const int32_t> toks) override;
-  bool async_argmax() const override { return opt_.decode_pipeline && device_token_input() && !rec_->profiling(); }
+  bool async_argmax() const override { return opt_.decode_pipeline && !rec_->profiling(); }
   uint64_t forward_argmax_async(Sequence& seq, std::span<const int32_t> toks, bool undoable) override;
   int32_t argmax_result(uint64_t ticket) override;
   /// On the device: each prefill-chunk submission ends with the output norm and head on its
@@ -163,10 +163,12 @@ class GpuModel : public Model, public Blocks<GpuBlockTypes> {
   Vector vector(const std::vector<float>& v, const std::string& label) override;
   /// Weights larger than one storage binding (the adapter's maxStorageBufferBindingSize; lavapipe
   /// and browsers: 128 MiB, which the 150k-262k-row vocabularies of Qwen2.5, Gemma 3 and Qwen3.5
-  /// exceed): the embedding is kept as stored bytes on the host and its rows gathered per step
-  /// (dequantize() of the stored row, as the CPU reference does); the output head is uploaded as
-  /// blocks of rows, one matmul each into its range of the logits. Test hook: the environment
-  /// variable WGLLM_TEST_MAX_BINDING_BYTES lowers the limit, so that tiny models take these paths.
+  /// exceed) are uploaded as blocks of rows, one binding each: the output head as one matmul per
+  /// block into its range of the logits, the embedding as one embed dispatch per block, each
+  /// writing the rows of the ids it holds (kernels::embed; the ids stay on the device, so pipelined
+  /// decoding works, and no copy of the table stays in host memory). A tied table is uploaded once:
+  /// the embedding reads the head's blocks. Test hook: the environment variable
+  /// WGLLM_TEST_MAX_BINDING_BYTES lowers the limit, so that tiny models take these paths.
   void embedding(const TensorRef& embed, const TensorRef* lm_head) override;
   Ffn ffn_weights(const TensorRef& gate, const TensorRef& up, const TensorRef& down, const std::string& prefix,
                   const FfnOptions& o) override;
@@ -208,9 +210,9 @@ class GpuModel : public Model, public Blocks<GpuBlockTypes> {
   }
   /// The device sequences are allocated on.
   gpu::Context* device() const { return ctx_.get(); }
-  /// The start of a record_body(): the pool groups of a batch (plan_batch()); the rows gathered on
-  /// the host (embedding()), or the token ids (written,
-  /// or the previous step's argmax; token_ids()), the recorder begun, x_ = embed(ids) for every row.
+  /// The start of a record_body(): the pool groups of a batch (plan_batch()); the token ids (written,
+  /// or the previous step's argmax; token_ids()), the recorder begun, x_ = embed(ids) for every row
+  /// (one dispatch per row block of a split table, embedding()).
   void begin_body(kernels::OpContext& o, std::span<const BatchSeg> segs, std::span<const int32_t> toks);
   /// One submission for toks (size <= chunk_), appended to seq: record_body(), then finish_head()
   /// when out != None.
@@ -237,9 +239,6 @@ class GpuModel : public Model, public Blocks<GpuBlockTypes> {
   /// requested logits in one read, and fills the items. Submits without a head when no item asks.
   void finish_batch(kernels::OpContext& o, const gpu::Buffer& x, const gpu::Buffer& out_norm,
                     std::span<const HeadPart> parts, std::span<const BatchSeg> segs, std::span<BatchItem* const> items);
-  /// Whether the embedding reads token ids from a GPU buffer (async_argmax() needs it): not when
-  /// its rows are gathered on the host (embedding()).
-  bool device_token_input() const { return !host_embed_; }
   /// The token ids of a chunk for the embedding: writes toks into `tokens` (queued) and returns
   /// it, or, in a forward_argmax_async() with no tokens (never a batch of several sequences,
   /// `batch`), returns `amax` (the previous forward's argmax, still on the device) without writing.
@@ -397,14 +396,12 @@ class GpuModel : public Model, public Blocks<GpuBlockTypes> {
   NormedInput normed_input(kernels::OpContext& o, const Vector& norm, uint32_t T);
   BatchPlan plan_;                  // this forward's (begin_body())
   gpu::Buffer batch_tab_, batch_split_;  // plan_batch()'s table and split partials, grown on demand
-  // embedding(): the table's stored bytes when its rows are gathered on the host; the head's row
-  // blocks (vocab ids from head_row0_[i]) when it is split.
-  bool host_embed_ = false;
-  DType embed_type_ = DType::F32;
-  uint64_t embed_row_bytes_ = 0;
-  std::vector<uint8_t> embed_host_;
+  // embedding(): the head's row blocks (vocab ids from head_row0_[i]) when it is split; the
+  // embedding's blocks when it is split (embed_split_: embed_parts_, or head_parts_ for a tied table).
   std::vector<kernels::GpuWeight> head_parts_;
   std::vector<uint32_t> head_row0_;
+  std::vector<kernels::GpuWeight> embed_parts_;
+  std::vector<HeadPart> embed_split_;
   int32_t finish_split_head(kernels::OpContext& o, uint32_t last_row, HeadOut out, std::vector<float>* logits);
   bool chained_ = false;     // the forward being recorded takes its token from the device (token_ids)
   bool amax_ready_ = false;  // the last forward ended in argmax: its id is on the device

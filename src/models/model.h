@@ -206,9 +206,8 @@ class Model {
   /// step reads back 4 bytes instead of the vocab logits). Ties go to the lowest id.
   virtual int32_t forward_argmax(Sequence& seq, std::span<const int32_t> tokens) = 0;
   /// Pipelined greedy decoding (ModelOptions::decode_pipeline; runtime/decode_pipeline.h drives
-  /// it). True when forward_argmax_async() is available: the switch is on, the backend is WebGPU,
-  /// the embedding reads its ids on the device (not rows gathered on the host for a table larger
-  /// than one storage binding) and per-dispatch profiling is off.
+  /// it). True when forward_argmax_async() is available: the switch is on, the backend is WebGPU
+  /// and per-dispatch profiling is off.
   virtual bool async_argmax() const { return false; }
   /// As forward_argmax() without waiting for the id: returns a ticket for argmax_result(). The id
   /// also stays on the device, where a call with `tokens` empty takes it as its one input token

@@ -16,6 +16,7 @@
 
 #include "models/model.h"
 #include "models/source.h"
+#include "parity_util.h"
 #include "runtime/generate.h"
 
 namespace wgllm::test {
@@ -58,16 +59,21 @@ inline void expect_same_run(const PipelineRun& a, const PipelineRun& b, const st
   }
 }
 
-/// The comparison on src: generations of n >= 4 tokens (ctx >= prompt + n + 8 positions).
+/// The comparison on src: generations of n >= 4 tokens (ctx >= prompt + n + 8 positions). With
+/// binding_cap, both models are created under ScopedBindingCap(binding_cap) (weights in row blocks).
 inline void expect_pipeline_identical(const ModelSource& src, const std::vector<int32_t>& prompt, uint32_t ctx,
-                                      uint32_t n = 9) {
+                                      uint32_t n = 9, const char* binding_cap = nullptr) {
   ModelOptions o;
   o.backend = BackendKind::WebGPU;
   o.context_length = ctx;
-  o.decode_pipeline = false;  // the plain loop (the switch is on by default)
-  auto plain = create_model(src, o);
-  o.decode_pipeline = true;
-  auto piped = create_model(src, o);
+  std::unique_ptr<Model> plain, piped;
+  {
+    const ScopedBindingCap cap(binding_cap);
+    o.decode_pipeline = false;  // the plain loop (the switch is on by default)
+    plain = create_model(src, o);
+    o.decode_pipeline = true;
+    piped = create_model(src, o);
+  }
   ASSERT_FALSE(plain->async_argmax());
   ASSERT_TRUE(piped->async_argmax()) << "the pipelined path is not taken";
   const auto never = [](int32_t) { return false; };

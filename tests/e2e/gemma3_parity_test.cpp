@@ -193,13 +193,14 @@ TEST(Gemma3RealFile, CpuAndGpuGreedyAgree) {
   expect_real_file_greedy_agree("models/gemma-3-270m-q4_k_m.gguf", "The capital of France is", 16);
 }
 
-// The WebGPU paths for weights over one storage binding (embedding rows gathered on the host,
-// output head in row blocks; real vocabularies on lavapipe) on this tiny model, through the
-// WGLLM_TEST_MAX_BINDING_BYTES hook (the head splits into several blocks): same logits as the
-// normal GPU model.
+// The WebGPU paths for weights over one storage binding (embedding and output head in row blocks,
+// one binding each; real vocabularies on lavapipe) on this tiny model, through the
+// WGLLM_TEST_MAX_BINDING_BYTES hook: both run in several dispatches, same logits as the normal GPU
+// model.
 TEST(Gemma3Parity, OversizedEmbeddingAndHeadPaths) {
   auto& f = fx();  // made before the hook is set
   const std::unique_ptr<Model> split = create_gpu_with_binding_cap(*f.src, 64, "8192");
+  expect_split_dispatches(*split);
   for (size_t T : {1, 9}) {
     auto ids = prompt(T, 40 + uint32_t(T));
     auto g = last_logits(*fx().gpu, ids), s = last_logits(*split, ids);

@@ -1,6 +1,7 @@
 // Helpers for model parity tests: fixtures, model loading per backend, logit comparison.
 #pragma once
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include <algorithm>
 #include <cmath>
@@ -19,6 +20,21 @@ namespace wgllm::test {
 
 // WGLLM_SOURCE_DIR / WGLLM_CACHE in the environment override the build-time paths (a test binary
 // run on another machine, e.g. the H200 device machine, from a copy of the repository).
+/// The test-only WGLLM_TEST_MAX_BINDING_BYTES hook (models/gpu_common.h GpuModel::embedding) set
+/// to max_bytes (nullptr: left unset) while this object lives: WebGPU models created meanwhile take
+/// the paths for weights over one storage binding. Unset again however the scope ends.
+struct ScopedBindingCap {
+  explicit ScopedBindingCap(const char* max_bytes) : set(max_bytes != nullptr) {
+    if (set) setenv("WGLLM_TEST_MAX_BINDING_BYTES", max_bytes, 1);
+  }
+  ~ScopedBindingCap() {
+    if (set) unsetenv("WGLLM_TEST_MAX_BINDING_BYTES");
+  }
+  ScopedBindingCap(const ScopedBindingCap&) = delete;
+  ScopedBindingCap& operator=(const ScopedBindingCap&) = delete;
+  bool set;
+};
+
 inline std::string env_or(const char* name, const char* def) {
   const char* v = std::getenv(name);
   return v && *v ? v : def;

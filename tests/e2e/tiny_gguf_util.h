@@ -17,6 +17,7 @@
 #include "models/model.h"
 #include "models/registry.h"
 #include "models/source.h"
+#include "decode_pipeline_util.h"
 #include "parity_util.h"
 #include "tokenizer/tokenizer.h"
 
@@ -143,44 +144,45 @@ inline std::vector<int32_t> random_prompt(size_t T, uint32_t seed, uint32_t voca
   return ids;
 }
 
-/// src on WebGPU with storage bindings capped at max_bytes (the test-only
-/// WGLLM_TEST_MAX_BINDING_BYTES hook, unset again whatever happens): the oversized-weight paths.
+/// src on WebGPU with storage bindings capped at max_bytes (ScopedBindingCap): the
+/// oversized-weight paths.
 inline std::unique_ptr<Model> create_gpu_with_binding_cap(const ModelSource& src, uint32_t context_length,
                                                           const char* max_bytes) {
-  setenv("WGLLM_TEST_MAX_BINDING_BYTES", max_bytes, 1);
+  const ScopedBindingCap cap(max_bytes);
   ModelOptions o;
   o.context_length = context_length;
   o.backend = BackendKind::WebGPU;
-  std::unique_ptr<Model> m;
-  try {
-    m = create_model(src, f32_activations(o));
-  } catch (...) {
-    unsetenv("WGLLM_TEST_MAX_BINDING_BYTES");
-    throw;
-  }
-  unsetenv("WGLLM_TEST_MAX_BINDING_BYTES");
-  return m;
+  return create_model(src, f32_activations(o));
 }
 
-/// The WebGPU paths for weights over one storage binding (GpuModel::embedding(): the embedding's
-/// rows gathered on the host, the output head in row blocks; the 150k-262k vocabularies in
-/// lavapipe's and browsers' 128 MiB bindings) on a tiny model through the binding cap of
-/// create_gpu_with_binding_cap(): the paths are taken (no device token input; several "output"
-/// dispatches in a step), last logits within tol of `gpu` (the same model without the cap) at a few
-/// lengths, and greedy tokens equal to `cpu`'s.
+/// A one-token forward of m (created under a binding cap) runs the embedding and the output head
+/// in several dispatches each (row blocks, GpuModel::embedding()).
+inline void expect_split_dispatches(Model& m) {
+  m.set_profiling(true);
+  auto seq = m.new_sequence(8);
+  const std::vector<int32_t> one{1};
+  std::vector<float> logits;
+  m.forward(*seq, one, &logits);
+  const auto ds = m.last_dispatches();
+  m.set_profiling(false);
+  auto count = [&](const char* label) {
+    return std::count_if(ds.begin(), ds.end(), [&](const gpu::KernelTime& k) { return k.label == label; });
+  };
+  EXPECT_GE(count("output"), 2) << "the head should run in row blocks";
+  EXPECT_GE(count("embed"), 2) << "the embedding should run in row blocks";
+}
+
+/// The WebGPU paths for weights over one storage binding (GpuModel::embedding(): the embedding and
+/// the output head in row blocks, one binding each; the 150k-262k vocabularies in lavapipe's and
+/// browsers' 128 MiB bindings) on a tiny model through the binding cap of
+/// create_gpu_with_binding_cap(): the paths are taken (several "embed" and "output" dispatches in a
+/// step), last logits within tol of `gpu` (the same model without the cap) at a few lengths, greedy
+/// tokens equal to `cpu`'s, and pipelined decoding (the ids stay on the device) identical to the
+/// plain loop under the cap (expect_pipeline_identical).
 inline void expect_oversized_embedding_paths(const ModelSource& src, Model& gpu, Model& cpu, uint32_t vocab,
                                              float tol) {
   const std::unique_ptr<Model> split = create_gpu_with_binding_cap(src, 128, "8192");
-  EXPECT_EQ(split->async_argmax(), false) << "the embedding's rows should be gathered on the host";
-  split->set_profiling(true);
-  auto seq = split->new_sequence(128);
-  const std::vector<int32_t> one{1};
-  std::vector<float> logits;
-  split->forward(*seq, one, &logits);
-  const auto ds = split->last_dispatches();
-  split->set_profiling(false);
-  EXPECT_GE(std::count_if(ds.begin(), ds.end(), [](const gpu::KernelTime& k) { return k.label == "output"; }), 2)
-      << "the head should run in row blocks";
+  expect_split_dispatches(*split);
   for (uint32_t T : {1u, 9u, 24u}) {
     const auto ids = random_prompt(T, 40 + T, vocab);
     const auto g = last_logits(gpu, ids), s = last_logits(*split, ids);
@@ -191,6 +193,7 @@ inline void expect_oversized_embedding_paths(const ModelSource& src, Model& gpu,
   }
   const auto ids = random_prompt(5, 9, vocab);
   EXPECT_EQ(greedy(*split, ids, 8), greedy(cpu, ids, 8));
+  expect_pipeline_identical(src, ids, 64, 9, "8192");
 }
 
 /// A real model file in the cache (slow; opt-in with WGLLM_REAL_MODEL_TESTS=1, skipped when not

@@ -1,6 +1,8 @@
 // defines: BE BE16 BE32
-// embed: out[t, :] = dequant(table row tokens[t]) (token embedding lookup), one thread per block.
-struct P { K: u32, N: u32, T: u32, nb: u32, soff: u32, y_off: u32 }
+// embed: out[t, :] = dequant(table row tokens[t] - row0) (token embedding lookup), one thread per
+// block, for the ids this table's rows [row0, row0 + N) hold; the other rows are left unwritten (a
+// table split into row blocks is one dispatch per block: kernels::embed in ops.h).
+struct P { K: u32, N: u32, T: u32, nb: u32, soff: u32, y_off: u32, row0: u32 }
 @group(0) @binding(0) var<storage, read> w: array<u32>;
 @group(0) @binding(1) var<storage, read> tokens: array<u32>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
@@ -16,7 +18,9 @@ fn main(@builtin(global_invocation_id) g: vec3u) {
   let b = g.x;
   let t = g.y;
   if (b >= p.nb || t >= p.T) { return; }
-  let tok = min(tokens[t], p.N - 1u);  // ids are validated on the CPU; clamp keeps reads in bounds
+  let id = tokens[t];
+  if (id < p.row0 || id - p.row0 >= p.N) { return; }  // another block's row (reads stay in bounds)
+  let tok = id - p.row0;
   let v = load_block(tok * p.nb + b);
   let o = p.y_off + t * p.K + b * BE;
   put(o, v.v0);
