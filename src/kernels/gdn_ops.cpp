@@ -1,6 +1,7 @@
 #include "kernels/gdn_ops.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "core/error.h"
 #include "kernels/params_layout.h"
@@ -237,37 +238,63 @@ uint64_t gdn_chunk_work_floats(uint32_t T, uint32_t C, uint32_t NV, uint32_t DK,
   return 2 * nch * NV * C * C + nch * NV * C + uint64_t(T) * NV * (DK + DV);
 }
 
+uint32_t gdn_chunk_for(const KernelOptions& k, uint32_t T) {
+  if (k.gdn_chunk < 1 || k.gdn_chunk > 256) throw Error("gdn_chunk must be in [1, 256], got " + std::to_string(k.gdn_chunk));
+  if (k.gdn_chunk_long > 256) throw Error("gdn_chunk_long must be in [0, 256], got " + std::to_string(k.gdn_chunk_long));
+  return k.gdn_chunk_long && T >= k.gdn_chunk_long_from ? k.gdn_chunk_long : k.gdn_chunk;
+}
+
+uint64_t gdn_chunk_work_floats_max(const KernelOptions& k, uint32_t T, uint32_t NV, uint32_t DK, uint32_t DV) {
+  uint64_t n = gdn_chunk_work_floats(T, gdn_chunk_for(k, 1), NV, DK, DV);
+  if (T >= k.gdn_chunk_long_from) n = std::max(n, gdn_chunk_work_floats(T, gdn_chunk_for(k, T), NV, DK, DV));
+  return n;
+}
+
+namespace {
+
+const std::vector<Bind> kScanBinds{Bind::ReadOnly, Bind::ReadWrite, Bind::ReadWrite, Bind::ReadWrite, Bind::Uniform};
+
+const gpu::Pipeline& chunk_prep_pipe(OpContext& o, uint32_t C) {
+  return get(o, "gdn_chunk_prep", {{"C", std::to_string(C)}}, {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
+}
+
+// The scan's tile for chunk C and its pipeline (gdn_chunk_scan_tiled, or gdn_chunk_scan when the
+// tile has no columns).
+std::pair<GdnScanTile, const gpu::Pipeline*> chunk_scan_pipe(OpContext& o, uint32_t C, uint32_t DK) {
+  const uint32_t cols = o.opt.gdn_scan_cols != kGdnScanColsAuto ? o.opt.gdn_scan_cols
+                        : o.ctx.info().is_software()           ? 0
+                                                               : 8;
+  const GdnScanTile t = gdn_scan_tile(C, DK, cols, o.ctx.info().limits.maxComputeWorkgroupStorageSize);
+  if (!t.cols) return {t, &get(o, "gdn_chunk_scan", {}, kScanBinds)};
+  const Defines ds{{"WG", std::to_string(t.threads)},       {"JB", std::to_string(t.cols)},
+                   {"SDIM", std::to_string(DK * t.cols)},   {"UDIM", std::to_string(C * t.cols)},
+                   {"CDIM", std::to_string(C)},             {"NP", std::to_string(ceil_div(C * t.cols, t.threads))}};
+  return {t, &get(o, "gdn_chunk_scan_tiled", ds, kScanBinds)};
+}
+
+}  // namespace
+
+void gdn_compile_chunked(OpContext& o, uint32_t C, uint32_t DK) {
+  chunk_prep_pipe(o, C);
+  chunk_scan_pipe(o, C, DK);
+}
+
 void gdn_chunked(OpContext& o, const GdnOperands& a, const gpu::Buffer& work) {
-  const uint32_t C = o.opt.gdn_chunk;
-  if (C < 1 || C > 256) throw Error("gdn_chunk must be in [1, 256], got " + std::to_string(C));
+  const uint32_t C = gdn_chunk_for(o.opt, a.T);
   const GdnParams prm = params(a, C);
   if (work.size() < 4 * gdn_chunk_work_floats(a.T, C, a.NV, a.DK, a.DV)) throw Error("gdn_chunked: work buffer too small");
   if (&work == &a.qkv || &work == &a.gates || &work == &a.state || &work == &a.out)
     throw Error("gdn_chunked: work must be a distinct buffer");
   const uint32_t nch = ceil_div(a.T, C);
-  const Defines d{{"C", std::to_string(C)}};
   const uint64_t io = 4ull * a.T * (2 * a.NK * a.DK + a.NV * a.DV);
   const uint64_t wk = 4ull * gdn_chunk_work_floats(a.T, C, a.NV, a.DK, a.DV), sb = 4ull * a.NV * a.DK * a.DV;
   o.rec.declare(TrafficBytes().r(Traffic::Activations, io + 8ull * a.T * a.NV).w(Traffic::Activations, wk));
-  o.rec.dispatch(get(o, "gdn_chunk_prep", d, {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform}),
-                 {a.qkv, a.gates, work}, prm, nch, a.NV, 1, "gdn_chunk_prep");
+  o.rec.dispatch(chunk_prep_pipe(o, C), {a.qkv, a.gates, work}, prm, nch, a.NV, 1, "gdn_chunk_prep");
   o.rec.declare(TrafficBytes().r(Traffic::Activations, io + wk).r(Traffic::Recurrent, sb).w(Traffic::Recurrent, sb)
                     .w(Traffic::Activations, 4ull * a.T * a.NV * a.DV));
-  const std::vector<Bind> binds{Bind::ReadOnly, Bind::ReadWrite, Bind::ReadWrite, Bind::ReadWrite, Bind::Uniform};
-  const uint32_t cols = o.opt.gdn_scan_cols != kGdnScanColsAuto ? o.opt.gdn_scan_cols
-                        : o.ctx.info().is_software()           ? 0
-                                                               : 8;
-  const GdnScanTile t = gdn_scan_tile(C, a.DK, cols, o.ctx.info().limits.maxComputeWorkgroupStorageSize);
-  if (!t.cols) {
-    o.rec.dispatch(get(o, "gdn_chunk_scan", {}, binds), {a.qkv, work, a.state, a.out}, prm, ceil_div(a.DV, 64), a.NV, 1,
-                   "gdn_chunk_scan");
-    return;
-  }
-  const Defines ds{{"WG", std::to_string(t.threads)},           {"JB", std::to_string(t.cols)},
-                   {"SDIM", std::to_string(a.DK * t.cols)},     {"UDIM", std::to_string(C * t.cols)},
-                   {"CDIM", std::to_string(C)},                 {"NP", std::to_string(ceil_div(C * t.cols, t.threads))}};
-  o.rec.dispatch(get(o, "gdn_chunk_scan_tiled", ds, binds), {a.qkv, work, a.state, a.out}, prm, ceil_div(a.DV, t.cols),
-                 a.NV, 1, "gdn_chunk_scan");
+  const auto [t, scan] = chunk_scan_pipe(o, C, a.DK);
+  o.rec.dispatch(*scan, {a.qkv, work, a.state, a.out}, prm, t.cols ? ceil_div(a.DV, t.cols) : ceil_div(a.DV, 64), a.NV, 1,
+                 "gdn_chunk_scan");
 }
 
 GdnScanTile gdn_scan_tile(uint32_t C, uint32_t DK, uint32_t cols, uint64_t workgroup_bytes) {

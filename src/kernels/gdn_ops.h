@@ -128,6 +128,17 @@ bool gdn_decode_fits(const GdnPrepShape& s);
 
 /// Floats of the work buffer gdn_chunked needs for T tokens with chunk size C.
 uint64_t gdn_chunk_work_floats(uint32_t T, uint32_t C, uint32_t NV, uint32_t DK, uint32_t DV);
+/// The chunk gdn_chunked uses for a forward of T tokens: KernelOptions::gdn_chunk_long when it is set
+/// (non-zero) and T >= gdn_chunk_long_from, else gdn_chunk (a length-dependent chunk: the prep phase
+/// grows with the chunk, the scan's sequential loop over chunks shrinks with it; H200 figures in the
+/// switch records). Throws wgllm::Error for a chunk outside 1..256 (gdn_chunk_long: 0..256).
+uint32_t gdn_chunk_for(const KernelOptions& k, uint32_t T);
+/// The largest gdn_chunk_work_floats() over the chunks gdn_chunk_for() picks for forwards of up to
+/// T tokens (the work buffer's size for a model's prefill chunk of T tokens).
+uint64_t gdn_chunk_work_floats_max(const KernelOptions& k, uint32_t T, uint32_t NV, uint32_t DK, uint32_t DV);
+/// Compiles gdn_chunked's pipelines for chunk C and key head dim DK (prep and scan) without
+/// dispatching: for variants the warm-up's short forwards never reach (gdn_chunk_long).
+void gdn_compile_chunked(OpContext& o, uint32_t C, uint32_t DK);
 /// KernelOptions::gdn_scan_cols's default: 8 columns on hardware adapters, 0 (the one-column
 /// scan) on software ones.
 constexpr uint32_t kGdnScanColsAuto = 0xFFFFFFFFu;
@@ -139,7 +150,7 @@ struct GdnScanTile { uint32_t cols = 0, threads = 0; };
 /// 4 * ((DK + C) * cols + 2C) bytes, fits `workgroup_bytes` (maxComputeWorkgroupStorageSize);
 /// {0, 0} when even one column does not fit (then the one-column-per-invocation kernel runs).
 GdnScanTile gdn_scan_tile(uint32_t C, uint32_t DK, uint32_t cols, uint64_t workgroup_bytes);
-/// Chunkwise parallel prefill of T >= 1 tokens, chunk size o.opt.gdn_chunk (1..256): two
+/// Chunkwise parallel prefill of T >= 1 tokens, chunk size gdn_chunk_for(o.opt, T) (1..256): two
 /// dispatches, gdn_chunk_prep (all chunks and heads in parallel) then the scan (sequential over
 /// chunks inside the kernel, parallel over heads and state columns): gdn_chunk_scan_tiled.wgsl,
 /// a tile of o.opt.gdn_scan_cols columns of each head's state in workgroup memory per workgroup

@@ -337,7 +337,7 @@ TEST(Ops, EmbedRmsnormSiluArgmax) {
   std::vector<float> table(size_t(K) * N);
   dequantize(DType::Q8_0, blocks.data(), table.data(), table.size());
   auto W = upload_weight(*e.ctx, pack_weight(DType::Q8_0, blocks.data(), K, N), "emb");
-  std::vector<uint32_t> toks = {49, 0, 17};
+  std::vector<uint32_t> toks = {49, 0, 27};
   gpu::Buffer tb(*e.ctx, 12, gpu::BufferKind::Storage, "tok");
   tb.write(*e.ctx, 0, toks.data(), 12);
   auto yb = e.upload(std::vector<float>(size_t(T) * K));

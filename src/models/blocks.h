@@ -71,8 +71,8 @@ class Blocks {
   virtual Vector vector(const TensorRef& t, const std::string& label) = 0;
   virtual Vector vector(const std::vector<float>& v, const std::string& label) = 0;
   /// The token embedding {d, vocab} and the output head {d, vocab} (nullptr: tied to the
-  /// embedding). The WebGPU backend keeps a table larger than one storage binding on the host (its
-  /// rows gathered per step) and splits such a head into row blocks.
+  /// embedding). The WebGPU backend splits a table larger than one storage binding into row blocks
+  /// (one buffer each; a tied table's blocks serve both the embedding and the head).
   virtual void embedding(const TensorRef& embed, const TensorRef* lm_head) = 0;
   /// A gated FFN: gate, up {d, ffn}, down {ffn, d}; its activation and post-norm (FfnOptions).
   virtual Ffn ffn_weights(const TensorRef& gate, const TensorRef& up, const TensorRef& down, const std::string& prefix,

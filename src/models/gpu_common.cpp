@@ -112,8 +112,11 @@ uint32_t GpuModel::prefill_kernel_tokens() const {
 }
 
 void GpuModel::compile_switched_pipelines() {
-  if (c_.n_heads == 0) return;
   kernels::OpContext o{*ctx_, *pipes_, *rec_, opt_.kernels};
+  // --gdn-chunk-long: only forwards of at least --gdn-chunk-long-from tokens take it
+  if (gdn_dk_ && opt_.kernels.gdn_chunk_long && chunk_ >= opt_.kernels.gdn_chunk_long_from)
+    kernels::gdn_compile_chunked(o, kernels::gdn_chunk_for(opt_.kernels, chunk_), gdn_dk_);
+  if (c_.n_heads == 0) return;
   kernels::attention_compile_prefill_split(o, c_.head_dim);  // --attn-chunk: the warm-up's far forwards are short chunks
   if (opt_.kernels.sparse_attn) kernels::sparse_compile(o, c_.head_dim);
 }

@@ -268,7 +268,8 @@ class Model {
   virtual uint32_t prefill_kernel_tokens() const { return 9; }
   /// Compiles the pipelines of switched-on paths that the warm-up's short forwards cannot reach
   /// (--sparse-attn: taken only past its context threshold; the prefill kernels' key-split variant,
-  /// which with --attn-chunk only a long prefill from an empty cache takes). No-op on the CPU backend.
+  /// which with --attn-chunk only a long prefill from an empty cache takes; --gdn-chunk-long's
+  /// chunk, taken only by long forwards). No-op on the CPU backend.
   virtual void compile_switched_pipelines() {}
 };
 

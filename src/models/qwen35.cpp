@@ -305,7 +305,8 @@ class Qwen35Model final : public Base {
   Qwen35Model(const ModelSource& src, const ModelOptions& opt) : Base(src.config, opt), p_(qwen35_params(src)) {
     const ModelConfig& c = this->c_;
     if constexpr (std::is_same_v<Base, GpuModel>)
-      if (opt.kernels.gdn_chunk < 1 || opt.kernels.gdn_chunk > 256) throw Error("gdn_chunk must be in [1, 256]");
+      if (opt.kernels.gdn_chunk < 1 || opt.kernels.gdn_chunk > 256 || opt.kernels.gdn_chunk_long > 256)
+        throw Error("gdn_chunk must be in [1, 256] and gdn_chunk_long in [0, 256]");
     Qwen35Refs r = qwen35_refs(*src.tensors, c, p_);
     this->embedding(r.embed, c.tied_embeddings ? nullptr : &r.lm_head);
     this->out_norm_ = this->vector(qwen35_norm_weight(r.out_norm, p_), "output_norm");

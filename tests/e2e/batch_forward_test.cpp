@@ -1,6 +1,6 @@
 // Model::forward_batch (continuous batching) against each sequence run alone, on WebGPU, for
 // every architecture with a batched forward: tiny random llama, qwen2 (Q/K/V biases; also with
-// the embedding gathered on the host and the head split in row blocks) and gemma3 (sliding window
+// the embedding and the head split in row blocks) and gemma3 (sliding window
 // 8, crossed by the prompts) GGUFs written here, the tiny LFM2 (attention + ShortConv) and
 // Qwen3.5 (attention + Gated DeltaNet) fixtures, and SmolLM2-135M Q4_1 when
 // WGLLM_REAL_MODEL_TESTS=1 (slow on lavapipe: ~4 min; passes bit-identical there too).
@@ -100,7 +100,7 @@ Fixture& fixture_for(const std::string& name) {
   Fixture& f = all[name];
   if (!f.model) {
     f.src = ModelSource::open(path_of(name));
-    if (name == "qwen2_split") {  // 16 KiB bindings: embedding rows gathered on the host, head in 2 blocks
+    if (name == "qwen2_split") {  // 16 KiB bindings: embedding and head in row blocks
       f.model = create_gpu_with_binding_cap(*f.src, 128, "16384");
     } else {
       ModelOptions o;

@@ -122,8 +122,8 @@ TEST(Lfm2Parity, LastLogitsVsTransformersBothLoadersBothBackends) {
   }
 }
 
-// The embedding gathered on the host and the head in row blocks (GpuModel::embedding(), for tables
-// over one storage binding) on the tiny model through the binding cap.
+// The embedding and the head in row blocks on the GPU (GpuModel::embedding(), for tables over one
+// storage binding) on the tiny model through the binding cap.
 TEST(Lfm2Parity, OversizedEmbeddingAndHeadPaths) {
   auto& f = fx();
   expect_oversized_embedding_paths(*f.gguf, *f.gpu_gguf, *f.cpu_gguf, f.gguf->config.vocab, kTolGpuVsCpu);

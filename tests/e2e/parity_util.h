@@ -18,8 +18,6 @@
 
 namespace wgllm::test {
 
-// WGLLM_SOURCE_DIR / WGLLM_CACHE in the environment override the build-time paths (a test binary
-// run on another machine, e.g. the H200 device machine, from a copy of the repository).
 /// The test-only WGLLM_TEST_MAX_BINDING_BYTES hook (models/gpu_common.h GpuModel::embedding) set
 /// to max_bytes (nullptr: left unset) while this object lives: WebGPU models created meanwhile take
 /// the paths for weights over one storage binding. Unset again however the scope ends.
@@ -35,6 +33,8 @@ struct ScopedBindingCap {
   bool set;
 };
 
+// WGLLM_SOURCE_DIR / WGLLM_CACHE in the environment override the build-time paths (a test binary
+// run on another machine, e.g. the H200 device machine, from a copy of the repository).
 inline std::string env_or(const char* name, const char* def) {
   const char* v = std::getenv(name);
   return v && *v ? v : def;

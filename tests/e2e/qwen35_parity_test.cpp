@@ -78,8 +78,8 @@ TEST(Qwen35Parity, LastLogitsCpuVsTransformersVsWebGPU) {
   }
 }
 
-// Qwen3.5's 248k-row vocabulary exceeds a browser's 128 MiB storage binding: the embedding gathered on
-// the host and the head in row blocks (GpuModel::embedding()) on the tiny model through the binding cap.
+// Qwen3.5's 248k-row vocabulary exceeds a browser's 128 MiB storage binding: the embedding and the
+// head in row blocks on the GPU (GpuModel::embedding()) on the tiny model through the binding cap.
 TEST(Qwen35Parity, OversizedEmbeddingAndHeadPaths) {
   auto& f = fx();
   expect_oversized_embedding_paths(*f.src, f.gpu(), *f.cpu, f.src->config.vocab, kTolGpuVsCpu);
@@ -157,6 +157,34 @@ TEST(Qwen35Parity, GpuChunkSizeDoesNotChangeResults) {
     std::printf("gdn_chunk %3u: |gpu-cpu| %.2e\n", chunk, d.max_abs);
     EXPECT_LE(d.max_abs, kTolGpuVsCpu) << "chunk " << chunk;
   }
+}
+
+// --gdn-chunk-long: a forward of at least --gdn-chunk-long-from tokens takes the long chunk (the bits
+// of --gdn-chunk 32), a shorter one the default's (bits of --gdn-chunk 16); both within tolerance of
+// the CPU recurrence.
+TEST(Qwen35Parity, GdnChunkLongFollowsForwardLength) {
+  auto& f = fx();
+  const auto ids = ids_of(f.ref["prompts"][2]);
+  const uint32_t T = uint32_t(ids.size());
+  ASSERT_GT(T, 16u) << "the prompt should span more than one default chunk";
+  const auto want = last_logits(*f.cpu, ids);
+  auto run = [&](uint32_t chunk, uint32_t long_chunk, uint32_t from) {
+    ModelOptions o;
+    o.context_length = 512;
+    o.kernels.gdn_chunk = chunk;
+    o.kernels.gdn_chunk_long = long_chunk;
+    o.kernels.gdn_chunk_long_from = from;
+    auto m = create_model(*f.src, o);
+    m->compile_switched_pipelines();
+    return last_logits(*m, ids);
+  };
+  const auto c16 = run(16, 0, 2048), c32 = run(32, 0, 2048);
+  ASSERT_NE(std::memcmp(c16.data(), c32.data(), c16.size() * 4), 0) << "chunks 16 and 32 should differ in bits here";
+  const auto at = run(16, 32, T), below = run(16, 32, T + 1);
+  EXPECT_EQ(std::memcmp(at.data(), c32.data(), at.size() * 4), 0) << "a forward at the threshold should take chunk 32";
+  EXPECT_EQ(std::memcmp(below.data(), c16.data(), below.size() * 4), 0) << "a shorter forward should keep chunk 16";
+  EXPECT_LE(diff(at, want).max_abs, kTolGpuVsCpu);
+  EXPECT_LE(diff(below, want).max_abs, kTolGpuVsCpu);
 }
 
 // The prefill scan's tile (gdn_scan_cols: 0 = one column per invocation, 1 / 8 / 64 columns in

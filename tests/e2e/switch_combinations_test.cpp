@@ -75,6 +75,8 @@ const std::map<std::string, std::pair<int64_t, int64_t>> kExtremes = {
     {"argmax_loads", {1, 64}},
     {"attention_flash_split_tiles", {1, 64}},
     {"gdn_chunk", {1, 256}},
+    {"gdn_chunk_long", {0, 256}},
+    {"gdn_chunk_long_from", {2, 1 << 20}},
     {"gdn_scan_cols", {0, 64}},
     {"sparse_block", {16, 4096}},
     {"sparse_top_k", {0, 200}},
