@@ -35,8 +35,17 @@ void cpu_swiglu_ffn(const ModelConfig& c, const std::vector<float>& norm, const 
 
 void cpu_attention(const ModelConfig& c, const kernels::KernelOptions& ko, const float* q, uint32_t q_stride,
                    const float* kc, const float* vc, float* out, uint32_t o_stride, uint32_t n_past, uint32_t T,
-                   float scale, uint32_t chunk) {
+                   float scale, uint32_t chunk, uint32_t window) {
   const uint32_t Hq = c.n_heads, Hkv = c.n_kv_heads, HD = c.head_dim;
+  if (window) {
+    const size_t KV = size_t(Hkv) * HD;
+    for (uint32_t t = 0; t < T; ++t) {  // keys [pos - W + 1, pos] (pos_q - pos_k < W)
+      const uint32_t pos = n_past + t, first = pos >= window ? pos - window + 1 : 0;
+      ref::attention(q + size_t(t) * q_stride, kc + first * KV, vc + first * KV, out + size_t(t) * o_stride, pos - first,
+                     Hq, Hkv, HD, scale);
+    }
+    return;
+  }
   for (uint32_t s0 = 0; s0 < T; s0 += std::max<uint32_t>(chunk, 1)) {
     const uint32_t n = std::min(std::max<uint32_t>(chunk, 1), T - s0), pos0 = n_past + s0;
     const float* qs = q + size_t(s0) * q_stride;
@@ -217,15 +226,7 @@ void CpuModel::attention(Pass& p, uint32_t layer, const Vector& norm, const Atte
     std::copy_n(&v[size_t(t) * KV], KV, &vc[size_t(pos) * KV]);
   }
   const float scale = w.scale > 0 ? w.scale : 1.0f / std::sqrt(float(HD));
-  if (w.window) {
-    for (uint32_t t = 0; t < T; ++t) {  // keys [pos - W + 1, pos] (pos_q - pos_k < W)
-      const uint32_t pos = p.n_past + t, first = pos >= w.window ? pos - w.window + 1 : 0;
-      ref::attention(&q[size_t(t) * QR], kc + size_t(first) * KV, vc + size_t(first) * KV, &att[size_t(t) * Q],
-                     pos - first, c_.n_heads, c_.n_kv_heads, HD, scale);
-    }
-  } else {
-    cpu_attention(c_, kopt_, q.data(), QR, kc, vc, att.data(), Q, p.n_past, T, scale, chunk_);
-  }
+  cpu_attention(c_, kopt_, q.data(), QR, kc, vc, att.data(), Q, p.n_past, T, scale, chunk_, w.window);
   if (w.gate)
     for (uint32_t t = 0; t < T; ++t) ref::sigmoid_gate(&att[size_t(t) * Q], &q[size_t(t) * QR + Q], Q);
   if (w.post_norm.empty()) return ref::matmul(w.wo, att.data(), Q, p.x, D, T, true);

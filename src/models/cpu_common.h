@@ -170,11 +170,12 @@ void cpu_swiglu_ffn(const ModelConfig& c, const std::vector<float>& norm, const 
 /// block-sparse path of kernels/sparse_attention.h on the CPU twins (ref::sparse_block_means,
 /// ref::sparse_select, ref::attention_sparse). The rows are taken in groups of `chunk` tokens
 /// (cpu_chunk(): the WebGPU backend's submissions), each deciding dense or sparse and selecting
-/// blocks on its own, as a WebGPU forward split into chunks does. Throws wgllm::Error for a bad
-/// sparse config.
+/// blocks on its own, as a WebGPU forward split into chunks does. With a sliding window W > 0
+/// (Gemma 3's local layers) each row attends to keys [pos - W + 1, pos] only, densely. Throws
+/// wgllm::Error for a bad sparse config.
 void cpu_attention(const ModelConfig& c, const kernels::KernelOptions& ko, const float* q, uint32_t q_stride,
                    const float* kc, const float* vc, float* out, uint32_t o_stride, uint32_t n_past, uint32_t T,
-                   float scale, uint32_t chunk);
+                   float scale, uint32_t chunk, uint32_t window = 0);
 
 /// logits = lm_head(rmsnorm(x_last) * out_norm) ([vocab] floats).
 void cpu_logits(const ModelConfig& c, const float* x_last, const std::vector<float>& out_norm,
