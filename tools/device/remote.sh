@@ -62,6 +62,16 @@ wg_synth() {
       || { echo "[remote] write_gguf.py $m: $(tail -2 $W/synth/write_$m.txt)" >&2; rm -f ${WG_SYNTH[$m]}; return 1; }
   done
 }
+# The start of a recipe on synthetic files: the GPU check into $R/<gpu file> (default gpu.txt), the
+# synthetic-weights label, `wg_synth NAME...` (its errors also into $R/write_errors.txt); exits the
+# recipe when a file cannot be written. Usage: wg_synth_begin [--gpu FILE] NAME...
+wg_synth_begin() {
+  local gpu=gpu.txt
+  [ "${1:-}" = --gpu ] && { gpu=$2; shift 2; }
+  wg_gpu_check | tee $R/$gpu
+  echo "synthetic weights (tools/synth/write_gguf.py --seed 1): the text is noise, the speed is real" > $R/LABEL.txt
+  wg_synth "$@" 2> >(tee -a $R/write_errors.txt >&2) || { fail "synthetic files $*"; exit 1; }
+}
 # Starts the llama.cpp CUDA build from the carried sdist in the background, once per warm machine
 # ($W/lcpp.log ends with "BUILD_DONE <rc>"; llama-bench ~5.5 min on 16 cores; a call waits for it to
 # end before it returns). Arguments: the targets (default llama-bench; llama-server also configures

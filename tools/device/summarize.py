@@ -23,7 +23,7 @@ Reads, in DIR:
 Rows: metric, wgllm, peer, peer_value, ratio_ci (wgllm/peer, 95%), noise_band, config.
 Usage: python3 tools/device/summarize.py DIR --commit C --device "NVIDIA H200 (...)" [--date D]
 """
-import argparse, datetime, glob, json, os
+import argparse, datetime, glob, json, os, pathlib
 
 
 def median(xs):
@@ -51,6 +51,23 @@ def ab_rows(path, model, context, peer, wgllm_is_b, config="product"):
                      "context": context, "wgllm": w, "peer": peer, "peer_value": p,
                      "ratio_ci": ci, "noise_band": m["noise_band"], "config": config,
                      "broken_meter": m.get("broken", False), "source": os.path.basename(path)})
+    return rows
+
+
+def ab_rows_by_stem(raw, model, table, wgllm_is_b=True):
+    """ab_rows() of every `bench ab` JSON in raw whose file stem starts with a key of `table`
+    ({stem prefix: (peer label, config)}; the first matching key); the context "prompt P" from a stem
+    ending in _p<P>, else "prompt 512"."""
+    rows = []
+    for f in sorted(glob.glob(str(pathlib.Path(raw) / "*.json"))):
+        stem = os.path.basename(f)[:-5]
+        key = next((k for k in table if stem.startswith(k)), None)
+        if key is None:
+            continue
+        peer, config = table[key]
+        tail = stem.rpartition("_p")[2]
+        rows += ab_rows(f, model, f"prompt {tail if '_p' in stem and tail.isdigit() else '512'}", peer,
+                        wgllm_is_b=wgllm_is_b, config=config)
     return rows
 
 

@@ -15,9 +15,7 @@
 set -u
 source tools/device/remote.sh
 wg_results
-wg_gpu_check | tee $R/gpu_before.txt
-echo "synthetic weights (tools/synth/write_gguf.py --seed 1): the text is noise, the speed is real" > $R/LABEL.txt
-wg_synth smollm2 qwen25-1.5b 2> >(tee -a $R/write_errors.txt >&2) || { fail "synthetic files"; exit 1; }
+wg_synth_begin --gpu gpu_before.txt smollm2 qwen25-1.5b
 el "synthetic files"
 for m in smollm2 qwen25-1.5b; do
   M=${WG_SYNTH[$m]}

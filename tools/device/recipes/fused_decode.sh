@@ -19,9 +19,7 @@
 set -u
 source tools/device/remote.sh
 wg_results
-wg_gpu_check | tee $R/gpu_before.txt
-echo "synthetic weights (tools/synth/write_gguf.py --seed 1): the text is noise, the speed is real" > $R/LABEL.txt
-wg_synth lfm2-1.2b qwen35-0.8b 2> >(tee -a $R/write_errors.txt >&2) || { fail "synthetic files"; exit 1; }
+wg_synth_begin --gpu gpu_before.txt lfm2-1.2b qwen35-0.8b
 el "synthetic files"
 for part in ${PARTS:-tests diverge ab}; do
   wg_over && { fail "time budget: part $part not run"; continue; }

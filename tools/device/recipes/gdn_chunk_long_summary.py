@@ -6,13 +6,11 @@ raw/ = the unpacked results.tgz of tools/device/recipes/gdn_chunk_long.sh). Writ
   chunklong32_vs_product_p<P>.json             A = product, B = --gdn-chunk-long 32 (from 2048)
   chunklong32_from1024_vs_product_p1024.json   A = product, B = --gdn-chunk-long 32 --gdn-chunk-long-from 1024
 Rows: the candidate (B) as `wgllm`, the control (A) as `peer_value`, B/A's 95% interval, the noise band."""
-import glob
-import os
 import pathlib
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from summarize import ab_rows, write_summary  # noqa: E402 (tools/device/summarize.py)
+from summarize import ab_rows_by_stem, write_summary  # noqa: E402 (tools/device/summarize.py)
 
 here = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else ".").resolve()
 raw = here / "raw"
@@ -22,12 +20,4 @@ AB = {  # file stem prefix: (peer label, config of B)
     "chunklong32_from1024_vs_product": ("product", "switch --gdn-chunk-long 32 --gdn-chunk-long-from 1024"),
     "chunklong32_vs_product": ("product", "switch --gdn-chunk-long 32"),
 }
-rows = []
-for f in sorted(glob.glob(str(raw / "*.json"))):
-    stem = os.path.basename(f)[:-5]
-    key = next((k for k in AB if stem.startswith(k)), None)
-    if key is None:
-        continue
-    peer, config = AB[key]
-    rows += ab_rows(f, MODEL, f"prompt {stem.rpartition('_p')[2]}", peer, wgllm_is_b=True, config=config)
-write_summary(here, rows, "gpu.txt")
+write_summary(here, ab_rows_by_stem(raw, MODEL, AB), "gpu.txt")

@@ -17,9 +17,7 @@
 set -u
 source tools/device/remote.sh
 wg_results
-wg_gpu_check | tee $R/gpu.txt
-echo "synthetic weights (tools/synth/write_gguf.py --seed 1): the text is noise, the speed is real" > $R/LABEL.txt
-wg_synth qwen35-0.8b 2> >(tee -a $R/write_errors.txt >&2) || { fail "synthetic file qwen35-0.8b"; exit 1; }
+wg_synth_begin qwen35-0.8b
 M=${WG_SYNTH[qwen35-0.8b]}
 el "synthetic file"
 for part in ${PARTS:-tests kernel profile ab}; do

@@ -15,7 +15,7 @@ import pathlib
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from summarize import ab_rows, write_summary  # noqa: E402 (tools/device/summarize.py)
+from summarize import ab_rows_by_stem, write_summary  # noqa: E402 (tools/device/summarize.py)
 
 here = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else ".").resolve()
 raw = here / "raw"
@@ -47,13 +47,6 @@ AB = {  # file stem prefix: (peer label, config of B, context)
     "chunk64_vs_product": ("product", "switch --gdn-chunk 64"),
     "decode_control_cols0_vs_product": ("--gdn-scan-cols 0", "product"),
 }
-for f in sorted(glob.glob(str(raw / "*.json"))):
-    stem = os.path.basename(f)[:-5]
-    key = next((k for k in AB if stem.startswith(k)), None)
-    if key is None:
-        continue
-    peer, config = AB[key]
-    p = stem.rpartition("_p")[2] if "_p" in stem and stem.rpartition("_p")[2].isdigit() else "512"
-    rows += ab_rows(f, MODEL, f"prompt {p}", peer, wgllm_is_b=True, config=config)
+rows += ab_rows_by_stem(raw, MODEL, AB)
 
 write_summary(here, rows, "gpu.txt")
