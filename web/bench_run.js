@@ -4,7 +4,8 @@
 //   adapter   what navigator.gpu.requestAdapter() returns (vendor/architecture/description,
 //             fallback flag, features, limits: the real GPU or a CPU emulation?)
 //   greedy    `greedy` greedy tokens of PROMPT through engine.chat.completions.create (temperature 0,
-//             ignore_eos); compare with the native `wgllm run -p PROMPT -n 32 --ignore-eos --print-ids`
+//             ignore_eos; engine.completions.create, the raw text, for a model without a chat
+//             template); compare with the native `wgllm run -p PROMPT -n 32 --ignore-eos --print-ids`
 //   bench     engine.bench(): per prompt length, TTFT (ms) and decode tok/s in the product
 //             configuration, measured inside the engine like the native `wgllm bench`
 //             (web/wasm/engine.cpp wgllm_bench)
@@ -52,9 +53,14 @@ export async function runBench(model, opts, result) {
     log(`loaded: ${JSON.stringify(result.load)}`);
     if (opts.loadOnly) return result;
 
-    const g = await engine.chat.completions.create({ messages: [{ role: 'user', content: PROMPT }], temperature: 0,
-      max_tokens: greedy, ignore_eos: true });
-    result.greedy = { prompt: PROMPT, token_ids: g.wgllm.token_ids, text: g.choices[0].message.content, usage: g.usage };
+    // A base model (no chat template) continues PROMPT as raw text, as the native `wgllm run -p` does
+    // for such a model.
+    const raw = engine.info.chat_template === false;
+    const g = raw ? await engine.completions.create({ prompt: PROMPT, temperature: 0, max_tokens: greedy, ignore_eos: true })
+      : await engine.chat.completions.create({ messages: [{ role: 'user', content: PROMPT }], temperature: 0,
+        max_tokens: greedy, ignore_eos: true });
+    result.greedy = { prompt: PROMPT, mode: raw ? 'raw' : 'chat', token_ids: g.wgllm.token_ids,
+      text: raw ? g.choices[0].text : g.choices[0].message.content, usage: g.usage };
     log(`greedy: ${g.wgllm.token_ids.join(',')}`);
     if (opts.greedyOnly) { result.finished = new Date().toISOString(); return result; }
 

@@ -88,18 +88,21 @@ demo.send = async (text, params = {}) => {
   const out = bubble('assistant');
   const body = document.createElement('span');
   out.appendChild(body);
-  demo.messages.push({ role: 'user', content: text });
+  // A base model (no chat template in its GGUF) continues the text instead of answering it.
+  const base = demo.engine.info && demo.engine.info.chat_template === false;
+  if (!base) demo.messages.push({ role: 'user', content: text });
   let reply = '', last = null;
   try {
-    const stream = await demo.engine.chat.completions.create({ messages: demo.messages, stream: true,
-      max_tokens: Number(ui.maxTokens.value) || 256, temperature: Number(ui.temperature.value) || 0, ...params });
+    const opts = { stream: true, max_tokens: Number(ui.maxTokens.value) || 256, temperature: Number(ui.temperature.value) || 0, ...params };
+    const stream = base ? await demo.engine.completions.create({ prompt: text, ...opts })
+      : await demo.engine.chat.completions.create({ messages: demo.messages, ...opts });
     for await (const chunk of stream) {
-      reply += chunk.choices[0].delta.content ?? '';
+      reply += (base ? chunk.choices[0].text : chunk.choices[0].delta.content) ?? '';
       body.textContent = reply;
       ui.log.scrollTop = ui.log.scrollHeight;
       last = chunk;
     }
-    demo.messages.push({ role: 'assistant', content: reply });
+    if (!base) demo.messages.push({ role: 'assistant', content: reply });
     const u = last.usage, x = u.extra;
     const meta = document.createElement('span');
     meta.className = 'meta';
@@ -115,7 +118,7 @@ demo.send = async (text, params = {}) => {
     status('Ready.');
     return turn;
   } catch (e) {
-    demo.messages.pop();
+    if (!base) demo.messages.pop();
     status(`${e.kind ? `[${e.kind}] ` : ''}${e.message}`, true);
     throw e;
   } finally {

@@ -20,6 +20,10 @@
 // seed, ignore_eos, signal (AbortSignal)}. The engine keeps the conversation between requests:
 // a request that appends to the previous conversation processes only its new tokens
 // (usage.extra.prefill_tokens_processed); see web/protocol.md for the rules.
+// Raw text: engine.completions.create({prompt, stream, max_tokens, ...}) continues a text as is
+// (OpenAI's completions shape: choices[0].text; chunks of object 'text_completion'), on a sequence of
+// its own (the conversation is untouched); the only way to use a base model, one whose GGUF has no
+// chat template (engine.info.chat_template false: chat requests fail with kind bad_request).
 // Errors are WgllmError with .kind: no_webgpu, device_limits, device_lost,
 // unsupported_architecture, network, storage, context_full, bad_request, no_model, engine.
 
@@ -61,6 +65,7 @@ export class Engine {
     this.lost = null;          // the device-loss message, once lost
     this.load = load;          // {fields, options, workerUrl}: what reload() repeats
     this.chat = { completions: { create: (req) => this.#create(req) } };
+    this.completions = { create: (req) => this.#complete(req) };  // raw text (base models: info.chat_template false)
     this.#attach(worker);
   }
 
@@ -130,8 +135,30 @@ export class Engine {
 
   #create(req) {
     if (!req || !Array.isArray(req.messages)) throw new WgllmError('bad_request', 'create(): messages must be an array');
+    return this.#generate('chat', req, 'chatcmpl', (r) => ({
+      object: 'chat.completion',
+      choices: [{ index: 0, message: { role: 'assistant', content: r.text }, finish_reason: r.finish_reason }],
+    }), (text, finish_reason) => ({
+      object: 'chat.completion.chunk', choices: [{ index: 0, delta: finish_reason ? {} : { content: text }, finish_reason }],
+    }), { object: 'chat.completion.chunk', choices: [{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }] });
+  }
+
+  #complete(req) {
+    if (!req || typeof req.prompt !== 'string') throw new WgllmError('bad_request', 'completions.create(): prompt must be a string');
+    return this.#generate('complete', req, 'cmpl', (r) => ({
+      object: 'text_completion', choices: [{ index: 0, text: r.text, logprobs: null, finish_reason: r.finish_reason }],
+    }), (text, finish_reason) => ({
+      object: 'text_completion', choices: [{ index: 0, text, logprobs: null, finish_reason }],
+    }), null);
+  }
+
+  /// One generating request to the worker ('chat' or 'complete'), in OpenAI's response shapes:
+  /// whole (`body(result)`) or, with `stream: true`, as an async iterable of chunks (`first`, then
+  /// `delta(text, null)` per token, then `delta('', finish_reason)` with the usage). `signal`
+  /// (an AbortSignal) stops it (finish_reason "abort").
+  #generate(type, req, idPrefix, body, delta, first) {
     const { stream, signal, ...request } = req;
-    const id = `chatcmpl-${Date.now().toString(36)}${Math.random().toString(36).slice(2, 8)}`;
+    const id = `${idPrefix}-${Date.now().toString(36)}${Math.random().toString(36).slice(2, 8)}`;
     const created = Math.floor(Date.now() / 1000);
     const model = this.modelName;
     const t0 = performance.now();
@@ -147,24 +174,19 @@ export class Engine {
     const onToken = (msg) => { if (msg.type === 'token' && firstTokenAt === null) firstTokenAt = performance.now(); };
 
     if (!stream) {
-      return this.request('chat', { request }, onToken).then(done, (e) => { done(); throw e; }).then((r) => ({
-        id, object: 'chat.completion', created, model,
-        choices: [{ index: 0, message: { role: 'assistant', content: r.text }, finish_reason: r.finish_reason }],
-        usage: usageOf(r), wgllm: { token_ids: r.token_ids },
+      return this.request(type, { request }, onToken).then(done, (e) => { done(); throw e; }).then((r) => ({
+        id, created, model, ...body(r), usage: usageOf(r), wgllm: { token_ids: r.token_ids },
       }));
     }
     const chunks = new ChunkStream();
-    const chunk = (delta, finish_reason = null, extra = {}) => ({
-      id, object: 'chat.completion.chunk', created, model,
-      choices: [{ index: 0, delta, finish_reason }], ...extra,
-    });
-    chunks.push(chunk({ role: 'assistant', content: '' }));
-    this.request('chat', { request }, (msg) => {
+    const chunk = (c, extra = {}) => ({ id, created, model, ...c, ...extra });
+    if (first) chunks.push(chunk(first));
+    this.request(type, { request }, (msg) => {
       onToken(msg);
-      if (msg.type === 'token' && msg.text) chunks.push(chunk({ content: msg.text }, null, { wgllm: { token_id: msg.token_id } }));
+      if (msg.type === 'token' && msg.text) chunks.push(chunk(delta(msg.text, null), { wgllm: { token_id: msg.token_id } }));
     }).then((r) => {
       done();
-      chunks.push(chunk({}, r.finish_reason, { usage: usageOf(r), wgllm: { token_ids: r.token_ids } }));
+      chunks.push(chunk(delta('', r.finish_reason), { usage: usageOf(r), wgllm: { token_ids: r.token_ids } }));
       chunks.end();
     }, (e) => { done(); chunks.end(e); });
     return Promise.resolve(chunks);

@@ -110,14 +110,16 @@ async function handleLoad(id, msg) {
   return info;
 }
 
-async function handleChat(id, msg) {
+// A generating request ('chat': wgllm_chat, 'complete': wgllm_complete): its tokens are posted as
+// they come; an 'abort' message stops it at the next token.
+async function handleGenerate(id, msg, entry) {
   abortRequested = false;
   engine.onToken = (tokenId, text) => {
     post({ type: 'token', id, token_id: tokenId, text });
     return !abortRequested;
   };
   try {
-    return await call('wgllm_chat', ['string'], [JSON.stringify(msg.request)]);
+    return await call(entry, ['string'], [JSON.stringify(msg.request)]);
   } finally {
     engine.onToken = null;
   }
@@ -130,7 +132,8 @@ async function serve(msg) {
     if (type !== 'load' && type !== 'adapter' && !engine) throw new EngineError('no_model', 'no model loaded: call CreateEngine first');
     let result;
     if (type === 'load') result = await handleLoad(id, msg);
-    else if (type === 'chat') result = await handleChat(id, msg);
+    else if (type === 'chat') result = await handleGenerate(id, msg, 'wgllm_chat');
+    else if (type === 'complete') result = await handleGenerate(id, msg, 'wgllm_complete');
     else if (type === 'bench') result = await call('wgllm_bench', ['string'], [JSON.stringify(msg.request)]);
     else if (type === 'reset') result = await call('wgllm_reset', [], []);
     else if (type === 'lose_device') {  // tests: a device loss the engine did not cause

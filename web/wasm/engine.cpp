@@ -117,7 +117,7 @@ struct Engine {
   std::unique_ptr<BlobReader> reader;  // streamed loads: outlives src (the tensors read through it)
   std::unique_ptr<ModelSource> src;
   std::unique_ptr<Tokenizer> tok;
-  std::unique_ptr<ChatTemplate> chat;
+  std::unique_ptr<ChatTemplate> chat;  // null: a base model (no tokenizer.chat_template): completions only
   std::unique_ptr<Model> model;
   web::Conversation conv;
   uint32_t context = 0;
@@ -169,14 +169,11 @@ Counters counters() {
 // Loads e->src (opened by the caller) onto the GPU: tokenizer, chat template, model, warm-up.
 json finish_load(std::unique_ptr<Engine> e, int context, int warmup, int decode_pipeline,
                  std::chrono::steady_clock::time_point t0) {
-  const std::string path = e->src->path;
   e->tok = Tokenizer::from_gguf(*e->src->gguf);
   if (std::string t = e->src->chat_template(); !t.empty()) {
     auto text = [&](int32_t id) { return id >= 0 ? e->tok->token_text(id) : std::string(); };
     e->chat = std::make_unique<ChatTemplate>(t, text(e->tok->bos_id()), text(e->tok->eos_id()));
-  } else {
-    throw Error(path + ": the model has no chat template (tokenizer.chat_template)");
-  }
+  }  // else a base model: wgllm_complete only (wgllm_chat answers bad_request)
   ModelOptions mo;
   mo.context_length = context > 0 ? uint32_t(context) : 2048;
   // The browser's own switch (CreateEngine option decodePipeline, default on; switches.def WEB
@@ -186,7 +183,7 @@ json finish_load(std::unique_ptr<Engine> e, int context, int warmup, int decode_
   e->model = create_model(*e->src, mo);
   e->context = mo.context_length;
   const double warmup_ms = warmup ? warm_up(*e->model) : 0;  // runtime/warmup.h, as in the native CLI
-  e->conv.open(*e->model, *e->tok, *e->chat, e->context);
+  e->conv.open(*e->model, *e->tok, e->chat.get(), e->context);
   const auto mem = e->model->memory();
   const auto& c = e->model->config();
   json info = {{"arch", c.arch},
@@ -196,6 +193,7 @@ json finish_load(std::unique_ptr<Engine> e, int context, int warmup, int decode_
                {"scratch_bytes", mem.scratch},
                {"vocab_size", c.vocab},
                {"n_layers", c.n_layers},
+               {"chat_template", e->chat != nullptr},
                {"warmup_ms", warmup_ms},
                {"decode_pipeline", e->model->async_argmax()},
                {"load_ms", ms_since(t0)},
@@ -266,6 +264,26 @@ EMSCRIPTEN_KEEPALIVE char* wgllm_chat(const char* request) {
       throw web::BadRequest(std::string("request is not JSON: ") + e.what());
     }
     return g_engine->conv.turn(req, [](int32_t id, const std::string& text) { return wgjs_on_token(id, text.c_str()) != 0; });
+  });
+}
+
+/// One raw text completion (web_chat.h web::complete; the model's only entry point when it has no
+/// chat template). `request`: {prompt, max_tokens, temperature, top_p, top_k, seed, ignore_eos}.
+/// Result: {text, token_ids, finish_reason, usage: {prompt_tokens, completion_tokens,
+/// total_tokens, extra: {prefill_tokens_processed, reused_tokens, ttft_ms, decode_tokens_per_s,
+/// prefill_tokens_per_s}}}; tokens streamed
+/// through Module.onToken as for wgllm_chat. The chat conversation is left as it was.
+EMSCRIPTEN_KEEPALIVE char* wgllm_complete(const char* request) {
+  return guarded([&] {
+    if (!g_engine) throw Error("no model loaded");
+    json req;
+    try {
+      req = json::parse(request);
+    } catch (const std::exception& e) {
+      throw web::BadRequest(std::string("request is not JSON: ") + e.what());
+    }
+    return web::complete(*g_engine->model, *g_engine->tok, g_engine->context, req,
+                         [](int32_t id, const std::string& text) { return wgjs_on_token(id, text.c_str()) != 0; });
   });
 }
 

@@ -1,6 +1,9 @@
 #include "web_chat.h"
 
+#include <algorithm>
+
 #include "models/model.h"
+#include "runtime/generate.h"
 #include "tokenizer/tokenizer.h"
 
 namespace wgllm::web {
@@ -61,10 +64,10 @@ bool same(const ChatMessage& a, const ChatMessage& b) { return a.role == b.role 
 
 }  // namespace
 
-void Conversation::open(Model& model, const Tokenizer& tok, const ChatTemplate& tmpl, uint32_t context) {
+void Conversation::open(Model& model, const Tokenizer& tok, const ChatTemplate* tmpl, uint32_t context) {
   model_ = &model;
   tok_ = &tok;
-  tmpl_ = &tmpl;
+  tmpl_ = tmpl;
   context_ = context;
   reset();
 }
@@ -72,11 +75,14 @@ void Conversation::open(Model& model, const Tokenizer& tok, const ChatTemplate& 
 void Conversation::reset() {
   SessionOptions so;
   so.context_length = context_;
-  session_ = std::make_unique<Session>(*model_, *tok_, tmpl_, so);
+  session_ = std::make_unique<Session>(*model_, *tok_, tmpl_, so);  // (a null template fails only at render)
   visible_.clear();
 }
 
 nlohmann::json Conversation::turn(const json& req, const TokenSink& sink) {
+  if (!tmpl_)
+    throw BadRequest("this model has no chat template (tokenizer.chat_template), so it cannot take chat messages: "
+                     "use completions.create({prompt}) to continue a text");
   std::vector<ChatMessage> msgs = parse_messages(req);
   const GenerateOptions g = options(req);
   const ChatMessage user = msgs.back();
@@ -133,6 +139,55 @@ nlohmann::json Conversation::turn(const json& req, const TokenSink& sink) {
                {{"prompt_tokens", prompt_tokens},
                 {"completion_tokens", r.reply.size()},
                 {"total_tokens", prompt_tokens + r.reply.size()},
+                {"extra", extra}}}};
+}
+
+json complete(Model& model, const Tokenizer& tok, uint32_t context, const json& req, const TokenSink& sink) {
+  if (!req.is_object()) throw BadRequest("request: expected a JSON object");
+  if (!req.contains("prompt") || !req["prompt"].is_string()) throw BadRequest("request.prompt: expected a string");
+  const GenerateOptions g = options(req);
+  const std::vector<int32_t> ids = tok.encode_prompt(req["prompt"].get<std::string>());
+  if (ids.empty()) throw BadRequest("request.prompt: empty (no tokens)");
+  if (ids.size() + 1 > context)
+    throw ContextFull("the prompt is " + std::to_string(ids.size()) + " tokens + 1 to generate, the context holds " +
+                      std::to_string(context));
+  // Sized to the request, so that a completion beside a conversation costs only what it needs.
+  const uint64_t need = uint64_t(ids.size()) + g.max_new_tokens;
+  auto seq = model.new_sequence(uint32_t(std::min<uint64_t>(need, context)));
+  StreamDecoder dec(tok, true);
+  std::string text;
+  bool aborted = false;
+  GenerateStats st;
+  const std::vector<int32_t> out = generate(model, *seq, tok, ids, g, [&](int32_t id) {
+    std::string piece = dec.push(id);
+    text += piece;
+    if (!sink(id, piece)) {
+      aborted = true;
+      return false;
+    }
+    return true;
+  }, &st);
+  const std::string tail = dec.flush();
+  if (!tail.empty()) {
+    text += tail;
+    sink(-1, tail);
+  }
+  // generate() stops when the sequence is full (runtime/generate.cpp); a request that fits the
+  // context never fills its sequence (prompt + max_tokens positions, the last token not fed)
+  const bool full = seq->n_past() >= seq->context_length();
+  const char* finish = aborted ? "abort" : (out.size() >= g.max_new_tokens || full) ? "length" : "stop";
+  const json extra = {{"prefill_tokens_processed", ids.size()},
+                      {"reused_tokens", 0},
+                      {"ttft_ms", st.ttft_ms},
+                      {"decode_tokens_per_s", st.decode_tokens_per_s()},
+                      {"prefill_tokens_per_s", st.prefill_tokens_per_s()}};
+  return json{{"text", text},
+              {"token_ids", out},
+              {"finish_reason", finish},
+              {"usage",
+               {{"prompt_tokens", ids.size()},
+                {"completion_tokens", out.size()},
+                {"total_tokens", ids.size() + out.size()},
                 {"extra", extra}}}};
 }
 

@@ -40,7 +40,9 @@ using TokenSink = std::function<bool(int32_t id, const std::string& text)>;
 class Conversation {
  public:
   /// `model`, `tok` and `tmpl` must outlive the conversation. context: KV cache length in tokens.
-  void open(Model& model, const Tokenizer& tok, const ChatTemplate& tmpl, uint32_t context);
+  /// tmpl may be null (a base model without tokenizer.chat_template): every turn() is then a
+  /// BadRequest pointing at complete().
+  void open(Model& model, const Tokenizer& tok, const ChatTemplate* tmpl, uint32_t context);
   /// Forgets everything (the next turn starts from an empty cache).
   void reset();
   Session& session() { return *session_; }
@@ -58,5 +60,19 @@ class Conversation {
   std::unique_ptr<Session> session_;
   std::vector<ChatMessage> visible_;  // the conversation as the client saw it
 };
+
+/// One raw text completion (the shape of OpenAI's completions endpoint; the browser's
+/// engine.completions.create, as the native `wgllm run --raw` and the server's /v1/completions):
+/// `request` {prompt (string), max_tokens, temperature, top_p, top_k, seed, ignore_eos} (the chat
+/// requests' sampling fields). The prompt is tokenized as is (Tokenizer::encode_prompt: the model's
+/// BOS rule, special tokens parsed) and continued on a new sequence of `model` sized to the request
+/// (at most `context` positions), freed afterwards: a conversation on the same model is untouched.
+/// Result: {text, token_ids, finish_reason ("stop", "length", "abort"), usage: {prompt_tokens,
+/// completion_tokens, total_tokens, extra: {prefill_tokens_processed (all of the prompt),
+/// reused_tokens (0), ttft_ms, decode_tokens_per_s, prefill_tokens_per_s}}} (a chat turn's fields).
+/// Throws BadRequest (a missing, non-string or empty prompt, bad sampling fields), ContextFull (the
+/// prompt leaves no room for one token in `context`), wgllm::Error.
+nlohmann::json complete(Model& model, const Tokenizer& tok, uint32_t context, const nlohmann::json& request,
+                        const TokenSink& sink);
 
 }  // namespace wgllm::web

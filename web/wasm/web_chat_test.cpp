@@ -1,13 +1,17 @@
 // web::Conversation (OpenAI-shaped requests on a Session) on the tiny random LFM2 fixture, CPU
 // reference backend: request validation names the field, an appended request processes only its
 // new tokens, a kept prefix rolls back (same reply as a conversation that never went further), a
-// foreign history is refused, a system-only history starts over, a sink returning false aborts.
+// foreign history is refused, a system-only history starts over, a sink returning false aborts;
+// web::complete (raw text completions, base models without a chat template): the ids of generate()
+// on the same tokens, validation, a prompt beyond the context, abort, a chat conversation left as
+// it was, and a conversation without a template refusing chat requests.
 #include <gtest/gtest.h>
 
 #include <fstream>
 
 #include "models/model.h"
 #include "models/source.h"
+#include "runtime/generate.h"
 #include "tokenizer/tokenizer.h"
 #include "web_chat.h"
 
@@ -46,7 +50,7 @@ const web::TokenSink kAll = [](int32_t, const std::string&) { return true; };
 
 web::Conversation open() {
   web::Conversation c;
-  c.open(*fx().model, *fx().tok, fx().tmpl, 512);
+  c.open(*fx().model, *fx().tok, &fx().tmpl, 512);
   return c;
 }
 
@@ -138,4 +142,94 @@ TEST(WebChat, SinkReturningFalseAborts) {
                         [&](int32_t id, const std::string&) { return id < 0 || ++seen < 2; });
   EXPECT_EQ(r["finish_reason"], "abort");
   EXPECT_EQ(r["usage"]["completion_tokens"], 2);
+}
+
+namespace {
+
+json completion(const std::string& prompt, int n = 6) {
+  return {{"prompt", prompt}, {"max_tokens", n}, {"ignore_eos", true}, {"temperature", 0}};
+}
+
+std::string complete_error(const json& req, uint32_t context = 512) {
+  try {
+    web::complete(*fx().model, *fx().tok, context, req, kAll);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST(WebComplete, GreedyIdsEqualGenerateOnTheSamePrompt) {
+  const std::string prompt = "Once upon a time";
+  std::vector<std::string> pieces;
+  std::string streamed;
+  const json r = web::complete(*fx().model, *fx().tok, 512, completion(prompt), [&](int32_t id, const std::string& t) {
+    if (id >= 0) pieces.push_back(t);
+    streamed += t;
+    return true;
+  });
+  const std::vector<int32_t> ids = fx().tok->encode_prompt(prompt);
+  auto seq = fx().model->new_sequence(512);
+  GenerateOptions g;
+  g.max_new_tokens = 6;
+  g.stop_at_eog = false;
+  const std::vector<int32_t> want = generate(*fx().model, *seq, *fx().tok, ids, g);
+  EXPECT_EQ(r["token_ids"].get<std::vector<int32_t>>(), want);
+  EXPECT_EQ(r["finish_reason"], "length");
+  EXPECT_EQ(r["usage"]["prompt_tokens"], ids.size());
+  EXPECT_EQ(r["usage"]["completion_tokens"], 6);
+  EXPECT_EQ(pieces.size(), 6u) << "one streamed piece per token";
+  EXPECT_EQ(r["text"], streamed) << "the result's text is what was streamed (valid UTF-8, StreamDecoder)";
+}
+
+TEST(WebComplete, BadRequestsContextAndAbort) {
+  EXPECT_NE(complete_error(json::object()).find("request.prompt"), std::string::npos);
+  EXPECT_NE(complete_error({{"prompt", 3}}).find("request.prompt"), std::string::npos);
+  EXPECT_NE(complete_error(completion("")).find("empty"), std::string::npos);
+  EXPECT_NE(complete_error(completion("hi", 0)).find("max_tokens"), std::string::npos);
+  json r = completion("hi");
+  r["temperature"] = -1;
+  EXPECT_NE(complete_error(r).find("temperature"), std::string::npos);
+  // A prompt that leaves no room for one token is ContextFull, not a truncated answer.
+  try {
+    web::complete(*fx().model, *fx().tok, 4, completion("one two three four five six seven"), kAll);
+    ADD_FAILURE() << "expected ContextFull";
+  } catch (const ContextFull& e) {
+    EXPECT_NE(std::string(e.what()).find("context holds 4"), std::string::npos) << e.what();
+  }
+  // A context shorter than prompt + max_tokens: stops when full, finish_reason "length".
+  const size_t P = fx().tok->encode_prompt("hello there").size();
+  const json full = web::complete(*fx().model, *fx().tok, uint32_t(P + 2), completion("hello there", 16), kAll);
+  EXPECT_EQ(full["finish_reason"], "length");
+  EXPECT_EQ(full["usage"]["completion_tokens"], 3) << "P + 2 positions: P prompt tokens, 2 fed replies, 3 sampled";
+  int seen = 0;
+  const json ab = web::complete(*fx().model, *fx().tok, 512, completion("hello there", 16),
+                                [&](int32_t id, const std::string&) { return id < 0 || ++seen < 2; });
+  EXPECT_EQ(ab["finish_reason"], "abort");
+  EXPECT_EQ(ab["usage"]["completion_tokens"], 2);
+}
+
+TEST(WebComplete, LeavesTheConversationAndNeedsNoTemplate) {
+  auto c = open();
+  json m = json::array({msg("user", "hello there")});
+  const json r1 = c.turn(request(m), kAll);
+  web::complete(*fx().model, *fx().tok, 512, completion("unrelated text"), kAll);
+  m.push_back(msg("assistant", r1["text"]));
+  m.push_back(msg("user", "how are you"));
+  const json r2 = c.turn(request(m), kAll);
+  EXPECT_GT(r2["usage"]["extra"]["reused_tokens"].get<int>(), 0) << "the completion must not disturb the conversation";
+  auto ref = open();
+  ref.turn(request(json::array({msg("user", "hello there")})), kAll);
+  EXPECT_EQ(ref.turn(request(m), kAll)["token_ids"], r2["token_ids"]);
+  // A base model (no chat template): chat requests are refused with a pointer to completions.
+  web::Conversation base;
+  base.open(*fx().model, *fx().tok, nullptr, 512);
+  try {
+    base.turn(request(json::array({msg("user", "hi")})), kAll);
+    ADD_FAILURE() << "expected BadRequest";
+  } catch (const web::BadRequest& e) {
+    EXPECT_NE(std::string(e.what()).find("completions.create"), std::string::npos) << e.what();
+  }
 }
