@@ -220,6 +220,25 @@ try {
   });
   check(aborted.finish === 'abort' && aborted.usage.completion_tokens < 64 && aborted.usage.extra.reused_tokens > 0,
     'abort stops the reply (and turn 3 reused the conversation)', JSON.stringify(aborted));
+
+  // 12. Raw text completions (engine.completions.create; base models have only these): whole and
+  // streamed give the same greedy ids and text, and the chat conversation is untouched after them.
+  const raw = await page.evaluate(async () => {
+    const engine = window.demo.engine;
+    const req = { prompt: 'The capital of France is', temperature: 0, max_tokens: 3, ignore_eos: true };
+    const whole = await engine.completions.create(req);
+    let text = '', last = null;
+    for await (const c of await engine.completions.create({ ...req, stream: true })) { text += c.choices[0].text; last = c; }
+    const messages = [...window.demo.messages, { role: 'user', content: 'Thanks.' }];
+    const chat = await engine.chat.completions.create({ messages, temperature: 0, max_tokens: 2, ignore_eos: true });
+    return { object: whole.object, ids: whole.wgllm.token_ids, text: whole.choices[0].text, finish: whole.choices[0].finish_reason,
+      streamed_ids: last.wgllm.token_ids, streamed_text: text, streamed_object: last.object, chat_reused: chat.usage.extra.reused_tokens,
+      hasTemplate: engine.info.chat_template };
+  });
+  check(raw.object === 'text_completion' && raw.ids.length === 3 && raw.finish === 'length' && raw.hasTemplate === true &&
+    JSON.stringify(raw.ids) === JSON.stringify(raw.streamed_ids) && raw.text === raw.streamed_text && raw.streamed_object === 'text_completion',
+  'raw completion: whole and streamed agree', JSON.stringify(raw));
+  check(raw.chat_reused > 0, 'a chat turn after the completions still reuses the conversation', `reused ${raw.chat_reused}`);
 } catch (e) {
   check(false, 'browser run', e.stack || e.message);
 } finally {

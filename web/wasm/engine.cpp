@@ -181,14 +181,14 @@ json finish_load(std::unique_ptr<Engine> e, int context, int warmup, int decode_
   // readback waits for the first map that settles (webgpu_shim.cpp wgpuDevicePoll).
   mo.decode_pipeline = decode_pipeline != 0;
   e->model = create_model(*e->src, mo);
-  e->context = mo.context_length;
+  e->context = sequence_context(mo.context_length, mo.context_length, e->model->config().max_context);  // as the sequences
   const double warmup_ms = warmup ? warm_up(*e->model) : 0;  // runtime/warmup.h, as in the native CLI
   e->conv.open(*e->model, *e->tok, e->chat.get(), e->context);
   const auto mem = e->model->memory();
   const auto& c = e->model->config();
   json info = {{"arch", c.arch},
                {"backend", e->model->backend_name()},
-               {"context_length", e->conv.session().context_length()},
+               {"context_length", e->context},
                {"weights_bytes", mem.weights},
                {"scratch_bytes", mem.scratch},
                {"vocab_size", c.vocab},

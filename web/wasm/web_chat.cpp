@@ -1,6 +1,7 @@
 #include "web_chat.h"
 
 #include <algorithm>
+#include <random>
 
 #include "models/model.h"
 #include "runtime/generate.h"
@@ -73,10 +74,12 @@ void Conversation::open(Model& model, const Tokenizer& tok, const ChatTemplate* 
 }
 
 void Conversation::reset() {
+  visible_.clear();
+  session_.reset();
+  if (!tmpl_) return;  // a base model: no chat, so no sequence held for it
   SessionOptions so;
   so.context_length = context_;
-  session_ = std::make_unique<Session>(*model_, *tok_, tmpl_, so);  // (a null template fails only at render)
-  visible_.clear();
+  session_ = std::make_unique<Session>(*model_, *tok_, tmpl_, so);
 }
 
 nlohmann::json Conversation::turn(const json& req, const TokenSink& sink) {
@@ -145,7 +148,10 @@ nlohmann::json Conversation::turn(const json& req, const TokenSink& sink) {
 json complete(Model& model, const Tokenizer& tok, uint32_t context, const json& req, const TokenSink& sink) {
   if (!req.is_object()) throw BadRequest("request: expected a JSON object");
   if (!req.contains("prompt") || !req["prompt"].is_string()) throw BadRequest("request.prompt: expected a string");
-  const GenerateOptions g = options(req);
+  GenerateOptions g = options(req);
+  // Without a seed each request samples afresh (as the server's /v1/completions); a seed repeats.
+  if (!req.contains("seed") || req["seed"].is_null())
+    g.sampler.seed = (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
   const std::vector<int32_t> ids = tok.encode_prompt(req["prompt"].get<std::string>());
   if (ids.empty()) throw BadRequest("request.prompt: empty (no tokens)");
   if (ids.size() + 1 > context)
@@ -172,9 +178,11 @@ json complete(Model& model, const Tokenizer& tok, uint32_t context, const json& 
     text += tail;
     sink(-1, tail);
   }
-  // generate() stops when the sequence is full (runtime/generate.cpp); a request that fits the
-  // context never fills its sequence (prompt + max_tokens positions, the last token not fed)
-  const bool full = seq->n_past() >= seq->context_length();
+  // generate() stops when the next token would not fit (runtime/generate.cpp): then P + k - 1
+  // positions hold the prompt and k - 1 fed replies, the sequence full; an end of generation sampled
+  // right after the step that filled it leaves P + k (a stop). A request that fits the context
+  // never fills its sequence (prompt + max_tokens positions, the last token not fed).
+  const bool full = ids.size() + out.size() > seq->context_length();
   const char* finish = aborted ? "abort" : (out.size() >= g.max_new_tokens || full) ? "length" : "stop";
   const json extra = {{"prefill_tokens_processed", ids.size()},
                       {"reused_tokens", 0},

@@ -41,11 +41,15 @@ class Conversation {
  public:
   /// `model`, `tok` and `tmpl` must outlive the conversation. context: KV cache length in tokens.
   /// tmpl may be null (a base model without tokenizer.chat_template): every turn() is then a
-  /// BadRequest pointing at complete().
+  /// BadRequest pointing at complete(), and no session (no sequence) is held.
   void open(Model& model, const Tokenizer& tok, const ChatTemplate* tmpl, uint32_t context);
   /// Forgets everything (the next turn starts from an empty cache).
   void reset();
-  Session& session() { return *session_; }
+  /// The conversation's session (none for a model without a chat template: throws wgllm::Error).
+  Session& session() {
+    if (!session_) throw Error("this model has no chat template: no conversation");
+    return *session_;
+  }
   /// Runs one turn (see the header comment). Result: {text, token_ids, finish_reason ("stop",
   /// "length", "abort"), usage: {prompt_tokens, completion_tokens, total_tokens, extra:
   /// {prefill_tokens_processed, reused_tokens, ttft_ms, decode_tokens_per_s, prefill_tokens_per_s}}}.
@@ -64,7 +68,8 @@ class Conversation {
 /// One raw text completion (the shape of OpenAI's completions endpoint; the browser's
 /// engine.completions.create, as the native `wgllm run --raw` and the server's /v1/completions):
 /// `request` {prompt (string), max_tokens, temperature, top_p, top_k, seed, ignore_eos} (the chat
-/// requests' sampling fields). The prompt is tokenized as is (Tokenizer::encode_prompt: the model's
+/// requests' sampling fields; without a seed, a random one per request, as the server's
+/// /v1/completions). The prompt is tokenized as is (Tokenizer::encode_prompt: the model's
 /// BOS rule, special tokens parsed) and continued on a new sequence of `model` sized to the request
 /// (at most `context` positions), freed afterwards: a conversation on the same model is untouched.
 /// Result: {text, token_ids, finish_reason ("stop", "length", "abort"), usage: {prompt_tokens,

@@ -223,13 +223,24 @@ TEST(WebComplete, LeavesTheConversationAndNeedsNoTemplate) {
   auto ref = open();
   ref.turn(request(json::array({msg("user", "hello there")})), kAll);
   EXPECT_EQ(ref.turn(request(m), kAll)["token_ids"], r2["token_ids"]);
-  // A base model (no chat template): chat requests are refused with a pointer to completions.
+  // A base model (no chat template): chat requests are refused with a pointer to completions, and
+  // no session (no KV sequence) is held for chat.
   web::Conversation base;
   base.open(*fx().model, *fx().tok, nullptr, 512);
+  EXPECT_THROW(base.session(), Error);
   try {
     base.turn(request(json::array({msg("user", "hi")})), kAll);
     ADD_FAILURE() << "expected BadRequest";
   } catch (const web::BadRequest& e) {
     EXPECT_NE(std::string(e.what()).find("completions.create"), std::string::npos) << e.what();
   }
+}
+
+TEST(WebComplete, SampledWithoutSeedDiffersWithSeedRepeats) {
+  json r = completion("hello there", 16);
+  r["temperature"] = 2.0;
+  auto ids = [&](const json& req) { return web::complete(*fx().model, *fx().tok, 512, req, kAll)["token_ids"]; };
+  EXPECT_NE(ids(r), ids(r)) << "two unseeded sampled completions should differ (16 tokens at temperature 2)";
+  r["seed"] = 7;
+  EXPECT_EQ(ids(r), ids(r)) << "a seeded completion should repeat";
 }
