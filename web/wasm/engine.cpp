@@ -140,6 +140,22 @@ std::string kind_of(const std::string& msg) {
   return "engine";
 }
 
+// The loaded engine and an entry point's request parsed ("what request is not JSON: ..." otherwise,
+// a bad_request); throws when no model is loaded.
+Engine& loaded() {
+  if (!g_engine) throw Error("no model loaded");
+  return *g_engine;
+}
+json parse_request(const char* request, const char* what) {
+  try {
+    return json::parse(request);
+  } catch (const std::exception& e) {
+    throw web::BadRequest(std::string(what) + " is not JSON: " + e.what());
+  }
+}
+// Streams a generation's tokens to Module.onToken (web/worker.js); its `false` aborts.
+const web::TokenSink kToJs = [](int32_t id, const std::string& text) { return wgjs_on_token(id, text.c_str()) != 0; };
+
 template <class F>
 char* guarded(F&& f) {
   try {
@@ -255,16 +271,7 @@ EMSCRIPTEN_KEEPALIVE char* wgllm_load_stream(int context, int warmup, int decode
 /// completion_tokens, total_tokens, extra: {prefill_tokens_processed, reused_tokens, ttft_ms,
 /// decode_tokens_per_s, prefill_tokens_per_s}}}.
 EMSCRIPTEN_KEEPALIVE char* wgllm_chat(const char* request) {
-  return guarded([&] {
-    if (!g_engine) throw Error("no model loaded");
-    json req;
-    try {
-      req = json::parse(request);
-    } catch (const std::exception& e) {
-      throw web::BadRequest(std::string("request is not JSON: ") + e.what());
-    }
-    return g_engine->conv.turn(req, [](int32_t id, const std::string& text) { return wgjs_on_token(id, text.c_str()) != 0; });
-  });
+  return guarded([&] { return loaded().conv.turn(parse_request(request, "request"), kToJs); });
 }
 
 /// One raw text completion (web_chat.h web::complete; the model's only entry point when it has no
@@ -275,15 +282,8 @@ EMSCRIPTEN_KEEPALIVE char* wgllm_chat(const char* request) {
 /// through Module.onToken as for wgllm_chat. The chat conversation is left as it was.
 EMSCRIPTEN_KEEPALIVE char* wgllm_complete(const char* request) {
   return guarded([&] {
-    if (!g_engine) throw Error("no model loaded");
-    json req;
-    try {
-      req = json::parse(request);
-    } catch (const std::exception& e) {
-      throw web::BadRequest(std::string("request is not JSON: ") + e.what());
-    }
-    return web::complete(*g_engine->model, *g_engine->tok, g_engine->context, req,
-                         [](int32_t id, const std::string& text) { return wgjs_on_token(id, text.c_str()) != 0; });
+    Engine& e = loaded();
+    return web::complete(*e.model, *e.tok, e.context, parse_request(request, "request"), kToJs);
   });
 }
 
@@ -302,13 +302,8 @@ EMSCRIPTEN_KEEPALIVE char* wgllm_complete(const char* request) {
 /// replay)}.
 EMSCRIPTEN_KEEPALIVE char* wgllm_bench(const char* request) {
   return guarded([&] {
-    if (!g_engine) throw Error("no model loaded");
-    json req;
-    try {
-      req = json::parse(request);
-    } catch (const std::exception& e) {
-      throw web::BadRequest(std::string("bench request is not JSON: ") + e.what());
-    }
+    loaded();
+    const json req = parse_request(request, "bench request");
     const auto lengths = req.value("prompt_lengths", std::vector<uint32_t>{512, 4096});
     const uint32_t gen = req.value("gen", 128u), reps = req.value("reps", 3u);
     std::string text = req.value("text", std::string());
@@ -380,8 +375,7 @@ EMSCRIPTEN_KEEPALIVE char* wgllm_bench(const char* request) {
 /// Forgets the conversation (the next request starts a new one).
 EMSCRIPTEN_KEEPALIVE char* wgllm_reset() {
   return guarded([&] {
-    if (!g_engine) throw Error("no model loaded");
-    g_engine->conv.reset();
+    loaded().conv.reset();
     return json{{"ok", true}};
   });
 }

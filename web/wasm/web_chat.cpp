@@ -63,6 +63,29 @@ GenerateOptions options(const json& req) {
 
 bool same(const ChatMessage& a, const ChatMessage& b) { return a.role == b.role && a.content == b.content; }
 
+// A generation's token callback (Session::send, generate()): each id's newly completed text
+// (StreamDecoder: valid UTF-8) goes to the sink and into `text`; the sink's false stops the
+// generation (`aborted`). finish() sends the held-back tail as id -1.
+struct Streamer {
+  Streamer(const Tokenizer& tok, const TokenSink& sink) : dec(tok, true), sink(sink) {}
+  bool operator()(int32_t id) {
+    std::string piece = dec.push(id);
+    text += piece;
+    aborted = !sink(id, piece);
+    return !aborted;
+  }
+  void finish() {
+    const std::string tail = dec.flush();
+    if (tail.empty()) return;
+    text += tail;
+    sink(-1, tail);
+  }
+  StreamDecoder dec;
+  const TokenSink& sink;
+  std::string text;
+  bool aborted = false;
+};
+
 }  // namespace
 
 void Conversation::open(Model& model, const Tokenizer& tok, const ChatTemplate* tmpl, uint32_t context) {
@@ -108,23 +131,11 @@ nlohmann::json Conversation::turn(const json& req, const TokenSink& sink) {
   }
   visible_ = msgs;
 
-  StreamDecoder dec(*tok_, true);
-  std::string streamed;
-  bool aborted = false;
-  const TurnResult r = session_->send(user.content, g, [&](int32_t id) {
-    std::string piece = dec.push(id);
-    streamed += piece;
-    if (!sink(id, piece)) {
-      aborted = true;
-      return false;
-    }
-    return true;
-  });
-  const std::string tail = dec.flush();
-  if (!tail.empty()) {
-    streamed += tail;
-    sink(-1, tail);
-  }
+  Streamer st(*tok_, sink);
+  const TurnResult r = session_->send(user.content, g, [&](int32_t id) { return st(id); });
+  st.finish();
+  const std::string& streamed = st.text;
+  const bool aborted = st.aborted;
   visible_.push_back(user);
   visible_.push_back({"assistant", streamed});
 
@@ -160,24 +171,12 @@ json complete(Model& model, const Tokenizer& tok, uint32_t context, const json& 
   // Sized to the request, so that a completion beside a conversation costs only what it needs.
   const uint64_t need = uint64_t(ids.size()) + g.max_new_tokens;
   auto seq = model.new_sequence(uint32_t(std::min<uint64_t>(need, context)));
-  StreamDecoder dec(tok, true);
-  std::string text;
-  bool aborted = false;
+  Streamer stream(tok, sink);
   GenerateStats st;
-  const std::vector<int32_t> out = generate(model, *seq, tok, ids, g, [&](int32_t id) {
-    std::string piece = dec.push(id);
-    text += piece;
-    if (!sink(id, piece)) {
-      aborted = true;
-      return false;
-    }
-    return true;
-  }, &st);
-  const std::string tail = dec.flush();
-  if (!tail.empty()) {
-    text += tail;
-    sink(-1, tail);
-  }
+  const std::vector<int32_t> out = generate(model, *seq, tok, ids, g, [&](int32_t id) { return stream(id); }, &st);
+  stream.finish();
+  const std::string& text = stream.text;
+  const bool aborted = stream.aborted;
   // generate() stops when the next token would not fit (runtime/generate.cpp): then P + k - 1
   // positions hold the prompt and k - 1 fed replies, the sequence full; an end of generation sampled
   // right after the step that filled it leaves P + k (a stop). A request that fits the context
