@@ -23,6 +23,12 @@
 # `bash tools/device/recipes/node_bench.sh` with that call's carry list (plus .carry/models.sha256);
 # each stores what it carried and, once everything has arrived, measures (the last call).
 # STAGE=adapter: only the adapter check (a few seconds), once Node and Dawn have arrived.
+# STAGE=arch: issue 15 item 2 on the H200, one model per architecture (synthetic weights written here
+# by tools/synth: SmolLM2 and Qwen2.5-1.5B shapes from the carried headers, LFM2-1.2B, Qwen3.5-0.8B and
+# gemma-3-270m from their configs): the native CLI's ARCH_N (16) greedy ids of the bench prompt and
+# the browser build's under Dawn in Node, compared (exit 3 on a mismatch); results.tgz holds
+# native_<m>.txt, greedy_<m>.json/.log and exits.txt. Needs the .carry/synth headers (pack.py
+# --extra /tmp/synth=synth) besides the Node, wasm and wgllm carries; no model carry.
 # Env: SYNTH (1: synthetic SmolLM2-shaped weights, see below), COMMIT (the commit measured, for summary.json), ROUNDS (3), BUDGET_S (330: no round starts
 # later; call timeout 600), NODE_TIMEOUT (200 s per Node run), NODE_ARGS (more web/node/bench.mjs
 # options, e.g. "--decode-pipeline 0").
@@ -60,6 +66,25 @@ fi
 NB=(web/node/bench.mjs --webgpu $WEBGPU --wasm-dir $W/wasm --adapter hardware --backend vulkan)
 if [ "${STAGE:-}" = adapter ]; then
   $NODE "${NB[@]}" --model $GGUF --adapter-only 1 --out $OUT/node_adapter.json 2>&1 | grep -v "^Warning: max"
+  exit
+fi
+if [ "${STAGE:-}" = arch ]; then
+  [ -f $W/wasm/wgllm.wasm ] && [ -x $B ] || { el "not everything has arrived yet"; exit 0; }
+  R=$W/res_arch; rm -rf $R; mkdir -p $R
+  trap 'tar czf $OUT/results.tgz -C $R .' EXIT
+  wg_gpu_check | tee $R/gpu.txt
+  cp tools/device/recipes/node_bench.sh $R/recipe_node_bench.sh
+  echo "synthetic weights (tools/synth/write_gguf.py --seed 1): the text is noise, the speed is real" > $R/LABEL.txt
+  PROMPT="Write a short story about a robot who learns to paint."  # web/bench_run.js PROMPT
+  for m in ${ARCH_MODELS:-smollm2 qwen25-1.5b gemma3-270m lfm2-1.2b qwen35-0.8b}; do
+    wg_synth $m 2>> $R/write_errors.txt || { el "$m: synthetic file not written"; echo "$m: not written" >> $R/exits.txt; continue; }
+    F=${WG_SYNTH[$m]}
+    $B run -m $F -p "$PROMPT" -n ${ARCH_N:-16} --ignore-eos -c 2048 --print-ids > $R/native_$m.txt 2> $R/native_$m.log
+    timeout ${NODE_TIMEOUT:-200} $NODE "${NB[@]}" --model $F --greedy ${ARCH_N:-16} --lengths 16 --gen ${ARCH_N:-16} \
+      --greedy-only 1 --native-ids $R/native_$m.txt --out $R/greedy_$m.json > $R/greedy_$m.log 2>&1
+    echo "$m: exit $?" | tee -a $R/exits.txt
+    grep -h "greedy tokens" $R/greedy_$m.log | cut -c1-200
+  done
   exit
 fi
 [ -f $W/wasm/wgllm.wasm ] && [ -x $B ] && [ -f $GGUF ] && [ "$GGUF" != $WEBGPU/package.json ] || { el "not everything has arrived yet"; exit 0; }
