@@ -119,8 +119,8 @@ class CpuModel : public Model, public Blocks<CpuBlockTypes> {
   void scale(Pass& p, float s) override;
   /// cpu_swiglu_ffn; the GeGLU / post-norm form with its own loop.
   void gated_ffn(Pass& p, const Vector& norm, const Ffn& w) override;
-  /// Attention over the sequence's host KV cache (cpu_attention: dense, or block-sparse with
-  /// --sparse-attn; ref::attention over the window on a sliding layer).
+  /// Attention over the sequence's host KV cache (cpu_attention: dense, over the window on a sliding
+  /// layer, or block-sparse with --sparse-attn).
   void attention(Pass& p, uint32_t layer, const Vector& norm, const Attention& w) override;
   void short_conv(Pass& p, uint32_t layer, const Vector& norm, const ShortConv& w) override;
   /// The plain per-token recurrence (ref::gated_delta_rule): the reference the GPU's chunked form

@@ -199,7 +199,8 @@ class GpuModel : public Model, public Blocks<GpuBlockTypes> {
   /// att_ (one-token forwards: gdn_decode, or gdn_decode_prep + gdn_step_norm, per the gdn fusion
   /// switches; the same bits). Needs gdn_conv_, gdn_gates_ and gdn_work_ (alloc_delta_net_scratch()).
   void delta_net(Pass& p, uint32_t layer, const Vector& norm, const DeltaNet& w) override;
-  /// gdn_work_ for chunks of chunk_ tokens (after alloc_chunk_buffers()).
+  /// gdn_work_ for forwards of up to chunk_ tokens at the larger of the two prefill chunks
+  /// (--gdn-chunk, --gdn-chunk-long; kernels::gdn_chunk_work_floats_max), after alloc_chunk_buffers().
   void alloc_delta_net_scratch(const DeltaNetShape& s);
   /// For new_sequence(): prepare_sequence() (with the model's RoPE table when `rope`), then
   /// create_sequence(make).
