@@ -48,7 +48,9 @@ demo.load = async (source, options = {}) => {
     ui.progressText.textContent = 'loaded';
     ui.info.textContent = `${i.arch}, ${i.n_layers} layers, context ${i.context_length} · weights ${fmtMB(i.weights_bytes)} · ` +
       `${i.adapter.description || i.adapter.vendor || 'GPU'}${i.adapter.isFallbackAdapter ? ' (software)' : ''} · ` +
-      `loaded in ${(i.load_ms / 1000).toFixed(1)} s${i.cached ? ' from browser storage' : ''}`;
+      `loaded in ${(i.load_ms / 1000).toFixed(1)} s${i.cached ? ' from browser storage' : ''}` +
+      (i.chat_template === false ? ' · base model (no chat template): your text is continued' : '');
+    ui.prompt.placeholder = i.chat_template === false ? 'Type the start of a text to continue…' : 'Type a message…';
     status(i.storage_error ? `Ready (${i.storage_error})` : 'Ready.');
     setReady(true);
     return i;
