@@ -56,6 +56,14 @@ class ChunkStream {
   }
 }
 
+// Text the engine gets must be well-formed Unicode: a lone UTF-16 surrogate (e.g. half of an
+// emoji cut by a slice) has no UTF-8 form, and JSON carries it only as an escape the engine's parser
+// refuses. Named here instead of surfacing as a JSON error.
+function wellFormed(text, what) {
+  if (typeof text === 'string' && typeof text.isWellFormed === 'function' && !text.isWellFormed())
+    throw new WgllmError('bad_request', `${what}: not well-formed Unicode (a lone UTF-16 surrogate)`);
+}
+
 export class Engine {
   constructor(worker, modelName, load = null) {
     this.modelName = modelName;
@@ -135,6 +143,7 @@ export class Engine {
 
   #create(req) {
     if (!req || !Array.isArray(req.messages)) throw new WgllmError('bad_request', 'create(): messages must be an array');
+    req.messages.forEach((m, i) => wellFormed(m && m.content, `messages[${i}].content`));
     return this.#generate('chat', req, 'chatcmpl', (r) => ({
       object: 'chat.completion',
       choices: [{ index: 0, message: { role: 'assistant', content: r.text }, finish_reason: r.finish_reason }],
@@ -145,6 +154,7 @@ export class Engine {
 
   #complete(req) {
     if (!req || typeof req.prompt !== 'string') throw new WgllmError('bad_request', 'completions.create(): prompt must be a string');
+    wellFormed(req.prompt, 'prompt');
     return this.#generate('complete', req, 'cmpl', (r) => ({
       object: 'text_completion', choices: [{ index: 0, text: r.text, logprobs: null, finish_reason: r.finish_reason }],
     }), (text, finish_reason) => ({
