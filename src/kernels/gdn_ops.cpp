@@ -245,9 +245,9 @@ uint32_t gdn_chunk_for(const KernelOptions& k, uint32_t T) {
 }
 
 uint64_t gdn_chunk_work_floats_max(const KernelOptions& k, uint32_t T, uint32_t NV, uint32_t DK, uint32_t DV) {
-  uint64_t n = gdn_chunk_work_floats(T, gdn_chunk_for(k, 1), NV, DK, DV);
-  if (T >= k.gdn_chunk_long_from) n = std::max(n, gdn_chunk_work_floats(T, gdn_chunk_for(k, T), NV, DK, DV));
-  return n;
+  // the chunk of the shortest forward (2 tokens or fewer never take the long chunk) and of the longest
+  return std::max(gdn_chunk_work_floats(T, gdn_chunk_for(k, 1), NV, DK, DV),
+                  gdn_chunk_work_floats(T, gdn_chunk_for(k, T), NV, DK, DV));
 }
 
 namespace {

@@ -298,8 +298,7 @@ void GpuModel::begin_body(kernels::OpContext& o, std::span<const BatchSeg> segs,
   plan_ = plan_batch(o, segs);
   const gpu::Buffer& ids = token_ids(tokens_, amax_, toks, segs.size() > 1);
   rec_->begin();
-  if (embed_split_.empty()) kernels::embed(o, embed_, ids, T, {x_, 0});
-  for (const HeadPart& part : embed_split_) kernels::embed(o, *part.w, ids, T, {x_, 0}, part.row0);
+  for (const HeadPart& part : embed_parts_of_) kernels::embed(o, *part.w, ids, T, {x_, 0}, part.row0);
 }
 
 int32_t GpuModel::finish_split_head(kernels::OpContext& o, uint32_t last_row, HeadOut out, std::vector<float>* logits) {

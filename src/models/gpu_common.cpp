@@ -113,8 +113,9 @@ uint32_t GpuModel::prefill_kernel_tokens() const {
 
 void GpuModel::compile_switched_pipelines() {
   kernels::OpContext o{*ctx_, *pipes_, *rec_, opt_.kernels};
-  // --gdn-chunk-long: only forwards of at least --gdn-chunk-long-from tokens take it
-  if (gdn_dk_ && opt_.kernels.gdn_chunk_long && chunk_ >= opt_.kernels.gdn_chunk_long_from)
+  // --gdn-chunk-long: only forwards of at least --gdn-chunk-long-from tokens take it (the warm-up's
+  // short forwards compile the short chunk)
+  if (gdn_dk_ && kernels::gdn_chunk_for(opt_.kernels, chunk_) != kernels::gdn_chunk_for(opt_.kernels, 1))
     kernels::gdn_compile_chunked(o, kernels::gdn_chunk_for(opt_.kernels, chunk_), gdn_dk_);
   if (c_.n_heads == 0) return;
   kernels::attention_compile_prefill_split(o, c_.head_dim);  // --attn-chunk: the warm-up's far forwards are short chunks
@@ -352,12 +353,13 @@ void GpuModel::embedding(const TensorRef& embed, const TensorRef* lm_head) {
   else if (lm_head) lm_head_ = weight({lm_head}, "output");
   if (!too_big(embed, embed_row)) {
     embed_ = weight({&embed}, "token_embd");
+    embed_parts_of_.push_back({&embed_, 0});  // the whole table: one part
   } else if (!lm_head) {  // tied: the head's blocks are this table's (split above: the same size)
-    for (size_t i = 0; i < head_parts_.size(); ++i) embed_split_.push_back({&head_parts_[i], head_row0_[i]});
+    for (size_t i = 0; i < head_parts_.size(); ++i) embed_parts_of_.push_back({&head_parts_[i], head_row0_[i]});
   } else {
     std::vector<uint32_t> row0s;
     split(embed, embed_row, "token_embd", embed_parts_, row0s);
-    for (size_t i = 0; i < embed_parts_.size(); ++i) embed_split_.push_back({&embed_parts_[i], row0s[i]});
+    for (size_t i = 0; i < embed_parts_.size(); ++i) embed_parts_of_.push_back({&embed_parts_[i], row0s[i]});
   }
 }
 

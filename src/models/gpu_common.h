@@ -399,11 +399,12 @@ class GpuModel : public Model, public Blocks<GpuBlockTypes> {
   BatchPlan plan_;                  // this forward's (begin_body())
   gpu::Buffer batch_tab_, batch_split_;  // plan_batch()'s table and split partials, grown on demand
   // embedding(): the head's row blocks (vocab ids from head_row0_[i]) when it is split; the
-  // embedding's blocks when it is split (embed_split_: embed_parts_, or head_parts_ for a tied table).
+  // embedding's blocks when it is split. embed_parts_of_: what the embedding reads, one embed
+  // dispatch each: embed_ whole, or embed_parts_, or head_parts_ for a tied split table.
   std::vector<kernels::GpuWeight> head_parts_;
   std::vector<uint32_t> head_row0_;
   std::vector<kernels::GpuWeight> embed_parts_;
-  std::vector<HeadPart> embed_split_;
+  std::vector<HeadPart> embed_parts_of_;
   int32_t finish_split_head(kernels::OpContext& o, uint32_t last_row, HeadOut out, std::vector<float>* logits);
   bool chained_ = false;     // the forward being recorded takes its token from the device (token_ids)
   bool amax_ready_ = false;  // the last forward ended in argmax: its id is on the device
