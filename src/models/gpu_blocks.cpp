@@ -312,9 +312,8 @@ int32_t GpuModel::finish_split_head(kernels::OpContext& o, uint32_t last_row, He
     return -1;
   }
   kernels::rmsnorm(o, {x_, last_row}, D, out_norm_, {h_, 0}, D, 1, D, c_.rms_eps, "output_norm");
-  for (size_t i = 0; i < head_parts_.size(); ++i)
-    kernels::matmul(o, head_parts_[i], {h_, 0}, D, {logits_, head_row0_[i]}, c_.vocab, 1, false, "output",
-                    gpu::Traffic::Logits);
+  for (const RowBlockWeight& b : head_blocks_)
+    kernels::matmul(o, b.w, {h_, 0}, D, {logits_, b.row0}, c_.vocab, 1, false, "output", gpu::Traffic::Logits);
   if (out == HeadOut::Argmax || out == HeadOut::ArgmaxAsync) {
     kernels::argmax(o, {logits_, 0}, c_.vocab, amax_);
     return submit_argmax(o, amax_, out);

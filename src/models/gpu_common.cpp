@@ -337,30 +337,25 @@ void GpuModel::embedding(const TensorRef& embed, const TensorRef* lm_head) {
   const double embed_row = packed_per_row(embed), head_row = lm_head ? packed_per_row(head) : embed_row;
   auto too_big = [&](const TensorRef& t, double row) { return row * double(t.shape[1]) > 0.9 * double(lim); };
   // t in blocks of rows (a multiple of 64 filling 80% of a binding), one GPU matrix each.
-  auto split = [&](const TensorRef& t, double row, const std::string& label, std::vector<kernels::GpuWeight>& parts,
-                   std::vector<uint32_t>& row0s) {
+  auto split = [&](const TensorRef& t, double row, const std::string& label, std::vector<RowBlockWeight>& blocks) {
     const uint64_t row_bytes = dtype_row_bytes(t.type, t.shape[0]);
     const uint32_t N = uint32_t(t.shape[1]);
     const uint32_t rows = std::max<uint32_t>(64, uint32_t(0.8 * double(lim) / row) / 64 * 64);
     for (uint32_t r0 = 0; r0 < N; r0 += rows) {
       const uint32_t n = std::min(rows, N - r0);
-      parts.push_back(upload_rows(*ctx_, t.type, uint32_t(t.shape[0]), {RowBlock{&t, r0 * row_bytes, n * row_bytes, n}},
-                                  label + "." + std::to_string(parts.size()), mem_));
-      row0s.push_back(r0);
+      blocks.push_back({upload_rows(*ctx_, t.type, uint32_t(t.shape[0]), {RowBlock{&t, r0 * row_bytes, n * row_bytes, n}},
+                                    label + "." + std::to_string(blocks.size()), mem_),
+                        r0});
     }
   };
-  if (too_big(head, head_row)) split(head, head_row, "output", head_parts_, head_row0_);
+  if (too_big(head, head_row)) split(head, head_row, "output", head_blocks_);
   else if (lm_head) lm_head_ = weight({lm_head}, "output");
-  if (!too_big(embed, embed_row)) {
-    embed_ = weight({&embed}, "token_embd");
-    embed_parts_of_.push_back({&embed_, 0});  // the whole table: one part
-  } else if (!lm_head) {  // tied: the head's blocks are this table's (split above: the same size)
-    for (size_t i = 0; i < head_parts_.size(); ++i) embed_parts_of_.push_back({&head_parts_[i], head_row0_[i]});
-  } else {
-    std::vector<uint32_t> row0s;
-    split(embed, embed_row, "token_embd", embed_parts_, row0s);
-    for (size_t i = 0; i < embed_parts_.size(); ++i) embed_parts_of_.push_back({&embed_parts_[i], row0s[i]});
-  }
+  if (!too_big(embed, embed_row)) embed_ = weight({&embed}, "token_embd");
+  else if (lm_head) split(embed, embed_row, "token_embd", embed_blocks_);
+  // Tied and split: the head's blocks are this table's (split above: the same size).
+  const auto& blocks = lm_head ? embed_blocks_ : head_blocks_;
+  if (blocks.empty()) embed_parts_of_.push_back({&embed_, 0});  // the whole table: one part
+  for (const RowBlockWeight& b : blocks) embed_parts_of_.push_back({&b.w, b.row0});
 }
 
 int32_t GpuModel::chunk(Sequence& seq, std::span<const int32_t> toks, HeadOut out, std::vector<float>* logits) {
@@ -374,15 +369,15 @@ int32_t GpuModel::chunk(Sequence& seq, std::span<const int32_t> toks, HeadOut ou
 }
 
 int32_t GpuModel::finish_head(kernels::OpContext& o, uint32_t last_row, HeadOut out, std::vector<float>* logits) {
-  if (!head_parts_.empty()) return finish_split_head(o, last_row, out, logits);
+  if (!head_blocks_.empty()) return finish_split_head(o, last_row, out, logits);
   return finish_forward(o, c_, x_, last_row, {out_norm_, c_.tied_embeddings ? embed_ : lm_head_, h_, logits_, amax_}, out,
                         logits);
 }
 
 std::vector<HeadPart> GpuModel::head_parts() const {
-  if (head_parts_.empty()) return {{c_.tied_embeddings ? &embed_ : &lm_head_, 0}};
+  if (head_blocks_.empty()) return {{c_.tied_embeddings ? &embed_ : &lm_head_, 0}};
   std::vector<HeadPart> parts;
-  for (size_t i = 0; i < head_parts_.size(); ++i) parts.push_back({&head_parts_[i], head_row0_[i]});
+  for (const RowBlockWeight& b : head_blocks_) parts.push_back({&b.w, b.row0});
   return parts;
 }
 

@@ -398,12 +398,16 @@ class GpuModel : public Model, public Blocks<GpuBlockTypes> {
   NormedInput normed_input(kernels::OpContext& o, const Vector& norm, uint32_t T);
   BatchPlan plan_;                  // this forward's (begin_body())
   gpu::Buffer batch_tab_, batch_split_;  // plan_batch()'s table and split partials, grown on demand
-  // embedding(): the head's row blocks (vocab ids from head_row0_[i]) when it is split; the
-  // embedding's blocks when it is split. embed_parts_of_: what the embedding reads, one embed
-  // dispatch each: embed_ whole, or embed_parts_, or head_parts_ for a tied split table.
-  std::vector<kernels::GpuWeight> head_parts_;
-  std::vector<uint32_t> head_row0_;
-  std::vector<kernels::GpuWeight> embed_parts_;
+  // embedding(): a table over one storage binding in blocks of rows, one GPU matrix each, with the
+  // vocab id of its first row. head_blocks_: the head's when it is split; embed_blocks_: the
+  // embedding's when it is split and not tied. embed_parts_of_: what the embedding reads, one embed
+  // dispatch each: embed_ whole, or embed_blocks_, or head_blocks_ for a tied split table.
+  struct RowBlockWeight {
+    kernels::GpuWeight w;
+    uint32_t row0;
+  };
+  std::vector<RowBlockWeight> head_blocks_;
+  std::vector<RowBlockWeight> embed_blocks_;
   std::vector<HeadPart> embed_parts_of_;
   int32_t finish_split_head(kernels::OpContext& o, uint32_t last_row, HeadOut out, std::vector<float>* logits);
   bool chained_ = false;     // the forward being recorded takes its token from the device (token_ids)
