@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <functional>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -136,15 +138,69 @@ std::vector<AdapterInfo> Context::list_adapters() {
   return out;
 }
 
-std::unique_ptr<Context> Context::create(const ContextOptions& opts) {
-  std::unique_ptr<Context> ctx(new Context());
-  ctx->instance_ = make_instance();
-  std::vector<WGPUAdapter> adapters = enumerate(ctx->instance_);
+// One WebGPU device per adapter and feature set for the whole process, shared by every Context
+// asking for it. wgpu-native (0.32) does not free a released Vulkan device (its instance and the
+// driver's file descriptors stay open: pygfx/wgpu-py#405, gfx-rs/wgpu#155), and the NVIDIA driver
+// stops enumerating adapters after a few dozen such devices in one process (H200, 2026-12-05:
+// "no Vulkan adapter found" after ~30 models created and destroyed in one test binary). So a
+// device is created once and kept until the process exits or the device is lost; a Context that
+// ends releases its own objects and polls the device so their memory is reclaimed.
+struct SharedDevice {
+  WGPUInstance instance = nullptr;
+  WGPUAdapter adapter = nullptr;
+  WGPUDevice device = nullptr;
+  WGPUQueue queue = nullptr;
+  AdapterInfo info;
+  std::vector<WGPUFeatureName> enabled;
+  bool ts_inside_passes = false;
+  std::pair<uint32_t, uint32_t> subgroup_measured{0, 0};
+  std::mutex mu;                    // guards users and lost
+  std::vector<Context*> users;      // the live Contexts on this device (error / loss callbacks)
+  bool lost = false;
+  bool destroy_is_loss = false;     // set by lose_device_for_testing(); read by the lost callback
+
+  void for_each_user(const std::function<void(Context&)>& f) {
+    std::lock_guard<std::mutex> lk(mu);
+    for (Context* c : users) f(*c);
+  }
+  void attach(Context* c) {
+    std::lock_guard<std::mutex> lk(mu);
+    users.push_back(c);
+  }
+  void detach(Context* c) {
+    std::lock_guard<std::mutex> lk(mu);
+    users.erase(std::remove(users.begin(), users.end(), c), users.end());
+  }
+  bool is_lost() {
+    std::lock_guard<std::mutex> lk(mu);
+    return lost;
+  }
+  void mark_lost(const std::string& msg) {
+    std::lock_guard<std::mutex> lk(mu);
+    lost = true;
+    for (Context* c : users) c->on_lost(msg);
+  }
+  ~SharedDevice() {  // only a lost device is ever destroyed (see DevicePool)
+    if (queue) wgpuQueueRelease(queue);
+    if (device) wgpuDeviceRelease(device);
+    if (adapter) wgpuAdapterRelease(adapter);
+    if (instance) wgpuInstanceRelease(instance);
+  }
+};
+
+namespace {
+
+std::shared_ptr<SharedDevice> create_device(const ContextOptions& opts) {
+  auto d = std::make_shared<SharedDevice>();
+  d->instance = make_instance();
+  std::vector<WGPUAdapter> adapters = enumerate(d->instance);
   if (adapters.empty()) throw Error(std::string("WebGPU: ") + kNoAdapterAdvice);
   int pick = opts.adapter_index;
-  if (pick >= int(adapters.size()))
+  if (pick >= int(adapters.size())) {
+    for (WGPUAdapter a : adapters) wgpuAdapterRelease(a);
     throw Error("WebGPU: adapter index " + std::to_string(pick) + " out of range (" +
                 std::to_string(adapters.size()) + " adapters; see `wgllm devices`)");
+  }
   std::vector<AdapterInfo> infos;
   for (WGPUAdapter a : adapters) infos.push_back(describe(a));
   if (pick < 0) {
@@ -152,21 +208,19 @@ std::unique_ptr<Context> Context::create(const ContextOptions& opts) {
       if (!infos[i].is_software() && infos[i].backend == "Vulkan") pick = int(i);
     for (size_t i = 0; i < infos.size() && pick < 0; ++i)
       if (infos[i].backend == "Vulkan") pick = int(i);
-    if (pick < 0) throw Error(std::string("WebGPU: ") + kNoAdapterAdvice);
   }
   for (size_t i = 0; i < adapters.size(); ++i)
     if (int(i) != pick) wgpuAdapterRelease(adapters[i]);
-  ctx->adapter_ = adapters[pick];
-  ctx->wait_timeout_s_ = opts.wait_timeout_s;
-  ctx->shader_checks_ = opts.shader_runtime_checks;
-  ctx->info_ = infos[pick];
-  if (ctx->info_.backend != "Vulkan")
-    throw Error("WebGPU: adapter '" + ctx->info_.name + "' uses backend " + ctx->info_.backend +
+  if (pick < 0) throw Error(std::string("WebGPU: ") + kNoAdapterAdvice);
+  d->adapter = adapters[pick];
+  d->info = infos[pick];
+  if (d->info.backend != "Vulkan")
+    throw Error("WebGPU: adapter '" + d->info.name + "' uses backend " + d->info.backend +
                 ", only Vulkan is supported natively");
 
   // Features we use when present.
   WGPUSupportedFeatures feats = WGPU_SUPPORTED_FEATURES_INIT;
-  wgpuAdapterGetFeatures(ctx->adapter_, &feats);
+  wgpuAdapterGetFeatures(d->adapter, &feats);
   auto has = [&](uint32_t f) {
     for (size_t i = 0; i < feats.featureCount; ++i)
       if (uint32_t(feats.features[i]) == f) return true;
@@ -183,30 +237,34 @@ std::unique_ptr<Context> Context::create(const ContextOptions& opts) {
     want.push_back(WGPUNativeFeature_TimestampQueryInsideEncoders);
   }
   for (uint32_t f : want)
-    if (has(f)) ctx->enabled_.push_back(WGPUFeatureName(f));
+    if (has(f)) d->enabled.push_back(WGPUFeatureName(f));
   wgpuSupportedFeaturesFreeMembers(feats);
-  ctx->ts_inside_passes_ = ctx->has_feature(WGPUFeatureName(WGPUNativeFeature_TimestampQueryInsidePasses));
+  for (auto f : d->enabled)
+    if (f == WGPUFeatureName(WGPUNativeFeature_TimestampQueryInsidePasses)) d->ts_inside_passes = true;
 
-  WGPULimits limits = ctx->info_.limits;  // ask for everything the adapter offers
+  WGPULimits limits = d->info.limits;  // ask for everything the adapter offers
   WGPUDeviceDescriptor dd = WGPU_DEVICE_DESCRIPTOR_INIT;
   dd.label = sv("wgllm");
-  dd.requiredFeatureCount = ctx->enabled_.size();
-  dd.requiredFeatures = ctx->enabled_.data();
+  dd.requiredFeatureCount = d->enabled.size();
+  dd.requiredFeatures = d->enabled.data();
   dd.requiredLimits = &limits;
+  // The callbacks reach every Context on the device. The SharedDevice outlives its device's
+  // callbacks: it releases the device only in its destructor, after every user has gone.
   dd.deviceLostCallbackInfo.mode = WGPUCallbackMode_AllowSpontaneous;
   dd.deviceLostCallbackInfo.callback = [](WGPUDevice const*, WGPUDeviceLostReason reason,
                                           WGPUStringView msg, void* u1, void*) {
-    auto* c = static_cast<Context*>(u1);
+    auto* s = static_cast<SharedDevice*>(u1);
     if (reason == WGPUDeviceLostReason_CallbackCancelled) return;
-    if (reason == WGPUDeviceLostReason_Destroyed && !c->destroy_is_loss_) return;  // our own teardown
-    c->on_lost(str(msg).empty() ? "device destroyed" : str(msg));
+    if (reason == WGPUDeviceLostReason_Destroyed && !s->destroy_is_loss) return;  // teardown
+    s->mark_lost(str(msg).empty() ? "device destroyed" : str(msg));
   };
-  dd.deviceLostCallbackInfo.userdata1 = ctx.get();
+  dd.deviceLostCallbackInfo.userdata1 = d.get();
   dd.uncapturedErrorCallbackInfo.callback = [](WGPUDevice const*, WGPUErrorType type,
                                                WGPUStringView msg, void* u1, void*) {
-    static_cast<Context*>(u1)->on_error("WebGPU error (type " + std::to_string(int(type)) + "): " + str(msg));
+    const std::string m = "WebGPU error (type " + std::to_string(int(type)) + "): " + str(msg);
+    static_cast<SharedDevice*>(u1)->for_each_user([&](Context& c) { c.on_error(m); });
   };
-  dd.uncapturedErrorCallbackInfo.userdata1 = ctx.get();
+  dd.uncapturedErrorCallbackInfo.userdata1 = d.get();
 
   struct Req { WGPUDevice dev = nullptr; std::string msg; bool done = false; } req;
   WGPURequestDeviceCallbackInfo cb = WGPU_REQUEST_DEVICE_CALLBACK_INFO_INIT;
@@ -218,22 +276,63 @@ std::unique_ptr<Context> Context::create(const ContextOptions& opts) {
     r->done = true;
   };
   cb.userdata1 = &req;
-  wgpuAdapterRequestDevice(ctx->adapter_, &dd, cb);
-  for (int i = 0; !req.done && i < 100000; ++i) wgpuInstanceProcessEvents(ctx->instance_);
-  if (!req.dev) throw Error("WebGPU: requestDevice failed on '" + ctx->info_.name + "': " + req.msg);
-  ctx->device_ = req.dev;
-  ctx->queue_ = wgpuDeviceGetQueue(ctx->device_);
+  wgpuAdapterRequestDevice(d->adapter, &dd, cb);
+  for (int i = 0; !req.done && i < 100000; ++i) wgpuInstanceProcessEvents(d->instance);
+  if (!req.dev) throw Error("WebGPU: requestDevice failed on '" + d->info.name + "': " + req.msg);
+  d->device = req.dev;
+  d->queue = wgpuDeviceGetQueue(d->device);
+  return d;
+}
+
+// The process's devices by (adapter index asked for, timestamps wanted). Never destroyed: the
+// devices live until exit (destroying a Vulkan device during static teardown crashes some
+// drivers, gfx-rs/wgpu#8365).
+class DevicePool {
+ public:
+  static DevicePool& get() {
+    static DevicePool* p = new DevicePool();
+    return *p;
+  }
+  std::shared_ptr<SharedDevice> acquire(const ContextOptions& opts) {
+    std::lock_guard<std::mutex> lk(m_);
+    auto& slot = devices_[{opts.adapter_index, opts.want_timestamps}];
+    if (!slot || slot->is_lost()) slot = create_device(opts);  // a lost device is replaced
+    return slot;
+  }
+
+ private:
+  std::mutex m_;
+  std::map<std::pair<int, bool>, std::shared_ptr<SharedDevice>> devices_;
+};
+
+}  // namespace
+
+std::unique_ptr<Context> Context::create(const ContextOptions& opts) {
+  std::shared_ptr<SharedDevice> d = DevicePool::get().acquire(opts);
+  std::unique_ptr<Context> ctx(new Context());
+  ctx->shared_ = d;
+  ctx->instance_ = d->instance;
+  ctx->adapter_ = d->adapter;
+  ctx->device_ = d->device;
+  ctx->queue_ = d->queue;
+  ctx->info_ = d->info;
+  ctx->enabled_ = d->enabled;
+  ctx->ts_inside_passes_ = d->ts_inside_passes;
+  ctx->wait_timeout_s_ = opts.wait_timeout_s;
+  ctx->shader_checks_ = opts.shader_runtime_checks;
+  d->attach(ctx.get());
   return ctx;
 }
 
 Context::~Context() {
-  if (queue_) wgpuQueueRelease(queue_);
-  if (device_) {
-    wgpuDeviceDestroy(device_);
-    wgpuDeviceRelease(device_);
+  shared_->detach(this);
+  // This Context's buffers, pipelines and bind groups were released before it ends (their
+  // owners hold a Context&). An empty submission flushes the queue's pending buffer writes (wgpu
+  // keeps their staging memory until the next submission) and a blocking poll frees it all now.
+  if (!shared_->is_lost()) {
+    wgpuQueueSubmit(queue_, 0, nullptr);
+    poll_wait();  // under the watchdog: a hung device ends the process with a message
   }
-  if (adapter_) wgpuAdapterRelease(adapter_);
-  if (instance_) wgpuInstanceRelease(instance_);
 }
 
 void Context::check() {
@@ -300,10 +399,10 @@ class Watchdog {
 }  // namespace
 
 void Context::lose_device_for_testing() {
-  destroy_is_loss_ = true;
+  shared_->destroy_is_loss = true;
   wgpuDeviceDestroy(device_);
   wgpuDevicePoll(device_, false, nullptr);  // deliver the lost callback
-  if (!lost_) on_lost("device destroyed (simulated loss)");
+  if (!shared_->is_lost()) shared_->mark_lost("device destroyed (simulated loss)");
 }
 
 double Context::wait_timeout_s() const {
@@ -341,7 +440,7 @@ bool Context::has_subgroups() const {
 
 std::pair<uint32_t, uint32_t> Context::measured_subgroup_sizes() {
   if (!has_subgroups()) return {0, 0};
-  if (subgroup_measured_.first) return subgroup_measured_;
+  if (shared_->subgroup_measured.first) return shared_->subgroup_measured;
   // The adapter info's subgroupMinSize/MaxSize are 0 on wgpu-native 0.32 (not filled in), so ask
   // the shader compiler: every invocation of a 256-wide workgroup writes its subgroup_size.
   const uint32_t n = 256;
@@ -365,8 +464,8 @@ std::pair<uint32_t, uint32_t> Context::measured_subgroup_sizes() {
   rec.submit(sizes.data());
   auto [lo, hi] = std::minmax_element(sizes.begin(), sizes.end());
   if (*lo == 0 || *hi > 1024) throw Error("subgroup-size probe returned " + std::to_string(*lo) + ".." + std::to_string(*hi));
-  subgroup_measured_ = {*lo, *hi};
-  return subgroup_measured_;
+  shared_->subgroup_measured = {*lo, *hi};
+  return shared_->subgroup_measured;
 }
 
 }  // namespace wgllm::gpu

@@ -46,13 +46,19 @@ struct ContextOptions {
 /// Exit status of a process whose GPU wait timed out (see ContextOptions::wait_timeout_s).
 inline constexpr int kGpuTimeoutExitCode = 75;
 
-/// Owns the device. Move-only; not copyable.
+struct SharedDevice;  // native: the process's device for these options (context.cpp)
+
+/// One user's handle on the device: its own errors, loss flag, timeout and shader-check setting.
+/// Natively, every Context created with the same adapter index and timestamp wish shares one
+/// WebGPU device, kept for the life of the process (see SharedDevice in context.cpp); a device
+/// error or loss is reported to every Context on it. Not copyable.
 class Context {
  public:
   /// Lists every Vulkan adapter visible to the loader (throws wgllm::Error if none).
   static std::vector<AdapterInfo> list_adapters();
-  /// Creates a device on the chosen adapter. Throws wgllm::Error with advice when no Vulkan
-  /// adapter exists (e.g. set VK_DRIVER_FILES to a software driver on CPU-only machines).
+  /// A Context on the chosen adapter's device: the process's device for these options, created on
+  /// first use or after a loss. Throws wgllm::Error with advice when no Vulkan adapter exists (e.g.
+  /// set VK_DRIVER_FILES to a software driver on CPU-only machines).
   static std::unique_ptr<Context> create(const ContextOptions& opts = {});
   ~Context();
   Context(const Context&) = delete;
@@ -89,7 +95,8 @@ class Context {
   void check();
 
   /// Destroys the device as a driver reset would (tests of device-loss handling): afterwards
-  /// every synchronisation point throws wgllm::Error "WebGPU device lost: ...". Native only.
+  /// every synchronisation point of every Context on it throws wgllm::Error "WebGPU device lost:
+  /// ...", and the next create() makes a new device. Native only.
   void lose_device_for_testing();
   bool lost() const { return lost_; }
 
@@ -109,9 +116,8 @@ class Context {
   bool shader_checks_ = false;
   std::string error_;
   bool lost_ = false;
-  std::pair<uint32_t, uint32_t> subgroup_measured_{0, 0};
   double wait_timeout_s_ = 0;
-  bool destroy_is_loss_ = false;  // set by lose_device_for_testing(); read by the lost callback
+  std::shared_ptr<SharedDevice> shared_;  // native: owns the handles above; web: unused
 };
 
 }  // namespace wgllm::gpu
