@@ -68,17 +68,18 @@ TEST(HybridDispatch, Lfm2ConvLayerDecode) {
   for (bool fused : {false, true}) {
     KernelOptions k;
     k.fuse_conv_state = fused;
-    k.fuse_conv_in = false;  // (on hardware GPUs it would take the conv into the in-projection)
+    k.fuse_conv_in = false;  // (when on, hardware GPUs would take the conv into the in-projection)
     auto n = decode_step_labels("lfm2_tiny/hf", k);
     const uint32_t layers = n["shortconv_in_proj"];
     ASSERT_GT(layers, 0u);
     EXPECT_EQ(n["shortconv_out_proj"], layers);
     EXPECT_EQ(sum(n, {"shortconv_conv", "causal_conv_state"}), layers * (fused ? 1 : 2)) << "fused " << fused;
   }
-  // --fuse-conv-in on the matrix-vector kernel (forced: software adapters default it off): the conv
-  // is the in-projection's epilogue, no conv dispatch at all.
+  // --fuse-conv-in (default off) on the matrix-vector kernel (forced: software adapters default it
+  // off): the conv is the in-projection's epilogue, no conv dispatch at all.
   KernelOptions k;
   k.matvec_subgroup = 1;
+  k.fuse_conv_in = true;
   auto n = decode_step_labels("lfm2_tiny/hf", k);
   ASSERT_GT(n["shortconv_in_proj"], 0u);
   EXPECT_EQ(sum(n, {"shortconv_conv", "causal_conv_state"}), 0u);

@@ -201,7 +201,7 @@ TEST(Lfm2Parity, FusedConvStateGivesIdenticalBits) {
 }
 
 // --fuse-conv-in (the conv in the in-projection's epilogue; one-token forwards on the matrix-vector
-// kernel, forced on here since software adapters default it off): decode logits bit-identical with
+// kernel, both forced on here; default off): decode logits bit-identical with
 // it off, and within the GPU tolerance of the CPU reference. Then --fused-decode (QK-norm, RoPE and
 // KV store in the attention launch; not bit-exact): within the tolerance, greedy tokens identical.
 TEST(Lfm2Parity, FusedConvInGivesIdenticalBitsAndFusedDecodeMatchesCpu) {

@@ -8,6 +8,8 @@
 #   ab     `bench ab` TTFT, 2 interleaved rounds, A = product, B = --gdn-chunk-long 32:
 #          p512 (control: no change expected), p4096 (two 2048-token forwards: the measured case),
 #          p1024 with --gdn-chunk-long-from 1024 (B) and p2048; a null control (A = B = product, 4096)
+#   threshold  (not in the default PARTS) where the long chunk stops paying: 32 from 256 at p256 and
+#          p512, and a chunk of 16 at p4096
 # Staging: python3 tools/device/pack.py --bin wgllm qwen35_parity_test --gl --extra /tmp/synth=synth
 # then this script in one call (PARTS="tests ab" by default). Results: $OUT/results.tgz; summary:
 # python3 tools/device/recipes/gdn_chunk_long_summary.py DIR (raw/ = the unpacked results).
@@ -38,6 +40,16 @@ for part in ${PARTS:-tests ab}; do
     wg_ab chunklong32_from1024_vs_product_p1024 120 --a "$B1 --prompt-lengths 1024" \
       --b "$B1 --prompt-lengths 1024 --gdn-chunk-long 32 --gdn-chunk-long-from 1024" --metric ttft_ms --rounds 2
     el "ab"
+    ;;
+  threshold)
+    B1="bench -m $M --gen 8 --reps 2"
+    for p in 512 256; do
+      wg_ab chunklong32_from256_vs_product_p$p 120 --a "$B1 --prompt-lengths $p" \
+        --b "$B1 --prompt-lengths $p --gdn-chunk-long 32 --gdn-chunk-long-from 256" --metric ttft_ms --rounds 2
+    done
+    wg_ab chunklong16_vs_product_p4096 120 --a "$B1 --prompt-lengths 4096" --b "$B1 --prompt-lengths 4096 --gdn-chunk-long 16" \
+      --metric ttft_ms --rounds 2
+    el "threshold"
     ;;
   esac
 done
