@@ -10,6 +10,7 @@
 namespace wgllm::gpu {
 
 Buffer::Buffer(Context& ctx, uint64_t size, BufferKind kind, const std::string& label) {
+  ContextCall call(ctx);
   size = (std::max<uint64_t>(size, 4) + 3) & ~uint64_t(3);
   if (size > ctx.info().limits.maxBufferSize)
     throw Error("GPU buffer '" + label + "' of " + std::to_string(size) +
@@ -55,6 +56,7 @@ Buffer& Buffer::operator=(Buffer&& o) noexcept {
 }
 
 void Buffer::write(Context& ctx, uint64_t offset, const void* data, uint64_t size) const {
+  ContextCall call(ctx);
   if (offset + size > size_) throw Error("GPU buffer write out of range");
   if (size % 4 == 0) {
     wgpuQueueWriteBuffer(ctx.queue(), buf_, offset, data, size);
@@ -66,6 +68,7 @@ void Buffer::write(Context& ctx, uint64_t offset, const void* data, uint64_t siz
 }
 
 void map_read(Context& ctx, const Buffer& staging, void* dst, uint64_t size) {
+  ContextCall call(ctx);
   struct St { bool done = false; WGPUMapAsyncStatus status{}; std::string msg; } st;
   WGPUBufferMapCallbackInfo cb = WGPU_BUFFER_MAP_CALLBACK_INFO_INIT;
   cb.mode = WGPUCallbackMode_AllowProcessEvents;
@@ -90,6 +93,7 @@ void map_read(Context& ctx, const Buffer& staging, void* dst, uint64_t size) {
 }
 
 void Buffer::read(Context& ctx, uint64_t offset, void* dst, uint64_t size) const {
+  ContextCall call(ctx);
   uint64_t sz = (size + 3) & ~uint64_t(3);
   Buffer staging(ctx, sz, BufferKind::Readback, "readback");
   WGPUCommandEncoder enc = wgpuDeviceCreateCommandEncoder(ctx.device(), nullptr);
@@ -102,6 +106,7 @@ void Buffer::read(Context& ctx, uint64_t offset, void* dst, uint64_t size) const
 }
 
 void copy_buffers(Context& ctx, const std::vector<CopyRange>& copies) {
+  ContextCall call(ctx);
   if (copies.empty()) return;
   WGPUCommandEncoder enc = wgpuDeviceCreateCommandEncoder(ctx.device(), nullptr);
   for (const CopyRange& c : copies) {

@@ -6,7 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
-#include <functional>
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -154,18 +154,24 @@ struct SharedDevice {
   std::vector<WGPUFeatureName> enabled;
   bool ts_inside_passes = false;
   std::pair<uint32_t, uint32_t> subgroup_measured{0, 0};
-  std::mutex mu;                    // guards users and lost
+  std::mutex mu;                    // guards users, lost, lost_msg and subgroup_measured
   std::vector<Context*> users;      // the live Contexts on this device (error / loss callbacks)
   bool lost = false;
-  bool destroy_is_loss = false;     // set by lose_device_for_testing(); read by the lost callback
+  std::string lost_msg;
+  std::atomic<bool> destroy_is_loss = false;  // set by lose_device_for_testing(); read by the lost callback
 
-  void for_each_user(const std::function<void(Context&)>& f) {
+  /// An error raised on this device: to the Context whose call raised it (ContextCall) when that
+  /// one is on this device, else to every Context on it.
+  void on_error(const std::string& m) {
     std::lock_guard<std::mutex> lk(mu);
-    for (Context* c : users) f(*c);
+    Context* cur = ContextCall::current();
+    if (cur && std::find(users.begin(), users.end(), cur) != users.end()) return cur->on_error(m);
+    for (Context* c : users) c->on_error(m);
   }
   void attach(Context* c) {
     std::lock_guard<std::mutex> lk(mu);
     users.push_back(c);
+    if (lost) c->on_lost(lost_msg);  // lost between the pool's check and now
   }
   void detach(Context* c) {
     std::lock_guard<std::mutex> lk(mu);
@@ -177,7 +183,9 @@ struct SharedDevice {
   }
   void mark_lost(const std::string& msg) {
     std::lock_guard<std::mutex> lk(mu);
+    if (lost) return;
     lost = true;
+    lost_msg = msg;
     for (Context* c : users) c->on_lost(msg);
   }
   ~SharedDevice() {  // only a lost device is ever destroyed (see DevicePool)
@@ -261,8 +269,7 @@ std::shared_ptr<SharedDevice> create_device(const ContextOptions& opts) {
   dd.deviceLostCallbackInfo.userdata1 = d.get();
   dd.uncapturedErrorCallbackInfo.callback = [](WGPUDevice const*, WGPUErrorType type,
                                                WGPUStringView msg, void* u1, void*) {
-    const std::string m = "WebGPU error (type " + std::to_string(int(type)) + "): " + str(msg);
-    static_cast<SharedDevice*>(u1)->for_each_user([&](Context& c) { c.on_error(m); });
+    static_cast<SharedDevice*>(u1)->on_error("WebGPU error (type " + std::to_string(int(type)) + "): " + str(msg));
   };
   dd.uncapturedErrorCallbackInfo.userdata1 = d.get();
 
@@ -294,9 +301,11 @@ class DevicePool {
     return *p;
   }
   std::shared_ptr<SharedDevice> acquire(const ContextOptions& opts) {
+    std::shared_ptr<SharedDevice> replaced;  // a lost device, released after the lock (its release may wait)
     std::lock_guard<std::mutex> lk(m_);
     auto& slot = devices_[{opts.adapter_index, opts.want_timestamps}];
-    if (!slot || slot->is_lost()) slot = create_device(opts);  // a lost device is replaced
+    if (slot && slot->is_lost()) replaced = std::move(slot);
+    if (!slot) slot = create_device(opts);  // first use, or a lost device replaced
     return slot;
   }
 
@@ -325,20 +334,25 @@ std::unique_ptr<Context> Context::create(const ContextOptions& opts) {
 }
 
 Context::~Context() {
-  shared_->detach(this);
-  // This Context's buffers, pipelines and bind groups were released before it ends (their
-  // owners hold a Context&). An empty submission flushes the queue's pending buffer writes (wgpu
-  // keeps their staging memory until the next submission) and a blocking poll frees it all now.
-  if (!shared_->is_lost()) {
-    wgpuQueueSubmit(queue_, 0, nullptr);
-    poll_wait();  // under the watchdog: a hung device ends the process with a message
+  {
+    // This Context's buffers, pipelines and bind groups were released before it ends (their
+    // owners hold a Context&). An empty submission flushes the queue's pending buffer writes (wgpu
+    // keeps their staging memory until the next submission) and a blocking poll frees it all now.
+    ContextCall call(*this);
+    if (!shared_->is_lost()) {
+      wgpuQueueSubmit(queue_, 0, nullptr);
+      poll_wait();  // under the watchdog: a hung device ends the process with a message
+    }
   }
+  shared_->detach(this);
 }
 
 void Context::check() {
+  std::unique_lock<std::mutex> lk(error_mu_);
   if (!error_.empty()) {
     std::string e = error_;
     if (!lost_) error_.clear();
+    lk.unlock();
     throw Error(e);
   }
 }
@@ -401,8 +415,8 @@ class Watchdog {
 void Context::lose_device_for_testing() {
   shared_->destroy_is_loss = true;
   wgpuDeviceDestroy(device_);
-  wgpuDevicePoll(device_, false, nullptr);  // deliver the lost callback
-  if (!shared_->is_lost()) shared_->mark_lost("device destroyed (simulated loss)");
+  wgpuDevicePoll(device_, false, nullptr);  // a lost callback, if this wgpu-native delivers one (0.32 does not)
+  shared_->mark_lost("device destroyed (simulated loss)");
 }
 
 double Context::wait_timeout_s() const {
@@ -417,12 +431,14 @@ double Context::wait_timeout_s() const {
 }
 
 void Context::poll_wait() {
+  ContextCall call(*this);
   Watchdog::get().arm(wait_timeout_s(), "a GPU submission on '" + info_.name + "'");
   wgpuDevicePoll(device_, true, nullptr);
   Watchdog::get().disarm();
 }
 
 void Context::poll_wait_for(uint64_t index) {
+  ContextCall call(*this);
   Watchdog::get().arm(wait_timeout_s(), "a GPU submission on '" + info_.name + "'");
   const WGPUSubmissionIndex i = index;
   wgpuDevicePoll(device_, true, &i);
@@ -440,7 +456,11 @@ bool Context::has_subgroups() const {
 
 std::pair<uint32_t, uint32_t> Context::measured_subgroup_sizes() {
   if (!has_subgroups()) return {0, 0};
-  if (shared_->subgroup_measured.first) return shared_->subgroup_measured;
+  {
+    std::lock_guard<std::mutex> lk(shared_->mu);
+    if (shared_->subgroup_measured.first) return shared_->subgroup_measured;
+  }
+  ContextCall call(*this);
   // The adapter info's subgroupMinSize/MaxSize are 0 on wgpu-native 0.32 (not filled in), so ask
   // the shader compiler: every invocation of a 256-wide workgroup writes its subgroup_size.
   const uint32_t n = 256;
@@ -464,6 +484,7 @@ std::pair<uint32_t, uint32_t> Context::measured_subgroup_sizes() {
   rec.submit(sizes.data());
   auto [lo, hi] = std::minmax_element(sizes.begin(), sizes.end());
   if (*lo == 0 || *hi > 1024) throw Error("subgroup-size probe returned " + std::to_string(*lo) + ".." + std::to_string(*hi));
+  std::lock_guard<std::mutex> lk(shared_->mu);
   shared_->subgroup_measured = {*lo, *hi};
   return shared_->subgroup_measured;
 }

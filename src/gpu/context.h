@@ -4,7 +4,9 @@
 // callbacks and re-thrown as wgllm::Error at the next synchronisation point (check()).
 #pragma once
 #include <cstdint>
+#include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -43,6 +45,26 @@ struct ContextOptions {
   bool shader_runtime_checks = false;
 };
 
+class Context;
+
+/// Names the Context on whose behalf this thread calls WebGPU while it lives (nested: the innermost
+/// wins). wgpu-native raises a validation error synchronously inside the call that caused it, so the
+/// error callback gives the error to ContextCall::current() when that Context is on the erring
+/// device, and to every Context on the device otherwise. The gpu layer opens one in each entry point
+/// that calls WebGPU (Buffer, Pipeline, Recorder, Context's waits).
+class ContextCall {
+ public:
+  explicit ContextCall(Context& c) : prev_(current_) { current_ = &c; }
+  ~ContextCall() { current_ = prev_; }
+  ContextCall(const ContextCall&) = delete;
+  ContextCall& operator=(const ContextCall&) = delete;
+  static Context* current() { return current_; }
+
+ private:
+  Context* prev_;
+  inline static thread_local Context* current_ = nullptr;
+};
+
 /// Exit status of a process whose GPU wait timed out (see ContextOptions::wait_timeout_s).
 inline constexpr int kGpuTimeoutExitCode = 75;
 
@@ -50,8 +72,10 @@ struct SharedDevice;  // native: the process's device for these options (context
 
 /// One user's handle on the device: its own errors, loss flag, timeout and shader-check setting.
 /// Natively, every Context created with the same adapter index and timestamp wish shares one
-/// WebGPU device, kept for the life of the process (see SharedDevice in context.cpp); a device
-/// error or loss is reported to every Context on it. Not copyable.
+/// WebGPU device, kept for the life of the process (see SharedDevice in context.cpp). A validation
+/// error goes to the Context whose call raised it (ContextCall); a device loss, or an error raised
+/// outside any ContextCall, to every Context on the device. Its error state may be read and written
+/// from several threads (a poll on one thread delivers the device's callbacks). Not copyable.
 class Context {
  public:
   /// Lists every Vulkan adapter visible to the loader (throws wgllm::Error if none).
@@ -104,6 +128,8 @@ class Context {
   void on_error(const std::string& msg);
   void on_lost(const std::string& msg);
 
+  friend struct SharedDevice;
+
  private:
   Context() = default;
   WGPUInstance instance_ = nullptr;
@@ -114,8 +140,9 @@ class Context {
   std::vector<WGPUFeatureName> enabled_;
   bool ts_inside_passes_ = false;
   bool shader_checks_ = false;
+  std::mutex error_mu_;  // guards error_ (callbacks may run on another thread's poll)
   std::string error_;
-  bool lost_ = false;
+  std::atomic<bool> lost_ = false;
   double wait_timeout_s_ = 0;
   std::shared_ptr<SharedDevice> shared_;  // native: owns the handles above; web: unused
 };

@@ -11,9 +11,11 @@ bool Context::has_feature(WGPUFeatureName f) const {
 }
 
 void Context::on_error(const std::string& msg) {
+  std::lock_guard<std::mutex> lk(error_mu_);
   if (error_.empty()) error_ = msg;
 }
 void Context::on_lost(const std::string& msg) {
+  std::lock_guard<std::mutex> lk(error_mu_);
   lost_ = true;
   if (error_.empty()) error_ = "WebGPU device lost: " + msg;
 }

@@ -165,8 +165,9 @@ static std::vector<float> add_one_on(Context& ctx) {
 }
 
 // Contexts with the same options share the process's device (wgpu-native does not free a released
-// Vulkan device, and a driver runs out after a few dozen); each keeps its own loss and error
-// state; a lost device is replaced for the next Context.
+// Vulkan device, and a driver runs out after a few dozen); a validation error reaches only the
+// Context whose call raised it, a loss every Context on the device; a lost device is replaced for
+// the next Context. Checked to fail with the error sent to every Context on the device.
 TEST(Gpu, ContextsShareTheProcessDevice) {
   auto a = Context::create();
   auto b = Context::create();
@@ -175,6 +176,12 @@ TEST(Gpu, ContextsShareTheProcessDevice) {
   no_ts.want_timestamps = false;
   auto c = Context::create(no_ts);
   EXPECT_NE(c->device(), a->device()) << "other features: another device";
+  {  // a validation error goes to the Context whose call raised it, not to the others on the device
+    PipelineCache cache(*a);
+    EXPECT_THROW(cache.get("broken", [] { return KernelSpec{"", "fn main( {", {Bind::Uniform}}; }), Error);
+    EXPECT_NO_THROW(b->check()) << "b saw a's error";
+    EXPECT_NO_THROW(a->check()) << "the error stays after it was thrown";
+  }
   a.reset();  // one user ending leaves the device to the others
   EXPECT_EQ(add_one_on(*b), std::vector<float>(64, 3.5f));
   b->lose_device_for_testing();

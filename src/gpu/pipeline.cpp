@@ -6,6 +6,7 @@
 namespace wgllm::gpu {
 
 Pipeline::Pipeline(Context& ctx, const KernelSpec& spec) : key_(spec.key), kinds_(spec.bindings) {
+  ContextCall call(ctx);
   std::vector<WGPUBindGroupLayoutEntry> entries;
   for (size_t i = 0; i < spec.bindings.size(); ++i) {
     WGPUBindGroupLayoutEntry e = WGPU_BIND_GROUP_LAYOUT_ENTRY_INIT;

@@ -64,6 +64,7 @@ Recorder::~Recorder() {
 }
 
 void Recorder::set_step_gpu_time(bool on) {
+  ContextCall call(ctx_);
 #ifdef __EMSCRIPTEN__
   step_gpu_ = false;  // encoder-level timestamps are a wgpu-native feature
   (void)on;
@@ -80,6 +81,7 @@ void Recorder::set_step_gpu_time(bool on) {
 }
 
 void Recorder::set_profiling(bool on) {
+  ContextCall call(ctx_);
   // WebGPU caps a query set at 4096 queries: profile at most 2048 dispatches per submission.
   profiling_ = on && ctx_.timestamps_inside_passes();
   prof_cap_ = std::min<uint32_t>(max_dispatches_, 2048);
@@ -94,6 +96,7 @@ void Recorder::set_profiling(bool on) {
 }
 
 void Recorder::begin() {
+  ContextCall call(ctx_);
   if (enc_) throw Error("Recorder::begin called twice without submit");
   t_begin_ns_ = now_ns();
   enc_ = wgpuDeviceCreateCommandEncoder(ctx_.device(), nullptr);
@@ -112,6 +115,7 @@ void Recorder::begin() {
 }
 
 const Buffer& Recorder::scratch(uint64_t bytes) {
+  ContextCall call(ctx_);
   if (scratch_.size() < bytes) {
     if (scratch_) retired_scratch_.push_back(std::move(scratch_));
     scratch_ = Buffer(ctx_, std::max<uint64_t>(bytes, 1 << 20), BufferKind::Storage, "recorder_scratch");
@@ -223,6 +227,7 @@ WGPUBindGroup Recorder::bind_group(const Pipeline& p, std::span<const Binding> s
 
 void Recorder::dispatch(const Pipeline& p, std::span<const Binding> storage, const void* params,
                         uint32_t params_size, uint32_t gx, uint32_t gy, uint32_t gz, const char* label) {
+  ContextCall call(ctx_);
   if (storage.size() + 1 != p.n_bindings())
     throw Error("kernel '" + p.key() + "': expected " + std::to_string(p.n_bindings() - 1) +
                 " storage bindings, got " + std::to_string(storage.size()));
@@ -256,6 +261,7 @@ void Recorder::dispatch(const Pipeline& p, std::span<const Binding> storage, con
 }
 
 void Recorder::copy(const Buffer& src, uint64_t so, const Buffer& dst, uint64_t dof, uint64_t size) {
+  ContextCall call(ctx_);
   if (!enc_) throw Error("Recorder: copy outside begin()/submit()");
   end_pass();
   if (so + size > src.size() || dof + size > dst.size()) throw Error("Recorder::copy out of range");
@@ -285,6 +291,7 @@ bool Recorder::copy_timed(const Buffer& src, uint64_t so, const Buffer& dst, uin
 }
 
 void Recorder::read_after(const Buffer& src, uint64_t off, uint64_t size) {
+  ContextCall call(ctx_);
   if (!enc_) throw Error("Recorder: read_after outside begin()/submit()");
   if (off + ((size + 3) & ~uint64_t(3)) > src.size() || size > (16u << 20)) throw Error("Recorder::read_after out of range");
   read_pending_ = true;
@@ -321,6 +328,7 @@ void Recorder::finish_submission(int64_t t_submit) {
 }
 
 uint64_t Recorder::submit_async() {
+  ContextCall call(ctx_);
   if (!enc_) throw Error("Recorder::submit_async without begin()");
   if (!read_pending_) throw Error("Recorder::submit_async: no read scheduled (read_after)");
   if (profiling_) throw Error("Recorder::submit_async: per-dispatch profiling needs submit()");
@@ -358,6 +366,7 @@ uint64_t Recorder::submit_async() {
 }
 
 void Recorder::wait_read(uint64_t ticket, void* dst) {
+  ContextCall call(ctx_);
   ReadSlot* slot = nullptr;
   for (ReadSlot& r : ring_)
     if (r.busy && r.ticket == ticket) slot = &r;
@@ -388,6 +397,7 @@ void Recorder::wait_read(uint64_t ticket, void* dst) {
 }
 
 void Recorder::submit(void* read_dst) {
+  ContextCall call(ctx_);
   if (!enc_) throw Error("Recorder::submit without begin()");
   const int64_t t_submit = now_ns();
   end_pass();
