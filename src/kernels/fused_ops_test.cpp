@@ -588,6 +588,7 @@ TEST(FusedOps, MatmulConvInBitIdenticalToMatmulCausalConv) {
           if (t != DType::Q8_0 && (shape != 0 || L != 3)) continue;  // (pipeline compiles: kept short)
           KernelOptions ko;
           ko.matvec_subgroup = 1;
+          ko.fuse_conv_in = true;  // (default off)
           ko.matvec_int8 = shape == 0 && norm ? 1 : 0;
           if (shape == 1) ko.matvec_rows_per_workgroup = 3, ko.matvec_rows_per_thread = 1;
           if (shape == 2) ko.matvec_rows_per_workgroup = 8, ko.matvec_rows_per_thread = 4;
