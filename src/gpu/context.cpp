@@ -146,13 +146,7 @@ std::vector<AdapterInfo> Context::list_adapters() {
 // device is created once and kept until the process exits or the device is lost; a Context that
 // ends releases its own objects and polls the device so their memory is reclaimed.
 struct SharedDevice {
-  WGPUInstance instance = nullptr;
-  WGPUAdapter adapter = nullptr;
-  WGPUDevice device = nullptr;
-  WGPUQueue queue = nullptr;
-  AdapterInfo info;
-  std::vector<WGPUFeatureName> enabled;
-  bool ts_inside_passes = false;
+  DeviceHandles h;  // owned: released in the destructor
   std::pair<uint32_t, uint32_t> subgroup_measured{0, 0};
   std::mutex mu;                    // guards users, lost, lost_msg and subgroup_measured
   std::vector<Context*> users;      // the live Contexts on this device (error / loss callbacks)
@@ -189,10 +183,10 @@ struct SharedDevice {
     for (Context* c : users) c->on_lost(msg);
   }
   ~SharedDevice() {  // only a lost device is ever destroyed (see DevicePool)
-    if (queue) wgpuQueueRelease(queue);
-    if (device) wgpuDeviceRelease(device);
-    if (adapter) wgpuAdapterRelease(adapter);
-    if (instance) wgpuInstanceRelease(instance);
+    if (h.queue) wgpuQueueRelease(h.queue);
+    if (h.device) wgpuDeviceRelease(h.device);
+    if (h.adapter) wgpuAdapterRelease(h.adapter);
+    if (h.instance) wgpuInstanceRelease(h.instance);
   }
 };
 
@@ -200,8 +194,8 @@ namespace {
 
 std::shared_ptr<SharedDevice> create_device(const ContextOptions& opts) {
   auto d = std::make_shared<SharedDevice>();
-  d->instance = make_instance();
-  std::vector<WGPUAdapter> adapters = enumerate(d->instance);
+  d->h.instance = make_instance();
+  std::vector<WGPUAdapter> adapters = enumerate(d->h.instance);
   if (adapters.empty()) throw Error(std::string("WebGPU: ") + kNoAdapterAdvice);
   int pick = opts.adapter_index;
   if (pick >= int(adapters.size())) {
@@ -220,15 +214,15 @@ std::shared_ptr<SharedDevice> create_device(const ContextOptions& opts) {
   for (size_t i = 0; i < adapters.size(); ++i)
     if (int(i) != pick) wgpuAdapterRelease(adapters[i]);
   if (pick < 0) throw Error(std::string("WebGPU: ") + kNoAdapterAdvice);
-  d->adapter = adapters[pick];
-  d->info = infos[pick];
-  if (d->info.backend != "Vulkan")
-    throw Error("WebGPU: adapter '" + d->info.name + "' uses backend " + d->info.backend +
+  d->h.adapter = adapters[pick];
+  d->h.info = infos[pick];
+  if (d->h.info.backend != "Vulkan")
+    throw Error("WebGPU: adapter '" + d->h.info.name + "' uses backend " + d->h.info.backend +
                 ", only Vulkan is supported natively");
 
   // Features we use when present.
   WGPUSupportedFeatures feats = WGPU_SUPPORTED_FEATURES_INIT;
-  wgpuAdapterGetFeatures(d->adapter, &feats);
+  wgpuAdapterGetFeatures(d->h.adapter, &feats);
   auto has = [&](uint32_t f) {
     for (size_t i = 0; i < feats.featureCount; ++i)
       if (uint32_t(feats.features[i]) == f) return true;
@@ -245,16 +239,16 @@ std::shared_ptr<SharedDevice> create_device(const ContextOptions& opts) {
     want.push_back(WGPUNativeFeature_TimestampQueryInsideEncoders);
   }
   for (uint32_t f : want)
-    if (has(f)) d->enabled.push_back(WGPUFeatureName(f));
+    if (has(f)) d->h.enabled.push_back(WGPUFeatureName(f));
   wgpuSupportedFeaturesFreeMembers(feats);
-  for (auto f : d->enabled)
-    if (f == WGPUFeatureName(WGPUNativeFeature_TimestampQueryInsidePasses)) d->ts_inside_passes = true;
+  for (auto f : d->h.enabled)
+    if (f == WGPUFeatureName(WGPUNativeFeature_TimestampQueryInsidePasses)) d->h.ts_inside_passes = true;
 
-  WGPULimits limits = d->info.limits;  // ask for everything the adapter offers
+  WGPULimits limits = d->h.info.limits;  // ask for everything the adapter offers
   WGPUDeviceDescriptor dd = WGPU_DEVICE_DESCRIPTOR_INIT;
   dd.label = sv("wgllm");
-  dd.requiredFeatureCount = d->enabled.size();
-  dd.requiredFeatures = d->enabled.data();
+  dd.requiredFeatureCount = d->h.enabled.size();
+  dd.requiredFeatures = d->h.enabled.data();
   dd.requiredLimits = &limits;
   // The callbacks reach every Context on the device. The SharedDevice outlives its device's
   // callbacks: it releases the device only in its destructor, after every user has gone.
@@ -283,11 +277,11 @@ std::shared_ptr<SharedDevice> create_device(const ContextOptions& opts) {
     r->done = true;
   };
   cb.userdata1 = &req;
-  wgpuAdapterRequestDevice(d->adapter, &dd, cb);
-  for (int i = 0; !req.done && i < 100000; ++i) wgpuInstanceProcessEvents(d->instance);
-  if (!req.dev) throw Error("WebGPU: requestDevice failed on '" + d->info.name + "': " + req.msg);
-  d->device = req.dev;
-  d->queue = wgpuDeviceGetQueue(d->device);
+  wgpuAdapterRequestDevice(d->h.adapter, &dd, cb);
+  for (int i = 0; !req.done && i < 100000; ++i) wgpuInstanceProcessEvents(d->h.instance);
+  if (!req.dev) throw Error("WebGPU: requestDevice failed on '" + d->h.info.name + "': " + req.msg);
+  d->h.device = req.dev;
+  d->h.queue = wgpuDeviceGetQueue(d->h.device);
   return d;
 }
 
@@ -320,13 +314,7 @@ std::unique_ptr<Context> Context::create(const ContextOptions& opts) {
   std::shared_ptr<SharedDevice> d = DevicePool::get().acquire(opts);
   std::unique_ptr<Context> ctx(new Context());
   ctx->shared_ = d;
-  ctx->instance_ = d->instance;
-  ctx->adapter_ = d->adapter;
-  ctx->device_ = d->device;
-  ctx->queue_ = d->queue;
-  ctx->info_ = d->info;
-  ctx->enabled_ = d->enabled;
-  ctx->ts_inside_passes_ = d->ts_inside_passes;
+  ctx->d_ = d->h;
   ctx->wait_timeout_s_ = opts.wait_timeout_s;
   ctx->shader_checks_ = opts.shader_runtime_checks;
   d->attach(ctx.get());
@@ -340,7 +328,7 @@ Context::~Context() {
     // keeps their staging memory until the next submission) and a blocking poll frees it all now.
     ContextCall call(*this);
     if (!shared_->is_lost()) {
-      wgpuQueueSubmit(queue_, 0, nullptr);
+      wgpuQueueSubmit(d_.queue, 0, nullptr);
       poll_wait();  // under the watchdog: a hung device ends the process with a message
     }
   }
@@ -414,8 +402,8 @@ class Watchdog {
 
 void Context::lose_device_for_testing() {
   shared_->destroy_is_loss = true;
-  wgpuDeviceDestroy(device_);
-  wgpuDevicePoll(device_, false, nullptr);  // a lost callback, if this wgpu-native delivers one (0.32 does not)
+  wgpuDeviceDestroy(d_.device);
+  wgpuDevicePoll(d_.device, false, nullptr);  // a lost callback, if this wgpu-native delivers one (0.32 does not)
   shared_->mark_lost("device destroyed (simulated loss)");
 }
 
@@ -427,21 +415,21 @@ double Context::wait_timeout_s() const {
   }
   if (wait_timeout_s_ > 0) return wait_timeout_s_;
   // Software adapters run a long prefill on the CPU (minutes on a busy 2-core machine).
-  return info_.is_software() ? 1800.0 : 120.0;
+  return d_.info.is_software() ? 1800.0 : 120.0;
 }
 
 void Context::poll_wait() {
   ContextCall call(*this);
-  Watchdog::get().arm(wait_timeout_s(), "a GPU submission on '" + info_.name + "'");
-  wgpuDevicePoll(device_, true, nullptr);
+  Watchdog::get().arm(wait_timeout_s(), "a GPU submission on '" + d_.info.name + "'");
+  wgpuDevicePoll(d_.device, true, nullptr);
   Watchdog::get().disarm();
 }
 
 void Context::poll_wait_for(uint64_t index) {
   ContextCall call(*this);
-  Watchdog::get().arm(wait_timeout_s(), "a GPU submission on '" + info_.name + "'");
+  Watchdog::get().arm(wait_timeout_s(), "a GPU submission on '" + d_.info.name + "'");
   const WGPUSubmissionIndex i = index;
-  wgpuDevicePoll(device_, true, &i);
+  wgpuDevicePoll(d_.device, true, &i);
   Watchdog::get().disarm();
 }
 

@@ -68,6 +68,17 @@ class ContextCall {
 /// Exit status of a process whose GPU wait timed out (see ContextOptions::wait_timeout_s).
 inline constexpr int kGpuTimeoutExitCode = 75;
 
+/// The WebGPU objects of one device and what was enabled on it.
+struct DeviceHandles {
+  WGPUInstance instance = nullptr;
+  WGPUAdapter adapter = nullptr;
+  WGPUDevice device = nullptr;
+  WGPUQueue queue = nullptr;
+  AdapterInfo info;
+  std::vector<WGPUFeatureName> enabled;
+  bool ts_inside_passes = false;
+};
+
 struct SharedDevice;  // native: the process's device for these options (context.cpp)
 
 /// One user's handle on the device: its own errors, loss flag, timeout and shader-check setting.
@@ -88,10 +99,10 @@ class Context {
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
 
-  WGPUInstance instance() const { return instance_; }
-  WGPUDevice device() const { return device_; }
-  WGPUQueue queue() const { return queue_; }
-  const AdapterInfo& info() const { return info_; }
+  WGPUInstance instance() const { return d_.instance; }
+  WGPUDevice device() const { return d_.device; }
+  WGPUQueue queue() const { return d_.queue; }
+  const AdapterInfo& info() const { return d_.info; }
   bool has_feature(WGPUFeatureName f) const;
   /// True when WGSL may use subgroup builtins (the standard feature or wgpu-native's own).
   bool has_subgroups() const;
@@ -99,7 +110,7 @@ class Context {
   /// measured once, then cached); {0, 0} without subgroup support. Native builds only. The
   /// adapter info's own subgroup sizes are not filled in by wgpu-native 0.32.
   std::pair<uint32_t, uint32_t> measured_subgroup_sizes();
-  bool timestamps_inside_passes() const { return ts_inside_passes_; }
+  bool timestamps_inside_passes() const { return d_.ts_inside_passes; }
   /// ContextOptions::shader_runtime_checks as created (always true in the browser).
   bool shader_runtime_checks() const { return shader_checks_; }
 
@@ -132,13 +143,7 @@ class Context {
 
  private:
   Context() = default;
-  WGPUInstance instance_ = nullptr;
-  WGPUAdapter adapter_ = nullptr;
-  WGPUDevice device_ = nullptr;
-  WGPUQueue queue_ = nullptr;
-  AdapterInfo info_;
-  std::vector<WGPUFeatureName> enabled_;
-  bool ts_inside_passes_ = false;
+  DeviceHandles d_;  // natively a copy of the SharedDevice's (which owns them)
   bool shader_checks_ = false;
   std::mutex error_mu_;  // guards error_ (callbacks may run on another thread's poll)
   std::string error_;

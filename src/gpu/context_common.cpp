@@ -5,7 +5,7 @@
 namespace wgllm::gpu {
 
 bool Context::has_feature(WGPUFeatureName f) const {
-  for (auto e : enabled_)
+  for (auto e : d_.enabled)
     if (e == f) return true;
   return false;
 }

@@ -82,15 +82,15 @@ std::vector<AdapterInfo> Context::list_adapters() { return {describe(device_json
 
 std::unique_ptr<Context> Context::create(const ContextOptions& opts) {
   std::unique_ptr<Context> ctx(new Context());
-  ctx->info_ = describe(device_json());
+  ctx->d_.info = describe(device_json());
   // The features the worker enabled on the device (web/worker.js requests shader-f16 and
   // subgroups when the adapter offers them), under the same names the kernels test natively.
-  for (const std::string& f : ctx->info_.features) {
-    if (f == "shader-f16") ctx->enabled_.push_back(WGPUFeatureName_ShaderF16);
-    if (f == "subgroups") ctx->enabled_.push_back(WGPUFeatureName_Subgroups);
+  for (const std::string& f : ctx->d_.info.features) {
+    if (f == "shader-f16") ctx->d_.enabled.push_back(WGPUFeatureName_ShaderF16);
+    if (f == "subgroups") ctx->d_.enabled.push_back(WGPUFeatureName_Subgroups);
   }
-  ctx->device_ = reinterpret_cast<WGPUDevice>(uintptr_t(1));  // glue table handles
-  ctx->queue_ = reinterpret_cast<WGPUQueue>(uintptr_t(2));
+  ctx->d_.device = reinterpret_cast<WGPUDevice>(uintptr_t(1));  // glue table handles
+  ctx->d_.queue = reinterpret_cast<WGPUQueue>(uintptr_t(2));
   return ctx;
 }
 
@@ -119,8 +119,8 @@ void Context::wait_idle() {
 
 // The browser has no blocking waits to watch (mapAsync promises are awaited through asyncify;
 // a lost device rejects them): poll_wait() is the plain shim poll and there is no timeout.
-void Context::poll_wait() { wgpuDevicePoll(device_, true, nullptr); }
-void Context::poll_wait_for(uint64_t) { wgpuDevicePoll(device_, true, nullptr); }
+void Context::poll_wait() { wgpuDevicePoll(d_.device, true, nullptr); }
+void Context::poll_wait_for(uint64_t) { wgpuDevicePoll(d_.device, true, nullptr); }
 double Context::wait_timeout_s() const { return 0; }
 // Subgroups when the device has the standard feature (the shim adds WGSL's `enable subgroups;`,
 // which browsers require and wgpu-native rejects). The sizes are the adapter's own
@@ -128,8 +128,8 @@ double Context::wait_timeout_s() const { return 0; }
 // then the matvec kernels keep their workgroup-memory reductions (kernels/ops.cpp).
 bool Context::has_subgroups() const { return has_feature(WGPUFeatureName_Subgroups); }
 std::pair<uint32_t, uint32_t> Context::measured_subgroup_sizes() {
-  if (!has_subgroups() || !info_.subgroup_min || !info_.subgroup_max) return {0, 0};
-  return {info_.subgroup_min, info_.subgroup_max};
+  if (!has_subgroups() || !d_.info.subgroup_min || !d_.info.subgroup_max) return {0, 0};
+  return {d_.info.subgroup_min, d_.info.subgroup_max};
 }
 
 }  // namespace wgllm::gpu
