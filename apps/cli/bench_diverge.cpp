@@ -118,6 +118,9 @@ int run_diverge(const DivergeOpts& b) {
     for (std::string line; std::getline(in, line);)
       if (!line.empty()) prompts.push_back(line);
     if (prompts.empty()) throw Error("bench diverge: " + b.file + " has no non-empty line");
+    if (b.prompts > prompts.size())
+      fmt::print(stderr, "bench diverge: {} has {} prompts; --prompts {} runs the list {} times over\n", b.file,
+                 prompts.size(), b.prompts, (b.prompts + prompts.size() - 1) / prompts.size());
   } else {
     prompts.assign(std::begin(kPrompts), std::end(kPrompts));
   }

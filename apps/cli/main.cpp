@@ -98,6 +98,9 @@ int cmd_run(cli::CommonOptions& o, const std::string& prompt, const std::string&
   }, &st);
   std::cout << dec.flush() << std::endl;
   if (print_ids) std::cout << "token_ids: " << nlohmann::json(out).dump() << std::endl;
+  if (st.context_full)
+    fmt::print(stderr, "(the context is full at {} tokens: generation stopped there; raise --context)\n",
+               l.seq->context_length());
   print_stats(l, st);
   if (o.profile) print_profile(l);
   return 0;

@@ -40,7 +40,8 @@ std::vector<int32_t> generate(Model& model, Sequence& seq, const std::function<b
   st.n_prompt = uint32_t(prompt.size());
   const auto t0 = clock::now();
   if (opt.max_new_tokens == 0) {
-    model.forward(seq, prompt, nullptr);
+    model.forward(seq, prompt, &logits);  // the logits read back: the prefill has finished
+    st.ttft_ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
     if (stats) *stats = st;
     return out;
   }
@@ -54,7 +55,10 @@ std::vector<int32_t> generate(Model& model, Sequence& seq, const std::function<b
     history.push_back(next);
     if (on_token && !on_token(next)) break;
     if (out.size() >= opt.max_new_tokens) break;
-    if (dec.n_past() + 1 > seq.context_length()) break;  // context full: stop, documented
+    if (dec.n_past() + 1 > seq.context_length()) {  // context full: stop, documented
+      st.context_full = true;
+      break;
+    }
     next = step(std::span<const int32_t>(&next, 1), out.size() + 1 < opt.max_new_tokens);
     t_last = clock::now();
     ++st.n_decode_steps;

@@ -24,6 +24,8 @@ struct GenerateStats {
   uint32_t n_decode_steps = 0;  // forwards of one token after the prefill
   double ttft_ms = 0;       // from the start of prefill to the first sampled token
   double decode_ms = 0;     // time of the decode steps (after the first token)
+  bool context_full = false;  // generation stopped because the sequence's context was full
+  // With max_new_tokens == 0: ttft_ms is the prefill's time (to its logits, which are not sampled).
   double decode_tokens_per_s() const { return n_decode_steps ? n_decode_steps / (decode_ms / 1000.0) : 0; }
   double prefill_tokens_per_s() const { return ttft_ms > 0 ? n_prompt / (ttft_ms / 1000.0) : 0; }
 };
