@@ -207,3 +207,20 @@ TEST(HybridDispatch, WarmupCompilesEveryVariantAConversationUses) {
     }
   }
 }
+
+// A model whose context is shorter than the warm-up's forwards (9 + 2 + 1 tokens) skips the
+// warm-up instead of failing with "context length exceeded" before the user's prompt; it runs.
+TEST(HybridDispatch, WarmupOfAModelWithATinyContext) {
+  TinyLlamaSpec s;
+  s.context = 8;
+  const std::string path = write_tiny_gguf("llama_ctx8.gguf", tiny_llama_family_doc("llama", s));
+  auto src = ModelSource::open(path);
+  auto m = create_model(*src, ModelOptions{});
+  EXPECT_NO_THROW(warm_up(*m));
+  auto seq = m->new_sequence();
+  ASSERT_EQ(seq->context_length(), 8u);
+  const std::vector<int32_t> prompt = {5, 6, 7};
+  int32_t t = m->forward_argmax(*seq, prompt);
+  EXPECT_GE(t, 0);
+  EXPECT_GE(m->forward_argmax(*seq, std::span<const int32_t>(&t, 1)), 0);
+}
