@@ -240,9 +240,8 @@ std::shared_ptr<SharedDevice> create_device(const ContextOptions& opts) {
   }
   for (uint32_t f : want)
     if (has(f)) d->h.enabled.push_back(WGPUFeatureName(f));
+  d->h.ts_inside_passes = opts.want_timestamps && has(WGPUNativeFeature_TimestampQueryInsidePasses);
   wgpuSupportedFeaturesFreeMembers(feats);
-  for (auto f : d->h.enabled)
-    if (f == WGPUFeatureName(WGPUNativeFeature_TimestampQueryInsidePasses)) d->h.ts_inside_passes = true;
 
   WGPULimits limits = d->h.info.limits;  // ask for everything the adapter offers
   WGPUDeviceDescriptor dd = WGPU_DEVICE_DESCRIPTOR_INIT;
@@ -335,15 +334,7 @@ Context::~Context() {
   shared_->detach(this);
 }
 
-void Context::check() {
-  std::unique_lock<std::mutex> lk(error_mu_);
-  if (!error_.empty()) {
-    std::string e = error_;
-    if (!lost_) error_.clear();
-    lk.unlock();
-    throw Error(e);
-  }
-}
+void Context::check() { throw_recorded_error(); }
 
 namespace {
 

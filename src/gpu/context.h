@@ -139,10 +139,10 @@ class Context {
   void on_error(const std::string& msg);
   void on_lost(const std::string& msg);
 
-  friend struct SharedDevice;
-
  private:
   Context() = default;
+  /// check()'s end on both builds: throws the recorded error (kept after a loss, else cleared).
+  void throw_recorded_error();
   DeviceHandles d_;  // natively a copy of the SharedDevice's (which owns them)
   bool shader_checks_ = false;
   std::mutex error_mu_;  // guards error_ (callbacks may run on another thread's poll)

@@ -2,6 +2,8 @@
 // implementations: feature lookup and the error / device-loss bookkeeping that check() reports.
 #include "gpu/context.h"
 
+#include "core/error.h"
+
 namespace wgllm::gpu {
 
 bool Context::has_feature(WGPUFeatureName f) const {
@@ -13,6 +15,14 @@ bool Context::has_feature(WGPUFeatureName f) const {
 void Context::on_error(const std::string& msg) {
   std::lock_guard<std::mutex> lk(error_mu_);
   if (error_.empty()) error_ = msg;
+}
+void Context::throw_recorded_error() {
+  std::unique_lock<std::mutex> lk(error_mu_);
+  if (error_.empty()) return;
+  std::string e = error_;
+  if (!lost_) error_.clear();
+  lk.unlock();
+  throw Error(e);
 }
 void Context::on_lost(const std::string& msg) {
   std::lock_guard<std::mutex> lk(error_mu_);

@@ -308,7 +308,7 @@ int32_t GpuModel::finish_split_head(kernels::OpContext& o, uint32_t last_row, He
   }
   const uint32_t D = c_.d_model;
   if (out == HeadOut::Nll) {
-    record_nll_head(o, x_, last_row / D + 1, out_norm_, head_parts());
+    record_nll_head(o, x_, last_row / D + 1, out_norm_, head_parts_of_);
     return -1;
   }
   kernels::rmsnorm(o, {x_, last_row}, D, out_norm_, {h_, 0}, D, 1, D, c_.rms_eps, "output_norm");

@@ -356,6 +356,8 @@ void GpuModel::embedding(const TensorRef& embed, const TensorRef* lm_head) {
   const auto& blocks = lm_head ? embed_blocks_ : head_blocks_;
   if (blocks.empty()) embed_parts_of_.push_back({&embed_, 0});  // the whole table: one part
   for (const RowBlockWeight& b : blocks) embed_parts_of_.push_back({&b.w, b.row0});
+  if (head_blocks_.empty()) head_parts_of_.push_back({lm_head ? &lm_head_ : &embed_, 0});
+  for (const RowBlockWeight& b : head_blocks_) head_parts_of_.push_back({&b.w, b.row0});
 }
 
 int32_t GpuModel::chunk(Sequence& seq, std::span<const int32_t> toks, HeadOut out, std::vector<float>* logits) {
@@ -374,17 +376,10 @@ int32_t GpuModel::finish_head(kernels::OpContext& o, uint32_t last_row, HeadOut 
                         logits);
 }
 
-std::vector<HeadPart> GpuModel::head_parts() const {
-  if (head_blocks_.empty()) return {{c_.tied_embeddings ? &embed_ : &lm_head_, 0}};
-  std::vector<HeadPart> parts;
-  for (const RowBlockWeight& b : head_blocks_) parts.push_back({&b.w, b.row0});
-  return parts;
-}
-
 void GpuModel::chunk_batch(std::span<const BatchSeg> segs, std::span<const int32_t> toks, std::span<BatchItem* const> items) {
   kernels::OpContext o{*ctx_, *pipes_, *rec_, opt_.kernels};
   record_body(o, segs, toks);
-  finish_batch(o, x_, out_norm_, head_parts(), segs, items);
+  finish_batch(o, x_, out_norm_, head_parts_of_, segs, items);
   for (const BatchSeg& s : segs) s.seq->advance(s.T);
 }
 

@@ -221,11 +221,9 @@ class GpuModel : public Model, public Blocks<GpuBlockTypes> {
   /// The end of a single-sequence submission (last_row: the first float of the last row in x_):
   /// finish_forward() with the whole head, or the same over the head's row blocks (embedding()).
   int32_t finish_head(kernels::OpContext& o, uint32_t last_row, HeadOut out, std::vector<float>* logits);
-  /// The output head as row blocks: the whole head (the tied embedding or lm_head_), or its blocks.
-  std::vector<HeadPart> head_parts() const;
   /// One submission for several sequences: segs[i] holds items[i]'s rows (in order, rows
   /// 0 .. sum T - 1, at most chunk_), toks all their ids in row order: record_body(), then
-  /// finish_batch() over head_parts(), and every sequence advanced. The sequences are already
+  /// finish_batch() over head_parts_of_, and every sequence advanced. The sequences are already
   /// checked (check_forward).
   void chunk_batch(std::span<const BatchSeg> segs, std::span<const int32_t> toks, std::span<BatchItem* const> items);
   /// Per-sequence dispatches one layer of chunk_batch() records at most (for max_batch_seqs()).
@@ -402,13 +400,15 @@ class GpuModel : public Model, public Blocks<GpuBlockTypes> {
   // vocab id of its first row. head_blocks_: the head's when it is split; embed_blocks_: the
   // embedding's when it is split and not tied. embed_parts_of_: what the embedding reads, one embed
   // dispatch each: embed_ whole, or embed_blocks_, or head_blocks_ for a tied split table.
+  // head_parts_of_: the output head likewise (the whole head, the tied embedding or lm_head_, or
+  // head_blocks_), for record_nll_head and finish_batch.
   struct RowBlockWeight {
     kernels::GpuWeight w;
     uint32_t row0;
   };
   std::vector<RowBlockWeight> head_blocks_;
   std::vector<RowBlockWeight> embed_blocks_;
-  std::vector<HeadPart> embed_parts_of_;
+  std::vector<HeadPart> embed_parts_of_, head_parts_of_;
   int32_t finish_split_head(kernels::OpContext& o, uint32_t last_row, HeadOut out, std::vector<float>* logits);
   bool chained_ = false;     // the forward being recorded takes its token from the device (token_ids)
   bool amax_ready_ = false;  // the last forward ended in argmax: its id is on the device

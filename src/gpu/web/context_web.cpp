@@ -103,13 +103,7 @@ void Context::check() {
     if (wgjs_is_lost()) lost_ = true;
     on_error(e);
   }
-  std::unique_lock<std::mutex> lk(error_mu_);
-  if (!error_.empty()) {
-    std::string e = error_;
-    if (!lost_) error_.clear();
-    lk.unlock();
-    throw Error(e);
-  }
+  throw_recorded_error();
 }
 
 void Context::wait_idle() {
