@@ -685,7 +685,10 @@ void attention_flash(OpContext& o, const AttentionShape& s, const FlashTile& ft,
 }  // namespace
 
 namespace {
-constexpr uint32_t kDecodeThreads = 128;  // attention_decode: threads = keys per tile
+// attention_decode.wgsl NT (--attn-decode-threads; 0 = adapter default 128): threads per workgroup.
+uint32_t decode_threads(const OpContext& o) {
+  return o.opt.attention_decode_threads ? o.opt.attention_decode_threads : 128;
+}
 
 // attention_decode.wgsl KL (--attn-decode-key-lanes; 0 = adapter default 1): threads per key of the
 // score phase. The partial dot products are summed with subgroup shuffles, so 1 without subgroups;
@@ -699,16 +702,23 @@ uint32_t decode_key_lanes(const OpContext& o, uint32_t HD) {
   return kl;
 }
 
-// Workgroup memory of attention_decode.wgsl for G query heads of head dim HD (qs, ps, pmax, red, lred).
-uint32_t decode_wg_bytes(uint32_t G, uint32_t HD, bool sg) {
-  return 4 * G * HD + 4 * G * kDecodeThreads + (sg ? G * kDecodeThreads : 0) + 20 * kDecodeThreads;
+// Workgroup memory of attention_decode.wgsl for G query heads of head dim HD, NT threads and KL
+// threads per key (qs, ps, pmax, red, lred).
+uint32_t decode_wg_bytes(uint32_t G, uint32_t HD, bool sg, uint32_t NT, uint32_t KL) {
+  return 4 * G * HD + 4 * G * (NT / KL) + (sg ? G * NT : 0) + 20 * NT;
 }
 }  // namespace
 
 bool attention_decode_applies(const OpContext& o, const AttentionShape& s) {
   const bool on = o.opt.attention_decode_gqa == 1 || o.opt.attention_decode_gqa == 2;
   if (!on || s.T != 1 || s.Hkv == 0 || s.Hq % s.Hkv || s.HD % 4 || s.HD > 256) return false;
-  return decode_wg_bytes(s.Hq / s.Hkv, s.HD, o.opt.attention_decode_subgroups && o.ctx.has_subgroups()) <= 16384;
+  // At most 16 KiB (WebGPU's guaranteed limit) with the default thread count; more threads may use
+  // what the adapter offers.
+  const uint32_t nt = decode_threads(o);
+  const uint64_t cap = nt == 128 ? 16384u : o.ctx.info().limits.maxComputeWorkgroupStorageSize;
+  return nt >= s.HD / 4 && nt <= o.ctx.info().limits.maxComputeInvocationsPerWorkgroup &&
+         decode_wg_bytes(s.Hq / s.Hkv, s.HD, o.opt.attention_decode_subgroups && o.ctx.has_subgroups(), nt,
+                         decode_key_lanes(o, s.HD)) <= cap;
 }
 
 DecodeSplit attention_decode_split(const OpContext& o, const AttentionShape& s, const gpu::Buffer* split_scratch) {
@@ -749,9 +759,15 @@ const gpu::Pipeline& decode_pipe(OpContext& o, const AttentionShape& s, bool spl
   const uint32_t kl = decode_key_lanes(o, s.HD);
   while ((s.HD / 4 / kl) % kb) kb /= 2;  // KB divides the thread's HD / 4 / KL vec4 of the K row
   neox = qkn && neox;
-  const gpu::PipelineCache::Signature sig{2, s.HD, G, sg, split, kb, lv, kl, multi, qkn, neox};  // 2: attention_decode (every define)
+  const uint32_t nt = decode_threads(o);
+  // --attn-decode-prefetch: not with LV (V loaded in the PV phase) or QKN (the new key row is stored
+  // before any key is read).
+  const bool pf = o.opt.attention_decode_prefetch && !lv && !qkn;
+  if (pf) kb = s.HD / 4 / kl;  // the whole share is loaded at once (KB unused)
+  const gpu::PipelineCache::Signature sig{2, s.HD, G, sg, split, kb, lv, kl, multi, qkn, neox, nt, pf};  // 2: attention_decode (every define)
   return memoized(o, sig, [&]() -> const gpu::Pipeline& {
-    const Defines d{{"HD4", std::to_string(s.HD / 4)}, {"G", std::to_string(G)}, {"NT", std::to_string(kDecodeThreads)},
+    const Defines d{{"HD4", std::to_string(s.HD / 4)}, {"G", std::to_string(G)}, {"NT", std::to_string(nt)},
+                    {"PF", pf ? "1" : "0"},
                     {"SG", sg ? "1" : "0"}, {"SPLIT", split ? "1" : "0"}, {"KB", std::to_string(kb)}, {"LV", lv ? "1" : "0"},
                     {"KL", std::to_string(kl)}, {"MULTI", multi ? "1" : "0"}, {"QKN", qkn ? "1" : "0"},
                     {"NEOX", neox ? "1" : "0"}};

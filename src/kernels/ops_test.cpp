@@ -1223,6 +1223,53 @@ TEST(Ops, AttentionDecodeKeyLanesMatchCpu) {
   }
 }
 
+// --attn-decode-threads (NT) and --attn-decode-prefetch (PF: a tile's K and V shares held in
+// registers, the first tile loaded before the query, the next while the current one is used): every
+// (NT, KL) pair matches the CPU reference, and PF 1 is bit-identical to PF 0 for it: head dims 64 and
+// 128, one tile per split, several tiles per split with a ragged last one, unsplit, a sliding window.
+// Checked to fail: the next tile's K loaded from kb instead of kn (PF differs from PF 0).
+TEST(Ops, AttentionDecodeThreadsAndPrefetch) {
+  auto& e = env();
+  struct Case { uint32_t HD, Hq, Hkv, pos0, split_len, window; };
+  std::vector<uint32_t> lanes{1};
+  if (e.ctx->has_subgroups()) lanes.push_back(2);
+  for (const Case& c : {Case{64, 9, 3, 300, 4096, 0}, Case{128, 6, 2, 200, 64, 0}, Case{128, 12, 2, 517, 128, 0},
+                        Case{128, 12, 2, 517, 300, 0}, Case{64, 4, 2, 400, 40, 150}}) {
+    const uint32_t kv_dim = c.Hkv * c.HD, Q = c.Hq * c.HD, n_keys = c.pos0 + 1;
+    auto ck = randn(size_t(n_keys) * kv_dim, c.HD + 61), cv = randn(size_t(n_keys) * kv_dim, c.HD + 62);
+    auto q = randn(Q, c.HD + 63, 2.0f);
+    auto kb = e.upload(ck), vb = e.upload(cv), qb = e.upload(q);
+    const uint32_t k_lo = c.window && n_keys > c.window ? n_keys - c.window : 0;
+    std::vector<float> want(Q);
+    ref::attention(q.data(), ck.data() + size_t(k_lo) * kv_dim, cv.data() + size_t(k_lo) * kv_dim, want.data(),
+                   c.pos0 - k_lo, c.Hq, c.Hkv, c.HD, 1.0f / std::sqrt(float(c.HD)));
+    gpu::Buffer scratch(*e.ctx, attention_split_floats(1, c.Hq, c.HD) * 4, gpu::BufferKind::Storage, "split");
+    for (uint32_t nt : {128u, 256u})
+      for (uint32_t kl : lanes) {
+        std::vector<float> out[2];
+        for (bool pf : {false, true}) {
+          KernelOptions ko;
+          ko.attention_decode_gqa = 1, ko.attention_decode_split_min = 0, ko.attention_decode_split_len = c.split_len;
+          ko.attention_decode_threads = nt, ko.attention_decode_key_lanes = kl, ko.attention_decode_prefetch = pf;
+          auto o = e.op(ko);
+          AttentionShape s{1, c.pos0, c.Hq, c.Hkv, c.HD, 1.0f / std::sqrt(float(c.HD))};
+          s.window = c.window;
+          ASSERT_TRUE(attention_decode_applies(o, s));
+          auto ob = e.upload(std::vector<float>(Q, NAN));
+          e.rec.begin();
+          attention(o, s, {qb, 0}, 0, kb, vb, {ob, 0}, Q, &scratch);
+          e.rec.submit();
+          out[pf] = e.download(ob, Q);
+        }
+        const std::string w = "HD=" + std::to_string(c.HD) + " split_len=" + std::to_string(c.split_len) +
+                              " window=" + std::to_string(c.window) + " NT=" + std::to_string(nt) +
+                              " KL=" + std::to_string(kl);
+        expect_close(out[0], want, 1e-5f, w);
+        EXPECT_EQ(std::memcmp(out[0].data(), out[1].data(), Q * 4), 0) << w << ": PF 1 differs from PF 0";
+      }
+  }
+}
+
 TEST(Ops, AttentionDecodeGqaSwitch) {
   // --no-attn-decode-gqa (0) keeps the per-row kernel; T > 1 never takes the decode kernel.
   auto& e = env();
@@ -1245,9 +1292,10 @@ TEST(Ops, AttentionDecodeGqaSwitch) {
 // (((j * Hq + h) * n_split ...) with j = 0), and the merge taking the launch's n_split for every row.
 TEST(Ops, AttentionDecodeBatchBitIdenticalToEachAlone) {
   auto& e = env();
-  struct Case { uint32_t HD, Hq, Hkv; bool split; uint32_t kl; };
-  std::vector<Case> cases{{64, 9, 3, true, 1}, {64, 9, 3, false, 1}, {128, 12, 2, true, 1}};
+  struct Case { uint32_t HD, Hq, Hkv; bool split; uint32_t kl; bool pf = false; uint32_t nt = 0; };
+  std::vector<Case> cases{{64, 9, 3, true, 1}, {64, 9, 3, false, 1}, {128, 12, 2, true, 1}, {128, 12, 2, true, 1, true, 256}};
   if (e.ctx->has_subgroups()) cases.push_back({128, 12, 2, true, 8});
+  if (e.ctx->has_subgroups()) cases.push_back({128, 12, 2, false, 2, true, 256});
   const std::vector<uint32_t> pos = {300, 5, 200, 130, 64};
   const std::vector<uint32_t> rows = {3, 0, 4, 1, 2};  // each sequence's row of q and out
   const uint32_t stride = 320, n = uint32_t(pos.size());  // pool rows per sequence (a multiple of 64)
@@ -1259,6 +1307,7 @@ TEST(Ops, AttentionDecodeBatchBitIdenticalToEachAlone) {
     KernelOptions ko;
     ko.attention_decode_gqa = 1, ko.attention_decode_split_min = 0, ko.attention_decode_split_len = 64;
     ko.attention_decode_split = c.split, ko.attention_decode_key_lanes = c.kl;
+    ko.attention_decode_prefetch = c.pf, ko.attention_decode_threads = c.nt;
     auto o = e.op(ko);
     const float scale = 1.0f / std::sqrt(float(c.HD));
     // Alone: each sequence's range of the pool, its output at its row.
@@ -1297,7 +1346,7 @@ TEST(Ops, AttentionDecodeBatchBitIdenticalToEachAlone) {
     ASSERT_FALSE(std::isnan(a[0]));
     for (uint32_t j = 0; j < n; ++j)
       EXPECT_EQ(std::memcmp(a.data() + size_t(rows[j]) * Q, b.data() + size_t(rows[j]) * Q, Q * 4), 0)
-          << "HD=" << c.HD << " split=" << c.split << " KL=" << c.kl << " sequence " << j << " at position " << pos[j];
+          << "HD=" << c.HD << " split=" << c.split << " KL=" << c.kl << " PF=" << c.pf << " NT=" << c.nt << " sequence " << j << " at position " << pos[j];
   }
   // Refused: a scratch too small for the launch, more than 32 splits, a window.
   KernelOptions ko;

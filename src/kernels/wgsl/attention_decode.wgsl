@@ -1,4 +1,4 @@
-// defines: G HD4 NT SG SPLIT KB LV KL MULTI QKN NEOX
+// defines: G HD4 NT SG SPLIT KB LV KL PF MULTI QKN NEOX
 // attention_decode: causal GQA attention for ONE query token (decode) at position pos0 over cache
 // rows [0, pos0] (with a sliding window W != 0: [pos0 + 1 - W, pos0]). One workgroup per (KV head hk, key split z) serves all G = Hq / Hkv query heads
 // of the group, so each K and V row is read once per group (attention.wgsl reads it once per query
@@ -29,6 +29,13 @@
 //        bit-identical to LV 0). Step 1 then holds no KPT-vec4 V array in registers through the
 //        scores (KPT = 32 vec4 per thread at head dim 128), at the price of V's load latency in
 //        step 5;
+//   PF   1 (--attn-decode-prefetch; LV 0, QKN 0): the thread's whole share of a tile (its HD4P vec4
+//        of the K row, its KPT V vec4) in registers (Tile): the first tile's loads are issued
+//        before the query's load into workgroup memory and its barrier, the next tile's K rows
+//        right after the scores and its V rows right after the PV products. The same products in the
+//        same order as PF 0 (whatever KB): bit-identical;
+//   NT   (--attn-decode-threads) threads per workgroup: keys per tile KT = NT / KL, NJ = NT / HD4
+//        key groups in the PV phase;
 //   SG   1: subgroup reductions for the tile max (adapter with subgroups), 0: workgroup memory;
 //   KL   threads per key in the score phase (--attn-decode-key-lanes; 1, or a power of two <= 8 that
 //        divides HD4, with SG 1): KL x fewer K loads per thread and KL x fewer keys per tile, the
@@ -88,6 +95,7 @@ const HD4: u32 = {{HD4}}u;
 const G: u32 = {{G}}u;
 const NT: u32 = {{NT}}u;
 const KB: u32 = {{KB}}u;
+const PF: u32 = {{PF}}u;
 const KL: u32 = {{KL}}u;
 const KT: u32 = NT / KL;                   // keys per tile
 const HD4P: u32 = HD4 / KL;                // K vec4 per thread in the score phase
@@ -103,6 +111,27 @@ var<workgroup> pmax: array<f32, G * (NT / 4u)>;  // [g][subgroup]: tile max per 
 #endif
 var<workgroup> red: array<vec4<f32>, NT>;   // final reductions
 var<workgroup> lred: array<f32, NT>;
+
+#if PF
+// The thread's share of key tile kb (nk keys): K vec4 kp, kp + KL, ... of key kk's row (kbase: the
+// key's vec4 offset at kp), and the V vec4 d4 of keys jg, jg + NJ, ... (zeros past nk), as PF 0's
+// step 1 loads them.
+struct Tile { k: array<vec4<f32>, HD4P>, v: array<vec4<f32>, KPT> }
+fn load_k(t: ptr<function, Tile>, kb: u32, nk: u32, kv4: u32, kvh: u32, kk: u32, kp: u32) {
+  if (kk < nk) {
+    let kbase = (kb + kk) * kv4 + kvh + kp;
+    for (var i = 0u; i < HD4P; i++) { (*t).k[i] = kc[kbase + i * KL]; }
+  }
+}
+fn load_v(t: ptr<function, Tile>, kb: u32, nk: u32, kv4: u32, kvh: u32, jg: u32, d4: u32, pv: bool) {
+  for (var i = 0u; i < KPT; i++) {
+    let j = jg + i * NJ;
+    var v = vec4<f32>(0.0);
+    if (pv && j < nk) { v = vc[(kb + j) * kv4 + kvh + d4]; }
+    (*t).v[i] = v;
+  }
+}
+#endif
 
 #if QKN
 // Threads per head in the QK-norm sums: the largest power of two with G of them in NT threads.
@@ -186,6 +215,26 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   let split_len = p.split_len;
 #endif
   let kvh = kv0 * kv4 + hk * HD4;  // vec4 offset of KV head hk in the sequence's cache row 0
+  let n_keys = pos0 + 1u;
+  var k_lo = 0u;  // first visible key: the sliding window's start (window 0: key 0)
+  if (p.window != 0u && n_keys > p.window) { k_lo = n_keys - p.window; }
+#if SPLIT
+  let k_begin = min(k_lo + wid.z * split_len, n_keys);
+  let k_end = min(k_begin + split_len, n_keys);
+#else
+  let k_begin = k_lo;
+  let k_end = n_keys;
+#endif
+  let jg = l / HD4;
+  let d4 = l % HD4;
+  let pv = jg < NJ;  // this thread takes part in the PV phase
+  let kk = l / KL;  // the thread's key of the tile in the score phase
+  let kp = l % KL;  // ... and its part of the key's row
+#if PF
+  var tl: Tile;  // the first tile's loads, issued before the query's
+  load_v(&tl, k_begin, min(KT, k_end - k_begin), kv4, kvh, jg, d4, pv);
+  load_k(&tl, k_begin, min(KT, k_end - k_begin), kv4, kvh, kk, kp);
+#endif
   for (var e = l; e < G * HD4; e += NT) {
     let b = p.q_off + qrow * p.q_stride + (hk * G) * p.HD + 4u * e;  // heads of a group are contiguous in q
     qs[e] = vec4<f32>(q[b], q[b + 1u], q[b + 2u], q[b + 3u]);
@@ -248,19 +297,6 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   storageBarrier();  // the stored rows are read below by other threads of this workgroup
   workgroupBarrier();  // qs complete
 #endif
-  let n_keys = pos0 + 1u;
-  var k_lo = 0u;  // first visible key: the sliding window's start (window 0: key 0)
-  if (p.window != 0u && n_keys > p.window) { k_lo = n_keys - p.window; }
-#if SPLIT
-  let k_begin = min(k_lo + wid.z * split_len, n_keys);
-  let k_end = min(k_begin + split_len, n_keys);
-#else
-  let k_begin = k_lo;
-  let k_end = n_keys;
-#endif
-  let jg = l / HD4;
-  let d4 = l % HD4;
-  let pv = jg < NJ;  // this thread takes part in the PV phase
   var m: array<f32, G>;
   var lsum: array<f32, G>;
   var acc: array<vec4<f32>, G>;
@@ -269,12 +305,12 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     lsum[g] = 0.0;
     acc[g] = vec4<f32>(0.0);
   }
-  let kk = l / KL;  // the thread's key of the tile in the score phase
-  let kp = l % KL;  // ... and its part of the key's row
   for (var kb = k_begin; kb < k_end; kb += KT) {
     let nk = min(KT, k_end - kb);
     // 1. loads: V first (consumed last; LV: in step 5), then K.
 #if LV
+#else
+#if PF
 #else
     var vr: array<vec4<f32>, KPT>;
     for (var i = 0u; i < KPT; i++) {
@@ -284,10 +320,20 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
       vr[i] = v;
     }
 #endif
+#endif
     var s: array<f32, G>;
     for (var g = 0u; g < G; g++) { s[g] = NEG; }
     var d: array<f32, G>;
     for (var g = 0u; g < G; g++) { d[g] = 0.0; }
+#if PF
+    if (kk < nk) {
+      for (var i = 0u; i < HD4P; i++) {
+        for (var g = 0u; g < G; g++) { d[g] += dot(qs[g * HD4 + i * KL + kp], tl.k[i]); }
+      }
+    }
+    let kn = kb + KT;  // the next tile: its K rows now (this tile's are used)
+    if (kn < k_end) { load_k(&tl, kn, min(KT, k_end - kn), kv4, kvh, kk, kp); }
+#else
     if (kk < nk) {
       let kbase = (kb + kk) * kv4 + kvh + kp;
       for (var i0 = 0u; i0 < HD4P; i0 += KB) {
@@ -298,6 +344,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
         }
       }
     }
+#endif
 #if SG
     // KL > 1: the key's KL partial sums (outside the branch: every thread of the subgroup takes part).
     for (var off = 1u; off < KL; off *= 2u) {
@@ -369,10 +416,17 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
       var a = vec4<f32>(0.0);
       for (var i = 0u; i < KPT; i++) {
         let j = jg + i * NJ;
+#if PF
+        if (j < nk) { a += ps[g * KT + j] * tl.v[i]; }
+#else
         if (j < nk) { a += ps[g * KT + j] * vr[i]; }
+#endif
       }
       acc[g] = acc[g] * corr[g] + a;
     }
+#if PF
+    if (kn < k_end) { load_v(&tl, kn, min(KT, k_end - kn), kv4, kvh, jg, d4, pv); }  // the next tile's V rows
+#endif
 #endif
     workgroupBarrier();  // ps and pmax are rewritten by the next tile
   }
