@@ -71,6 +71,7 @@ const std::map<std::string, std::pair<int64_t, int64_t>> kExtremes = {
     {"attention_decode_split_len", {1, 1 << 20}},
     {"attention_decode_k_batch", {1, 32}},
     {"attention_decode_key_lanes", {1, 8}},
+    {"attention_decode_threads", {64, 256}},
     {"matvec_max_tokens", {8, 256}},
     {"argmax_loads", {1, 64}},
     {"attention_flash_split_tiles", {1, 64}},

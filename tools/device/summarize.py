@@ -80,8 +80,9 @@ def write_summary(here, rows, gpu_file="gpu.txt"):
         device = (raw / "device.txt").read_text().strip()
     else:
         gpu = (raw / gpu_file).read_text().splitlines()
-        device = ("NVIDIA H200 (" + gpu[1].split(",")[1].strip() + " driver, Vulkan through wgpu-native)"
-                  if len(gpu) > 1 else "NVIDIA H200")
+        # The GPU's name as nvidia-smi printed it (a call may be lent an H100 instead of the H200).
+        device = (gpu[1].split(",")[0].strip() + " (" + gpu[1].split(",")[1].strip() +
+                  " driver, Vulkan through wgpu-native)" if len(gpu) > 1 else "NVIDIA H200")
     json.dump({"commit": (here / "commit.txt").read_text().strip(), "date": here.name[:10], "device": device,
                "rows": rows}, open(here / "summary.json", "w"), indent=1)
     print(f"{len(rows)} rows")
