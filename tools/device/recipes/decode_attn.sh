@@ -22,9 +22,12 @@
 #            LFM2-1.2B shapes, then the product against llama.cpp CUDA (decode after 512, TTFT 512) on
 #            the Qwen2.5-1.5B and SmolLM2 shapes
 #   mvshape  (information) --matvec-rows 16 and 64 against the product on the Qwen2.5-1.5B shape
+#   mvrows   --matvec-rows 16 against the product on the Qwen2.5-1.5B, SmolLM2, LFM2-1.2B and
+#            Qwen3.5-0.8B shapes; 8 on the Qwen2.5 shape
 # Staging: python3 tools/device/pack.py --bin wgllm kernels_test [parity binaries] --gl [--llamacpp] --extra /tmp/synth2=synth
 # Calls: (1) BUDGET_S=480 PARTS="tests ab marginal" (CAND the candidate before it became the default);
-#        (2) BUDGET_S=560 PARTS="tests parity diverge peers mvshape" after the defaults changed.
+#        (2) BUDGET_S=560 PARTS="tests parity diverge peers mvshape" after the defaults changed;
+#        (3) BUDGET_S=200 EXTRA_SYNTH=qwen35-0.8b PARTS="mvrows".
 # Results: $OUT/results.tgz (raw files; summary by tools/device/recipes/decode_attn_summary.py).
 set -u
 source tools/device/remote.sh
@@ -32,7 +35,7 @@ wg_results
 CAND=${CAND:---attn-decode-prefetch --attn-decode-threads 256 --attn-decode-key-lanes 2}
 OLD="--attn-decode-threads 128 --attn-decode-key-lanes 1 --no-attn-decode-prefetch"
 case " ${PARTS:-tests ab marginal} " in *" peers "*) wg_start_llamacpp_cuda ;; esac
-wg_synth_begin --gpu gpu_before.txt qwen25-1.5b smollm2 lfm2-1.2b
+wg_synth_begin --gpu gpu_before.txt qwen25-1.5b smollm2 lfm2-1.2b ${EXTRA_SYNTH:-}
 el "synthetic files"
 Q=${WG_SYNTH[qwen25-1.5b]}
 D="--prompt-lengths 512 --gen 256 --reps 3"
@@ -121,6 +124,16 @@ for part in ${PARTS:-tests ab marginal}; do
     # per-matrix rule): B = --matvec-rows 16 / 64 on the Qwen2.5-1.5B shape.
     A="bench -m $Q $D"
     for r in 16 64; do wg_ab mv_rows${r}_qwen25 150 --a "$A" --b "$A --matvec-rows $r" $M; done
+    ;;
+  mvrows)
+    # --matvec-rows 16 (every matrix-vector launch 16 rows per workgroup) against the product on four
+    # shapes, then 8 on the Qwen2.5 shape.
+    for m in qwen25-1.5b smollm2 lfm2-1.2b qwen35-0.8b; do
+      A="bench -m ${WG_SYNTH[$m]} $D"
+      wg_ab mv_rows16_$m 150 --a "$A" --b "$A --matvec-rows 16" $M
+    done
+    A="bench -m $Q $D"
+    wg_ab mv_rows8_qwen25-1.5b 150 --a "$A" --b "$A --matvec-rows 8" $M
     ;;
   esac
 done
