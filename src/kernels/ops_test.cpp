@@ -1182,21 +1182,36 @@ TEST(Ops, AttentionDecodeLateVIsBitExact) {
 // longer than a tile), a sliding window; deterministic; KL 1 is the plain kernel. Without
 // subgroups the kernel takes KL 1 (no shuffles).
 // Checked to fail: the shuffle loop stopping one step early (off < KL / 2).
+namespace {
+// A decode attention case: random K/V cache rows 0..pos0 and a query (seeds from `seed`) on the GPU,
+// and the CPU reference's output over the visible keys (with a window, its first key as key 0).
+struct DecodeCase {
+  uint32_t HD, Hq, Hkv, pos0, split_len, window;
+};
+struct DecodeInputs {
+  gpu::Buffer kb, vb, qb;
+  std::vector<float> want;
+};
+DecodeInputs decode_inputs(GpuEnv& e, const DecodeCase& c, uint32_t seed) {
+  const uint32_t kv_dim = c.Hkv * c.HD, Q = c.Hq * c.HD, n_keys = c.pos0 + 1;
+  auto ck = randn(size_t(n_keys) * kv_dim, c.HD + seed), cv = randn(size_t(n_keys) * kv_dim, c.HD + seed + 1);
+  auto q = randn(Q, c.HD + seed + 2, 2.0f);
+  const uint32_t k_lo = c.window && n_keys > c.window ? n_keys - c.window : 0;
+  std::vector<float> want(Q);
+  ref::attention(q.data(), ck.data() + size_t(k_lo) * kv_dim, cv.data() + size_t(k_lo) * kv_dim, want.data(),
+                 c.pos0 - k_lo, c.Hq, c.Hkv, c.HD, 1.0f / std::sqrt(float(c.HD)));
+  return {e.upload(ck), e.upload(cv), e.upload(q), std::move(want)};
+}
+}  // namespace
+
 TEST(Ops, AttentionDecodeKeyLanesMatchCpu) {
   auto& e = env();
   if (!e.ctx->has_subgroups()) GTEST_SKIP() << "adapter without subgroups: KL is always 1";
-  struct Case { uint32_t HD, Hq, Hkv, pos0, split_len, window; };
+  using Case = DecodeCase;
   for (const Case& c : {Case{64, 9, 3, 300, 4096, 0}, Case{128, 6, 2, 200, 16, 0}, Case{128, 12, 2, 517, 128, 0},
                         Case{64, 4, 2, 400, 40, 150}}) {
-    const uint32_t kv_dim = c.Hkv * c.HD, Q = c.Hq * c.HD, n_keys = c.pos0 + 1;
-    auto ck = randn(size_t(n_keys) * kv_dim, c.HD + 41), cv = randn(size_t(n_keys) * kv_dim, c.HD + 42);
-    auto q = randn(Q, c.HD + 43, 2.0f);
-    auto kb = e.upload(ck), vb = e.upload(cv), qb = e.upload(q);
-    // The reference over the window's keys: the window's first key as key 0.
-    const uint32_t k_lo = c.window && n_keys > c.window ? n_keys - c.window : 0;
-    std::vector<float> want(Q);
-    ref::attention(q.data(), ck.data() + size_t(k_lo) * kv_dim, cv.data() + size_t(k_lo) * kv_dim, want.data(),
-                   c.pos0 - k_lo, c.Hq, c.Hkv, c.HD, 1.0f / std::sqrt(float(c.HD)));
+    const uint32_t Q = c.Hq * c.HD;
+    auto [kb, vb, qb, want] = decode_inputs(e, c, 41);
     gpu::Buffer scratch(*e.ctx, attention_split_floats(1, c.Hq, c.HD) * 4, gpu::BufferKind::Storage, "split");
     for (uint32_t kl : {2u, 4u, 8u}) {
       KernelOptions ko;
@@ -1231,18 +1246,12 @@ TEST(Ops, AttentionDecodeKeyLanesMatchCpu) {
 // Checked to fail: the next tile's K loaded from kb instead of kn (PF differs from PF 0).
 TEST(Ops, AttentionDecodeThreadsAndPrefetch) {
   auto& e = env();
-  struct Case { uint32_t HD, Hq, Hkv, pos0, split_len, window; };
+  using Case = DecodeCase;
   std::vector<std::pair<uint32_t, uint32_t>> shapes{{128, 1}};  // (NT, KL)
   if (e.ctx->has_subgroups()) shapes.push_back({256, 2});
   for (const Case& c : {Case{128, 12, 2, 517, 300, 0}, Case{64, 4, 2, 400, 40, 150}}) {
-    const uint32_t kv_dim = c.Hkv * c.HD, Q = c.Hq * c.HD, n_keys = c.pos0 + 1;
-    auto ck = randn(size_t(n_keys) * kv_dim, c.HD + 61), cv = randn(size_t(n_keys) * kv_dim, c.HD + 62);
-    auto q = randn(Q, c.HD + 63, 2.0f);
-    auto kb = e.upload(ck), vb = e.upload(cv), qb = e.upload(q);
-    const uint32_t k_lo = c.window && n_keys > c.window ? n_keys - c.window : 0;
-    std::vector<float> want(Q);
-    ref::attention(q.data(), ck.data() + size_t(k_lo) * kv_dim, cv.data() + size_t(k_lo) * kv_dim, want.data(),
-                   c.pos0 - k_lo, c.Hq, c.Hkv, c.HD, 1.0f / std::sqrt(float(c.HD)));
+    const uint32_t Q = c.Hq * c.HD;
+    auto [kb, vb, qb, want] = decode_inputs(e, c, 61);
     gpu::Buffer scratch(*e.ctx, attention_split_floats(1, c.Hq, c.HD) * 4, gpu::BufferKind::Storage, "split");
     for (const auto& [nt, kl] : shapes) {
         std::vector<float> out[2];
