@@ -19,6 +19,8 @@ json error_body(const ApiError& e) {
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 json parse_body(const std::string& text) {
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos)
+    throw ApiError(400, "the request body is empty: send a JSON object");
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) throw ApiError(400, "the request body is not valid JSON");
   if (!j.is_object()) throw ApiError(400, "the request body must be a JSON object");
@@ -109,7 +111,11 @@ void parse_common(const json& b, ParsedRequest& r) {
 
 std::string message_content(const json& m, size_t i) {
   const std::string param = fmt::format("messages[{}].content", i);
-  if (!m.contains("content") || m["content"].is_null()) return "";
+  // OpenAI's API: only an assistant message may leave its content out (or null: a turn of tool calls).
+  if (!m.contains("content") || m["content"].is_null()) {
+    if (m["role"] == "assistant") return "";
+    bad(param, fmt::format("a '{}' message needs its 'content'", m["role"].get<std::string>()));
+  }
   const json& c = m["content"];
   if (c.is_string()) return c.get<std::string>();
   if (!c.is_array()) bad(param, "a message's 'content' must be a string or an array of text parts");

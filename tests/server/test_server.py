@@ -342,7 +342,9 @@ class Api(unittest.TestCase):
                  ({"messages": msgs, "stop": [1]}, "stop"), ({"messages": msgs, "top_logprobs": 2}, "top_logprobs"),
                  ({"messages": msgs, "tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
                  ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]},
-                  "messages[0].content")]
+                  "messages[0].content"),
+                 ({"messages": [{"role": "user", "content": None}]}, "messages[0].content"),
+                 ({"messages": [{"role": "system"}, {"role": "user", "content": "hi"}]}, "messages[0].content")]
         for body, param in cases:
             st, r = self.s.http("POST", "/v1/chat/completions", body)
             self.assertEqual(st, 400, body)
@@ -352,6 +354,8 @@ class Api(unittest.TestCase):
             st, r = self.s.http("POST", "/v1/chat/completions", raw=raw)
             self.assertEqual(st, 400, raw[:40])
             self.assertIn("error", r)
+            if raw == b"":
+                self.assertIn("empty", r["error"]["message"])
         with self.assertRaises(openai.BadRequestError) as e:
             chat(self.c, [{"role": "user", "content": "word " * 3000}])
         self.assertEqual(e.exception.code, "context_length_exceeded")
