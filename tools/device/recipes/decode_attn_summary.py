@@ -26,13 +26,14 @@ here = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else ".").resolve()
 raw = here / "raw"
 MODELS = {"qwen25": "Qwen2.5-Coder-1.5B shape (synthetic)", "qwen25-1.5b": "Qwen2.5-Coder-1.5B shape (synthetic)",
           "smollm2": "SmolLM2-135M shape (synthetic)", "lfm2-1.2b": "LFM2-1.2B shape (synthetic)",
+          "qwen35-0.8b": "Qwen3.5-0.8B shape (synthetic)",
           "lfm2_trained": "tests/fixtures/lfm2_trained (trained)", "qwen35_trained": "tests/fixtures/qwen35_trained (trained)"}
 CONFIG = {"cand": "--attn-decode-prefetch --attn-decode-threads 256 --attn-decode-key-lanes 2",
           "t256_kl2": "--attn-decode-threads 256 --attn-decode-key-lanes 2",
           "pf": "--attn-decode-prefetch (128 threads, 1 key lane)",
           "pf_t512_kl4": "--attn-decode-prefetch --attn-decode-threads 512 --attn-decode-key-lanes 4",
           "pf_kl2": "--attn-decode-prefetch --attn-decode-key-lanes 2 (128 threads)",
-          "mv_rows16": "--matvec-rows 16", "mv_rows64": "--matvec-rows 64", "null": "product (null control)"}
+          "mv_rows8": "--matvec-rows 8", "mv_rows16": "--matvec-rows 16", "mv_rows64": "--matvec-rows 64", "null": "product (null control)"}
 OLD = "--attn-decode-threads 128 --attn-decode-key-lanes 1 --no-attn-decode-prefetch"
 
 
@@ -55,7 +56,7 @@ for f in sorted(glob.glob(str(raw / "*.json"))):
     if m:
         rows += ab_rows(f, MODELS.get(m.group(1), m.group(1)), context(f), "former defaults: " + OLD, wgllm_is_b=False)
         continue
-    m = re.fullmatch(r"(pf_t512_kl4|t256_kl2|mv_rows16|mv_rows64|pf_kl2|null|cand|pf)_(p2048_)?(.+)", stem)
+    m = re.fullmatch(r"(pf_t512_kl4|t256_kl2|mv_rows16|mv_rows64|mv_rows8|pf_kl2|null|cand|pf)_(p2048_)?(.+)", stem)
     if m:
         kind, _, model = m.groups()
         rows += ab_rows(f, MODELS.get(model, model), context(f), "default" + (" (null control)" if kind == "null" else ""),
