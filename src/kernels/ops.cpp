@@ -692,7 +692,13 @@ bool decode_subgroups(const OpContext& o) { return o.opt.attention_decode_subgro
 // hardware adapters with subgroups (where KL defaults to 2: tiles of 128 keys, one per default split),
 // else 128 (switch record attn_decode_threads).
 uint32_t decode_threads(const OpContext& o) {
-  if (o.opt.attention_decode_threads) return o.opt.attention_decode_threads;
+  if (const uint32_t nt = o.opt.attention_decode_threads) {
+    const uint32_t max = o.ctx.info().limits.maxComputeInvocationsPerWorkgroup;
+    if (nt > max)
+      throw Error("--attn-decode-threads " + std::to_string(nt) + " exceeds this adapter's " + std::to_string(max) +
+                  " invocations per workgroup");
+    return nt;
+  }
   return !o.ctx.info().is_software() && decode_subgroups(o) ? 256 : 128;
 }
 
@@ -720,13 +726,10 @@ uint32_t decode_wg_bytes(uint32_t G, uint32_t HD, bool sg, uint32_t NT, uint32_t
 bool attention_decode_applies(const OpContext& o, const AttentionShape& s) {
   const bool on = o.opt.attention_decode_gqa == 1 || o.opt.attention_decode_gqa == 2;
   if (!on || s.T != 1 || s.Hkv == 0 || s.Hq % s.Hkv || s.HD % 4 || s.HD > 256) return false;
-  // At most 16 KiB (WebGPU's guaranteed limit) with the default thread count; more threads may use
-  // what the adapter offers.
+  // The workgroup memory the kernel declares must fit the device's limit (else: the per-row kernel).
   const uint32_t nt = decode_threads(o);
-  const uint64_t cap = nt == 128 ? 16384u : o.ctx.info().limits.maxComputeWorkgroupStorageSize;
-  return nt >= s.HD / 4 && nt <= o.ctx.info().limits.maxComputeInvocationsPerWorkgroup &&
-         decode_wg_bytes(s.Hq / s.Hkv, s.HD, o.opt.attention_decode_subgroups && o.ctx.has_subgroups(), nt,
-                         decode_key_lanes(o, s.HD)) <= cap;
+  return nt >= s.HD / 4 && decode_wg_bytes(s.Hq / s.Hkv, s.HD, decode_subgroups(o), nt, decode_key_lanes(o, s.HD)) <=
+                               o.ctx.info().limits.maxComputeWorkgroupStorageSize;
 }
 
 DecodeSplit attention_decode_split(const OpContext& o, const AttentionShape& s, const gpu::Buffer* split_scratch) {
@@ -770,10 +773,11 @@ const gpu::Pipeline& decode_pipe(OpContext& o, const AttentionShape& s, bool spl
   const uint32_t nt = decode_threads(o);
   // --attn-decode-prefetch: not with LV (V loaded in the PV phase) or QKN (the new key row is stored
   // before any key is read).
-  // Adapter default (2): on for hardware adapters with subgroups (with KL 1 a thread's share of a
-  // 128-key tile at head dim 128 is 64 vec4: H200/H100 measured it 7.8% slower, switch record).
-  const bool pf = (o.opt.attention_decode_prefetch == 1 || (o.opt.attention_decode_prefetch == 2 && sg &&
-                                                            !sw)) && !lv && !qkn;
+  // Adapter default (2): on for hardware adapters with subgroups where the key lanes are >= 2 (with
+  // KL 1 a thread's share of a 128-key tile at head dim 128 is 64 vec4: measured 7.8% slower on an
+  // H100, switch record attn_decode_prefetch).
+  const bool pf = (o.opt.attention_decode_prefetch == 1 || (o.opt.attention_decode_prefetch == 2 && sg && !sw && kl > 1)) &&
+                  !lv && !qkn;
   if (pf) kb = s.HD / 4 / kl;  // the whole share is loaded at once (KB unused)
   const gpu::PipelineCache::Signature sig{2, s.HD, G, sg, split, kb, lv, kl, multi, qkn, neox, nt, pf};  // 2: attention_decode (every define)
   return memoized(o, sig, [&]() -> const gpu::Pipeline& {

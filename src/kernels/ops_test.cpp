@@ -1130,6 +1130,7 @@ TEST(Ops, AttentionDecodeKBatchIsBitExact) {
       KernelOptions ko;
       ko.attention_decode_gqa = 1, ko.attention_decode_split_min = 0, ko.attention_decode_split_len = split_len;
       ko.attention_decode_k_batch = k;
+      ko.attention_decode_prefetch = 0;  // the prefetch loads a thread's whole share and ignores KB
       auto o = e.op(ko);
       auto ob = e.upload(std::vector<float>(Q));
       e.rec.begin();
@@ -1313,7 +1314,8 @@ TEST(Ops, AttentionDecodeBatchBitIdenticalToEachAlone) {
     auto qb = e.upload(randn(size_t(n) * q_stride, c.HD + 53, 2.0f));
     gpu::Buffer scratch(*e.ctx, attention_split_floats(1, c.Hq, c.HD) * 4, gpu::BufferKind::Storage, "split");
     KernelOptions ko;
-    ko.attention_decode_gqa = 1, ko.attention_decode_split_min = 0, ko.attention_decode_split_len = 64;
+    // (PF: 200-key splits, two 128-key tiles each, so the next tile's loads run in the batched launch)
+    ko.attention_decode_gqa = 1, ko.attention_decode_split_min = 0, ko.attention_decode_split_len = c.pf ? 200 : 64;
     ko.attention_decode_split = c.split, ko.attention_decode_key_lanes = c.kl;
     ko.attention_decode_prefetch = c.pf, ko.attention_decode_threads = c.nt;
     auto o = e.op(ko);
