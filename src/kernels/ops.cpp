@@ -760,7 +760,7 @@ const gpu::Pipeline& decode_pipe(OpContext& o, const AttentionShape& s, bool spl
                                  bool neox = false) {
   const uint32_t G = s.Hq / s.Hkv;
   const bool sw = o.ctx.info().is_software();
-  const bool sg = o.opt.attention_decode_subgroups && o.ctx.has_subgroups();
+  const bool sg = decode_subgroups(o);
   // K-row loads in flight per thread (--attn-decode-k-batch): the option, else 8 on hardware
   // adapters (H200: +6.4% decode on the Qwen2.5-1.5B shape, switch record attn_decode_k_batch) and 1
   // on software ones (lavapipe compiles KB = 8 about twice as long); halved until it divides HD / 4.

@@ -1203,6 +1203,25 @@ DecodeInputs decode_inputs(GpuEnv& e, const DecodeCase& c, uint32_t seed) {
                  c.pos0 - k_lo, c.Hq, c.Hkv, c.HD, 1.0f / std::sqrt(float(c.HD)));
   return {e.upload(ck), e.upload(cv), e.upload(q), std::move(want)};
 }
+// One launch of the decode kernel for case c under ko (gqa on, splits of c.split_len from any length):
+// its output, Q floats (NaN where unwritten); empty, with a test failure, if the kernel does not apply.
+std::vector<float> decode_run(GpuEnv& e, KernelOptions ko, const DecodeCase& c, const DecodeInputs& in,
+                              gpu::Buffer& scratch) {
+  ko.attention_decode_gqa = 1, ko.attention_decode_split_min = 0, ko.attention_decode_split_len = c.split_len;
+  auto o = e.op(ko);
+  AttentionShape s{1, c.pos0, c.Hq, c.Hkv, c.HD, 1.0f / std::sqrt(float(c.HD))};
+  s.window = c.window;
+  if (!attention_decode_applies(o, s)) {
+    ADD_FAILURE() << "the decode kernel does not apply";
+    return {};
+  }
+  const uint32_t Q = c.Hq * c.HD;
+  auto ob = e.upload(std::vector<float>(Q, NAN));
+  e.rec.begin();
+  attention(o, s, {in.qb, 0}, 0, in.kb, in.vb, {ob, 0}, Q, &scratch);
+  e.rec.submit();
+  return e.download(ob, Q);
+}
 }  // namespace
 
 TEST(Ops, AttentionDecodeKeyLanesMatchCpu) {
@@ -1212,26 +1231,18 @@ TEST(Ops, AttentionDecodeKeyLanesMatchCpu) {
   for (const Case& c : {Case{64, 9, 3, 300, 4096, 0}, Case{128, 6, 2, 200, 16, 0}, Case{128, 12, 2, 517, 128, 0},
                         Case{64, 4, 2, 400, 40, 150}}) {
     const uint32_t Q = c.Hq * c.HD;
-    auto [kb, vb, qb, want] = decode_inputs(e, c, 41);
+    const DecodeInputs in = decode_inputs(e, c, 41);
     gpu::Buffer scratch(*e.ctx, attention_split_floats(1, c.Hq, c.HD) * 4, gpu::BufferKind::Storage, "split");
     for (uint32_t kl : {2u, 4u, 8u}) {
       KernelOptions ko;
-      ko.attention_decode_gqa = 1, ko.attention_decode_split_min = 0, ko.attention_decode_split_len = c.split_len;
       ko.attention_decode_key_lanes = kl;
-      auto o = e.op(ko);
-      AttentionShape s{1, c.pos0, c.Hq, c.Hkv, c.HD, 1.0f / std::sqrt(float(c.HD))};
-      s.window = c.window;
-      ASSERT_TRUE(attention_decode_applies(o, s));
       const std::string w = "HD=" + std::to_string(c.HD) + " split_len=" + std::to_string(c.split_len) +
                             " window=" + std::to_string(c.window) + " KL=" + std::to_string(kl);
       std::vector<float> first;
       for (int run = 0; run < 2; ++run) {
-        auto ob = e.upload(std::vector<float>(Q, NAN));
-        e.rec.begin();
-        attention(o, s, {qb, 0}, 0, kb, vb, {ob, 0}, Q, &scratch);
-        e.rec.submit();
-        auto got = e.download(ob, Q);
-        expect_close(got, want, 1e-5f, w);
+        auto got = decode_run(e, ko, c, in, scratch);
+        ASSERT_EQ(got.size(), Q) << w;
+        expect_close(got, in.want, 1e-5f, w);
         if (run == 0) first = got;
         else EXPECT_EQ(std::memcmp(first.data(), got.data(), Q * 4), 0) << w << " not deterministic";
       }
@@ -1252,28 +1263,20 @@ TEST(Ops, AttentionDecodeThreadsAndPrefetch) {
   if (e.ctx->has_subgroups()) shapes.push_back({256, 2});
   for (const Case& c : {Case{128, 12, 2, 517, 300, 0}, Case{64, 4, 2, 400, 40, 150}}) {
     const uint32_t Q = c.Hq * c.HD;
-    auto [kb, vb, qb, want] = decode_inputs(e, c, 61);
+    const DecodeInputs in = decode_inputs(e, c, 61);
     gpu::Buffer scratch(*e.ctx, attention_split_floats(1, c.Hq, c.HD) * 4, gpu::BufferKind::Storage, "split");
     for (const auto& [nt, kl] : shapes) {
         std::vector<float> out[2];
         for (bool pf : {false, true}) {
           KernelOptions ko;
-          ko.attention_decode_gqa = 1, ko.attention_decode_split_min = 0, ko.attention_decode_split_len = c.split_len;
           ko.attention_decode_threads = nt, ko.attention_decode_key_lanes = kl, ko.attention_decode_prefetch = pf;
-          auto o = e.op(ko);
-          AttentionShape s{1, c.pos0, c.Hq, c.Hkv, c.HD, 1.0f / std::sqrt(float(c.HD))};
-          s.window = c.window;
-          ASSERT_TRUE(attention_decode_applies(o, s));
-          auto ob = e.upload(std::vector<float>(Q, NAN));
-          e.rec.begin();
-          attention(o, s, {qb, 0}, 0, kb, vb, {ob, 0}, Q, &scratch);
-          e.rec.submit();
-          out[pf] = e.download(ob, Q);
+          out[pf] = decode_run(e, ko, c, in, scratch);
+          ASSERT_EQ(out[pf].size(), Q);
         }
         const std::string w = "HD=" + std::to_string(c.HD) + " split_len=" + std::to_string(c.split_len) +
                               " window=" + std::to_string(c.window) + " NT=" + std::to_string(nt) +
                               " KL=" + std::to_string(kl);
-        expect_close(out[0], want, 1e-5f, w);
+        expect_close(out[0], in.want, 1e-5f, w);
         EXPECT_EQ(std::memcmp(out[0].data(), out[1].data(), Q * 4), 0) << w << ": PF 1 differs from PF 0";
     }
   }
