@@ -88,8 +88,8 @@ struct AddBiasParams { uint32_t T, N, y_off, stride; };
 WGLLM_PARAMS(AddBiasParams, T, N, y_off, stride);
 struct ScaleParams { uint32_t n, off; float s; };
 WGLLM_PARAMS(ScaleParams, n, off, s);
-struct ArgmaxParams { uint32_t n, off; };
-WGLLM_PARAMS(ArgmaxParams, n, off);
+struct ArgmaxParams { uint32_t n, off, chunk, groups; };
+WGLLM_PARAMS(ArgmaxParams, n, off, chunk, groups);
 struct CausalConvParams { uint32_t T, C, L, x_off, x_stride, gi_off, gi_stride, go_off, go_stride, s_off, y_off, y_stride; };
 WGLLM_PARAMS(CausalConvParams, T, C, L, x_off, x_stride, gi_off, gi_stride, go_off, go_stride, s_off, y_off, y_stride);
 
@@ -1034,14 +1034,43 @@ void scale(OpContext& o, F32Ref x, uint32_t n, float s, const char* label) {
   o.rec.dispatch(p, {x.buf}, prm, std::min(groups, 65535u), ceil_div(groups, 65535u), 1, label);
 }
 
+uint32_t argmax_workgroups(const OpContext& o, uint32_t n) {
+  // --argmax-workgroups: the option, else on hardware adapters one workgroup per 2048 logits (8 per
+  // thread: every load of a thread's chunk in flight at once with the default AL) and one on software
+  // adapters (a CPU gains nothing from a second dispatch).
+  const uint32_t g = o.opt.argmax_workgroups ? o.opt.argmax_workgroups
+                     : o.ctx.info().is_software() ? 1
+                                                  : ceil_div(n, 2048);
+  return std::clamp<uint32_t>(g, 1, std::min(kArgmaxMaxGroups, std::max<uint32_t>(1, ceil_div(n, 256))));
+}
+
 void argmax(OpContext& o, F32Ref x, uint32_t n, const gpu::Buffer& out) {
   // Loads in flight per thread (--argmax-loads): the option, else 16 on hardware adapters (the scan
   // of 600 KB of logits by one workgroup is bound by load latency) and 1 on software ones.
   const uint32_t al = o.opt.argmax_loads ? o.opt.argmax_loads : (o.ctx.info().is_software() ? 1 : 16);
-  const auto& p = get(o, "argmax", {{"AL", std::to_string(al)}}, {Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
-  ArgmaxParams prm{n, x.off};
-  o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Logits, 4ull * n).w(gpu::Traffic::Logits, 4));
-  o.rec.dispatch(p, {x.buf, out}, prm, 1, 1, 1, "argmax");
+  const uint32_t want = argmax_workgroups(o, n);
+  // Chunks of whole 256-index rows of the workgroup (coalesced), so G may come out smaller than asked.
+  const uint32_t chunk = ceil_div(ceil_div(n, want), 256u) * 256u, groups = ceil_div(n, chunk);
+  if (out.size() < 4ull * (groups > 1 ? 1 + 2 * groups : 1))
+    throw Error("argmax: the output buffer holds " + std::to_string(out.size()) + " bytes, " +
+                std::to_string(groups) + " workgroups need " + std::to_string(4 * (1 + 2 * groups)) +
+                " (allocate argmax_buffer_bytes())");
+  const std::vector<Bind> binds{Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform};
+  auto stage = [&](const char* which) {
+    Defines d{{"AL", std::to_string(al)}, {"STAGE_WHOLE", "0"}, {"STAGE_PART", "0"}, {"STAGE_FINAL", "0"}};
+    d[which] = "1";
+    return &get(o, "argmax", d, binds);
+  };
+  const ArgmaxParams prm{n, x.off, chunk, groups};
+  if (groups == 1) {
+    o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Logits, 4ull * n).w(gpu::Traffic::Logits, 4));
+    o.rec.dispatch(*stage("STAGE_WHOLE"), {x.buf, out}, prm, 1, 1, 1, "argmax");
+    return;
+  }
+  o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Logits, 4ull * n).w(gpu::Traffic::Logits, 8ull * groups));
+  o.rec.dispatch(*stage("STAGE_PART"), {x.buf, out}, prm, groups, 1, 1, "argmax");
+  o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Logits, 8ull * groups).w(gpu::Traffic::Logits, 4));
+  o.rec.dispatch(*stage("STAGE_FINAL"), {x.buf, out}, prm, 1, 1, 1, "argmax");
 }
 
 void causal_conv(OpContext& o, const CausalConvShape& s, F32Ref x, uint32_t x_stride, F32Rows gate_in,

@@ -400,7 +400,18 @@ void gelu_mul(OpContext& o, const gpu::Buffer& src, uint32_t g_off, uint32_t u_o
 /// x[x.off + i] *= s for i < n, in place.
 void scale(OpContext& o, F32Ref x, uint32_t n, float s, const char* label);
 
-/// out[0] = argmax(x[off .. off+n)) as u32 (lowest index on ties).
+/// The most workgroups argmax() splits the logits over (--argmax-workgroups).
+inline constexpr uint32_t kArgmaxMaxGroups = 256;
+/// Bytes an argmax() output buffer needs for every setting: the id (u32) and, when the scan is split
+/// over G workgroups, G (value, index) candidates after it.
+inline constexpr uint64_t argmax_buffer_bytes() { return 4ull * (1 + 2 * kArgmaxMaxGroups); }
+/// The workgroups argmax() scans n logits with: KernelOptions::argmax_workgroups, else (0) one per
+/// 2048 logits on hardware adapters and 1 on software ones; at most kArgmaxMaxGroups and n / 256.
+uint32_t argmax_workgroups(const OpContext& o, uint32_t n);
+/// out[0] = argmax(x[off .. off+n)) as u32 (lowest index on ties, NaN never wins; 0 when every value
+/// is NaN), the same id for every argmax_workgroups(): one dispatch when it is 1, else G workgroups
+/// write per-chunk candidates to out[1 ..] and a second dispatch reduces them (argmax.wgsl). Throws
+/// wgllm::Error when `out` is smaller than those candidates need (argmax_buffer_bytes() always suffices).
 void argmax(OpContext& o, F32Ref x, uint32_t n, const gpu::Buffer& out);
 
 /// Optional f32 row operand: rows at buf[off + t * stride]; absent when buf is null.

@@ -403,7 +403,7 @@ TEST(Ops, EmbedRmsnormSiluArgmax) {
       if (n > 300) v[3 + n - 1 - 256] = 50.0f;  // a tie within one thread's scan (indices 256 apart)
       if (n == 49152u) v[3 + 7] = 50.0f;
       auto vb = e.upload(v);
-      gpu::Buffer ob(*e.ctx, 4, gpu::BufferKind::Storage, "am");
+      gpu::Buffer ob(*e.ctx, argmax_buffer_bytes(), gpu::BufferKind::Storage, "am");
       e.rec.begin();
       argmax(oa, {vb, 3}, n, ob);
       uint32_t got_i = 0;
@@ -412,6 +412,54 @@ TEST(Ops, EmbedRmsnormSiluArgmax) {
       EXPECT_EQ(got_i, ref::argmax(v.data() + 3, n)) << "n=" << n << " AL=" << al;
     }
   }
+}
+
+// --argmax-workgroups G: the logits in G contiguous chunks, one candidate each, then a second
+// dispatch over the candidates: the same id as the CPU sampler's argmax for every G (1 = the one
+// workgroup scan), with the maximum tied across chunks (lowest index wins), a chunk of NaN only
+// (its candidate must not win), an all-NaN input (id 0), negative values only (a maximum equal to
+// the scan's initial -FLT_MAX) and vocabularies of the sizes in use (Qwen2.5 151936, Qwen3.5 248320).
+// A buffer too small for G's candidates is an error.
+// Checked to fail: a chunk's candidate written with its index within the chunk; STAGE_FINAL
+// skipping the last candidate. (A NaN-only chunk's candidate, (-FLT_MAX, 0xffffffff), loses every
+// comparison by the index rule, so STAGE_FINAL's skip of it is defensive, not tested.)
+TEST(Ops, ArgmaxWorkgroups) {
+  auto& e = env();
+  for (uint32_t g : {1u, 2u, 7u, 75u, 256u}) {
+    KernelOptions ko;
+    ko.argmax_workgroups = g;
+    auto o = e.op(ko);
+    for (uint32_t n : {1u, 300u, 4099u, 151936u, 248320u}) {
+      const uint32_t want_g = std::min(g, (n + 255) / 256);
+      EXPECT_EQ(argmax_workgroups(o, n), want_g) << "n=" << n;
+      for (int shape = 0; shape < 4; ++shape) {
+        auto v = randn(n + 5, n + shape);
+        if (shape == 1 && n > 300) {  // ties in different chunks: the first must win
+          v[5 + n / 3] = 60.0f, v[5 + n - 1] = 60.0f, v[5 + 2 * n / 3] = 60.0f;
+          for (uint32_t i = 0; i < std::min<uint32_t>(n, 256); ++i) v[5 + i] = NAN;  // the first chunk NaN only
+        }
+        if (shape == 2) std::fill(v.begin() + 5, v.end(), NAN);                      // every value NaN: id 0
+        if (shape == 3) for (float& f : v) f = -3.402823466e38f;                      // all at -FLT_MAX: id 0
+        if (shape == 3 && n > 1) v[5 + n - 1] = -1e30f, v[5 + n / 2] = -1e30f;        // ... but two larger
+        auto vb = e.upload(v);
+        gpu::Buffer ob(*e.ctx, argmax_buffer_bytes(), gpu::BufferKind::Storage, "am");
+        e.rec.begin();
+        argmax(o, {vb, 5}, n, ob);
+        uint32_t got = 0;
+        e.rec.read_after(ob, 0, 4);
+        e.rec.submit(&got);
+        EXPECT_EQ(got, ref::argmax(v.data() + 5, n)) << "n=" << n << " G=" << g << " shape=" << shape;
+      }
+    }
+  }
+  KernelOptions ko;
+  ko.argmax_workgroups = 8;
+  auto o = e.op(ko);
+  gpu::Buffer small(*e.ctx, 4, gpu::BufferKind::Storage, "am");
+  auto vb = e.upload(randn(4096, 9));
+  e.rec.begin();
+  EXPECT_THROW(argmax(o, {vb, 0}, 4096, small), Error);
+  e.rec.submit();
 }
 
 // add_bias (Qwen2 Q/K/V biases; Gemma 3 residual adds), gelu_mul (Gemma 3 GeGLU) and scale

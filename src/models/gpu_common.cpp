@@ -81,7 +81,7 @@ void GpuModel::alloc_chunk_buffers(std::initializer_list<ChunkBuffer> bufs) {
   chunk_ = std::max<uint32_t>(1, std::min(chunk, c_.max_context));
   for (const ChunkBuffer& b : all) *b.buf = scratch(uint64_t(chunk_) * b.per_token, b.name, b.per_token);
   logits_ = scratch(c_.vocab, "logits");
-  amax_ = scratch(1, "argmax");
+  amax_ = scratch(kernels::argmax_buffer_bytes() / 4, "argmax");  // the id, then the split scan's candidates
   attn_split_ = scratch(kernels::attention_split_floats(chunk_, c_.n_heads, c_.head_dim), "attn_split");
   if (opt_.kernels.sparse_attn) {  // --sparse-attn: block means, selection and index scratch
     sparse_ = kernels::make_sparse_scratch(*ctx_, opt_.kernels, c_.max_context, chunk_, c_.n_kv_heads, c_.head_dim);
@@ -464,7 +464,7 @@ void GpuModel::finish_batch(kernels::OpContext& o, const gpu::Buffer& x, const g
   mk(bres_, res_bytes, "batch.result");
   while (bamax_.size() < n) {
     mem_.scratch += 4;
-    bamax_.emplace_back(*ctx_, 4, gpu::BufferKind::Storage, "batch.argmax");
+    bamax_.emplace_back(*ctx_, kernels::argmax_buffer_bytes(), gpu::BufferKind::Storage, "batch.argmax");
   }
   uint32_t k = 0;  // logits rows copied so far
   for (uint32_t b0 = 0; b0 < n; b0 += R) {

@@ -463,7 +463,7 @@ struct HeadBuffers {
   const kernels::GpuWeight& lm_head;
   const gpu::Buffer& h;             // scratch row [d_model]
   const gpu::Buffer& logits;        // [vocab]
-  const gpu::Buffer& amax;          // [1] u32
+  const gpu::Buffer& amax;          // [0]: the id (u32); kernels::argmax_buffer_bytes()
 };
 
 /// Records the output head on row `last_row` (element offset of the last token's hidden state in

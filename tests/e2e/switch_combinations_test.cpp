@@ -74,6 +74,7 @@ const std::map<std::string, std::pair<int64_t, int64_t>> kExtremes = {
     {"attention_decode_threads", {64, 256}},
     {"matvec_max_tokens", {8, 256}},
     {"argmax_loads", {1, 64}},
+    {"argmax_workgroups", {1, 256}},
     {"attention_flash_split_tiles", {1, 64}},
     {"gdn_chunk", {1, 256}},
     {"gdn_chunk_long", {0, 256}},
