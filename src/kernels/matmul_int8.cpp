@@ -123,7 +123,7 @@ void matmul_int8(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, 
     add_tile_defines(d, tt);
     d["ADD"] = accumulate ? "1" : "0";
     d["OFFSET"] = offset ? "1" : "0";
-    d["SPLIT"] = W.fmt == WFormat::Q8_F32 ? "1" : "0";
+    d["SPLIT"] = W.fmt == WFormat::Q8_F32 || W.fmt == WFormat::Q6_K ? "1" : "0";
     return o.pipelines.get(variant_key("matmul_tiled_i8", d), [&] {
       return gpu::KernelSpec{"", specialize("matmul_tiled_i8", i8_source(tt), d),
                              {gpu::Bind::ReadOnly, gpu::Bind::ReadOnly, gpu::Bind::ReadOnly, gpu::Bind::ReadWrite,

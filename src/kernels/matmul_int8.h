@@ -16,7 +16,7 @@
 
 namespace wgllm::kernels {
 
-/// Whether W has an int8 path: Q4_0, Q4_1, Q4_K, Q8_0 (and Q5_0, widened to it) and Q8_F32 (Q6_K)
+/// Whether W has an int8 path: Q4_0, Q4_1, Q4_K, Q8_0 (and Q5_0, widened to it) and Q8_F32 / Q6_K (Q6_K widened or as stored)
 /// layouts with K a multiple of 32; F32/F16/BF16 weights keep the f32 kernel.
 bool matmul_int8_supported(const GpuWeight& W);
 

@@ -124,6 +124,76 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, MatvecTest,
                                            DType::Q8_0, DType::Q4_K, DType::Q6_K),
                          [](const auto& i) { return dtype_name(i.param); });
 
+// Q6_K in its own 6-bit layout (FMT_Q6_K, ModelOptions::q6k_packed) and widened (FMT_Q8_F32) holds
+// the same integers q - 32 and the same f32 scales: every kernel that reads weights must give the
+// same bits from both. The matrix-vector kernel with f32 and int8 activations (with the prefetch),
+// the generic matmul, the tiled prefill matmul (f32 and f16 tiles where the adapter has f16) and
+// its int8 form, and the embedding lookup; K = 768 (3 super-blocks), N = 37 rows.
+// Checked to fail: the high 2 bits of elements 8..11 taken from bits 2..3 of the high word.
+TEST(Ops, Q6KPackedBitIdenticalToWidened) {
+  auto& e = env();
+  const uint32_t K = 768, N = 37;
+  auto blocks = random_blocks(DType::Q6_K, K, N, 5);
+  auto Wp = upload_weight(*e.ctx, pack_weight(DType::Q6_K, blocks.data(), K, N, true), "q6k");
+  auto Ww = upload_weight(*e.ctx, pack_weight(DType::Q6_K, blocks.data(), K, N, false), "q8f32");
+  ASSERT_EQ(Wp.fmt, WFormat::Q6_K);
+  ASSERT_EQ(Ww.fmt, WFormat::Q8_F32);
+  EXPECT_EQ(Wp.bytes(), uint64_t(K) * N / 256 * 210 + uint64_t(K) * N / 256 * 2);  // the file's bytes + 2 per super-block
+  ref::Matrix M{K, N, std::vector<float>(size_t(K) * N)};
+  dequantize(DType::Q6_K, blocks.data(), M.w.data(), M.w.size());
+  struct Path { std::string name; uint32_t T; KernelOptions ko; };
+  std::vector<Path> paths;
+  KernelOptions k;
+  k.matvec_int8 = 0;
+  paths.push_back({"matvec f32", 1, k});
+  paths.push_back({"matvec f32 T=5", 5, k});
+  k.matvec_int8 = 1;
+  paths.push_back({"matvec int8", 1, k});
+  k.matvec_prefetch = true;
+  paths.push_back({"matvec int8 prefetch T=3", 3, k});
+  k = KernelOptions{};
+  k.matmul_tiled = 0, k.matmul_int8 = 0;
+  paths.push_back({"matmul", 20, k});
+  k.matmul_tiled = 1, k.matmul_tiled_min_workgroups = 0;
+  paths.push_back({"tiled", 40, k});
+  k.matmul_tiled_f16 = true;
+  paths.push_back({"tiled f16", 40, k});
+  k.matmul_tiled_f16 = false, k.matmul_int8 = 1;
+  paths.push_back({"tiled int8", 40, k});
+  for (const Path& pa : paths) {
+    auto x = randn(size_t(pa.T) * K, pa.T);
+    auto xb = e.upload(x);
+    std::vector<std::vector<float>> got;
+    for (const GpuWeight* W : {&Wp, &Ww}) {
+      auto yb = e.upload(std::vector<float>(size_t(pa.T) * N));
+      auto o = e.op(pa.ko);
+      e.rec.begin();
+      matmul(o, *W, {xb, 0}, K, {yb, 0}, N, pa.T, false);
+      e.rec.submit();
+      got.push_back(e.download(yb, size_t(pa.T) * N));
+    }
+    std::vector<float> want(size_t(pa.T) * N);
+    ref::matmul(M, x.data(), K, want.data(), N, pa.T, false);
+    expect_close(got[0], want, 0.05f, pa.name);  // int8 activations and f16 tiles round: a sanity bound
+    EXPECT_EQ(std::memcmp(got[0].data(), got[1].data(), got[0].size() * 4), 0) << pa.name << ": packed != widened";
+  }
+  const std::vector<uint32_t> ids{0, 36, 5, 17};
+  gpu::Buffer tb(*e.ctx, ids.size() * 4, gpu::BufferKind::Storage, "ids");
+  tb.write(*e.ctx, 0, ids.data(), ids.size() * 4);
+  std::vector<std::vector<float>> rows;
+  for (const GpuWeight* W : {&Wp, &Ww}) {
+    auto yb = e.upload(std::vector<float>(ids.size() * K));
+    auto o = e.op();
+    e.rec.begin();
+    embed(o, *W, tb, uint32_t(ids.size()), {yb, 0});
+    e.rec.submit();
+    rows.push_back(e.download(yb, ids.size() * K));
+  }
+  for (size_t t = 0; t < ids.size(); ++t)
+    for (uint32_t i = 0; i < K; ++i) ASSERT_EQ(rows[0][t * K + i], M.w[size_t(ids[t]) * K + i]) << "embed row " << ids[t];
+  EXPECT_EQ(rows[0], rows[1]);
+}
+
 // matvec.wgsl's rows per workgroup and rows per thread are speed knobs: every row keeps its own
 // sums in the same order, so the output bits must not change (N = 37 leaves the last workgroup
 // partly empty; 16- and 32-element blocks; the subgroup reduction and the tree; accumulate).

@@ -23,11 +23,12 @@ const char* wformat_define(WFormat f) {
     case WFormat::Q4_K: return "FMT_Q4_K";
     case WFormat::Q8_0: return "FMT_Q8_0";
     case WFormat::Q8_F32: return "FMT_Q8_F32";
+    case WFormat::Q6_K: return "FMT_Q6_K";
   }
   return "FMT_F32";
 }
 
-WFormat gpu_format_for(DType t) {
+WFormat gpu_format_for(DType t, bool q6k_packed) {
   switch (t) {
     case DType::F32: case DType::F16: case DType::BF16: return WFormat::F32;
     case DType::Q4_0: return WFormat::Q4_0;
@@ -35,12 +36,12 @@ WFormat gpu_format_for(DType t) {
     case DType::Q4_K: return WFormat::Q4_K;
     case DType::Q8_0: return WFormat::Q8_0;
     case DType::Q5_0: return WFormat::Q8_0;  // widened exactly at pack time (pack_weight)
-    case DType::Q6_K: return WFormat::Q8_F32;
+    case DType::Q6_K: return q6k_packed ? WFormat::Q6_K : WFormat::Q8_F32;
     default: throw Error("no GPU weight layout for tensor type " + dtype_name(t));
   }
 }
 
-PackedWeight pack_weight(DType t, const uint8_t* data, uint32_t K, uint32_t N) {
+PackedWeight pack_weight(DType t, const uint8_t* data, uint32_t K, uint32_t N, bool q6k_packed) {
   if (t == DType::Q5_0) {
     // Q5_0 (f16 d, 5-bit q, y = (q - 16) * d) as Q8_0 blocks: the same d and the integers q - 16
     // in [-16, 15] as int8, so every dequantized value is bit-identical (ggml dequantize_row_q5_0).
@@ -65,7 +66,7 @@ PackedWeight pack_weight(DType t, const uint8_t* data, uint32_t K, uint32_t N) {
     return pw;
   }
   PackedWeight pw;
-  pw.fmt = gpu_format_for(t);
+  pw.fmt = gpu_format_for(t, q6k_packed);
   pw.K = K;
   pw.N = N;
   const uint64_t n_el = uint64_t(K) * N;
@@ -163,6 +164,45 @@ PackedWeight pack_weight(DType t, const uint8_t* data, uint32_t K, uint32_t N) {
       }
       break;
     }
+    case WFormat::Q6_K: {  // 256-element super-blocks -> 16 blocks of 16 at 6 bits (quant.wgsl FMT_Q6_K)
+      need_multiple(256);
+      pw.block = 16;
+      const uint64_t ns = n_el / 256, nb = ns * 16;
+      pw.soff = uint32_t(nb * 3);
+      pw.words.assign(nb * 3 + ns * 5, 0);
+      for (uint64_t s = 0; s < ns; ++s) {
+        const uint8_t* blk = data + s * 210;
+        const uint8_t* ql = blk;
+        const uint8_t* qh = blk + 128;
+        uint8_t q[256];  // the unsigned 6-bit quants in element order (ggml dequantize_row_q6_K)
+        for (int h = 0; h < 2; ++h) {
+          const uint8_t* l8 = ql + 64 * h;
+          const uint8_t* h8 = qh + 32 * h;
+          for (int l = 0; l < 32; ++l) {
+            q[128 * h + l + 0] = uint8_t((l8[l] & 0xF) | (((h8[l] >> 0) & 3) << 4));
+            q[128 * h + l + 32] = uint8_t((l8[l + 32] & 0xF) | (((h8[l] >> 2) & 3) << 4));
+            q[128 * h + l + 64] = uint8_t((l8[l] >> 4) | (((h8[l] >> 4) & 3) << 4));
+            q[128 * h + l + 96] = uint8_t((l8[l + 32] >> 4) | (((h8[l] >> 6) & 3) << 4));
+          }
+        }
+        for (int k = 0; k < 16; ++k) {
+          const uint8_t* e = q + 16 * k;
+          uint8_t lo[8], hi[4] = {0, 0, 0, 0};
+          for (int j = 0; j < 4; ++j) {
+            lo[j] = uint8_t((e[j] & 0xF) | ((e[j + 8] & 0xF) << 4));          // w0: 0..3 low, 8..11 high
+            lo[4 + j] = uint8_t((e[j + 4] & 0xF) | ((e[j + 12] & 0xF) << 4));  // w1: 4..7 low, 12..15 high
+          }
+          for (int g = 0; g < 4; ++g)
+            for (int b = 0; b < 4; ++b) hi[b] = uint8_t(hi[b] | ((e[4 * g + b] >> 4) << (2 * g)));
+          uint32_t* out = &pw.words[(s * 16 + k) * 3];
+          std::memcpy(out, lo, 8);
+          std::memcpy(out + 2, hi, 4);
+        }
+        std::memcpy(&pw.words[pw.soff + s * 5], blk + 192, 16);  // the int8 scales, as stored
+        pw.words[pw.soff + s * 5 + 4] = rd16(blk + 208);         // d (f16)
+      }
+      break;
+    }
   }
   return pw;
 }
@@ -180,18 +220,18 @@ GpuWeight upload_weight(gpu::Context& ctx, const PackedWeight& pw, const std::st
 }
 
 GpuWeight upload_weight_rows(gpu::Context& ctx, DType t, uint32_t K, uint32_t N, const RowReader& rows,
-                             const std::string& label, uint64_t chunk_bytes) {
+                             const std::string& label, uint64_t chunk_bytes, bool q6k_packed) {
   const uint64_t row_bytes = dtype_row_bytes(t, K);
   if (N < 2 || row_bytes * N <= chunk_bytes) {  // one chunk: pack it whole
     std::vector<uint8_t> stored(row_bytes * N);
     rows(0, N, stored.data());
-    return upload_weight(ctx, pack_weight(t, stored.data(), K, N), label);
+    return upload_weight(ctx, pack_weight(t, stored.data(), K, N, q6k_packed), label);
   }
   const uint32_t chunk = std::max<uint32_t>(2, uint32_t(std::min<uint64_t>(N, chunk_bytes / row_bytes)) & ~1u);
   std::vector<uint8_t> stored(row_bytes * chunk);
   // Words per row of the quants (q) and per two rows of the scales (s2), from the first chunk.
   rows(0, chunk, stored.data());
-  PackedWeight pw = pack_weight(t, stored.data(), K, chunk);
+  PackedWeight pw = pack_weight(t, stored.data(), K, chunk, q6k_packed);
   const uint64_t q = pw.soff / chunk, s2 = uint64_t(pw.words.size() - pw.soff) * 2 / chunk;
   const uint64_t soff = q * N, total = soff + (s2 * N + 1) / 2;
   GpuWeight g;
@@ -205,7 +245,7 @@ GpuWeight upload_weight_rows(gpu::Context& ctx, DType t, uint32_t K, uint32_t N,
     const uint32_t n = std::min(chunk, N - r0);
     if (r0) {
       rows(r0, n, stored.data());
-      pw = pack_weight(t, stored.data(), K, n);
+      pw = pack_weight(t, stored.data(), K, n, q6k_packed);
     }
     g.buf.write(ctx, uint64_t(r0) * q * 4, pw.words.data(), uint64_t(pw.soff) * 4);
     if (pw.words.size() > pw.soff)

@@ -31,22 +31,23 @@ std::vector<uint32_t> read_words(gpu::Context& ctx, const GpuWeight& w) {
 
 TEST(Weights, ChunkedUploadEqualsWholeUpload) {
   auto ctx = gpu::Context::create();
-  struct Case { DType t; uint32_t K; };
+  struct Case { DType t; uint32_t K; bool q6k_packed = true; };
   for (const Case c : {Case{DType::F32, 36}, Case{DType::F16, 64}, Case{DType::BF16, 32}, Case{DType::Q4_0, 96},
                        Case{DType::Q4_0, 64}, Case{DType::Q4_1, 96}, Case{DType::Q8_0, 32}, Case{DType::Q5_0, 96},
-                       Case{DType::Q4_K, 256}, Case{DType::Q6_K, 512}}) {
+                       Case{DType::Q4_K, 256}, Case{DType::Q6_K, 512}, Case{DType::Q6_K, 512, false}}) {
     for (uint32_t N : {1u, 2u, 7u, 13u}) {
       const auto rows = random_rows(c.t, c.K, N, N * 31 + uint32_t(c.t));
       const uint64_t rb = dtype_row_bytes(c.t, c.K);
-      const std::string what = dtype_name(c.t) + " K=" + std::to_string(c.K) + " N=" + std::to_string(N);
-      const GpuWeight whole = upload_weight(*ctx, pack_weight(c.t, rows.data(), c.K, N), "whole");
+      const std::string what = dtype_name(c.t) + " K=" + std::to_string(c.K) + " N=" + std::to_string(N) +
+                               (c.q6k_packed ? "" : " widened");
+      const GpuWeight whole = upload_weight(*ctx, pack_weight(c.t, rows.data(), c.K, N, c.q6k_packed), "whole");
       for (uint64_t chunk_rows : {1u, 2u, 3u, 4u}) {
         uint32_t reads = 0;
         const GpuWeight w = upload_weight_rows(*ctx, c.t, c.K, N, [&](uint32_t r0, uint32_t n, uint8_t* dst) {
           ASSERT_LE(r0 + n, N);
           std::memcpy(dst, rows.data() + r0 * rb, n * rb);
           ++reads;
-        }, "chunked", chunk_rows * rb);
+        }, "chunked", chunk_rows * rb, c.q6k_packed);
         EXPECT_EQ(w.fmt, whole.fmt) << what;
         EXPECT_EQ(w.soff, whole.soff) << what;
         EXPECT_EQ(w.block, whole.block) << what;

@@ -44,7 +44,8 @@ GpuModel::Attention GpuModel::attention_weights(const AttentionTensors& t, const
   if (!t.bq != !t.bk || !t.bq != !t.bv) throw Error("attention_weights: Q/K/V biases come as all three or none");
   if (t.bq && t.gate) throw Error("attention_weights: Q/K/V biases with an output gate are not supported on WebGPU");
   Attention a;
-  a.qkv = upload_stacked(*ctx_, {t.wq, t.wk, t.wv}, {t.gate ? "qg" : "q", "k", "v"}, opt_.fuse_qkv, "attn_", prefix, mem_);
+  a.qkv = upload_stacked(*ctx_, {t.wq, t.wk, t.wv}, {t.gate ? "qg" : "q", "k", "v"}, opt_.fuse_qkv, "attn_", prefix, mem_,
+                         opt_.q6k_packed);
   a.wo = weight({t.wo}, prefix + "attn_output");
   a.qk_norm = t.q_norm != nullptr;
   a.gate = t.gate;

@@ -42,7 +42,7 @@ uint64_t GpuModel::binding_limit() const {
 }
 
 kernels::GpuWeight GpuModel::weight(const std::vector<const TensorRef*>& parts, const std::string& label) {
-  return upload_matrix(*ctx_, parts, label, mem_);
+  return upload_matrix(*ctx_, parts, label, mem_, opt_.q6k_packed);
 }
 
 gpu::Buffer GpuModel::f32_buffer(const TensorRef& t, const std::string& label) {
@@ -327,11 +327,11 @@ uint32_t GpuModel::max_batch_seqs() const {
 void GpuModel::embedding(const TensorRef& embed, const TensorRef* lm_head) {
   uint64_t lim = binding_limit();
   if (const char* e = std::getenv("WGLLM_TEST_MAX_BINDING_BYTES"); e && *e) lim = std::min<uint64_t>(lim, std::stoull(e));
-  auto packed_per_row = [](const TensorRef& t) {  // GPU bytes of one row (from 64 rows)
+  auto packed_per_row = [this](const TensorRef& t) {  // GPU bytes of one row (from 64 rows)
     const uint32_t K = uint32_t(t.shape[0]), n = uint32_t(std::min<uint64_t>(t.shape[1], 64));
     std::vector<uint8_t> head(dtype_row_bytes(t.type, K) * n);
     t.read(0, head.size(), head.data());
-    return double(kernels::pack_weight(t.type, head.data(), K, n).words.size()) * 4.0 / n;
+    return double(kernels::pack_weight(t.type, head.data(), K, n, opt_.q6k_packed).words.size()) * 4.0 / n;
   };
   const TensorRef& head = lm_head ? *lm_head : embed;
   const double embed_row = packed_per_row(embed), head_row = lm_head ? packed_per_row(head) : embed_row;
@@ -344,7 +344,7 @@ void GpuModel::embedding(const TensorRef& embed, const TensorRef* lm_head) {
     for (uint32_t r0 = 0; r0 < N; r0 += rows) {
       const uint32_t n = std::min(rows, N - r0);
       blocks.push_back({upload_rows(*ctx_, t.type, uint32_t(t.shape[0]), {RowBlock{&t, r0 * row_bytes, n * row_bytes, n}},
-                                    label + "." + std::to_string(blocks.size()), mem_),
+                                    label + "." + std::to_string(blocks.size()), mem_, opt_.q6k_packed),
                         r0});
     }
   };
@@ -591,7 +591,7 @@ void record_qk_norm_rope_kv(kernels::OpContext& o, const ModelConfig& c, const Q
 }
 
 kernels::GpuWeight upload_rows(gpu::Context& ctx, DType type, uint32_t K, const std::vector<RowBlock>& blocks,
-                               const std::string& label, MemoryReport& mem) {
+                               const std::string& label, MemoryReport& mem, bool q6k_packed) {
   if (blocks.empty()) throw Error("upload of '" + label + "': no rows");
   const uint64_t row_bytes = dtype_row_bytes(type, K);
   uint32_t N = 0;
@@ -617,25 +617,25 @@ kernels::GpuWeight upload_rows(gpu::Context& ctx, DType type, uint32_t K, const 
       b0 += b.rows;
     }
   };
-  kernels::GpuWeight w = kernels::upload_weight_rows(ctx, type, K, N, rows, label);
+  kernels::GpuWeight w = kernels::upload_weight_rows(ctx, type, K, N, rows, label, uint64_t(8) << 20, q6k_packed);
   mem.weights += w.bytes();
   return w;
 }
 
 kernels::GpuWeight upload_matrix(gpu::Context& ctx, const std::vector<const TensorRef*>& parts, const std::string& label,
-                                 MemoryReport& mem) {
+                                 MemoryReport& mem, bool q6k_packed) {
   const TensorRef& a = *parts.at(0);
   std::vector<RowBlock> blocks;
   for (const TensorRef* p : parts) {
     if (p->type != a.type || p->shape[0] != a.shape[0]) throw Error("cannot fuse " + label);
     blocks.push_back({p, 0, p->nbytes, uint32_t(p->shape[1])});
   }
-  return upload_rows(ctx, a.type, uint32_t(a.shape[0]), blocks, label, mem);
+  return upload_rows(ctx, a.type, uint32_t(a.shape[0]), blocks, label, mem, q6k_packed);
 }
 
 std::vector<StackedPart> upload_stacked(gpu::Context& ctx, const std::vector<const TensorRef*>& ms,
                                         const std::vector<std::string>& names, bool fuse, const std::string& prefix,
-                                        const std::string& buf_prefix, MemoryReport& mem) {
+                                        const std::string& buf_prefix, MemoryReport& mem, bool q6k_packed) {
   std::vector<StackedPart> parts;
   uint32_t row0 = 0;
   for (size_t i = 0; i < ms.size();) {
@@ -644,7 +644,7 @@ std::vector<StackedPart> upload_stacked(gpu::Context& ctx, const std::vector<con
     std::vector<const TensorRef*> run(ms.begin() + i, ms.begin() + j);
     std::string label = prefix;
     for (size_t k = i; k < j; ++k) label += names.at(k);
-    StackedPart part{upload_matrix(ctx, run, buf_prefix + label, mem), row0, label};
+    StackedPart part{upload_matrix(ctx, run, buf_prefix + label, mem, q6k_packed), row0, label};
     row0 += part.w.N;
     parts.push_back(std::move(part));
     i = j;

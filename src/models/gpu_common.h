@@ -440,19 +440,21 @@ struct RowBlock {
 
 /// Uploads the row blocks of a matrix of type `type` with rows of K elements, stacked in order,
 /// as one GPU weight, a few MiB of rows at a time (kernels::upload_weight_rows: a streamed model's
-/// tensors are read as they are packed, never whole); adds its bytes to mem.weights. Throws wgllm::Error on unsupported types.
+/// tensors are read as they are packed, never whole); adds its bytes to mem.weights. Q6_K in its
+/// 6-bit GPU layout when q6k_packed (ModelOptions::q6k_packed; kernels::gpu_format_for). Throws
+/// wgllm::Error on unsupported types.
 kernels::GpuWeight upload_rows(gpu::Context& ctx, DType type, uint32_t K, const std::vector<RowBlock>& blocks,
-                               const std::string& label, MemoryReport& mem);
+                               const std::string& label, MemoryReport& mem, bool q6k_packed);
 /// Same for whole tensors (shape {K, N} each); all must share type and K ("cannot fuse" otherwise).
 kernels::GpuWeight upload_matrix(gpu::Context& ctx, const std::vector<const TensorRef*>& parts, const std::string& label,
-                                 MemoryReport& mem);
+                                 MemoryReport& mem, bool q6k_packed);
 /// Uploads matrices ms (shape {K, N_i}, one K; names[i] names ms[i]) as the fewest parts: with
 /// `fuse` (ModelOptions::fuse_qkv) each run of consecutive matrices of one type is one stacked part
 /// (all of them when they share a type; Q4_K_M files store some layers' V as Q6_K), else one part
 /// per matrix. GPU buffers are labelled buf_prefix + label.
 std::vector<StackedPart> upload_stacked(gpu::Context& ctx, const std::vector<const TensorRef*>& ms,
                                         const std::vector<std::string>& names, bool fuse, const std::string& prefix,
-                                        const std::string& buf_prefix, MemoryReport& mem);
+                                        const std::string& buf_prefix, MemoryReport& mem, bool q6k_packed);
 
 /// An f32 vector (norm weights, tables) as a storage buffer; adds its bytes to mem.weights.
 gpu::Buffer upload_f32(gpu::Context& ctx, const std::vector<float>& v, const std::string& label, MemoryReport& mem);

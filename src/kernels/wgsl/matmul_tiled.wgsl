@@ -26,7 +26,7 @@
 //   F16      workgroup tiles in f16 and the products of one K-step summed in f16 (vec4<f16> FMAs),
 //            then added to the f32 accumulators (needs the shader-f16 feature)
 // Requires: x offset and row stride multiples of 4 (vec4 loads); quantized formats: K a multiple of
-// 32 (BE = 32, or 16 for FMT_Q8_F32: K-quants, K a multiple of 256); FMT_F32: K a multiple of 4.
+// 32 (BE = 32, or 16 for FMT_Q8_F32 / FMT_Q6_K: K-quants, K a multiple of 256); FMT_F32: K a multiple of 4.
 #if F16
 enable f16;
 #endif
@@ -123,6 +123,14 @@ fn fetch(n: u32, kt: u32, q4: u32) -> Raw {
   r.q.y = w[base + 1u];
   r.r.x = w[p.soff + bi];
 #endif
+#if FMT_Q6_K
+  // As FMT_Q8_F32 (the same signed bytes, quant.wgsl): half q4 % 2 of block 2 kt + q4 / 2, its 3 raw
+  // words and its scale's two words.
+  let bi = n * p.nb + kt * 2u + q4 / 2u;
+  let s0 = p.soff + 5u * (bi >> 4u);
+  r.q = vec4<u32>(w[3u * bi], w[3u * bi + 1u], w[3u * bi + 2u], q4 % 2u);
+  r.r = vec4<u32>(w[s0 + ((bi & 15u) >> 2u)], w[s0 + 4u], bi, 0u);
+#endif
   return r;
 }
 fn decode(r: Raw, q4: u32) -> Part {
@@ -156,6 +164,11 @@ fn decode(r: Raw, q4: u32) -> Part {
 #if FMT_Q8_F32
   let s = bitcast<f32>(r.r.x);
   v.a = i8x4(r.q.x) * s; v.b = i8x4(r.q.y) * s;
+#endif
+#if FMT_Q6_K
+  let s = q6k_scale_of(r.r.x, r.r.y, r.r.z);
+  let q = q6_words_of(r.q.x, r.q.y, r.q.z);
+  if (r.q.w == 0u) { v.a = i8x4(q.x) * s; v.b = i8x4(q.y) * s; } else { v.a = i8x4(q.z) * s; v.b = i8x4(q.w) * s; }
 #endif
   return v;
 }

@@ -4,7 +4,7 @@
 // Dispatch and tile: kernels/matmul_int8.cpp; CPU twin: ref::matmul on the activations as
 // quantize_q8 rounds them (kernels/matmul_int8.h); test: kernels/matmul_int8_test.cpp.
 // Inputs: the quantized weight W (quant.wgsl layouts: Q4_0, Q4_1, Q4_K, Q8_0 (and Q5_0 widened to
-// it), Q8_F32 (Q6_K)) and the activations as quantize_q8.wgsl writes them: per token and block of
+// it), Q8_F32 or Q6_K (Q6_K widened or as stored)) and the activations as quantize_q8.wgsl writes them: per token and block of
 // 32, 8 words of int8 (q_x) and (d_x, s_x = d_x sum q_x).
 // Per block of 32 (one K-step), for a weight row with values w = a * q_w + o (q_w the stored
 // unsigned nibble or signed byte; Q4_0: a = d, o = -8 d; Q4_1: a = d, o = m; Q4_K: a = d * sc,
@@ -30,7 +30,7 @@
 //   BN, BT, RN, RT   tile: features x tokens per workgroup, per thread (BN a multiple of RN, BT of RT)
 //   ADD              accumulate into y (fused residual add) instead of overwriting
 //   OFFSET           the format has a per-block offset o (Q4_0, Q4_1, Q4_K)
-//   SPLIT            two scales per block of 32, one per half (Q8_F32: Q6_K's 16-element blocks)
+//   SPLIT            two scales per block of 32, one per half (Q8_F32 / Q6_K: Q6_K's 16-element blocks)
 // Requires K a multiple of 32 (256 for K-quants).
 struct P { K: u32, N: u32, T: u32, nb: u32, soff: u32, y_off: u32, y_stride: u32 }
 @group(0) @binding(0) var<storage, read> w: array<u32>;
@@ -94,6 +94,18 @@ fn fetch(n: u32, kt: u32, q: u32) -> Raw {
   r.q = vec2<u32>(w[bi * 4u + 2u * q], w[bi * 4u + 2u * q + 1u]);
   if (q == 0u) { r.h.x = w[p.soff + bi]; r.h.y = w[p.soff + bi + 1u]; }
 #endif
+#if FMT_Q6_K
+  // As FMT_Q8_F32 (the same signed bytes, quant.wgsl): part q is half q % 2 of block 2 kt + q / 2;
+  // its 3 raw words in h.xyz; part 0 also the scale word of both blocks (2 kt even: the same word)
+  // and d in q.
+  let bi = n * p.nb + kt * 2u + q / 2u;
+  r.h = vec4<u32>(w[3u * bi], w[3u * bi + 1u], w[3u * bi + 2u], 0u);
+  if (q == 0u) {
+    let s0 = p.soff + 5u * (bi >> 4u);
+    r.q = vec2<u32>(w[s0 + ((bi & 15u) >> 2u)], w[s0 + 4u]);
+  }
+  r.sel = bi;
+#endif
   return r;
 }
 // Writes part q of tile row r: int8 words and, for part 0, the row's (a, o).
@@ -102,8 +114,14 @@ fn put(r: u32, q: u32, raw: Raw) {
   wt[r][q] = raw.q.x & 0x0f0f0f0fu;
   wt[BN + r][q] = (raw.q.x >> 4u) & 0x0f0f0f0fu;
 #else
+#if FMT_Q6_K
+  let q6 = q6_words_of(raw.h.x, raw.h.y, raw.h.z);
+  wt[(q / 2u) * BN + r][(2u * q) % 4u] = select(q6.x, q6.z, q % 2u == 1u);
+  wt[(q / 2u) * BN + r][(2u * q) % 4u + 1u] = select(q6.y, q6.w, q % 2u == 1u);
+#else
   wt[(q / 2u) * BN + r][(2u * q) % 4u] = raw.q.x;
   wt[(q / 2u) * BN + r][(2u * q) % 4u + 1u] = raw.q.y;
+#endif
 #endif
   if (q == 0u) {
 #if FMT_Q4_0
@@ -121,6 +139,9 @@ fn put(r: u32, q: u32, raw: Raw) {
 #endif
 #if FMT_Q8_F32
     wsc[r] = vec2<f32>(bitcast<f32>(raw.h.x), bitcast<f32>(raw.h.y));
+#endif
+#if FMT_Q6_K
+    wsc[r] = vec2<f32>(q6k_scale_of(raw.q.x, raw.q.y, raw.sel), q6k_scale_of(raw.q.x, raw.q.y, raw.sel + 1u));
 #endif
   }
 }

@@ -11,7 +11,7 @@
 // 5x the weight bytes of a 6-bit matrix). Each row keeps two register sums (even / odd steps of its
 // lane: two block loads in flight); the quant words of a block are read with vec4<u32> loads
 // (binding B_W4 is the weight buffer again, seen as array<vec4<u32>>: every layout's quant region is
-// a whole number of vec4 per block). Then the LANES partial sums of a row are reduced:
+// a whole number of vec4 per block, except FMT_Q6_K's 3 words, read as scalars). Then the LANES partial sums of a row are reduced:
 //   SUBGROUP 1: subgroupAdd over each subgroup (the host enables this only when every subgroup
 //            size the adapter uses divides LANES, so a subgroup never spans two rows; invocations
 //            are assumed numbered subgroup-major, as every Vulkan/Metal/D3D driver does), then the
@@ -108,6 +108,12 @@ fn load_wide(bi: u32) -> Blk {
 #if FMT_Q8_F32
   let s = bitcast<f32>(w[p.soff + bi]);
   let q = w4[bi];
+  b.v0 = i8x4(q.x) * s; b.v1 = i8x4(q.y) * s; b.v2 = i8x4(q.z) * s; b.v3 = i8x4(q.w) * s;
+#endif
+#if FMT_Q6_K
+  // 3 quant words per block (not a whole vec4): quant.wgsl's load_block, scalar loads.
+  let s = q6k_scale(bi);
+  let q = q6_words(bi);
   b.v0 = i8x4(q.x) * s; b.v1 = i8x4(q.y) * s; b.v2 = i8x4(q.z) * s; b.v3 = i8x4(q.w) * s;
 #endif
   return b;
@@ -223,6 +229,12 @@ fn wload(bi: u32) -> WP {
   x.q = w4[bi];
   x.s.x = w[p.soff + bi];
 #endif
+#if FMT_Q6_K
+  // The raw words (the 6-bit unpacking is arithmetic: qdot_w, after the loads have landed).
+  x.q = vec4<u32>(w[3u * bi], w[3u * bi + 1u], w[3u * bi + 2u], 0u);
+  let s0 = p.soff + 5u * (bi >> 4u);
+  x.s = vec4<u32>(w[s0 + ((bi & 15u) >> 2u)], w[s0 + 4u], 0u, 0u);
+#endif
   return x;
 }
 // Weight block bi (its words x) times the activation block a, in f32.
@@ -251,6 +263,11 @@ fn qdot_w(x: WP, bi: u32, a: QA) -> f32 {
 #if FMT_Q8_F32
   let sc = bitcast<f32>(x.s.x);
   return sc * (xs.x * f32(dot_b4(x.q, a.a0)));
+#endif
+#if FMT_Q6_K
+  // The same signed bytes and scale as FMT_Q8_F32 (quant.wgsl): the same integer and f32 products.
+  let sc = q6k_scale_of(x.s.x, x.s.y, bi);
+  return sc * (xs.x * f32(dot_b4(q6_words_of(x.q.x, x.q.y, x.q.z), a.a0)));
 #endif
 #if FMT_F32
   return 0.0;  // never used: the host does not pick I8 for F32 weights

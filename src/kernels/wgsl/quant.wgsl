@@ -1,4 +1,4 @@
-// defines: FMT_F32|FMT_Q4_0|FMT_Q4_1|FMT_Q4_K|FMT_Q8_0|FMT_Q8_F32 BE32 MAGIC
+// defines: FMT_F32|FMT_Q4_0|FMT_Q4_1|FMT_Q4_K|FMT_Q8_0|FMT_Q8_F32|FMT_Q6_K BE32 MAGIC
 // Weight block decoding shared by matmul and embed. The weight buffer `w` (array<u32>) holds, for a
 // matrix of N rows x K columns in blocks of BE elements (nb = K / BE blocks per row, block index
 // bi = row * nb + block): packed quants first, then a scale region starting at word p.soff.
@@ -11,7 +11,15 @@
 //                sub-block scales and mins); y = q * (d * sc) - dmin * m (ggml dequantize_row_q4_K;
 //                4.5 bits per weight, as in the file)
 //   FMT_Q8_0   : 8 words of int8 per block, f16 d packed 2 blocks/word; y = q * d
-//   FMT_Q8_F32 : BE/4 words of int8 per block, 1 f32 word per block; y = q * s (Q6_K, BE = 16)
+//   FMT_Q8_F32 : BE/4 words of int8 per block, 1 f32 word per block; y = q * s (Q6_K widened,
+//                BE = 16, 10 bits per weight; ModelOptions::q6k_packed off)
+//   FMT_Q6_K   : Q6_K at its own 6.5625 bits per weight (BE = 16, ModelOptions::q6k_packed): per
+//                16-element block 3 words: w0 / w1 the low 4 bits (w0: elements 0..3 low nibbles,
+//                8..11 high; w1: 4..7 low, 12..15 high), w2 the high 2 bits (byte b, bits 2g..2g+1:
+//                element 4g + b); per 256-element super-block 5 scale words: the 16 int8 sub-block
+//                scales sc as stored, then f16 d. y = (q - 32) * (d * sc) (ggml dequantize_row_q6_K):
+//                the same integers q - 32 and the same f32 scales as FMT_Q8_F32, so every kernel
+//                gives the same bits with either layout (q6_words / q6k_scale below).
 // Nibble order follows ggml Q4_0/Q4_1: byte j holds element j (low) and element j + 16 (high).
 // A block is returned as named vec4 members (v0 = elements 0..3, ...), not an array: dynamically
 // indexed private arrays spill to scratch memory on some compilers (SwiftShader: ~100x slower).
@@ -72,6 +80,33 @@ fn q4k_scale_min(h: vec4<u32>, j: u32) -> vec2<f32> {
   }
   return vec2<f32>(dm.x * f32(sc), -(dm.y * f32(m)));
 }
+#if FMT_Q6_K
+// The 4 words of signed bytes q - 32 (elements 0..3, 4..7, 8..11, 12..15) of FMT_Q6_K block bi:
+// the 6-bit q = low nibble | high 2 bits << 4 in 0..63, then q - 32 as a two's-complement byte by
+// bit operations within each byte (x = q ^ 32 has bit 5 set exactly when q < 32, which then sets
+// bits 6 and 7: x | 192 = q + 224 = q - 32 mod 256).
+fn q6_signed(q: u32) -> u32 {
+  let x = q ^ 0x20202020u;
+  let m = x & 0x20202020u;
+  return x | (m << 1u) | (m << 2u);
+}
+fn q6_words_of(w0: u32, w1: u32, w2: u32) -> vec4<u32> {
+  let m = 0x0f0f0f0fu;
+  let h = 0x03030303u;
+  return vec4<u32>(q6_signed((w0 & m) | ((w2 & h) << 4u)), q6_signed((w1 & m) | (((w2 >> 2u) & h) << 4u)),
+                   q6_signed(((w0 >> 4u) & m) | (((w2 >> 4u) & h) << 4u)), q6_signed(((w1 >> 4u) & m) | (((w2 >> 6u) & h) << 4u)));
+}
+fn q6_words(bi: u32) -> vec4<u32> { return q6_words_of(w[3u * bi], w[3u * bi + 1u], w[3u * bi + 2u]); }
+// Sub-block scale d * sc of block bi from its super-block's scale word (sc byte) and d word.
+fn q6k_scale_of(scw: u32, dw: u32, bi: u32) -> f32 {
+  let sc = bitcast<i32>(scw << (24u - 8u * (bi & 3u))) >> 24u;
+  return unpack2x16float(dw).x * f32(sc);
+}
+fn q6k_scale(bi: u32) -> f32 {
+  let s0 = p.soff + 5u * (bi >> 4u);
+  return q6k_scale_of(w[s0 + ((bi & 15u) >> 2u)], w[s0 + 4u], bi);
+}
+#endif
 fn wf4(i: u32) -> vec4<f32> {
   return vec4<f32>(bitcast<f32>(w[i]), bitcast<f32>(w[i + 1u]), bitcast<f32>(w[i + 2u]), bitcast<f32>(w[i + 3u]));
 }
@@ -118,6 +153,11 @@ fn load_block(bi: u32) -> Blk {
   let s = bitcast<f32>(w[p.soff + bi]);
   let base = bi * 4u;
   b.v0 = i8x4(w[base]) * s; b.v1 = i8x4(w[base + 1u]) * s; b.v2 = i8x4(w[base + 2u]) * s; b.v3 = i8x4(w[base + 3u]) * s;
+#endif
+#if FMT_Q6_K
+  let s = q6k_scale(bi);
+  let q = q6_words(bi);
+  b.v0 = i8x4(q.x) * s; b.v1 = i8x4(q.y) * s; b.v2 = i8x4(q.z) * s; b.v3 = i8x4(q.w) * s;
 #endif
   return b;
 }
