@@ -334,7 +334,13 @@ MatvecShape matvec_shape_fit(const OpContext& o, const GpuWeight& W, uint32_t tu
     throw Error("matvec: rows per thread must be 1, 2 or 4 (got " + std::to_string(rpt) + ")");
   const uint32_t threads = i8 && !head ? (sh.lanes >= 128 ? 512 : sh.lanes * 8) : (sh.lanes >= 128 ? 256 : 128);
   const uint32_t groups = std::max<uint32_t>(1, threads / sh.lanes);
-  uint32_t rows = o.opt.matvec_rows_per_workgroup ? o.opt.matvec_rows_per_workgroup : (sw ? 8 : groups * rpt);
+  // By matrix class when set (--matvec-rows-wide: rows of >= 192 blocks, the down projections;
+  // --matvec-rows-tall: >= 8192 rows, the fused gate+up; not output heads), below --matvec-rows.
+  const uint32_t by_class = head ? 0 : nb >= 192 ? o.opt.matvec_rows_wide : N >= 8192 ? o.opt.matvec_rows_tall : 0;
+  uint32_t rows = o.opt.matvec_rows_per_workgroup ? o.opt.matvec_rows_per_workgroup
+                  : by_class                      ? by_class
+                  : sw                            ? 8
+                                                  : groups * rpt;
   if (tuple != 1 && tuple != 2 && tuple != 3) throw Error("matvec: rows are kept together in 1, 2 or 3");
   // Whole row groups and whole tuples (rotation pairs, conv triples): a multiple of lcm(tuple, rpt)
   // (every setting combination is valid).

@@ -124,6 +124,41 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, MatvecTest,
                                            DType::Q8_0, DType::Q4_K, DType::Q6_K),
                          [](const auto& i) { return dtype_name(i.param); });
 
+// --matvec-rows-wide / --matvec-rows-tall set the rows per workgroup of their class only (rows of
+// >= 192 blocks; >= 8192 rows; never an output head of >= 32768 rows), --matvec-rows wins, and the
+// output bits stay those of the shape rule. Checked to fail: the class rows applied to output heads.
+TEST(Ops, MatvecRowsByClass) {
+  auto& e = env();
+  struct Case { uint32_t K, N; bool wide, tall; };
+  for (const Case c : {Case{6144, 37, true, false}, Case{64, 8192, false, true}, Case{64, 40000, false, false},
+                       Case{128, 300, false, false}}) {
+    auto blocks = random_blocks(DType::Q4_0, c.K, c.N, c.K + c.N);
+    auto W = upload_weight(*e.ctx, pack_weight(DType::Q4_0, blocks.data(), c.K, c.N), "w");
+    auto x = randn(c.K, 3);
+    auto xb = e.upload(x);
+    const std::string what = "K=" + std::to_string(c.K) + " N=" + std::to_string(c.N);
+    std::vector<std::vector<float>> got;
+    for (int arm = 0; arm < 3; ++arm) {
+      KernelOptions ko;
+      ko.matvec_subgroup = 1;
+      const uint32_t base = matvec_shape(e.op(ko), W, 1).rows;
+      if (arm >= 1) ko.matvec_rows_wide = 12, ko.matvec_rows_tall = 20;
+      if (arm == 2) ko.matvec_rows_per_workgroup = 4;
+      auto o = e.op(ko);
+      const uint32_t rows = matvec_shape(o, W, 1).rows, rpt = matvec_shape(o, W, 1).rows_per_thread;
+      const uint32_t want = arm == 0 ? base : arm == 2 ? 4 : c.wide ? 12 : c.tall ? 20 : base;
+      EXPECT_EQ(rows, (want + rpt - 1) / rpt * rpt) << what << " arm " << arm;
+      auto yb = e.upload(std::vector<float>(c.N));
+      e.rec.begin();
+      matmul(o, W, {xb, 0}, c.K, {yb, 0}, c.N, 1, false);
+      e.rec.submit();
+      got.push_back(e.download(yb, c.N));
+    }
+    EXPECT_EQ(got[0], got[1]) << what;
+    EXPECT_EQ(got[0], got[2]) << what;
+  }
+}
+
 // Q6_K in its own 6-bit layout (FMT_Q6_K, ModelOptions::q6k_packed) and widened (FMT_Q8_F32) holds
 // the same integers q - 32 and the same f32 scales: every kernel that reads weights must give the
 // same bits from both. The matrix-vector kernel with f32 and int8 activations (with the prefetch),

@@ -65,6 +65,8 @@ const std::map<std::string, std::pair<int64_t, int64_t>> kExtremes = {
     {"matmul_tiled_min_workgroups", {0, 1 << 20}},
     {"matvec_rows_per_workgroup", {1, 32}},
     {"matvec_rows_per_thread", {1, 4}},
+    {"matvec_rows_wide", {0, 64}},
+    {"matvec_rows_tall", {0, 64}},
     {"matvec_lanes", {8, 256}},
     {"attention_tiled_split_target", {1, 65536}},
     {"attention_decode_split_min", {0, 1 << 20}},
