@@ -1056,7 +1056,8 @@ void argmax(OpContext& o, F32Ref x, uint32_t n, const gpu::Buffer& out) {
   const uint32_t al = o.opt.argmax_loads ? o.opt.argmax_loads : (o.ctx.info().is_software() ? 1 : 16);
   const uint32_t want = argmax_workgroups(o, n);
   // Chunks of whole 256-index rows of the workgroup (coalesced), so G may come out smaller than asked.
-  const uint32_t chunk = ceil_div(ceil_div(n, want), 256u) * 256u, groups = ceil_div(n, chunk);
+  const uint32_t chunk = std::max(256u, ceil_div(ceil_div(n, want), 256u) * 256u);
+  const uint32_t groups = std::max(1u, ceil_div(n, chunk));  // n = 0: one workgroup writes id 0
   if (out.size() < 4ull * (groups > 1 ? 1 + 2 * groups : 1))
     throw Error("argmax: the output buffer holds " + std::to_string(out.size()) + " bytes, " +
                 std::to_string(groups) + " workgroups need " + std::to_string(4 * (1 + 2 * groups)) +

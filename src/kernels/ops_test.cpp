@@ -164,11 +164,16 @@ TEST(Ops, MatvecRowsByClass) {
 // same bits from both. The matrix-vector kernel with f32 and int8 activations (with the prefetch),
 // the generic matmul, the tiled prefill matmul (f32 and f16 tiles where the adapter has f16) and
 // its int8 form, and the embedding lookup; K = 768 (3 super-blocks), N = 37 rows.
-// Checked to fail: the high 2 bits of elements 8..11 taken from bits 2..3 of the high word.
+// Checked to fail: the high 2 bits of elements 8..11 taken from bits 2..3 of the high word; d's
+// subnormals flushed to zero.
 TEST(Ops, Q6KPackedBitIdenticalToWidened) {
   auto& e = env();
   const uint32_t K = 768, N = 37;
   auto blocks = random_blocks(DType::Q6_K, K, N, 5);
+  // Real files' d is often an f16 subnormal (below 6.1e-5): every third super-block gets one, of
+  // either sign (the widened layout's scales are formed exactly on the host).
+  const uint16_t sub[3] = {0x0155, 0x83ff, 0x0001};
+  for (size_t s = 0; s < blocks.size() / 210; s += 3) std::memcpy(&blocks[s * 210 + 208], &sub[s / 3 % 3], 2);
   auto Wp = upload_weight(*e.ctx, pack_weight(DType::Q6_K, blocks.data(), K, N, true), "q6k");
   auto Ww = upload_weight(*e.ctx, pack_weight(DType::Q6_K, blocks.data(), K, N, false), "q8f32");
   ASSERT_EQ(Wp.fmt, WFormat::Q6_K);
@@ -560,6 +565,18 @@ TEST(Ops, ArgmaxWorkgroups) {
   KernelOptions ko;
   ko.argmax_workgroups = 8;
   auto o = e.op(ko);
+  {  // n = 0: id 0, one workgroup
+    auto vb = e.upload(std::vector<float>{1.0f, 2.0f});
+    gpu::Buffer ob(*e.ctx, argmax_buffer_bytes(), gpu::BufferKind::Storage, "am");
+    const uint32_t junk = 77;
+    ob.write(*e.ctx, 0, &junk, 4);
+    e.rec.begin();
+    argmax(o, {vb, 0}, 0, ob);
+    uint32_t got = 1;
+    e.rec.read_after(ob, 0, 4);
+    e.rec.submit(&got);
+    EXPECT_EQ(got, 0u);
+  }
   gpu::Buffer small(*e.ctx, 4, gpu::BufferKind::Storage, "am");
   auto vb = e.upload(randn(4096, 9));
   e.rec.begin();

@@ -463,7 +463,7 @@ void GpuModel::finish_batch(kernels::OpContext& o, const gpu::Buffer& x, const g
   const uint64_t res_bytes = (uint64_t(n) + uint64_t(n_logits) * V) * 4;
   mk(bres_, res_bytes, "batch.result");
   while (bamax_.size() < n) {
-    mem_.scratch += 4;
+    mem_.scratch += kernels::argmax_buffer_bytes();
     bamax_.emplace_back(*ctx_, kernels::argmax_buffer_bytes(), gpu::BufferKind::Storage, "batch.argmax");
   }
   uint32_t k = 0;  // logits rows copied so far

@@ -97,10 +97,17 @@ fn q6_words_of(w0: u32, w1: u32, w2: u32) -> vec4<u32> {
                    q6_signed(((w0 >> 4u) & m) | (((w2 >> 4u) & h) << 4u)), q6_signed(((w1 >> 4u) & m) | (((w2 >> 6u) & h) << 4u)));
 }
 fn q6_words(bi: u32) -> vec4<u32> { return q6_words_of(w[3u * bi], w[3u * bi + 1u], w[3u * bi + 2u]); }
+// The f16 in the low half of h as f32, exact for subnormals too: Q6_K's d is often below the
+// smallest normal f16 (6.1e-5), and a driver may flush f16 subnormals in unpack2x16float; the
+// widened layout's scales are formed on the host, exactly (core/half.h).
+fn f16_exact(h: u32) -> f32 {
+  let m = f32(h & 0x3ffu) * 5.9604644775390625e-8;  // a subnormal: mantissa x 2^-24
+  return select(unpack2x16float(h & 0xffffu).x, select(m, -m, (h & 0x8000u) != 0u), (h & 0x7c00u) == 0u);
+}
 // Sub-block scale d * sc of block bi from its super-block's scale word (sc byte) and d word.
 fn q6k_scale_of(scw: u32, dw: u32, bi: u32) -> f32 {
   let sc = bitcast<i32>(scw << (24u - 8u * (bi & 3u))) >> 24u;
-  return unpack2x16float(dw).x * f32(sc);
+  return f16_exact(dw) * f32(sc);
 }
 fn q6k_scale(bi: u32) -> f32 {
   let s0 = p.soff + 5u * (bi >> 4u);
