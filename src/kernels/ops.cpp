@@ -334,9 +334,12 @@ MatvecShape matvec_shape_fit(const OpContext& o, const GpuWeight& W, uint32_t tu
     throw Error("matvec: rows per thread must be 1, 2 or 4 (got " + std::to_string(rpt) + ")");
   const uint32_t threads = i8 && !head ? (sh.lanes >= 128 ? 512 : sh.lanes * 8) : (sh.lanes >= 128 ? 256 : 128);
   const uint32_t groups = std::max<uint32_t>(1, threads / sh.lanes);
-  // By matrix class when set (--matvec-rows-wide: rows of >= 192 blocks, the down projections;
-  // --matvec-rows-tall: >= 8192 rows, the fused gate+up; not output heads), below --matvec-rows.
-  const uint32_t by_class = head ? 0 : nb >= 192 ? o.opt.matvec_rows_wide : N >= 8192 ? o.opt.matvec_rows_tall : 0;
+  // By matrix class (--matvec-rows-wide: rows of >= 192 blocks, the down projections, 16 on hardware
+  // adapters by default: H100 `bench ab`, bench/results/2026-12-06-h100-q6k-rows-peers/, Qwen2.5-1.5B
+  // step -1.5%, LFM2-1.2B / Qwen3.5-0.8B / SmolLM2 no detectable difference; --matvec-rows-tall:
+  // 8192 .. 32767 rows, the fused gate+up, when set; not output heads), below --matvec-rows.
+  const uint32_t wide = o.opt.matvec_rows_wide ? o.opt.matvec_rows_wide : sw ? 0u : 16u;
+  const uint32_t by_class = head ? 0 : nb >= 192 ? wide : N >= 8192 ? o.opt.matvec_rows_tall : 0;
   uint32_t rows = o.opt.matvec_rows_per_workgroup ? o.opt.matvec_rows_per_workgroup
                   : by_class                      ? by_class
                   : sw                            ? 8

@@ -167,8 +167,8 @@ fn decode(r: Raw, q4: u32) -> Part {
 #endif
 #if FMT_Q6_K
   let s = q6k_scale_of(r.r.x, r.r.y, r.r.z);
-  let q = q6_words_of(r.q.x, r.q.y, r.q.z);
-  if (r.q.w == 0u) { v.a = i8x4(q.x) * s; v.b = i8x4(q.y) * s; } else { v.a = i8x4(q.z) * s; v.b = i8x4(q.w) * s; }
+  let q = q6_half(r.q.x, r.q.y, r.q.z, r.q.w);  // only this part's half
+  v.a = i8x4(q.x) * s; v.b = i8x4(q.y) * s;
 #endif
   return v;
 }

@@ -115,9 +115,9 @@ fn put(r: u32, q: u32, raw: Raw) {
   wt[BN + r][q] = (raw.q.x >> 4u) & 0x0f0f0f0fu;
 #else
 #if FMT_Q6_K
-  let q6 = q6_words_of(raw.h.x, raw.h.y, raw.h.z);
-  wt[(q / 2u) * BN + r][(2u * q) % 4u] = select(q6.x, q6.z, q % 2u == 1u);
-  wt[(q / 2u) * BN + r][(2u * q) % 4u + 1u] = select(q6.y, q6.w, q % 2u == 1u);
+  let q6 = q6_half(raw.h.x, raw.h.y, raw.h.z, q % 2u);  // only this part's half
+  wt[(q / 2u) * BN + r][(2u * q) % 4u] = q6.x;
+  wt[(q / 2u) * BN + r][(2u * q) % 4u + 1u] = q6.y;
 #else
   wt[(q / 2u) * BN + r][(2u * q) % 4u] = raw.q.x;
   wt[(q / 2u) * BN + r][(2u * q) % 4u + 1u] = raw.q.y;

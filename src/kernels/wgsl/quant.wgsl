@@ -90,11 +90,17 @@ fn q6_signed(q: u32) -> u32 {
   let m = x & 0x20202020u;
   return x | (m << 1u) | (m << 2u);
 }
-fn q6_words_of(w0: u32, w1: u32, w2: u32) -> vec4<u32> {
+// Half h (0: elements 0..7, 1: 8..15) of a block: groups 2h (w0's nibbles) and 2h + 1 (w1's), their
+// high bits at bits 4h and 4h + 2 of each byte of w2.
+fn q6_half(w0: u32, w1: u32, w2: u32, h: u32) -> vec2<u32> {
   let m = 0x0f0f0f0fu;
-  let h = 0x03030303u;
-  return vec4<u32>(q6_signed((w0 & m) | ((w2 & h) << 4u)), q6_signed((w1 & m) | (((w2 >> 2u) & h) << 4u)),
-                   q6_signed(((w0 >> 4u) & m) | (((w2 >> 4u) & h) << 4u)), q6_signed(((w1 >> 4u) & m) | (((w2 >> 6u) & h) << 4u)));
+  let hm = 0x03030303u;
+  let sh = 4u * h;
+  return vec2<u32>(q6_signed(((w0 >> sh) & m) | (((w2 >> sh) & hm) << 4u)),
+                   q6_signed(((w1 >> sh) & m) | (((w2 >> (sh + 2u)) & hm) << 4u)));
+}
+fn q6_words_of(w0: u32, w1: u32, w2: u32) -> vec4<u32> {
+  return vec4<u32>(q6_half(w0, w1, w2, 0u), q6_half(w0, w1, w2, 1u));
 }
 fn q6_words(bi: u32) -> vec4<u32> { return q6_words_of(w[3u * bi], w[3u * bi + 1u], w[3u * bi + 2u]); }
 // The f16 in the low half of h as f32, exact for subnormals too: Q6_K's d is often below the

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# H200 / H100: the decode step's head and launch count (issue 13: Qwen2.5-1.5B decode against llama.cpp
+# CUDA; issue 11): the split argmax (`--argmax-workgroups`) and where a step's time goes, on files
+# written here by tools/synth (synthetic weights: the text is noise, the speed is real).
+# Parts (PARTS, in this order by default):
+#   tests    kernels_test Ops.Argmax*, Ops.EmbedRmsnormSiluArgmax (the CPU sampler's argmax), Ops.Q6K* (the
+#            6-bit Q6_K layout against the widened one, bit for bit) and the per-type matmul tests, and
+#            the carried matmul_int8_test / matmul_tiled_test / fused_ops_test
+#   traffic  `bench --traffic` (bytes and GPU time per kernel with timestamps, dispatches per step) on
+#            the Qwen2.5-1.5B, SmolLM2, LFM2-1.2B and Qwen3.5-0.8B shapes, product configuration
+#   ab       `bench ab` decode after a 512-token prompt, meter decode_ms_p50 (256 steps x 3 repetitions
+#            per run), 2 interleaved rounds: a null control (B = A = product) on the Qwen2.5 shape, then
+#            A = `--argmax-workgroups 1` (the one-workgroup scan), B = product on the four shapes
+#   q6k      `bench ab` A = `--no-q6k-packed` (Q6_K widened to 10 bits per weight), B = product (6.56 bits),
+#            decode after 512 and TTFT 512, on the four shapes; `bench diverge` product against
+#            q6k_packed=0 (must be 0 prompts: the same bits) on the Qwen2.5 and LFM2 shapes
+#   cand     `bench ab` A = product, B = each of CANDS (";"-separated flag sets) on the MODELS shapes
+#   peers    (after the llama.cpp CUDA build from the carried sdist, ~5 min, started at the call's start:
+#            no timed run during it) `bench ab` the product against llama.cpp CUDA (decode after 512,
+#            TTFT 512) on the Qwen2.5-1.5B and SmolLM2 shapes
+# Staging: python3 tools/device/pack.py --bin wgllm kernels_test --gl [--llamacpp] --extra /tmp/synth2=synth
+# Calls (2026-12-06): (1) BUDGET_S=420 PARTS="tests traffic ab" (the argmax split);
+#        (2) BUDGET_S=560 PARTS="tests traffic q6k peers" (with --llamacpp; the Q6_K layout, then the
+#        product of both against llama.cpp CUDA).
+# Results: $OUT/results.tgz (raw files; summary by tools/device/recipes/decode_head_summary.py).
+set -u
+source tools/device/remote.sh
+wg_results
+case " ${PARTS:-tests traffic ab} " in *" peers "*) wg_start_llamacpp_cuda ;; esac
+wg_synth_begin --gpu gpu_before.txt qwen25-1.5b smollm2 lfm2-1.2b qwen35-0.8b
+el "synthetic files"
+Q=${WG_SYNTH[qwen25-1.5b]}
+D="--prompt-lengths 512 --gen 256 --reps 3"
+M="--metric decode_ms_p50,decode_tok_s --rounds 2"
+ALL="qwen25-1.5b smollm2 lfm2-1.2b qwen35-0.8b"
+for part in ${PARTS:-tests traffic ab}; do
+  wg_over && { fail "time budget: part $part not run"; continue; }
+  case $part in
+  tests)
+    if [ -x $W/bin/kernels_test ]; then
+      timeout 120 $W/bin/kernels_test --gtest_filter='Ops.Argmax*:Ops.EmbedRmsnormSiluArgmax:Ops.Q6K*:AllTypes/*' \
+        > $R/test_kernels.log 2>&1
+      echo "kernels_test Ops.Argmax*, Ops.Q6K*, AllTypes/*: exit $?" | tee -a $R/tests.txt; tail -2 $R/test_kernels.log
+    fi
+    for t in matmul_int8_test matmul_tiled_test fused_ops_test; do
+      [ -x $W/bin/$t ] || continue
+      timeout 120 $W/bin/$t > $R/test_$t.log 2>&1
+      echo "$t: exit $?" | tee -a $R/tests.txt; tail -1 $R/test_$t.log
+    done
+    el "tests"
+    ;;
+  traffic)
+    for m in $ALL; do
+      wg_over && { fail "time budget: traffic $m not run"; continue; }
+      timeout 90 $B bench -m ${WG_SYNTH[$m]} --prompt-lengths 512 --gen 128 --reps 2 --traffic --json $R/traffic_$m.json \
+        --md $R/traffic_$m.md > $R/traffic_$m.txt 2>&1 || fail "traffic $m (exit $?)"
+      grep -E "dispatches per decode step|whole decode step" $R/traffic_$m.txt | head -2
+    done
+    el "traffic"
+    ;;
+  ab)
+    A="bench -m $Q $D"
+    wg_ab null_qwen25-1.5b 150 --a "$A" --b "$A" $M
+    for m in $ALL; do
+      A="bench -m ${WG_SYNTH[$m]} $D"
+      wg_ab argmax1_$m 150 --a "$A --argmax-workgroups 1" --b "$A" $M
+    done
+    el "ab"
+    ;;
+  q6k)
+    A="bench -m $Q $D"
+    wg_ab null_qwen25-1.5b 150 --a "$A" --b "$A" $M
+    for m in $ALL; do
+      A="bench -m ${WG_SYNTH[$m]} $D"
+      wg_ab q6kwide_$m 150 --a "$A --no-q6k-packed" --b "$A" --metric decode_ms_p50,ttft_ms --rounds 2
+    done
+    for m in qwen25-1.5b lfm2-1.2b; do
+      wg_over && { fail "time budget: diverge $m not run"; continue; }
+      timeout 120 $B bench diverge -m ${WG_SYNTH[$m]} --prompts 24 --gen 64 --b q6k_packed=0 --json $R/diverge_q6k_$m.json \
+        > $R/diverge_q6k_$m.txt 2>&1 || fail "diverge $m (exit $?)"
+      echo "== diverge $m: $(tail -1 $R/diverge_q6k_$m.txt)"
+    done
+    el "q6k"
+    ;;
+  cand)
+    IFS=';' read -ra CS <<< "${CANDS:-}"
+    i=0
+    for c in "${CS[@]}"; do
+      i=$((i + 1))
+      echo "cand$i: $c" >> $R/cands.txt
+      for m in ${MODELS:-qwen25-1.5b}; do
+        A="bench -m ${WG_SYNTH[$m]} $D"
+        wg_ab cand${i}_$m 150 --a "$A" --b "$A $c" $M
+      done
+    done
+    el "cand"
+    ;;
+  peers)
+    wg_wait_llamacpp 420 || { fail "llama.cpp CUDA build not done: $(tail -2 $W/lcpp.log | tr '\n' ' ')"; exit 1; }
+    el "llama.cpp built"
+    for m in qwen25-1.5b smollm2; do
+      wg_ab vs_cuda_$m 200 --a "bench -m ${WG_SYNTH[$m]} --prompt-lengths 512 --gen 128 --reps 1" \
+        --b-cmd "bash tools/peers/peer_llamacpp.sh $LB_CUDA ${WG_SYNTH[$m]} 512 128" --metric ttft_ms,decode_tok_s --rounds 2
+    done
+    el "peers"
+    ;;
+  esac
+done
+wg_gpu_check | tee $R/gpu_after.txt
+el "done"
