@@ -54,6 +54,20 @@ def ab_rows(path, model, context, peer, wgllm_is_b, config="product"):
     return rows
 
 
+def diverge_row(path, model, weights, peer):
+    """The summary row of one `bench diverge` JSON: prompts whose greedy text departs (A = product, B =
+    A with the --b switch sets), the earliest departing token in the context."""
+    j = json.load(open(path))
+    s = j["summary"]
+    first = s.get("first_divergence_min")
+    return {"model": model, "weights": weights, "metric": "prompts_diverged_count",
+            "context": f"{s['prompts']} prompts x {j['gen']} greedy tokens, product (A) against B = "
+                       + " ".join("--b " + b for b in j.get("b_sets", []))
+                       + "; earliest departing token: " + ("none" if first is None else str(first)),
+            "wgllm": s["diverged"], "peer": peer, "peer_value": 0, "ratio_ci": None,
+            "config": "product", "source": os.path.basename(path)}
+
+
 def ab_rows_by_stem(raw, model, table, wgllm_is_b=True):
     """ab_rows() of every `bench ab` JSON in raw whose file stem starts with a key of `table`
     ({stem prefix: (peer label, config)}; the first matching key); the context "prompt P" from a stem

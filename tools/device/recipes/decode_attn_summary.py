@@ -20,7 +20,7 @@ import re
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from summarize import ab_rows, median, write_summary  # noqa: E402 (tools/device/summarize.py)
+from summarize import ab_rows, diverge_row, median, write_summary  # noqa: E402 (tools/device/summarize.py)
 
 here = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else ".").resolve()
 raw = here / "raw"
@@ -64,17 +64,8 @@ for f in sorted(glob.glob(str(raw / "*.json"))):
         continue
     m = re.fullmatch(r"diverge_(.+)", stem)
     if m:
-        j = json.load(open(f))
-        s = j["summary"]
-        first = s.get("first_divergence_min")
-        rows.append({"model": MODELS.get(m.group(1), m.group(1)),
-                     "weights": "real" if "trained" in m.group(1) else "synthetic",
-                     "metric": "prompts_diverged_count",
-                     "context": f"{s['prompts']} prompts x {j['gen']} greedy tokens, product (A) against B = "
-                                + " ".join("--b " + b for b in j.get("b_sets", []))
-                                + "; earliest departing token: " + ("none" if first is None else str(first)),
-                     "wgllm": s["diverged"], "peer": "former defaults", "peer_value": 0, "ratio_ci": None,
-                     "config": "product", "source": os.path.basename(f)})
+        rows.append(diverge_row(f, MODELS.get(m.group(1), m.group(1)),
+                                "real" if "trained" in m.group(1) else "synthetic", "former defaults"))
 # Marginal cost of the attention kernel: p50 step with every attention dispatch twice minus without.
 for cfg in ("product", "cand"):
     diffs = []

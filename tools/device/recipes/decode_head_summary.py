@@ -11,14 +11,13 @@ the unpacked results.tgz of one call of tools/device/recipes/decode_head.sh). Wr
   diverge_q6k_<model>    `bench diverge` product against q6k_packed=0: prompts whose greedy text departs
 Every file is a synthetic-weights model (tools/synth)."""
 import glob
-import json
 import os
 import pathlib
 import re
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from summarize import ab_rows, bench_rows, write_summary  # noqa: E402 (tools/device/summarize.py)
+from summarize import ab_rows, bench_rows, diverge_row, write_summary  # noqa: E402 (tools/device/summarize.py)
 
 here = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else ".").resolve()
 raw = here / "raw"
@@ -54,13 +53,5 @@ for f in sorted(glob.glob(str(raw / "*.json"))):
         continue
     m = re.fullmatch(r"diverge_q6k_(.+)", stem)
     if m:
-        j = json.load(open(f))
-        s = j["summary"]
-        first = s.get("first_divergence_min")
-        rows.append({"model": MODELS[m.group(1)], "weights": "synthetic", "metric": "prompts_diverged_count",
-                     "context": f"{s['prompts']} prompts x {j['gen']} greedy tokens, product (A) against B = "
-                                + " ".join("--b " + b for b in j.get("b_sets", []))
-                                + "; earliest departing token: " + ("none" if first is None else str(first)),
-                     "wgllm": s["diverged"], "peer": "q6k_packed=0", "peer_value": 0, "ratio_ci": None,
-                     "config": "product", "source": os.path.basename(f)})
+        rows.append(diverge_row(f, MODELS[m.group(1)], "synthetic", "q6k_packed=0"))
 write_summary(here, rows, "gpu_before.txt")
