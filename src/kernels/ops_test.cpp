@@ -440,6 +440,19 @@ TEST(Ops, MatmulSwitchesGiveSameResults) {
   for (size_t i = 1; i < outs.size(); ++i) expect_close(outs[i], outs[0], 2e-5f, "variant " + std::to_string(i));
 }
 
+// One argmax() launch over x[off .. off + n) into a fresh buffer of argmax_buffer_bytes() whose id
+// word starts at `junk`; returns the id read back.
+uint32_t run_argmax(GpuEnv& e, OpContext& o, const gpu::Buffer& x, uint32_t off, uint32_t n, uint32_t junk = 0) {
+  gpu::Buffer ob(*e.ctx, argmax_buffer_bytes(), gpu::BufferKind::Storage, "am");
+  ob.write(*e.ctx, 0, &junk, 4);
+  e.rec.begin();
+  argmax(o, {x, off}, n, ob);
+  uint32_t got = 0;
+  e.rec.read_after(ob, 0, 4);
+  e.rec.submit(&got);
+  return got;
+}
+
 TEST(Ops, EmbedRmsnormSiluArgmax) {
   auto& e = env();
   const uint32_t K = 96, N = 50, T = 3;
@@ -513,13 +526,7 @@ TEST(Ops, EmbedRmsnormSiluArgmax) {
       if (n > 300) v[3 + n - 1 - 256] = 50.0f;  // a tie within one thread's scan (indices 256 apart)
       if (n == 49152u) v[3 + 7] = 50.0f;
       auto vb = e.upload(v);
-      gpu::Buffer ob(*e.ctx, argmax_buffer_bytes(), gpu::BufferKind::Storage, "am");
-      e.rec.begin();
-      argmax(oa, {vb, 3}, n, ob);
-      uint32_t got_i = 0;
-      e.rec.read_after(ob, 0, 4);
-      e.rec.submit(&got_i);
-      EXPECT_EQ(got_i, ref::argmax(v.data() + 3, n)) << "n=" << n << " AL=" << al;
+      EXPECT_EQ(run_argmax(e, oa, vb, 3, n), ref::argmax(v.data() + 3, n)) << "n=" << n << " AL=" << al;
     }
   }
 }
@@ -552,31 +559,14 @@ TEST(Ops, ArgmaxWorkgroups) {
         if (shape == 3) for (float& f : v) f = -3.402823466e38f;                      // all at -FLT_MAX: id 0
         if (shape == 3 && n > 1) v[5 + n - 1] = -1e30f, v[5 + n / 2] = -1e30f;        // ... but two larger
         auto vb = e.upload(v);
-        gpu::Buffer ob(*e.ctx, argmax_buffer_bytes(), gpu::BufferKind::Storage, "am");
-        e.rec.begin();
-        argmax(o, {vb, 5}, n, ob);
-        uint32_t got = 0;
-        e.rec.read_after(ob, 0, 4);
-        e.rec.submit(&got);
-        EXPECT_EQ(got, ref::argmax(v.data() + 5, n)) << "n=" << n << " G=" << g << " shape=" << shape;
+        EXPECT_EQ(run_argmax(e, o, vb, 5, n), ref::argmax(v.data() + 5, n)) << "n=" << n << " G=" << g << " shape=" << shape;
       }
     }
   }
   KernelOptions ko;
   ko.argmax_workgroups = 8;
   auto o = e.op(ko);
-  {  // n = 0: id 0, one workgroup
-    auto vb = e.upload(std::vector<float>{1.0f, 2.0f});
-    gpu::Buffer ob(*e.ctx, argmax_buffer_bytes(), gpu::BufferKind::Storage, "am");
-    const uint32_t junk = 77;
-    ob.write(*e.ctx, 0, &junk, 4);
-    e.rec.begin();
-    argmax(o, {vb, 0}, 0, ob);
-    uint32_t got = 1;
-    e.rec.read_after(ob, 0, 4);
-    e.rec.submit(&got);
-    EXPECT_EQ(got, 0u);
-  }
+  EXPECT_EQ(run_argmax(e, o, e.upload(std::vector<float>{1.0f, 2.0f}), 0, 0, 77), 0u);  // n = 0: id 0
   gpu::Buffer small(*e.ctx, 4, gpu::BufferKind::Storage, "am");
   auto vb = e.upload(randn(4096, 9));
   e.rec.begin();

@@ -13,6 +13,21 @@ namespace {
 uint16_t rd16(const uint8_t* p) { return uint16_t(p[0] | (p[1] << 8)); }
 uint32_t rd32(const uint8_t* p) { uint32_t v; std::memcpy(&v, p, 4); return v; }
 
+// The unsigned 6-bit quants (0..63) of one 210-byte Q6_K super-block in element order: low 4 bits
+// from ql[128], high 2 from qh[64] (ggml dequantize_row_q6_K; the value is (q - 32) * d * sc).
+void q6k_quants(const uint8_t* blk, uint8_t q[256]) {
+  for (int h = 0; h < 2; ++h) {
+    const uint8_t* l8 = blk + 64 * h;
+    const uint8_t* h8 = blk + 128 + 32 * h;
+    for (int l = 0; l < 32; ++l) {
+      q[128 * h + l + 0] = uint8_t((l8[l] & 0xF) | (((h8[l] >> 0) & 3) << 4));
+      q[128 * h + l + 32] = uint8_t((l8[l + 32] & 0xF) | (((h8[l] >> 2) & 3) << 4));
+      q[128 * h + l + 64] = uint8_t((l8[l] >> 4) | (((h8[l] >> 4) & 3) << 4));
+      q[128 * h + l + 96] = uint8_t((l8[l + 32] >> 4) | (((h8[l] >> 6) & 3) << 4));
+    }
+  }
+}
+
 }  // namespace
 
 const char* wformat_define(WFormat f) {
@@ -144,21 +159,12 @@ PackedWeight pack_weight(DType t, const uint8_t* data, uint32_t K, uint32_t N, b
       pw.words.assign(nb * 4 + nb, 0);
       for (uint64_t s = 0; s < ns; ++s) {
         const uint8_t* blk = data + s * 210;
-        const uint8_t* ql = blk;
-        const uint8_t* qh = blk + 128;
         const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192);
         const float d = f16_to_f32(rd16(blk + 208));
+        uint8_t u[256];
+        q6k_quants(blk, u);
         int8_t q[256];
-        for (int h = 0; h < 2; ++h) {
-          const uint8_t* l8 = ql + 64 * h;
-          const uint8_t* h8 = qh + 32 * h;
-          for (int l = 0; l < 32; ++l) {
-            q[128 * h + l + 0] = int8_t(((l8[l] & 0xF) | (((h8[l] >> 0) & 3) << 4)) - 32);
-            q[128 * h + l + 32] = int8_t(((l8[l + 32] & 0xF) | (((h8[l] >> 2) & 3) << 4)) - 32);
-            q[128 * h + l + 64] = int8_t(((l8[l] >> 4) | (((h8[l] >> 4) & 3) << 4)) - 32);
-            q[128 * h + l + 96] = int8_t(((l8[l + 32] >> 4) | (((h8[l] >> 6) & 3) << 4)) - 32);
-          }
-        }
+        for (int i = 0; i < 256; ++i) q[i] = int8_t(int(u[i]) - 32);
         std::memcpy(&pw.words[s * 16 * 4], q, 256);
         for (int k = 0; k < 16; ++k) pw.words[pw.soff + s * 16 + k] = bits_from_f32(d * float(sc[k]));
       }
@@ -172,19 +178,8 @@ PackedWeight pack_weight(DType t, const uint8_t* data, uint32_t K, uint32_t N, b
       pw.words.assign(nb * 3 + ns * 5, 0);
       for (uint64_t s = 0; s < ns; ++s) {
         const uint8_t* blk = data + s * 210;
-        const uint8_t* ql = blk;
-        const uint8_t* qh = blk + 128;
-        uint8_t q[256];  // the unsigned 6-bit quants in element order (ggml dequantize_row_q6_K)
-        for (int h = 0; h < 2; ++h) {
-          const uint8_t* l8 = ql + 64 * h;
-          const uint8_t* h8 = qh + 32 * h;
-          for (int l = 0; l < 32; ++l) {
-            q[128 * h + l + 0] = uint8_t((l8[l] & 0xF) | (((h8[l] >> 0) & 3) << 4));
-            q[128 * h + l + 32] = uint8_t((l8[l + 32] & 0xF) | (((h8[l] >> 2) & 3) << 4));
-            q[128 * h + l + 64] = uint8_t((l8[l] >> 4) | (((h8[l] >> 4) & 3) << 4));
-            q[128 * h + l + 96] = uint8_t((l8[l + 32] >> 4) | (((h8[l] >> 6) & 3) << 4));
-          }
-        }
+        uint8_t q[256];
+        q6k_quants(blk, q);
         for (int k = 0; k < 16; ++k) {
           const uint8_t* e = q + 16 * k;
           uint8_t lo[8], hi[4] = {0, 0, 0, 0};

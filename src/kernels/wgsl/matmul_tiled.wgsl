@@ -127,9 +127,8 @@ fn fetch(n: u32, kt: u32, q4: u32) -> Raw {
   // As FMT_Q8_F32 (the same signed bytes, quant.wgsl): half q4 % 2 of block 2 kt + q4 / 2, its 3 raw
   // words and its scale's two words.
   let bi = n * p.nb + kt * 2u + q4 / 2u;
-  let s0 = p.soff + 5u * (bi >> 4u);
-  r.q = vec4<u32>(w[3u * bi], w[3u * bi + 1u], w[3u * bi + 2u], q4 % 2u);
-  r.r = vec4<u32>(w[s0 + ((bi & 15u) >> 2u)], w[s0 + 4u], bi, 0u);
+  r.q = vec4<u32>(q6_raw(bi), q4 % 2u);
+  r.r = vec4<u32>(q6k_scale_raw(bi), bi, 0u);
 #endif
   return r;
 }

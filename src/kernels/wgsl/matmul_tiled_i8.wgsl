@@ -99,11 +99,8 @@ fn fetch(n: u32, kt: u32, q: u32) -> Raw {
   // its 3 raw words in h.xyz; part 0 also the scale word of both blocks (2 kt even: the same word)
   // and d in q.
   let bi = n * p.nb + kt * 2u + q / 2u;
-  r.h = vec4<u32>(w[3u * bi], w[3u * bi + 1u], w[3u * bi + 2u], 0u);
-  if (q == 0u) {
-    let s0 = p.soff + 5u * (bi >> 4u);
-    r.q = vec2<u32>(w[s0 + ((bi & 15u) >> 2u)], w[s0 + 4u]);
-  }
+  r.h = vec4<u32>(q6_raw(bi), 0u);
+  if (q == 0u) { r.q = q6k_scale_raw(bi); }
   r.sel = bi;
 #endif
   return r;

@@ -111,10 +111,7 @@ fn load_wide(bi: u32) -> Blk {
   b.v0 = i8x4(q.x) * s; b.v1 = i8x4(q.y) * s; b.v2 = i8x4(q.z) * s; b.v3 = i8x4(q.w) * s;
 #endif
 #if FMT_Q6_K
-  // 3 quant words per block (not a whole vec4): quant.wgsl's load_block, scalar loads.
-  let s = q6k_scale(bi);
-  let q = q6_words(bi);
-  b.v0 = i8x4(q.x) * s; b.v1 = i8x4(q.y) * s; b.v2 = i8x4(q.z) * s; b.v3 = i8x4(q.w) * s;
+  b = load_block(bi);  // 3 quant words per block (not a whole vec4): quant.wgsl's scalar loads
 #endif
   return b;
 }
@@ -231,9 +228,8 @@ fn wload(bi: u32) -> WP {
 #endif
 #if FMT_Q6_K
   // The raw words (the 6-bit unpacking is arithmetic: qdot_w, after the loads have landed).
-  x.q = vec4<u32>(w[3u * bi], w[3u * bi + 1u], w[3u * bi + 2u], 0u);
-  let s0 = p.soff + 5u * (bi >> 4u);
-  x.s = vec4<u32>(w[s0 + ((bi & 15u) >> 2u)], w[s0 + 4u], 0u, 0u);
+  x.q = vec4<u32>(q6_raw(bi), 0u);
+  x.s = vec4<u32>(q6k_scale_raw(bi), 0u, 0u);
 #endif
   return x;
 }

@@ -102,7 +102,17 @@ fn q6_half(w0: u32, w1: u32, w2: u32, h: u32) -> vec2<u32> {
 fn q6_words_of(w0: u32, w1: u32, w2: u32) -> vec4<u32> {
   return vec4<u32>(q6_half(w0, w1, w2, 0u), q6_half(w0, w1, w2, 1u));
 }
-fn q6_words(bi: u32) -> vec4<u32> { return q6_words_of(w[3u * bi], w[3u * bi + 1u], w[3u * bi + 2u]); }
+// Loads only (no arithmetic, so fetch-ahead kernels can issue them early): block bi's 3 quant words,
+// and its super-block's (scale word holding bi's sc, d word).
+fn q6_raw(bi: u32) -> vec3<u32> { return vec3<u32>(w[3u * bi], w[3u * bi + 1u], w[3u * bi + 2u]); }
+fn q6k_scale_raw(bi: u32) -> vec2<u32> {
+  let s0 = p.soff + 5u * (bi >> 4u);
+  return vec2<u32>(w[s0 + ((bi & 15u) >> 2u)], w[s0 + 4u]);
+}
+fn q6_words(bi: u32) -> vec4<u32> {
+  let r = q6_raw(bi);
+  return q6_words_of(r.x, r.y, r.z);
+}
 // The f16 in the low half of h as f32, exact for subnormals too: Q6_K's d is often below the
 // smallest normal f16 (6.1e-5), and a driver may flush f16 subnormals in unpack2x16float; the
 // widened layout's scales are formed on the host, exactly (core/half.h).
@@ -116,8 +126,8 @@ fn q6k_scale_of(scw: u32, dw: u32, bi: u32) -> f32 {
   return f16_exact(dw) * f32(sc);
 }
 fn q6k_scale(bi: u32) -> f32 {
-  let s0 = p.soff + 5u * (bi >> 4u);
-  return q6k_scale_of(w[s0 + ((bi & 15u) >> 2u)], w[s0 + 4u], bi);
+  let s = q6k_scale_raw(bi);
+  return q6k_scale_of(s.x, s.y, bi);
 }
 #endif
 fn wf4(i: u32) -> vec4<f32> {
