@@ -535,7 +535,8 @@ TEST(Ops, EmbedRmsnormSiluArgmax) {
 // dispatch over the candidates: the same id as the CPU sampler's argmax for every G (1 = the one
 // workgroup scan), with the maximum tied across chunks (lowest index wins), a chunk of NaN only
 // (its candidate must not win), an all-NaN input (id 0), negative values only (a maximum equal to
-// the scan's initial -FLT_MAX) and vocabularies of the sizes in use (Qwen2.5 151936, Qwen3.5 248320).
+// the scan's initial -FLT_MAX), masked (-inf) logits with a NaN first (the CPU twin once let the
+// first -inf win there: id 1 against the GPU's 0) and vocabularies of the sizes in use (Qwen2.5 151936, Qwen3.5 248320).
 // A buffer too small for G's candidates is an error.
 // Checked to fail: a chunk's candidate written with its index within the chunk; STAGE_FINAL
 // skipping the last candidate. (A NaN-only chunk's candidate, (-FLT_MAX, 0xffffffff), loses every
@@ -549,7 +550,7 @@ TEST(Ops, ArgmaxWorkgroups) {
     for (uint32_t n : {1u, 300u, 4099u, 151936u, 248320u}) {
       const uint32_t want_g = std::min(g, (n + 255) / 256);
       EXPECT_EQ(argmax_workgroups(o, n), want_g) << "n=" << n;
-      for (int shape = 0; shape < 4; ++shape) {
+      for (int shape = 0; shape < 6; ++shape) {
         auto v = randn(n + 5, n + shape);
         if (shape == 1 && n > 300) {  // ties in different chunks: the first must win
           v[5 + n / 3] = 60.0f, v[5 + n - 1] = 60.0f, v[5 + 2 * n / 3] = 60.0f;
@@ -558,6 +559,9 @@ TEST(Ops, ArgmaxWorkgroups) {
         if (shape == 2) std::fill(v.begin() + 5, v.end(), NAN);                      // every value NaN: id 0
         if (shape == 3) for (float& f : v) f = -3.402823466e38f;                      // all at -FLT_MAX: id 0
         if (shape == 3 && n > 1) v[5 + n - 1] = -1e30f, v[5 + n / 2] = -1e30f;        // ... but two larger
+        if (shape == 4) std::fill(v.begin() + 5, v.end(), -INFINITY);                  // masked logits
+        if (shape == 4 && n > 2) v[5] = NAN, v[5 + n - 1] = -1e30f;  // only the last one unmasked
+        if (shape == 5) std::fill(v.begin() + 5, v.end(), -INFINITY), v[5] = NAN;      // [NaN, -inf, ...]: id 0
         auto vb = e.upload(v);
         EXPECT_EQ(run_argmax(e, o, vb, 5, n), ref::argmax(v.data() + 5, n)) << "n=" << n << " G=" << g << " shape=" << shape;
       }

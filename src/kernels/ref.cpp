@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <thread>
 
 namespace wgllm::kernels::ref {
@@ -90,12 +91,12 @@ void silu_mul(const float* g, const float* u, float* y, uint32_t F) {
 }
 
 uint32_t argmax(const float* x, uint32_t n) {
+  // argmax.wgsl's scan: start at (-FLT_MAX, 0) and take a strictly larger value (a NaN compares
+  // false, so it never wins; nor do -inf and -FLT_MAX).
   uint32_t best = 0;
-  bool found = false;
-  for (uint32_t i = 0; i < n; ++i) {
-    if (std::isnan(x[i])) continue;
-    if (!found || x[i] > x[best]) { best = i; found = true; }
-  }
+  float bv = -std::numeric_limits<float>::max();
+  for (uint32_t i = 0; i < n; ++i)
+    if (x[i] > bv) bv = x[i], best = i;
   return best;
 }
 
