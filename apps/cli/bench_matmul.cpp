@@ -48,6 +48,7 @@ struct MatmulBenchOpts {
                                     "64x128/4x8", "64x64/8x4", "64x64/4x8"};
   std::string type = "q4_1";
   bool per_row = true, f16 = false, int8 = false;
+  bool q6k_packed = true;  // ModelOptions::q6k_packed: Q6_K's GPU layout (the product's by default)
   uint32_t reps = 5;
   double peak_tflops = 67.0;
   uint32_t min_wgs = 264;
@@ -162,7 +163,7 @@ int run_matmul_bench(const MatmulBenchOpts& b) {
     for (const Shape& sh : shapes) {
       const uint32_t K = sh.K, N = sh.N;
       auto blocks = random_blocks(type, K, N);
-      auto W = kernels::upload_weight(*ctx, kernels::pack_weight(type, blocks.data(), K, N), "w");
+      auto W = kernels::upload_weight(*ctx, kernels::pack_weight(type, blocks.data(), K, N, b.q6k_packed), "w");
       std::vector<float> xv(size_t(T) * K);
       std::mt19937 g(3);
       std::normal_distribution<float> nd(0.0f, 1.0f);
@@ -212,7 +213,7 @@ int run_matmul_bench(const MatmulBenchOpts& b) {
                          {"gflops", gflops}, {"peak_fraction", gflops / (b.peak_tflops * 1e3)}});
     }
   }
-  nlohmann::json j = {{"benchmark", "matmul"}, {"adapter", ctx->info().name}, {"type", b.type},
+  nlohmann::json j = {{"benchmark", "matmul"}, {"adapter", ctx->info().name}, {"type", b.type}, {"q6k_packed", b.q6k_packed},
                       {"timing", ts ? "timestamps" : "wall_clock_submit_wait"}, {"reps", b.reps},
                       {"peak_tflops", b.peak_tflops}, {"results", results}};
   print_or_write_json(b.json_path, j.dump(1));
@@ -233,6 +234,8 @@ std::function<int()> add_bench_matmul(CLI::App& app) {
       ->delimiter(',');
   cmd->add_option("--type", b->type, "weight type: f32 f16 bf16 q4_0 q4_1 q8_0 q4_K q6_K (default q4_1)");
   cmd->add_flag("--per-row,!--no-per-row", b->per_row, "also time the per-row kernel (default on)");
+  cmd->add_flag("--q6k-packed,!--no-q6k-packed", b->q6k_packed,
+                 "Q6_K weights in their 6.56-bit GPU layout (default) or widened to 10 bits (ModelOptions::q6k_packed)");
   cmd->add_flag("--f16", b->f16, "also time each tile's f16 variant (needs shader-f16)");
   cmd->add_flag("--int8", b->int8, "also time the int8 variant (--matmul-int8: quantize_q8 + dot4I8Packed) of the auto tile and each tile");
   cmd->add_option("--reps", b->reps, "measured repetitions after one warm-up, 1..100000 (default 5)")->transform(integer(1, 100000));
@@ -258,6 +261,7 @@ struct MatvecBenchOpts {
   std::vector<uint32_t> tokens = {1};
   uint32_t reps = 5;
   uint32_t burst = 32;
+  bool q6k_packed = true;  // as MatmulBenchOpts
   std::string json_path;
 };
 
@@ -332,7 +336,7 @@ int run_matvec_bench(const MatvecBenchOpts& b) {
       // Several copies of the weight, used in turn, so that a dispatch never finds its matrix in
       // the L2 cache (50 MB on the H200) as a decode step never does: >= 256 MB in all.
       auto blocks = random_blocks(type, K, N);
-      const auto packed = kernels::pack_weight(type, blocks.data(), K, N);
+      const auto packed = kernels::pack_weight(type, blocks.data(), K, N, b.q6k_packed);
       const uint64_t wbytes = uint64_t(packed.words.size()) * 4;
       const uint32_t copies = uint32_t(std::clamp<uint64_t>((256ull << 20) / wbytes + 1, 1, 64));
       std::vector<kernels::GpuWeight> Ws;
@@ -402,7 +406,7 @@ int run_matvec_bench(const MatvecBenchOpts& b) {
             fmt::print(stderr, "  {:<5} {:<2} {:>6} {:>6} {:<6} {:<18} {:<9} {:>9.2f} {:>9.1f} {:>6.1f}%{}\n",
                        dtype_name(type), T, N, K, pro, l.v.str(), l.chosen, med, gbs, 100.0 * gbs / copy,
                        timestamps ? "" : " (wall clock)");
-            results.push_back({{"type", dtype_name(type)}, {"T", T}, {"N", N}, {"K", K}, {"prologue", pro},
+            results.push_back({{"type", dtype_name(type)}, {"q6k_packed", b.q6k_packed}, {"T", T}, {"N", N}, {"K", K}, {"prologue", pro},
                                {"variant", l.v.str()}, {"chosen", l.chosen}, {"bytes", bytes}, {"median_us", med},
                                {"min_us", us.front()}, {"max_us", us.back()}, {"GBps", gbs},
                                {"copy_fraction", gbs / copy}, {"weight_copies", copies},
@@ -432,6 +436,8 @@ std::function<int()> add_bench_matvec(CLI::App& app) {
       ->delimiter(',');
   cmd->add_option("--prologues", b->prologues, "none, norm (fused RMSNorm), silu (fused SiLU gate) (default none)")
       ->delimiter(',');
+  cmd->add_flag("--q6k-packed,!--no-q6k-packed", b->q6k_packed,
+                 "Q6_K weights in their 6.56-bit GPU layout (default) or widened to 10 bits (ModelOptions::q6k_packed)");
   cmd->add_option("--tokens", b->tokens, "token counts T, 1..8 (default 1)")->delimiter(',')->transform(integer(1, 8));
   cmd->add_option("--reps", b->reps, "measured rounds (each: one submission of --burst dispatches per variant, variants in "
                   "a rotated order, weight copies used round-robin) after one warm-up round, 1..100000 (default 5)")

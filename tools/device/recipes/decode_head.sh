@@ -15,6 +15,16 @@
 #            decode after 512 and TTFT 512, on the four shapes; `bench diverge` product against
 #            q6k_packed=0 (must be 0 prompts: the same bits) on the Qwen2.5 and LFM2 shapes
 #   cand     `bench ab` A = product, B = each of CANDS (";"-separated flag sets) on the MODELS shapes
+#   repeat   where the step's time goes: `bench` (decode after 512, 256 steps x 3 repetitions) of the product,
+#            then with `--repeat-kernel L` for each label L of LABELS (every dispatch of that label
+#            recorded twice: the p50 step minus the product's is the label's marginal cost in place),
+#            then the product again, on the REPEAT_MODELS shapes (default qwen25-1.5b)
+#   sweep    a kernel's marginal cost under other settings: for each "LABEL:cfg1;cfg2;..." of SWEEPS
+#            ("|"-separated) and each model of SWEEP_MODELS (default qwen25-1.5b lfm2-1.2b), `bench` (as
+#            repeat) with each cfg ("" = product) alone and with `--repeat-kernel LABEL`
+#   ttft     `bench ab` A = `--no-q6k-packed`, B = product, TTFT of a 512-token prompt (8 steps x 3
+#            repetitions), 2 interleaved rounds, on the LFM2-1.2B and Qwen3.5-0.8B shapes (the tiled
+#            kernels' halved 6-bit unpacking)
 #   peers    (after the llama.cpp CUDA build from the carried sdist, ~5 min, started at the call's start:
 #            no timed run during it) `bench ab` the product against llama.cpp CUDA (decode after 512,
 #            TTFT 512) on the Qwen2.5-1.5B and SmolLM2 shapes
@@ -94,6 +104,49 @@ for part in ${PARTS:-tests traffic ab}; do
       done
     done
     el "cand"
+    ;;
+  repeat)
+    LABELS=${LABELS:-attn_qk attn_v attn_qkv attention attn_output ffn_gate_up ffn_down output argmax embed}
+    for m in ${REPEAT_MODELS:-qwen25-1.5b}; do
+      for L in product $LABELS product; do
+        wg_over && { fail "time budget: repeat $m $L not run"; continue; }
+        X=""; [ $L = product ] || X="--repeat-kernel $L"
+        n=repeat_${m}_$L; [ -e $R/$n.json ] && n=${n}_2
+        timeout 60 $B bench -m ${WG_SYNTH[$m]} $D $X --json $R/$n.json > $R/$n.txt 2>&1 || fail "$n (exit $?)"
+        echo "== $n: $(grep -E 'decode step p50|p50' $R/$n.txt | head -1)"
+      done
+    done
+    el "repeat"
+    ;;
+  sweep)
+    IFS='|' read -ra SW <<< "${SWEEPS:-}"
+    j=0
+    for sw in "${SW[@]}"; do
+      L=${sw%%:*}
+      IFS=';' read -ra CS <<< "${sw#*:}"
+      for m in ${SWEEP_MODELS:-qwen25-1.5b lfm2-1.2b}; do
+        i=0
+        for c in "" "${CS[@]}"; do
+          for X in "" "--repeat-kernel $L"; do
+            wg_over && { fail "time budget: sweep $L $m not run"; continue; }
+            n=sweep${j}_${L}_${m}_c${i}; [ -n "$X" ] && n=${n}_rep
+            echo "$n: $c $X" >> $R/sweeps.txt
+            timeout 60 $B bench -m ${WG_SYNTH[$m]} $D $c $X --json $R/$n.json > $R/$n.txt 2>&1 || fail "$n (exit $?)"
+            echo "== $n [$c $X]: $(tail -1 $R/$n.txt | cut -c1-120)"
+          done
+          i=$((i + 1))
+        done
+      done
+      j=$((j + 1))
+    done
+    el "sweep"
+    ;;
+  ttft)
+    for m in lfm2-1.2b qwen35-0.8b; do
+      A="bench -m ${WG_SYNTH[$m]} --prompt-lengths 512 --gen 8 --reps 3"
+      wg_ab ttft_q6kwide_$m 150 --a "$A --no-q6k-packed" --b "$A" --metric ttft_ms --rounds 2
+    done
+    el "ttft"
     ;;
   peers)
     wg_wait_llamacpp 420 || { fail "llama.cpp CUDA build not done: $(tail -2 $W/lcpp.log | tr '\n' ' ')"; exit 1; }
