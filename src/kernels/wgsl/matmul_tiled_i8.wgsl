@@ -96,16 +96,17 @@ fn fetch(n: u32, kt: u32, q: u32) -> Raw {
 #endif
 #if FMT_Q6_K
   // As FMT_Q8_F32 (the same signed bytes, quant.wgsl): part q is half q % 2 of block 2 kt + q / 2;
-  // its 3 raw words in h.xyz; part 0 also the scale word of both blocks (2 kt even: the same word)
-  // and d in q.
+  // its 3 raw words in h.xyz; parts 0 and 2 (the first half of each block) also its block's scale
+  // word and d in q, so that the two scales of a K-step are formed by two threads, not one.
   let bi = n * p.nb + kt * 2u + q / 2u;
   r.h = vec4<u32>(q6_raw(bi), 0u);
-  if (q == 0u) { r.q = q6k_scale_raw(bi); }
+  if (q % 2u == 0u) { r.q = q6k_scale_raw(bi); }
   r.sel = bi;
 #endif
   return r;
 }
-// Writes part q of tile row r: int8 words and, for part 0, the row's (a, o).
+// Writes part q of tile row r: int8 words and, for part 0, the row's (a, o) (Q6_K: parts 0 and 2, one
+// block's a each).
 fn put(r: u32, q: u32, raw: Raw) {
 #if OFFSET
   wt[r][q] = raw.q.x & 0x0f0f0f0fu;
@@ -115,6 +116,7 @@ fn put(r: u32, q: u32, raw: Raw) {
   let q6 = q6_half(raw.h.x, raw.h.y, raw.h.z, q % 2u);  // only this part's half
   wt[(q / 2u) * BN + r][(2u * q) % 4u] = q6.x;
   wt[(q / 2u) * BN + r][(2u * q) % 4u + 1u] = q6.y;
+  if (q % 2u == 0u) { wsc[r][q / 2u] = q6k_scale_of(raw.q.x, raw.q.y, raw.sel); }  // its block's scale
 #else
   wt[(q / 2u) * BN + r][(2u * q) % 4u] = raw.q.x;
   wt[(q / 2u) * BN + r][(2u * q) % 4u + 1u] = raw.q.y;
@@ -136,9 +138,6 @@ fn put(r: u32, q: u32, raw: Raw) {
 #endif
 #if FMT_Q8_F32
     wsc[r] = vec2<f32>(bitcast<f32>(raw.h.x), bitcast<f32>(raw.h.y));
-#endif
-#if FMT_Q6_K
-    wsc[r] = vec2<f32>(q6k_scale_of(raw.q.x, raw.q.y, raw.sel), q6k_scale_of(raw.q.x, raw.q.y, raw.sel + 1u));
 #endif
   }
 }
