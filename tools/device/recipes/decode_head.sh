@@ -60,7 +60,7 @@ for part in ${PARTS:-tests traffic ab}; do
     el "tests"
     ;;
   traffic)
-    for m in $ALL; do
+    for m in ${TRAFFIC_MODELS:-$ALL}; do
       wg_over && { fail "time budget: traffic $m not run"; continue; }
       timeout 90 $B bench -m ${WG_SYNTH[$m]} --prompt-lengths 512 --gen 128 --reps 2 --traffic --json $R/traffic_$m.json \
         --md $R/traffic_$m.md > $R/traffic_$m.txt 2>&1 || fail "traffic $m (exit $?)"

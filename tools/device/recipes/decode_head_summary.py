@@ -9,6 +9,11 @@ the unpacked results.tgz of one call of tools/device/recipes/decode_head.sh). Wr
   vs_cuda_<model>        `bench ab` A = wgllm product, B = llama.cpp CUDA's llama-bench
   traffic_<model>.json   `bench --traffic`: TTFT, decode tok/s, dispatches per step, fraction of copy bandwidth
   diverge_q6k_<model>    `bench diverge` product against q6k_packed=0: prompts whose greedy text departs
+  ttft_q6kwide_<model>   `bench ab` A = --no-q6k-packed, B = product, TTFT of a 512-token prompt (wgllm = B)
+  repeat_<model>_<label> `bench` with --repeat-kernel <label> (product: without, before and after): the label's
+                         marginal cost per decode step = its p50 step minus the mean of the two product runs'
+  sweep<J>_<label>_<model>_c<I>[_rep]  the same for setting I of raw/sweeps.txt (c0 = product), each with its own
+                         run without --repeat-kernel; also that run's p50 step (single runs, no interval)
 Every file is a synthetic-weights model (tools/synth)."""
 import glob
 import os
@@ -18,6 +23,7 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 from summarize import ab_rows, bench_rows, diverge_row, write_summary  # noqa: E402 (tools/device/summarize.py)
+import json  # noqa: E402
 
 here = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else ".").resolve()
 raw = here / "raw"
@@ -54,4 +60,65 @@ for f in sorted(glob.glob(str(raw / "*.json"))):
     m = re.fullmatch(r"diverge_q6k_(.+)", stem)
     if m:
         rows.append(diverge_row(f, MODELS[m.group(1)], "synthetic", "q6k_packed=0"))
+
+
+def p50(stem):
+    """The p50 decode step (ms) of a plain `bench` JSON in raw, None when missing."""
+    f = raw / (stem + ".json")
+    return json.load(open(f))["runs"][0]["decode_latency_ms_p50"] if f.exists() else None
+
+
+def dispatches(stem, label):
+    f = raw / (stem + ".json")
+    return json.load(open(f)).get("decode_dispatches", {}).get("by_kernel", {}).get(label) if f.exists() else None
+
+
+def marginal_row(model, label, rep_stem, base_ms, config, base_what):
+    rep = p50(rep_stem)
+    if rep is None or base_ms is None:
+        return []
+    n = dispatches(rep_stem, label)
+    return [{"model": MODELS[model], "weights": "synthetic", "metric": "kernel_marginal_us_per_step",
+             "context": f"`bench --repeat-kernel {label}` ({n} dispatches per step recorded twice): p50 decode step "
+                        f"after a 512-token prompt (256 steps x 3 repetitions) minus {base_what}",
+             "wgllm": round((rep - base_ms) * 1000.0, 1), "ratio_ci": None, "config": config, "label": label,
+             "source": rep_stem + ".json"}]
+
+
+for f in sorted(glob.glob(str(raw / "repeat_*.json"))):
+    stem = os.path.basename(f)[:-5]
+    model = next((k for k in MODELS if stem.startswith(f"repeat_{k}_")), None)
+    if model is None:
+        continue
+    label = stem[len(f"repeat_{model}_"):]
+    if label.startswith("product"):
+        continue
+    bases = [x for x in (p50(f"repeat_{model}_product"), p50(f"repeat_{model}_product_2")) if x is not None]
+    rows += marginal_row(model, label, stem, sum(bases) / len(bases) if bases else None, "product",
+                         "the mean of the product runs before and after the labels")
+sweeps = {}
+if (raw / "sweeps.txt").exists():
+    for line in (raw / "sweeps.txt").read_text().splitlines():
+        k, _, v = line.partition(": ")
+        sweeps[k] = v.replace("--repeat-kernel", "").split("  ")[0].strip()
+for f in sorted(glob.glob(str(raw / "sweep*_c*.json"))):
+    stem = os.path.basename(f)[:-5]
+    if stem.endswith("_rep"):
+        continue
+    m = re.fullmatch(r"sweep\d+_(.+)_c(\d+)", stem)
+    model = next((k for k in MODELS if m and m.group(1).endswith("_" + k)), None)
+    if model is None:
+        continue
+    label = m.group(1)[:-len(model) - 1]
+    cfg = sweeps.get(stem, "").strip() or "product"
+    rows.append({"model": MODELS[model], "weights": "synthetic", "metric": "decode_ms_p50",
+                 "context": "decode after a 512-token prompt, 256 steps x 3 repetitions, one run (the base of "
+                            f"the {label} marginal cost)", "wgllm": p50(stem), "ratio_ci": None, "config": cfg,
+                 "source": stem + ".json"})
+    rows += marginal_row(model, label, stem + "_rep", p50(stem), cfg, "the same setting's run without it")
+for f in sorted(glob.glob(str(raw / "ttft_q6kwide_*.json"))):
+    stem = os.path.basename(f)[:-5]
+    rows += ab_rows(f, MODELS[stem[len("ttft_q6kwide_"):]], "TTFT of a 512-token prompt, 8 steps x 3 repetitions per "
+                    "run, 2 interleaved rounds", "--no-q6k-packed (Q6_K widened to 10 bits per weight)",
+                    wgllm_is_b=True)
 write_summary(here, rows, "gpu_before.txt")
