@@ -48,7 +48,7 @@ struct MatmulBenchOpts {
                                     "64x128/4x8", "64x64/8x4", "64x64/4x8"};
   std::string type = "q4_1";
   bool per_row = true, f16 = false, int8 = false;
-  bool q6k_packed = true;  // ModelOptions::q6k_packed: Q6_K's GPU layout (the product's by default)
+  bool q6k_packed = false;  // ModelOptions::q6k_packed: Q6_K's GPU layout (the product's by default)
   uint32_t reps = 5;
   double peak_tflops = 67.0;
   uint32_t min_wgs = 264;
@@ -235,7 +235,7 @@ std::function<int()> add_bench_matmul(CLI::App& app) {
   cmd->add_option("--type", b->type, "weight type: f32 f16 bf16 q4_0 q4_1 q8_0 q4_K q6_K (default q4_1)");
   cmd->add_flag("--per-row,!--no-per-row", b->per_row, "also time the per-row kernel (default on)");
   cmd->add_flag("--q6k-packed,!--no-q6k-packed", b->q6k_packed,
-                 "Q6_K weights in their 6.56-bit GPU layout (default) or widened to 10 bits (ModelOptions::q6k_packed)");
+                 "Q6_K weights in their 6.56-bit GPU layout or widened to 10 bits (default, as the product: ModelOptions::q6k_packed)");
   cmd->add_flag("--f16", b->f16, "also time each tile's f16 variant (needs shader-f16)");
   cmd->add_flag("--int8", b->int8, "also time the int8 variant (--matmul-int8: quantize_q8 + dot4I8Packed) of the auto tile and each tile");
   cmd->add_option("--reps", b->reps, "measured repetitions after one warm-up, 1..100000 (default 5)")->transform(integer(1, 100000));
@@ -261,7 +261,7 @@ struct MatvecBenchOpts {
   std::vector<uint32_t> tokens = {1};
   uint32_t reps = 5;
   uint32_t burst = 32;
-  bool q6k_packed = true;  // as MatmulBenchOpts
+  bool q6k_packed = false;  // as MatmulBenchOpts
   std::string json_path;
 };
 
@@ -437,7 +437,7 @@ std::function<int()> add_bench_matvec(CLI::App& app) {
   cmd->add_option("--prologues", b->prologues, "none, norm (fused RMSNorm), silu (fused SiLU gate) (default none)")
       ->delimiter(',');
   cmd->add_flag("--q6k-packed,!--no-q6k-packed", b->q6k_packed,
-                 "Q6_K weights in their 6.56-bit GPU layout (default) or widened to 10 bits (ModelOptions::q6k_packed)");
+                 "Q6_K weights in their 6.56-bit GPU layout or widened to 10 bits (default, as the product: ModelOptions::q6k_packed)");
   cmd->add_option("--tokens", b->tokens, "token counts T, 1..8 (default 1)")->delimiter(',')->transform(integer(1, 8));
   cmd->add_option("--reps", b->reps, "measured rounds (each: one submission of --burst dispatches per variant, variants in "
                   "a rotated order, weight copies used round-robin) after one warm-up round, 1..100000 (default 5)")

@@ -14,7 +14,8 @@
 #   q6k      `bench ab` A = `--no-q6k-packed` (Q6_K widened to 10 bits per weight), B = product (6.56 bits),
 #            decode after 512 and TTFT 512, on the four shapes; `bench diverge` product against
 #            q6k_packed=0 (must be 0 prompts: the same bits) on the Qwen2.5 and LFM2 shapes
-#   cand     `bench ab` A = product, B = each of CANDS (";"-separated flag sets) on the MODELS shapes
+#   cand     `bench ab` A = product, B = each of CANDS (";"-separated flag sets) on the MODELS shapes (a set
+#            written "m1 m2@flags" on the shapes m1 m2 instead)
 #   repeat   where the step's time goes: `bench` (decode after 512, 256 steps x 3 repetitions) of the product,
 #            then with `--repeat-kernel L` for each label L of LABELS (every dispatch of that label
 #            recorded twice: the p50 step minus the product's is the label's marginal cost in place),
@@ -97,8 +98,10 @@ for part in ${PARTS:-tests traffic ab}; do
     i=0
     for c in "${CS[@]}"; do
       i=$((i + 1))
+      ms=${MODELS:-qwen25-1.5b}
+      case $c in *@*) ms=${c%%@*}; c=${c#*@} ;; esac  # "model model@flags": this candidate's own shapes
       echo "cand$i: $c" >> $R/cands.txt
-      for m in ${MODELS:-qwen25-1.5b}; do
+      for m in $ms; do
         A="bench -m ${WG_SYNTH[$m]} $D"
         wg_ab cand${i}_$m 150 --a "$A" --b "$A $c" $M
       done

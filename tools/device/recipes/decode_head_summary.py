@@ -29,96 +29,119 @@ here = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else ".").resolve()
 raw = here / "raw"
 MODELS = {"qwen25-1.5b": "Qwen2.5-Coder-1.5B shape (synthetic)", "smollm2": "SmolLM2-135M shape (synthetic)",
           "lfm2-1.2b": "LFM2-1.2B shape (synthetic)", "qwen35-0.8b": "Qwen3.5-0.8B shape (synthetic)"}
-cands = {}
-if (raw / "cands.txt").exists():
-    for line in (raw / "cands.txt").read_text().splitlines():
-        k, _, v = line.partition(": ")
-        cands[k] = v
-CTX = "decode after a 512-token prompt, 256 steps x 3 repetitions per run, 2 interleaved rounds"
-rows = []
-for f in sorted(glob.glob(str(raw / "*.json"))):
-    stem = os.path.basename(f)[:-5]
-    m = re.fullmatch(r"vs_cuda_(.+)", stem)
-    if m:
-        rows += ab_rows(f, MODELS[m.group(1)], "prompt 512, 128 decode steps (llama-bench -d 512)", "llama.cpp-cuda",
-                        wgllm_is_b=False)
-        continue
-    m = re.fullmatch(r"(null|argmax1|q6kwide|cand\d+)_(.+)", stem)
-    if m:
-        kind, model = m.groups()
-        peer, config = {"null": ("product (null control)", "product"),
-                        "argmax1": ("--argmax-workgroups 1 (one workgroup)", "product"),
-                        "q6kwide": ("--no-q6k-packed (Q6_K widened to 10 bits per weight)", "product")}.get(
-                            kind, ("product", cands.get(kind, kind)))
-        rows += ab_rows(f, MODELS[model], CTX + ("; TTFT of the same runs" if kind == "q6kwide" else ""), peer,
-                        wgllm_is_b=True, config=config)
-        continue
-    m = re.fullmatch(r"traffic_(.+)", stem)
-    if m:
-        rows += bench_rows(f, MODELS[m.group(1)])
-        continue
-    m = re.fullmatch(r"diverge_q6k_(.+)", stem)
-    if m:
-        rows.append(diverge_row(f, MODELS[m.group(1)], "synthetic", "q6k_packed=0"))
 
 
-def p50(stem):
-    """The p50 decode step (ms) of a plain `bench` JSON in raw, None when missing."""
-    f = raw / (stem + ".json")
-    return json.load(open(f))["runs"][0]["decode_latency_ms_p50"] if f.exists() else None
+def rows_of(raw, tag):
+    """The summary rows of one call's raw files (tag: appended to each row's context and source)."""
+    rows = []
+    cands = {}
+    if (raw / "cands.txt").exists():
+        for line in (raw / "cands.txt").read_text().splitlines():
+            k, _, v = line.partition(": ")
+            cands[k] = v
+    CTX = "decode after a 512-token prompt, 256 steps x 3 repetitions per run, 2 interleaved rounds"
+    rows = []
+    for f in sorted(glob.glob(str(raw / "*.json"))):
+        stem = os.path.basename(f)[:-5]
+        m = re.fullmatch(r"vs_cuda_(.+)", stem)
+        if m:
+            rows += ab_rows(f, MODELS[m.group(1)], "prompt 512, 128 decode steps (llama-bench -d 512)", "llama.cpp-cuda",
+                            wgllm_is_b=False)
+            continue
+        m = re.fullmatch(r"(null|argmax1|q6kwide|cand\d+)_(.+)", stem)
+        if m:
+            kind, model = m.groups()
+            peer, config = {"null": ("product (null control)", "product"),
+                            "argmax1": ("--argmax-workgroups 1 (one workgroup)", "product"),
+                            "q6kwide": ("--no-q6k-packed (Q6_K widened to 10 bits per weight)", "product")}.get(
+                                kind, ("product", cands.get(kind, kind)))
+            rows += ab_rows(f, MODELS[model], CTX + ("; TTFT of the same runs" if kind == "q6kwide" else ""), peer,
+                            wgllm_is_b=True, config=config)
+            continue
+        m = re.fullmatch(r"traffic_(.+)", stem)
+        if m:
+            rows += bench_rows(f, MODELS[m.group(1)])
+            continue
+        m = re.fullmatch(r"diverge_q6k_(.+)", stem)
+        if m:
+            rows.append(diverge_row(f, MODELS[m.group(1)], "synthetic", "q6k_packed=0"))
 
 
-def dispatches(stem, label):
-    f = raw / (stem + ".json")
-    return json.load(open(f)).get("decode_dispatches", {}).get("by_kernel", {}).get(label) if f.exists() else None
+    def p50(stem):
+        """The p50 decode step (ms) of a plain `bench` JSON in raw, None when missing."""
+        f = raw / (stem + ".json")
+        return json.load(open(f))["runs"][0]["decode_latency_ms_p50"] if f.exists() else None
 
 
-def marginal_row(model, label, rep_stem, base_ms, config, base_what):
-    rep = p50(rep_stem)
-    if rep is None or base_ms is None:
-        return []
-    n = dispatches(rep_stem, label)
-    return [{"model": MODELS[model], "weights": "synthetic", "metric": "kernel_marginal_us_per_step",
-             "context": f"`bench --repeat-kernel {label}` ({n} dispatches per step recorded twice): p50 decode step "
-                        f"after a 512-token prompt (256 steps x 3 repetitions) minus {base_what}",
-             "wgllm": round((rep - base_ms) * 1000.0, 1), "ratio_ci": None, "config": config, "label": label,
-             "source": rep_stem + ".json"}]
+    def dispatches(stem, label):
+        f = raw / (stem + ".json")
+        return json.load(open(f)).get("decode_dispatches", {}).get("by_kernel", {}).get(label) if f.exists() else None
 
 
-for f in sorted(glob.glob(str(raw / "repeat_*.json"))):
-    stem = os.path.basename(f)[:-5]
-    model = next((k for k in MODELS if stem.startswith(f"repeat_{k}_")), None)
-    if model is None:
-        continue
-    label = stem[len(f"repeat_{model}_"):]
-    if label.startswith("product"):
-        continue
-    bases = [x for x in (p50(f"repeat_{model}_product"), p50(f"repeat_{model}_product_2")) if x is not None]
-    rows += marginal_row(model, label, stem, sum(bases) / len(bases) if bases else None, "product",
-                         "the mean of the product runs before and after the labels")
-sweeps = {}
-if (raw / "sweeps.txt").exists():
-    for line in (raw / "sweeps.txt").read_text().splitlines():
-        k, _, v = line.partition(": ")
-        sweeps[k] = v.replace("--repeat-kernel", "").split("  ")[0].strip()
-for f in sorted(glob.glob(str(raw / "sweep*_c*.json"))):
-    stem = os.path.basename(f)[:-5]
-    if stem.endswith("_rep"):
-        continue
-    m = re.fullmatch(r"sweep\d+_(.+)_c(\d+)", stem)
-    model = next((k for k in MODELS if m and m.group(1).endswith("_" + k)), None)
-    if model is None:
-        continue
-    label = m.group(1)[:-len(model) - 1]
-    cfg = sweeps.get(stem, "").strip() or "product"
-    rows.append({"model": MODELS[model], "weights": "synthetic", "metric": "decode_ms_p50",
-                 "context": "decode after a 512-token prompt, 256 steps x 3 repetitions, one run (the base of "
-                            f"the {label} marginal cost)", "wgllm": p50(stem), "ratio_ci": None, "config": cfg,
-                 "source": stem + ".json"})
-    rows += marginal_row(model, label, stem + "_rep", p50(stem), cfg, "the same setting's run without it")
-for f in sorted(glob.glob(str(raw / "ttft_q6kwide_*.json"))):
-    stem = os.path.basename(f)[:-5]
-    rows += ab_rows(f, MODELS[stem[len("ttft_q6kwide_"):]], "TTFT of a 512-token prompt, 8 steps x 3 repetitions per "
-                    "run, 2 interleaved rounds", "--no-q6k-packed (Q6_K widened to 10 bits per weight)",
-                    wgllm_is_b=True)
+    def marginal_row(model, label, rep_stem, base_ms, config, base_what):
+        rep = p50(rep_stem)
+        if rep is None or base_ms is None:
+            return []
+        n = dispatches(rep_stem, label)
+        return [{"model": MODELS[model], "weights": "synthetic", "metric": "kernel_marginal_us_per_step",
+                 "context": f"`bench --repeat-kernel {label}` ({n} dispatches per step recorded twice): p50 decode step "
+                            f"after a 512-token prompt (256 steps x 3 repetitions) minus {base_what}",
+                 "wgllm": round((rep - base_ms) * 1000.0, 1), "ratio_ci": None, "config": config, "label": label,
+                 "source": rep_stem + ".json"}]
+
+
+    for f in sorted(glob.glob(str(raw / "repeat_*.json"))):
+        stem = os.path.basename(f)[:-5]
+        model = next((k for k in MODELS if stem.startswith(f"repeat_{k}_")), None)
+        if model is None:
+            continue
+        label = stem[len(f"repeat_{model}_"):]
+        if label.startswith("product"):
+            continue
+        bases = [x for x in (p50(f"repeat_{model}_product"), p50(f"repeat_{model}_product_2")) if x is not None]
+        rows += marginal_row(model, label, stem, sum(bases) / len(bases) if bases else None, "product",
+                             "the mean of the product runs before and after the labels")
+    sweeps = {}
+    if (raw / "sweeps.txt").exists():
+        for line in (raw / "sweeps.txt").read_text().splitlines():
+            k, _, v = line.partition(": ")
+            sweeps[k] = v.replace("--repeat-kernel", "").split("  ")[0].strip()
+    for f in sorted(glob.glob(str(raw / "sweep*_c*.json"))):
+        stem = os.path.basename(f)[:-5]
+        if stem.endswith("_rep"):
+            continue
+        m = re.fullmatch(r"sweep\d+_(.+)_c(\d+)", stem)
+        model = next((k for k in MODELS if m and m.group(1).endswith("_" + k)), None)
+        if model is None:
+            continue
+        label = m.group(1)[:-len(model) - 1]
+        cfg = sweeps.get(stem, "").strip() or "product"
+        rows.append({"model": MODELS[model], "weights": "synthetic", "metric": "decode_ms_p50",
+                     "context": "decode after a 512-token prompt, 256 steps x 3 repetitions, one run (the base of "
+                                f"the {label} marginal cost)", "wgllm": p50(stem), "ratio_ci": None, "config": cfg,
+                     "source": stem + ".json"})
+        rows += marginal_row(model, label, stem + "_rep", p50(stem), cfg, "the same setting's run without it")
+    for f in sorted(glob.glob(str(raw / "ttft_q6kwide_*.json"))):
+        stem = os.path.basename(f)[:-5]
+        rows += ab_rows(f, MODELS[stem[len("ttft_q6kwide_"):]], "TTFT of a 512-token prompt, 8 steps x 3 repetitions per "
+                        "run, 2 interleaved rounds", "--no-q6k-packed (Q6_K widened to 10 bits per weight)",
+                        wgllm_is_b=True)
+
+    for r in rows:
+        if tag:
+            r['context'] += f' ({tag})'
+            r['source'] = tag.split(',')[0] + '/' + r['source']
+    return rows
+
+
+if any(d.is_dir() for d in raw.iterdir()):
+    # One subfolder per call (raw/callNN, its binary's commit in raw/callNN/COMMIT.txt).
+    rows = []
+    for d in sorted(x for x in raw.iterdir() if x.is_dir()):
+        c = (d / "COMMIT.txt").read_text().strip() if (d / "COMMIT.txt").exists() else "?"
+        rows += rows_of(d, f"{d.name}, binary {c}")
+    gpu = next(iter(sorted(raw.glob("*/gpu_before.txt"))))
+    (raw / "gpu_before.txt").write_text(gpu.read_text()) if not (raw / "gpu_before.txt").exists() else None
+else:
+    rows = rows_of(raw, "")
 write_summary(here, rows, "gpu_before.txt")
