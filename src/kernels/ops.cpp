@@ -339,11 +339,11 @@ MatvecShape matvec_shape_fit(const OpContext& o, const GpuWeight& W, uint32_t tu
   // step -1.5%, LFM2-1.2B / Qwen3.5-0.8B / SmolLM2 no detectable difference; --matvec-rows-tall:
   // 8192 .. 32767 rows, the fused gate+up, when set; not output heads), below --matvec-rows.
   const uint32_t wide = o.opt.matvec_rows_wide ? o.opt.matvec_rows_wide : sw ? 0u : 16u;
-  // Tall matrices of short rows (< 64 weight blocks, e.g. K = 1536 at 32 per block) with int8
-  // activations: 16 rows by default (H100 `bench ab`, switch record matvec_rows_class: Qwen2.5-1.5B's
-  // gate+up (48 blocks) step -1.3%, Qwen3.5-0.8B's Gated DeltaNet in-projection (32 blocks) no
-  // detectable difference; LFM2-1.2B's gate+up (64 blocks) was 3.5% slower at 16 and keeps the rule's 32).
-  const uint32_t tall = o.opt.matvec_rows_tall ? o.opt.matvec_rows_tall : !sw && i8 && nb < 64 ? 16u : 0u;
+  // Tall matrices of short rows (K < 2048 elements, < 64 blocks of 32) with int8 activations: 16 rows
+  // by default (H100 `bench ab`, switch record matvec_rows_class: Qwen2.5-1.5B's gate+up (K = 1536)
+  // step -1.3%, Qwen3.5-0.8B's Gated DeltaNet in-projection (K = 1024) no detectable difference;
+  // LFM2-1.2B's gate+up (K = 2048) was 3.5% slower at 16 and keeps the rule's 32).
+  const uint32_t tall = o.opt.matvec_rows_tall ? o.opt.matvec_rows_tall : !sw && i8 && W.K < 2048 ? 16u : 0u;
   const uint32_t by_class = head ? 0 : nb >= 192 ? wide : N >= 8192 ? tall : 0;
   uint32_t rows = o.opt.matvec_rows_per_workgroup ? o.opt.matvec_rows_per_workgroup
                   : by_class                      ? by_class

@@ -562,6 +562,7 @@ TEST(Ops, ArgmaxWorkgroups) {
         if (shape == 4) std::fill(v.begin() + 5, v.end(), -INFINITY);                  // masked logits
         if (shape == 4 && n > 2) v[5] = NAN, v[5 + n - 1] = -1e30f;  // only the last one unmasked
         if (shape == 5) std::fill(v.begin() + 5, v.end(), -INFINITY), v[5] = NAN;      // [NaN, -inf, ...]: id 0
+        if (shape == 5 && n > 2) v[5 + n - 1] = -3.402823466e38f;  // ... -FLT_MAX last: it wins (id n - 1)
         auto vb = e.upload(v);
         EXPECT_EQ(run_argmax(e, o, vb, 5, n), ref::argmax(v.data() + 5, n)) << "n=" << n << " G=" << g << " shape=" << shape;
       }

@@ -91,10 +91,10 @@ void silu_mul(const float* g, const float* u, float* y, uint32_t F) {
 }
 
 uint32_t argmax(const float* x, uint32_t n) {
-  // argmax.wgsl's scan: start at (-FLT_MAX, 0) and take a strictly larger value (a NaN compares
-  // false, so it never wins; nor do -inf and -FLT_MAX).
+  // argmax.wgsl's scan: no candidate until a value above -inf (the GPU starts at -FLT_MAX and also
+  // takes a value equal to it while it has none), then a strictly larger one; NaN compares false.
   uint32_t best = 0;
-  float bv = -std::numeric_limits<float>::max();
+  float bv = -std::numeric_limits<float>::infinity();
   for (uint32_t i = 0; i < n; ++i)
     if (x[i] > bv) bv = x[i], best = i;
   return best;

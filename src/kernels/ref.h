@@ -26,8 +26,8 @@ void silu_mul(const float* g, const float* u, float* y, uint32_t F);
 /// GELU, tanh approximation (transformers gelu_pytorch_tanh; Hendrycks & Gimpel 2016):
 /// 0.5 a (1 + tanh(sqrt(2/pi) (a + 0.044715 a^3))), in f32.
 float gelu_tanh(float a);
-/// Lowest index of the maximum among the values above -FLT_MAX (NaN, -inf and -FLT_MAX never win);
-/// 0 when none is above it (an empty, all-NaN or all -inf input). The GPU scan's rule (argmax.wgsl),
+/// Lowest index of the maximum among the values above -inf (NaN and -inf never win); 0 when there is
+/// none (an empty, all-NaN or all -inf input). The GPU scan's rule (argmax.wgsl),
 /// so the CPU sampler and forward_argmax agree on every input, masked (-inf) logits included.
 uint32_t argmax(const float* x, uint32_t n);
 /// Twin of ops.h causal_conv (same formula and summation order j = 0..L-1): rows t < T of x at

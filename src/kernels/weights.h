@@ -24,7 +24,7 @@ const char* wformat_define(WFormat f);  // "FMT_Q4_1", ...
 /// when q6k_packed (ModelOptions::q6k_packed, --q6k-packed), else to WFormat::Q8_F32 (10 bits per
 /// weight; the same dequantized values and kernel results). Throws wgllm::Error for types without a
 /// GPU path.
-WFormat gpu_format_for(DType t, bool q6k_packed = true);
+WFormat gpu_format_for(DType t, bool q6k_packed = false);
 
 /// CPU-side repacked weight: words[0, soff) quants, words[soff, ...) scales.
 struct PackedWeight {
@@ -38,7 +38,7 @@ struct PackedWeight {
 
 /// Repacks N rows of K elements of type t starting at `data` (GGUF row-major blocks) into
 /// gpu_format_for(t, q6k_packed). Throws wgllm::Error if K is not a multiple of the type's block size.
-PackedWeight pack_weight(DType t, const uint8_t* data, uint32_t K, uint32_t N, bool q6k_packed = true);
+PackedWeight pack_weight(DType t, const uint8_t* data, uint32_t K, uint32_t N, bool q6k_packed = false);
 
 /// A weight resident on the GPU.
 struct GpuWeight {
@@ -62,6 +62,6 @@ using RowReader = std::function<void(uint32_t r0, uint32_t n, uint8_t* dst)>;
 /// GPU throws.
 GpuWeight upload_weight_rows(gpu::Context& ctx, DType t, uint32_t K, uint32_t N, const RowReader& rows,
                              const std::string& label, uint64_t chunk_bytes = uint64_t(8) << 20,
-                             bool q6k_packed = true);
+                             bool q6k_packed = false);
 
 }  // namespace wgllm::kernels

@@ -116,7 +116,9 @@ fn put(r: u32, q: u32, raw: Raw) {
   let q6 = q6_half(raw.h.x, raw.h.y, raw.h.z, q % 2u);  // only this part's half
   wt[(q / 2u) * BN + r][(2u * q) % 4u] = q6.x;
   wt[(q / 2u) * BN + r][(2u * q) % 4u + 1u] = q6.y;
-  if (q % 2u == 0u) { wsc[r][q / 2u] = q6k_scale_of(raw.q.x, raw.q.y, raw.sel); }  // its block's scale
+  // Its block's scale, to a fixed component (a dynamic one may become a whole-vector write, e.g. in HLSL).
+  if (q == 0u) { wsc[r].x = q6k_scale_of(raw.q.x, raw.q.y, raw.sel); }
+  if (q == 2u) { wsc[r].y = q6k_scale_of(raw.q.x, raw.q.y, raw.sel); }
 #else
   wt[(q / 2u) * BN + r][(2u * q) % 4u] = raw.q.x;
   wt[(q / 2u) * BN + r][(2u * q) % 4u + 1u] = raw.q.y;

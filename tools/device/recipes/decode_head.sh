@@ -11,9 +11,10 @@
 #   ab       `bench ab` decode after a 512-token prompt, meter decode_ms_p50 (256 steps x 3 repetitions
 #            per run), 2 interleaved rounds: a null control (B = A = product) on the Qwen2.5 shape, then
 #            A = `--argmax-workgroups 1` (the one-workgroup scan), B = product on the four shapes
-#   q6k      `bench ab` A = `--no-q6k-packed` (Q6_K widened to 10 bits per weight), B = product (6.56 bits),
-#            decode after 512 and TTFT 512, on the four shapes; `bench diverge` product against
-#            q6k_packed=0 (must be 0 prompts: the same bits) on the Qwen2.5 and LFM2 shapes
+#   q6k      `bench ab` A = `--no-q6k-packed` (Q6_K widened to 10 bits per weight), B = `--q6k-packed` (6.56
+#            bits; the product until 2026-12-06), decode after 512 and TTFT 512, on the four shapes;
+#            `bench diverge` product against q6k_packed=1 (must be 0 prompts: the same bits) on the Qwen2.5
+#            and LFM2 shapes
 #   cand     `bench ab` A = product, B = each of CANDS (";"-separated flag sets) on the MODELS shapes (a set
 #            written "m1 m2@flags" on the shapes m1 m2 instead)
 #   repeat   where the step's time goes: `bench` (decode after 512, 256 steps x 3 repetitions) of the product,
@@ -23,7 +24,7 @@
 #   sweep    a kernel's marginal cost under other settings: for each "LABEL:cfg1;cfg2;..." of SWEEPS
 #            ("|"-separated) and each model of SWEEP_MODELS (default qwen25-1.5b lfm2-1.2b), `bench` (as
 #            repeat) with each cfg ("" = product) alone and with `--repeat-kernel LABEL`
-#   ttft     `bench ab` A = `--no-q6k-packed`, B = product, TTFT of a 512-token prompt (8 steps x 3
+#   ttft     `bench ab` A = `--no-q6k-packed`, B = `--q6k-packed`, TTFT of a 512-token prompt (8 steps x 3
 #            repetitions), 2 interleaved rounds, on the LFM2-1.2B and Qwen3.5-0.8B shapes (the tiled
 #            kernels' halved 6-bit unpacking)
 #   peers    (after the llama.cpp CUDA build from the carried sdist, ~5 min, started at the call's start:
@@ -83,11 +84,11 @@ for part in ${PARTS:-tests traffic ab}; do
     wg_ab null_qwen25-1.5b 150 --a "$A" --b "$A" $M
     for m in $ALL; do
       A="bench -m ${WG_SYNTH[$m]} $D"
-      wg_ab q6kwide_$m 150 --a "$A --no-q6k-packed" --b "$A" --metric decode_ms_p50,ttft_ms --rounds 2
+      wg_ab q6kwide_$m 150 --a "$A --no-q6k-packed" --b "$A --q6k-packed" --metric decode_ms_p50,ttft_ms --rounds 2
     done
     for m in qwen25-1.5b lfm2-1.2b; do
       wg_over && { fail "time budget: diverge $m not run"; continue; }
-      timeout 120 $B bench diverge -m ${WG_SYNTH[$m]} --prompts 24 --gen 64 --b q6k_packed=0 --json $R/diverge_q6k_$m.json \
+      timeout 120 $B bench diverge -m ${WG_SYNTH[$m]} --prompts 24 --gen 64 --b q6k_packed=1 --json $R/diverge_q6k_$m.json \
         > $R/diverge_q6k_$m.txt 2>&1 || fail "diverge $m (exit $?)"
       echo "== diverge $m: $(tail -1 $R/diverge_q6k_$m.txt)"
     done
@@ -147,7 +148,7 @@ for part in ${PARTS:-tests traffic ab}; do
   ttft)
     for m in lfm2-1.2b qwen35-0.8b; do
       A="bench -m ${WG_SYNTH[$m]} --prompt-lengths 512 --gen 8 --reps 3"
-      wg_ab ttft_q6kwide_$m 150 --a "$A --no-q6k-packed" --b "$A" --metric ttft_ms --rounds 2
+      wg_ab ttft_q6kwide_$m 150 --a "$A --no-q6k-packed" --b "$A --q6k-packed" --metric ttft_ms --rounds 2
     done
     el "ttft"
     ;;

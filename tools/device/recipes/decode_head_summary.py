@@ -4,12 +4,13 @@ the unpacked results.tgz of one call of tools/device/recipes/decode_head.sh). Wr
 ../shared/RESULTS.md) from raw/:
   null_<model>           `bench ab` B = A = product (null control)
   argmax1_<model>        `bench ab` A = --argmax-workgroups 1 (one workgroup), B = product (wgllm = B)
-  q6kwide_<model>        `bench ab` A = --no-q6k-packed (Q6_K widened), B = product (wgllm = B)
+  q6kwide_<model>        `bench ab` A = --no-q6k-packed (Q6_K widened), B = packed (explicit since 2026-12-06,
+                         the product before; wgllm = B)
   cand<N>_<model>        `bench ab` A = product, B = candidate N of raw/cands.txt (wgllm = B)
   vs_cuda_<model>        `bench ab` A = wgllm product, B = llama.cpp CUDA's llama-bench
   traffic_<model>.json   `bench --traffic`: TTFT, decode tok/s, dispatches per step, fraction of copy bandwidth
-  diverge_q6k_<model>    `bench diverge` product against q6k_packed=0: prompts whose greedy text departs
-  ttft_q6kwide_<model>   `bench ab` A = --no-q6k-packed, B = product, TTFT of a 512-token prompt (wgllm = B)
+  diverge_q6k_<model>    `bench diverge` product against the other Q6_K layout: prompts whose greedy text departs
+  ttft_q6kwide_<model>   `bench ab` A = --no-q6k-packed, B = packed, TTFT of a 512-token prompt (wgllm = B)
   repeat_<model>_<label> `bench` with --repeat-kernel <label> (product: without, before and after): the label's
                          marginal cost per decode step = its p50 step minus the mean of the two product runs'
   sweep<J>_<label>_<model>_c<I>[_rep]  the same for setting I of raw/sweeps.txt (c0 = product), each with its own
@@ -29,6 +30,10 @@ here = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else ".").resolve()
 raw = here / "raw"
 MODELS = {"qwen25-1.5b": "Qwen2.5-Coder-1.5B shape (synthetic)", "smollm2": "SmolLM2-135M shape (synthetic)",
           "lfm2-1.2b": "LFM2-1.2B shape (synthetic)", "qwen35-0.8b": "Qwen3.5-0.8B shape (synthetic)"}
+
+
+# B of the Q6_K layout A/Bs: the packed layout (the product until 2026-12-06, explicit since).
+PACKED = "--q6k-packed (Q6_K at 6.56 bits per weight; the product until 2026-12-06)"
 
 
 def rows_of(raw, tag):
@@ -53,7 +58,7 @@ def rows_of(raw, tag):
             kind, model = m.groups()
             peer, config = {"null": ("product (null control)", "product"),
                             "argmax1": ("--argmax-workgroups 1 (one workgroup)", "product"),
-                            "q6kwide": ("--no-q6k-packed (Q6_K widened to 10 bits per weight)", "product")}.get(
+                            "q6kwide": ("--no-q6k-packed (Q6_K widened to 10 bits per weight)", PACKED)}.get(
                                 kind, ("product", cands.get(kind, kind)))
             rows += ab_rows(f, MODELS[model], CTX + ("; TTFT of the same runs" if kind == "q6kwide" else ""), peer,
                             wgllm_is_b=True, config=config)
@@ -64,7 +69,7 @@ def rows_of(raw, tag):
             continue
         m = re.fullmatch(r"diverge_q6k_(.+)", stem)
         if m:
-            rows.append(diverge_row(f, MODELS[m.group(1)], "synthetic", "q6k_packed=0"))
+            rows.append(diverge_row(f, MODELS[m.group(1)], "synthetic", "the other Q6_K layout"))
 
 
     def p50(stem):
@@ -125,7 +130,7 @@ def rows_of(raw, tag):
         stem = os.path.basename(f)[:-5]
         rows += ab_rows(f, MODELS[stem[len("ttft_q6kwide_"):]], "TTFT of a 512-token prompt, 8 steps x 3 repetitions per "
                         "run, 2 interleaved rounds", "--no-q6k-packed (Q6_K widened to 10 bits per weight)",
-                        wgllm_is_b=True)
+                        wgllm_is_b=True, config=PACKED)
 
     for r in rows:
         if tag:
@@ -140,8 +145,11 @@ if any(d.is_dir() for d in raw.iterdir()):
     for d in sorted(x for x in raw.iterdir() if x.is_dir()):
         c = (d / "COMMIT.txt").read_text().strip() if (d / "COMMIT.txt").exists() else "?"
         rows += rows_of(d, f"{d.name}, binary {c}")
-    gpu = next(iter(sorted(raw.glob("*/gpu_before.txt"))))
-    (raw / "gpu_before.txt").write_text(gpu.read_text()) if not (raw / "gpu_before.txt").exists() else None
+    gpus = sorted(raw.glob("*/gpu_before.txt"))
+    if not gpus:
+        sys.exit(f"{raw}: no call folder has gpu_before.txt")
+    gpu_file = str(gpus[0].relative_to(raw))  # the first call's card (each call's is in its folder)
 else:
     rows = rows_of(raw, "")
-write_summary(here, rows, "gpu_before.txt")
+    gpu_file = "gpu_before.txt"
+write_summary(here, rows, gpu_file)
