@@ -55,6 +55,10 @@ struct MatmulBenchOpts {
   std::string json_path;
 };
 
+// --q6k-packed of bench matmul and bench matvec.
+constexpr const char* kQ6kPackedHelp =
+    "Q6_K weights in their 6.56-bit GPU layout or widened to 10 bits (default, as the product: ModelOptions::q6k_packed)";
+
 DType parse_type(const std::string& s) {
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K, DType::Q6_K})
     if (dtype_name(t) == s) return t;
@@ -235,7 +239,7 @@ std::function<int()> add_bench_matmul(CLI::App& app) {
   cmd->add_option("--type", b->type, "weight type: f32 f16 bf16 q4_0 q4_1 q8_0 q4_K q6_K (default q4_1)");
   cmd->add_flag("--per-row,!--no-per-row", b->per_row, "also time the per-row kernel (default on)");
   cmd->add_flag("--q6k-packed,!--no-q6k-packed", b->q6k_packed,
-                 "Q6_K weights in their 6.56-bit GPU layout or widened to 10 bits (default, as the product: ModelOptions::q6k_packed)");
+                 kQ6kPackedHelp);
   cmd->add_flag("--f16", b->f16, "also time each tile's f16 variant (needs shader-f16)");
   cmd->add_flag("--int8", b->int8, "also time the int8 variant (--matmul-int8: quantize_q8 + dot4I8Packed) of the auto tile and each tile");
   cmd->add_option("--reps", b->reps, "measured repetitions after one warm-up, 1..100000 (default 5)")->transform(integer(1, 100000));
@@ -437,7 +441,7 @@ std::function<int()> add_bench_matvec(CLI::App& app) {
   cmd->add_option("--prologues", b->prologues, "none, norm (fused RMSNorm), silu (fused SiLU gate) (default none)")
       ->delimiter(',');
   cmd->add_flag("--q6k-packed,!--no-q6k-packed", b->q6k_packed,
-                 "Q6_K weights in their 6.56-bit GPU layout or widened to 10 bits (default, as the product: ModelOptions::q6k_packed)");
+                 kQ6kPackedHelp);
   cmd->add_option("--tokens", b->tokens, "token counts T, 1..8 (default 1)")->delimiter(',')->transform(integer(1, 8));
   cmd->add_option("--reps", b->reps, "measured rounds (each: one submission of --burst dispatches per variant, variants in "
                   "a rotated order, weight copies used round-robin) after one warm-up round, 1..100000 (default 5)")

@@ -36,14 +36,40 @@ MODELS = {"qwen25-1.5b": "Qwen2.5-Coder-1.5B shape (synthetic)", "smollm2": "Smo
 PACKED = "--q6k-packed (Q6_K at 6.56 bits per weight; the product until 2026-12-06)"
 
 
+def table(raw, name):
+    """raw/<name> as {key: value} from its "key: value" lines (cands.txt, sweeps.txt), {} when absent."""
+    f = raw / name
+    return dict(line.partition(": ")[::2] for line in f.read_text().splitlines()) if f.exists() else {}
+
+
+def load(raw, stem):
+    """The `bench` JSON raw/<stem>.json, None when missing."""
+    f = raw / (stem + ".json")
+    return json.load(open(f)) if f.exists() else None
+
+
+def p50(raw, stem):
+    """The p50 decode step (ms) of a plain `bench` JSON, None when missing."""
+    j = load(raw, stem)
+    return j["runs"][0]["decode_latency_ms_p50"] if j else None
+
+
+def marginal_row(raw, model, label, rep_stem, base_ms, config, base_what):
+    """The marginal cost of `label` (the --repeat-kernel run rep_stem minus base_ms), [] when either is missing."""
+    rep = load(raw, rep_stem)
+    if rep is None or base_ms is None:
+        return []
+    n = rep.get("decode_dispatches", {}).get("by_kernel", {}).get(label)
+    return [{"model": MODELS[model], "weights": "synthetic", "metric": "kernel_marginal_us_per_step",
+             "context": f"`bench --repeat-kernel {label}` ({n} dispatches per step recorded twice): p50 decode step "
+                        f"after a 512-token prompt (256 steps x 3 repetitions) minus {base_what}",
+             "wgllm": round((rep["runs"][0]["decode_latency_ms_p50"] - base_ms) * 1000.0, 1), "ratio_ci": None,
+             "config": config, "label": label, "source": rep_stem + ".json"}]
+
+
 def rows_of(raw, tag):
     """The summary rows of one call's raw files (tag: appended to each row's context and source)."""
-    rows = []
-    cands = {}
-    if (raw / "cands.txt").exists():
-        for line in (raw / "cands.txt").read_text().splitlines():
-            k, _, v = line.partition(": ")
-            cands[k] = v
+    cands = table(raw, "cands.txt")
     CTX = "decode after a 512-token prompt, 256 steps x 3 repetitions per run, 2 interleaved rounds"
     rows = []
     for f in sorted(glob.glob(str(raw / "*.json"))):
@@ -70,51 +96,18 @@ def rows_of(raw, tag):
         m = re.fullmatch(r"diverge_q6k_(.+)", stem)
         if m:
             rows.append(diverge_row(f, MODELS[m.group(1)], "synthetic", "the other Q6_K layout"))
-
-
-    def p50(stem):
-        """The p50 decode step (ms) of a plain `bench` JSON in raw, None when missing."""
-        f = raw / (stem + ".json")
-        return json.load(open(f))["runs"][0]["decode_latency_ms_p50"] if f.exists() else None
-
-
-    def dispatches(stem, label):
-        f = raw / (stem + ".json")
-        return json.load(open(f)).get("decode_dispatches", {}).get("by_kernel", {}).get(label) if f.exists() else None
-
-
-    def marginal_row(model, label, rep_stem, base_ms, config, base_what):
-        rep = p50(rep_stem)
-        if rep is None or base_ms is None:
-            return []
-        n = dispatches(rep_stem, label)
-        return [{"model": MODELS[model], "weights": "synthetic", "metric": "kernel_marginal_us_per_step",
-                 "context": f"`bench --repeat-kernel {label}` ({n} dispatches per step recorded twice): p50 decode step "
-                            f"after a 512-token prompt (256 steps x 3 repetitions) minus {base_what}",
-                 "wgllm": round((rep - base_ms) * 1000.0, 1), "ratio_ci": None, "config": config, "label": label,
-                 "source": rep_stem + ".json"}]
-
-
     for f in sorted(glob.glob(str(raw / "repeat_*.json"))):
         stem = os.path.basename(f)[:-5]
         model = next((k for k in MODELS if stem.startswith(f"repeat_{k}_")), None)
-        if model is None:
-            continue
-        label = stem[len(f"repeat_{model}_"):]
+        label = stem[len(f"repeat_{model}_"):] if model else "product"
         if label.startswith("product"):
             continue
-        bases = [x for x in (p50(f"repeat_{model}_product"), p50(f"repeat_{model}_product_2")) if x is not None]
-        rows += marginal_row(model, label, stem, sum(bases) / len(bases) if bases else None, "product",
+        bases = [x for x in (p50(raw, f"repeat_{model}_product"), p50(raw, f"repeat_{model}_product_2")) if x is not None]
+        rows += marginal_row(raw, model, label, stem, sum(bases) / len(bases) if bases else None, "product",
                              "the mean of the product runs before and after the labels")
-    sweeps = {}
-    if (raw / "sweeps.txt").exists():
-        for line in (raw / "sweeps.txt").read_text().splitlines():
-            k, _, v = line.partition(": ")
-            sweeps[k] = v.replace("--repeat-kernel", "").split("  ")[0].strip()
+    sweeps = table(raw, "sweeps.txt")  # stem: its flags (the runs without --repeat-kernel, looked up below)
     for f in sorted(glob.glob(str(raw / "sweep*_c*.json"))):
         stem = os.path.basename(f)[:-5]
-        if stem.endswith("_rep"):
-            continue
         m = re.fullmatch(r"sweep\d+_(.+)_c(\d+)", stem)
         model = next((k for k in MODELS if m and m.group(1).endswith("_" + k)), None)
         if model is None:
@@ -123,19 +116,18 @@ def rows_of(raw, tag):
         cfg = sweeps.get(stem, "").strip() or "product"
         rows.append({"model": MODELS[model], "weights": "synthetic", "metric": "decode_ms_p50",
                      "context": "decode after a 512-token prompt, 256 steps x 3 repetitions, one run (the base of "
-                                f"the {label} marginal cost)", "wgllm": p50(stem), "ratio_ci": None, "config": cfg,
+                                f"the {label} marginal cost)", "wgllm": p50(raw, stem), "ratio_ci": None, "config": cfg,
                      "source": stem + ".json"})
-        rows += marginal_row(model, label, stem + "_rep", p50(stem), cfg, "the same setting's run without it")
+        rows += marginal_row(raw, model, label, stem + "_rep", p50(raw, stem), cfg, "the same setting's run without it")
     for f in sorted(glob.glob(str(raw / "ttft_q6kwide_*.json"))):
         stem = os.path.basename(f)[:-5]
         rows += ab_rows(f, MODELS[stem[len("ttft_q6kwide_"):]], "TTFT of a 512-token prompt, 8 steps x 3 repetitions per "
                         "run, 2 interleaved rounds", "--no-q6k-packed (Q6_K widened to 10 bits per weight)",
                         wgllm_is_b=True, config=PACKED)
-
     for r in rows:
         if tag:
-            r['context'] += f' ({tag})'
-            r['source'] = tag.split(',')[0] + '/' + r['source']
+            r["context"] += f" ({tag})"
+            r["source"] = tag.split(",")[0] + "/" + r["source"]
     return rows
 
 
