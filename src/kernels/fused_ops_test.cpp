@@ -488,6 +488,82 @@ TEST(FusedOps, MatmulQkvRopeKvPartsWithBiasBitIdenticalToUnfusedPath) {
   }
 }
 
+// --fuse-qkv-formats: a QKV projection in two weight types ([q | k] of 32-element blocks: Q4_K as
+// in Q4_K_M files, Q4_0, Q8_0; [v] Q6_K, widened) as ONE matvec.wgsl launch (P2) equals one
+// matmul_qkv_rope_kv launch per part bit for bit (rows, both caches), with int8 activations, under
+// the subgroup and tree reductions, several rows per workgroup / per thread settings, biases, both
+// pair layouts and T 1 and 3. Where the launch does not apply (prefetch on, the packed Q6_K
+// layout, int8 off), matmul_qkv_formats_applies says so and the two-part call throws.
+// Checked to fail: quantize16 with its scale from 16 / 127 of the block maximum (v rows and the v
+// cache differ); the second part's rows written at the first part's columns (q|k|v rows differ).
+TEST(FusedOps, MatmulQkvRopeKvTwoFormatsBitIdenticalToOneLaunchPerPart) {
+  auto& e = env();
+  const uint32_t K = 512, Hq = 4, Hkv = 2, HD = 16, rot = 8, ctx_len = 16, pos0 = 6;
+  const uint32_t Q = Hq * HD, KV = Hkv * HD, N = Q + 2 * KV;
+  const auto table = rope_table(ctx_len, rot, 10000.0);
+  auto tb = e.upload(table);
+  const auto v_blocks = random_blocks(DType::Q6_K, K, KV, 91);
+  const GpuWeight Wv = upload_weight(*e.ctx, pack_weight(DType::Q6_K, v_blocks.data(), K, KV), "v");
+  const GpuWeight Wv_packed = upload_weight(*e.ctx, pack_weight(DType::Q6_K, v_blocks.data(), K, KV, true), "v packed");
+  ASSERT_EQ(Wv.fmt, WFormat::Q8_F32);
+  std::vector<KernelOptions> kos(5);
+  for (KernelOptions& k : kos) k.matvec_subgroup = 1, k.matvec_int8 = 1;
+  kos[1].matvec_subgroup_ops = false;
+  kos[2].matvec_rows_per_workgroup = 6, kos[2].matvec_rows_per_thread = 2;
+  kos[3].matvec_rows_per_workgroup = 8, kos[3].matvec_rows_per_thread = 4, kos[3].matvec_lanes = 32;
+  kos[4].matvec_lanes = 16, kos[4].matvec_subgroup_ops = false;
+  // (first part's type, options, bias, neox, T): each options set once with biases, NeoX, one token;
+  // the plain GGUF pairs and three tokens once (pipelines compile slowly on software adapters).
+  struct Case { DType t1; size_t ko; bool bias, neox; uint32_t T; };
+  std::vector<Case> cases{{DType::Q4_K, 0, false, false, 3}, {DType::Q4_0, 0, true, true, 1}, {DType::Q8_0, 2, true, true, 1}};
+  for (size_t vi = 0; vi < kos.size(); ++vi) cases.push_back({DType::Q4_K, vi, true, true, 1});
+  for (const Case& c : cases) {
+    const auto qk_blocks = random_blocks(c.t1, K, Q + KV, 17);
+    const GpuWeight Wqk = upload_weight(*e.ctx, pack_weight(c.t1, qk_blocks.data(), K, Q + KV), "qk");
+    const uint32_t T = c.T;
+    auto o = e.op(kos[c.ko]);
+    const std::string what = dtype_name(c.t1) + " options#" + std::to_string(c.ko) + " bias=" + std::to_string(c.bias) +
+                             " neox=" + std::to_string(c.neox) + " T=" + std::to_string(T);
+    ASSERT_TRUE(matmul_qkv_formats_applies(o, Wqk, Wv, T)) << what;
+    const auto x = randn(size_t(T) * K, 29 + T, 2.0f), nw = randn(K, 3), bv = randn(N, 5, 0.5f);
+    auto xb = e.upload(x), nwb = e.upload(nw), bb = e.upload(bv);
+    const auto zero = std::vector<float>(size_t(ctx_len) * KV), y0 = randn(size_t(T) * N, 3);
+    auto y1 = e.upload(y0), y2 = e.upload(y0);
+    auto k1 = e.upload(zero), v1 = e.upload(zero), k2 = e.upload(zero), v2 = e.upload(zero);
+    QkvRopeKv r1{Q, KV, HD, rot, pos0, c.neox, &tb, k1, v1}, r2{Q, KV, HD, rot, pos0, c.neox, &tb, k2, v2};
+    r1.bias = r2.bias = c.bias ? &bb : nullptr;
+    e.rec.begin();
+    matmul_qkv_rope_kv(o, Wqk, {xb, 0}, K, &nwb, 1e-5f, {y1, 0}, N, T, r1);
+    r1.row0 = Q + KV;
+    matmul_qkv_rope_kv(o, Wv, {xb, 0}, K, &nwb, 1e-5f, {y1, Q + KV}, N, T, r1);
+    matmul_qkv_rope_kv(o, Wqk, Wv, {xb, 0}, K, &nwb, 1e-5f, {y2, 0}, N, T, r2);
+    e.rec.submit();
+    EXPECT_TRUE(same_bits(e.download(y2, y0.size()), e.download(y1, y0.size()))) << what << " q|k|v rows";
+    EXPECT_TRUE(same_bits(e.download(k2, zero.size()), e.download(k1, zero.size()))) << what << " k cache";
+    EXPECT_TRUE(same_bits(e.download(v2, zero.size()), e.download(v1, zero.size()))) << what << " v cache";
+  }
+  // Where one launch does not apply.
+  const auto qk_blocks = random_blocks(DType::Q4_K, K, Q + KV, 17);
+  const GpuWeight Wqk = upload_weight(*e.ctx, pack_weight(DType::Q4_K, qk_blocks.data(), K, Q + KV), "qk");
+  KernelOptions ko = kos[0];
+  EXPECT_FALSE(matmul_qkv_formats_applies(e.op(ko), Wqk, Wv_packed, 1)) << "packed Q6_K";
+  EXPECT_FALSE(matmul_qkv_formats_applies(e.op(ko), Wv, Wqk, 1)) << "parts swapped";
+  EXPECT_FALSE(matmul_qkv_formats_applies(e.op(ko), Wqk, Wv, kFusedMaxTokens + 1)) << "prefill";
+  ko.matvec_prefetch = true;
+  EXPECT_FALSE(matmul_qkv_formats_applies(e.op(ko), Wqk, Wv, 1)) << "prefetch";
+  ko = kos[0], ko.matvec_int8 = 0;
+  EXPECT_FALSE(matmul_qkv_formats_applies(e.op(ko), Wqk, Wv, 1)) << "f32 activations";
+  ko = kos[0], ko.fuse_qkv_formats = false;
+  auto off = e.op(ko);
+  EXPECT_FALSE(matmul_qkv_formats_applies(off, Wqk, Wv, 1)) << "switch off";
+  auto xb = e.upload(std::vector<float>(K)), yb = e.upload(std::vector<float>(N));
+  auto kc = e.upload(std::vector<float>(size_t(ctx_len) * KV));
+  const QkvRopeKv rk{Q, KV, HD, rot, pos0, false, &tb, kc, kc};
+  e.rec.begin();
+  EXPECT_THROW(matmul_qkv_rope_kv(off, Wqk, Wv, {xb, 0}, K, nullptr, 0.0f, {yb, 0}, N, 1, rk), Error);
+  e.rec.submit();
+}
+
 TEST(FusedOps, FusedMatmulsRejectPrefillSizes) {
   auto& e = env();
   auto blocks = random_blocks(DType::Q8_0, 32, 4, 1);

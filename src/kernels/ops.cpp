@@ -142,9 +142,9 @@ void add_fused_variant(Defines& d, std::vector<Bind>& binds, Prologue pro, const
 
 // The storage bindings of a matmul / matvec dispatch: the kernel's own, then those
 // add_fused_variant() numbered (the norm weights or the gate, the RoPE table, the caches, the bias).
-std::vector<gpu::Binding> fused_bindings(std::initializer_list<gpu::Binding> own, Prologue pro, const gpu::Buffer* norm_w,
+std::vector<gpu::Binding> fused_bindings(std::vector<gpu::Binding> own, Prologue pro, const gpu::Buffer* norm_w,
                                          const QkvRopeKv* rope, const ConvIn* conv = nullptr) {
-  std::vector<gpu::Binding> b(own);
+  std::vector<gpu::Binding> b = std::move(own);
   if (pro == Prologue::Norm || pro == Prologue::Gate) b.emplace_back(*norm_w);
   if (rope) {
     b.insert(b.end(), {gpu::Binding(*rope->table), rope->kc, rope->vc});
@@ -158,10 +158,10 @@ struct MatmulParams {
   uint32_t K, N, T, nb, soff, x_off, x_stride, y_off, y_stride;
   float eps;
   uint32_t u_off, pos0, q_rows, kv_rows, hd, rot, table_pairs, row0, n_split;
-  uint32_t conv_c = 0, conv_l = 0, conv_s_off = 0, pad1 = 0, pad2 = 0;
+  uint32_t conv_c = 0, conv_l = 0, conv_s_off = 0, n2 = 0, soff2 = 0;  // n2, soff2: matvec.wgsl P2's second part
 };
 WGLLM_PARAMS(MatmulParams, K, N, T, nb, soff, x_off, x_stride, y_off, y_stride, eps, u_off, pos0, q_rows, kv_rows, hd,
-             rot, table_pairs, row0, n_split, conv_c, conv_l, conv_s_off, pad1, pad2);
+             rot, table_pairs, row0, n_split, conv_c, conv_l, conv_s_off, n2, soff2);
 MatmulParams matmul_params(const GpuWeight& W, F32Ref x, uint32_t x_stride, F32Ref y, uint32_t y_stride, uint32_t T,
                            float eps, uint32_t u_off, const QkvRopeKv* rope) {
   return {W.K, W.N, T, W.K / W.block, W.soff, x.off, x_stride, y.off, y_stride, eps, u_off,
@@ -197,12 +197,21 @@ gpu::TrafficBytes matmul_traffic(const GpuWeight& W, uint32_t T, bool accumulate
 // to whole multiples of 64 blocks so that few variants exist.
 uint32_t matvec_int8_blocks(const GpuWeight& W) { return (W.K / W.block + 63) / 64 * 64; }
 
+// Workgroup bytes of an int8 matvec launch: the activation blocks (with P2, a second part of
+// 16-element blocks: twice the block scales), the row sums (at most one float per invocation) and
+// rms_sum's slots.
+uint64_t matvec_int8_bytes(const OpContext& o, const GpuWeight& W, bool p2) {
+  const uint64_t blocks = matvec_int8_blocks(W);
+  return blocks * W.block + blocks * 8 * (p2 ? 2 : 1) +
+         uint64_t(o.ctx.info().limits.maxComputeInvocationsPerWorkgroup) * 4 + 1024;
+}
+
 // One matvec.wgsl dispatch (T <= kFusedMaxTokens; see matmul_impl for the arguments): one token
 // per grid row, matvec_shape's rows per workgroup.
 void matvec_impl(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, F32Ref y, uint32_t y_stride,
                  uint32_t T, bool accumulate, const char* label, gpu::Traffic y_kind, Prologue pro,
                  const gpu::Buffer* norm_w, float eps, uint32_t u_off, const QkvRopeKv* rope,
-                 const AttentionPartials* parts = nullptr, const ConvIn* conv = nullptr) {
+                 const AttentionPartials* parts = nullptr, const ConvIn* conv = nullptr, const GpuWeight* W2 = nullptr) {
   const bool vec4 = o.opt.vec4_activations && x.off % 4 == 0 && x_stride % 4 == 0 && W.block % 4 == 0 &&
                     u_off % 4 == 0 && pro != Prologue::Combine;
   const MatvecShape sh = matvec_shape(o, W, conv ? 3 : rope ? 2 : 1);
@@ -216,7 +225,7 @@ void matvec_impl(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, 
                                           i8 && o.opt.matvec_prefetch, uint32_t(pro), rope != nullptr,
                                           rope && rope->neox, rope && rope->bias,
                                           pro == Prologue::Combine ? W.K / parts->HD : 0u,
-                                          pro == Prologue::Combine ? W.K : 0u, conv != nullptr};
+                                          pro == Prologue::Combine ? W.K : 0u, conv != nullptr, W2 != nullptr};
   const gpu::Pipeline& p = memoized(o, sig, [&]() -> const gpu::Pipeline& {
     Defines d = weight_defines(o, W);
     d["ROWS"] = std::to_string(rows);
@@ -232,6 +241,11 @@ void matvec_impl(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, 
     d["PF"] = i8 && o.opt.matvec_prefetch ? "1" : "0";  // --matvec-prefetch: the I8 path only
     std::vector<Bind> binds{Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::ReadOnly};
     d["B_W4"] = "3";
+    d["P2"] = W2 ? "1" : "0";
+    if (W2) {
+      d["B_W2"] = "4";
+      binds.push_back(Bind::ReadOnly);
+    }
     add_fused_variant(d, binds, pro, rope, conv);
     if (pro == Prologue::Combine) {
       d["CH"] = std::to_string(W.K / parts->HD);
@@ -247,9 +261,20 @@ void matvec_impl(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, 
     prm.hd = parts->HD, prm.n_split = parts->n_split;
     tb.r(gpu::Traffic::Activations, 4ull * T * x_stride);
   }
+  uint32_t gx = ceil_div(W.N, rows);
+  if (W2) {  // its weights, its rows written and their cache rows; the activations are read once
+    QkvRopeKv r2 = *rope;
+    r2.row0 += W.N;
+    gpu::TrafficBytes t2 = matmul_traffic(*W2, T, accumulate, y_kind, Prologue::None, &r2);
+    t2.read[size_t(gpu::Traffic::Activations)] = 0;
+    for (size_t k = 0; k < size_t(gpu::Traffic::kCount); ++k) tb.read[k] += t2.read[k], tb.written[k] += t2.written[k];
+    prm.n2 = W2->N, prm.soff2 = W2->soff;
+    gx += ceil_div(W2->N, rows);
+  }
   o.rec.declare(tb);
-  const uint32_t gx = ceil_div(W.N, rows);
-  o.rec.dispatch(p, fused_bindings({W.buf, x.buf, y.buf, W.buf}, pro, norm_w, rope, conv), prm, gx, T, 1, label);
+  std::vector<gpu::Binding> own{W.buf, x.buf, y.buf, W.buf};
+  if (W2) own.emplace_back(W2->buf);
+  o.rec.dispatch(p, fused_bindings(own, pro, norm_w, rope, conv), prm, gx, T, 1, label);
 }
 
 // One matmul dispatch; `norm_w`/`eps` for Prologue::Norm, `u_off` (elements after x's row start)
@@ -287,10 +312,8 @@ void matmul_impl(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, 
 }  // namespace
 
 bool matvec_uses_int8(const OpContext& o, const GpuWeight& W) {
-  // Beside the int8 blocks: the row sums (at most one float per invocation) and rms_sum's slots.
-  const uint64_t bytes = uint64_t(matvec_int8_blocks(W)) * (W.block + 8) +
-                         uint64_t(o.ctx.info().limits.maxComputeInvocationsPerWorkgroup) * 4 + 1024;
-  return on_for_gpus(o, o.opt.matvec_int8) && W.fmt != WFormat::F32 && bytes <= o.ctx.info().limits.maxComputeWorkgroupStorageSize;
+  return on_for_gpus(o, o.opt.matvec_int8) && W.fmt != WFormat::F32 &&
+         matvec_int8_bytes(o, W, false) <= o.ctx.info().limits.maxComputeWorkgroupStorageSize;
 }
 
 namespace {
@@ -416,15 +439,48 @@ void matmul_silu(OpContext& o, const GpuWeight& W, const gpu::Buffer& src, uint3
               Prologue::Silu, nullptr, 0.0f, u_off - g_off);
 }
 
+namespace {
+void check_qkv_rope_kv(const char* who, uint32_t T, uint32_t rows, const QkvRopeKv& r) {
+  if (T > kFusedMaxTokens) throw Error(std::string(who) + ": at most " + std::to_string(kFusedMaxTokens) + " tokens");
+  if (r.rot % 2 || r.rot > r.HD || r.HD % 2 || r.q_rows % r.HD || r.kv_rows % r.HD || r.row0 % r.HD || rows % r.HD ||
+      uint64_t(r.row0) + rows > uint64_t(r.q_rows) + 2ull * r.kv_rows)
+    throw Error(std::string(who) +
+                ": rows must be whole heads of [q | k | v] of an even head_dim, rotary dims even and <= head_dim");
+  if (!r.table || !r.kc.buf || !r.vc.buf) throw Error(std::string(who) + ": table and caches are required");
+}
+}  // namespace
+
 void matmul_qkv_rope_kv(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, const gpu::Buffer* norm_w, float eps,
                         F32Ref y, uint32_t y_stride, uint32_t T, const QkvRopeKv& r, const char* label) {
-  if (T > kFusedMaxTokens) throw Error("matmul_qkv_rope_kv: at most " + std::to_string(kFusedMaxTokens) + " tokens");
-  if (r.rot % 2 || r.rot > r.HD || r.HD % 2 || r.q_rows % r.HD || r.kv_rows % r.HD || r.row0 % r.HD || W.N % r.HD ||
-      uint64_t(r.row0) + W.N > uint64_t(r.q_rows) + 2ull * r.kv_rows)
-    throw Error("matmul_qkv_rope_kv: rows must be whole heads of [q | k | v] of an even head_dim, rotary dims even and <= head_dim");
-  if (!r.table || !r.kc.buf || !r.vc.buf) throw Error("matmul_qkv_rope_kv: table and caches are required");
+  check_qkv_rope_kv("matmul_qkv_rope_kv", T, W.N, r);
   matmul_impl(o, W, x, x_stride, y, y_stride, T, false, label, gpu::Traffic::Activations,
               norm_w ? Prologue::Norm : Prologue::None, norm_w, eps, 0, &r);
+}
+
+bool matmul_qkv_formats_applies(const OpContext& o, const GpuWeight& W1, const GpuWeight& W2, uint32_t T) {
+  if (!o.opt.fuse_qkv_formats || T > kFusedMaxTokens || T > matvec_max_tokens(o) || o.opt.matvec_prefetch) return false;
+  if (W1.block != 32 || W2.fmt != WFormat::Q8_F32 || W1.K != W2.K || W2.soff % 4) return false;
+  if (!matvec_uses_int8(o, W1) || !matvec_uses_int8(o, W2) ||
+      matvec_int8_bytes(o, W1, true) > o.ctx.info().limits.maxComputeWorkgroupStorageSize)
+    return false;
+  // Each part's rows keep the order of its own launch: the same lanes and reduction (matvec.wgsl
+  // header); both launch shapes must fit.
+  std::string why1, why2;
+  const MatvecShape a = matvec_shape_fit(o, W1, 2, why1), b = matvec_shape_fit(o, W2, 2, why2);
+  return why1.empty() && why2.empty() && a.lanes == b.lanes && a.subgroup == b.subgroup &&
+         uint64_t(ceil_div(W1.N, a.rows)) + ceil_div(W2.N, a.rows) <= o.ctx.info().limits.maxComputeWorkgroupsPerDimension;
+}
+
+void matmul_qkv_rope_kv(OpContext& o, const GpuWeight& W1, const GpuWeight& W2, F32Ref x, uint32_t x_stride,
+                        const gpu::Buffer* norm_w, float eps, F32Ref y, uint32_t y_stride, uint32_t T, const QkvRopeKv& r,
+                        const char* label) {
+  check_qkv_rope_kv("matmul_qkv_rope_kv (two parts)", T, W1.N + W2.N, r);
+  if (W1.N % r.HD) throw Error("matmul_qkv_rope_kv (two parts): the first part must be whole heads");
+  if (!matmul_qkv_formats_applies(o, W1, W2, T))
+    throw Error("matmul_qkv_rope_kv (two parts): off (--fuse-qkv-formats), or the parts' types, launch shapes or "
+                "int8 activations do not allow one launch");
+  matvec_impl(o, W1, x, x_stride, y, y_stride, T, false, label, gpu::Traffic::Activations,
+              norm_w ? Prologue::Norm : Prologue::None, norm_w, eps, 0, &r, nullptr, nullptr, &W2);
 }
 
 bool matmul_conv_in_applies(const OpContext& o, const GpuWeight& W, uint32_t T) {

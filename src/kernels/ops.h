@@ -148,6 +148,22 @@ struct QkvRopeKv {
 void matmul_qkv_rope_kv(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, const gpu::Buffer* norm_w, float eps,
                         F32Ref y, uint32_t y_stride, uint32_t T, const QkvRopeKv& r, const char* label = "attn_qkv");
 
+/// True when the two-part form below may record W1 and W2 (KernelOptions::fuse_qkv_formats,
+/// --fuse-qkv-formats): T <= kFusedMaxTokens on the matrix-vector kernel with int8 activations for
+/// both parts (matvec_uses_int8) and the larger workgroup memory fitting, W1 of 32-element blocks
+/// (Q4_0, Q4_1, Q4_K, Q8_0), W2 in FMT_Q8_F32 (Q6_K widened: --q6k-packed off), the same K, no
+/// --matvec-prefetch, and both parts' own launch shapes (matvec_shape, rows in pairs) with the same
+/// lanes and reduction, so that every row keeps the summation order of its part's own launch.
+bool matmul_qkv_formats_applies(const OpContext& o, const GpuWeight& W1, const GpuWeight& W2, uint32_t T);
+/// matmul_qkv_rope_kv of a projection in two parts of different weight types in ONE dispatch
+/// (matvec.wgsl P2; Q4_K_M files keep V in Q6_K in half the layers): W1's rows start at r.row0 of
+/// [q | k | v] and y, W2's follow them (r.row0 + W1.N). Bit-identical to matmul_qkv_rope_kv of W1
+/// (row0) then of W2 (row0 + W1.N) (kernels/fused_ops_test.cpp). Throws wgllm::Error when
+/// !matmul_qkv_formats_applies(o, W1, W2, T) or for the shapes matmul_qkv_rope_kv rejects.
+void matmul_qkv_rope_kv(OpContext& o, const GpuWeight& W1, const GpuWeight& W2, F32Ref x, uint32_t x_stride,
+                        const gpu::Buffer* norm_w, float eps, F32Ref y, uint32_t y_stride, uint32_t T, const QkvRopeKv& r,
+                        const char* label = "attn_qkv");
+
 /// The causal conv of matmul_conv_in's epilogue (LFM2 ShortConv; transformers
 /// models/lfm2/modeling_lfm2.py Lfm2ShortConv.slow_forward): C channels, kernel of L taps, the
 /// depthwise weights [C][L] f32 (`weight`) and the rolling state [L - 1][C] f32 (channel index

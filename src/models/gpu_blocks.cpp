@@ -127,17 +127,24 @@ void GpuModel::attention(Pass& p, uint32_t layer, const Vector& norm, const Atte
                      kernels::attention_decode_applies(o, as1) &&
                      !(sparse_.index && kernels::sparse_attention_used(o.opt, as1));
   if (p.segs.size() == 1 && !w.gate && !w.qk_norm && o.opt.fuse_qkv_rope_kv && T <= kernels::kFusedMaxTokens) {
-    // Decode: norm (--fuse-norm), QKV (one dispatch per part of one weight type), the biases,
-    // RoPE and the KV store in one dispatch per part.
+    // Decode: norm (--fuse-norm), QKV (one dispatch per part of one weight type, or one for two
+    // parts with --fuse-qkv-formats), the biases, RoPE and the KV store in the same dispatch.
     KvState& kv = p.segs[0].seq->kv(layer);
     kernels::QkvRopeKv rk{Q, KV, HD, c_.rope_dims, p.segs[0].pos0, c_.rope_neox, &table,
                           kv.keys().binding(), kv.values().binding()};
     rk.bias = w.biased ? &w.bqkv : nullptr;
     const NormedInput in = normed_input(o, norm, T);
-    for (const StackedPart& part : w.qkv) {
-      rk.row0 = part.row0;
-      kernels::matmul_qkv_rope_kv(o, part.w, {in.x, 0}, D, in.norm, c_.rms_eps, {proj_, part.row0}, S, T, rk,
-                                  part.label.c_str());
+    if (w.qkv.size() == 2 && kernels::matmul_qkv_formats_applies(o, w.qkv[0].w, w.qkv[1].w, T)) {
+      // --fuse-qkv-formats: both parts (e.g. [q | k] Q4_K and [v] Q6_K) in one launch.
+      rk.row0 = w.qkv[0].row0;
+      kernels::matmul_qkv_rope_kv(o, w.qkv[0].w, w.qkv[1].w, {in.x, 0}, D, in.norm, c_.rms_eps, {proj_, rk.row0}, S, T,
+                                  rk, "attn_qkv");
+    } else {
+      for (const StackedPart& part : w.qkv) {
+        rk.row0 = part.row0;
+        kernels::matmul_qkv_rope_kv(o, part.w, {in.x, 0}, D, in.norm, c_.rms_eps, {proj_, part.row0}, S, T, rk,
+                                    part.label.c_str());
+      }
     }
   } else {
     record_norm_proj(o, c_, x_, norm, h_, std::span<const StackedPart>(w.qkv), proj_, S, T, norm_label_);

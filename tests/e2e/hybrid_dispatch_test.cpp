@@ -14,7 +14,9 @@
 //                         qk_norm_rope_kv, attention, sigmoid_gate, attn_output, ffn_gate_up, ffn_down
 // and the Qwen2 attention layer (fuse_qkv_rope_kv; biases in the QKV epilogue): attn_qkv, or attn_qk
 // and attn_v where V has another weight type, [attn_qkv_bias, rope_kv_store]
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <set>
 
@@ -183,6 +185,45 @@ TEST(HybridDispatch, Qwen2AttentionLayerDecode) {
     EXPECT_EQ(n["attn_qkv_bias"], fused ? 0u : 2u);
     EXPECT_EQ(n["rope_kv_store"], fused ? 0u : 2u);
   }
+}
+
+// Qwen2 (tiny, 2 layers of d 256; layer 1's V in Q6_K, its Q and K Q8_0, as Q4_K_M files' mixed
+// layers), int8 activations on the matrix-vector kernel (forced: software adapters default both
+// off): with --fuse-qkv-formats layer 1's two parts are one attn_qkv launch; without, attn_qk and
+// attn_v. The logits of a prompt, a 5-token forward and decode steps are bit-identical either way.
+TEST(HybridDispatch, Qwen2QkvTwoFormatsInOneLaunch) {
+  TinyLlamaSpec s;
+  s.d = 256, s.head_dim = 64, s.q8_projections = true, s.q6k_last_v = true;
+  const std::string path = write_tiny_gguf("qwen2_q6k_v.gguf", tiny_llama_family_doc("qwen2", s));
+  std::vector<float> logits[2];
+  for (bool fused : {true, false}) {
+    KernelOptions k;
+    k.matvec_subgroup = 1, k.matvec_int8 = 1;
+    k.fuse_qkv_formats = fused;
+    auto n = decode_step_labels(path, k);
+    EXPECT_EQ(n["attn_qkv"], fused ? 2u : 1u) << "fused " << fused;
+    EXPECT_EQ(n["attn_qk"], fused ? 0u : 1u) << "fused " << fused;
+    EXPECT_EQ(n["attn_v"], fused ? 0u : 1u) << "fused " << fused;
+    auto src = ModelSource::open(path);
+    ModelOptions o;
+    o.context_length = 64;
+    o.kernels = k;
+    auto m = create_model(*src, o);
+    auto seq = m->new_sequence();
+    std::vector<float> l;
+    m->forward(*seq, std::vector<int32_t>{3, 9, 27, 81, 115, 5, 6, 7, 8, 9, 10}, nullptr);
+    m->forward(*seq, std::vector<int32_t>{11, 12, 13, 14, 15}, &l);
+    std::vector<float>& all = logits[fused];
+    all = l;
+    for (int i = 0; i < 4; ++i) {
+      const int32_t t = int32_t(std::max_element(l.begin(), l.end()) - l.begin());
+      m->forward(*seq, std::span<const int32_t>(&t, 1), &l);
+      all.insert(all.end(), l.begin(), l.end());
+    }
+  }
+  ASSERT_EQ(logits[0].size(), logits[1].size());
+  EXPECT_EQ(std::memcmp(logits[0].data(), logits[1].data(), logits[0].size() * 4), 0)
+      << "--fuse-qkv-formats changed the logits bits";
 }
 
 // The warm-up compiles every kernel variant a conversation of the hybrids uses, including both

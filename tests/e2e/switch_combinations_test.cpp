@@ -9,7 +9,8 @@
 // opt-in because some extremes (32 lanes per matmul row: emulated barriers) take minutes on a
 // software adapter. The configurations are a pairwise covering array over all of them (every pair
 // of switches meets in all four level combinations: 10 rows for up to 126 switches) plus the
-// defaults and "every switch at its other level". For each configuration and architecture:
+// defaults, "every switch at its other level" and the hardware-GPU product (the defaults with every
+// three-state switch on). For each configuration and architecture:
 //   - every pipeline the configuration's forwards use is created (pipeline_count() > 0, no error),
 //     including the switched sparse-attention pipelines (compile_switched_pipelines);
 //   - a 13-token prefill (T > 8: the unfused kernels), a 5-token forward (the fused decode path,
@@ -123,7 +124,8 @@ std::vector<Factor> factors() {
 constexpr int kRows = 10;  // C(9, 5) = 126 columns available
 
 /// The covering array's rows (levels per factor), then the defaults and "all other levels".
-std::vector<std::vector<int>> configurations(size_t n_factors) {
+std::vector<std::vector<int>> configurations(const std::vector<Factor>& f) {
+  const size_t n_factors = f.size();
   std::vector<uint32_t> words;
   for (uint32_t w = 0; w < (1u << kRows) && words.size() < n_factors; ++w)
     if (!(w & 1) && __builtin_popcount(w) == kRows / 2) words.push_back(w);
@@ -133,6 +135,13 @@ std::vector<std::vector<int>> configurations(size_t n_factors) {
     for (size_t c = 0; c < words.size(); ++c) rows[r][c] = (words[c] >> r) & 1;
   rows.push_back(std::vector<int>(n_factors, -1));  // -1: the switch's default
   rows.push_back(std::vector<int>(n_factors, 1));
+  // The product on hardware GPUs: the defaults with every three-state switch on (int8 activations,
+  // the matrix-vector and tiled kernels: what a software adapter's defaults leave off), so that the
+  // fast paths that need several of them at once run together (e.g. --fuse-qkv-formats).
+  std::vector<int> gpu(n_factors, -1);
+  for (size_t i = 0; i < n_factors; ++i)
+    if (f[i].s->kind == SwitchKind::Tri) gpu[i] = 1;
+  rows.push_back(gpu);
   return rows;
 }
 
@@ -150,12 +159,13 @@ std::string describe(const std::vector<Factor>& f, const std::vector<int>& row) 
 // ---- tiny models ----
 /// llama / qwen2 (Q/K/V biases) / gemma3 (q/k norms, post norms, sliding window): 2 layers, d 128,
 /// 4 query / 2 KV heads of 32 (the flash and tiled attention kernels cover it), FFN 96, vocab 128;
-/// projections Q8_0 with equal types (the fused QKV and gate/up paths apply; qwen2's last layer keeps
-/// V in f32, so its QKV projection is two parts), the rest f32.
+/// projections Q8_0 with equal types (the fused QKV and gate/up paths apply), the rest f32. qwen2: d 256
+/// with 8 query heads, its last layer's V in Q6_K (a QKV projection in two parts of two types, as in
+/// Q4_K_M files: --fuse-qkv-formats's one launch where int8 activations are on).
 GgufDoc tiny_doc(const std::string& arch) {
   TinyLlamaSpec s;
   s.d = 128, s.head_dim = 32, s.context = 2048, s.sliding_window = 100, s.q8_projections = true;
-  s.f32_last_v = arch == "qwen2";
+  if (arch == "qwen2") s.d = 256, s.heads = 8, s.q6k_last_v = true, s.q8_scale = 0.7f;  // (d x w^2 as at d 128)
   s.seed = uint32_t(arch.size() * 7 + 3);
   return tiny_llama_family_doc(arch, s);
 }
@@ -218,7 +228,7 @@ TEST_P(SwitchCombinations, EveryPairCompilesAndMatchesCpu) {
   const char* only_row = std::getenv("WGLLM_SWITCH_ROW");
   const std::string keep = std::getenv("WGLLM_SWITCH_KEEP") ? "," + std::string(std::getenv("WGLLM_SWITCH_KEEP")) + "," : "";
   int row_index = -1;
-  for (std::vector<int> row : configurations(f.size())) {
+  for (std::vector<int> row : configurations(f)) {
     ++row_index;
     if (only_row && std::atoi(only_row) != row_index) continue;
     if (!keep.empty())
@@ -271,7 +281,8 @@ TEST_P(SwitchCombinations, EveryPairCompilesAndMatchesCpu) {
     // int8 activations in the prefill matmuls (--matmul-int8; the tiny models' projections are Q8_0):
     // lavapipe 2026-12-02, these random-weight models: llama 0.46, qwen2 0.95 (vs f32 3e-5).
     // --matvec-int8 (decode, matrix-vector kernel): CI 2026-12-02 on lavapipe, same models: qwen2 1.06,
-    // llama 0.41, gemma3 0.044; both int8 switches round activations to 8 bits per block alike.
+    // llama 0.41, gemma3 0.044; both int8 switches round activations to 8 bits per block alike. The qwen2
+    // model of d 256 with a Q6_K V (2026-12-06, lavapipe): 1.34.
     const bool int8 = (on(k.matmul_int8) && on(k.matmul_tiled)) || (on(k.matvec_int8) && on(k.matvec_subgroup));
     // f16: the bound of docs/FLAGS.md --matmul-tiled-f16 (0.3: the tiny qwen2 model reached 0.2018 on
     // the H200's real f16 arithmetic, 2026-12-02, bench/results/2026-12-02-h200-parity/); int8: the

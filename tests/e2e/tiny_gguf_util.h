@@ -44,13 +44,27 @@ inline std::string write_tiny_gguf(const std::string& name, const GgufDoc& d) {
 
 /// n / 32 random Q8_0 blocks: f16 scale 0.25 / 127 x (1, 2 or 3 by block), int8 quants in
 /// [-127, 127].
-inline std::vector<uint8_t> q8_0_random(uint64_t n, std::mt19937& rng) {
+inline std::vector<uint8_t> q8_0_random(uint64_t n, std::mt19937& rng, float scale = 1.0f) {
   std::vector<uint8_t> b;
   for (uint64_t i = 0; i < n / 32; ++i) {
-    const uint16_t d = f32_to_f16(0.25f / 127.0f * float(1 + i % 3));
+    const uint16_t d = f32_to_f16(scale * 0.25f / 127.0f * float(1 + i % 3));
     b.push_back(uint8_t(d & 0xff));
     b.push_back(uint8_t(d >> 8));
     for (int j = 0; j < 32; ++j) b.push_back(uint8_t(int8_t(int(rng() % 255) - 127)));
+  }
+  return b;
+}
+
+/// n weights (a multiple of 256) as random Q6_K super-blocks (ggml block_q6_K: ql[128], qh[64],
+/// int8 scales[16], f16 d; w = d * scale * (q - 32)), |w| up to ~0.35.
+inline std::vector<uint8_t> q6_k_random(uint64_t n, std::mt19937& rng, float scale = 1.0f) {
+  std::vector<uint8_t> b;
+  for (uint64_t i = 0; i < n / 256; ++i) {
+    for (int j = 0; j < 128 + 64; ++j) b.push_back(uint8_t(rng()));
+    for (int j = 0; j < 16; ++j) b.push_back(uint8_t(int8_t(int(rng() % 31) - 15)));
+    const uint16_t d = f32_to_f16(scale * 0.00075f * float(1 + i % 3));
+    b.push_back(uint8_t(d & 0xff));
+    b.push_back(uint8_t(d >> 8));
   }
   return b;
 }
@@ -63,6 +77,9 @@ struct TinyLlamaSpec {
   bool q8_projections = false;  // Q8_0 attention / FFN projections (q8_0_random); else f32 N(0, sd)
   bool f32_last_v = false;      // with q8_projections: the last layer's attn_v stays f32 (a layer of
                                 // mixed types, as the Q6_K V layers of Q4_K_M files)
+  bool q6k_last_v = false;      // with q8_projections: the last layer's attn_v in Q6_K (d a multiple of 256),
+                                // as Q4_K_M files keep it
+  float q8_scale = 1.0f;        // the Q8_0 (and Q6_K) projections' weights times this
   uint32_t seed = 7;
 };
 
@@ -86,7 +103,7 @@ inline GgufDoc tiny_llama_family_doc(const std::string& arch, const TinyLlamaSpe
   auto t = [&](const std::string& name, std::vector<uint64_t> shape, float base, float sd, bool proj = false) {
     uint64_t n = 1;
     for (uint64_t x : shape) n *= x;
-    if (proj && s.q8_projections) return void(d.add_tensor(name, DType::Q8_0, std::move(shape), q8_0_random(n, rng)));
+    if (proj && s.q8_projections) return void(d.add_tensor(name, DType::Q8_0, std::move(shape), q8_0_random(n, rng, s.q8_scale)));
     std::vector<float> v(n);
     for (float& x : v) x = base + sd * nd(rng);
     d.add_tensor(name, DType::F32, std::move(shape), bytes_of(v));
@@ -100,7 +117,10 @@ inline GgufDoc tiny_llama_family_doc(const std::string& arch, const TinyLlamaSpe
     t(p + "attn_norm.weight", {D}, 1.0f, 0.1f);
     t(p + "attn_q.weight", {D, Q}, 0.0f, 0.2f, true);
     t(p + "attn_k.weight", {D, KV}, 0.0f, 0.2f, true);
-    t(p + "attn_v.weight", {D, KV}, 0.0f, 0.2f, !(s.f32_last_v && l + 1 == s.layers));
+    if (s.q8_projections && s.q6k_last_v && l + 1 == s.layers)
+      d.add_tensor(p + "attn_v.weight", DType::Q6_K, {D, KV}, q6_k_random(D * KV, rng, s.q8_scale));
+    else
+      t(p + "attn_v.weight", {D, KV}, 0.0f, 0.2f, !(s.f32_last_v && l + 1 == s.layers));
     if (arch == "qwen2") {
       t(p + "attn_q.bias", {Q}, 0.0f, 0.5f);
       t(p + "attn_k.bias", {KV}, 0.0f, 0.5f);

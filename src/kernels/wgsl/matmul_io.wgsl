@@ -8,7 +8,8 @@
 // (quant.wgsl), x/y offsets and strides (floats), eps (NORM), u_off (SILU: the up half; GATE: the
 // gate), pos0, q_rows, kv_rows, hd, rot, table_pairs, row0 (ROPE: the matrix's row 0 is row row0
 // of the [q | k | v] rows, a multiple of hd: a projection split into parts by weight type); hd and
-// n_split (COMBINE: the head dim and the key splits of the partials). Then the activation
+// n_split (COMBINE: the head dim and the key splits of the partials); n2, soff2 (matvec.wgsl P2:
+// the rows and the scale offset of the second weight part). Then the activation
 // accessors both kernels read through: xv (4 stored
 // elements), and with NORM rms_x (one element, for rms_sum.wgsl) and nw4 (4 norm weights); the row
 // map row_of and, with ROPE, the epilogue rope_store. act4 is the activation load with its prologue
@@ -19,7 +20,7 @@
 // [conv_c][conv_l]) and writes C_c * conv to y[y_off + c] instead of the three rows.
 struct P { K: u32, N: u32, T: u32, nb: u32, soff: u32, x_off: u32, x_stride: u32, y_off: u32, y_stride: u32,
            eps: f32, u_off: u32, pos0: u32, q_rows: u32, kv_rows: u32, hd: u32, rot: u32, table_pairs: u32,
-           row0: u32, n_split: u32, conv_c: u32, conv_l: u32, conv_s_off: u32, pad1: u32, pad2: u32 }
+           row0: u32, n_split: u32, conv_c: u32, conv_l: u32, conv_s_off: u32, n2: u32, soff2: u32 }
 @group(0) @binding(0) var<storage, read> w: array<u32>;
 #if VEC4
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
@@ -163,13 +164,13 @@ fn act4(xb: u32, k: u32, inv: f32) -> vec4<f32> {
 // dims of a q or k head, virtual rows 2p / 2p + 1 are the two rows of rotation pair p (2p, 2p + 1 in
 // the GGUF layout, p and p + rot/2 with NEOX). Otherwise the identity. Rows are the matrix's own;
 // heads are counted from its row 0 (p.row0 is a multiple of hd, so the map stays in the matrix).
-fn row_of(v: u32) -> u32 {
+fn row_of_at(v: u32, r0: u32) -> u32 {
 #if CONV
   if (v >= p.N) { return v; }
   return (v % 3u) * p.conv_c + v / 3u;  // triple (B_c, C_c, x_c) of channel c = v / 3
 #endif
 #if ROPE
-  if (v + p.row0 >= p.q_rows + p.kv_rows) { return v; }
+  if (v + r0 >= p.q_rows + p.kv_rows) { return v; }
   let j = v % p.hd;
   if (j >= p.rot) { return v; }
 #if NEOX
@@ -182,24 +183,28 @@ fn row_of(v: u32) -> u32 {
 #endif
 }
 
+// The row map of the dispatch's (first) weight part, whose row 0 is row p.row0 of [q | k | v].
+fn row_of(v: u32) -> u32 { return row_of_at(v, p.row0); }
+
 #if ROPE
 // The ROPE epilogue for output row n = row_of(vrow) of token t (the matrix's rows; row n + row0 of
 // [q | k | v]): its sum (with BIAS plus its bias, add_bias.wgsl's addition), rotated with the pair's
 // other sum pv (read only where vrow lies in the rotated dims of a q or k head; with BIAS plus the
 // other row's bias) by rope.wgsl's table and expressions, goes to y and, for k / v rows, to the
-// caches at position pos0 + t: bit-identical to matmul, add_bias, rope, kv_store.
-fn rope_store(vrow: u32, n: u32, t: u32, sum: f32, pv: f32) {
+// caches at position pos0 + t: bit-identical to matmul, add_bias, rope, kv_store. r0: the row of
+// [q | k | v] of the part's row 0 (p.row0, or p.row0 + p.N for matvec.wgsl's second part P2).
+fn rope_store_at(vrow: u32, n: u32, t: u32, sum: f32, pv: f32, r0: u32) {
   let j = vrow % p.hd;
-  let g = n + p.row0;  // row of [q | k | v]
+  let g = n + r0;  // row of [q | k | v]
   var out = sum;
 #if BIAS
   out = out + qb[g];
 #endif
-  if (vrow + p.row0 < p.q_rows + p.kv_rows && j < p.rot) {
+  if (vrow + r0 < p.q_rows + p.kv_rows && j < p.rot) {
     let first = (vrow & 1u) == 0u;
     let c = cs[(p.pos0 + t) * p.table_pairs + j / 2u];
 #if BIAS
-    let po = pv + qb[row_of(vrow ^ 1u) + p.row0];
+    let po = pv + qb[row_of_at(vrow ^ 1u, r0) + r0];
 #else
     let po = pv;
 #endif
@@ -207,12 +212,13 @@ fn rope_store(vrow: u32, n: u32, t: u32, sum: f32, pv: f32) {
     let b = select(out, po, first);
     if (first) { out = a * c.x - b * c.y; } else { out = a * c.y + b * c.x; }
   }
-  y[p.y_off + t * p.y_stride + n] = out;
+  y[p.y_off + t * p.y_stride + g - p.row0] = out;  // (a second part's rows follow the first's)
   if (g >= p.q_rows) {
     let e = g - p.q_rows;
     if (e < p.kv_rows) { kc[(p.pos0 + t) * p.kv_rows + e] = out; } else { vc[(p.pos0 + t) * p.kv_rows + e - p.kv_rows] = out; }
   }
 }
+fn rope_store(vrow: u32, n: u32, t: u32, sum: f32, pv: f32) { rope_store_at(vrow, n, t, sum, pv, p.row0); }
 #endif
 
 #if CONV

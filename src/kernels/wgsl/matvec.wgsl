@@ -1,4 +1,4 @@
-// defines: ROWS RPT R2 R4 LANES SUBGROUP ADD BE BE16 BE32 NORM ROPE I8 XBLK PF B_W4
+// defines: ROWS RPT R2 R4 LANES SUBGROUP ADD BE BE16 BE32 NORM ROPE I8 XBLK PF B_W4 P2 B_W2?
 // matvec: the matrix-vector kernel for forwards of T <= 8 tokens (decode; KernelOptions::
 // matvec_subgroup, --matvec-subgroup): y[t, n] (+)= sum_k W[n, k] * x[t, k] for a quantized/float
 // weight W (N x K, layouts in quant.wgsl) and f32 activations x (T x K). One token per workgroup
@@ -46,6 +46,14 @@
 //         never take this path.
 //   PF    (numeric, 0 or 1; I8 only, else ignored) the words of each thread's first two weight blocks
 //         per row are loaded before the prologue (--matvec-prefetch): a scheduling knob, bit-identical.
+//   P2    a second weight part of another type in the same launch (--fuse-qkv-formats: the QKV
+//         projection of a Q4_K_M layer whose V is Q6_K; with I8 and ROPE, PF 0, the first part of
+//         32-element blocks): the first ceil(N / ROWS) workgroups compute the first part (binding 0 /
+//         B_W4, p.N rows from row p.row0 of [q | k | v]), the others the second part (binding B_W2:
+//         FMT_Q8_F32 words, p.n2 rows following the first part's, its scales at word p.soff2), with
+//         16-element int8 activation blocks (quantize16 / qa / qdot16: the expressions the BE16 kernel
+//         uses for FMT_Q8_F32). A row's order still depends on LANES and SUBGROUP only: each part's rows are
+//         bit-identical to that part's own launch with the same LANES (the host checks it).
 #include matmul_io
 @group(0) @binding({{B_W4}}) var<storage, read> w4: array<vec4<u32>>;
 
@@ -60,7 +68,13 @@ const PF: u32 = {{PF}}u;  // 1: the first weight blocks loaded before the prolog
 const XBLK: u32 = {{XBLK}}u;
 const QV: u32 = BE / 16u;  // vec4<u32> of int8 activations per block (2 for 32-element blocks)
 var<workgroup> xq: array<vec4<u32>, XBLK * QV>;  // int8 activations, 4 per word, block-major
+#if P2
+var<workgroup> xsc: array<vec2<f32>, XBLK * 2u>; // per block (16-element blocks in the second part)
+@group(0) @binding({{B_W2}}) var<storage, read> wq2: array<vec4<u32>>;  // the second part's words
+var<private> second: bool;  // this workgroup computes the second part (workgroup-uniform)
+#else
 var<workgroup> xsc: array<vec2<f32>, XBLK>;      // per block: (d_x, d_x * sum of its q)
+#endif
 #endif
 
 #include quant
@@ -270,11 +284,53 @@ fn qdot_w(x: WP, bi: u32, a: QA) -> f32 {
 #endif
 }
 fn qdot(bi: u32, a: QA) -> f32 { return qdot_w(wload(bi), bi, a); }
+#if P2
+// The second part (FMT_Q8_F32, 16-element blocks): quantize_block, qact and qdot_w as the BE16
+// kernel specialises them for FMT_Q8_F32 (same expressions, same order).
+fn quantize16(xb: u32, i: u32, inv: f32) {
+  let k = i * 16u;
+  let v0 = xs(xb, k, inv);
+  let v1 = xs(xb, k + 4u, inv);
+  let v2 = xs(xb, k + 8u, inv);
+  let v3 = xs(xb, k + 12u, inv);
+  let m = max(max(amax4(v0), amax4(v1)), max(amax4(v2), amax4(v3)));
+  let id = select(0.0, 127.0 / m, m > 0.0);
+  let q0 = vec4<u32>(q8x4(v0, id), q8x4(v1, id), q8x4(v2, id), q8x4(v3, id));
+  let s = dot4I8Packed(q0.x, ONES) + dot4I8Packed(q0.y, ONES) + dot4I8Packed(q0.z, ONES) + dot4I8Packed(q0.w, ONES);
+  xq[i] = q0;
+  let d = m / 127.0;
+  xsc[i] = vec2<f32>(d, d * f32(s));
+}
+fn qdot16(bi: u32, a: QA) -> f32 {
+  let q = wq2[bi];
+  let sw = p.soff2 + bi;  // (soff2: a multiple of 4 words)
+  let sc = bitcast<f32>(wq2[sw / 4u][sw % 4u]);
+  return sc * (a.s.x * f32(dot_b4(q, a.a0)));
+}
+// The activation block and block product of this workgroup's part.
+fn qa(ab: u32) -> QA {
+  if (second) {
+    var a: QA;
+    a.a0 = xq[ab];
+    a.s = xsc[ab];
+    return a;
+  }
+  return qact(ab);
+}
+fn qd(bi: u32, a: QA) -> f32 {
+  if (second) { return qdot16(bi, a); }
+  return qdot(bi, a);
+}
+#else
+fn qa(ab: u32) -> QA { return qact(ab); }
+fn qd(bi: u32, a: QA) -> f32 { return qdot(bi, a); }
+#endif
 #endif
 
-// First block index of the weight row of virtual row v; rows past N read row N - 1 (their sums
-// are never written), so every thread runs the same loads.
-fn wrow(v: u32) -> u32 { return min(row_of(v), p.N - 1u) * p.nb; }
+// First block index of the weight row of virtual row v of a part (its row 0 at r0 of [q | k | v],
+// n rows of nb blocks); rows past n read row n - 1 (their sums are never written), so every thread
+// runs the same loads.
+fn wrow(v: u32, r0: u32, n: u32, nb: u32) -> u32 { return min(row_of_at(v, r0), n - 1u) * nb; }
 
 // The full sum of row slot `slot` after the reduction (see the header).
 fn row_sum(slot: u32, sgs: u32) -> f32 {
@@ -297,16 +353,36 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
 #endif
   let lane = lid.x % LANES;
   let slot0 = lid.x / LANES * RPT;  // this thread's first row slot in the workgroup
-  let v0 = wid.x * ROWS + slot0;
+#if I8
+#if P2
+  let g1 = (p.N + ROWS - 1u) / ROWS;  // the first part's workgroups
+  second = wid.x >= g1;
+  let wx = select(wid.x, wid.x - g1, second);  // workgroup index within the part
+  let prow0 = select(p.row0, p.row0 + p.N, second);
+  let pn = select(p.N, p.n2, second);
+  let nb = select(p.nb, p.K / 16u, second);
+#else
+  let wx = wid.x;
+  let prow0 = p.row0;
+  let pn = p.N;
+  let nb = p.nb;
+#endif
+#else
+  let wx = wid.x;
+  let prow0 = p.row0;
+  let pn = p.N;
+  let nb = p.nb;
+#endif
+  let v0 = wx * ROWS + slot0;
   let t = wid.y;
   let xb = p.x_off + t * p.x_stride;
-  let w0 = wrow(v0);
+  let w0 = wrow(v0, prow0, pn, nb);
 #if R2
-  let w1 = wrow(v0 + 1u);
+  let w1 = wrow(v0 + 1u, prow0, pn, nb);
 #endif
 #if R4
-  let w2 = wrow(v0 + 2u);
-  let w3 = wrow(v0 + 3u);
+  let w2 = wrow(v0 + 2u, prow0, pn, nb);
+  let w3 = wrow(v0 + 3u, prow0, pn, nb);
 #endif
 #if I8
   // PF 1: the words of the thread's first weight blocks (blocks lane and lane + LANES of each of
@@ -325,7 +401,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   var pe3: WP;
   var po3: WP;
 #endif
-  if (PF == 1u && lane < p.nb) {
+  if (PF == 1u && lane < nb) {
     pe0 = wload(w0 + lane);
 #if R2
     pe1 = wload(w1 + lane);
@@ -334,7 +410,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     pe2 = wload(w2 + lane);
     pe3 = wload(w3 + lane);
 #endif
-    if (lane + LANES < p.nb) {
+    if (lane + LANES < nb) {
       po0 = wload(w0 + lane + LANES);
 #if R2
       po1 = wload(w1 + lane + LANES);
@@ -356,7 +432,15 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   let inv = 1.0;
 #endif
 #if I8
-  for (var i = lid.x; i < p.nb; i += THREADS) { quantize_block(xb, i, inv); }
+#if P2
+  if (second) {
+    for (var i = lid.x; i < nb; i += THREADS) { quantize16(xb, i, inv); }
+  } else {
+    for (var i = lid.x; i < nb; i += THREADS) { quantize_block(xb, i, inv); }
+  }
+#else
+  for (var i = lid.x; i < nb; i += THREADS) { quantize_block(xb, i, inv); }
+#endif
   workgroupBarrier();
 #endif
   var e0 = 0.0;
@@ -373,7 +457,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
 #endif
   var b = lane;
 #if I8
-  if (PF == 1u && b + LANES < p.nb) {  // the first step, from the prefetched words
+  if (PF == 1u && b + LANES < nb) {  // the first step, from the prefetched words
     let qe = qact(b);
     let qo = qact(b + LANES);
     e0 += qdot_w(pe0, w0 + b, qe);
@@ -390,24 +474,24 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
 #endif
     b += 2u * LANES;
   }
-  for (; b + LANES < p.nb; b += 2u * LANES) {
-    let qe = qact(b);
-    let qo = qact(b + LANES);
-    e0 += qdot(w0 + b, qe);
-    o0 += qdot(w0 + b + LANES, qo);
+  for (; b + LANES < nb; b += 2u * LANES) {
+    let qe = qa(b);
+    let qo = qa(b + LANES);
+    e0 += qd(w0 + b, qe);
+    o0 += qd(w0 + b + LANES, qo);
 #if R2
-    e1 += qdot(w1 + b, qe);
-    o1 += qdot(w1 + b + LANES, qo);
+    e1 += qd(w1 + b, qe);
+    o1 += qd(w1 + b + LANES, qo);
 #endif
 #if R4
-    e2 += qdot(w2 + b, qe);
-    o2 += qdot(w2 + b + LANES, qo);
-    e3 += qdot(w3 + b, qe);
-    o3 += qdot(w3 + b + LANES, qo);
+    e2 += qd(w2 + b, qe);
+    o2 += qd(w2 + b + LANES, qo);
+    e3 += qd(w3 + b, qe);
+    o3 += qd(w3 + b + LANES, qo);
 #endif
   }
-  if (PF == 1u && b == lane && b < p.nb) {  // a lone block (p.nb <= lane + LANES), prefetched
-    let qe = qact(b);
+  if (PF == 1u && b == lane && b < nb) {  // a lone block (nb <= lane + LANES), prefetched
+    let qe = qa(b);
     e0 += qdot_w(pe0, w0 + b, qe);
 #if R2
     e1 += qdot_w(pe1, w1 + b, qe);
@@ -416,19 +500,19 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     e2 += qdot_w(pe2, w2 + b, qe);
     e3 += qdot_w(pe3, w3 + b, qe);
 #endif
-  } else if (b < p.nb) {
-    let qe = qact(b);
-    e0 += qdot(w0 + b, qe);
+  } else if (b < nb) {
+    let qe = qa(b);
+    e0 += qd(w0 + b, qe);
 #if R2
-    e1 += qdot(w1 + b, qe);
+    e1 += qd(w1 + b, qe);
 #endif
 #if R4
-    e2 += qdot(w2 + b, qe);
-    e3 += qdot(w3 + b, qe);
+    e2 += qd(w2 + b, qe);
+    e3 += qd(w3 + b, qe);
 #endif
   }
 #else
-  for (; b + LANES < p.nb; b += 2u * LANES) {
+  for (; b + LANES < nb; b += 2u * LANES) {
     let xe = act_block(xb, b * BE, inv);
     let xo = act_block(xb, (b + LANES) * BE, inv);
     e0 += block_dot(load_wide(w0 + b), xe);
@@ -444,7 +528,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     o3 += block_dot(load_wide(w3 + b + LANES), xo);
 #endif
   }
-  if (b < p.nb) {
+  if (b < nb) {
     let xe = act_block(xb, b * BE, inv);
     e0 += block_dot(load_wide(w0 + b), xe);
 #if R2
@@ -504,16 +588,16 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   // Lane i < RPT of a group writes the group's row slot i.
   if (lane >= RPT) { return; }
   let slot = slot0 + lane;
-  let vrow = wid.x * ROWS + slot;
-  let n = row_of(vrow);
-  if (n >= p.N) { return; }
+  let vrow = wx * ROWS + slot;
+  let n = row_of_at(vrow, prow0);
+  if (n >= pn) { return; }
   let sum = row_sum(slot, sgs);
 #if CONV
   // The x row of a triple (slots 3i, 3i + 1, 3i + 2 of one workgroup: ROWS a multiple of 3).
   if (vrow % 3u == 2u) { conv_store(vrow / 3u, row_sum(slot - 2u, sgs), row_sum(slot - 1u, sgs), sum); }
 #else
 #if ROPE
-  rope_store(vrow, n, t, sum, row_sum(slot ^ 1u, sgs));  // the pair's other row (ROWS even: same workgroup)
+  rope_store_at(vrow, n, t, sum, row_sum(slot ^ 1u, sgs), prow0);  // the pair's other row (ROWS even: same workgroup)
 #else
   let yi = p.y_off + t * p.y_stride + n;
 #if ADD

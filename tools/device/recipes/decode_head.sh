@@ -5,7 +5,8 @@
 # Parts (PARTS, in this order by default):
 #   tests    kernels_test Ops.Argmax*, Ops.EmbedRmsnormSiluArgmax (the CPU sampler's argmax), Ops.Q6K* (the
 #            6-bit Q6_K layout against the widened one, bit for bit) and the per-type matmul tests, and
-#            the carried matmul_int8_test / matmul_tiled_test / fused_ops_test
+#            the carried matmul_int8_test / matmul_tiled_test / fused_ops_test, and hybrid_dispatch_test's
+#            Qwen2 QKV launches (--fuse-qkv-formats: one launch, logits bits unchanged) when carried
 #   traffic  `bench --traffic` (bytes and GPU time per kernel with timestamps, dispatches per step) on
 #            the Qwen2.5-1.5B, SmolLM2, LFM2-1.2B and Qwen3.5-0.8B shapes, product configuration
 #   ab       `bench ab` decode after a 512-token prompt, meter decode_ms_p50 (256 steps x 3 repetitions
@@ -30,6 +31,9 @@
 #   peers    (after the llama.cpp CUDA build from the carried sdist, ~5 min, started at the call's start:
 #            no timed run during it) `bench ab` the product against llama.cpp CUDA (decode after 512,
 #            TTFT 512) on the Qwen2.5-1.5B and SmolLM2 shapes
+#   turns    `bench multi-turn --turns 30` (session TTFT per turn, turn 30 / turn 2) on TURNS_MODELS (smollm2)
+#   peers4096 (after the llama.cpp CUDA build) `bench ab` TTFT of a 4096-token prompt, the product against
+#            llama.cpp CUDA, on PEERS4096_MODELS (smollm2)
 # Staging: python3 tools/device/pack.py --bin wgllm kernels_test --gl [--llamacpp] --extra /tmp/synth2=synth
 # Calls (2026-12-06): (1) BUDGET_S=420 PARTS="tests traffic ab" (the argmax split);
 #        (2) BUDGET_S=560 PARTS="tests traffic q6k peers" (with --llamacpp; the Q6_K layout, then the
@@ -38,7 +42,7 @@
 set -u
 source tools/device/remote.sh
 wg_results
-case " ${PARTS:-tests traffic ab} " in *" peers "*) wg_start_llamacpp_cuda ;; esac
+case " ${PARTS:-tests traffic ab} " in *" peers "* | *" peers4096 "*) wg_start_llamacpp_cuda ;; esac
 wg_synth_begin --gpu gpu_before.txt qwen25-1.5b smollm2 lfm2-1.2b qwen35-0.8b
 el "synthetic files"
 Q=${WG_SYNTH[qwen25-1.5b]}
@@ -59,6 +63,10 @@ for part in ${PARTS:-tests traffic ab}; do
       timeout 120 $W/bin/$t > $R/test_$t.log 2>&1
       echo "$t: exit $?" | tee -a $R/tests.txt; tail -1 $R/test_$t.log
     done
+    if [ -x $W/bin/hybrid_dispatch_test ]; then  # (writes its tiny GGUFs; no fixtures needed by these)
+      timeout 120 $W/bin/hybrid_dispatch_test --gtest_filter='*TwoFormats*:*Qwen2Attention*' > $R/test_hybrid_dispatch.log 2>&1
+      echo "hybrid_dispatch_test Qwen2 QKV: exit $?" | tee -a $R/tests.txt; tail -1 $R/test_hybrid_dispatch.log
+    fi
     el "tests"
     ;;
   traffic)
@@ -160,6 +168,22 @@ for part in ${PARTS:-tests traffic ab}; do
         --b-cmd "bash tools/peers/peer_llamacpp.sh $LB_CUDA ${WG_SYNTH[$m]} 512 128" --metric ttft_ms,decode_tok_s --rounds 2
     done
     el "peers"
+    ;;
+  turns)
+    for m in ${TURNS_MODELS:-smollm2}; do
+      timeout 200 $B bench multi-turn -m ${WG_SYNTH[$m]} --turns 30 --json $R/multiturn_$m.json > $R/multiturn_$m.txt 2>&1 ||
+        fail "multi-turn $m (exit $?)"
+      tail -2 $R/multiturn_$m.txt
+    done
+    el "turns"
+    ;;
+  peers4096)
+    wg_wait_llamacpp 420 || { fail "llama.cpp CUDA build not done: $(tail -2 $W/lcpp.log | tr '\n' ' ')"; exit 1; }
+    for m in ${PEERS4096_MODELS:-smollm2}; do
+      wg_ab ttft4096_vs_cuda_$m 200 --a "bench -m ${WG_SYNTH[$m]} --prompt-lengths 4096 --gen 16 --reps 1" \
+        --b-cmd "bash tools/peers/peer_llamacpp.sh $LB_CUDA ${WG_SYNTH[$m]} 4096 16" --metric ttft_ms --rounds 2
+    done
+    el "peers4096"
     ;;
   esac
 done

@@ -8,6 +8,8 @@ the unpacked results.tgz of one call of tools/device/recipes/decode_head.sh). Wr
                          the product before; wgllm = B)
   cand<N>_<model>        `bench ab` A = product, B = candidate N of raw/cands.txt (wgllm = B)
   vs_cuda_<model>        `bench ab` A = wgllm product, B = llama.cpp CUDA's llama-bench
+  ttft4096_vs_cuda_<model> the same, TTFT of a 4096-token prompt
+  multiturn_<model>      `bench multi-turn --turns 30` (session TTFT turn 30 / turn 2)
   traffic_<model>.json   `bench --traffic`: TTFT, decode tok/s, dispatches per step, fraction of copy bandwidth
   diverge_q6k_<model>    `bench diverge` product against the other Q6_K layout: prompts whose greedy text departs
   ttft_q6kwide_<model>   `bench ab` A = --no-q6k-packed, B = packed, TTFT of a 512-token prompt (wgllm = B)
@@ -23,7 +25,7 @@ import re
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from summarize import ab_rows, bench_rows, diverge_row, write_summary  # noqa: E402 (tools/device/summarize.py)
+from summarize import ab_rows, bench_rows, diverge_row, multiturn_rows, write_summary  # noqa: E402 (tools/device/summarize.py)
 import json  # noqa: E402
 
 here = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else ".").resolve()
@@ -78,6 +80,15 @@ def rows_of(raw, tag):
         if m:
             rows += ab_rows(f, MODELS[m.group(1)], "prompt 512, 128 decode steps (llama-bench -d 512)", "llama.cpp-cuda",
                             wgllm_is_b=False)
+            continue
+        m = re.fullmatch(r"ttft4096_vs_cuda_(.+)", stem)
+        if m:
+            rows += ab_rows(f, MODELS[m.group(1)], "TTFT of a 4096-token prompt (llama-bench -p 4096), 2 interleaved "
+                            "rounds", "llama.cpp-cuda", wgllm_is_b=False)
+            continue
+        m = re.fullmatch(r"multiturn_(.+)", stem)
+        if m:
+            rows += [dict(r, model=MODELS[m.group(1)], weights="synthetic") for r in multiturn_rows(f)]
             continue
         m = re.fullmatch(r"(null|argmax1|q6kwide|cand\d+)_(.+)", stem)
         if m:
