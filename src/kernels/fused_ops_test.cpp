@@ -491,39 +491,50 @@ TEST(FusedOps, MatmulQkvRopeKvPartsWithBiasBitIdenticalToUnfusedPath) {
 // --fuse-qkv-formats: a QKV projection in two weight types ([q | k] of 32-element blocks: Q4_K as
 // in Q4_K_M files, Q4_0, Q8_0; [v] Q6_K, widened) as ONE matvec.wgsl launch (P2) equals one
 // matmul_qkv_rope_kv launch per part bit for bit (rows, both caches), with int8 activations, under
-// the subgroup and tree reductions, several rows per workgroup / per thread settings, biases, both
-// pair layouts and T 1 and 3. Where the launch does not apply (prefetch on, the packed Q6_K
-// layout, int8 off), matmul_qkv_formats_applies says so and the two-part call throws.
-// Checked to fail: quantize16 with its scale from 16 / 127 of the block maximum (v rows and the v
-// cache differ); the second part's rows written at the first part's columns (q|k|v rows differ).
+// the subgroup and tree reductions, several rows per workgroup / per thread settings (ROWS 10: a
+// partial last workgroup in each part), biases, both pair layouts, T 1 to 3, and K 512 and 4096
+// (several blocks per lane accumulator). Where the launch does not apply (prefetch on, the packed
+// Q6_K layout, int8 off), matmul_qkv_formats_applies says so and the two-part call throws. (Parts
+// whose own launches have different lanes are refused too; software adapters give every matrix 8.)
+// Checked to fail: quantize16's scale as m / 127.5 instead of m / 127 (v rows and the v cache
+// differ); the second part's rows written at the first part's columns (q|k|v rows differ).
 TEST(FusedOps, MatmulQkvRopeKvTwoFormatsBitIdenticalToOneLaunchPerPart) {
   auto& e = env();
-  const uint32_t K = 512, Hq = 4, Hkv = 2, HD = 16, rot = 8, ctx_len = 16, pos0 = 6;
+  const uint32_t Hq = 4, Hkv = 2, HD = 16, rot = 8, ctx_len = 16, pos0 = 6;
   const uint32_t Q = Hq * HD, KV = Hkv * HD, N = Q + 2 * KV;
   const auto table = rope_table(ctx_len, rot, 10000.0);
   auto tb = e.upload(table);
-  const auto v_blocks = random_blocks(DType::Q6_K, K, KV, 91);
-  const GpuWeight Wv = upload_weight(*e.ctx, pack_weight(DType::Q6_K, v_blocks.data(), K, KV), "v");
-  const GpuWeight Wv_packed = upload_weight(*e.ctx, pack_weight(DType::Q6_K, v_blocks.data(), K, KV, true), "v packed");
-  ASSERT_EQ(Wv.fmt, WFormat::Q8_F32);
-  std::vector<KernelOptions> kos(5);
+  // K 512: at most one block per lane accumulator on hardware adapters (64 lanes); K 4096 on 32 lanes:
+  // 4 (first part) and 8 (second part) blocks per lane, so that each row's sum has several terms.
+  auto v_weight = [&](uint32_t K, bool packed) {
+    const auto v_blocks = random_blocks(DType::Q6_K, K, KV, 91 + K);
+    return upload_weight(*e.ctx, pack_weight(DType::Q6_K, v_blocks.data(), K, KV, packed), "v");
+  };
+  const GpuWeight Wv512 = v_weight(512, false), Wv4096 = v_weight(4096, false), Wv_packed = v_weight(512, true);
+  ASSERT_EQ(Wv512.fmt, WFormat::Q8_F32);
+  std::vector<KernelOptions> kos(6);
   for (KernelOptions& k : kos) k.matvec_subgroup = 1, k.matvec_int8 = 1;
   kos[1].matvec_subgroup_ops = false;
   kos[2].matvec_rows_per_workgroup = 6, kos[2].matvec_rows_per_thread = 2;
   kos[3].matvec_rows_per_workgroup = 8, kos[3].matvec_rows_per_thread = 4, kos[3].matvec_lanes = 32;
   kos[4].matvec_lanes = 16, kos[4].matvec_subgroup_ops = false;
+  kos[5].matvec_lanes = 32, kos[5].matvec_rows_per_workgroup = 10, kos[5].matvec_rows_per_thread = 2;  // partial last workgroups
   // (first part's type, options, bias, neox, T): each options set once with biases, NeoX, one token;
   // the plain GGUF pairs and three tokens once (pipelines compile slowly on software adapters).
-  struct Case { DType t1; size_t ko; bool bias, neox; uint32_t T; };
-  std::vector<Case> cases{{DType::Q4_K, 0, false, false, 3}, {DType::Q4_0, 0, true, true, 1}, {DType::Q8_0, 2, true, true, 1}};
-  for (size_t vi = 0; vi < kos.size(); ++vi) cases.push_back({DType::Q4_K, vi, true, true, 1});
+  struct Case { DType t1; size_t ko; bool bias, neox; uint32_t T, K; };
+  std::vector<Case> cases{{DType::Q4_K, 0, false, false, 3, 512}, {DType::Q4_0, 0, true, true, 1, 512},
+                          {DType::Q8_0, 2, true, true, 1, 512}, {DType::Q4_K, 5, true, true, 1, 4096},
+                          {DType::Q4_K, 5, false, false, 2, 4096}};
+  for (size_t vi = 0; vi + 1 < kos.size(); ++vi) cases.push_back({DType::Q4_K, vi, true, true, 1, 512});
   for (const Case& c : cases) {
+    const uint32_t K = c.K;
+    const GpuWeight& Wv = K == 512 ? Wv512 : Wv4096;
     const auto qk_blocks = random_blocks(c.t1, K, Q + KV, 17);
     const GpuWeight Wqk = upload_weight(*e.ctx, pack_weight(c.t1, qk_blocks.data(), K, Q + KV), "qk");
     const uint32_t T = c.T;
     auto o = e.op(kos[c.ko]);
     const std::string what = dtype_name(c.t1) + " options#" + std::to_string(c.ko) + " bias=" + std::to_string(c.bias) +
-                             " neox=" + std::to_string(c.neox) + " T=" + std::to_string(T);
+                             " neox=" + std::to_string(c.neox) + " T=" + std::to_string(T) + " K=" + std::to_string(K);
     ASSERT_TRUE(matmul_qkv_formats_applies(o, Wqk, Wv, T)) << what;
     const auto x = randn(size_t(T) * K, 29 + T, 2.0f), nw = randn(K, 3), bv = randn(N, 5, 0.5f);
     auto xb = e.upload(x), nwb = e.upload(nw), bb = e.upload(bv);
@@ -543,6 +554,8 @@ TEST(FusedOps, MatmulQkvRopeKvTwoFormatsBitIdenticalToOneLaunchPerPart) {
     EXPECT_TRUE(same_bits(e.download(v2, zero.size()), e.download(v1, zero.size()))) << what << " v cache";
   }
   // Where one launch does not apply.
+  const uint32_t K = 512;
+  const GpuWeight& Wv = Wv512;
   const auto qk_blocks = random_blocks(DType::Q4_K, K, Q + KV, 17);
   const GpuWeight Wqk = upload_weight(*e.ctx, pack_weight(DType::Q4_K, qk_blocks.data(), K, Q + KV), "qk");
   KernelOptions ko = kos[0];

@@ -459,6 +459,9 @@ void matmul_qkv_rope_kv(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_s
 
 bool matmul_qkv_formats_applies(const OpContext& o, const GpuWeight& W1, const GpuWeight& W2, uint32_t T) {
   if (!o.opt.fuse_qkv_formats || T > kFusedMaxTokens || T > matvec_max_tokens(o) || o.opt.matvec_prefetch) return false;
+  // Its storage bindings at most: w, x, y, w4, the second part, the norm weights, the RoPE table, both
+  // caches, the biases (WebGPU's default limit is 8; the per-part launches need one fewer).
+  if (o.ctx.info().limits.maxStorageBuffersPerShaderStage < 10) return false;
   if (W1.block != 32 || W2.fmt != WFormat::Q8_F32 || W1.K != W2.K || W2.soff % 4) return false;
   if (!matvec_uses_int8(o, W1) || !matvec_uses_int8(o, W2) ||
       matvec_int8_bytes(o, W1, true) > o.ctx.info().limits.maxComputeWorkgroupStorageSize)

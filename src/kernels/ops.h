@@ -153,7 +153,8 @@ void matmul_qkv_rope_kv(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_s
 /// both parts (matvec_uses_int8) and the larger workgroup memory fitting, W1 of 32-element blocks
 /// (Q4_0, Q4_1, Q4_K, Q8_0), W2 in FMT_Q8_F32 (Q6_K widened: --q6k-packed off), the same K, no
 /// --matvec-prefetch, and both parts' own launch shapes (matvec_shape, rows in pairs) with the same
-/// lanes and reduction, so that every row keeps the summation order of its part's own launch.
+/// lanes and reduction, so that every row keeps the summation order of its part's own launch; the
+/// adapter allows 10 storage buffers per stage.
 bool matmul_qkv_formats_applies(const OpContext& o, const GpuWeight& W1, const GpuWeight& W2, uint32_t T);
 /// matmul_qkv_rope_kv of a projection in two parts of different weight types in ONE dispatch
 /// (matvec.wgsl P2; Q4_K_M files keep V in Q6_K in half the layers): W1's rows start at r.row0 of

@@ -317,13 +317,16 @@ fn qa(ab: u32) -> QA {
   }
   return qact(ab);
 }
-fn qd(bi: u32, a: QA) -> f32 {
-  if (second) { return qdot16(bi, a); }
-  return qdot(bi, a);
+// acc plus the block product: the addition inside each branch, so that a compiler that contracts
+// `acc + d * s` into a fused multiply-add does so in both parts as in each part's own launch (a sum
+// formed after the branch would not be contracted: other bits than the per-part launches).
+fn qd(acc: f32, bi: u32, a: QA) -> f32 {
+  if (second) { return acc + qdot16(bi, a); }
+  return acc + qdot(bi, a);
 }
 #else
 fn qa(ab: u32) -> QA { return qact(ab); }
-fn qd(bi: u32, a: QA) -> f32 { return qdot(bi, a); }
+fn qd(acc: f32, bi: u32, a: QA) -> f32 { return acc + qdot(bi, a); }
 #endif
 #endif
 
@@ -477,17 +480,17 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   for (; b + LANES < nb; b += 2u * LANES) {
     let qe = qa(b);
     let qo = qa(b + LANES);
-    e0 += qd(w0 + b, qe);
-    o0 += qd(w0 + b + LANES, qo);
+    e0 = qd(e0, w0 + b, qe);
+    o0 = qd(o0, w0 + b + LANES, qo);
 #if R2
-    e1 += qd(w1 + b, qe);
-    o1 += qd(w1 + b + LANES, qo);
+    e1 = qd(e1, w1 + b, qe);
+    o1 = qd(o1, w1 + b + LANES, qo);
 #endif
 #if R4
-    e2 += qd(w2 + b, qe);
-    o2 += qd(w2 + b + LANES, qo);
-    e3 += qd(w3 + b, qe);
-    o3 += qd(w3 + b + LANES, qo);
+    e2 = qd(e2, w2 + b, qe);
+    o2 = qd(o2, w2 + b + LANES, qo);
+    e3 = qd(e3, w3 + b, qe);
+    o3 = qd(o3, w3 + b + LANES, qo);
 #endif
   }
   if (PF == 1u && b == lane && b < nb) {  // a lone block (nb <= lane + LANES), prefetched
@@ -502,13 +505,13 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
 #endif
   } else if (b < nb) {
     let qe = qa(b);
-    e0 += qd(w0 + b, qe);
+    e0 = qd(e0, w0 + b, qe);
 #if R2
-    e1 += qd(w1 + b, qe);
+    e1 = qd(e1, w1 + b, qe);
 #endif
 #if R4
-    e2 += qd(w2 + b, qe);
-    e3 += qd(w3 + b, qe);
+    e2 = qd(e2, w2 + b, qe);
+    e3 = qd(e3, w3 + b, qe);
 #endif
   }
 #else
