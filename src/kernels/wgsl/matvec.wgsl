@@ -51,9 +51,10 @@
 //         32-element blocks): the first ceil(N / ROWS) workgroups compute the first part (binding 0 /
 //         B_W4, p.N rows from row p.row0 of [q | k | v]), the others the second part (binding B_W2:
 //         FMT_Q8_F32 words, p.n2 rows following the first part's, its scales at word p.soff2), with
-//         16-element int8 activation blocks (quantize16 / qa / qdot16: the expressions the BE16 kernel
-//         uses for FMT_Q8_F32). A row's order still depends on LANES and SUBGROUP only: each part's rows are
-//         bit-identical to that part's own launch with the same LANES (the host checks it).
+//         16-element int8 activation blocks (quantize16 / qact16 / qdot16 and its own copy of the
+//         block loop: the expressions the BE16 kernel uses for FMT_Q8_F32). A row's order still
+//         depends on LANES and SUBGROUP only: each part's rows are bit-identical to that part's own
+//         launch with the same LANES (the host checks it).
 #include matmul_io
 @group(0) @binding({{B_W4}}) var<storage, read> w4: array<vec4<u32>>;
 
@@ -307,26 +308,13 @@ fn qdot16(bi: u32, a: QA) -> f32 {
   let sc = bitcast<f32>(wq2[sw / 4u][sw % 4u]);
   return sc * (a.s.x * f32(dot_b4(q, a.a0)));
 }
-// The activation block and block product of this workgroup's part.
-fn qa(ab: u32) -> QA {
-  if (second) {
-    var a: QA;
-    a.a0 = xq[ab];
-    a.s = xsc[ab];
-    return a;
-  }
-  return qact(ab);
+// The second part's activation block (16 elements: one vec4 of int8).
+fn qact16(ab: u32) -> QA {
+  var a: QA;
+  a.a0 = xq[ab];
+  a.s = xsc[ab];
+  return a;
 }
-// acc plus the block product: the addition inside each branch, so that a compiler that contracts
-// `acc + d * s` into a fused multiply-add does so in both parts as in each part's own launch (a sum
-// formed after the branch would not be contracted: other bits than the per-part launches).
-fn qd(acc: f32, bi: u32, a: QA) -> f32 {
-  if (second) { return acc + qdot16(bi, a); }
-  return acc + qdot(bi, a);
-}
-#else
-fn qa(ab: u32) -> QA { return qact(ab); }
-fn qd(acc: f32, bi: u32, a: QA) -> f32 { return acc + qdot(bi, a); }
 #endif
 #endif
 
@@ -460,6 +448,41 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
 #endif
   var b = lane;
 #if I8
+#if P2
+  // The second part's rows: the loop of its own launch (FMT_Q8_F32), written out again. Not one loop
+  // whose block product picks the part per block: a compiler may then merge the two additions after
+  // the choice, which changes how it fuses multiply and add (lavapipe and the H100 gave other bits
+  // than the per-part launches for rows of several blocks per lane).
+  if (second) {
+    for (; b + LANES < nb; b += 2u * LANES) {
+      let qe = qact16(b);
+      let qo = qact16(b + LANES);
+      e0 += qdot16(w0 + b, qe);
+      o0 += qdot16(w0 + b + LANES, qo);
+#if R2
+      e1 += qdot16(w1 + b, qe);
+      o1 += qdot16(w1 + b + LANES, qo);
+#endif
+#if R4
+      e2 += qdot16(w2 + b, qe);
+      o2 += qdot16(w2 + b + LANES, qo);
+      e3 += qdot16(w3 + b, qe);
+      o3 += qdot16(w3 + b + LANES, qo);
+#endif
+    }
+    if (b < nb) {
+      let qe = qact16(b);
+      e0 += qdot16(w0 + b, qe);
+#if R2
+      e1 += qdot16(w1 + b, qe);
+#endif
+#if R4
+      e2 += qdot16(w2 + b, qe);
+      e3 += qdot16(w3 + b, qe);
+#endif
+    }
+  } else {
+#endif
   if (PF == 1u && b + LANES < nb) {  // the first step, from the prefetched words
     let qe = qact(b);
     let qo = qact(b + LANES);
@@ -478,23 +501,23 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     b += 2u * LANES;
   }
   for (; b + LANES < nb; b += 2u * LANES) {
-    let qe = qa(b);
-    let qo = qa(b + LANES);
-    e0 = qd(e0, w0 + b, qe);
-    o0 = qd(o0, w0 + b + LANES, qo);
+    let qe = qact(b);
+    let qo = qact(b + LANES);
+    e0 += qdot(w0 + b, qe);
+    o0 += qdot(w0 + b + LANES, qo);
 #if R2
-    e1 = qd(e1, w1 + b, qe);
-    o1 = qd(o1, w1 + b + LANES, qo);
+    e1 += qdot(w1 + b, qe);
+    o1 += qdot(w1 + b + LANES, qo);
 #endif
 #if R4
-    e2 = qd(e2, w2 + b, qe);
-    o2 = qd(o2, w2 + b + LANES, qo);
-    e3 = qd(e3, w3 + b, qe);
-    o3 = qd(o3, w3 + b + LANES, qo);
+    e2 += qdot(w2 + b, qe);
+    o2 += qdot(w2 + b + LANES, qo);
+    e3 += qdot(w3 + b, qe);
+    o3 += qdot(w3 + b + LANES, qo);
 #endif
   }
   if (PF == 1u && b == lane && b < nb) {  // a lone block (nb <= lane + LANES), prefetched
-    let qe = qa(b);
+    let qe = qact(b);
     e0 += qdot_w(pe0, w0 + b, qe);
 #if R2
     e1 += qdot_w(pe1, w1 + b, qe);
@@ -504,16 +527,19 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     e3 += qdot_w(pe3, w3 + b, qe);
 #endif
   } else if (b < nb) {
-    let qe = qa(b);
-    e0 = qd(e0, w0 + b, qe);
+    let qe = qact(b);
+    e0 += qdot(w0 + b, qe);
 #if R2
-    e1 = qd(e1, w1 + b, qe);
+    e1 += qdot(w1 + b, qe);
 #endif
 #if R4
-    e2 = qd(e2, w2 + b, qe);
-    e3 = qd(e3, w3 + b, qe);
+    e2 += qdot(w2 + b, qe);
+    e3 += qdot(w3 + b, qe);
 #endif
   }
+#if P2
+  }
+#endif
 #else
   for (; b + LANES < nb; b += 2u * LANES) {
     let xe = act_block(xb, b * BE, inv);
