@@ -31,6 +31,9 @@
 #   peers    (after the llama.cpp CUDA build from the carried sdist, ~5 min, started at the call's start:
 #            no timed run during it) `bench ab` the product against llama.cpp CUDA (decode after 512,
 #            TTFT 512) on the Qwen2.5-1.5B and SmolLM2 shapes
+#   traffic_base  `bench --traffic` (prompt 512, 256 steps) of a carried baseline build (wgllm-base: pack.py
+#            --bin PATH=wgllm-base) and of this one, interleaved, 2 rounds, on TRAFFIC_MODELS (smollm2): issue
+#            11's before/after traffic table on one card (tools/plots/plot_traffic_compare.py)
 #   turns    `bench multi-turn --turns 30` (session TTFT per turn, turn 30 / turn 2) on TURNS_MODELS (smollm2)
 #   peers4096 (after the llama.cpp CUDA build) `bench ab` TTFT of a 4096-token prompt, the product against
 #            llama.cpp CUDA, on PEERS4096_MODELS (smollm2)
@@ -168,6 +171,24 @@ for part in ${PARTS:-tests traffic ab}; do
         --b-cmd "bash tools/peers/peer_llamacpp.sh $LB_CUDA ${WG_SYNTH[$m]} 512 128" --metric ttft_ms,decode_tok_s --rounds 2
     done
     el "peers"
+    ;;
+  traffic_base)
+    # The same `bench --traffic` with a carried baseline build ($W/bin/wgllm-base, e.g. the commit of
+    # issue 11's "before" table) and this one, interleaved base, this, base, this, on the same card.
+    [ -x $W/bin/wgllm-base ] || { fail "traffic_base: no wgllm-base carried"; continue; }
+    for m in ${TRAFFIC_MODELS:-smollm2}; do
+      for r in 1 2; do
+        for who in base this; do
+          wg_over && { fail "time budget: traffic_base $m $who r$r not run"; continue; }
+          bin=$B; n=traffic_this_${m}_r$r
+          [ $who = base ] && bin=$W/bin/wgllm-base && n=traffic_base_${m}_r$r
+          timeout 90 $bin bench -m ${WG_SYNTH[$m]} --prompt-lengths 512 --gen 256 --reps 1 --traffic --json $R/$n.json \
+            --md $R/$n.md > $R/$n.txt 2>&1 || fail "$n (exit $?)"
+          echo "== $n: $(grep -E 'dispatches per decode step' $R/$n.txt | head -1)"
+        done
+      done
+    done
+    el "traffic_base"
     ;;
   turns)
     for m in ${TURNS_MODELS:-smollm2}; do

@@ -11,6 +11,7 @@ the unpacked results.tgz of one call of tools/device/recipes/decode_head.sh). Wr
   ttft4096_vs_cuda_<model> the same, TTFT of a 4096-token prompt
   multiturn_<model>      `bench multi-turn --turns 30` (session TTFT turn 30 / turn 2)
   traffic_<model>.json   `bench --traffic`: TTFT, decode tok/s, dispatches per step, fraction of copy bandwidth
+  traffic_{base,this}_<model>_r<k>  the same for a baseline build (named in the call folder's BASE.txt) and this one
   diverge_q6k_<model>    `bench diverge` product against the other Q6_K layout: prompts whose greedy text departs
   ttft_q6kwide_<model>   `bench ab` A = --no-q6k-packed, B = packed, TTFT of a 512-token prompt (wgllm = B)
   repeat_<model>_<label> `bench` with --repeat-kernel <label> (product: without, before and after): the label's
@@ -99,6 +100,14 @@ def rows_of(raw, tag):
                                 kind, ("product", cands.get(kind, kind)))
             rows += ab_rows(f, MODELS[model], CTX + ("; TTFT of the same runs" if kind == "q6kwide" else ""), peer,
                             wgllm_is_b=True, config=config)
+            continue
+        m = re.fullmatch(r"traffic_(base|this)_(.+)_r(\d+)", stem)
+        if m:  # traffic_base: the baseline build (raw/.../BASE.txt names it) against this one
+            who, model, r = m.groups()
+            base = (raw / "BASE.txt").read_text().strip() if (raw / "BASE.txt").exists() else "the baseline build"
+            rows += [dict(x, config=(base if who == "base" else "product"), context=x.get("context", "") +
+                          f" (round {r}; {'baseline ' + base if who == 'base' else 'this build'})")
+                     for x in bench_rows(f, MODELS[model])]
             continue
         m = re.fullmatch(r"traffic_(.+)", stem)
         if m:
