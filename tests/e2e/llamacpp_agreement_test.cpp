@@ -23,7 +23,10 @@
 // 0.008); Moby-Dick characters 20000..32000, n_ctx 512, 2 chunks: wgllm 62.0268 +/- 9.41967,
 // llama-perplexity 62.2613 +/- 9.43262 (0.377%); characters 20000..26000, 1 chunk: 47.3722 vs
 // 47.5940 (0.466%): wgllm is lower in both, close to the bound. Qwen2.5-Coder-1.5B: 3 prompts x 12
-// greedy tokens identical (smallest llama.cpp margin 0.038); its perplexity was not run here. Not in CI: the llama.cpp build took
+// greedy tokens identical (smallest llama.cpp margin 0.038). 2026-12-06, same machine, the CPU backend
+// (WGLLM_AGREE_BACKEND=cpu, WGLLM_PPL_CHUNKS=2): Qwen2.5-Coder-1.5B PPL 47.6022 vs llama-perplexity
+// 47.4802 (0.257%), 1 of 3 prompts x 24 greedy tokens identical, the other two departing at near-ties
+// (bench/results/2026-12-06-cpu-agreement-qwen25-1.5b/). Not in CI: the llama.cpp build took
 // 37 min there, and lavapipe needed 10-28 min for one or two 512-token gemma chunks.
 #include <gtest/gtest.h>
 
