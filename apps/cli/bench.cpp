@@ -159,12 +159,8 @@ nlohmann::json traffic_report(Loaded& l) {
   double total_us = 0;
   for (auto& d : ds) {
     auto& e = by_kernel[d.label];
-    for (size_t c = 0; c < size_t(gpu::Traffic::kCount); ++c) {
-      e.first.read[c] += d.traffic.read[c];
-      e.first.written[c] += d.traffic.written[c];
-      total.read[c] += d.traffic.read[c];
-      total.written[c] += d.traffic.written[c];
-    }
+    e.first += d.traffic;
+    total += d.traffic;
     e.second += d.us;
     total_us += d.us;
     if (!d.declared) j["undeclared"].push_back(d.label);

@@ -272,7 +272,7 @@ struct MatvecBenchOpts {
 struct MatvecVariant {
   uint32_t rows = 0, rpt = 0, lanes = 0;
   std::string flags;  // "+nomagic" ... as given
-  bool nomagic = false, int8 = false;
+  bool nomagic = false, int8 = false, tree = false;
   std::string str() const { return fmt::format("{}/{}/{}{}", rows, rpt, lanes, flags); }
 };
 
@@ -281,7 +281,7 @@ MatvecVariant parse_matvec_variant(const std::string& s) {
   int used = 0;
   if (std::sscanf(s.c_str(), "%u/%u/%u%n", &v.rows, &v.rpt, &v.lanes, &used) != 3 || v.rows > 64 || v.rpt > 4 ||
       v.lanes > 256)
-    throw Error("bench matvec: variant '" + s + "' is not ROWS/RPT/LANES[+nomagic][+int8] (0 = default; rows <= 64, rpt <= 4, "
+    throw Error("bench matvec: variant '" + s + "' is not ROWS/RPT/LANES[+nomagic][+int8][+tree] (0 = default; rows <= 64, rpt <= 4, "
                 "lanes <= 256)");
   v.flags = s.substr(size_t(used));
   for (size_t i = 0; i < v.flags.size();) {
@@ -289,7 +289,8 @@ MatvecVariant parse_matvec_variant(const std::string& s) {
     const std::string f = v.flags.substr(i, j == std::string::npos ? std::string::npos : j - i);
     if (f == "+nomagic") v.nomagic = true;
     else if (f == "+int8") v.int8 = true;
-    else throw Error("bench matvec: variant '" + s + "': unknown option '" + f + "' (known: +nomagic, +int8)");
+    else if (f == "+tree") v.tree = true;
+    else throw Error("bench matvec: variant '" + s + "': unknown option '" + f + "' (known: +nomagic, +int8, +tree)");
     i = j == std::string::npos ? v.flags.size() : j;
   }
   return v;
@@ -368,6 +369,7 @@ int run_matvec_bench(const MatvecBenchOpts& b) {
             ko.matvec_rows_per_workgroup = v.rows, ko.matvec_rows_per_thread = v.rpt, ko.matvec_lanes = v.lanes;
             ko.dequant_magic = !v.nomagic;
             ko.matvec_int8 = v.int8;
+            ko.matvec_subgroup_ops = !v.tree;
             kernels::OpContext o{*ctx, pipes, rec, ko};
             try {
               const kernels::MatvecShape c = kernels::matvec_shape(o, Ws.front());
@@ -436,7 +438,8 @@ std::function<int()> add_bench_matvec(CLI::App& app) {
   cmd->add_option("--shapes", b->shapes, "N:K weight shapes (default: an LFM2-1.2B layer and its output head)")->delimiter(',');
   cmd->add_option("--types", b->types, "weight types: f32 f16 bf16 q4_0 q4_1 q8_0 q4_K q6_K (default q4_K)")->delimiter(',');
   cmd->add_option("--variants", b->variants, "launch shapes ROWS/RPT/LANES, 0 = the by-shape default, optionally +nomagic "
-                  "(--no-dequant-magic) and +int8 (--matvec-int8) (default 0/0/0)")
+                  "(--no-dequant-magic), +int8 (--matvec-int8) and +tree (--no-matvec-subgroup-ops: the workgroup-memory "
+                  "reduction, so LANES may be below the subgroup size) (default 0/0/0)")
       ->delimiter(',');
   cmd->add_option("--prologues", b->prologues, "none, norm (fused RMSNorm), silu (fused SiLU gate) (default none)")
       ->delimiter(',');

@@ -37,6 +37,11 @@ struct TrafficBytes {
   uint64_t written[size_t(Traffic::kCount)] = {};
   TrafficBytes& r(Traffic t, uint64_t b) { read[size_t(t)] += b; return *this; }
   TrafficBytes& w(Traffic t, uint64_t b) { written[size_t(t)] += b; return *this; }
+  /// Adds another dispatch part's bytes, kind by kind.
+  TrafficBytes& operator+=(const TrafficBytes& o) {
+    for (size_t k = 0; k < size_t(Traffic::kCount); ++k) read[k] += o.read[k], written[k] += o.written[k];
+    return *this;
+  }
   uint64_t total() const;
 };
 

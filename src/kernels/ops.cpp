@@ -197,13 +197,13 @@ gpu::TrafficBytes matmul_traffic(const GpuWeight& W, uint32_t T, bool accumulate
 // to whole multiples of 64 blocks so that few variants exist.
 uint32_t matvec_int8_blocks(const GpuWeight& W) { return (W.K / W.block + 63) / 64 * 64; }
 
-// Workgroup bytes of an int8 matvec launch: the activation blocks (with P2, a second part of
-// 16-element blocks: twice the block scales), the row sums (at most one float per invocation) and
-// rms_sum's slots.
+// Workgroup bytes of an int8 matvec launch, an upper bound taken before the launch shape is chosen:
+// the activation blocks (with P2, a second part of 16-element blocks: twice the block scales), the
+// row sums `red` (ROWS x LANES floats = RPT per invocation, RPT <= 4) and rms_sum's slots.
 uint64_t matvec_int8_bytes(const OpContext& o, const GpuWeight& W, bool p2) {
   const uint64_t blocks = matvec_int8_blocks(W);
   return blocks * W.block + blocks * 8 * (p2 ? 2 : 1) +
-         uint64_t(o.ctx.info().limits.maxComputeInvocationsPerWorkgroup) * 4 + 1024;
+         uint64_t(o.ctx.info().limits.maxComputeInvocationsPerWorkgroup) * 4 * 4 + 1024;
 }
 
 // One matvec.wgsl dispatch (T <= kFusedMaxTokens; see matmul_impl for the arguments): one token
@@ -267,7 +267,7 @@ void matvec_impl(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, 
     r2.row0 += W.N;
     gpu::TrafficBytes t2 = matmul_traffic(*W2, T, accumulate, y_kind, Prologue::None, &r2);
     t2.read[size_t(gpu::Traffic::Activations)] = 0;
-    for (size_t k = 0; k < size_t(gpu::Traffic::kCount); ++k) tb.read[k] += t2.read[k], tb.written[k] += t2.written[k];
+    tb += t2;
     prm.n2 = W2->N, prm.soff2 = W2->soff;
     gx += ceil_div(W2->N, rows);
   }
@@ -333,8 +333,19 @@ MatvecShape matvec_shape_fit(const OpContext& o, const GpuWeight& W, uint32_t tu
   // of 4 on 32 lanes; 6144 rows 949 -> 1013 at 32 of 4 on 64 lanes; K = 8192 1072 -> 1117 at 16 of
   // 4 on 128 lanes).
   const bool head = N >= 32768, i8 = !sw && matvec_uses_int8(o, W);
+  // --matvec-lanes-tall: the fused gate+up class (as --matvec-rows-tall's, below). By default 16 lanes
+  // where 32 would get a row's blocks unevenly and 16 evenly (48 blocks of Qwen2.5-1.5B's K = 1536: half
+  // of 32 lanes would do two blocks, half one); H100 `bench matvec` 17920 x 1536 Q4_K with int8
+  // activations, bench/results/2026-12-06-h100-matvec-lanes/: 16 rows of 4 on 32 lanes 12.6 us, on 16
+  // lanes 11.2 us.
+  const bool tall_class = !head && nb < 192 && N >= 8192;
+  const uint32_t tall_lanes = !tall_class                                     ? 0u
+                              : o.opt.matvec_lanes_tall                       ? o.opt.matvec_lanes_tall
+                              : !sw && i8 && nb % 16 == 0 && (nb / 16) % 2 == 1 ? 16u
+                                                                              : 0u;
   MatvecShape sh;
   sh.lanes = o.opt.matvec_lanes ? o.opt.matvec_lanes
+             : tall_lanes        ? tall_lanes
              : sw                ? 8
              : head              ? 32
              : nb >= 192         ? 128
@@ -346,7 +357,9 @@ MatvecShape matvec_shape_fit(const OpContext& o, const GpuWeight& W, uint32_t tu
   if (o.opt.matvec_subgroup_ops && o.ctx.has_subgroups()) {
     const auto [lo, hi] = o.ctx.measured_subgroup_sizes();
     // subgroupAdd must never span two row groups: every subgroup size must divide LANES.
-    if (lo > 0 && (lo & (lo - 1)) == 0 && (hi & (hi - 1)) == 0 && hi <= 256) {
+    // (The tall class's own lanes stay below the subgroup size, reduced by the tree.)
+    const bool keep = !o.opt.matvec_lanes && tall_lanes && tall_lanes < hi;
+    if (lo > 0 && (lo & (lo - 1)) == 0 && (hi & (hi - 1)) == 0 && hi <= 256 && !keep) {
       sh.lanes = std::max(sh.lanes, hi);
       sh.subgroup = true;
     }

@@ -56,7 +56,7 @@ SUMS
 fi
 # Link against the host's loader through a folder of its own (never trixie's libc folder).
 mkdir -p "$SDK/vklib" && ln -sf /usr/lib/x86_64-linux-gnu/libvulkan.so.1 "$SDK/vklib/libvulkan.so"
-"$SDK/bin/glslc" --version | head -1
+"$SDK/bin/glslc" --version | sed -n 1p  # (sed reads it all: head would end glslc by SIGPIPE, which pipefail makes fatal)
 
 # ---- configure + build llama-bench (static), Vulkan on, CUDA off
 mkdir -p "$WORK"

@@ -30,13 +30,18 @@
 #            kernels' halved 6-bit unpacking)
 #   peers    (after the llama.cpp CUDA build from the carried sdist, ~5 min, started at the call's start:
 #            no timed run during it) `bench ab` the product against llama.cpp CUDA (decode after 512,
-#            TTFT 512) on the Qwen2.5-1.5B and SmolLM2 shapes
+#            TTFT 512) on PEERS_MODELS (qwen25-1.5b smollm2)
 #   traffic_base  `bench --traffic` (prompt 512, 256 steps) of a carried baseline build (wgllm-base: pack.py
 #            --bin PATH=wgllm-base) and of this one, interleaved, 2 rounds, on TRAFFIC_MODELS (smollm2): issue
 #            11's before/after traffic table on one card (tools/plots/plot_traffic_compare.py)
 #   turns    `bench multi-turn --turns 30` (session TTFT per turn, turn 30 / turn 2) on TURNS_MODELS (smollm2)
 #   peers4096 (after the llama.cpp CUDA build) `bench ab` TTFT of a 4096-token prompt, the product against
 #            llama.cpp CUDA, on PEERS4096_MODELS (smollm2)
+#   matvec   `bench matvec` launch-shape sweeps, MV_SWEEPS = "TYPE:N:K:v1,v2,...|..." (variants as bench matvec's
+#            --variants: ROWS/RPT/LANES[+int8][+tree])
+#   peers_vk `bench ab` the product against llama.cpp Vulkan (carried .carry/llama-vk.tar.xz.part*, built by
+#            tools/peers/build_llamacpp_vulkan.sh): decode after 512 and TTFT 512 on PEERS_VK_MODELS (qwen25-1.5b
+#            lfm2-1.2b smollm2), TTFT 4096 on PEERS_VK4096_MODELS (none)
 # Staging: python3 tools/device/pack.py --bin wgllm kernels_test --gl [--llamacpp] --extra /tmp/synth2=synth
 # Calls (2026-12-06): (1) BUDGET_S=420 PARTS="tests traffic ab" (the argmax split);
 #        (2) BUDGET_S=560 PARTS="tests traffic q6k peers" (with --llamacpp; the Q6_K layout, then the
@@ -57,7 +62,7 @@ for part in ${PARTS:-tests traffic ab}; do
   case $part in
   tests)
     if [ -x $W/bin/kernels_test ]; then
-      timeout 120 $W/bin/kernels_test --gtest_filter='Ops.Argmax*:Ops.EmbedRmsnormSiluArgmax:Ops.Q6K*:AllTypes/*' \
+      timeout 120 $W/bin/kernels_test --gtest_filter='Ops.Argmax*:Ops.EmbedRmsnormSiluArgmax:Ops.Q6K*:Ops.Matvec*:AllTypes/*' \
         > $R/test_kernels.log 2>&1
       echo "kernels_test Ops.Argmax*, Ops.Q6K*, AllTypes/*: exit $?" | tee -a $R/tests.txt; tail -2 $R/test_kernels.log
     fi
@@ -156,6 +161,46 @@ for part in ${PARTS:-tests traffic ab}; do
     done
     el "sweep"
     ;;
+  matvec)
+    # `bench matvec` (one kernel alone, bursts of 32 dispatches timed by encoder timestamps, variants
+    # interleaved) for each "TYPE:N:K:variant,variant,..." of MV_SWEEPS ("|"-separated).
+    IFS='|' read -ra MS <<< "${MV_SWEEPS:-}"
+    j=0
+    for ms in "${MS[@]}"; do
+      IFS=: read -r ty n k vs <<< "$ms"
+      wg_over && { fail "time budget: matvec $ms not run"; continue; }
+      timeout 150 $B bench matvec --types $ty --shapes $n:$k --variants "$vs" --reps 7 --json $R/matvec${j}_${ty}_${n}x${k}.json \
+        > $R/matvec${j}_${ty}_${n}x${k}.txt 2>&1 || fail "matvec $ms (exit $?)"
+      grep -E "^  $ty" $R/matvec${j}_${ty}_${n}x${k}.txt
+      j=$((j + 1))
+    done
+    el "matvec"
+    ;;
+  peers_vk)
+    # llama.cpp's Vulkan llama-bench, built on the dev machine (tools/peers/build_llamacpp_vulkan.sh) and
+    # carried as .carry/llama-vk.tar.xz.part*; `bench ab` the product against it (decode after 512,
+    # TTFT 512) on PEERS_VK_MODELS, then TTFT 4096 on PEERS_VK4096_MODELS.
+    LB_VK=$W/llama-vk/llama-bench
+    if [ ! -x $LB_VK ]; then
+      ls .carry/llama-vk.tar.xz.part* > /dev/null 2>&1 || { fail "peers_vk: no llama-vk carried"; continue; }
+      cat .carry/llama-vk.tar.xz.part* | python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.stdin.buffer), sys.stdout.buffer)' |
+        tar xf - -C $W || { fail "peers_vk: unpack failed"; continue; }
+      # The carried libgomp is only a fallback: the system's wins when there is one.
+      ldconfig -p | grep -q "libgomp.so.1 " && rm -f $W/llama-vk/libgomp.so.1
+    fi
+    export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$W/llama-vk
+    ldd $LB_VK | grep -E "not found|vulkan|gomp"
+    $LB_VK --list-devices 2>&1 | tail -3
+    for m in ${PEERS_VK_MODELS:-qwen25-1.5b lfm2-1.2b smollm2}; do
+      wg_ab vs_vulkan_$m 200 --a "bench -m ${WG_SYNTH[$m]} --prompt-lengths 512 --gen 128 --reps 1" \
+        --b-cmd "bash tools/peers/peer_llamacpp.sh $LB_VK ${WG_SYNTH[$m]} 512 128" --metric ttft_ms,decode_tok_s --rounds 2
+    done
+    for m in ${PEERS_VK4096_MODELS:-}; do
+      wg_ab ttft4096_vs_vulkan_$m 200 --a "bench -m ${WG_SYNTH[$m]} --prompt-lengths 4096 --gen 16 --reps 1" \
+        --b-cmd "bash tools/peers/peer_llamacpp.sh $LB_VK ${WG_SYNTH[$m]} 4096 16" --metric ttft_ms --rounds 2
+    done
+    el "peers_vk"
+    ;;
   ttft)
     for m in lfm2-1.2b qwen35-0.8b; do
       A="bench -m ${WG_SYNTH[$m]} --prompt-lengths 512 --gen 8 --reps 3"
@@ -166,7 +211,7 @@ for part in ${PARTS:-tests traffic ab}; do
   peers)
     wg_wait_llamacpp 420 || { fail "llama.cpp CUDA build not done: $(tail -2 $W/lcpp.log | tr '\n' ' ')"; exit 1; }
     el "llama.cpp built"
-    for m in qwen25-1.5b smollm2; do
+    for m in ${PEERS_MODELS:-qwen25-1.5b smollm2}; do
       wg_ab vs_cuda_$m 200 --a "bench -m ${WG_SYNTH[$m]} --prompt-lengths 512 --gen 128 --reps 1" \
         --b-cmd "bash tools/peers/peer_llamacpp.sh $LB_CUDA ${WG_SYNTH[$m]} 512 128" --metric ttft_ms,decode_tok_s --rounds 2
     done
