@@ -338,14 +338,16 @@ MatvecShape matvec_shape_fit(const OpContext& o, const GpuWeight& W, uint32_t tu
   // of 32 lanes would do two blocks, half one); H100 `bench matvec` 17920 x 1536 Q4_K with int8
   // activations, bench/results/2026-12-06-h100-matvec-lanes/: 16 rows of 4 on 32 lanes 12.6 us, on 16
   // lanes 11.2 us.
-  const bool tall_class = !head && nb < 192 && N >= 8192;
-  const uint32_t tall_lanes = !tall_class                                     ? 0u
-                              : o.opt.matvec_lanes_tall                       ? o.opt.matvec_lanes_tall
-                              : !sw && i8 && nb % 16 == 0 && (nb / 16) % 2 == 1 ? 16u
-                                                                              : 0u;
+  // --matvec-lanes-wide: the down projections' class (as --matvec-rows-wide's), the shape rule by default.
+  const bool tall_class = !head && nb < 192 && N >= 8192, wide_class = !head && nb >= 192;
+  const uint32_t class_lanes = wide_class   ? o.opt.matvec_lanes_wide
+                               : !tall_class ? 0u
+                               : o.opt.matvec_lanes_tall                       ? o.opt.matvec_lanes_tall
+                               : !sw && i8 && nb % 16 == 0 && (nb / 16) % 2 == 1 ? 16u
+                                                                               : 0u;
   MatvecShape sh;
   sh.lanes = o.opt.matvec_lanes ? o.opt.matvec_lanes
-             : tall_lanes        ? tall_lanes
+             : class_lanes       ? class_lanes
              : sw                ? 8
              : head              ? 32
              : nb >= 192         ? 128
@@ -357,8 +359,8 @@ MatvecShape matvec_shape_fit(const OpContext& o, const GpuWeight& W, uint32_t tu
   if (o.opt.matvec_subgroup_ops && o.ctx.has_subgroups()) {
     const auto [lo, hi] = o.ctx.measured_subgroup_sizes();
     // subgroupAdd must never span two row groups: every subgroup size must divide LANES.
-    // (The tall class's own lanes stay below the subgroup size, reduced by the tree.)
-    const bool keep = !o.opt.matvec_lanes && tall_lanes && tall_lanes < hi;
+    // (A class's own lanes stay below the subgroup size, reduced by the tree.)
+    const bool keep = !o.opt.matvec_lanes && class_lanes && class_lanes < hi;
     if (lo > 0 && (lo & (lo - 1)) == 0 && (hi & (hi - 1)) == 0 && hi <= 256 && !keep) {
       sh.lanes = std::max(sh.lanes, hi);
       sh.subgroup = true;

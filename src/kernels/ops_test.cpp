@@ -159,15 +159,17 @@ TEST(Ops, MatvecRowsByClass) {
   }
 }
 
-// --matvec-lanes-tall sets the lanes of the tall class only (>= 8192 rows, not an output head, rows
-// of < 192 blocks); below the subgroup size (lavapipe: 8, so 4 lanes there) the row sums take the
-// workgroup-memory tree; the result
-// matches the CPU reference as every lane count does (the order of a row's sums changes, so no bit
-// identity). --matvec-lanes wins over it. Checked to fail: the class test without `N >= 8192`.
-TEST(Ops, MatvecLanesTallClass) {
+// --matvec-lanes-tall and --matvec-lanes-wide set the lanes of their class only (tall: >= 8192 rows,
+// not an output head, rows of < 192 blocks; wide: rows of >= 192 blocks, not an output head); below the
+// subgroup size (lavapipe: 8, so 4 lanes there) the row sums take the workgroup-memory tree; the
+// result matches the CPU reference as every lane count does (the order of a row's sums changes, so
+// no bit identity). --matvec-lanes wins over both. Checked to fail: the tall class test without
+// `N >= 8192`.
+TEST(Ops, MatvecLanesByClass) {
   auto& e = env();
-  struct Case { uint32_t K, N; bool tall; };
-  for (const Case c : {Case{1536, 8192, true}, Case{1536, 300, false}, Case{6144, 8192, false}}) {
+  enum Class { None, Tall, Wide };
+  struct Case { uint32_t K, N; Class c; };
+  for (const Case c : {Case{1536, 8192, Tall}, Case{1536, 300, None}, Case{6144, 8192, Wide}, Case{6144, 37, Wide}}) {
     auto blocks = random_blocks(DType::Q4_0, c.K, c.N, c.K + c.N);
     auto W = upload_weight(*e.ctx, pack_weight(DType::Q4_0, blocks.data(), c.K, c.N), "w");
     auto x = randn(c.K, 5);
@@ -180,24 +182,26 @@ TEST(Ops, MatvecLanesTallClass) {
     KernelOptions base;
     base.matvec_subgroup = 1;
     const MatvecShape b = matvec_shape(e.op(base), W, 1);
-    for (uint32_t lanes : {4u, 16u, 64u}) {
-      KernelOptions ko = base;
-      ko.matvec_lanes_tall = lanes;
-      auto o = e.op(ko);
-      const MatvecShape sh = matvec_shape(o, W, 1);
-      EXPECT_EQ(sh.lanes, c.tall ? lanes : b.lanes) << what << " lanes " << lanes;
-      const uint32_t hi = e.ctx->has_subgroups() ? e.ctx->measured_subgroup_sizes().second : 0u;
-      if (c.tall && lanes < hi) EXPECT_FALSE(sh.subgroup) << what << " lanes " << lanes;
-      ko.matvec_lanes = 8;  // wins (raised to the subgroup size where subgroupAdd reduces)
-      if (lanes == 64) EXPECT_LT(matvec_shape(e.op(ko), W, 1).lanes, 64u) << what;
-      ko.matvec_lanes = 0;
-      auto yb = e.upload(std::vector<float>(c.N));
-      e.rec.begin();
-      matmul(o, W, {xb, 0}, c.K, {yb, 0}, c.N, 1, false);
-      e.rec.submit();
-      const auto y = e.download(yb, c.N);
-      for (uint32_t i = 0; i < c.N; ++i)
-        ASSERT_NEAR(y[i], want[i], 1e-3f * (1.0f + std::fabs(want[i]))) << what << " lanes " << lanes << " row " << i;
+    const uint32_t hi = e.ctx->has_subgroups() ? e.ctx->measured_subgroup_sizes().second : 0u;
+    for (Class which : {Tall, Wide}) {
+      for (uint32_t lanes : {4u, 16u, 64u}) {
+        const std::string at = what + (which == Tall ? " tall " : " wide ") + std::to_string(lanes);
+        KernelOptions ko = base;
+        (which == Tall ? ko.matvec_lanes_tall : ko.matvec_lanes_wide) = lanes;
+        auto o = e.op(ko);
+        const MatvecShape sh = matvec_shape(o, W, 1);
+        EXPECT_EQ(sh.lanes, c.c == which ? lanes : b.lanes) << at;
+        if (c.c == which && lanes < hi) EXPECT_FALSE(sh.subgroup) << at;
+        ko.matvec_lanes = 8;  // wins (raised to the subgroup size where subgroupAdd reduces)
+        if (lanes == 64) EXPECT_LT(matvec_shape(e.op(ko), W, 1).lanes, 64u) << at;
+        auto yb = e.upload(std::vector<float>(c.N));
+        e.rec.begin();
+        matmul(o, W, {xb, 0}, c.K, {yb, 0}, c.N, 1, false);
+        e.rec.submit();
+        const auto y = e.download(yb, c.N);
+        for (uint32_t i = 0; i < c.N; ++i)
+          ASSERT_NEAR(y[i], want[i], 1e-3f * (1.0f + std::fabs(want[i]))) << at << " row " << i;
+      }
     }
   }
 }
