@@ -8,7 +8,10 @@ the unpacked results.tgz of one call of tools/device/recipes/decode_head.sh). Wr
                          the product before; wgllm = B)
   cand<N>_<model>        `bench ab` A = product, B = candidate N of raw/cands.txt (wgllm = B)
   vs_cuda_<model>        `bench ab` A = wgllm product, B = llama.cpp CUDA's llama-bench
-  ttft4096_vs_cuda_<model> the same, TTFT of a 4096-token prompt
+  vs_vulkan_<model>      the same against llama.cpp Vulkan's
+  ttft4096_vs_{cuda,vulkan}_<model> the same, TTFT of a 4096-token prompt
+  matvec<J>_<type>_<N>x<K> `bench matvec` launch-shape sweep: per variant its time per dispatch and fraction of copy
+                         bandwidth
   multiturn_<model>      `bench multi-turn --turns 30` (session TTFT turn 30 / turn 2)
   traffic_<model>.json   `bench --traffic`: TTFT, decode tok/s, dispatches per step, fraction of copy bandwidth
   traffic_{base,this}_<model>_r<k>  the same for a baseline build (named in the call folder's BASE.txt) and this one
@@ -70,6 +73,22 @@ def marginal_row(raw, model, label, rep_stem, base_ms, config, base_what):
              "config": config, "label": label, "source": rep_stem + ".json"}]
 
 
+def matvec_rows(path):
+    """`bench matvec` (one launch shape's kernel alone): one row per variant, its median time per dispatch
+    and its fraction of the measured copy bandwidth."""
+    j = json.load(open(path))
+    rows = []
+    for r in j["results"]:
+        what = f"{r['type']} {r['N']} x {r['K']} matrix-vector kernel (random weights), T {r['T']}"
+        ctx = (f"`bench matvec` --variants {r['variant']} (chosen ROWS/RPT/LANES {r['chosen']}), bursts of {j['burst']} "
+               f"dispatches, {j['reps']} interleaved rounds, {r['timing']}")
+        for metric, v in (("matvec_us", r["median_us"]), ("matvec_copy_bw_fraction", r["copy_fraction"])):
+            rows.append({"model": what, "weights": "synthetic", "metric": metric, "context": ctx,
+                         "wgllm": round(v, 4), "ratio_ci": None, "config": r["variant"],
+                         "source": os.path.basename(path)})
+    return rows
+
+
 def rows_of(raw, tag):
     """The summary rows of one call's raw files (tag: appended to each row's context and source)."""
     cands = table(raw, "cands.txt")
@@ -77,15 +96,18 @@ def rows_of(raw, tag):
     rows = []
     for f in sorted(glob.glob(str(raw / "*.json"))):
         stem = os.path.basename(f)[:-5]
-        m = re.fullmatch(r"vs_cuda_(.+)", stem)
+        m = re.fullmatch(r"vs_(cuda|vulkan)_(.+)", stem)
         if m:
-            rows += ab_rows(f, MODELS[m.group(1)], "prompt 512, 128 decode steps (llama-bench -d 512)", "llama.cpp-cuda",
-                            wgllm_is_b=False)
+            rows += ab_rows(f, MODELS[m.group(2)], "prompt 512, 128 decode steps (llama-bench -d 512)",
+                            "llama.cpp-" + m.group(1), wgllm_is_b=False)
             continue
-        m = re.fullmatch(r"ttft4096_vs_cuda_(.+)", stem)
+        m = re.fullmatch(r"ttft4096_vs_(cuda|vulkan)_(.+)", stem)
         if m:
-            rows += ab_rows(f, MODELS[m.group(1)], "TTFT of a 4096-token prompt (llama-bench -p 4096), 2 interleaved "
-                            "rounds", "llama.cpp-cuda", wgllm_is_b=False)
+            rows += ab_rows(f, MODELS[m.group(2)], "TTFT of a 4096-token prompt (llama-bench -p 4096), 2 interleaved "
+                            "rounds", "llama.cpp-" + m.group(1), wgllm_is_b=False)
+            continue
+        if re.fullmatch(r"matvec\d+_.+", stem):
+            rows += matvec_rows(f)
             continue
         m = re.fullmatch(r"multiturn_(.+)", stem)
         if m:
