@@ -333,14 +333,17 @@ MatvecShape matvec_shape_fit(const OpContext& o, const GpuWeight& W, uint32_t tu
   // of 4 on 32 lanes; 6144 rows 949 -> 1013 at 32 of 4 on 64 lanes; K = 8192 1072 -> 1117 at 16 of
   // 4 on 128 lanes).
   const bool head = N >= 32768, i8 = !sw && matvec_uses_int8(o, W);
-  // --matvec-lanes-tall: the fused gate+up class (as --matvec-rows-tall's, below). By default 16 lanes
+  // The lanes of three matrix classes (not output heads), each its own switch: --matvec-lanes-wide (rows
+  // of >= 192 blocks: the down projections; as --matvec-rows-wide's class), --matvec-lanes-tall (>= 8192
+  // rows of fewer blocks: the fused gate+up; as --matvec-rows-tall's), --matvec-lanes-short (the rest:
+  // attention projections, small models' FFNs). Only the tall class has a default of its own: 16 lanes
   // where 32 would get a row's blocks unevenly and 16 evenly (48 blocks of Qwen2.5-1.5B's K = 1536: half
-  // of 32 lanes would do two blocks, half one); H100 `bench matvec` 17920 x 1536 Q4_K with int8
-  // activations, bench/results/2026-12-06-h100-matvec-lanes/: 16 rows of 4 on 32 lanes 12.6 us, on 16
-  // lanes 11.2 us.
-  // --matvec-lanes-wide: the down projections' class (as --matvec-rows-wide's), the shape rule by default.
-  const bool tall_class = !head && nb < 192 && N >= 8192, wide_class = !head && nb >= 192;
-  const uint32_t class_lanes = wide_class   ? o.opt.matvec_lanes_wide
+  // of 32 lanes would do two blocks, half one); H100, bench/results/2026-12-06-h100-matvec-lanes-peers/:
+  // `bench matvec` 17920 x 1536 Q4_K 12.6 -> 11.2 us, the model's decode step -6.5%.
+  const bool wide_class = !head && nb >= 192, tall_class = !head && nb < 192 && N >= 8192,
+             short_class = !head && nb < 192 && N < 8192;
+  const uint32_t class_lanes = wide_class    ? o.opt.matvec_lanes_wide
+                               : short_class ? o.opt.matvec_lanes_short
                                : !tall_class ? 0u
                                : o.opt.matvec_lanes_tall                       ? o.opt.matvec_lanes_tall
                                : !sw && i8 && nb % 16 == 0 && (nb / 16) % 2 == 1 ? 16u

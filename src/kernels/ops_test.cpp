@@ -159,17 +159,18 @@ TEST(Ops, MatvecRowsByClass) {
   }
 }
 
-// --matvec-lanes-tall and --matvec-lanes-wide set the lanes of their class only (tall: >= 8192 rows,
-// not an output head, rows of < 192 blocks; wide: rows of >= 192 blocks, not an output head); below the
+// --matvec-lanes-short, -tall and -wide set the lanes of their class only (none of them an output head;
+// wide: rows of >= 192 blocks; tall: >= 8192 rows of fewer; short: the rest); below the
 // subgroup size (lavapipe: 8, so 4 lanes there) the row sums take the workgroup-memory tree; the
 // result matches the CPU reference as every lane count does (the order of a row's sums changes, so
 // no bit identity). --matvec-lanes wins over both. Checked to fail: the tall class test without
 // `N >= 8192`.
 TEST(Ops, MatvecLanesByClass) {
   auto& e = env();
-  enum Class { None, Tall, Wide };
+  enum Class { Head, Short, Tall, Wide };
   struct Case { uint32_t K, N; Class c; };
-  for (const Case c : {Case{1536, 8192, Tall}, Case{1536, 300, None}, Case{6144, 8192, Wide}, Case{6144, 37, Wide}}) {
+  for (const Case c : {Case{1536, 8192, Tall}, Case{1536, 300, Short}, Case{6144, 8192, Wide}, Case{6144, 37, Wide},
+                       Case{64, 40000, Head}}) {
     auto blocks = random_blocks(DType::Q4_0, c.K, c.N, c.K + c.N);
     auto W = upload_weight(*e.ctx, pack_weight(DType::Q4_0, blocks.data(), c.K, c.N), "w");
     auto x = randn(c.K, 5);
@@ -183,11 +184,11 @@ TEST(Ops, MatvecLanesByClass) {
     base.matvec_subgroup = 1;
     const MatvecShape b = matvec_shape(e.op(base), W, 1);
     const uint32_t hi = e.ctx->has_subgroups() ? e.ctx->measured_subgroup_sizes().second : 0u;
-    for (Class which : {Tall, Wide}) {
+    for (Class which : {Short, Tall, Wide}) {
       for (uint32_t lanes : {4u, 16u, 64u}) {
-        const std::string at = what + (which == Tall ? " tall " : " wide ") + std::to_string(lanes);
+        const std::string at = what + (which == Short ? " short " : which == Tall ? " tall " : " wide ") + std::to_string(lanes);
         KernelOptions ko = base;
-        (which == Tall ? ko.matvec_lanes_tall : ko.matvec_lanes_wide) = lanes;
+        (which == Short ? ko.matvec_lanes_short : which == Tall ? ko.matvec_lanes_tall : ko.matvec_lanes_wide) = lanes;
         auto o = e.op(ko);
         const MatvecShape sh = matvec_shape(o, W, 1);
         EXPECT_EQ(sh.lanes, c.c == which ? lanes : b.lanes) << at;
