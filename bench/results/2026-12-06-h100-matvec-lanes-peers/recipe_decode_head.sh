@@ -191,6 +191,12 @@ for part in ${PARTS:-tests traffic ab}; do
     export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$W/llama-vk
     ldd $LB_VK | grep -E "not found|vulkan|gomp"
     $LB_VK --list-devices 2>&1 | tail -3
+    # One untimed llama-bench run per file first, at the prompt length of the A/B: the first Vulkan run of
+    # a 512-token prompt on a fresh machine took 77 ms against 19-21 ms after, in both calls of 2026-12-06
+    # (a warm-up of 64 tokens did not remove it), which broke the TTFT interval of the A/B.
+    for m in ${PEERS_VK_MODELS:-qwen25-1.5b lfm2-1.2b smollm2} ${PEERS_VK4096_MODELS:-}; do
+      timeout 120 $LB_VK -m ${WG_SYNTH[$m]} -p 512 -n 4 -r 1 > /dev/null 2>&1 || fail "peers_vk: warm-up $m"
+    done
     for m in ${PEERS_VK_MODELS:-qwen25-1.5b lfm2-1.2b smollm2}; do
       wg_ab vs_vulkan_$m 200 --a "bench -m ${WG_SYNTH[$m]} --prompt-lengths 512 --gen 128 --reps 1" \
         --b-cmd "bash tools/peers/peer_llamacpp.sh $LB_VK ${WG_SYNTH[$m]} 512 128" --metric ttft_ms,decode_tok_s --rounds 2
