@@ -163,8 +163,9 @@ TEST(Ops, MatvecRowsByClass) {
 // wide: rows of >= 192 blocks; tall: >= 8192 rows of fewer; short: the rest); below the
 // subgroup size (lavapipe: 8, so 4 lanes there) the row sums take the workgroup-memory tree; the
 // result matches the CPU reference as every lane count does (the order of a row's sums changes, so
-// no bit identity). --matvec-lanes wins over both. Checked to fail: the tall class test without
-// `N >= 8192`.
+// no bit identity), down to 1 and 2 lanes (fewer than the rows a thread sums by default: those come
+// down to the lanes). --matvec-lanes wins over them. Checked to fail: the short class test without
+// `N < 8192`; the rows per thread left above the lanes.
 TEST(Ops, MatvecLanesByClass) {
   auto& e = env();
   enum Class { Head, Short, Tall, Wide };
@@ -185,16 +186,24 @@ TEST(Ops, MatvecLanesByClass) {
     const MatvecShape b = matvec_shape(e.op(base), W, 1);
     const uint32_t hi = e.ctx->has_subgroups() ? e.ctx->measured_subgroup_sizes().second : 0u;
     for (Class which : {Short, Tall, Wide}) {
-      for (uint32_t lanes : {4u, 16u, 64u}) {
+      for (uint32_t lanes : {1u, 2u, 4u, 16u, 64u}) {
         const std::string at = what + (which == Short ? " short " : which == Tall ? " tall " : " wide ") + std::to_string(lanes);
         KernelOptions ko = base;
         (which == Short ? ko.matvec_lanes_short : which == Tall ? ko.matvec_lanes_tall : ko.matvec_lanes_wide) = lanes;
         auto o = e.op(ko);
         const MatvecShape sh = matvec_shape(o, W, 1);
         EXPECT_EQ(sh.lanes, c.c == which ? lanes : b.lanes) << at;
-        if (c.c == which && lanes < hi) EXPECT_FALSE(sh.subgroup) << at;
+        if (c.c == which && lanes < hi) {
+          EXPECT_FALSE(sh.subgroup) << at;
+        }
         ko.matvec_lanes = 8;  // wins (raised to the subgroup size where subgroupAdd reduces)
-        if (lanes == 64) EXPECT_LT(matvec_shape(e.op(ko), W, 1).lanes, 64u) << at;
+        // (the base shape, f32 activations and no class setting, shows whether subgroupAdd is available)
+        EXPECT_EQ(matvec_shape(e.op(ko), W, 1).lanes, b.subgroup ? std::max(8u, hi) : 8u) << at;
+        ko.matvec_lanes = 0;
+        ko.matvec_rows_per_thread = 4;  // an explicit setting above the lanes is refused
+        if (c.c == which && lanes < 4) {
+          EXPECT_THROW(matvec_shape(e.op(ko), W, 1), Error) << at;
+        }
         auto yb = e.upload(std::vector<float>(c.N));
         e.rec.begin();
         matmul(o, W, {xb, 0}, c.K, {yb, 0}, c.N, 1, false);
@@ -204,6 +213,48 @@ TEST(Ops, MatvecLanesByClass) {
           ASSERT_NEAR(y[i], want[i], 1e-3f * (1.0f + std::fabs(want[i]))) << at << " row " << i;
       }
     }
+  }
+}
+
+// The tall class's default on hardware GPUs with int8 activations: rows of 48 blocks (16 x an odd
+// number) on 16 lanes, reduced by the tree below a subgroup of 32, matching the CPU reference within
+// the int8 activations' error; rows of 64 blocks keep the shape rule. Skips on software adapters
+// (lavapipe: no int8 path there), so it runs on the device machine (tools/device/recipes/decode_head.sh
+// part tests). Checked to fail (H100): none yet recorded.
+TEST(Ops, MatvecLanesTallDefaultOnGpus) {
+  auto& e = env();
+  if (e.ctx->info().is_software()) GTEST_SKIP() << "int8 matvec runs on hardware adapters only";
+  for (const uint32_t K : {1536u, 2048u}) {
+    const uint32_t N = 8192;
+    auto blocks = random_blocks(DType::Q4_K, K, N, K + 7);
+    auto W = upload_weight(*e.ctx, pack_weight(DType::Q4_K, blocks.data(), K, N), "w");
+    auto x = randn(K, 9);
+    auto xb = e.upload(x);
+    ref::Matrix M{K, N, std::vector<float>(size_t(K) * N)};
+    dequantize(DType::Q4_K, blocks.data(), M.w.data(), M.w.size());
+    std::vector<float> want(N);
+    ref::matmul(M, x.data(), K, want.data(), N, 1, false);
+    KernelOptions ko;
+    ko.matvec_subgroup = 1, ko.matvec_int8 = 1;
+    auto o = e.op(ko);
+    ASSERT_TRUE(matvec_uses_int8(o, W));
+    const MatvecShape sh = matvec_shape(o, W, 1);
+    KernelOptions k32 = ko;
+    k32.matvec_lanes_tall = 32;
+    const uint32_t rule = matvec_shape(e.op(k32), W, 1).lanes;
+    EXPECT_EQ(sh.lanes, K == 1536 ? 16u : rule) << "K " << K;
+    const uint32_t hi = e.ctx->has_subgroups() ? e.ctx->measured_subgroup_sizes().second : 0u;
+    if (K == 1536 && hi > 16) {
+      EXPECT_FALSE(sh.subgroup);
+    }
+    auto yb = e.upload(std::vector<float>(N));
+    e.rec.begin();
+    matmul(o, W, {xb, 0}, K, {yb, 0}, N, 1, false);
+    e.rec.submit();
+    const auto y = e.download(yb, N);
+    float amax = 0, emax = 0;
+    for (uint32_t i = 0; i < N; ++i) amax = std::max(amax, std::fabs(want[i])), emax = std::max(emax, std::fabs(y[i] - want[i]));
+    EXPECT_LT(emax, 0.02f * amax) << "K " << K << ": int8 activations' error against the f32 reference";
   }
 }
 

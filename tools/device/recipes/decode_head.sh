@@ -4,7 +4,8 @@
 # written here by tools/synth (synthetic weights: the text is noise, the speed is real).
 # Parts (PARTS, in this order by default):
 #   tests    kernels_test Ops.Argmax*, Ops.EmbedRmsnormSiluArgmax (the CPU sampler's argmax), Ops.Q6K* (the
-#            6-bit Q6_K layout against the widened one, bit for bit) and the per-type matmul tests, and
+#            6-bit Q6_K layout against the widened one, bit for bit), Ops.Matvec* (launch shapes by class, the
+#            tall class's GPU default) and the per-type matmul tests, and
 #            the carried matmul_int8_test / matmul_tiled_test / fused_ops_test, and hybrid_dispatch_test's
 #            Qwen2 QKV launches (--fuse-qkv-formats: one launch, logits bits unchanged) when carried
 #   traffic  `bench --traffic` (bytes and GPU time per kernel with timestamps, dispatches per step) on
@@ -64,7 +65,7 @@ for part in ${PARTS:-tests traffic ab}; do
     if [ -x $W/bin/kernels_test ]; then
       timeout 120 $W/bin/kernels_test --gtest_filter='Ops.Argmax*:Ops.EmbedRmsnormSiluArgmax:Ops.Q6K*:Ops.Matvec*:AllTypes/*' \
         > $R/test_kernels.log 2>&1
-      echo "kernels_test Ops.Argmax*, Ops.Q6K*, AllTypes/*: exit $?" | tee -a $R/tests.txt; tail -2 $R/test_kernels.log
+      echo "kernels_test Ops.Argmax*, Ops.Q6K*, Ops.Matvec*, AllTypes/*: exit $?" | tee -a $R/tests.txt; tail -2 $R/test_kernels.log
     fi
     for t in matmul_int8_test matmul_tiled_test fused_ops_test; do
       [ -x $W/bin/$t ] || continue
@@ -194,8 +195,11 @@ for part in ${PARTS:-tests traffic ab}; do
     # One untimed llama-bench run per file first, at the prompt length of the A/B: the first Vulkan run of
     # a 512-token prompt on a fresh machine took 77 ms against 19-21 ms after, in both calls of 2026-12-06
     # (a warm-up of 64 tokens did not remove it), which broke the TTFT interval of the A/B.
-    for m in ${PEERS_VK_MODELS:-qwen25-1.5b lfm2-1.2b smollm2} ${PEERS_VK4096_MODELS:-}; do
+    for m in ${PEERS_VK_MODELS:-qwen25-1.5b lfm2-1.2b smollm2}; do
       timeout 120 $LB_VK -m ${WG_SYNTH[$m]} -p 512 -n 4 -r 1 > /dev/null 2>&1 || fail "peers_vk: warm-up $m"
+    done
+    for m in ${PEERS_VK4096_MODELS:-}; do
+      timeout 120 $LB_VK -m ${WG_SYNTH[$m]} -p 4096 -n 4 -r 1 > /dev/null 2>&1 || fail "peers_vk: warm-up 4096 $m"
     done
     for m in ${PEERS_VK_MODELS:-qwen25-1.5b lfm2-1.2b smollm2}; do
       wg_ab vs_vulkan_$m 200 --a "bench -m ${WG_SYNTH[$m]} --prompt-lengths 512 --gen 128 --reps 1" \
