@@ -163,9 +163,9 @@ TEST(Ops, MatvecRowsByClass) {
 // wide: rows of >= 192 blocks; tall: >= 8192 rows of fewer; short: the rest); below the
 // subgroup size (lavapipe: 8, so 4 lanes there) the row sums take the workgroup-memory tree; the
 // result matches the CPU reference as every lane count does (the order of a row's sums changes, so
-// no bit identity), down to 1 and 2 lanes (fewer than the rows a thread sums by default: those come
-// down to the lanes). --matvec-lanes wins over them. Checked to fail: the short class test without
-// `N < 8192`; the rows per thread left above the lanes.
+// no bit identity), down to 1 and 2 lanes (fewer than the rows a thread may sum: those come down to
+// the lanes, also when set, so every row is written). --matvec-lanes wins over them. Checked to fail:
+// the short class test without `N < 8192`; the rows per thread left above the lanes.
 TEST(Ops, MatvecLanesByClass) {
   auto& e = env();
   enum Class { Head, Short, Tall, Wide };
@@ -200,17 +200,23 @@ TEST(Ops, MatvecLanesByClass) {
         // (the base shape, f32 activations and no class setting, shows whether subgroupAdd is available)
         EXPECT_EQ(matvec_shape(e.op(ko), W, 1).lanes, b.subgroup ? std::max(8u, hi) : 8u) << at;
         ko.matvec_lanes = 0;
-        ko.matvec_rows_per_thread = 4;  // an explicit setting above the lanes is refused
-        if (c.c == which && lanes < 4) {
-          EXPECT_THROW(matvec_shape(e.op(ko), W, 1), Error) << at;
+        // Rows per thread: at most the lanes, also when set (4) above them; then every row is written.
+        for (uint32_t rpt : {0u, 4u}) {
+          ko.matvec_rows_per_thread = rpt;
+          auto o2 = e.op(ko);
+          const MatvecShape s2 = matvec_shape(o2, W, 1);
+          EXPECT_LE(s2.rows_per_thread, s2.lanes) << at;
+          if (rpt) {
+            EXPECT_EQ(s2.rows_per_thread, std::min(4u, s2.lanes)) << at;
+          }
+          auto yb = e.upload(std::vector<float>(c.N, -7.0f));
+          e.rec.begin();
+          matmul(o2, W, {xb, 0}, c.K, {yb, 0}, c.N, 1, false);
+          e.rec.submit();
+          const auto y = e.download(yb, c.N);
+          for (uint32_t i = 0; i < c.N; ++i)
+            ASSERT_NEAR(y[i], want[i], 1e-3f * (1.0f + std::fabs(want[i]))) << at << " rpt " << rpt << " row " << i;
         }
-        auto yb = e.upload(std::vector<float>(c.N));
-        e.rec.begin();
-        matmul(o, W, {xb, 0}, c.K, {yb, 0}, c.N, 1, false);
-        e.rec.submit();
-        const auto y = e.download(yb, c.N);
-        for (uint32_t i = 0; i < c.N; ++i)
-          ASSERT_NEAR(y[i], want[i], 1e-3f * (1.0f + std::fabs(want[i]))) << at << " row " << i;
       }
     }
   }
