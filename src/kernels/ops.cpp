@@ -340,11 +340,12 @@ MatvecShape matvec_shape_fit(const OpContext& o, const GpuWeight& W, uint32_t tu
   // where 32 would get a row's blocks unevenly and 16 evenly (48 blocks of Qwen2.5-1.5B's K = 1536: half
   // of 32 lanes would do two blocks, half one); H100, bench/results/2026-12-06-h100-matvec-lanes-peers/:
   // `bench matvec` 17920 x 1536 Q4_K 12.6 -> 11.2 us, the model's decode step -6.5%.
-  const bool wide_class = !head && nb >= 192, tall_class = !head && nb < 192 && N >= 8192,
-             short_class = !head && nb < 192 && N < 8192;
-  const uint32_t class_lanes = wide_class    ? o.opt.matvec_lanes_wide
-                               : short_class ? o.opt.matvec_lanes_short
-                               : !tall_class ? 0u
+  // The matrix class, shared by the lanes here and the rows per workgroup below.
+  enum class Class { Head, Wide, Tall, Short };
+  const Class cls = head ? Class::Head : nb >= 192 ? Class::Wide : N >= 8192 ? Class::Tall : Class::Short;
+  const uint32_t class_lanes = cls == Class::Wide    ? o.opt.matvec_lanes_wide
+                               : cls == Class::Short ? o.opt.matvec_lanes_short
+                               : cls == Class::Head  ? 0u
                                : o.opt.matvec_lanes_tall                       ? o.opt.matvec_lanes_tall
                                : !sw && i8 && nb % 16 == 0 && (nb / 16) % 2 == 1 ? 16u
                                                                                : 0u;
@@ -388,7 +389,7 @@ MatvecShape matvec_shape_fit(const OpContext& o, const GpuWeight& W, uint32_t tu
   // step -1.3%, Qwen3.5-0.8B's Gated DeltaNet in-projection (K = 1024) no detectable difference;
   // LFM2-1.2B's gate+up (K = 2048) was 3.5% slower at 16 and keeps the rule's 32).
   const uint32_t tall = o.opt.matvec_rows_tall ? o.opt.matvec_rows_tall : !sw && i8 && W.K < 2048 ? 16u : 0u;
-  const uint32_t by_class = head ? 0 : nb >= 192 ? wide : N >= 8192 ? tall : 0;
+  const uint32_t by_class = cls == Class::Wide ? wide : cls == Class::Tall ? tall : 0;
   uint32_t rows = o.opt.matvec_rows_per_workgroup ? o.opt.matvec_rows_per_workgroup
                   : by_class                      ? by_class
                   : sw                            ? 8

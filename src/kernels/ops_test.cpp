@@ -165,7 +165,7 @@ TEST(Ops, MatvecRowsByClass) {
 // result matches the CPU reference as every lane count does (the order of a row's sums changes, so
 // no bit identity), down to 1 and 2 lanes (fewer than the rows a thread may sum: those come down to
 // the lanes, also when set, so every row is written). --matvec-lanes wins over them. Checked to fail:
-// the short class test without `N < 8192`; the rows per thread left above the lanes.
+// the tall/short bound moved from 8192 to 256 rows; the rows per thread left above the lanes.
 TEST(Ops, MatvecLanesByClass) {
   auto& e = env();
   enum Class { Head, Short, Tall, Wide };
