@@ -58,6 +58,17 @@ Q=${WG_SYNTH[qwen25-1.5b]}
 D="--prompt-lengths 512 --gen 256 --reps 3"
 M="--metric decode_ms_p50,decode_tok_s --rounds 2"
 ALL="qwen25-1.5b smollm2 lfm2-1.2b qwen35-0.8b"
+# `bench ab` the product (A) against a llama.cpp llama-bench (B) on one file, NAME = the peer (cuda, vulkan):
+#   peer_ab NAME LLAMA_BENCH MODEL        decode after 512 and TTFT 512 -> vs_NAME_MODEL
+#   peer_ab4096 NAME LLAMA_BENCH MODEL    TTFT 4096                     -> ttft4096_vs_NAME_MODEL
+peer_ab() {
+  wg_ab vs_$1_$3 200 --a "bench -m ${WG_SYNTH[$3]} --prompt-lengths 512 --gen 128 --reps 1" \
+    --b-cmd "bash tools/peers/peer_llamacpp.sh $2 ${WG_SYNTH[$3]} 512 128" --metric ttft_ms,decode_tok_s --rounds 2
+}
+peer_ab4096() {
+  wg_ab ttft4096_vs_$1_$3 200 --a "bench -m ${WG_SYNTH[$3]} --prompt-lengths 4096 --gen 16 --reps 1" \
+    --b-cmd "bash tools/peers/peer_llamacpp.sh $2 ${WG_SYNTH[$3]} 4096 16" --metric ttft_ms --rounds 2
+}
 for part in ${PARTS:-tests traffic ab}; do
   wg_over && { fail "time budget: part $part not run"; continue; }
   case $part in
@@ -201,14 +212,8 @@ for part in ${PARTS:-tests traffic ab}; do
     for m in ${PEERS_VK4096_MODELS:-}; do
       timeout 120 $LB_VK -m ${WG_SYNTH[$m]} -p 4096 -n 4 -r 1 > /dev/null 2>&1 || fail "peers_vk: warm-up 4096 $m"
     done
-    for m in ${PEERS_VK_MODELS:-qwen25-1.5b lfm2-1.2b smollm2}; do
-      wg_ab vs_vulkan_$m 200 --a "bench -m ${WG_SYNTH[$m]} --prompt-lengths 512 --gen 128 --reps 1" \
-        --b-cmd "bash tools/peers/peer_llamacpp.sh $LB_VK ${WG_SYNTH[$m]} 512 128" --metric ttft_ms,decode_tok_s --rounds 2
-    done
-    for m in ${PEERS_VK4096_MODELS:-}; do
-      wg_ab ttft4096_vs_vulkan_$m 200 --a "bench -m ${WG_SYNTH[$m]} --prompt-lengths 4096 --gen 16 --reps 1" \
-        --b-cmd "bash tools/peers/peer_llamacpp.sh $LB_VK ${WG_SYNTH[$m]} 4096 16" --metric ttft_ms --rounds 2
-    done
+    for m in ${PEERS_VK_MODELS:-qwen25-1.5b lfm2-1.2b smollm2}; do peer_ab vulkan $LB_VK $m; done
+    for m in ${PEERS_VK4096_MODELS:-}; do peer_ab4096 vulkan $LB_VK $m; done
     el "peers_vk"
     ;;
   ttft)
@@ -221,10 +226,7 @@ for part in ${PARTS:-tests traffic ab}; do
   peers)
     wg_wait_llamacpp 420 || { fail "llama.cpp CUDA build not done: $(tail -2 $W/lcpp.log | tr '\n' ' ')"; exit 1; }
     el "llama.cpp built"
-    for m in ${PEERS_MODELS:-qwen25-1.5b smollm2}; do
-      wg_ab vs_cuda_$m 200 --a "bench -m ${WG_SYNTH[$m]} --prompt-lengths 512 --gen 128 --reps 1" \
-        --b-cmd "bash tools/peers/peer_llamacpp.sh $LB_CUDA ${WG_SYNTH[$m]} 512 128" --metric ttft_ms,decode_tok_s --rounds 2
-    done
+    for m in ${PEERS_MODELS:-qwen25-1.5b smollm2}; do peer_ab cuda $LB_CUDA $m; done
     el "peers"
     ;;
   traffic_base)
@@ -255,10 +257,7 @@ for part in ${PARTS:-tests traffic ab}; do
     ;;
   peers4096)
     wg_wait_llamacpp 420 || { fail "llama.cpp CUDA build not done: $(tail -2 $W/lcpp.log | tr '\n' ' ')"; exit 1; }
-    for m in ${PEERS4096_MODELS:-smollm2}; do
-      wg_ab ttft4096_vs_cuda_$m 200 --a "bench -m ${WG_SYNTH[$m]} --prompt-lengths 4096 --gen 16 --reps 1" \
-        --b-cmd "bash tools/peers/peer_llamacpp.sh $LB_CUDA ${WG_SYNTH[$m]} 4096 16" --metric ttft_ms --rounds 2
-    done
+    for m in ${PEERS4096_MODELS:-smollm2}; do peer_ab4096 cuda $LB_CUDA $m; done
     el "peers4096"
     ;;
   esac
