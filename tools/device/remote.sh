@@ -48,6 +48,7 @@ WG_QH=$W/synth/qwen25-coder-1.5b.hdr.gz WG_SH=$W/synth/smollm2.hdr.gz
 declare -A WG_SYNTH_SRC=([lfm2-1.2b]="--config tools/synth/configs/lfm2-1.2b.json --vocab $WG_SH"
   [qwen25-1.5b]="--header $WG_QH" [smollm2]="--header $WG_SH"
   [qwen35-0.8b]="--config tools/synth/configs/qwen3.5-0.8b.json --vocab $WG_SH"
+  [qwen35-2b]="--config tools/synth/configs/qwen3.5-2b.json --vocab $WG_SH"
   [gemma3-270m]="--config tools/synth/configs/gemma-3-270m.json --vocab $WG_SH")
 # Without the real file's header the Qwen2.5 file comes from its published config (same tensors and
 # Q4_K_M types; SmolLM2's tokenizer padded to the vocabulary).

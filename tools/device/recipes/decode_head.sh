@@ -35,7 +35,12 @@
 #   traffic_base  `bench --traffic` (prompt 512, 256 steps) of a carried baseline build (wgllm-base: pack.py
 #            --bin PATH=wgllm-base) and of this one, interleaved, 2 rounds, on TRAFFIC_MODELS (smollm2): issue
 #            11's before/after traffic table on one card (tools/plots/plot_traffic_compare.py)
-#   turns    `bench multi-turn --turns 30` (session TTFT per turn, turn 30 / turn 2) on TURNS_MODELS (smollm2)
+#   turns    `bench multi-turn --turns 30` (session TTFT per turn, turn 30 / turn 2) on TURNS_MODELS (smollm2),
+#            then once more with --profile (GPU time of each turn's prefill forward and its attention's)
+#   checks   the browser's bounds checks (issue 15) measured natively: `bench --traffic` per kernel with
+#            and without `--shader-checks` (naga's Restrict policy: each storage index clamped to the
+#            binding, as Dawn's robustness transform does), interleaved, on CHECKS_MODELS (smollm2) after
+#            prompts of CHECKS_LENGTHS (512 4096)
 #   peers4096 (after the llama.cpp CUDA build) `bench ab` TTFT of a 4096-token prompt, the product against
 #            llama.cpp CUDA, on PEERS4096_MODELS (smollm2)
 #   matvec   `bench matvec` launch-shape sweeps, MV_SWEEPS = "TYPE:N:K:v1,v2,...|..." (variants as bench matvec's
@@ -43,6 +48,7 @@
 #   peers_vk `bench ab` the product against llama.cpp Vulkan (carried .carry/llama-vk.tar.xz.part*, built by
 #            tools/peers/build_llamacpp_vulkan.sh): decode after 512 and TTFT 512 on PEERS_VK_MODELS (qwen25-1.5b
 #            lfm2-1.2b smollm2), TTFT 4096 on PEERS_VK4096_MODELS (none)
+# EXTRA_SYNTH: more synthetic files to write (e.g. qwen35-2b for PEERS_MODELS)
 # Staging: python3 tools/device/pack.py --bin wgllm kernels_test --gl [--llamacpp] --extra /tmp/synth2=synth
 # Calls (2026-12-06): (1) BUDGET_S=420 PARTS="tests traffic ab" (the argmax split);
 #        (2) BUDGET_S=560 PARTS="tests traffic q6k peers" (with --llamacpp; the Q6_K layout, then the
@@ -52,7 +58,7 @@ set -u
 source tools/device/remote.sh
 wg_results
 case " ${PARTS:-tests traffic ab} " in *" peers "* | *" peers4096 "*) wg_start_llamacpp_cuda ;; esac
-wg_synth_begin --gpu gpu_before.txt qwen25-1.5b smollm2 lfm2-1.2b qwen35-0.8b
+wg_synth_begin --gpu gpu_before.txt qwen25-1.5b smollm2 lfm2-1.2b qwen35-0.8b ${EXTRA_SYNTH:-}
 el "synthetic files"
 Q=${WG_SYNTH[qwen25-1.5b]}
 D="--prompt-lengths 512 --gen 256 --reps 3"
@@ -252,8 +258,28 @@ for part in ${PARTS:-tests traffic ab}; do
       timeout 200 $B bench multi-turn -m ${WG_SYNTH[$m]} --turns 30 --json $R/multiturn_$m.json > $R/multiturn_$m.txt 2>&1 ||
         fail "multi-turn $m (exit $?)"
       tail -2 $R/multiturn_$m.txt
+      timeout 200 $B bench multi-turn -m ${WG_SYNTH[$m]} --turns 30 --session-only --profile --json $R/multiturn_profile_$m.json \
+        > $R/multiturn_profile_$m.txt 2>&1 || fail "multi-turn --profile $m (exit $?)"
+      grep -E "^turn +(2|30): profile" $R/multiturn_profile_$m.txt
     done
     el "turns"
+    ;;
+  checks)
+    for m in ${CHECKS_MODELS:-smollm2}; do
+      for n in ${CHECKS_LENGTHS:-512 4096}; do
+        for r in 1 2; do
+          for c in off on; do
+            wg_over && { fail "time budget: checks $m $n $c r$r not run"; continue; }
+            f=checks_${c}_${m}_${n}_r$r
+            flag=--no-shader-checks; [ $c = on ] && flag=--shader-checks
+            timeout 120 $B bench -m ${WG_SYNTH[$m]} --prompt-lengths $n --gen 128 --reps 1 --traffic $flag --json $R/$f.json \
+              --md $R/$f.md > $R/$f.txt 2>&1 || fail "$f (exit $?)"
+            echo "== $f: $(grep -E 'whole decode step' $R/$f.txt | head -1)"
+          done
+        done
+      done
+    done
+    el "checks"
     ;;
   peers4096)
     wg_wait_llamacpp 420 || { fail "llama.cpp CUDA build not done: $(tail -2 $W/lcpp.log | tr '\n' ' ')"; exit 1; }
