@@ -36,7 +36,8 @@
 #            --bin PATH=wgllm-base) and of this one, interleaved, 2 rounds, on TRAFFIC_MODELS (smollm2): issue
 #            11's before/after traffic table on one card (tools/plots/plot_traffic_compare.py)
 #   turns    `bench multi-turn --turns 30` (session TTFT per turn, turn 30 / turn 2) on TURNS_MODELS (smollm2),
-#            then once more with --profile (GPU time of each turn's prefill forward and its attention's)
+#            then once more with --profile (GPU time of each turn's prefill forward and its attention's),
+#            then each flag set of TURNS_CANDS (";"-separated) in a session-only run of its own
 #   checks   the browser's bounds checks (issue 15) measured natively: `bench --traffic` per kernel with
 #            and without `--shader-checks` (naga's Restrict policy: each storage index clamped to the
 #            binding, as Dawn's robustness transform does), interleaved, on CHECKS_MODELS (smollm2) after
@@ -261,6 +262,17 @@ for part in ${PARTS:-tests traffic ab}; do
       timeout 200 $B bench multi-turn -m ${WG_SYNTH[$m]} --turns 30 --session-only --profile --json $R/multiturn_profile_$m.json \
         > $R/multiturn_profile_$m.txt 2>&1 || fail "multi-turn --profile $m (exit $?)"
       grep -E "^turn +(2|30): profile" $R/multiturn_profile_$m.txt
+      # TURNS_CANDS: ";"-separated flag sets, each a session-only run of its own (multiturn_c<i>_<m>)
+      i=0
+      IFS=';' read -ra cands <<< "${TURNS_CANDS:-}"
+      for c in "${cands[@]}"; do
+        i=$((i + 1))
+        wg_over && { fail "time budget: turns candidate $c not run"; continue; }
+        echo "$c" > $R/multiturn_c${i}_$m.flags
+        timeout 120 $B bench multi-turn -m ${WG_SYNTH[$m]} --turns 30 --session-only $c --json $R/multiturn_c${i}_$m.json \
+          > $R/multiturn_c${i}_$m.txt 2>&1 || fail "multi-turn candidate $c $m (exit $?)"
+        echo "== candidate $c: $(grep -E '^turn +(2|30):' $R/multiturn_c${i}_$m.txt | sed 's/|.*//' | tr '\n' ' ')"
+      done
     done
     el "turns"
     ;;
