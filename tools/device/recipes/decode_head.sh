@@ -38,10 +38,11 @@
 #   turns    `bench multi-turn --turns 30` (session TTFT per turn, turn 30 / turn 2) on TURNS_MODELS (smollm2),
 #            then once more with --profile (GPU time of each turn's prefill forward and its attention's),
 #            then each flag set of TURNS_CANDS (";"-separated) in a session-only run of its own
-#   checks   the browser's bounds checks (issue 15) measured natively: `bench --traffic` per kernel with
-#            and without `--shader-checks` (naga's Restrict policy: each storage index clamped to the
-#            binding, as Dawn's robustness transform does), interleaved, on CHECKS_MODELS (smollm2) after
-#            prompts of CHECKS_LENGTHS (512 4096)
+#   checks   the browser's bounds checks (issue 15) measured natively: `bench` (128 steps x 2) with and
+#            without `--shader-checks` (naga's Restrict policy: every index clamped, storage ones to the
+#            binding; Dawn on a GPU with robustBufferAccess2 leaves storage indices to the hardware and
+#            clamps the fixed-size arrays), 2 interleaved rounds, plus one `bench --traffic` of each (per-kernel
+#            time: traffic_checks_*), on CHECKS_MODELS (smollm2) after prompts of CHECKS_LENGTHS (512 4096)
 #   peers4096 (after the llama.cpp CUDA build) `bench ab` TTFT of a 4096-token prompt, the product against
 #            llama.cpp CUDA, on PEERS4096_MODELS (smollm2)
 #   matvec   `bench matvec` launch-shape sweeps, MV_SWEEPS = "TYPE:N:K:v1,v2,...|..." (variants as bench matvec's
@@ -284,9 +285,12 @@ for part in ${PARTS:-tests traffic ab}; do
             wg_over && { fail "time budget: checks $m $n $c r$r not run"; continue; }
             f=checks_${c}_${m}_${n}_r$r
             flag=--no-shader-checks; [ $c = on ] && flag=--shader-checks
-            timeout 120 $B bench -m ${WG_SYNTH[$m]} --prompt-lengths $n --gen 128 --reps 1 --traffic $flag --json $R/$f.json \
-              --md $R/$f.md > $R/$f.txt 2>&1 || fail "$f (exit $?)"
-            echo "== $f: $(grep -E 'whole decode step' $R/$f.txt | head -1)"
+            timeout 120 $B bench -m ${WG_SYNTH[$m]} --prompt-lengths $n --gen 128 --reps 2 $flag --json $R/$f.json \
+              > $R/$f.txt 2>&1 || fail "$f (exit $?)"
+            [ $r = 1 ] && { timeout 120 $B bench -m ${WG_SYNTH[$m]} --prompt-lengths $n --gen 64 --reps 1 --traffic $flag \
+              --json $R/traffic_checks_${c}_${m}_$n.json --md $R/traffic_checks_${c}_${m}_$n.md > $R/traffic_checks_${c}_${m}_$n.txt 2>&1 ||
+              fail "traffic_checks_${c}_${m}_$n (exit $?)"; }
+            echo "== $f: $(grep -E 'decode' $R/$f.txt | tail -1)"
           done
         done
       done

@@ -13,6 +13,12 @@ the unpacked results.tgz of one call of tools/device/recipes/decode_head.sh). Wr
   matvec<J>_<type>_<N>x<K> `bench matvec` launch-shape sweep: per variant its time per dispatch and fraction of copy
                          bandwidth
   multiturn_<model>      `bench multi-turn --turns 30` (session TTFT turn 30 / turn 2)
+  multiturn_profile_<model>  the same with --profile --session-only: GPU time of turn 30's prefill forward and its
+                         attention's, minus turn 2's (the growth the session TTFT gains)
+  multiturn_c<I>_<model> the same (session-only) with the flags in multiturn_c<I>_<model>.flags (TURNS_CANDS)
+  checks_{on,off}_<model>_<n>_r<k>  `bench` after an n-token prompt with / without --shader-checks (naga's
+                         Restrict bounds checks; the browser's robustness measured natively): decode tok/s
+  traffic_checks_{on,off}_<model>_<n>  one `bench --traffic` of each
   traffic_<model>.json   `bench --traffic`: TTFT, decode tok/s, dispatches per step, fraction of copy bandwidth
   traffic_{base,this}_<model>_r<k>  the same for a baseline build (named in the call folder's BASE.txt) and this one
   diverge_q6k_<model>    `bench diverge` product against the other Q6_K layout: prompts whose greedy text departs
@@ -35,7 +41,8 @@ import json  # noqa: E402
 here = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else ".").resolve()
 raw = here / "raw"
 MODELS = {"qwen25-1.5b": "Qwen2.5-Coder-1.5B shape (synthetic)", "smollm2": "SmolLM2-135M shape (synthetic)",
-          "lfm2-1.2b": "LFM2-1.2B shape (synthetic)", "qwen35-0.8b": "Qwen3.5-0.8B shape (synthetic)"}
+          "lfm2-1.2b": "LFM2-1.2B shape (synthetic)", "qwen35-0.8b": "Qwen3.5-0.8B shape (synthetic)",
+          "qwen35-2b": "Qwen3.5-2B shape (synthetic)"}
 
 
 # B of the Q6_K layout A/Bs: the packed layout (the product until 2026-12-06, explicit since).
@@ -89,6 +96,24 @@ def matvec_rows(path):
     return rows
 
 
+def profile_rows(path, model):
+    """`bench multi-turn --profile`: GPU time of the last turn's prefill forward and of its attention, and the
+    growth of each from turn 2 (what the session TTFT ratio is made of)."""
+    turns = json.load(open(path))["turns"]
+    t2 = next((t for t in turns if t["turn"] == 2), None)
+    tl = turns[-1]
+    rows = []
+    if t2 is None or "profile_gpu_us" not in tl:
+        return rows
+    for k in ("profile_gpu_us", "profile_attention_us"):
+        rows.append({"model": model, "weights": "synthetic", "metric": k.replace("profile_", "turn_prefill_") + "_growth",
+                     "context": f"`bench multi-turn --profile`: turn {tl['turn']} minus turn 2 ({tl[k]:.1f} - {t2[k]:.1f} us; "
+                                f"{tl['new_tokens']} new tokens at position {tl['prompt_tokens'] - tl['new_tokens']})",
+                     "wgllm": round(tl[k] - t2[k], 1), "ratio_ci": None, "config": "product",
+                     "source": os.path.basename(path)})
+    return rows
+
+
 def rows_of(raw, tag):
     """The summary rows of one call's raw files (tag: appended to each row's context and source)."""
     cands = table(raw, "cands.txt")
@@ -109,9 +134,31 @@ def rows_of(raw, tag):
         if re.fullmatch(r"matvec\d+_.+", stem):
             rows += matvec_rows(f)
             continue
+        m = re.fullmatch(r"multiturn_profile_(.+)", stem)
+        if m:
+            rows += profile_rows(f, MODELS[m.group(1)])
+            continue
+        m = re.fullmatch(r"multiturn_c(\d+)_(.+)", stem)
+        if m:
+            flags = (raw / (stem + ".flags")).read_text().strip() if (raw / (stem + ".flags")).exists() else "?"
+            rows += [dict(r, model=MODELS[m.group(2)], weights="synthetic", config=flags,
+                          context=r["context"] + " (session-only run)") for r in multiturn_rows(f)
+                     if r["metric"] == "ttft_last_over_turn2_fraction"]
+            continue
         m = re.fullmatch(r"multiturn_(.+)", stem)
         if m:
             rows += [dict(r, model=MODELS[m.group(1)], weights="synthetic") for r in multiturn_rows(f)]
+            continue
+        m = re.fullmatch(r"checks_(on|off)_(.+)_(\d+)_r(\d+)", stem)
+        if m:
+            on, model, n, r = m.groups()
+            j = json.load(open(f))
+            run = j["runs"][0]
+            rows.append({"model": MODELS[model], "weights": "synthetic", "metric": "decode_tok_s",
+                         "context": f"`bench` decode after a {n}-token prompt, 128 steps x 2 repetitions, round {r} of 2",
+                         "wgllm": run.get("decode_tok_s_median"), "ratio_ci": None,
+                         "config": "--shader-checks (naga Restrict bounds checks)" if on == "on" else "product (no checks)",
+                         "source": stem + ".json"})
             continue
         m = re.fullmatch(r"(null|argmax1|q6kwide|cand\d+)_(.+)", stem)
         if m:
@@ -130,6 +177,11 @@ def rows_of(raw, tag):
             rows += [dict(x, config=(base if who == "base" else "product"), context=x.get("context", "") +
                           f" (round {r}; {'baseline ' + base if who == 'base' else 'this build'})")
                      for x in bench_rows(f, MODELS[model])]
+            continue
+        m = re.fullmatch(r"traffic_checks_(on|off)_(.+)_(\d+)", stem)
+        if m:
+            rows += [dict(x, config="--shader-checks" if m.group(1) == "on" else "product")
+                     for x in bench_rows(f, MODELS[m.group(2)])]
             continue
         m = re.fullmatch(r"traffic_(.+)", stem)
         if m:
