@@ -29,6 +29,8 @@
 # the browser build's under Dawn in Node, compared (exit 3 on a mismatch); results.tgz holds
 # native_<m>.txt, greedy_<m>.json/.log and exits.txt. Needs the .carry/synth headers (pack.py
 # --extra /tmp/synth=synth) besides the Node, wasm and wgllm carries; no model carry.
+# STAGE=robust: the Dawn-in-Node bench under Dawn device toggles (ROBUST_VARIANTS), native before and after
+# (node_v<i>.json / .options, native_{before,after}.json): what part of the browser's robustness costs.
 # Env: SYNTH (1: synthetic SmolLM2-shaped weights, see below), COMMIT (the commit measured, for summary.json), ROUNDS (3), BUDGET_S (330: no round starts
 # later; call timeout 600), NODE_TIMEOUT (200 s per Node run), NODE_ARGS (more web/node/bench.mjs
 # options, e.g. "--decode-pipeline 0").
@@ -88,6 +90,39 @@ if [ "${STAGE:-}" = arch ]; then
   exit
 fi
 [ -f $W/wasm/wgllm.wasm ] && [ -x $B ] && [ -f $GGUF ] && [ "$GGUF" != $WEBGPU/package.json ] || { el "not everything has arrived yet"; exit 0; }
+if [ "${STAGE:-}" = robust ]; then
+  # Which part of the browser's robustness costs the decode (issue 15): the same Dawn-in-Node bench with
+  # Dawn device toggles (diagnostics: a browser keeps its defaults), native before and after as the
+  # control. ROBUST_VARIANTS: ";"-separated, each a space-separated list of --dawn-option values
+  # ("" = Dawn's defaults). Default: defaults; disable_robustness (no checks at all);
+  # vulkan_use_buffer_robust_access_2 off (Tint clamps the storage indices instead of the driver's
+  # robustBufferAccess2); enable_integer_range_analysis_in_robustness (Tint leaves the indices it can
+  # prove in range unclamped).
+  R=$W/res_robust; rm -rf $R; mkdir -p $R
+  trap 'tar czf $OUT/results.tgz -C $R .' EXIT
+  wg_gpu_check | tee $R/gpu.txt
+  cp tools/device/recipes/node_bench.sh $R/recipe_node_bench.sh
+  [ "${SYNTH:-0}" = 1 ] && echo "synthetic weights (tools/synth/write_gguf.py --seed 1): the text is noise, the speed is real" > $R/LABEL.txt
+  mkdir -p $W/text/package/moby-dick/data && cp tests/fixtures/parity/prompt_256.txt $W/text/package/moby-dick/data/data.txt
+  TEXT=$W/text/package/moby-dick/data/data.txt
+  L=${ROBUST_LENGTHS:-512,4096}
+  $B bench -m $GGUF --prompt-lengths $L --gen 128 --reps 2 --json $R/native_before.json > $R/native_before.log 2>&1
+  grep -E "^\|" $R/native_before.log | tail -2
+  IFS=';' read -ra vs <<< "${ROBUST_VARIANTS:-;enable-dawn-features=disable_robustness;disable-dawn-features=vulkan_use_buffer_robust_access_2;enable-dawn-features=enable_integer_range_analysis_in_robustness}"
+  i=0
+  for v in "${vs[@]}"; do
+    (( $(date +%s) - T0 > ${BUDGET_S:-480} )) && { el "time budget: variant '$v' not run"; continue; }
+    opts=(); for o in $v; do opts+=(--dawn-option "$o"); done
+    echo "$v" > $R/node_v$i.options
+    timeout ${NODE_TIMEOUT:-150} $NODE "${NB[@]}" --model $GGUF --text $TEXT --lengths $L --gen 128 --reps 2 "${opts[@]}" \
+      --out $R/node_v$i.json > $R/node_v$i.log 2>&1
+    el "variant $i '$v': exit $? $(grep -v '^Warning: max' $R/node_v$i.log | grep -E 'P=' | tr '\n' ' ' | cut -c1-200)"
+    i=$((i + 1))
+  done
+  $B bench -m $GGUF --prompt-lengths $L --gen 128 --reps 2 --json $R/native_after.json > $R/native_after.log 2>&1
+  grep -E "^\|" $R/native_after.log | tail -2
+  exit
+fi
 
 mkdir -p $W/text/package/moby-dick/data && cp tests/fixtures/parity/prompt_256.txt $W/text/package/moby-dick/data/data.txt
 TEXT=$W/text/package/moby-dick/data/data.txt
