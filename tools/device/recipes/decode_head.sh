@@ -50,6 +50,9 @@
 #   peers_vk `bench ab` the product against llama.cpp Vulkan (carried .carry/llama-vk.tar.xz.part*, built by
 #            tools/peers/build_llamacpp_vulkan.sh): decode after 512 and TTFT 512 on PEERS_VK_MODELS (qwen25-1.5b
 #            lfm2-1.2b smollm2), TTFT 4096 on PEERS_VK4096_MODELS (none)
+#   checks_cand  decode with and without --shader-checks for each flag set of CHECKS_CANDS (";"-separated,
+#            "" = product) after CHECKS_LENGTHS (4096) on CHECKS_MODELS (smollm2): which launch shape the
+#            checks hurt least
 # EXTRA_SYNTH: more synthetic files to write (e.g. qwen35-2b for PEERS_MODELS)
 # Staging: python3 tools/device/pack.py --bin wgllm kernels_test --gl [--llamacpp] --extra /tmp/synth2=synth
 # Calls (2026-12-06): (1) BUDGET_S=420 PARTS="tests traffic ab" (the argmax split);
@@ -296,6 +299,32 @@ for part in ${PARTS:-tests traffic ab}; do
       done
     done
     el "checks"
+    ;;
+  checks_cand)
+    # Which decode-attention launch shape suffers least from the bounds checks: `bench` decode after
+    # CHECKS_LENGTHS (4096) with and without --shader-checks for each ";"-separated flag set of
+    # CHECKS_CANDS ("" = product), one run each (checkc<I>_{on,off}_<model>_<n>; flags in checkc<I>.flags).
+    i=0
+    IFS=';' read -ra cands <<< "${CHECKS_CANDS:-}"
+    for cand in "${cands[@]}"; do
+      echo "$cand" > $R/checkc$i.flags
+      for m in ${CHECKS_MODELS:-smollm2}; do
+        for n in ${CHECKS_LENGTHS:-4096}; do
+          line=""
+          for c in off on; do
+            wg_over && { fail "time budget: checks_cand $i $c not run"; continue; }
+            f=checkc${i}_${c}_${m}_$n
+            flag=--no-shader-checks; [ $c = on ] && flag=--shader-checks
+            timeout 60 $B bench -m ${WG_SYNTH[$m]} --prompt-lengths $n --gen 128 --reps 2 $flag $cand --json $R/$f.json \
+              > $R/$f.txt 2>&1 || fail "$f (exit $?)"
+            line="$line $c $(python3 -c "import json; print(round(json.load(open('$R/$f.json'))['runs'][0]['decode_tok_s_median'], 1))" 2>/dev/null)"
+          done
+          echo "== checkc$i '$cand' $m $n:$line"
+        done
+      done
+      i=$((i + 1))
+    done
+    el "checks_cand"
     ;;
   peers4096)
     wg_wait_llamacpp 420 || { fail "llama.cpp CUDA build not done: $(tail -2 $W/lcpp.log | tr '\n' ' ')"; exit 1; }
