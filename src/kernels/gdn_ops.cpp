@@ -206,6 +206,15 @@ bool gdn_decode_fits(const GdnPrepShape& s) {
   return R <= 64 && 4 * (2ull * s.DK + R * s.DV + 2 * R + 128) <= 16384;
 }
 
+uint32_t gdn_decode_row_split(const OpContext& o, const GdnPrepShape& s) {
+  uint32_t rs = o.opt.gdn_decode_row_split ? o.opt.gdn_decode_row_split
+                                           : (o.ctx.info().is_software() ? 1u : kGdnDecodeRowSplitGpu);
+  // RS divides DK; the partial sums (one f32 per thread) fit beside gdn_decode_fits' 16 KiB.
+  const uint64_t R = s.NK ? s.NV / s.NK : 1;
+  while (rs > 1 && (s.DK % rs || 4 * (2ull * s.DK + R * s.DV + 2 * R + 128 + 256) > 16384)) rs /= 2;
+  return rs;
+}
+
 void gdn_decode(OpContext& o, const GdnDecodeOperands& a) {
   const GdnPrepShape& s = a.shape;
   if (!s.NK || !s.NV || s.NV % s.NK || !s.DK || !s.DV) throw Error("gdn_decode: bad head shape");
@@ -216,12 +225,13 @@ void gdn_decode(OpContext& o, const GdnDecodeOperands& a) {
   if (&a.conv_state == &a.state || &a.conv_state == &a.out.buf || &a.state == &a.out.buf)
     throw Error("gdn_decode: conv_state, state and out must be different buffers");
   const uint32_t R = s.NV / s.NK, RDV = R * s.DV, C = 2 * s.NK * s.DK + s.NV * s.DV;
-  const uint32_t wg = std::min(256u, ceil_div(RDV, 64) * 64);
+  const uint32_t rs = gdn_decode_row_split(o, s);
+  const uint32_t wg = std::min(256u, ceil_div(RDV * rs, 64) * 64);
   DecodeParams prm{
       s.NK, s.NV, s.DV, s.L, C, a.x_off, a.z_off, a.a_off, a.b_off, a.out.off, a.tiled_v_heads ? 1u : 0u,
       a.scale, s.eps, a.norm_eps};
   const Defines d{{"WG", std::to_string(wg)}, {"DK", std::to_string(s.DK)}, {"R", std::to_string(R)},
-                  {"RDV", std::to_string(RDV)}};
+                  {"RDV", std::to_string(RDV)}, {"RS", std::to_string(rs)}, {"ROWSPLIT", rs > 1 ? "1" : "0"}};
   const auto& p = get(o, "gdn_decode", d,
                       {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite,
                        Bind::ReadWrite, Bind::ReadWrite, Bind::Uniform});

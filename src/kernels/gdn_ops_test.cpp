@@ -407,19 +407,28 @@ TEST(GdnOps, StepNormSameBitsAsUnfusedAndMatchesCpu) {
 }
 
 // gdn_decode (the whole recurrent core in one dispatch) against gdn_decode_prep + gdn_step_norm
-// (themselves bit-identical to the six unfused dispatches, tests above): the same bits in out, the
-// conv state and the DeltaNet state over three chained decode steps; and the CPU twins within
-// rounding. Shapes: R = NV/NK of 1..4, tiled heads, DK > 64, R*DV > 256 and DV > 256 (threads loop).
+// (themselves bit-identical to the six unfused dispatches, tests above): with one thread per state
+// column (--gdn-decode-row-split 1) the same bits in out, the conv state and the DeltaNet state over
+// three chained decode steps; with 2 and 4 threads per column (rows split, another summation order)
+// the same conv state bits; and the CPU twins within rounding for all three. Shapes: R = NV/NK of
+// 1..4, tiled heads, DK > 64, DK not a multiple of 4 (the split halves to 2), R*DV > 256 and DV > 256
+// (threads loop over columns).
 TEST(GdnOps, DecodeFusedSameBitsAsPrepPlusStepNormAndMatchesCpu) {
   auto& e = env();
   struct Shape { uint32_t NK, NV, DK, DV, L; bool tiled; };
+  for (const uint32_t rs : {1u, 2u, 4u})
   for (const Shape& s : {Shape{1, 1, 16, 16, 4, false}, Shape{2, 6, 72, 40, 4, true}, Shape{2, 4, 130, 20, 3, false},
                          Shape{1, 4, 32, 128, 4, false}, Shape{2, 2, 64, 300, 2, true}}) {
     const uint32_t KD = s.NK * s.DK, VD = s.NV * s.DV, C = 2 * KD + VD, x_off = 3;
     const uint32_t z_off = x_off + C, b_off = z_off + VD, a_off = b_off + s.NV, row = a_off + s.NV + 2;
     const float scale = 1.0f / std::sqrt(float(s.DK)), eps = 1e-6f;
     const std::string what = "NK=" + std::to_string(s.NK) + " NV=" + std::to_string(s.NV) + " DK=" + std::to_string(s.DK) +
-                             " DV=" + std::to_string(s.DV) + " L=" + std::to_string(s.L);
+                             " DV=" + std::to_string(s.DV) + " L=" + std::to_string(s.L) + " RS=" + std::to_string(rs);
+    {
+      auto o = e.op();
+      o.opt.gdn_decode_row_split = rs;
+      EXPECT_EQ(gdn_decode_row_split(o, {s.NK, s.NV, s.DK, s.DV, s.L, 1e-6f}), s.DK % rs ? rs / 2 : rs) << what;
+    }
     auto w = randn(size_t(C) * s.L, 21 + C), alog = randn(s.NV, 22), dt = randn(s.NV, 23), nw = randn(s.DV, 24);
     auto wb = e.upload(w), lb = e.upload(alog), db = e.upload(dt), nb = e.upload(nw);
     auto cs0 = randn(size_t(s.L - 1) * C, 25 + C, 0.5f), ss0 = randn(size_t(s.NV) * s.DK * s.DV, 26 + C, 0.3f);
@@ -439,6 +448,7 @@ TEST(GdnOps, DecodeFusedSameBitsAsPrepPlusStepNormAndMatchesCpu) {
         e.rec.set_traffic_log(true);
         e.rec.begin();
         if (p == 0) {
+          o.opt.gdn_decode_row_split = rs;
           gdn_decode(o, {sb, x_off, z_off, a_off, b_off, wb, cs[p], lb, db, nb, ss[p], {out[p], 2},
                          {s.NK, s.NV, s.DK, s.DV, s.L, eps}, scale, eps, s.tiled});
         } else {
@@ -453,9 +463,11 @@ TEST(GdnOps, DecodeFusedSameBitsAsPrepPlusStepNormAndMatchesCpu) {
       }
       const std::string ws = what + " step " + std::to_string(step);
       auto o0 = e.download(out[0], VD + 5), c0 = e.download(cs[0], cs0.size()), s0 = e.download(ss[0], ss0.size());
-      EXPECT_EQ(bits(o0), bits(e.download(out[1], VD + 5))) << ws << " out";
+      if (rs == 1) {
+        EXPECT_EQ(bits(o0), bits(e.download(out[1], VD + 5))) << ws << " out";
+        EXPECT_EQ(bits(s0), bits(e.download(ss[1], ss0.size()))) << ws << " state";
+      }
       EXPECT_EQ(bits(c0), bits(e.download(cs[1], cs0.size()))) << ws << " conv state";
-      EXPECT_EQ(bits(s0), bits(e.download(ss[1], ss0.size()))) << ws << " state";
       ref::causal_conv(src.data() + x_off, row, nullptr, 0, nullptr, 0, w.data(), nullptr, cs_cpu.data(), y_cpu.data(), C,
                        1, C, s.L, true);
       ref::l2norm_heads(y_cpu.data(), 2 * s.NK, s.DK, s.DK, eps);

@@ -86,6 +86,7 @@ const std::map<std::string, std::pair<int64_t, int64_t>> kExtremes = {
     {"gdn_chunk_long", {0, 256}},
     {"gdn_chunk_long_from", {2, 1 << 20}},
     {"gdn_scan_cols", {0, 64}},
+    {"gdn_decode_row_split", {1, 4}},
     {"sparse_block", {16, 4096}},
     {"sparse_top_k", {0, 200}},
     {"sparse_window", {1, 55}},

@@ -1,4 +1,4 @@
-// defines: DK R RDV WG
+// defines: DK R RDV WG RS ROWSPLIT
 // gdn_decode: the whole recurrent core of a Gated DeltaNet decode step (T = 1) in one dispatch
 // (KernelOptions::gdn_fuse_decode): what gdn_decode_prep + gdn_step (NORM=1) do in two, or
 // causal_conv + l2norm_heads + gdn_gates + gdn_step + gated_rmsnorm in six, with the same operations
@@ -13,7 +13,18 @@
 // every conv-state channel, state column and output belongs to exactly one workgroup (no
 // cross-workgroup hazard). q, k, v, gates and o stay in workgroup memory. The reductions are
 // those of head_norm.wgsl / gated_rmsnorm.wgsl: threads 0..63 sum squares over i = lid, lid + 64,
-// ..., then the same 64-wide tree. Defines: WG (multiple of 64, <= 256), DK, R (<= 64), RDV = R * DV.
+// ..., then the same 64-wide tree. Defines: WG (multiple of 64, <= 256), DK, R (<= 64), RDV = R * DV,
+// RS (threads per state column, KernelOptions::gdn_decode_row_split, --gdn-decode-row-split; a
+// divisor of DK) and ROWSPLIT (RS > 1):
+//   ROWSPLIT 0: one thread per state column walks its DK rows twice (S^T k, then the update and S^T q):
+//            the same operations in the same order as gdn_step.wgsl (same bits).
+//   ROWSPLIT 1: the RS threads of a column each own DK / RS consecutive rows, held in registers
+//            between the two passes (the state is read once, not twice); the partial sums of S^T k
+//            and of S^T q are added across the RS threads in row-block order through workgroup memory
+//            (`part`). Each element's expressions are ROWSPLIT 0's; the sums run in another order: not
+//            bit-identical to it (a tolerance test against the CPU twin, kernels/gdn_ops_test.cpp).
+//            RS x more threads work on the columns of a key head at once (a decode step has only NK
+//            workgroups: 16 for Qwen3.5-0.8B / 2B on a GPU of 132 SMs).
 // Layouts: proj row x (q, k, v at x_off + channel, conv channel order [q (NK*DK) | k | v (NV*DV)];
 // z of value head h at z_off + h*DV; a, b at a_off + h, b_off + h); conv weights [C][L], conv state
 // [L-1][C] (C = 2*NK*DK + NV*DV); DeltaNet state [NV][DK][DV]; out at o_off + h*DV.
@@ -39,6 +50,11 @@ var<workgroup> vs: array<f32, RDV>;  // v, then o (each element rewritten by the
 var<workgroup> gs: array<f32, 2u * R>;  // [g (R) | beta (R)]
 var<workgroup> redq: array<f32, 64>;
 var<workgroup> redk: array<f32, 64>;
+const RS: u32 = {{RS}}u;
+#if ROWSPLIT
+const RPT: u32 = DK / RS;  // state rows per thread
+var<workgroup> part: array<f32, WG>;  // [thread] partial sums of its column's rows
+#endif
 
 fn value_head(hk: u32, s: u32) -> u32 { return select(hk * R + s, hk + s * p.NK, p.TILED != 0u); }
 
@@ -124,9 +140,59 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     ks[i] = ks[i] * nk;
   }
   workgroupBarrier();
-  // 3. the delta rule, one state column per thread (and loop).
+  // 3. the delta rule, one state column per thread (and loop), or per RS threads (ROWSPLIT).
+#if ROWSPLIT
+  // Columns base .. base + WG / RS - 1 per pass; thread (c, r) = (lid / RS, lid % RS) owns rows
+  // r * RPT .. r * RPT + RPT - 1 of column base + c. The passes are uniform (barriers inside).
+  let r = lid.x % RS;
+  let lead = lid.x - r;  // the column's first thread
+  for (var base = 0u; base < RDV; base += WG / RS) {
+    let n = base + lid.x / RS;
+    let live = n < RDV;
+    var sv: array<f32, RPT>;
+    var m = 0.0;
+    var u = 0.0;
+    var sb = 0u;
+    if (live) {
+      let s = n / p.DV;
+      sb = value_head(hk, s) * DK * p.DV + n % p.DV;
+      let decay = exp(gs[s]);
+      for (var e = 0u; e < RPT; e++) {
+        let i = r * RPT + e;
+        sv[e] = st[sb + i * p.DV] * decay;
+        m += sv[e] * ks[i];
+      }
+    }
+    part[lid.x] = m;
+    workgroupBarrier();
+    if (live) {
+      var mt = 0.0;
+      for (var q2 = 0u; q2 < RS; q2++) { mt += part[lead + q2]; }
+      u = (vs[n] - mt) * gs[R + n / p.DV];
+    }
+    var acc = 0.0;
+    if (live) {
+      for (var e = 0u; e < RPT; e++) {
+        let i = r * RPT + e;
+        let x = sv[e] + ks[i] * u;
+        st[sb + i * p.DV] = x;
+        acc += x * (qs[i] * p.scale);
+      }
+    }
+    workgroupBarrier();  // every thread has read part and vs[n]
+    part[lid.x] = acc;
+    workgroupBarrier();
+    if (live && r == 0u) {
+      var ot = 0.0;
+      for (var q2 = 0u; q2 < RS; q2++) { ot += part[lid.x + q2]; }
+      vs[n] = ot;
+    }
+    workgroupBarrier();  // part is rewritten by the next pass
+  }
+#else
   for (var n = lid.x; n < RDV; n += WG) { vs[n] = column(value_head(hk, n / p.DV), n / p.DV, n % p.DV, vs[n]); }
   workgroupBarrier();
+#endif
   // 4. gated RMSNorm of each value head (gated_rmsnorm.wgsl order).
   for (var s = 0u; s < R; s++) {
     if (lid.x < 64u) {

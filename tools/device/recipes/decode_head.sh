@@ -53,7 +53,8 @@
 #   checks_cand  decode with and without --shader-checks for each flag set of CHECKS_CANDS (";"-separated,
 #            "" = product) after CHECKS_LENGTHS (4096) on CHECKS_MODELS (smollm2): which launch shape the
 #            checks hurt least
-# EXTRA_SYNTH: more synthetic files to write (e.g. qwen35-2b for PEERS_MODELS)
+# SYNTH_MODELS: the synthetic files to write (default qwen25-1.5b smollm2 lfm2-1.2b qwen35-0.8b); EXTRA_SYNTH:
+# more (e.g. qwen35-2b for PEERS_MODELS)
 # Staging: python3 tools/device/pack.py --bin wgllm kernels_test --gl [--llamacpp] --extra /tmp/synth2=synth
 # Calls (2026-12-06): (1) BUDGET_S=420 PARTS="tests traffic ab" (the argmax split);
 #        (2) BUDGET_S=560 PARTS="tests traffic q6k peers" (with --llamacpp; the Q6_K layout, then the
@@ -63,7 +64,7 @@ set -u
 source tools/device/remote.sh
 wg_results
 case " ${PARTS:-tests traffic ab} " in *" peers "* | *" peers4096 "*) wg_start_llamacpp_cuda ;; esac
-wg_synth_begin --gpu gpu_before.txt qwen25-1.5b smollm2 lfm2-1.2b qwen35-0.8b ${EXTRA_SYNTH:-}
+wg_synth_begin --gpu gpu_before.txt ${SYNTH_MODELS:-qwen25-1.5b smollm2 lfm2-1.2b qwen35-0.8b} ${EXTRA_SYNTH:-}
 el "synthetic files"
 Q=${WG_SYNTH[qwen25-1.5b]}
 D="--prompt-lengths 512 --gen 256 --reps 3"
@@ -89,7 +90,7 @@ for part in ${PARTS:-tests traffic ab}; do
         > $R/test_kernels.log 2>&1
       echo "kernels_test Ops.Argmax*, Ops.Q6K*, Ops.Matvec*, AllTypes/*: exit $?" | tee -a $R/tests.txt; tail -2 $R/test_kernels.log
     fi
-    for t in matmul_int8_test matmul_tiled_test fused_ops_test; do
+    for t in matmul_int8_test matmul_tiled_test fused_ops_test gdn_ops_test; do
       [ -x $W/bin/$t ] || continue
       timeout 120 $W/bin/$t > $R/test_$t.log 2>&1
       echo "$t: exit $?" | tee -a $R/tests.txt; tail -1 $R/test_$t.log
