@@ -127,7 +127,7 @@ void gdn_decode(OpContext& o, const GdnDecodeOperands& a);
 /// divides DK and its partial sums fit the workgroup memory. 1: the bit-exact one-thread-per-column form.
 uint32_t gdn_decode_row_split(const OpContext& o, const GdnPrepShape& s);
 /// The hardware adapters' default of gdn_decode_row_split (switch record gdn_decode_row_split).
-inline constexpr uint32_t kGdnDecodeRowSplitGpu = 1;
+inline constexpr uint32_t kGdnDecodeRowSplitGpu = 2;
 /// Whether gdn_decode's workgroup memory (q, k, v/o of one key head, gates: (2*DK + (NV/NK)*DV +
 /// 2*NV/NK + 128) f32) fits WebGPU's default 16 KiB limit and NV/NK <= 64; models fall back to the
 /// two-dispatch form otherwise.

@@ -225,6 +225,7 @@ TEST(Qwen35Parity, DecodeFusionSwitchesGiveIdenticalBits) {
     o.kernels.gdn_fuse_prep = combo & 2;
     o.kernels.gdn_fuse_norm = combo & 4;
     o.kernels.gdn_fuse_decode = combo & 8;
+    o.kernels.gdn_decode_row_split = 1;  // the fused step's bit-exact form (2 and 4: GdnDecodeRowSplitMatchesCpu)
     auto m = create_model(*f.src, o);
     auto got = decode_trace(*m, ids, 12);
     Diff d = diff(got, want);
@@ -252,6 +253,26 @@ TEST(Qwen35Parity, FusedDecodeMatchesCpu) {
     EXPECT_LE(diff(got.back(), want).max_abs, kTolGpuVsCpu) << "fused " << fused;
   }
   EXPECT_NE(0, std::memcmp(got[0].data(), got[1].data(), got[0].size() * 4)) << "--fused-decode was not taken";
+}
+
+// --gdn-decode-row-split 2 and 4 (the fused DeltaNet decode step's state columns over 2 or 4 threads; not
+// bit-exact; 2 is the GPUs' default): decode logits within the GPU tolerance of the CPU reference, and not
+// the one-thread-per-column form's bits (the split was taken).
+TEST(Qwen35Parity, GdnDecodeRowSplitMatchesCpu) {
+  auto& f = fx();
+  auto ids = ids_of(f.ref["prompts"][1]);
+  auto want = decode_trace(*f.cpu, ids, 12);
+  std::vector<std::vector<float>> got;
+  for (uint32_t rs : {1u, 2u, 4u}) {
+    ModelOptions o;
+    o.context_length = 512;
+    o.kernels.gdn_decode_row_split = rs;
+    auto m = create_model(*f.src, o);
+    got.push_back(decode_trace(*m, ids, 12));
+    EXPECT_LE(diff(got.back(), want).max_abs, kTolGpuVsCpu) << "row split " << rs;
+  }
+  EXPECT_NE(0, std::memcmp(got[0].data(), got[1].data(), got[0].size() * 4)) << "--gdn-decode-row-split 2 was not taken";
+  EXPECT_NE(0, std::memcmp(got[0].data(), got[2].data(), got[0].size() * 4)) << "--gdn-decode-row-split 4 was not taken";
 }
 
 TEST(Qwen35Parity, StateSizesAndTruncate) {
