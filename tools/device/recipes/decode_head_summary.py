@@ -19,6 +19,7 @@ the unpacked results.tgz of one call of tools/device/recipes/decode_head.sh). Wr
   checks_{on,off}_<model>_<n>_r<k>  `bench` after an n-token prompt with / without --shader-checks (naga's
                          Restrict bounds checks; the browser's robustness measured natively): decode tok/s
   traffic_checks_{on,off}_<model>_<n>  one `bench --traffic` of each
+  checkc<I>_{on,off}_<model>_<n>  part checks_cand: `bench` with the flags of checkc<I>.flags, with / without the checks
   traffic_<model>.json   `bench --traffic`: TTFT, decode tok/s, dispatches per step, fraction of copy bandwidth
   traffic_{base,this}_<model>_r<k>  the same for a baseline build (named in the call folder's BASE.txt) and this one
   diverge_q6k_<model>    `bench diverge` product against the other Q6_K layout: prompts whose greedy text departs
@@ -27,6 +28,8 @@ the unpacked results.tgz of one call of tools/device/recipes/decode_head.sh). Wr
                          marginal cost per decode step = its p50 step minus the mean of the two product runs'
   sweep<J>_<label>_<model>_c<I>[_rep]  the same for setting I of raw/sweeps.txt (c0 = product), each with its own
                          run without --repeat-kernel; also that run's p50 step (single runs, no interval)
+  node_v<i>.json         node_bench.sh STAGE=robust: the browser build under Dawn in Node with the Dawn toggles in
+                         node_v<i>.options, against native_{before,after}.json
 Every file is a synthetic-weights model (tools/synth)."""
 import glob
 import os
@@ -114,6 +117,33 @@ def profile_rows(path, model):
     return rows
 
 
+def node_robust_rows(raw):
+    """node_bench.sh STAGE=robust: the browser build under Dawn in Node (not a browser) with Dawn device toggles
+    (node_v<i>.json, its toggles in node_v<i>.options; "" = Dawn's defaults), against native `wgllm bench` before
+    and after (peer_value: the mean of the two native medians)."""
+    nat = {}
+    for n in ("native_before", "native_after"):
+        j = load(raw, n)
+        for r in (j or {}).get("runs", []):
+            nat.setdefault(r["n_prompt"], []).append(r)
+    rows = []
+    for f in sorted(glob.glob(str(raw / "node_v*.json")), key=lambda x: int(re.search(r"node_v(\d+)", x).group(1))):
+        stem = os.path.basename(f)[:-5]
+        opts = (raw / (stem + ".options")).read_text().strip() if (raw / (stem + ".options")).exists() else "?"
+        for r in json.load(open(f))["bench"]["rows"]:
+            n = r["n_prompt"]
+            for metric, key in (("decode_tok_s", "decode_tok_s_median"), ("ttft_ms", "ttft_ms_median")):
+                peer = [x[key] for x in nat.get(n, [])]
+                rows.append({"model": MODELS["smollm2"], "weights": "synthetic", "metric": metric,
+                             "context": f"Dawn in Node, not a browser: the browser build, prompt {n}, {r['n_gen']} steps x "
+                                        f"{json.load(open(f)).get('reps', '?')} repetitions, one run; Dawn toggles: "
+                                        f"{opts or 'none (Dawn defaults)'}",
+                             "wgllm": r[key], "peer": "native", "peer_value": sum(peer) / len(peer) if peer else None,
+                             "ratio_ci": None, "config": "product" if not opts else f"Dawn {opts} (diagnostic)",
+                             "label": "Dawn in Node, not a browser", "source": stem + ".json"})
+    return rows
+
+
 def rows_of(raw, tag):
     """The summary rows of one call's raw files (tag: appended to each row's context and source)."""
     cands = table(raw, "cands.txt")
@@ -148,6 +178,18 @@ def rows_of(raw, tag):
         m = re.fullmatch(r"multiturn_(.+)", stem)
         if m:
             rows += [dict(r, model=MODELS[m.group(1)], weights="synthetic") for r in multiturn_rows(f)]
+            continue
+        m = re.fullmatch(r"checkc(\d+)_(on|off)_(.+)_(\d+)", stem)
+        if m:
+            i, on, model, n = m.groups()
+            flags = (raw / f"checkc{i}.flags").read_text().strip() if (raw / f"checkc{i}.flags").exists() else "?"
+            run = json.load(open(f))["runs"][0]
+            rows.append({"model": MODELS[model], "weights": "synthetic", "metric": "decode_tok_s",
+                         "context": f"`bench` decode after a {n}-token prompt, 128 steps x 2 repetitions, one run, "
+                                    f"{'with --shader-checks (naga Restrict bounds checks)' if on == 'on' else 'no checks'}",
+                         "wgllm": run.get("decode_tok_s_median"), "ratio_ci": None,
+                         "config": " ".join(x for x in (flags or "product", "--shader-checks" if on == "on" else "") if x),
+                         "source": stem + ".json"})
             continue
         m = re.fullmatch(r"checks_(on|off)_(.+)_(\d+)_r(\d+)", stem)
         if m:
@@ -218,6 +260,7 @@ def rows_of(raw, tag):
         rows += ab_rows(f, MODELS[stem[len("ttft_q6kwide_"):]], "TTFT of a 512-token prompt, 8 steps x 3 repetitions per "
                         "run, 2 interleaved rounds", "--no-q6k-packed (Q6_K widened to 10 bits per weight)",
                         wgllm_is_b=True, config=PACKED)
+    rows += node_robust_rows(raw)
     for r in rows:
         if tag:
             r["context"] += f" ({tag})"
