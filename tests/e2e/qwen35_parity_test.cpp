@@ -237,42 +237,39 @@ TEST(Qwen35Parity, DecodeFusionSwitchesGiveIdenticalBits) {
   }
 }
 
+// Decode traces (prompt 1, 12 steps) of one GPU model per setting (set(o, i) applies setting i), each
+// within the GPU tolerance of the CPU reference; every setting after the first must change the bits
+// (the inexact path was taken).
+static void expect_inexact_settings_match_cpu(int n, const std::function<void(ModelOptions&, int)>& set, const std::string& what) {
+  auto& f = fx();
+  auto ids = ids_of(f.ref["prompts"][1]);
+  auto want = decode_trace(*f.cpu, ids, 12);
+  std::vector<std::vector<float>> got;
+  for (int i = 0; i < n; ++i) {
+    ModelOptions o;
+    o.context_length = 512;
+    set(o, i);
+    auto m = create_model(*f.src, o);
+    got.push_back(decode_trace(*m, ids, 12));
+    EXPECT_LE(diff(got.back(), want).max_abs, kTolGpuVsCpu) << what << " setting " << i;
+    if (i > 0) {
+      EXPECT_NE(0, std::memcmp(got[0].data(), got[i].data(), got[0].size() * 4)) << what << " setting " << i << " not taken";
+    }
+  }
+}
+
 // --fused-decode (QK-norm, RoPE and KV store in the attention launch; not bit-exact): decode logits
 // within the GPU tolerance of the CPU reference, and not the default path's bits (it was taken).
 TEST(Qwen35Parity, FusedDecodeMatchesCpu) {
-  auto& f = fx();
-  auto ids = ids_of(f.ref["prompts"][1]);
-  auto want = decode_trace(*f.cpu, ids, 12);
-  std::vector<std::vector<float>> got;
-  for (bool fused : {false, true}) {
-    ModelOptions o;
-    o.context_length = 512;
-    o.kernels.fused_decode = fused;
-    auto m = create_model(*f.src, o);
-    got.push_back(decode_trace(*m, ids, 12));
-    EXPECT_LE(diff(got.back(), want).max_abs, kTolGpuVsCpu) << "fused " << fused;
-  }
-  EXPECT_NE(0, std::memcmp(got[0].data(), got[1].data(), got[0].size() * 4)) << "--fused-decode was not taken";
+  expect_inexact_settings_match_cpu(2, [](ModelOptions& o, int i) { o.kernels.fused_decode = i == 1; }, "--fused-decode");
 }
 
 // --gdn-decode-row-split 2 and 4 (the fused DeltaNet decode step's state columns over 2 or 4 threads; not
-// bit-exact; 2 is the GPUs' default): decode logits within the GPU tolerance of the CPU reference, and not
-// the one-thread-per-column form's bits (the split was taken).
+// bit-exact; 2 is the GPUs' default) against 1: decode logits within the GPU tolerance of the CPU
+// reference, and not the one-thread-per-column form's bits (the split was taken).
 TEST(Qwen35Parity, GdnDecodeRowSplitMatchesCpu) {
-  auto& f = fx();
-  auto ids = ids_of(f.ref["prompts"][1]);
-  auto want = decode_trace(*f.cpu, ids, 12);
-  std::vector<std::vector<float>> got;
-  for (uint32_t rs : {1u, 2u, 4u}) {
-    ModelOptions o;
-    o.context_length = 512;
-    o.kernels.gdn_decode_row_split = rs;
-    auto m = create_model(*f.src, o);
-    got.push_back(decode_trace(*m, ids, 12));
-    EXPECT_LE(diff(got.back(), want).max_abs, kTolGpuVsCpu) << "row split " << rs;
-  }
-  EXPECT_NE(0, std::memcmp(got[0].data(), got[1].data(), got[0].size() * 4)) << "--gdn-decode-row-split 2 was not taken";
-  EXPECT_NE(0, std::memcmp(got[0].data(), got[2].data(), got[0].size() * 4)) << "--gdn-decode-row-split 4 was not taken";
+  expect_inexact_settings_match_cpu(3, [](ModelOptions& o, int i) { o.kernels.gdn_decode_row_split = 1u << i; },
+                                    "--gdn-decode-row-split");
 }
 
 TEST(Qwen35Parity, StateSizesAndTruncate) {
