@@ -207,6 +207,9 @@ bool gdn_decode_fits(const GdnPrepShape& s) {
 }
 
 uint32_t gdn_decode_row_split(const OpContext& o, const GdnPrepShape& s) {
+  const uint32_t set = o.opt.gdn_decode_row_split;
+  if (set != 0 && set != 1 && set != 2 && set != 4)
+    throw Error("gdn_decode_row_split must be 0 (adapter default), 1, 2 or 4, not " + std::to_string(set));
   uint32_t rs = o.opt.gdn_decode_row_split ? o.opt.gdn_decode_row_split
                                            : (o.ctx.info().is_software() ? 1u : kGdnDecodeRowSplitGpu);
   // RS divides DK; the partial sums (one f32 per thread) fit beside gdn_decode_fits' 16 KiB.

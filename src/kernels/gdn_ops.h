@@ -125,6 +125,7 @@ void gdn_decode(OpContext& o, const GdnDecodeOperands& a);
 /// gdn_decode's threads per state column (wgsl/gdn_decode.wgsl RS): KernelOptions::gdn_decode_row_split,
 /// 0 = adapter default (kGdnDecodeRowSplitGpu on hardware adapters, 1 on software ones), halved until it
 /// divides DK and its partial sums fit the workgroup memory. 1: the bit-exact one-thread-per-column form.
+/// Throws wgllm::Error for a set value other than 0, 1, 2 or 4.
 uint32_t gdn_decode_row_split(const OpContext& o, const GdnPrepShape& s);
 /// The hardware adapters' default of gdn_decode_row_split (switch record gdn_decode_row_split).
 inline constexpr uint32_t kGdnDecodeRowSplitGpu = 2;

@@ -428,6 +428,10 @@ TEST(GdnOps, DecodeFusedSameBitsAsPrepPlusStepNormAndMatchesCpu) {
       auto o = e.op();
       o.opt.gdn_decode_row_split = rs;
       EXPECT_EQ(gdn_decode_row_split(o, {s.NK, s.NV, s.DK, s.DV, s.L, 1e-6f}), s.DK % rs ? rs / 2 : rs) << what;
+      for (uint32_t bad : {3u, 8u, 512u}) {  // a column must not straddle two passes; WG / RS >= 1
+        o.opt.gdn_decode_row_split = bad;
+        EXPECT_THROW(gdn_decode_row_split(o, {s.NK, s.NV, s.DK, s.DV, s.L, 1e-6f}), Error) << what << " RS " << bad;
+      }
     }
     auto w = randn(size_t(C) * s.L, 21 + C), alog = randn(s.NV, 22), dt = randn(s.NV, 23), nw = randn(s.DV, 24);
     auto wb = e.upload(w), lb = e.upload(alog), db = e.upload(dt), nb = e.upload(nw);

@@ -272,7 +272,7 @@ void GpuModel::delta_net(Pass& p, uint32_t layer, const Vector& norm, const Delt
     DeltaState& st = sg.seq->delta(layer);
     const gpu::Buffer &conv = st.conv_state().buffer(), &ssm = st.recurrent_state().buffer();
     const uint32_t n = sg.T, P = sg.row0 * S, C0 = sg.row0 * CD, G0 = sg.row0 * 2 * nv, A0 = sg.row0 * VD;
-    if (n == 1 && o.opt.gdn_fuse_decode && kernels::gdn_decode_fits(shape)) {  // conv ... gated RMSNorm: one dispatch, same bits
+    if (n == 1 && o.opt.gdn_fuse_decode && kernels::gdn_decode_fits(shape)) {  // conv ... gated RMSNorm: one dispatch (same bits at row split 1)
       kernels::gdn_decode(o, {proj_, P, P + CD, P + CD + VD + nv, P + CD + VD, w.conv, conv, w.a_log, w.dt_bias, w.norm,
                               ssm, {att_, A0}, shape, scale, c_.rms_eps, sh.tiled_v_heads});
       continue;

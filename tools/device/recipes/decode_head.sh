@@ -269,7 +269,8 @@ for part in ${PARTS:-tests traffic ab}; do
       grep -E "^turn +(2|30): profile" $R/multiturn_profile_$m.txt
       # TURNS_CANDS: ";"-separated flag sets, each a session-only run of its own (multiturn_c<i>_<m>)
       i=0
-      IFS=';' read -ra cands <<< "${TURNS_CANDS:-}"
+      cands=()
+      [ -n "${TURNS_CANDS:-}" ] && IFS=';' read -ra cands <<< "${TURNS_CANDS};"  # (";": a trailing "" = product is kept)
       for c in "${cands[@]}"; do
         i=$((i + 1))
         wg_over && { fail "time budget: turns candidate $c not run"; continue; }
@@ -306,7 +307,7 @@ for part in ${PARTS:-tests traffic ab}; do
     # CHECKS_LENGTHS (4096) with and without --shader-checks for each ";"-separated flag set of
     # CHECKS_CANDS ("" = product), one run each (checkc<I>_{on,off}_<model>_<n>; flags in checkc<I>.flags).
     i=0
-    IFS=';' read -ra cands <<< "${CHECKS_CANDS:-}"
+    IFS=';' read -ra cands <<< "${CHECKS_CANDS:-};"  # (the ";" keeps a trailing "" = product: read drops one empty last field)
     for cand in "${cands[@]}"; do
       echo "$cand" > $R/checkc$i.flags
       for m in ${CHECKS_MODELS:-smollm2}; do

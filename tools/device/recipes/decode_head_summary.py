@@ -127,6 +127,9 @@ def node_robust_rows(raw):
         for r in (j or {}).get("runs", []):
             nat.setdefault(r["n_prompt"], []).append(r)
     rows = []
+    # SYNTH=1 runs write LABEL.txt (synthetic SmolLM2-shaped weights); without it the real SmolLM2 Q4_1 file.
+    synth = (raw / "LABEL.txt").exists()
+    model, weights = (MODELS["smollm2"], "synthetic") if synth else ("SmolLM2-135M-Instruct-Q4_1", "real")
     for f in sorted(glob.glob(str(raw / "node_v*.json")), key=lambda x: int(re.search(r"node_v(\d+)", x).group(1))):
         stem = os.path.basename(f)[:-5]
         opts = (raw / (stem + ".options")).read_text().strip() if (raw / (stem + ".options")).exists() else "?"
@@ -134,7 +137,7 @@ def node_robust_rows(raw):
             n = r["n_prompt"]
             for metric, key in (("decode_tok_s", "decode_tok_s_median"), ("ttft_ms", "ttft_ms_median")):
                 peer = [x[key] for x in nat.get(n, [])]
-                rows.append({"model": MODELS["smollm2"], "weights": "synthetic", "metric": metric,
+                rows.append({"model": model, "weights": weights, "metric": metric,
                              "context": f"Dawn in Node, not a browser: the browser build, prompt {n}, {r['n_gen']} steps x "
                                         f"{json.load(open(f)).get('reps', '?')} repetitions, one run; Dawn toggles: "
                                         f"{opts or 'none (Dawn defaults)'}",
@@ -171,7 +174,7 @@ def rows_of(raw, tag):
         m = re.fullmatch(r"multiturn_c(\d+)_(.+)", stem)
         if m:
             flags = (raw / (stem + ".flags")).read_text().strip() if (raw / (stem + ".flags")).exists() else "?"
-            rows += [dict(r, model=MODELS[m.group(2)], weights="synthetic", config=flags,
+            rows += [dict(r, model=MODELS[m.group(2)], weights="synthetic", config=flags or "product",
                           context=r["context"] + " (session-only run)") for r in multiturn_rows(f)
                      if r["metric"] == "ttft_last_over_turn2_fraction"]
             continue

@@ -108,10 +108,13 @@ if [ "${STAGE:-}" = robust ]; then
   L=${ROBUST_LENGTHS:-512,4096}
   $B bench -m $GGUF --prompt-lengths $L --gen 128 --reps 2 --json $R/native_before.json > $R/native_before.log 2>&1
   grep -E "^\|" $R/native_before.log | tail -2
-  IFS=';' read -ra vs <<< "${ROBUST_VARIANTS:-;enable-dawn-features=disable_robustness;disable-dawn-features=vulkan_use_buffer_robust_access_2;enable-dawn-features=enable_integer_range_analysis_in_robustness}"
+  # (the ";" appended keeps a trailing "" variant: read drops one empty last field)
+  IFS=';' read -ra vs <<< "${ROBUST_VARIANTS:-;enable-dawn-features=disable_robustness;disable-dawn-features=vulkan_use_buffer_robust_access_2;enable-dawn-features=enable_integer_range_analysis_in_robustness};"
   i=0
   for v in "${vs[@]}"; do
-    (( $(date +%s) - T0 > ${BUDGET_S:-480} )) && { el "time budget: variant '$v' not run"; continue; }
+    # A variant starts only if it and the native run after it end within BUDGET_S (the call's limit is 600 s and
+    # results.tgz is written on exit).
+    (( $(date +%s) - T0 + ${NODE_TIMEOUT:-150} + 40 > ${BUDGET_S:-480} )) && { el "time budget: variant '$v' not run"; continue; }
     opts=(); for o in $v; do opts+=(--dawn-option "$o"); done
     echo "$v" > $R/node_v$i.options
     timeout ${NODE_TIMEOUT:-150} $NODE "${NB[@]}" --model $GGUF --text $TEXT --lengths $L --gen 128 --reps 2 "${opts[@]}" \
@@ -119,7 +122,7 @@ if [ "${STAGE:-}" = robust ]; then
     el "variant $i '$v': exit $? $(grep -v '^Warning: max' $R/node_v$i.log | grep -E 'P=' | tr '\n' ' ' | cut -c1-200)"
     i=$((i + 1))
   done
-  $B bench -m $GGUF --prompt-lengths $L --gen 128 --reps 2 --json $R/native_after.json > $R/native_after.log 2>&1
+  timeout 40 $B bench -m $GGUF --prompt-lengths $L --gen 128 --reps 2 --json $R/native_after.json > $R/native_after.log 2>&1
   grep -E "^\|" $R/native_after.log | tail -2
   exit
 fi
