@@ -200,10 +200,22 @@ void gdn_decode_prep(OpContext& o, const GdnPrepShape& s, const gpu::Buffer& src
   o.rec.dispatch(p, {src, conv_w, a_log, dt_bias, state, y.buf, gates.buf}, prm, groups, 1, 1, "gdn_decode_prep");
 }
 
+namespace {
+// Bytes of gdn_decode.wgsl's workgroup variables for RS threads per column: qs, ks (DK), vs (R*DV), gs (2R),
+// redq, redk (64 each) and, with RS > 1, part (WG). Each variable is rounded up to 16 bytes, as WebGPU counts
+// it against maxComputeWorkgroupStorageSize.
+uint64_t gdn_decode_wg_bytes(const GdnPrepShape& s, uint32_t rs) {
+  const uint64_t R = s.NV / s.NK, RDV = R * s.DV;
+  auto r16 = [](uint64_t bytes) { return (bytes + 15) / 16 * 16; };
+  const uint64_t wg = std::min<uint64_t>(256, (RDV * rs + 63) / 64 * 64);
+  return 2 * r16(4ull * s.DK) + r16(4 * RDV) + r16(8 * R) + 2 * 256 + (rs > 1 ? r16(4 * wg) : 0);
+}
+}  // namespace
+
 bool gdn_decode_fits(const GdnPrepShape& s) {
   if (!s.NK || s.NV % s.NK) return false;
-  const uint64_t R = s.NV / s.NK;  // <= 64: the gates of a workgroup's value heads are one per thread
-  return R <= 64 && 4 * (2ull * s.DK + R * s.DV + 2 * R + 128) <= 16384;
+  // R <= 64: the gates of a workgroup's value heads are one per thread.
+  return s.NV / s.NK <= 64 && gdn_decode_wg_bytes(s, 1) <= 16384;
 }
 
 uint32_t gdn_decode_row_split(const OpContext& o, const GdnPrepShape& s) {
@@ -212,9 +224,8 @@ uint32_t gdn_decode_row_split(const OpContext& o, const GdnPrepShape& s) {
     throw Error("gdn_decode_row_split must be 0 (adapter default), 1, 2 or 4, not " + std::to_string(set));
   uint32_t rs = o.opt.gdn_decode_row_split ? o.opt.gdn_decode_row_split
                                            : (o.ctx.info().is_software() ? 1u : kGdnDecodeRowSplitGpu);
-  // RS divides DK; the partial sums (one f32 per thread) fit beside gdn_decode_fits' 16 KiB.
-  const uint64_t R = s.NK ? s.NV / s.NK : 1;
-  while (rs > 1 && (s.DK % rs || 4 * (2ull * s.DK + R * s.DV + 2 * R + 128 + 256) > 16384)) rs /= 2;
+  // RS divides DK; the partial sums (one f32 per thread) fit beside the rest in WebGPU's default 16 KiB.
+  while (rs > 1 && (s.DK % rs || !s.NK || gdn_decode_wg_bytes(s, rs) > 16384)) rs /= 2;
   return rs;
 }
 

@@ -512,6 +512,10 @@ TEST(GdnOps, FusedDecodeOpsRejectBadArguments) {
                Error);  // NV % NK != 0
   EXPECT_TRUE(gdn_decode_fits({16, 32, 128, 128, 4}));   // Qwen3.5 / Qwen3-Next shapes
   EXPECT_FALSE(gdn_decode_fits({1, 32, 128, 128, 4}));   // 32 value heads of 128 on one key head
+  // Each workgroup variable counts rounded up to 16 bytes: DK 1 (qs, ks: 4 -> 16 bytes each) and DV 3956 fill
+  // exactly 16 KiB; DV 3964 would fit only without the rounding.
+  EXPECT_TRUE(gdn_decode_fits({1, 1, 1, 3956, 4}));
+  EXPECT_FALSE(gdn_decode_fits({1, 1, 1, 3964, 4}));
   EXPECT_THROW(gdn_decode(o, {src, 0, 24, 33, 32, w, st, w, w, w, ss, {y, 0}, {1, 64, 8, 64, 4, 1e-6f}, 0.3f, 1e-6f}),
                Error);  // workgroup memory
   e.rec.submit();
