@@ -201,14 +201,18 @@ void gdn_decode_prep(OpContext& o, const GdnPrepShape& s, const gpu::Buffer& src
 }
 
 namespace {
+// gdn_decode.wgsl's WG: RS threads for each of a key head's RDV = R*DV state columns, rounded up to 64, at
+// most 256 (more columns: the threads loop).
+uint32_t gdn_decode_threads(uint32_t RDV, uint32_t rs) { return std::min(256u, ceil_div(RDV * rs, 64) * 64); }
+
 // Bytes of gdn_decode.wgsl's workgroup variables for RS threads per column: qs, ks (DK), vs (R*DV), gs (2R),
 // redq, redk (64 each) and, with RS > 1, part (WG). Each variable is rounded up to 16 bytes, as WebGPU counts
 // it against maxComputeWorkgroupStorageSize.
 uint64_t gdn_decode_wg_bytes(const GdnPrepShape& s, uint32_t rs) {
-  const uint64_t R = s.NV / s.NK, RDV = R * s.DV;
+  const uint32_t R = s.NV / s.NK, RDV = R * s.DV;
   auto r16 = [](uint64_t bytes) { return (bytes + 15) / 16 * 16; };
-  const uint64_t wg = std::min<uint64_t>(256, (RDV * rs + 63) / 64 * 64);
-  return 2 * r16(4ull * s.DK) + r16(4 * RDV) + r16(8 * R) + 2 * 256 + (rs > 1 ? r16(4 * wg) : 0);
+  return 2 * r16(4ull * s.DK) + r16(4ull * RDV) + r16(8ull * R) + 2 * 256 +
+         (rs > 1 ? r16(4ull * gdn_decode_threads(RDV, rs)) : 0);
 }
 }  // namespace
 
@@ -222,8 +226,7 @@ uint32_t gdn_decode_row_split(const OpContext& o, const GdnPrepShape& s) {
   const uint32_t set = o.opt.gdn_decode_row_split;
   if (set != 0 && set != 1 && set != 2 && set != 4)
     throw Error("gdn_decode_row_split must be 0 (adapter default), 1, 2 or 4, not " + std::to_string(set));
-  uint32_t rs = o.opt.gdn_decode_row_split ? o.opt.gdn_decode_row_split
-                                           : (o.ctx.info().is_software() ? 1u : kGdnDecodeRowSplitGpu);
+  uint32_t rs = set ? set : (o.ctx.info().is_software() ? 1u : kGdnDecodeRowSplitGpu);
   // RS divides DK; the partial sums (one f32 per thread) fit beside the rest in WebGPU's default 16 KiB.
   while (rs > 1 && (s.DK % rs || !s.NK || gdn_decode_wg_bytes(s, rs) > 16384)) rs /= 2;
   return rs;
@@ -240,7 +243,7 @@ void gdn_decode(OpContext& o, const GdnDecodeOperands& a) {
     throw Error("gdn_decode: conv_state, state and out must be different buffers");
   const uint32_t R = s.NV / s.NK, RDV = R * s.DV, C = 2 * s.NK * s.DK + s.NV * s.DV;
   const uint32_t rs = gdn_decode_row_split(o, s);
-  const uint32_t wg = std::min(256u, ceil_div(RDV * rs, 64) * 64);
+  const uint32_t wg = gdn_decode_threads(RDV, rs);
   DecodeParams prm{
       s.NK, s.NV, s.DV, s.L, C, a.x_off, a.z_off, a.a_off, a.b_off, a.out.off, a.tiled_v_heads ? 1u : 0u,
       a.scale, s.eps, a.norm_eps};

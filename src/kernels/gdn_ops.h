@@ -119,8 +119,9 @@ struct GdnDecodeOperands {
 /// workgroup per key head, min(256, RS*R*DV rounded up to 64) threads, R = NV/NK, RS =
 /// gdn_decode_row_split). With RS 1 the same bits in out, conv_state and state as gdn_decode_prep +
 /// gdn_step_norm (and so as the six unfused dispatches); RS > 1 sums each state column's products in
-/// RS row blocks (another order; conv_state still the same bits). proj, conv_w, a_log, dt_bias and norm_w are read only; conv_state, state and out
-/// must be distinct from them and from each other. Throws wgllm::Error for aliasing or a bad shape.
+/// RS row blocks (another order; conv_state still the same bits). proj, conv_w, a_log, dt_bias and
+/// norm_w are read only; conv_state, state and out must be distinct from them and from each other.
+/// Throws wgllm::Error for aliasing or a bad shape.
 void gdn_decode(OpContext& o, const GdnDecodeOperands& a);
 /// gdn_decode's threads per state column (wgsl/gdn_decode.wgsl RS): KernelOptions::gdn_decode_row_split,
 /// 0 = adapter default (kGdnDecodeRowSplitGpu on hardware adapters, 1 on software ones), halved until it
@@ -129,9 +130,10 @@ void gdn_decode(OpContext& o, const GdnDecodeOperands& a);
 uint32_t gdn_decode_row_split(const OpContext& o, const GdnPrepShape& s);
 /// The hardware adapters' default of gdn_decode_row_split (switch record gdn_decode_row_split).
 inline constexpr uint32_t kGdnDecodeRowSplitGpu = 2;
-/// Whether gdn_decode's workgroup memory (q, k, v/o of one key head, gates: (2*DK + (NV/NK)*DV +
-/// 2*NV/NK + 128) f32) fits WebGPU's default 16 KiB limit and NV/NK <= 64; models fall back to the
-/// two-dispatch form otherwise.
+/// Whether gdn_decode's workgroup memory with one thread per column (q, k, v/o of one key head, gates,
+/// two 64-wide reductions: 2*DK, (NV/NK)*DV, 2*NV/NK, 64 and 64 f32, each variable rounded up to 16
+/// bytes as WebGPU counts it) fits WebGPU's default 16 KiB limit and NV/NK <= 64; models fall back to
+/// the two-dispatch form otherwise.
 bool gdn_decode_fits(const GdnPrepShape& s);
 
 /// Floats of the work buffer gdn_chunked needs for T tokens with chunk size C.

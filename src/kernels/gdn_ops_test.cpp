@@ -428,10 +428,6 @@ TEST(GdnOps, DecodeFusedSameBitsAsPrepPlusStepNormAndMatchesCpu) {
       auto o = e.op();
       o.opt.gdn_decode_row_split = rs;
       EXPECT_EQ(gdn_decode_row_split(o, {s.NK, s.NV, s.DK, s.DV, s.L, 1e-6f}), s.DK % rs ? rs / 2 : rs) << what;
-      for (uint32_t bad : {3u, 8u, 512u}) {  // a column must not straddle two passes; WG / RS >= 1
-        o.opt.gdn_decode_row_split = bad;
-        EXPECT_THROW(gdn_decode_row_split(o, {s.NK, s.NV, s.DK, s.DV, s.L, 1e-6f}), Error) << what << " RS " << bad;
-      }
     }
     auto w = randn(size_t(C) * s.L, 21 + C), alog = randn(s.NV, 22), dt = randn(s.NV, 23), nw = randn(s.DV, 24);
     auto wb = e.upload(w), lb = e.upload(alog), db = e.upload(dt), nb = e.upload(nw);
@@ -518,5 +514,12 @@ TEST(GdnOps, FusedDecodeOpsRejectBadArguments) {
   EXPECT_FALSE(gdn_decode_fits({1, 1, 1, 3964, 4}));
   EXPECT_THROW(gdn_decode(o, {src, 0, 24, 33, 32, w, st, w, w, w, ss, {y, 0}, {1, 64, 8, 64, 4, 1e-6f}, 0.3f, 1e-6f}),
                Error);  // workgroup memory
+  for (uint32_t bad : {3u, 8u, 512u}) {  // row split: a column must not straddle two passes; WG / RS >= 1
+    auto ob = e.op();
+    ob.opt.gdn_decode_row_split = bad;
+    EXPECT_THROW(gdn_decode_row_split(ob, {2, 6, 72, 40, 4, 1e-6f}), Error) << "RS " << bad;
+    EXPECT_THROW(gdn_decode(ob, {src, 0, 24, 33, 32, w, st, w, w, w, ss, {y, 0}, {1, 1, 8, 8, 4, 1e-6f}, 0.3f, 1e-6f}),
+                 Error) << "RS " << bad;
+  }
   e.rec.submit();
 }

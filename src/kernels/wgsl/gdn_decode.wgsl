@@ -151,7 +151,6 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     let live = n < RDV;
     var sv: array<f32, RPT>;
     var m = 0.0;
-    var u = 0.0;
     var sb = 0u;
     if (live) {
       let s = n / p.DV;
@@ -165,13 +164,11 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     }
     part[lid.x] = m;
     workgroupBarrier();
+    var acc = 0.0;
     if (live) {
       var mt = 0.0;
       for (var q2 = 0u; q2 < RS; q2++) { mt += part[lead + q2]; }
-      u = (vs[n] - mt) * gs[R + n / p.DV];
-    }
-    var acc = 0.0;
-    if (live) {
+      let u = (vs[n] - mt) * gs[R + n / p.DV];
       for (var e = 0u; e < RPT; e++) {
         let i = r * RPT + e;
         let x = sv[e] + ks[i] * u;
