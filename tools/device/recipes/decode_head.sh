@@ -77,6 +77,8 @@ peer_ab() {
   wg_ab vs_$1_$3 200 --a "bench -m ${WG_SYNTH[$3]} --prompt-lengths 512 --gen 128 --reps 1" \
     --b-cmd "bash tools/peers/peer_llamacpp.sh $2 ${WG_SYNTH[$3]} 512 128" --metric ttft_ms,decode_tok_s --rounds 2
 }
+# The naga bounds-check flag of an arm of the checks parts: on / off.
+checks_flag() { [ $1 = on ] && echo --shader-checks || echo --no-shader-checks; }
 peer_ab4096() {
   wg_ab ttft4096_vs_$1_$3 200 --a "bench -m ${WG_SYNTH[$3]} --prompt-lengths 4096 --gen 16 --reps 1" \
     --b-cmd "bash tools/peers/peer_llamacpp.sh $2 ${WG_SYNTH[$3]} 4096 16" --metric ttft_ms --rounds 2
@@ -289,7 +291,7 @@ for part in ${PARTS:-tests traffic ab}; do
           for c in off on; do
             wg_over && { fail "time budget: checks $m $n $c r$r not run"; continue; }
             f=checks_${c}_${m}_${n}_r$r
-            flag=--no-shader-checks; [ $c = on ] && flag=--shader-checks
+            flag=$(checks_flag $c)
             timeout 120 $B bench -m ${WG_SYNTH[$m]} --prompt-lengths $n --gen 128 --reps 2 $flag --json $R/$f.json \
               > $R/$f.txt 2>&1 || fail "$f (exit $?)"
             [ $r = 1 ] && { timeout 120 $B bench -m ${WG_SYNTH[$m]} --prompt-lengths $n --gen 64 --reps 1 --traffic $flag \
@@ -316,7 +318,7 @@ for part in ${PARTS:-tests traffic ab}; do
           for c in off on; do
             wg_over && { fail "time budget: checks_cand $i $c not run"; continue; }
             f=checkc${i}_${c}_${m}_$n
-            flag=--no-shader-checks; [ $c = on ] && flag=--shader-checks
+            flag=$(checks_flag $c)
             timeout 60 $B bench -m ${WG_SYNTH[$m]} --prompt-lengths $n --gen 128 --reps 2 $flag $cand --json $R/$f.json \
               > $R/$f.txt 2>&1 || fail "$f (exit $?)"
             line="$line $c $(python3 -c "import json; print(round(json.load(open('$R/$f.json'))['runs'][0]['decode_tok_s_median'], 1))" 2>/dev/null)"

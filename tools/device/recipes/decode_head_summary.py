@@ -64,6 +64,19 @@ def load(raw, stem):
     return json.load(open(f)) if f.exists() else None
 
 
+def sidecar(raw, name):
+    """The stripped text of raw/<name> (a run's flags or toggles written beside it), "?" when absent."""
+    f = raw / name
+    return f.read_text().strip() if f.exists() else "?"
+
+
+def decode_row(path, model, context, config):
+    """The median decode tok/s of the `bench` JSON at path as a row of its own (one run, no interval)."""
+    return {"model": model, "weights": "synthetic", "metric": "decode_tok_s", "context": context,
+            "wgllm": json.load(open(path))["runs"][0].get("decode_tok_s_median"), "ratio_ci": None, "config": config,
+            "source": os.path.basename(path)}
+
+
 def p50(raw, stem):
     """The p50 decode step (ms) of a plain `bench` JSON, None when missing."""
     j = load(raw, stem)
@@ -132,14 +145,15 @@ def node_robust_rows(raw):
     model, weights = (MODELS["smollm2"], "synthetic") if synth else ("SmolLM2-135M-Instruct-Q4_1", "real")
     for f in sorted(glob.glob(str(raw / "node_v*.json")), key=lambda x: int(re.search(r"node_v(\d+)", x).group(1))):
         stem = os.path.basename(f)[:-5]
-        opts = (raw / (stem + ".options")).read_text().strip() if (raw / (stem + ".options")).exists() else "?"
-        for r in json.load(open(f))["bench"]["rows"]:
+        opts = sidecar(raw, stem + ".options")
+        j = json.load(open(f))
+        for r in j["bench"]["rows"]:
             n = r["n_prompt"]
             for metric, key in (("decode_tok_s", "decode_tok_s_median"), ("ttft_ms", "ttft_ms_median")):
                 peer = [x[key] for x in nat.get(n, [])]
                 rows.append({"model": model, "weights": weights, "metric": metric,
                              "context": f"Dawn in Node, not a browser: the browser build, prompt {n}, {r['n_gen']} steps x "
-                                        f"{json.load(open(f)).get('reps', '?')} repetitions, one run; Dawn toggles: "
+                                        f"{j.get('reps', '?')} repetitions, one run; Dawn toggles: "
                                         f"{opts or 'none (Dawn defaults)'}",
                              "wgllm": r[key], "peer": "native", "peer_value": sum(peer) / len(peer) if peer else None,
                              "ratio_ci": None, "config": "product" if not opts else f"Dawn {opts} (diagnostic)",
@@ -173,7 +187,7 @@ def rows_of(raw, tag):
             continue
         m = re.fullmatch(r"multiturn_c(\d+)_(.+)", stem)
         if m:
-            flags = (raw / (stem + ".flags")).read_text().strip() if (raw / (stem + ".flags")).exists() else "?"
+            flags = sidecar(raw, stem + ".flags")
             rows += [dict(r, model=MODELS[m.group(2)], weights="synthetic", config=flags or "product",
                           context=r["context"] + " (session-only run)") for r in multiturn_rows(f)
                      if r["metric"] == "ttft_last_over_turn2_fraction"]
@@ -185,25 +199,17 @@ def rows_of(raw, tag):
         m = re.fullmatch(r"checkc(\d+)_(on|off)_(.+)_(\d+)", stem)
         if m:
             i, on, model, n = m.groups()
-            flags = (raw / f"checkc{i}.flags").read_text().strip() if (raw / f"checkc{i}.flags").exists() else "?"
-            run = json.load(open(f))["runs"][0]
-            rows.append({"model": MODELS[model], "weights": "synthetic", "metric": "decode_tok_s",
-                         "context": f"`bench` decode after a {n}-token prompt, 128 steps x 2 repetitions, one run, "
-                                    f"{'with --shader-checks (naga Restrict bounds checks)' if on == 'on' else 'no checks'}",
-                         "wgllm": run.get("decode_tok_s_median"), "ratio_ci": None,
-                         "config": " ".join(x for x in (flags or "product", "--shader-checks" if on == "on" else "") if x),
-                         "source": stem + ".json"})
+            flags = sidecar(raw, f"checkc{i}.flags")
+            rows.append(decode_row(f, MODELS[model], f"`bench` decode after a {n}-token prompt, 128 steps x 2 repetitions, "
+                                   f"one run, {'with --shader-checks (naga Restrict bounds checks)' if on == 'on' else 'no checks'}",
+                                   " ".join(x for x in (flags or "product", "--shader-checks" if on == "on" else "") if x)))
             continue
         m = re.fullmatch(r"checks_(on|off)_(.+)_(\d+)_r(\d+)", stem)
         if m:
             on, model, n, r = m.groups()
-            j = json.load(open(f))
-            run = j["runs"][0]
-            rows.append({"model": MODELS[model], "weights": "synthetic", "metric": "decode_tok_s",
-                         "context": f"`bench` decode after a {n}-token prompt, 128 steps x 2 repetitions, round {r} of 2",
-                         "wgllm": run.get("decode_tok_s_median"), "ratio_ci": None,
-                         "config": "--shader-checks (naga Restrict bounds checks)" if on == "on" else "product (no checks)",
-                         "source": stem + ".json"})
+            rows.append(decode_row(f, MODELS[model], f"`bench` decode after a {n}-token prompt, 128 steps x 2 repetitions, "
+                                   f"round {r} of 2",
+                                   "--shader-checks (naga Restrict bounds checks)" if on == "on" else "product (no checks)"))
             continue
         m = re.fullmatch(r"(null|argmax1|q6kwide|cand\d+)_(.+)", stem)
         if m:

@@ -90,6 +90,9 @@ if [ "${STAGE:-}" = arch ]; then
   exit
 fi
 [ -f $W/wasm/wgllm.wasm ] && [ -x $B ] && [ -f $GGUF ] && [ "$GGUF" != $WEBGPU/package.json ] || { el "not everything has arrived yet"; exit 0; }
+# The bench's prompt text (web/bench_run.js takes its prompts from it), for the robust stage and the rounds below.
+mkdir -p $W/text/package/moby-dick/data && cp tests/fixtures/parity/prompt_256.txt $W/text/package/moby-dick/data/data.txt
+TEXT=$W/text/package/moby-dick/data/data.txt
 if [ "${STAGE:-}" = robust ]; then
   # Which part of the browser's robustness costs the decode (issue 15): the same Dawn-in-Node bench with
   # Dawn device toggles (diagnostics: a browser keeps its defaults), native before and after as the
@@ -103,8 +106,6 @@ if [ "${STAGE:-}" = robust ]; then
   wg_gpu_check | tee $R/gpu.txt
   cp tools/device/recipes/node_bench.sh $R/recipe_node_bench.sh
   [ "${SYNTH:-0}" = 1 ] && echo "synthetic weights (tools/synth/write_gguf.py --seed 1): the text is noise, the speed is real" > $R/LABEL.txt
-  mkdir -p $W/text/package/moby-dick/data && cp tests/fixtures/parity/prompt_256.txt $W/text/package/moby-dick/data/data.txt
-  TEXT=$W/text/package/moby-dick/data/data.txt
   L=${ROBUST_LENGTHS:-512,4096}
   $B bench -m $GGUF --prompt-lengths $L --gen 128 --reps 2 --json $R/native_before.json > $R/native_before.log 2>&1
   grep -E "^\|" $R/native_before.log | tail -2
@@ -127,8 +128,6 @@ if [ "${STAGE:-}" = robust ]; then
   exit
 fi
 
-mkdir -p $W/text/package/moby-dick/data && cp tests/fixtures/parity/prompt_256.txt $W/text/package/moby-dick/data/data.txt
-TEXT=$W/text/package/moby-dick/data/data.txt
 R=$W/res; rm -rf $R; mkdir -p $R
 trap 'tar czf $OUT/results.tgz -C $R .; cp $R/summary.json $OUT/ 2>/dev/null' EXIT
 wg_gpu_check | tee $R/gpu.txt
