@@ -10,7 +10,8 @@
 // upload), onDeviceLost(message), contextLength (KV cache tokens, default 2048), warmup (default
 // true: compile the GPU kernels while loading, see web/wasm/engine.cpp), decodePipeline (default
 // true: greedy decoding submits the next step before reading this one's token; same tokens, see
-// src/runtime/decode_pipeline.h), workerUrl, moduleUrl (the Emscripten module, default
+// src/runtime/decode_pipeline.h), switches (kernel switches as the native CLI spells them, e.g.
+// '--attn-decode-key-lanes 1 --no-fuse-norm'; `wgllm flags` lists them; default: none), workerUrl, moduleUrl (the Emscripten module, default
 // ./build/wgllm.js beside the worker).
 // The weights stream from browser storage (OPFS) or the network into GPU buffers: the model is
 // bounded by GPU memory and the storage quota, not by the 32-bit wasm heap. If the GPU device is
@@ -216,7 +217,7 @@ export async function CreateEngine(model, options = {}) {
   const name = source.url ? source.url.split('/').pop() : source.file.name;
   const fields = {
     source, contextLength: options.contextLength || 0, warmup: options.warmup !== false,
-    decodePipeline: options.decodePipeline !== false,
+    decodePipeline: options.decodePipeline !== false, switches: options.switches ? String(options.switches) : '',
     moduleUrl: options.moduleUrl ? String(options.moduleUrl) : undefined,
     storageQuotaForTest: options.storageQuotaForTest,
   };

@@ -96,8 +96,8 @@ async function handleLoad(id, msg) {
     print: (s) => console.log('[wgllm]', s),
     printErr: (s) => console.warn('[wgllm]', s),
   });
-  const info = await call('wgllm_load_stream', ['number', 'number', 'number'],
-    [msg.contextLength || 0, msg.warmup === false ? 0 : 1, msg.decodePipeline === false ? 0 : 1]);
+  const info = await call('wgllm_load_stream', ['number', 'number', 'number', 'string'],
+    [msg.contextLength || 0, msg.warmup === false ? 0 : 1, msg.decodePipeline === false ? 0 : 1, msg.switches || '']);
   post({ type: 'progress', id, phase: 'upload', loaded: uploaded, total, percent: 100 });
   info.cached = model.cached;
   if (model.storage_error) info.storage_error = model.storage_error;

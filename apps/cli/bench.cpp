@@ -386,21 +386,20 @@ int run_synthetic(double work, bool constant) {
 
 }  // namespace
 
-void add_shader_checks_flag(CLI::App* cmd, bool& on) {
-  cmd->add_flag("--shader-checks,!--no-shader-checks", on,
-                "naga's runtime checks (bounds checks, loop bounding) in the kernels (default off)");
-}
-
-void add_device_options(CLI::App* cmd, int& adapter, bool& shader_checks) {
-  cmd->add_option("--adapter", adapter, "adapter index (wgllm devices); default: first hardware adapter")
+void add_device_options(CLI::App* cmd, DeviceArgs& d) {
+  cmd->add_option("--adapter", d.adapter, "adapter index (wgllm devices); default: first hardware adapter")
       ->transform(integer(-1, 1023));
-  add_shader_checks_flag(cmd, shader_checks);
+  cmd->add_flag("--shader-checks,!--no-shader-checks", d.shader_checks,
+                "naga's bounds checks on every array access in the kernels (default off)");
+  cmd->add_flag("--shader-loop-bounding,!--no-shader-loop-bounding", d.loop_bounding,
+                "naga's loop bounding (a counter that ends any loop after 2^64 iterations) in the kernels (default off)");
 }
 
-std::unique_ptr<gpu::Context> bench_context(int adapter, bool shader_checks) {
+std::unique_ptr<gpu::Context> bench_context(const DeviceArgs& d) {
   gpu::ContextOptions co;
-  co.adapter_index = adapter;
-  co.shader_runtime_checks = shader_checks;
+  co.adapter_index = d.adapter;
+  co.shader_runtime_checks = d.shader_checks;
+  co.shader_loop_bounding = d.loop_bounding;
   return gpu::Context::create(co);
 }
 

@@ -14,15 +14,18 @@ std::function<int()> add_bench(CLI::App& app, const std::string& argv0);
 /// The `bench` subcommand of app, created (without its own options) if add_bench() has not run:
 /// where `bench multi-turn`, `bench attention` and other bench modes attach.
 CLI::App* bench_subcommand(CLI::App& app);
-/// Adds --shader-checks / --no-shader-checks (gpu::ContextOptions::shader_runtime_checks) to an
-/// op-level bench subcommand.
-void add_shader_checks_flag(CLI::App* cmd, bool& on);
-/// The options every op-level bench subcommand (attention, gdn, matmul, matvec, dispatch) has:
-/// --adapter (-1..1023, the main CLI's range) and --shader-checks.
-void add_device_options(CLI::App* cmd, int& adapter, bool& shader_checks);
-/// The device of an op-level bench: gpu::Context::create on `adapter` (-1: the first hardware
-/// adapter) with naga's runtime checks when `shader_checks`.
-std::unique_ptr<gpu::Context> bench_context(int adapter, bool shader_checks);
+/// The device options of an op-level bench subcommand (attention, gdn, matmul, matvec, dispatch).
+struct DeviceArgs {
+  int adapter = -1;            // --adapter (-1..1023, the main CLI's range): -1 = first hardware adapter
+  bool shader_checks = false;  // --shader-checks: gpu::ContextOptions::shader_runtime_checks
+  bool loop_bounding = false;  // --shader-loop-bounding: gpu::ContextOptions::shader_loop_bounding
+};
+/// Adds --adapter, --shader-checks / --no-shader-checks and --shader-loop-bounding /
+/// --no-shader-loop-bounding (the model-level switches' names) to an op-level bench subcommand.
+void add_device_options(CLI::App* cmd, DeviceArgs& d);
+/// The device of an op-level bench: gpu::Context::create on d.adapter with naga's bounds checks
+/// and loop bounding as d asks.
+std::unique_ptr<gpu::Context> bench_context(const DeviceArgs& d);
 /// --json PATH (an output file; default: stdout) for a bench subcommand.
 void add_json_option(CLI::App* cmd, std::string& path, const char* what = "the results");
 }  // namespace wgllm::cli

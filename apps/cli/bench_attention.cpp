@@ -36,8 +36,7 @@ namespace wgllm::cli {
 namespace {
 
 struct AttnBenchOpts {
-  int adapter = -1;
-  bool shader_checks = false;  // gpu::ContextOptions::shader_runtime_checks
+  DeviceArgs dev;  // --adapter, --shader-checks, --shader-loop-bounding
   uint32_t tokens = 44, cache = 1700, heads = 9, kv_heads = 3, head_dim = 64, reps = 5;
   double peak_tflops = 67.0;  // fp32 FMA peak the GFLOP/s are compared with
   std::vector<uint32_t> split_targets = {512};  // KernelOptions::attention_tiled_split_target values
@@ -59,7 +58,7 @@ gpu::Buffer random_buffer(gpu::Context& ctx, size_t n, uint32_t seed, const char
 
 int run_attention_bench(const AttnBenchOpts& b) {
   using clk = std::chrono::steady_clock;
-  auto ctx = bench_context(b.adapter, b.shader_checks);
+  auto ctx = bench_context(b.dev);
   gpu::PipelineCache pipes(*ctx);
   gpu::Recorder rec(*ctx);
   const bool ts = ctx->timestamps_inside_passes();
@@ -201,7 +200,7 @@ std::function<int()> add_bench_attention(CLI::App& app) {
   CLI::App* bench = bench_subcommand(app);
   auto b = std::make_shared<AttnBenchOpts>();
   auto* cmd = bench->add_subcommand("attention", "time the attention op alone: per-row vs tiled vs flash kernel, split on/off");
-  add_device_options(cmd, b->adapter, b->shader_checks);
+  add_device_options(cmd, b->dev);
   cmd->add_option("--tokens", b->tokens, "query tokens of the forward, 1..65536 (default 44: a session turn)")
       ->transform(integer(1, 65536));
   cmd->add_option("--cache", b->cache, "cached tokens before them, 0..1048576 (default 1700)")->transform(integer(0, 1u << 20));

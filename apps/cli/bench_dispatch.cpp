@@ -17,14 +17,13 @@ namespace wgllm::cli {
 namespace {
 
 struct DispatchBenchOpts {
-  int adapter = -1;
-  bool shader_checks = false;  // gpu::ContextOptions::shader_runtime_checks
+  DeviceArgs dev;  // --adapter, --shader-checks, --shader-loop-bounding
   kernels::DispatchProbeOptions probe;
   std::string json_path;
 };
 
 int run_dispatch_bench(const DispatchBenchOpts& b) {
-  auto ctx = bench_context(b.adapter, b.shader_checks);
+  auto ctx = bench_context(b.dev);
   fmt::print(stderr, "dispatch cost on {}: {} dispatches per submission, median of {} (wall per dispatch = "
              "(T(N) - T(1)) / (N - 1))\n", ctx->info().name, b.probe.count, b.probe.repeats);
   const kernels::DispatchReport r = kernels::measure_dispatch_cost(*ctx, b.probe);
@@ -49,7 +48,7 @@ std::function<int()> add_bench_dispatch(CLI::App& app) {
   CLI::App* bench = bench_subcommand(app);
   auto b = std::make_shared<DispatchBenchOpts>();
   auto* cmd = bench->add_subcommand("dispatch", "what one compute dispatch costs apart from its work (record, wall, GPU)");
-  add_device_options(cmd, b->adapter, b->shader_checks);
+  add_device_options(cmd, b->dev);
   cmd->add_option("--workgroups", b->probe.workgroups, "workgroups per dispatch, 64 threads each (default 1,132,1024)")
       ->delimiter(',')->transform(integer(1, 65535));
   cmd->add_option("--count", b->probe.count, "dispatches per timed submission, 2..4000 (default 256)")->transform(integer(2, 4000));

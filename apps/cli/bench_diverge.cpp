@@ -68,26 +68,6 @@ const char* const kPrompts[] = {
     "Who wrote Pride and Prejudice?",
 };
 
-// Applies FIELD=VALUE to o (a kernel- or model-level switch); throws wgllm::Error otherwise.
-void apply_set(ModelOptions& o, const std::string& spec) {
-  const size_t eq = spec.find('=');
-  if (eq == std::string::npos) throw Error("bench diverge: --b wants FIELD=VALUE, not '" + spec + "'");
-  const std::string field = spec.substr(0, eq), value = spec.substr(eq + 1);
-  const SwitchInfo* s = find_switch(field, SwitchScope::Kernel);
-  if (!s) s = find_switch(field, SwitchScope::Model);
-  if (!s || !s->set) throw Error("bench diverge: --b " + spec + ": no kernel- or model-level switch '" + field + "'");
-  int64_t v = 0;
-  if (value == "on" || value == "true") v = 1;
-  else if (value == "off" || value == "false") v = 0;
-  else {
-    std::istringstream in(value);
-    if (!(in >> v) || !in.eof()) throw Error("bench diverge: --b " + spec + ": the value is not an integer, on or off");
-  }
-  if (v != s->def && (v < s->lo || v > s->hi))
-    throw Error(fmt::format("bench diverge: --b {}: {} is outside [{}, {}]", spec, v, s->lo, s->hi));
-  s->set(o, v);
-}
-
 // Greedy tokens after ids (at most gen; stops after an end-of-generation token).
 std::vector<int32_t> greedy(Loaded& l, const std::vector<int32_t>& ids, uint32_t gen) {
   auto seq = l.model->new_sequence(uint32_t(ids.size() + gen + 1));
@@ -125,7 +105,13 @@ int run_diverge(const DivergeOpts& b) {
     prompts.assign(std::begin(kPrompts), std::end(kPrompts));
   }
   CommonOptions ca = b.common, cb = b.common;
-  for (const std::string& s : b.b_sets) apply_set(cb.switches, s);
+  for (const std::string& s : b.b_sets) {
+    try {
+      apply_switch_setting(cb.switches, s);
+    } catch (const Error& e) {
+      throw Error(std::string("bench diverge: --b: ") + e.what());
+    }
+  }
   Loaded a = load(ca), bm = load(cb);
   a.seq.reset();
   bm.seq.reset();

@@ -33,8 +33,7 @@ namespace wgllm::cli {
 namespace {
 
 struct GdnBenchOpts {
-  int adapter = -1;
-  bool shader_checks = false;  // gpu::ContextOptions::shader_runtime_checks
+  DeviceArgs dev;  // --adapter, --shader-checks, --shader-loop-bounding
   uint32_t tokens = 512, nk = 16, nv = 16, dk = 128, dv = 128, reps = 5;
   std::vector<uint32_t> chunks = {16, 32, 64};  // KernelOptions::gdn_chunk values
   std::vector<uint32_t> scan_cols = {0, 8};     // KernelOptions::gdn_scan_cols values
@@ -43,7 +42,7 @@ struct GdnBenchOpts {
 
 int run_gdn_bench(const GdnBenchOpts& b) {
   using clk = std::chrono::steady_clock;
-  auto ctx = bench_context(b.adapter, b.shader_checks);
+  auto ctx = bench_context(b.dev);
   gpu::PipelineCache pipes(*ctx);
   gpu::Recorder rec(*ctx);
   const bool ts = ctx->timestamps_inside_passes();
@@ -158,7 +157,7 @@ std::function<int()> add_bench_gdn(CLI::App& app) {
   CLI::App* bench = bench_subcommand(app);
   auto b = std::make_shared<GdnBenchOpts>();
   auto* cmd = bench->add_subcommand("gdn", "time the Gated DeltaNet chunkwise prefill alone: per chunk size and scan tile");
-  add_device_options(cmd, b->adapter, b->shader_checks);
+  add_device_options(cmd, b->dev);
   cmd->add_option("--tokens", b->tokens, "prompt tokens, 1..65536 (default 512)")->transform(integer(1, 65536));
   cmd->add_option("--key-heads", b->nk, "key heads, 1..256 (default 16)")->transform(integer(1, 256));
   cmd->add_option("--value-heads", b->nv, "value heads, 1..256, a multiple of --key-heads (default 16)")->transform(integer(1, 256));

@@ -39,8 +39,7 @@ namespace wgllm::cli {
 namespace {
 
 struct MatmulBenchOpts {
-  int adapter = -1;
-  bool shader_checks = false;  // gpu::ContextOptions::shader_runtime_checks
+  DeviceArgs dev;  // --adapter, --shader-checks, --shader-loop-bounding
   std::vector<std::string> shapes = {"960:576", "576:576", "3072:576", "576:1536"};
   std::vector<uint32_t> tokens = {512, 4096};
   // 8 x 8 register tiles are left out by default: 64 vec4 accumulators exceed NVIDIA's 255 registers.
@@ -109,7 +108,7 @@ int run_matmul_bench(const MatmulBenchOpts& b) {
     shapes.push_back(sh);
   }
   for (const auto& t : b.tiles) parse_tile(t);
-  auto ctx = bench_context(b.adapter, b.shader_checks);
+  auto ctx = bench_context(b.dev);
   gpu::PipelineCache pipes(*ctx);
   gpu::Recorder rec(*ctx);
   const bool ts = ctx->timestamps_inside_passes();
@@ -230,7 +229,7 @@ std::function<int()> add_bench_matmul(CLI::App& app) {
   CLI::App* bench = bench_subcommand(app);
   auto b = std::make_shared<MatmulBenchOpts>();
   auto* cmd = bench->add_subcommand("matmul", "time the matmul op alone for prefill shapes: per-row vs tiled kernel, GFLOP/s");
-  add_device_options(cmd, b->adapter, b->shader_checks);
+  add_device_options(cmd, b->dev);
   cmd->add_option("--shapes", b->shapes, "N:K weight shapes (default: SmolLM2-135M's 960:576,576:576,3072:576,576:1536)")
       ->delimiter(',');
   cmd->add_option("--tokens", b->tokens, "token counts T, 1..65536 (default 512,4096)")->delimiter(',')->transform(integer(1, 65536));
@@ -254,8 +253,7 @@ std::function<int()> add_bench_matmul(CLI::App& app) {
 namespace {
 
 struct MatvecBenchOpts {
-  int adapter = -1;
-  bool shader_checks = false;
+  DeviceArgs dev;  // --adapter, --shader-checks, --shader-loop-bounding
   // Default shapes: an LFM2-1.2B layer (gate+up 16384:2048, down 2048:8192, conv in_proj 6144:2048,
   // out_proj 2048:2048) and its 65536-row output head.
   std::vector<std::string> shapes = {"16384:2048", "2048:8192", "6144:2048", "2048:2048", "65536:2048"};
@@ -312,7 +310,7 @@ int run_matvec_bench(const MatvecBenchOpts& b) {
   for (const auto& v : b.variants) vars.push_back(parse_matvec_variant(v));
   for (const auto& p : b.prologues)
     if (p != "none" && p != "norm" && p != "silu") throw Error("bench matvec: prologue '" + p + "' is not none, norm or silu");
-  auto ctx = bench_context(b.adapter, b.shader_checks);
+  auto ctx = bench_context(b.dev);
   gpu::PipelineCache pipes(*ctx);
   gpu::Recorder rec(*ctx);
   // The meter: each submission is a burst of `burst` dispatches of ONE variant, timed by
@@ -434,7 +432,7 @@ std::function<int()> add_bench_matvec(CLI::App& app) {
   CLI::App* bench = bench_subcommand(app);
   auto b = std::make_shared<MatvecBenchOpts>();
   auto* cmd = bench->add_subcommand("matvec", "time the decode matrix-vector kernel alone per launch shape: GB/s and share of copy bandwidth");
-  add_device_options(cmd, b->adapter, b->shader_checks);
+  add_device_options(cmd, b->dev);
   cmd->add_option("--shapes", b->shapes, "N:K weight shapes (default: an LFM2-1.2B layer and its output head)")->delimiter(',');
   cmd->add_option("--types", b->types, "weight types: f32 f16 bf16 q4_0 q4_1 q8_0 q4_K q6_K (default q4_K)")->delimiter(',');
   cmd->add_option("--variants", b->variants, "launch shapes ROWS/RPT/LANES, 0 = the by-shape default, optionally +nomagic "

@@ -316,6 +316,7 @@ std::unique_ptr<Context> Context::create(const ContextOptions& opts) {
   ctx->d_ = d->h;
   ctx->wait_timeout_s_ = opts.wait_timeout_s;
   ctx->shader_checks_ = opts.shader_runtime_checks;
+  ctx->loop_bounding_ = opts.shader_loop_bounding;
   d->attach(ctx.get());
   return ctx;
 }

@@ -34,15 +34,18 @@ struct ContextOptions {
   /// device cannot be interrupted). 0: 120 s on hardware adapters, 1800 s on software ones. The
   /// environment variable WGLLM_GPU_TIMEOUT_S (seconds, > 0) overrides both.
   double wait_timeout_s = 0;
-  /// naga's shader runtime checks (bounds checks on every array access, and a counter that ends
-  /// any loop after 2^64 iterations) in every kernel. Default off (H200, 2026-12-01: decode +20%,
-  /// TTFT -19%, decode attention 72 -> 30 us; bench/results/2026-12-01-h200-shader-checks). false:
-  /// native builds compile kernels with
-  /// wgpuDeviceCreateShaderModuleTrusted(..., WGPUShaderRuntimeChecks_None); the results are
-  /// identical while every access is in bounds (the kernel tests check their shapes), an
-  /// out-of-bounds access is then undefined instead of clamped. Browsers always keep the checks
-  /// (WebGPU's robustness guarantee), so this is ignored there. Switch --shader-checks.
+  /// naga's bounds checks on every array access (index clamped into range, ReadZeroSkipWrite where
+  /// naga has no clamp) in every kernel. Default off (H200, 2026-12-01, with the loop bounding below:
+  /// decode +20%, TTFT -19%, decode attention 72 -> 30 us; bench/results/2026-12-01-h200-shader-checks).
+  /// Off: native builds compile kernels with wgpuDeviceCreateShaderModuleTrusted without this check;
+  /// the results are identical while every access is in bounds (the kernel tests check their
+  /// shapes), an out-of-bounds access is then undefined instead of clamped. Browsers always keep
+  /// bounds checks (WebGPU's robustness guarantee), so this is ignored there. Switch --shader-checks.
   bool shader_runtime_checks = false;
+  /// naga's loop bounding: a counter in every loop that ends it after 2^64 iterations (so that no
+  /// loop is infinite for the driver's compiler). Default off; identical results (no kernel loops
+  /// that long). Ignored in the browser (the browser's compiler decides). Switch --shader-loop-bounding.
+  bool shader_loop_bounding = false;
 };
 
 class Context;
@@ -113,6 +116,8 @@ class Context {
   bool timestamps_inside_passes() const { return d_.ts_inside_passes; }
   /// ContextOptions::shader_runtime_checks as created (always true in the browser).
   bool shader_runtime_checks() const { return shader_checks_; }
+  /// ContextOptions::shader_loop_bounding as created.
+  bool shader_loop_bounding() const { return loop_bounding_; }
 
   /// Blocks until all submitted work is done, then throws the first captured validation error or
   /// device-loss message (if any).
@@ -145,6 +150,7 @@ class Context {
   void throw_recorded_error();
   DeviceHandles d_;  // natively a copy of the SharedDevice's (which owns them)
   bool shader_checks_ = false;
+  bool loop_bounding_ = false;
   std::mutex error_mu_;  // guards error_ (callbacks may run on another thread's poll)
   std::string error_;
   std::atomic<bool> lost_ = false;

@@ -37,10 +37,15 @@ Pipeline::Pipeline(Context& ctx, const KernelSpec& spec) : key_(spec.key), kinds
 #ifdef __EMSCRIPTEN__
   WGPUShaderModule mod = wgpuDeviceCreateShaderModule(ctx.device(), &md);
 #else
-  // ContextOptions::shader_runtime_checks: without naga's bounds checks and loop bounding.
-  WGPUShaderModule mod = ctx.shader_runtime_checks()
-                             ? wgpuDeviceCreateShaderModule(ctx.device(), &md)
-                             : wgpuDeviceCreateShaderModuleTrusted(ctx.device(), &md, WGPUShaderRuntimeChecks_None);
+  // ContextOptions::shader_runtime_checks / shader_loop_bounding: naga's bounds checks and loop
+  // bounding, each on request (both: the checked module every WebGPU implementation gives).
+  WGPUShaderRuntimeChecks checks = WGPUShaderRuntimeChecks_None;
+  if (ctx.shader_runtime_checks()) checks |= WGPUShaderRuntimeChecks_BoundsChecks;
+  if (ctx.shader_loop_bounding()) checks |= WGPUShaderRuntimeChecks_ForceLoopBounding;
+  WGPUShaderModule mod =
+      checks == (WGPUShaderRuntimeChecks_BoundsChecks | WGPUShaderRuntimeChecks_ForceLoopBounding)
+          ? wgpuDeviceCreateShaderModule(ctx.device(), &md)
+          : wgpuDeviceCreateShaderModuleTrusted(ctx.device(), &md, checks);
 #endif
   try {
     ctx.check();

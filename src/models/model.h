@@ -33,7 +33,7 @@ struct ModelOptions {
   /// (Model::prefill_chunk() gives the value a model resolved; docs/FLAGS.md).
   static constexpr uint32_t kPrefillChunkAuto = 0;
   // Model-level switches, generated from the switch table (kernels/switches.def): fuse_qkv,
-  // fuse_gate_up (stacked weights at load), shader_runtime_checks (gpu::ContextOptions),
+  // fuse_gate_up (stacked weights at load), shader_runtime_checks and shader_loop_bounding (gpu::ContextOptions),
   // submit_chunk (gpu::Recorder::set_submit_chunk), decode_pipeline (runtime/decode_pipeline.h),
   // prefill_chunk (max tokens per forward submission; longer prompts are split).
 #define WGLLM_SWITCH(scope, field, type, kind, def, ...) WGLLM_SWITCH_FIELD_##scope(field, type, def)

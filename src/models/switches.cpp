@@ -2,6 +2,12 @@
 
 #include <fmt/core.h>
 
+#include <cctype>
+#include <charconv>
+#include <optional>
+
+#include "core/error.h"
+
 namespace wgllm {
 namespace {
 
@@ -138,6 +144,94 @@ const SwitchInfo* find_switch(std::string_view field, SwitchScope scope) {
 }
 
 std::span<const SwitchRecord> switch_records() { return kRecords; }
+
+namespace {
+
+// The integer of a switch value: on/true 1, off/false 0, else decimal digits with an optional sign.
+std::optional<int64_t> parse_switch_value(std::string_view v) {
+  if (v == "on" || v == "true") return 1;
+  if (v == "off" || v == "false") return 0;
+  int64_t x = 0;
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (ec != std::errc() || end != v.data() + v.size()) return std::nullopt;
+  return x;
+}
+
+// v is the switch's default (maybe an adapter-default sentinel) or a value its CLI flag accepts.
+bool switch_value_ok(const SwitchInfo& s, int64_t v) {
+  if (v == s.def) return true;
+  if (s.kind == SwitchKind::Pow2) return v == 0 || (v >= s.lo && v <= s.hi && (v & (v - 1)) == 0);
+  return v >= s.lo && v <= s.hi;
+}
+
+void set_switch(ModelOptions& o, const SwitchInfo& s, int64_t v, std::string_view what) {
+  if (!switch_value_ok(s, v))
+    throw Error(fmt::format("switch {}: {} is outside [{}, {}]{}", what, v, s.lo, s.hi,
+                            s.kind == SwitchKind::Pow2 ? " (0 or a power of two)" : ""));
+  s.set(o, v);
+}
+
+// The kernel- or model-level switch with this field name (by_flag: CLI flag name), or null.
+const SwitchInfo* settable_switch(std::string_view name, bool by_flag) {
+  for (const SwitchInfo& s : kSwitches)
+    if (s.set && (by_flag ? name == s.flag : name == s.field)) return &s;
+  return nullptr;
+}
+
+}  // namespace
+
+void apply_switch_setting(ModelOptions& o, std::string_view spec) {
+  const size_t eq = spec.find('=');
+  if (eq == std::string_view::npos) throw Error(fmt::format("switch setting '{}': want FIELD=VALUE", spec));
+  const std::string_view field = spec.substr(0, eq), value = spec.substr(eq + 1);
+  const SwitchInfo* s = settable_switch(field, false);
+  if (!s) throw Error(fmt::format("switch setting '{}': no kernel- or model-level switch '{}' (wgllm flags)", spec, field));
+  const auto v = parse_switch_value(value);
+  if (!v) throw Error(fmt::format("switch setting '{}': the value is not an integer, on or off", spec));
+  set_switch(o, *s, *v, spec);
+}
+
+void apply_switch_args(ModelOptions& o, std::string_view args) {
+  std::vector<std::string_view> tok;
+  for (size_t i = 0; i < args.size();) {
+    while (i < args.size() && std::isspace(static_cast<unsigned char>(args[i]))) ++i;
+    const size_t b = i;
+    while (i < args.size() && !std::isspace(static_cast<unsigned char>(args[i]))) ++i;
+    if (i > b) tok.push_back(args.substr(b, i - b));
+  }
+  for (size_t i = 0; i < tok.size(); ++i) {
+    const std::string_view t = tok[i];
+    if (!t.starts_with("--")) {
+      apply_switch_setting(o, t);
+      continue;
+    }
+    std::string_view name = t.substr(2);
+    const SwitchInfo* s = name.empty() ? nullptr : settable_switch(name, true);
+    bool off = false;
+    if (!s && name.starts_with("no-")) {
+      s = settable_switch(name.substr(3), true);
+      off = s != nullptr;
+    }
+    if (!s) {
+      for (const SwitchInfo& x : kSwitches)
+        if (*x.flag && (name == x.flag || (name.starts_with("no-") && name.substr(3) == x.flag)))
+          throw Error(fmt::format("switch {}: not a kernel- or model-level switch (only those apply here)", t));
+      throw Error(fmt::format("switch {}: unknown flag (wgllm flags lists them)", t));
+    }
+    const bool on_off = s->kind == SwitchKind::Bool || s->kind == SwitchKind::Tri;
+    if (on_off) {
+      s->set(o, off ? 0 : 1);
+      continue;
+    }
+    if (off) throw Error(fmt::format("switch {}: a numeric switch; give --{} N", t, s->flag));
+    if (i + 1 == tok.size()) throw Error(fmt::format("switch {}: wants a value", t));
+    const std::string_view value = tok[++i];
+    const auto v = parse_switch_value(value);
+    if (!v || value == "on" || value == "off" || value == "true" || value == "false")
+      throw Error(fmt::format("switch {} {}: the value is not an integer", t, value));
+    set_switch(o, *s, *v, fmt::format("{} {}", t, value));
+  }
+}
 
 std::vector<std::string> non_default_switches(const ModelOptions& o) {
   std::vector<std::string> r;

@@ -47,6 +47,18 @@ std::span<const SwitchInfo> switches();
 /// The switch with this field name in this scope, or null.
 const SwitchInfo* find_switch(std::string_view field, SwitchScope scope);
 
+/// Sets one kernel- or model-level switch of `o` from FIELD=VALUE (the table's field name; VALUE an
+/// integer, on/true = 1 or off/false = 0), e.g. "attention_decode_key_lanes=1". The value must be
+/// the switch's default (an adapter-default sentinel) or in its CLI range (Pow2: 0 or a power of
+/// two in it). Throws wgllm::Error naming the setting otherwise.
+void apply_switch_setting(ModelOptions& o, std::string_view spec);
+/// Sets kernel- and model-level switches of `o` from their CLI spelling, as the native CLI takes
+/// them: "--attn-decode-key-lanes 1 --no-fuse-norm" (whitespace-separated; "--FLAG" / "--no-FLAG"
+/// for on/off switches, "--FLAG N" for numeric ones; FIELD=VALUE tokens as apply_switch_setting).
+/// For builds without the CLI (the browser engine's CreateEngine option `switches`). Throws
+/// wgllm::Error on an unknown flag, a missing or out-of-range value, or an App/Session/Web switch.
+void apply_switch_args(ModelOptions& o, std::string_view args);
+
 /// A decision record: hand-written prose shared by one or more switches (switch_records.inc).
 struct SwitchRecord {
   const char* key;

@@ -1,7 +1,8 @@
 // The switch table (kernels/switches.def) and its decision records (switch_records.inc): the
 // generated docs/FLAGS.md matches the file in the tree, every switch has a record and every record a
 // switch, the bit-exact claims agree, the accessors read the struct defaults, the CLI spellings are
-// unique, and a non-default value is reported.
+// unique, a non-default value is reported, and the CLI spelling of every switch sets it
+// through apply_switch_args (the browser engine's switches).
 #include "models/switches.h"
 
 #include <fstream>
@@ -10,6 +11,8 @@
 #include <string>
 
 #include <gtest/gtest.h>
+
+#include "core/error.h"
 
 using namespace wgllm;
 
@@ -73,4 +76,58 @@ TEST(Switches, FlagsAreUniqueAndOneBehaviourEach) {
   EXPECT_FALSE(flags.count("attn-split"));
   EXPECT_TRUE(flags.count("attn-decode-split") && flags.count("attn-prefill-split"));
   EXPECT_TRUE(flags.count("fuse-qkv") && flags.count("fuse-gdn-in"));
+}
+
+// apply_switch_args (the browser engine's CreateEngine switches) takes every kernel- and
+// model-level switch in the native CLI's spelling: a non-default value of each, spelled as the CLI
+// spells it, sets exactly that field; FIELD=VALUE tokens too; bad input throws, naming the token.
+TEST(Switches, ApplyArgsTakesTheCliSpellingOfEverySwitch) {
+  int checked = 0;
+  for (const SwitchInfo& s : switches()) {
+    if (!s.set || !*s.flag) continue;
+    // A value other than the default that the CLI accepts.
+    int64_t v = s.kind == SwitchKind::Bool ? !s.def : s.kind == SwitchKind::Tri ? (s.def == 1 ? 0 : 1) : s.lo;
+    if (v == s.def) v = s.kind == SwitchKind::Pow2 ? s.lo * 2 : s.lo + 1;
+    ASSERT_LE(v, s.hi) << s.field;
+    ModelOptions o;
+    apply_switch_args(o, "  " + s.spelled(v) + "\t");
+    EXPECT_EQ(s.get(o), v) << s.spelled(v);
+    for (const SwitchInfo& other : switches())  // nothing else changed
+      if (other.get && &other != &s) EXPECT_EQ(other.get(o), other.get(ModelOptions{})) << s.spelled(v) << " set " << other.field;
+    ModelOptions f;
+    apply_switch_args(f, std::string(s.field) + "=" + std::to_string(v));
+    EXPECT_EQ(s.get(f), v) << s.field;
+    ++checked;
+  }
+  EXPECT_GT(checked, 40);
+  ModelOptions o;
+  apply_switch_args(o, "--attn-decode-key-lanes 4 --no-fuse-norm fuse_silu=off");
+  EXPECT_EQ(o.kernels.attention_decode_key_lanes, 4u);
+  EXPECT_FALSE(o.kernels.fuse_norm);
+  EXPECT_FALSE(o.kernels.fuse_silu);
+  apply_switch_args(o, "");  // nothing
+  auto fails = [](const std::string& args, const std::string& says) {
+    ModelOptions x;
+    try {
+      apply_switch_args(x, args);
+      ADD_FAILURE() << "'" << args << "' was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << args << ": " << e.what();
+    }
+  };
+  fails("--no-such-switch", "--no-such-switch: unknown flag");
+  fails("--attn-decode-key-lanes", "wants a value");
+  fails("--attn-decode-key-lanes 3", "(0 or a power of two)");
+  fails("--attn-decode-key-lanes 16", "outside [1, 8]");
+  fails("--attn-decode-key-lanes four", "not an integer");
+  fails("--attn-decode-key-lanes on", "not an integer");
+  fails("--no-attn-decode-key-lanes", "a numeric switch");
+  fails("fuse_norm", "want FIELD=VALUE");
+  fails("no_field=1", "no kernel- or model-level switch 'no_field'");
+  fails("fuse_norm=maybe", "not an integer, on or off");
+  for (const SwitchInfo& s : switches())  // an App/Session/Web switch with a flag is refused, named
+    if (!s.set && *s.flag) {
+      fails(s.spelled(s.kind == SwitchKind::Bool ? !s.def : s.lo), "not a kernel- or model-level switch");
+      break;
+    }
 }

@@ -84,7 +84,7 @@ Cache& cache() {
 }
 
 RunResult run_with(const std::string& model, BackendKind backend, const std::string& off, bool matvec = false,
-                   bool shader_checks = ModelOptions{}.shader_runtime_checks,
+                   int shader_checks = 0,  // bit 0: shader_runtime_checks, bit 1: shader_loop_bounding
                    uint32_t submit_chunk = ModelOptions{}.submit_chunk) {
   ModelSource& s = cache().source(model);
   ModelOptions o;
@@ -103,7 +103,8 @@ RunResult run_with(const std::string& model, BackendKind backend, const std::str
     o.kernels.attention_decode_split_min = 0;  // --fuse-attn-combine has partials to merge
     o.kernels.attention_decode_split_len = 8;
   }
-  o.shader_runtime_checks = shader_checks;
+  o.shader_runtime_checks = (shader_checks & 1) != 0;
+  o.shader_loop_bounding = (shader_checks & 2) != 0;
   f32_activations(o);
   o.submit_chunk = submit_chunk;
   auto m = create_model(s, o);
@@ -133,18 +134,23 @@ TEST_P(FusionSwitches, MatchCpuAndBitIdenticalToAllOn) {
       << key << " off=" << off << ": logits differ from the all-fusions-on run";
 }
 
-// ModelOptions::shader_runtime_checks (--shader-checks): naga's bounds checks and loop bounding change
-// no result while every access is in bounds: logits bit-identical with and without, on every
-// architecture and both matrix-vector kernels.
+// ModelOptions::shader_runtime_checks (--shader-checks) and shader_loop_bounding
+// (--shader-loop-bounding): naga's bounds checks and loop bounding change no result while every
+// access is in bounds: logits bit-identical with and without, on every architecture and both
+// matrix-vector kernels (both checks together), and each check alone (the default kernels).
 TEST(ShaderRuntimeChecks, BitIdenticalOnAndOff) {
   for (const std::string model : {"smollm2", "lfm2", "qwen35"})
     for (bool matvec : {false, true}) {
-      const RunResult on = run_with(model, BackendKind::WebGPU, "none", matvec, true);
-      const RunResult off = run_with(model, BackendKind::WebGPU, "none", matvec, false);
-      EXPECT_EQ(on.tokens, off.tokens) << model << " matvec=" << matvec;
-      ASSERT_EQ(on.logits.size(), off.logits.size());
-      EXPECT_EQ(std::memcmp(on.logits.data(), off.logits.data(), on.logits.size() * 4), 0)
-          << model << " matvec=" << matvec << ": logits differ with and without shader runtime checks";
+      const RunResult off = run_with(model, BackendKind::WebGPU, "none", matvec, 0);
+      for (int checks : {1, 2, 3}) {
+        if (matvec && checks != 3) continue;
+        const RunResult on = run_with(model, BackendKind::WebGPU, "none", matvec, checks);
+        EXPECT_EQ(on.tokens, off.tokens) << model << " matvec=" << matvec << " checks=" << checks;
+        ASSERT_EQ(on.logits.size(), off.logits.size());
+        EXPECT_EQ(std::memcmp(on.logits.data(), off.logits.data(), on.logits.size() * 4), 0)
+            << model << " matvec=" << matvec << " checks=" << checks
+            << " (1 bounds, 2 loop bounding): logits differ with and without shader runtime checks";
+      }
     }
 }
 
@@ -153,9 +159,9 @@ TEST(ShaderRuntimeChecks, BitIdenticalOnAndOff) {
 // (every dispatch its own submission, copies between chunks) and 7 (chunk ends inside layers).
 TEST(SubmitChunk, BitIdenticalToOneSubmission) {
   for (const std::string model : {"smollm2", "lfm2", "qwen35"}) {
-    const RunResult one = run_with(model, BackendKind::WebGPU, "none", true, false, 0);
+    const RunResult one = run_with(model, BackendKind::WebGPU, "none", true, 0, 0);
     for (uint32_t chunk : {1u, 7u}) {
-      const RunResult got = run_with(model, BackendKind::WebGPU, "none", true, false, chunk);
+      const RunResult got = run_with(model, BackendKind::WebGPU, "none", true, 0, chunk);
       EXPECT_EQ(got.tokens, one.tokens) << model << " chunk=" << chunk;
       ASSERT_EQ(got.logits.size(), one.logits.size());
       EXPECT_EQ(std::memcmp(got.logits.data(), one.logits.data(), one.logits.size() * 4), 0)

@@ -24,6 +24,8 @@
 //   --adapter-only 1  only the adapter check (a second; the model is not loaded)
 //   --load-only 1     stop after the load (tests); --warmup 0: no kernel warm-up at load
 //   --greedy-only 1   stop after the greedy tokens (and their native comparison): no bench rows
+//   --switches S  CreateEngine's switches: kernel switches as the native CLI spells them (one
+//                 argument, e.g. --switches '--attn-decode-key-lanes 1')
 //   --decode-pipeline 0  load with CreateEngine's decodePipeline off (default on: step i+1 submitted
 //                 before step i's token is read, as the native --decode-pipeline)
 // Output: the JSON of web/bench.js (adapter, load, greedy, bench.rows: n_prompt, ttft_ms,
@@ -53,7 +55,7 @@ function parseArgs(argv) {
 }
 
 function usage(msg) {
-  console.error(`node-bench: ${msg}\n${readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n').slice(8, 34).join('\n')}`);
+  console.error(`node-bench: ${msg}\n${readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n').slice(8, 36).join('\n')}`);
   process.exit(2);
 }
 
@@ -122,7 +124,7 @@ async function main() {
     await runBench({ file: NodeFile.open(opt.model) }, { lengths, gen, reps, greedy, text, log, onAdapter: checkAdapter,
       adapterOnly, loadOnly: opt['load-only'] === '1', greedyOnly: opt['greedy-only'] === '1',
       engineOptions: { moduleUrl: pathToFileURL(join(wasmDir, 'wgllm.js')).href, warmup: opt.warmup !== '0',
-        decodePipeline: opt['decode-pipeline'] !== '0' } }, result);
+        decodePipeline: opt['decode-pipeline'] !== '0', switches: opt.switches || '' } }, result);
     if (adapterOnly || opt['load-only'] === '1') return finish(result, opt, 0, log);
     // The engine's own adapter (worker.js) must be the one checked above.
     const la = result.load.adapter || {};

@@ -11,7 +11,9 @@
 //      fails with the engine's own message;
 //   3. a tiny GGUF (tests/fixtures/lfm2_tiny) loads without the kernel warm-up: its weights stream
 //      in windows into GPU buffers on dawn.node's device (a greedy run would compile kernels: ~2 min
-//      on a cold shader cache on 2 busy cores).
+//      on a cold shader cache on 2 busy cores);
+//   4. CreateEngine's `switches` (kernel switches in the native CLI's spelling) reach the model;
+//      an unknown one fails the load with its name.
 // Usage: node web/tests/node_smoke_test.mjs [--wasm-dir build-wasm/web] [--webgpu web/node_modules/webgpu]
 // (the Vulkan driver from the environment: env $(scripts/vulkan_env.sh) on CPU-only machines).
 import { spawnSync } from 'node:child_process';
@@ -75,6 +77,17 @@ check(L.streamed_bytes >= L.file_bytes * 0.9 && L.largest_read_bytes <= 8 * 2 **
   'the weights were read through the streaming reader in windows', `streamed ${L.streamed_bytes}, largest read ${L.largest_read_bytes}`);
 check(lt.json && lt.json.label === 'Dawn in Node, not a browser' && L.adapter && L.adapter.description === lt.json.adapter.description,
   'labelled, and the engine got the adapter the harness checked', `${lt.json && lt.json.label}; ${L.adapter && L.adapter.description}`);
+
+// 4. CreateEngine's switches (the native CLI's spelling): set ones reach the model options (the
+// load reports the non-default ones back); an unknown flag fails the load with the engine's message.
+const ls = harness(['--model', tiny, '--adapter', kind, '--load-only', '1', '--warmup', '0',
+  '--switches', '--attn-decode-key-lanes 4 --no-fuse-norm']);
+const S = (ls.json && ls.json.load && ls.json.load.switches) || [];
+check(ls.status === 0 && S.includes('--attn-decode-key-lanes 4') && S.includes('--no-fuse-norm'),
+  'switches given to CreateEngine reach the model', `exit ${ls.status}, switches ${JSON.stringify(S)}, ${ls.json && ls.json.error || ''}`);
+const lb = harness(['--model', tiny, '--adapter', kind, '--load-only', '1', '--warmup', '0', '--switches', '--no-such-switch']);
+check(lb.status === 1 && /--no-such-switch: unknown flag/.test(lb.json && lb.json.error || ''), 'an unknown switch fails the load, named',
+  (lb.json && lb.json.error || lb.stderr).slice(0, 160));
 
 log(`${failures ? 'FAILED' : 'passed'} in ${((Date.now() - t0) / 1000).toFixed(1)} s (adapter: ${kind})`);
 process.exit(failures ? 1 : 0);

@@ -29,6 +29,7 @@
 #include "core/error.h"
 #include "models/model.h"
 #include "models/source.h"
+#include "models/switches.h"
 #include "runtime/decode_pipeline.h"
 #include "runtime/session.h"
 #include "runtime/warmup.h"
@@ -183,7 +184,7 @@ Counters counters() {
 }
 
 // Loads e->src (opened by the caller) onto the GPU: tokenizer, chat template, model, warm-up.
-json finish_load(std::unique_ptr<Engine> e, int context, int warmup, int decode_pipeline,
+json finish_load(std::unique_ptr<Engine> e, int context, int warmup, int decode_pipeline, const char* switches,
                  std::chrono::steady_clock::time_point t0) {
   e->tok = Tokenizer::from_gguf(*e->src->gguf);
   if (std::string t = e->src->chat_template(); !t.empty()) {
@@ -196,6 +197,9 @@ json finish_load(std::unique_ptr<Engine> e, int context, int warmup, int decode_
   // decode_pipeline): greedy decoding submits step i+1 before reading step i's id, the glue's
   // readback waits for the first map that settles (webgpu_shim.cpp wgpuDevicePoll).
   mo.decode_pipeline = decode_pipeline != 0;
+  // CreateEngine option `switches`: kernel- and model-level switches in the native CLI's spelling
+  // (models/switches.h apply_switch_args), e.g. "--attn-decode-key-lanes 1 --no-fuse-norm".
+  if (switches && *switches) apply_switch_args(mo, switches);
   e->model = create_model(*e->src, mo);
   e->context = sequence_context(mo.context_length, mo.context_length, e->model->config().max_context);  // as the sequences
   const double warmup_ms = warmup ? warm_up(*e->model) : 0;  // runtime/warmup.h, as in the native CLI
@@ -212,6 +216,7 @@ json finish_load(std::unique_ptr<Engine> e, int context, int warmup, int decode_
                {"chat_template", e->chat != nullptr},
                {"warmup_ms", warmup_ms},
                {"decode_pipeline", e->model->async_argmax()},
+               {"switches", non_default_switches(mo)},
                {"load_ms", ms_since(t0)},
                {"heap_bytes", uint64_t(emscripten_get_heap_size())}};
   if (e->reader) {
@@ -236,14 +241,17 @@ EMSCRIPTEN_KEEPALIVE void wgllm_free(char* p) { std::free(p); }
 /// that takes seconds that would otherwise land in a reply's TTFT and tokens/s). Results are
 /// unaffected: the scratch sequence is discarded.
 /// decode_pipeline != 0: pipelined greedy decoding (runtime/decode_pipeline.h; same tokens).
-EMSCRIPTEN_KEEPALIVE char* wgllm_load(const char* path, int context, int warmup, int decode_pipeline) {
+/// switches: kernel- and model-level switches as the native CLI spells them ("" or null: the
+/// defaults; models/switches.h apply_switch_args; an unknown flag or bad value fails the load).
+EMSCRIPTEN_KEEPALIVE char* wgllm_load(const char* path, int context, int warmup, int decode_pipeline,
+                                      const char* switches) {
   return guarded([&] {
     const auto t0 = std::chrono::steady_clock::now();
     g_engine.reset();
     auto e = std::make_unique<Engine>();
     e->src = ModelSource::open(path);
     if (!e->src->is_gguf()) throw Error(std::string(path) + ": the browser build loads GGUF files only");
-    return finish_load(std::move(e), context, warmup, decode_pipeline, t0);
+    return finish_load(std::move(e), context, warmup, decode_pipeline, switches, t0);
   });
 }
 
@@ -251,7 +259,7 @@ EMSCRIPTEN_KEEPALIVE char* wgllm_load(const char* path, int context, int warmup,
 /// first, then each tensor's rows a window at a time as they are packed into GPU buffers
 /// (kernels::upload_weight_rows). Same result as wgllm_load plus file_bytes, streamed_bytes and
 /// largest_read_bytes; heap_bytes stays far below the file size for large models.
-EMSCRIPTEN_KEEPALIVE char* wgllm_load_stream(int context, int warmup, int decode_pipeline) {
+EMSCRIPTEN_KEEPALIVE char* wgllm_load_stream(int context, int warmup, int decode_pipeline, const char* switches) {
   return guarded([&] {
     const auto t0 = std::chrono::steady_clock::now();
     g_engine.reset();
@@ -262,7 +270,7 @@ EMSCRIPTEN_KEEPALIVE char* wgllm_load_stream(int context, int warmup, int decode
     e->src->gguf = GgufFile::open_streamed(*e->reader);
     e->src->tensors = std::make_unique<TensorStore>(*e->src->gguf);
     e->src->config = config_from_gguf(*e->src->gguf);
-    return finish_load(std::move(e), context, warmup, decode_pipeline, t0);
+    return finish_load(std::move(e), context, warmup, decode_pipeline, switches, t0);
   });
 }
 

@@ -7,7 +7,8 @@
 #            6-bit Q6_K layout against the widened one, bit for bit), Ops.Matvec* (launch shapes by class, the
 #            tall class's GPU default) and the per-type matmul tests, and
 #            the carried matmul_int8_test / matmul_tiled_test / fused_ops_test, and hybrid_dispatch_test's
-#            Qwen2 QKV launches (--fuse-qkv-formats: one launch, logits bits unchanged) when carried
+#            Qwen2 QKV launches (--fuse-qkv-formats: one launch, logits bits unchanged) when carried, and
+#            qwen35_parity_test and fusion_switches_test's ShaderRuntimeChecks.* when carried
 #   traffic  `bench --traffic` (bytes and GPU time per kernel with timestamps, dispatches per step) on
 #            the Qwen2.5-1.5B, SmolLM2, LFM2-1.2B and Qwen3.5-0.8B shapes, product configuration
 #   ab       `bench ab` decode after a 512-token prompt, meter decode_ms_p50 (256 steps x 3 repetitions
@@ -39,8 +40,8 @@
 #            then once more with --profile (GPU time of each turn's prefill forward and its attention's),
 #            then each flag set of TURNS_CANDS (";"-separated) in a session-only run of its own
 #   checks   the browser's bounds checks (issue 15) measured natively: `bench` (128 steps x 2) with and
-#            without `--shader-checks` (naga's Restrict policy: every index clamped, storage ones to the
-#            binding; Dawn on a GPU with robustBufferAccess2 leaves storage indices to the hardware and
+#            without `--shader-checks` (naga's bounds checks, Restrict policy: every index clamped, storage
+#            ones to the binding; until 2026-12-06 the flag added naga's loop bounding too; Dawn on a GPU with robustBufferAccess2 leaves storage indices to the hardware and
 #            clamps the fixed-size arrays), 2 interleaved rounds, plus one `bench --traffic` of each (per-kernel
 #            time: traffic_checks_*), on CHECKS_MODELS (smollm2) after prompts of CHECKS_LENGTHS (512 4096)
 #   peers4096 (after the llama.cpp CUDA build) `bench ab` TTFT of a 4096-token prompt, the product against
@@ -53,6 +54,9 @@
 #   checks_cand  decode with and without --shader-checks for each flag set of CHECKS_CANDS (";"-separated,
 #            "" = product) after CHECKS_LENGTHS (4096) on CHECKS_MODELS (smollm2): which launch shape the
 #            checks hurt least
+#   attn_checks  the decode attention op alone (`bench attention --tokens 1`, SmolLM2's layer shape) after
+#            CHECKS_LENGTHS (512 4096) keys under each of naga's checks: none, bounds (--shader-checks),
+#            loops (--shader-loop-bounding), both (attn_checks_<arm>_<n>.json)
 # SYNTH_MODELS: the synthetic files to write (default qwen25-1.5b smollm2 lfm2-1.2b qwen35-0.8b); EXTRA_SYNTH:
 # more (e.g. qwen35-2b for PEERS_MODELS)
 # Staging: python3 tools/device/pack.py --bin wgllm kernels_test --gl [--llamacpp] --extra /tmp/synth2=synth
@@ -97,6 +101,16 @@ for part in ${PARTS:-tests traffic ab}; do
       timeout 120 $W/bin/$t > $R/test_$t.log 2>&1
       echo "$t: exit $?" | tee -a $R/tests.txt; tail -1 $R/test_$t.log
     done
+    if [ -x $W/bin/qwen35_parity_test ]; then  # (the tree's fixtures: the GPU default DeltaNet row split against the CPU twin)
+      timeout 200 $W/bin/qwen35_parity_test > $R/test_qwen35_parity.log 2>&1
+      echo "qwen35_parity_test: exit $?" | tee -a $R/tests.txt; tail -1 $R/test_qwen35_parity.log
+    fi
+    if [ -x $W/bin/fusion_switches_test ]; then  # naga's checks one at a time, bit-identical (SmolLM2: the synthetic file)
+      mkdir -p $W/models
+      [ -f $W/models/SmolLM2-135M-Instruct.Q4_1.gguf ] || ln -sf ${WG_SYNTH[smollm2]} $W/models/SmolLM2-135M-Instruct.Q4_1.gguf
+      timeout 200 $W/bin/fusion_switches_test --gtest_filter='ShaderRuntimeChecks.*' > $R/test_fusion_switches.log 2>&1
+      echo "fusion_switches_test ShaderRuntimeChecks.*: exit $?" | tee -a $R/tests.txt; tail -1 $R/test_fusion_switches.log
+    fi
     if [ -x $W/bin/hybrid_dispatch_test ]; then  # (writes its tiny GGUFs; no fixtures needed by these)
       timeout 120 $W/bin/hybrid_dispatch_test --gtest_filter='*TwoFormats*:*Qwen2Attention*' > $R/test_hybrid_dispatch.log 2>&1
       echo "hybrid_dispatch_test Qwen2 QKV: exit $?" | tee -a $R/tests.txt; tail -1 $R/test_hybrid_dispatch.log
@@ -329,6 +343,21 @@ for part in ${PARTS:-tests traffic ab}; do
       i=$((i + 1))
     done
     el "checks_cand"
+    ;;
+  attn_checks)
+    for n in ${CHECKS_LENGTHS:-512 4096}; do
+      for arm in none bounds loops both; do
+        wg_over && { fail "time budget: attn_checks $arm $n not run"; continue; }
+        case $arm in none) fl="";; bounds) fl=--shader-checks;; loops) fl=--shader-loop-bounding;;
+          both) fl="--shader-checks --shader-loop-bounding";; esac
+        f=attn_checks_${arm}_$n
+        # shellcheck disable=SC2086  # $fl: zero to two flags
+        timeout 120 $B bench attention --tokens 1 --cache $((n - 1)) --reps 20 $fl --json $R/$f.json > $R/$f.txt 2>&1 ||
+          fail "$f (exit $?)"
+        echo "== $f"; grep -E "gqa|per-row" $R/$f.txt | sed 's/GFLOP.*//' | head -12
+      done
+    done
+    el "attn_checks"
     ;;
   peers4096)
     wg_wait_llamacpp 420 || { fail "llama.cpp CUDA build not done: $(tail -2 $W/lcpp.log | tr '\n' ' ')"; exit 1; }

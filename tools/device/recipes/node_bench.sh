@@ -31,6 +31,8 @@
 # --extra /tmp/synth=synth) besides the Node, wasm and wgllm carries; no model carry.
 # STAGE=robust: the Dawn-in-Node bench under Dawn device toggles (ROBUST_VARIANTS), native before and after
 # (node_v<i>.json / .options, native_{before,after}.json): what part of the browser's robustness costs.
+# STAGE=switches: kernel switch sets (SWITCH_VARIANTS) natively, natively with --shader-checks, and in
+# Dawn in Node with CreateEngine's switches (native_sw<i>.json, native_checks_sw<i>.json, node_sw<i>.json).
 # Env: SYNTH (1: synthetic SmolLM2-shaped weights, see below), COMMIT (the commit measured, for summary.json), ROUNDS (3), BUDGET_S (330: no round starts
 # later; call timeout 600), NODE_TIMEOUT (200 s per Node run), NODE_ARGS (more web/node/bench.mjs
 # options, e.g. "--decode-pipeline 0").
@@ -125,6 +127,37 @@ if [ "${STAGE:-}" = robust ]; then
   done
   timeout 40 $B bench -m $GGUF --prompt-lengths $L --gen 128 --reps 2 --json $R/native_after.json > $R/native_after.log 2>&1
   grep -E "^\|" $R/native_after.log | tail -2
+  exit
+fi
+
+if [ "${STAGE:-}" = switches ]; then
+  # Kernel switch sets under the browser's robustness (issue 15): for each set in SWITCH_VARIANTS
+  # (";"-separated, each in the native CLI's spelling; "" = the defaults), the native bench with it,
+  # the native bench with it and --shader-checks (naga's bounds checks only), and the Dawn-in-Node
+  # bench with it as CreateEngine's switches (Dawn's default toggles, as a browser). Natively first,
+  # then Dawn, set by set; a set starts only if it ends within BUDGET_S.
+  R=$W/res_switches; rm -rf $R; mkdir -p $R
+  trap 'tar czf $OUT/results.tgz -C $R .' EXIT
+  wg_gpu_check | tee $R/gpu.txt
+  cp tools/device/recipes/node_bench.sh $R/recipe_node_bench.sh
+  [ "${SYNTH:-0}" = 1 ] && echo "synthetic weights (tools/synth/write_gguf.py --seed 1): the text is noise, the speed is real" > $R/LABEL.txt
+  L=${ROBUST_LENGTHS:-512,4096}
+  IFS=';' read -ra vs <<< "${SWITCH_VARIANTS:-};"
+  i=0
+  for v in "${vs[@]}"; do
+    (( $(date +%s) - T0 + ${NODE_TIMEOUT:-150} + 60 > ${BUDGET_S:-480} )) && { el "time budget: set '$v' not run"; continue; }
+    echo "$v" > $R/sw$i.switches
+    # shellcheck disable=SC2086  # $v: the set's flags, word-split on purpose
+    timeout 40 $B bench -m $GGUF --prompt-lengths $L --gen 128 --reps 2 $v --json $R/native_sw$i.json > $R/native_sw$i.log 2>&1
+    # shellcheck disable=SC2086
+    timeout 40 $B bench -m $GGUF --prompt-lengths $L --gen 128 --reps 2 $v --shader-checks --json $R/native_checks_sw$i.json \
+      > $R/native_checks_sw$i.log 2>&1
+    timeout ${NODE_TIMEOUT:-150} $NODE "${NB[@]}" --model $GGUF --text $TEXT --lengths $L --gen 128 --reps 2 --switches "$v" \
+      --out $R/node_sw$i.json > $R/node_sw$i.log 2>&1
+    el "set $i '$v': node exit $? $(grep -v '^Warning: max' $R/node_sw$i.log | grep -E 'P=' | tr '\n' ' ' | cut -c1-160)" \
+       "native $(grep -E '^\|' $R/native_sw$i.log | tail -2 | tr '\n' ' ' | cut -c1-160)"
+    i=$((i + 1))
+  done
   exit
 fi
 
