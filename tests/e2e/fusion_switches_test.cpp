@@ -16,12 +16,14 @@
 // Checked to fail: qk_norm_rope_kv.wgsl's key norm as x * (scale * w) fails lfm2_off_qk_norm and
 // qwen35_off_qk_norm (logits bits differ from all-on).
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <string>
 #include <tuple>
 
+#include "models/switches.h"
 #include "parity_util.h"
 #include "tiny_gguf_util.h"
 
@@ -107,6 +109,10 @@ RunResult run_with(const std::string& model, BackendKind backend, const std::str
   o.shader_loop_bounding = (shader_checks & 2) != 0;
   f32_activations(o);
   o.submit_chunk = submit_chunk;
+  // Diagnostics (device recipes): more switches in the native CLI's spelling for every run of the
+  // test, e.g. WGLLM_TEST_SWITCHES="--gdn-decode-row-split 1" to find which kernel a difference
+  // comes from.
+  if (const char* more = std::getenv("WGLLM_TEST_SWITCHES")) apply_switch_args(o, more);
   auto m = create_model(s, o);
   return run(*m, s.config.vocab);
 }
@@ -134,22 +140,29 @@ TEST_P(FusionSwitches, MatchCpuAndBitIdenticalToAllOn) {
       << key << " off=" << off << ": logits differ from the all-fusions-on run";
 }
 
-// ModelOptions::shader_runtime_checks (--shader-checks) and shader_loop_bounding
-// (--shader-loop-bounding): naga's bounds checks and loop bounding change no result while every
-// access is in bounds: logits bit-identical with and without, on every architecture and both
-// matrix-vector kernels (both checks together), and each check alone (the default kernels).
-TEST(ShaderRuntimeChecks, BitIdenticalOnAndOff) {
+// ModelOptions::shader_runtime_checks (--shader-checks): naga's bounds checks change no result while
+// every access is in bounds: logits bit-identical with and without, on every architecture and both
+// matrix-vector kernels. shader_loop_bounding (--shader-loop-bounding) adds a counter to every loop,
+// which changes the code the driver's compiler optimises: on the H100 (2026-12-06) the fused
+// DeltaNet decode step with its GPU default row split 2 then rounds differently (the driver's choice
+// of fused multiply-adds, which WGSL allows; deterministic either way, bit-identical with
+// --gdn-decode-row-split 1): greedy tokens identical and logits within the parity tolerance.
+TEST(ShaderRuntimeChecks, BoundsBitIdenticalLoopBoundingWithinTolerance) {
   for (const std::string model : {"smollm2", "lfm2", "qwen35"})
     for (bool matvec : {false, true}) {
       const RunResult off = run_with(model, BackendKind::WebGPU, "none", matvec, 0);
-      for (int checks : {1, 2, 3}) {
-        if (matvec && checks != 3) continue;
+      for (int checks : {1, 2, 3}) {  // bit 0: bounds checks, bit 1: loop bounding
         const RunResult on = run_with(model, BackendKind::WebGPU, "none", matvec, checks);
-        EXPECT_EQ(on.tokens, off.tokens) << model << " matvec=" << matvec << " checks=" << checks;
+        const std::string what = model + " matvec=" + std::to_string(matvec) + " checks=" + std::to_string(checks);
+        EXPECT_EQ(on.tokens, off.tokens) << what;
         ASSERT_EQ(on.logits.size(), off.logits.size());
-        EXPECT_EQ(std::memcmp(on.logits.data(), off.logits.data(), on.logits.size() * 4), 0)
-            << model << " matvec=" << matvec << " checks=" << checks
-            << " (1 bounds, 2 loop bounding): logits differ with and without shader runtime checks";
+        if (checks == 1) {
+          EXPECT_EQ(std::memcmp(on.logits.data(), off.logits.data(), on.logits.size() * 4), 0)
+              << what << ": logits differ with and without naga's bounds checks";
+        } else {
+          const float tol = model == "smollm2" ? 5e-4f : 1e-4f;  // the parity tests' |webgpu - cpu| tolerances
+          EXPECT_LE(diff(on.logits, off.logits).max_abs, tol) << what << ": loop bounding moved the logits";
+        }
       }
     }
 }
