@@ -28,6 +28,9 @@ the unpacked results.tgz of one call of tools/device/recipes/decode_head.sh). Wr
                          marginal cost per decode step = its p50 step minus the mean of the two product runs'
   sweep<J>_<label>_<model>_c<I>[_rep]  the same for setting I of raw/sweeps.txt (c0 = product), each with its own
                          run without --repeat-kernel; also that run's p50 step (single runs, no interval)
+  attn_checks_<arm>_<n>  `bench attention --tokens 1` after n keys with naga's checks of arm (none, bounds, loops, both)
+  node_sw<i>.json        node_bench.sh STAGE=switches: the browser build under Dawn in Node with the kernel switches of
+                         sw<i>.switches, against native_sw<i>.json (native_checks_sw<i>.json: native with --shader-checks)
   node_v<i>.json         node_bench.sh STAGE=robust: the browser build under Dawn in Node with the Dawn toggles in
                          node_v<i>.options, against native_{before,after}.json
 Every file is a synthetic-weights model (tools/synth)."""
@@ -161,6 +164,66 @@ def node_robust_rows(raw):
     return rows
 
 
+# attn_checks arms: the naga checks each was compiled with.
+ARMS = {"none": "product (no naga checks)", "bounds": "--shader-checks", "loops": "--shader-loop-bounding",
+        "both": "--shader-checks --shader-loop-bounding"}
+
+
+def attn_checks_rows(path, arm, n):
+    """decode_head.sh part attn_checks: `bench attention --tokens 1` (the decode attention op alone, SmolLM2's layer
+    shape) after n keys compiled with the naga checks of `arm`: one row per kernel variant, its median GPU time."""
+    j = json.load(open(path))
+    rows = []
+    for v in j["variants"]:
+        name = ("per-row kernel" if not v["attn_decode_gqa"] else "GQA decode kernel" +
+                (", late V" if v["attn_decode_late_v"] else "") +
+                (f", {v['attn_decode_key_lanes']} key lanes" if v["attn_decode_key_lanes"] else ""))
+        split = (f"{v['decode_split_len']}-key splits + combine" if v["decode_split_len"] else
+                 "key split on" if v["attn_split"] else "unsplit")
+        rows.append({"model": f"attention op, {j['heads']} query / {j['kv_heads']} KV heads, head dim {j['head_dim']} "
+                              "(SmolLM2's layer; random Q and cache)", "weights": "synthetic", "metric": "attention_op_us",
+                     "context": f"`bench attention --tokens 1 --cache {j['cache']}` ({n} keys): {name}, {split}; median "
+                                f"of {j['reps']} ({j['timing']})",
+                     "wgllm": round(v["median_us"], 2), "ratio_ci": None, "config": ARMS[arm],
+                     "source": os.path.basename(path)})
+    return rows
+
+
+def node_switch_rows(raw):
+    """node_bench.sh STAGE=switches: per kernel switch set i (sw<i>.switches), the browser build under Dawn in Node
+    (node_sw<i>.json; not a browser) against native `wgllm bench` with the same set (native_sw<i>.json, one run),
+    and native with it plus --shader-checks (native_checks_sw<i>.json)."""
+    synth = (raw / "LABEL.txt").exists()
+    model, weights = (MODELS["smollm2"], "synthetic") if synth else ("SmolLM2-135M-Instruct-Q4_1", "real")
+    rows = []
+    for f in sorted(glob.glob(str(raw / "node_sw*.json")), key=lambda x: int(re.search(r"node_sw(\d+)", x).group(1))):
+        i = re.search(r"node_sw(\d+)", f).group(1)
+        sw = sidecar(raw, f"sw{i}.switches")
+        nat, chk = load(raw, f"native_sw{i}"), load(raw, f"native_checks_sw{i}")
+        by_n = {r["n_prompt"]: r for r in (nat or {}).get("runs", [])}
+        chk_n = {r["n_prompt"]: r for r in (chk or {}).get("runs", [])}
+        j = json.load(open(f))
+        for r in j["bench"]["rows"]:
+            n = r["n_prompt"]
+            for metric, key in (("decode_tok_s", "decode_tok_s_median"), ("ttft_ms", "ttft_ms_median")):
+                rows.append({"model": model, "weights": weights, "metric": metric,
+                             "context": f"Dawn in Node, not a browser: the browser build with CreateEngine switches "
+                                        f"'{sw}', prompt {n}, {r['n_gen']} steps x {j.get('reps', '?')} repetitions, one "
+                                        "run, Dawn's default toggles; peer: native `wgllm bench` with the same switches",
+                             "wgllm": r[key], "peer": "native", "peer_value": by_n.get(n, {}).get(key),
+                             "ratio_ci": None, "config": sw or "product", "label": "Dawn in Node, not a browser",
+                             "source": f"node_sw{i}.json"})
+            if n in chk_n:
+                rows.append({"model": model, "weights": weights, "metric": "decode_tok_s",
+                             "context": f"native `wgllm bench` with '{sw}' and --shader-checks (naga's bounds checks), "
+                                        f"prompt {n}, one run; peer: the same without the checks",
+                             "wgllm": chk_n[n]["decode_tok_s_median"], "peer": "default",
+                             "peer_value": by_n.get(n, {}).get("decode_tok_s_median"), "ratio_ci": None,
+                             "config": " ".join(x for x in (sw, "--shader-checks") if x),
+                             "source": f"native_checks_sw{i}.json"})
+    return rows
+
+
 def rows_of(raw, tag):
     """The summary rows of one call's raw files (tag: appended to each row's context and source)."""
     cands = table(raw, "cands.txt")
@@ -195,6 +258,10 @@ def rows_of(raw, tag):
         m = re.fullmatch(r"multiturn_(.+)", stem)
         if m:
             rows += [dict(r, model=MODELS[m.group(1)], weights="synthetic") for r in multiturn_rows(f)]
+            continue
+        m = re.fullmatch(r"attn_checks_(none|bounds|loops|both)_(\d+)", stem)
+        if m:
+            rows += attn_checks_rows(f, *m.groups())
             continue
         m = re.fullmatch(r"checkc(\d+)_(on|off)_(.+)_(\d+)", stem)
         if m:
@@ -270,6 +337,7 @@ def rows_of(raw, tag):
                         "run, 2 interleaved rounds", "--no-q6k-packed (Q6_K widened to 10 bits per weight)",
                         wgllm_is_b=True, config=PACKED)
     rows += node_robust_rows(raw)
+    rows += node_switch_rows(raw)
     for r in rows:
         if tag:
             r["context"] += f" ({tag})"
