@@ -43,8 +43,10 @@ struct ContextOptions {
   /// bounds checks (WebGPU's robustness guarantee), so this is ignored there. Switch --shader-checks.
   bool shader_runtime_checks = false;
   /// naga's loop bounding: a counter in every loop that ends it after 2^64 iterations (so that no
-  /// loop is infinite for the driver's compiler). Default off; identical results (no kernel loops
-  /// that long). Ignored in the browser (the browser's compiler decides). Switch --shader-loop-bounding.
+  /// loop is infinite for the driver's compiler). Default off. Not bit-exact: the driver compiles the
+  /// loops differently and may round some sums differently (H100: the fused DeltaNet decode's row
+  /// split; docs/FLAGS.md). Ignored in the browser (the browser's compiler decides). Switch
+  /// --shader-loop-bounding.
   bool shader_loop_bounding = false;
 };
 

@@ -147,7 +147,7 @@ std::span<const SwitchRecord> switch_records() { return kRecords; }
 
 namespace {
 
-// The integer of a switch value: on/true 1, off/false 0, else decimal digits with an optional sign.
+// The integer of a switch value: on/true 1, off/false 0, else decimal digits (a leading '-' allowed).
 std::optional<int64_t> parse_switch_value(std::string_view v) {
   if (v == "on" || v == "true") return 1;
   if (v == "off" || v == "false") return 0;
@@ -171,10 +171,18 @@ void set_switch(ModelOptions& o, const SwitchInfo& s, int64_t v, std::string_vie
   s.set(o, v);
 }
 
-// The kernel- or model-level switch with this field name (by_flag: CLI flag name), or null.
+// v is a value the switch's CLI flag accepts (apps/cli/options.cpp add_switch: integer(lo, hi), Pow2
+// also 0): unlike switch_value_ok, not the default when that is an adapter-default sentinel.
+bool switch_flag_value_ok(const SwitchInfo& s, int64_t v) {
+  if (s.kind == SwitchKind::Pow2 && v == 0) return true;
+  return v >= s.lo && v <= s.hi && (s.kind != SwitchKind::Pow2 || (v & (v - 1)) == 0);
+}
+
+// The kernel- or model-level switch with this field name (by_flag: CLI flag name; switches without
+// a flag never match one), or null.
 const SwitchInfo* settable_switch(std::string_view name, bool by_flag) {
   for (const SwitchInfo& s : kSwitches)
-    if (s.set && (by_flag ? name == s.flag : name == s.field)) return &s;
+    if (s.set && (by_flag ? *s.flag && name == s.flag : name == s.field)) return &s;
   return nullptr;
 }
 
@@ -205,8 +213,12 @@ void apply_switch_args(ModelOptions& o, std::string_view args) {
       apply_switch_setting(o, t);
       continue;
     }
-    std::string_view name = t.substr(2);
-    const SwitchInfo* s = name.empty() ? nullptr : settable_switch(name, true);
+    // "--FLAG VALUE" or "--FLAG=VALUE", as CLI11 takes them.
+    std::string_view name = t.substr(2), inline_value;
+    const size_t eq = name.find('=');
+    const bool has_inline = eq != std::string_view::npos;
+    if (has_inline) inline_value = name.substr(eq + 1), name = name.substr(0, eq);
+    const SwitchInfo* s = settable_switch(name, true);
     bool off = false;
     if (!s && name.starts_with("no-")) {
       s = settable_switch(name.substr(3), true);
@@ -220,16 +232,28 @@ void apply_switch_args(ModelOptions& o, std::string_view args) {
     }
     const bool on_off = s->kind == SwitchKind::Bool || s->kind == SwitchKind::Tri;
     if (on_off) {
-      s->set(o, off ? 0 : 1);
+      int64_t v = off ? 0 : 1;
+      if (has_inline) {  // --FLAG=true / --FLAG=0 (CLI11's flag values); not with --no-FLAG
+        const auto x = parse_switch_value(inline_value);
+        if (off || !x || (*x != 0 && *x != 1)) throw Error(fmt::format("switch {}: want on/off, true/false, 1 or 0", t));
+        v = *x;
+      }
+      s->set(o, v);
       continue;
     }
     if (off) throw Error(fmt::format("switch {}: a numeric switch; give --{} N", t, s->flag));
-    if (i + 1 == tok.size()) throw Error(fmt::format("switch {}: wants a value", t));
-    const std::string_view value = tok[++i];
+    std::string_view value = inline_value;
+    if (!has_inline) {
+      if (i + 1 == tok.size()) throw Error(fmt::format("switch {}: wants a value", t));
+      value = tok[++i];
+    }
     const auto v = parse_switch_value(value);
     if (!v || value == "on" || value == "off" || value == "true" || value == "false")
       throw Error(fmt::format("switch {} {}: the value is not an integer", t, value));
-    set_switch(o, *s, *v, fmt::format("{} {}", t, value));
+    if (!switch_flag_value_ok(*s, *v))
+      throw Error(fmt::format("switch {} {}: {} is outside [{}, {}]{}", t, value, *v, s->lo, s->hi,
+                              s->kind == SwitchKind::Pow2 ? " (0 or a power of two)" : ""));
+    s->set(o, *v);
   }
 }
 

@@ -5,6 +5,7 @@
 // through apply_switch_args (the browser engine's switches).
 #include "models/switches.h"
 
+#include <algorithm>
 #include <fstream>
 #include <iterator>
 #include <set>
@@ -60,7 +61,9 @@ TEST(Switches, AccessorsReadTheDefaultsAndWrite) {
     EXPECT_EQ(s.get(o), v) << s.field;
     const auto nd = non_default_switches(o);
     ASSERT_EQ(nd.size(), s.product ? 1u : 0u) << s.field;
-    if (s.product && *s.flag) EXPECT_EQ(nd[0], s.spelled(v)) << s.field;
+    if (s.product && *s.flag) {
+      EXPECT_EQ(nd[0], s.spelled(v)) << s.field;
+    }
   }
   EXPECT_TRUE(non_default_switches(d).empty());
 }
@@ -86,14 +89,21 @@ TEST(Switches, ApplyArgsTakesTheCliSpellingOfEverySwitch) {
   for (const SwitchInfo& s : switches()) {
     if (!s.set || !*s.flag) continue;
     // A value other than the default that the CLI accepts.
-    int64_t v = s.kind == SwitchKind::Bool ? !s.def : s.kind == SwitchKind::Tri ? (s.def == 1 ? 0 : 1) : s.lo;
-    if (v == s.def) v = s.kind == SwitchKind::Pow2 ? s.lo * 2 : s.lo + 1;
+    int64_t v = s.kind == SwitchKind::Bool ? !s.def
+                : s.kind == SwitchKind::Tri ? (s.def == 1 ? 0 : 1)
+                : s.kind == SwitchKind::Pow2 ? std::max<int64_t>(s.lo, 1)
+                                             : s.lo;
+    if (v == s.def) v = s.kind == SwitchKind::Pow2 ? v * 2 : s.lo + 1;
+    ASSERT_NE(v, s.def) << s.field;
     ASSERT_LE(v, s.hi) << s.field;
     ModelOptions o;
     apply_switch_args(o, "  " + s.spelled(v) + "\t");
     EXPECT_EQ(s.get(o), v) << s.spelled(v);
-    for (const SwitchInfo& other : switches())  // nothing else changed
-      if (other.get && &other != &s) EXPECT_EQ(other.get(o), other.get(ModelOptions{})) << s.spelled(v) << " set " << other.field;
+    for (const SwitchInfo& other : switches()) {  // nothing else changed
+      if (other.get && &other != &s) {
+        EXPECT_EQ(other.get(o), other.get(ModelOptions{})) << s.spelled(v) << " set " << other.field;
+      }
+    }
     ModelOptions f;
     apply_switch_args(f, std::string(s.field) + "=" + std::to_string(v));
     EXPECT_EQ(s.get(f), v) << s.field;
@@ -105,6 +115,11 @@ TEST(Switches, ApplyArgsTakesTheCliSpellingOfEverySwitch) {
   EXPECT_EQ(o.kernels.attention_decode_key_lanes, 4u);
   EXPECT_FALSE(o.kernels.fuse_norm);
   EXPECT_FALSE(o.kernels.fuse_silu);
+  apply_switch_args(o, "--attn-decode-key-lanes=2 --fuse-norm=true --fuse-silu=1 --attn-decode-gqa=0");  // CLI11's --FLAG=VALUE
+  EXPECT_EQ(o.kernels.attention_decode_key_lanes, 2u);
+  EXPECT_TRUE(o.kernels.fuse_norm);
+  EXPECT_TRUE(o.kernels.fuse_silu);
+  EXPECT_EQ(o.kernels.attention_decode_gqa, 0);
   apply_switch_args(o, "");  // nothing
   auto fails = [](const std::string& args, const std::string& says) {
     ModelOptions x;
@@ -122,6 +137,12 @@ TEST(Switches, ApplyArgsTakesTheCliSpellingOfEverySwitch) {
   fails("--attn-decode-key-lanes four", "not an integer");
   fails("--attn-decode-key-lanes on", "not an integer");
   fails("--no-attn-decode-key-lanes", "a numeric switch");
+  fails("--no-", "unknown flag");  // (switches without a CLI flag are not reachable by flag)
+  fails("--", "unknown flag");
+  fails("--fuse-norm=2", "want on/off");
+  fails("--no-fuse-norm=1", "want on/off");
+  fails("--submit-chunk 4294967295", "outside [0, 4096]");  // the adapter-default sentinel: not a CLI value
+  fails("--attn-decode-key-lanes=", "not an integer");
   fails("fuse_norm", "want FIELD=VALUE");
   fails("no_field=1", "no kernel- or model-level switch 'no_field'");
   fails("fuse_norm=maybe", "not an integer, on or off");

@@ -12,7 +12,8 @@
 // MatvecCombine; all-on and all-off, each compared with matvec.wgsl's own all-on run, since its
 // summation order differs; decode attention there splits every 8 keys, so that the attention merge
 // folded into the output projection, fuse_attn_combine, runs).
-// Also: shader runtime checks on vs off (ModelOptions::shader_runtime_checks), bit-identical.
+// Also: naga's bounds checks on vs off (ModelOptions::shader_runtime_checks), bit-identical, and its
+// loop bounding (shader_loop_bounding), within the parity tolerance.
 // Checked to fail: qk_norm_rope_kv.wgsl's key norm as x * (scale * w) fails lfm2_off_qk_norm and
 // qwen35_off_qk_norm (logits bits differ from all-on).
 #include <algorithm>

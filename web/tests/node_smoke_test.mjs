@@ -86,7 +86,8 @@ const S = (ls.json && ls.json.load && ls.json.load.switches) || [];
 check(ls.status === 0 && S.includes('--attn-decode-key-lanes 4') && S.includes('--no-fuse-norm'),
   'switches given to CreateEngine reach the model', `exit ${ls.status}, switches ${JSON.stringify(S)}, ${ls.json && ls.json.error || ''}`);
 const lb = harness(['--model', tiny, '--adapter', kind, '--load-only', '1', '--warmup', '0', '--switches', '--no-such-switch']);
-check(lb.status === 1 && /--no-such-switch: unknown flag/.test(lb.json && lb.json.error || ''), 'an unknown switch fails the load, named',
+check(lb.status === 1 && /--no-such-switch: unknown flag/.test(lb.json && lb.json.error || '') && lb.json.kind === 'bad_request',
+  'an unknown switch fails the load, named, as a bad request',
   (lb.json && lb.json.error || lb.stderr).slice(0, 160));
 
 log(`${failures ? 'FAILED' : 'passed'} in ${((Date.now() - t0) / 1000).toFixed(1)} s (adapter: ${kind})`);

@@ -199,7 +199,15 @@ json finish_load(std::unique_ptr<Engine> e, int context, int warmup, int decode_
   mo.decode_pipeline = decode_pipeline != 0;
   // CreateEngine option `switches`: kernel- and model-level switches in the native CLI's spelling
   // (models/switches.h apply_switch_args), e.g. "--attn-decode-key-lanes 1 --no-fuse-norm".
-  if (switches && *switches) apply_switch_args(mo, switches);
+  // (shader_runtime_checks / shader_loop_bounding are accepted and do nothing here: the browser
+  // decides its own checks.) A bad one is the caller's error: kind bad_request.
+  if (switches && *switches) {
+    try {
+      apply_switch_args(mo, switches);
+    } catch (const Error& e) {
+      throw web::BadRequest(e.what());
+    }
+  }
   e->model = create_model(*e->src, mo);
   e->context = sequence_context(mo.context_length, mo.context_length, e->model->config().max_context);  // as the sequences
   const double warmup_ms = warmup ? warm_up(*e->model) : 0;  // runtime/warmup.h, as in the native CLI

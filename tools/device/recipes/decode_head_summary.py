@@ -150,7 +150,7 @@ def node_robust_rows(raw):
         stem = os.path.basename(f)[:-5]
         opts = sidecar(raw, stem + ".options")
         j = json.load(open(f))
-        for r in j["bench"]["rows"]:
+        for r in (j.get("bench") or {}).get("rows", []):  # (a failed run has only its error)
             n = r["n_prompt"]
             for metric, key in (("decode_tok_s", "decode_tok_s_median"), ("ttft_ms", "ttft_ms_median")):
                 peer = [x[key] for x in nat.get(n, [])]
@@ -175,10 +175,11 @@ def attn_checks_rows(path, arm, n):
     j = json.load(open(path))
     rows = []
     for v in j["variants"]:
-        name = ("per-row kernel" if not v["attn_decode_gqa"] else "GQA decode kernel" +
+        name = (("tiled kernel" if v["attn_tiled"] else "per-row kernel") if not v["attn_decode_gqa"] else "GQA decode kernel" +
                 (", late V" if v["attn_decode_late_v"] else "") +
                 (f", {v['attn_decode_key_lanes']} key lanes" if v["attn_decode_key_lanes"] else ""))
-        split = (f"{v['decode_split_len']}-key splits + combine" if v["decode_split_len"] else
+        split = (f"{v['decode_split_len']}-key splits (+ combine when more than one)" if v["decode_split_len"] else
+                 f"key split on (target {v['split_target']} workgroups)" if v["attn_split"] and v["split_target"] else
                  "key split on" if v["attn_split"] else "unsplit")
         rows.append({"model": f"attention op, {j['heads']} query / {j['kv_heads']} KV heads, head dim {j['head_dim']} "
                               "(SmolLM2's layer; random Q and cache)", "weights": "synthetic", "metric": "attention_op_us",
@@ -203,6 +204,9 @@ def node_switch_rows(raw):
         by_n = {r["n_prompt"]: r for r in (nat or {}).get("runs", [])}
         chk_n = {r["n_prompt"]: r for r in (chk or {}).get("runs", [])}
         j = json.load(open(f))
+        if "bench" not in j:  # a failed run: web/node/bench.mjs wrote its error instead (no figure)
+            print(f"{f}: no bench rows (switches '{sw}'): {j.get('error', '?')}", file=sys.stderr)
+            continue
         for r in j["bench"]["rows"]:
             n = r["n_prompt"]
             for metric, key in (("decode_tok_s", "decode_tok_s_median"), ("ttft_ms", "ttft_ms_median")):

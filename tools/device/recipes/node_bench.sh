@@ -95,6 +95,16 @@ fi
 # The bench's prompt text (web/bench_run.js takes its prompts from it), for the robust stage and the rounds below.
 mkdir -p $W/text/package/moby-dick/data && cp tests/fixtures/parity/prompt_256.txt $W/text/package/moby-dick/data/data.txt
 TEXT=$W/text/package/moby-dick/data/data.txt
+# A diagnostic stage's results folder R=$W/$1 (emptied; packed into $OUT/results.tgz on exit), the GPU's
+# state, this recipe and the weights' label in it; L: the prompt lengths (ROBUST_LENGTHS, 512,4096).
+stage_results() {
+  R=$W/$1; rm -rf $R; mkdir -p $R
+  trap 'tar czf $OUT/results.tgz -C $R .' EXIT
+  wg_gpu_check | tee $R/gpu.txt
+  cp tools/device/recipes/node_bench.sh $R/recipe_node_bench.sh
+  [ "${SYNTH:-0}" = 1 ] && echo "synthetic weights (tools/synth/write_gguf.py --seed 1): the text is noise, the speed is real" > $R/LABEL.txt
+  L=${ROBUST_LENGTHS:-512,4096}
+}
 if [ "${STAGE:-}" = robust ]; then
   # Which part of the browser's robustness costs the decode (issue 15): the same Dawn-in-Node bench with
   # Dawn device toggles (diagnostics: a browser keeps its defaults), native before and after as the
@@ -103,12 +113,7 @@ if [ "${STAGE:-}" = robust ]; then
   # vulkan_use_buffer_robust_access_2 off (Tint clamps the storage indices instead of the driver's
   # robustBufferAccess2); enable_integer_range_analysis_in_robustness (Tint leaves the indices it can
   # prove in range unclamped).
-  R=$W/res_robust; rm -rf $R; mkdir -p $R
-  trap 'tar czf $OUT/results.tgz -C $R .' EXIT
-  wg_gpu_check | tee $R/gpu.txt
-  cp tools/device/recipes/node_bench.sh $R/recipe_node_bench.sh
-  [ "${SYNTH:-0}" = 1 ] && echo "synthetic weights (tools/synth/write_gguf.py --seed 1): the text is noise, the speed is real" > $R/LABEL.txt
-  L=${ROBUST_LENGTHS:-512,4096}
+  stage_results res_robust
   $B bench -m $GGUF --prompt-lengths $L --gen 128 --reps 2 --json $R/native_before.json > $R/native_before.log 2>&1
   grep -E "^\|" $R/native_before.log | tail -2
   # (the ";" appended keeps a trailing "" variant: read drops one empty last field)
@@ -136,22 +141,19 @@ if [ "${STAGE:-}" = switches ]; then
   # the native bench with it and --shader-checks (naga's bounds checks only), and the Dawn-in-Node
   # bench with it as CreateEngine's switches (Dawn's default toggles, as a browser). Natively first,
   # then Dawn, set by set; a set starts only if it ends within BUDGET_S.
-  R=$W/res_switches; rm -rf $R; mkdir -p $R
-  trap 'tar czf $OUT/results.tgz -C $R .' EXIT
-  wg_gpu_check | tee $R/gpu.txt
-  cp tools/device/recipes/node_bench.sh $R/recipe_node_bench.sh
-  [ "${SYNTH:-0}" = 1 ] && echo "synthetic weights (tools/synth/write_gguf.py --seed 1): the text is noise, the speed is real" > $R/LABEL.txt
-  L=${ROBUST_LENGTHS:-512,4096}
+  stage_results res_switches
   IFS=';' read -ra vs <<< "${SWITCH_VARIANTS:-};"
   i=0
   for v in "${vs[@]}"; do
-    (( $(date +%s) - T0 + ${NODE_TIMEOUT:-150} + 60 > ${BUDGET_S:-480} )) && { el "time budget: set '$v' not run"; continue; }
+    # (two native runs of at most 40 s each, then Node)
+    (( $(date +%s) - T0 + ${NODE_TIMEOUT:-150} + 90 > ${BUDGET_S:-480} )) && { el "time budget: set '$v' not run"; continue; }
     echo "$v" > $R/sw$i.switches
     # shellcheck disable=SC2086  # $v: the set's flags, word-split on purpose
-    timeout 40 $B bench -m $GGUF --prompt-lengths $L --gen 128 --reps 2 $v --json $R/native_sw$i.json > $R/native_sw$i.log 2>&1
+    timeout 40 $B bench -m $GGUF --prompt-lengths $L --gen 128 --reps 2 $v --json $R/native_sw$i.json > $R/native_sw$i.log 2>&1 ||
+      el "set $i: native run exit $?"
     # shellcheck disable=SC2086
     timeout 40 $B bench -m $GGUF --prompt-lengths $L --gen 128 --reps 2 $v --shader-checks --json $R/native_checks_sw$i.json \
-      > $R/native_checks_sw$i.log 2>&1
+      > $R/native_checks_sw$i.log 2>&1 || el "set $i: native run with --shader-checks exit $?"
     timeout ${NODE_TIMEOUT:-150} $NODE "${NB[@]}" --model $GGUF --text $TEXT --lengths $L --gen 128 --reps 2 --switches "$v" \
       --out $R/node_sw$i.json > $R/node_sw$i.log 2>&1
     el "set $i '$v': node exit $? $(grep -v '^Warning: max' $R/node_sw$i.log | grep -E 'P=' | tr '\n' ' ' | cut -c1-160)" \

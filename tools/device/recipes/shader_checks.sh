@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# H200: what naga's shader runtime checks (bounds checks + loop bounding) cost, and what one
+# H200: what naga's shader runtime checks (bounds checks + loop bounding; since 2026-12-06 `--shader-checks` is the
+# bounds checks alone: add --shader-loop-bounding to the checked arms to repeat the 2026-12-01 runs) cost, and what one
 # dispatch costs (wgllm bench dispatch). SmolLM2-135M-Instruct Q4_1 (real weights).
 # Staging: python3 tools/device/pack.py --bin wgllm kernels_test \
 #     --model ~/.cache/wgllm/models/SmolLM2-135M-Instruct.Q4_1.gguf --gl [--llamacpp]
