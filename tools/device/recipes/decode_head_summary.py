@@ -31,6 +31,9 @@ the unpacked results.tgz of one call of tools/device/recipes/decode_head.sh). Wr
   attn_checks_<arm>_<n>  `bench attention --tokens 1` after n keys with naga's checks of arm (none, bounds, loops, both)
   node_sw<i>.json        node_bench.sh STAGE=switches: the browser build under Dawn in Node with the kernel switches of
                          sw<i>.switches, against native_sw<i>.json (native_checks_sw<i>.json: native with --shader-checks)
+  greedy_<name>.json     web/node/bench.mjs --greedy-only: the browser build's greedy ids against the native CLI's
+  node_result_r<k>.json  rounds of the browser build (Dawn in Node) against native_bench_r<k>.json, the model named in
+                         MODEL.txt
   node_v<i>.json         node_bench.sh STAGE=robust: the browser build under Dawn in Node with the Dawn toggles in
                          node_v<i>.options, against native_{before,after}.json
 Every file is a synthetic-weights model (tools/synth)."""
@@ -41,7 +44,7 @@ import re
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from summarize import ab_rows, bench_rows, diverge_row, multiturn_rows, write_summary  # noqa: E402 (tools/device/summarize.py)
+from summarize import ab_rows, bench_rows, diverge_row, multiturn_rows, web_vs_native_rows, write_summary  # noqa: E402 (tools/device/summarize.py)
 import json  # noqa: E402
 
 here = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else ".").resolve()
@@ -212,19 +215,53 @@ def node_switch_rows(raw):
             for metric, key in (("decode_tok_s", "decode_tok_s_median"), ("ttft_ms", "ttft_ms_median")):
                 rows.append({"model": model, "weights": weights, "metric": metric,
                              "context": f"Dawn in Node, not a browser: the browser build with CreateEngine switches "
-                                        f"'{sw}', prompt {n}, {r['n_gen']} steps x {j.get('reps', '?')} repetitions, one "
+                                        f"'{sw}' (set {i}), prompt {n}, {r['n_gen']} steps x {j.get('reps', '?')} repetitions, one "
                                         "run, Dawn's default toggles; peer: native `wgllm bench` with the same switches",
                              "wgllm": r[key], "peer": "native", "peer_value": by_n.get(n, {}).get(key),
                              "ratio_ci": None, "config": sw or "product", "label": "Dawn in Node, not a browser",
                              "source": f"node_sw{i}.json"})
             if n in chk_n:
                 rows.append({"model": model, "weights": weights, "metric": "decode_tok_s",
-                             "context": f"native `wgllm bench` with '{sw}' and --shader-checks (naga's bounds checks), "
-                                        f"prompt {n}, one run; peer: the same without the checks",
+                             "context": f"native `wgllm bench` with '{sw}' (set {i}) and --shader-checks (naga's bounds "
+                                        f"checks), prompt {n}, one run; peer: the same without the checks",
                              "wgllm": chk_n[n]["decode_tok_s_median"], "peer": "default",
                              "peer_value": by_n.get(n, {}).get("decode_tok_s_median"), "ratio_ci": None,
                              "config": " ".join(x for x in (sw, "--shader-checks") if x),
                              "source": f"native_checks_sw{i}.json"})
+    return rows
+
+
+# Synthetic files by their name in the recipes (greedy_<name>.json), and the trained fixtures.
+GREEDY_MODELS = {**MODELS, "qwen35": "trained Qwen3.5 hybrid (tests/fixtures/qwen35_trained, bf16)",
+                 "lfm2": "trained LFM2 hybrid (tests/fixtures/lfm2_trained, bf16)"}
+
+
+def greedy_rows(raw):
+    """web/node/bench.mjs --greedy-only runs (greedy_<name>.json): the browser build's greedy ids under Dawn in Node
+    against the native CLI's (`wgllm run`, its ids in the same JSON): the equal prefix as a fraction; config: the
+    CreateEngine switches (the native run had the same)."""
+    rows = []
+    for f in sorted(glob.glob(str(raw / "greedy_*.json"))):
+        stem = os.path.basename(f)[:-5]
+        j = json.load(open(f))
+        g = j.get("greedy") or {}
+        ids, nat = g.get("token_ids"), g.get("native_token_ids")
+        if ids is None or nat is None:
+            continue
+        n = min(len(ids), len(nat))
+        same = next((i for i in range(n) if ids[i] != nat[i]), n)
+        name = stem[len("greedy_"):]
+        name = max((k for k in GREEDY_MODELS if name == k or name.startswith(k + "_")), key=len, default=name)
+        model = GREEDY_MODELS.get(name, name)
+        switches = " ".join((j.get("load") or {}).get("switches") or [])
+        rows.append({"model": model, "weights": "real" if name in ("qwen35", "lfm2") else "synthetic",
+                     "metric": "greedy_prefix_equal_fraction",
+                     "context": f"Dawn in Node, not a browser: {len(nat)} greedy tokens of the bench prompt, browser build vs "
+                                f"native CLI on the same GPU (first difference at token {same})" if same < len(nat) else
+                                f"Dawn in Node, not a browser: {len(nat)} greedy tokens of the bench prompt, browser build vs "
+                                "native CLI on the same GPU (all equal)",
+                     "wgllm": same / max(1, len(nat)), "peer": "native", "peer_value": 1.0, "ratio_ci": None,
+                     "config": switches or "product", "label": "Dawn in Node, not a browser", "source": stem + ".json"})
     return rows
 
 
@@ -342,6 +379,9 @@ def rows_of(raw, tag):
                         wgllm_is_b=True, config=PACKED)
     rows += node_robust_rows(raw)
     rows += node_switch_rows(raw)
+    rows += greedy_rows(raw)
+    if glob.glob(str(raw / "node_result_r*.json")):  # interleaved rounds of one model (MODEL.txt: its name in MODELS)
+        rows += web_vs_native_rows(str(raw), MODELS.get(sidecar(raw, "MODEL.txt"), sidecar(raw, "MODEL.txt")))
     for r in rows:
         if tag:
             r["context"] += f" ({tag})"
