@@ -157,25 +157,16 @@ std::optional<int64_t> parse_switch_value(std::string_view v) {
   return x;
 }
 
-// v is the switch's default (maybe an adapter-default sentinel) or a value its CLI flag accepts.
-bool switch_value_ok(const SwitchInfo& s, int64_t v) {
-  if (v == s.def) return true;
-  if (s.kind == SwitchKind::Pow2) return v == 0 || (v >= s.lo && v <= s.hi && (v & (v - 1)) == 0);
-  return v >= s.lo && v <= s.hi;
-}
-
-void set_switch(ModelOptions& o, const SwitchInfo& s, int64_t v, std::string_view what) {
-  if (!switch_value_ok(s, v))
-    throw Error(fmt::format("switch {}: {} is outside [{}, {}]{}", what, v, s.lo, s.hi,
-                            s.kind == SwitchKind::Pow2 ? " (0 or a power of two)" : ""));
+// Sets s to v if v is a value its CLI flag accepts (apps/cli/options.cpp add_switch: integer(lo, hi),
+// Pow2 also 0) or, with allow_default (FIELD=VALUE), its default (maybe an adapter-default sentinel);
+// throws naming `what` otherwise.
+void set_switch(ModelOptions& o, const SwitchInfo& s, int64_t v, std::string_view what, bool allow_default) {
+  const bool pow2 = s.kind == SwitchKind::Pow2;
+  const bool ok = (allow_default && v == s.def) || (pow2 && v == 0) ||
+                  (v >= s.lo && v <= s.hi && (!pow2 || (v & (v - 1)) == 0));
+  if (!ok)
+    throw Error(fmt::format("switch {}: {} is outside [{}, {}]{}", what, v, s.lo, s.hi, pow2 ? " (0 or a power of two)" : ""));
   s.set(o, v);
-}
-
-// v is a value the switch's CLI flag accepts (apps/cli/options.cpp add_switch: integer(lo, hi), Pow2
-// also 0): unlike switch_value_ok, not the default when that is an adapter-default sentinel.
-bool switch_flag_value_ok(const SwitchInfo& s, int64_t v) {
-  if (s.kind == SwitchKind::Pow2 && v == 0) return true;
-  return v >= s.lo && v <= s.hi && (s.kind != SwitchKind::Pow2 || (v & (v - 1)) == 0);
 }
 
 // The kernel- or model-level switch with this field name (by_flag: CLI flag name; switches without
@@ -196,7 +187,7 @@ void apply_switch_setting(ModelOptions& o, std::string_view spec) {
   if (!s) throw Error(fmt::format("switch setting '{}': no kernel- or model-level switch '{}' (wgllm flags)", spec, field));
   const auto v = parse_switch_value(value);
   if (!v) throw Error(fmt::format("switch setting '{}': the value is not an integer, on or off", spec));
-  set_switch(o, *s, *v, spec);
+  set_switch(o, *s, *v, spec, /*allow_default=*/true);
 }
 
 void apply_switch_args(ModelOptions& o, std::string_view args) {
@@ -250,10 +241,7 @@ void apply_switch_args(ModelOptions& o, std::string_view args) {
     const auto v = parse_switch_value(value);
     if (!v || value == "on" || value == "off" || value == "true" || value == "false")
       throw Error(fmt::format("switch {} {}: the value is not an integer", t, value));
-    if (!switch_flag_value_ok(*s, *v))
-      throw Error(fmt::format("switch {} {}: {} is outside [{}, {}]{}", t, value, *v, s->lo, s->hi,
-                              s->kind == SwitchKind::Pow2 ? " (0 or a power of two)" : ""));
-    s->set(o, *v);
+    set_switch(o, *s, *v, fmt::format("{} {}", t, value), /*allow_default=*/false);
   }
 }
 

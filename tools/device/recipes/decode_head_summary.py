@@ -136,6 +136,14 @@ def profile_rows(path, model):
     return rows
 
 
+def node_model(raw):
+    """(model, weights) of a node_bench.sh call folder: SYNTH=1 runs write LABEL.txt (synthetic SmolLM2-shaped
+    weights); without it the real SmolLM2 Q4_1 file."""
+    if (raw / "LABEL.txt").exists():
+        return MODELS["smollm2"], "synthetic"
+    return "SmolLM2-135M-Instruct-Q4_1", "real"
+
+
 def node_robust_rows(raw):
     """node_bench.sh STAGE=robust: the browser build under Dawn in Node (not a browser) with Dawn device toggles
     (node_v<i>.json, its toggles in node_v<i>.options; "" = Dawn's defaults), against native `wgllm bench` before
@@ -146,9 +154,7 @@ def node_robust_rows(raw):
         for r in (j or {}).get("runs", []):
             nat.setdefault(r["n_prompt"], []).append(r)
     rows = []
-    # SYNTH=1 runs write LABEL.txt (synthetic SmolLM2-shaped weights); without it the real SmolLM2 Q4_1 file.
-    synth = (raw / "LABEL.txt").exists()
-    model, weights = (MODELS["smollm2"], "synthetic") if synth else ("SmolLM2-135M-Instruct-Q4_1", "real")
+    model, weights = node_model(raw)
     for f in sorted(glob.glob(str(raw / "node_v*.json")), key=lambda x: int(re.search(r"node_v(\d+)", x).group(1))):
         stem = os.path.basename(f)[:-5]
         opts = sidecar(raw, stem + ".options")
@@ -197,8 +203,7 @@ def node_switch_rows(raw):
     """node_bench.sh STAGE=switches: per kernel switch set i (sw<i>.switches), the browser build under Dawn in Node
     (node_sw<i>.json; not a browser) against native `wgllm bench` with the same set (native_sw<i>.json, one run),
     and native with it plus --shader-checks (native_checks_sw<i>.json)."""
-    synth = (raw / "LABEL.txt").exists()
-    model, weights = (MODELS["smollm2"], "synthetic") if synth else ("SmolLM2-135M-Instruct-Q4_1", "real")
+    model, weights = node_model(raw)
     rows = []
     for f in sorted(glob.glob(str(raw / "node_sw*.json")), key=lambda x: int(re.search(r"node_sw(\d+)", x).group(1))):
         i = re.search(r"node_sw(\d+)", f).group(1)
