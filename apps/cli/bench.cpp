@@ -4,6 +4,8 @@
 //   wgllm bench [-m M] [--prompt-lengths 512,4096] [--gen 256] [--reps 3] [--json F] [--md F]
 //   wgllm bench --traffic          per-kernel declared bytes of one decode step (+ GPU times), and
 //                                  the measured copy bandwidth each kernel's GB/s is a fraction of
+//   wgllm bench --prefill-profile  per-kernel GPU time of each prompt's prefill (every chunk forward,
+//                                  timestamps around every dispatch), after the timed runs
 //   wgllm bench ab --a "ARGS" --b "ARGS" [--b-bin PATH] --metric decode_tok_s
 //                                  A/B in separate processes: two control arms + candidate,
 //                                  interleaved; B/A with bootstrap CI vs the measured noise band
@@ -45,6 +47,7 @@ struct BenchOpts {
   uint32_t gen = 128, reps = 3;
   std::string json_path, md_path;
   bool allow_busy = false, traffic = false;
+  bool prefill_profile = false;  // after the timed runs of a prompt: one profiled prefill (prefill_profile_report)
   uint32_t bw_mib = 0;  // copy-bandwidth probe buffer (MiB); 0: 256 on hardware, 16 on software adapters
   double planted_slowdown = 0;  // non-product: busy-wait this fraction of each step (harness self-test)
   bool step_gpu_times = false;  // non-product: GPU execution time of every decode step (gpu::StepTiming)
@@ -202,6 +205,37 @@ nlohmann::json dispatch_report(Loaded& l) {
           {"per_layer", double(ds.size() - outside) / L}, {"n_layers", L}, {"by_kernel", by}};
 }
 
+// Per-kernel GPU time of one prefill of `ids` (issue 11/13: which kernels the TTFT is made of). The
+// prompt goes in as the product does (forwards of at most prefill_chunk tokens), each forward profiled
+// (timestamps around every dispatch, so the sum exceeds an unprofiled TTFT by the timestamp cost);
+// per label: summed us and dispatches over all chunks. Not part of the timed runs.
+nlohmann::json prefill_profile_report(Loaded& l, const std::vector<int32_t>& ids) {
+  auto seq = l.model->new_sequence(uint32_t(ids.size()) + 8);
+  const size_t chunk = std::max<uint32_t>(1, l.model->prefill_chunk());
+  std::map<std::string, std::pair<double, uint32_t>> by;
+  double total = 0;
+  uint32_t forwards = 0;
+  l.model->set_profiling(true);
+  for (size_t i = 0; i < ids.size(); i += chunk, ++forwards) {
+    l.model->forward_argmax(*seq, std::span<const int32_t>(ids.data() + i, std::min(chunk, ids.size() - i)));
+    for (const auto& k : l.model->last_profile()) {
+      auto& e = by[k.label];
+      e.first += k.us;
+      e.second += 1;
+      total += k.us;
+    }
+  }
+  l.model->set_profiling(false);
+  nlohmann::json kernels = nlohmann::json::array();
+  for (auto& [k, v] : by) kernels.push_back({{"kernel", k}, {"gpu_us", v.first}, {"dispatches", v.second}});
+  std::sort(kernels.begin(), kernels.end(), [](const nlohmann::json& x, const nlohmann::json& y) { return x["gpu_us"].get<double>() > y["gpu_us"].get<double>(); });
+  fmt::print(stderr, "prefill profile: {} tokens in {} forward(s) of <= {}: GPU {:.1f} us\n", ids.size(), forwards, chunk, total);
+  for (const auto& k : kernels)
+    fmt::print(stderr, "  {:<28} x{:<5} {:>11.1f} us {:>5.1f}%\n", k["kernel"].get<std::string>(), k["dispatches"].get<uint32_t>(),
+               k["gpu_us"].get<double>(), total > 0 ? 100 * k["gpu_us"].get<double>() / total : 0.0);
+  return {{"tokens", ids.size()}, {"forwards", forwards}, {"chunk", chunk}, {"gpu_us", total}, {"kernels", kernels}};
+}
+
 int run_bench(BenchOpts& b) {
   bench::Preflight pf = bench::preflight();
   if (pf.gpu_busy && !b.allow_busy) {
@@ -292,6 +326,7 @@ int run_bench(BenchOpts& b) {
     r["decode_latency_ms_p50"] = bench::quantile(lat_all, 0.5);
     r["decode_latency_ms_p90"] = bench::quantile(lat_all, 0.9);
     r["decode_latency_ms_p99"] = bench::quantile(lat_all, 0.99);
+    if (b.prefill_profile && l.model->backend_name().rfind("webgpu", 0) == 0) r["prefill_profile"] = prefill_profile_report(l, ids);
   }
   out["runs"] = rows;
   out["memory_bytes"] = {{"weights", mem.weights}, {"kv_cache", mem.kv_cache}, {"recurrent", mem.recurrent}, {"scratch", mem.scratch}};
@@ -430,6 +465,9 @@ std::function<int()> add_bench(CLI::App& app, const std::string& argv0) {
   cmd->add_option("--md", b->md_path, "write the Markdown table")->check(OutputFile);
   cmd->add_flag("--allow-busy", b->allow_busy, "measure even if another process uses the GPU");
   cmd->add_flag("--traffic", b->traffic, "per-kernel bytes of one decode step by category (+ GPU times), vs the measured copy bandwidth");
+  cmd->add_flag("--prefill-profile", b->prefill_profile,
+                "after each prompt length's timed runs, one prefill with a timestamp around every dispatch: GPU time per kernel "
+                "label over all its chunk forwards (JSON prefill_profile; not part of the timed figures)");
   cmd->add_option("--bw-mib", b->bw_mib, "copy-bandwidth probe buffer in MiB, 0..16384 (0: 256; 16 on software adapters)")
       ->transform(integer(0, 16384));
   cmd->add_option("--planted-slowdown", b->planted_slowdown, "NON-PRODUCT: add this fraction of busy time to each step (harness self-test)")

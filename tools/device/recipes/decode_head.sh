@@ -54,6 +54,10 @@
 #   checks_cand  decode with and without --shader-checks for each flag set of CHECKS_CANDS (";"-separated,
 #            "" = product) after CHECKS_LENGTHS (4096) on CHECKS_MODELS (smollm2): which launch shape the
 #            checks hurt least
+#   prefill  where a TTFT goes: `bench --prefill-profile` (per-kernel GPU time of the whole prompt's prefill,
+#            timestamps around every dispatch) after PREFILL_LENGTHS (512 4096) on PREFILL_MODELS (smollm2
+#            qwen35-0.8b qwen25-1.5b lfm2-1.2b), without and with --shader-checks (the browser's bounds checks'
+#            share of each kernel; prefill_<off|on>_<model>.json)
 #   attn_checks  the decode attention op alone (`bench attention --tokens 1`, SmolLM2's layer shape) after
 #            CHECKS_LENGTHS (512 4096) keys under each of naga's checks: none, bounds (--shader-checks),
 #            loops (--shader-loop-bounding), both (attn_checks_<arm>_<n>.json)
@@ -344,6 +348,18 @@ for part in ${PARTS:-tests traffic ab}; do
       i=$((i + 1))
     done
     el "checks_cand"
+    ;;
+  prefill)
+    for m in ${PREFILL_MODELS:-smollm2 qwen35-0.8b qwen25-1.5b lfm2-1.2b}; do
+      for c in off on; do
+        wg_over && { fail "time budget: prefill $m $c not run"; continue; }
+        f=prefill_${c}_$m
+        timeout 150 $B bench -m ${WG_SYNTH[$m]} --prompt-lengths ${PREFILL_LENGTHS:-512,4096} --gen 2 --reps 2 --prefill-profile \
+          $(checks_flag $c) --json $R/$f.json > $R/$f.txt 2>&1 || fail "$f (exit $?)"
+        echo "== $f"; grep -A6 "^prefill profile" $R/$f.txt | cut -c1-90
+      done
+    done
+    el "prefill"
     ;;
   attn_checks)
     for n in ${CHECKS_LENGTHS:-512 4096}; do
