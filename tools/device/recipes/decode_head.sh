@@ -58,6 +58,12 @@
 #            timestamps around every dispatch) after PREFILL_LENGTHS (512 4096) on PREFILL_MODELS (smollm2
 #            qwen35-0.8b qwen25-1.5b lfm2-1.2b), without and with --shader-checks (the browser's bounds checks'
 #            share of each kernel; prefill_<off|on>_<model>.json)
+#   flash_sweep  the prefill attention op alone (`bench attention`, SmolLM2's layer shape unless FLASH_SHAPE
+#            gives other --heads/--kv-heads/--head-dim): a turn's FLASH_TOKENS (64) new tokens over
+#            FLASH_CACHES (80 700 1400 2700) cached ones at each --attn-flash-split-tiles of FLASH_TILES
+#            (1,2,4,8,16,32) and the adaptive product (flash_sweep_<cache>.json); then FLASH_LONG ("2048:2048"
+#            tokens:cache pairs) on FLASH_LONG_SHAPES (Qwen3.5 / Qwen2.5-1.5B / SmolLM2 attention) for the
+#            share of the FMA peak (flash_long_<i>_<pair>.json)
 #   attn_checks  the decode attention op alone (`bench attention --tokens 1`, SmolLM2's layer shape) after
 #            CHECKS_LENGTHS (512 4096) keys under each of naga's checks: none, bounds (--shader-checks),
 #            loops (--shader-loop-bounding), both (attn_checks_<arm>_<n>.json)
@@ -360,6 +366,31 @@ for part in ${PARTS:-tests traffic ab}; do
       done
     done
     el "prefill"
+    ;;
+  flash_sweep)
+    for c in ${FLASH_CACHES:-80 700 1400 2700}; do
+      wg_over && { fail "time budget: flash_sweep $c not run"; continue; }
+      f=flash_sweep_$c
+      # shellcheck disable=SC2086  # FLASH_SHAPE: zero or more flags
+      timeout 120 $B bench attention --tokens ${FLASH_TOKENS:-64} --cache $c ${FLASH_SHAPE:-} \
+        --flash-split-tiles ${FLASH_TILES:-1,2,4,8,16,32} --reps 20 --json $R/$f.json > $R/$f.txt 2>&1 || fail "$f (exit $?)"
+      echo "== $f"; grep -E "flash" $R/$f.txt | cut -c1-150 | head -12
+    done
+    i=0
+    IFS=';' read -ra shapes <<< "${FLASH_LONG_SHAPES:---heads 8 --kv-heads 2 --head-dim 256;--heads 12 --kv-heads 2 --head-dim 128;--heads 9 --kv-heads 3 --head-dim 64}"
+    for sh in "${shapes[@]}"; do
+      for pair in ${FLASH_LONG:-2048:2048}; do
+        wg_over && { fail "time budget: flash_long $i $pair not run"; continue; }
+        f=flash_long_${i}_${pair/:/_}
+        echo "$sh" > $R/$f.flags
+        # shellcheck disable=SC2086  # $sh: the shape's flags
+        timeout 120 $B bench attention --tokens ${pair%%:*} --cache ${pair##*:} $sh --reps 5 --json $R/$f.json > $R/$f.txt 2>&1 ||
+          fail "$f (exit $?)"
+        echo "== $f ($sh)"; grep -E "flash|tiled" $R/$f.txt | cut -c1-150 | head -8
+      done
+      i=$((i + 1))
+    done
+    el "flash_sweep"
     ;;
   attn_checks)
     for n in ${CHECKS_LENGTHS:-512 4096}; do
