@@ -992,13 +992,18 @@ Defines attention_flash_defines(const OpContext& o, const FlashTile& ft, uint32_
 }
 
 FlashTile attention_flash_tile(const OpContext& o, uint32_t HD) {
-  if (HD % 32 || HD > 128) return {};
+  if (HD % 32 || HD > 256) return {};
   // The first tile that fits the adapter, largest first (48 KiB, e.g. NVIDIA: 64 x 32 for HD <= 64,
-  // 32 x 32 with V sharing K's array for HD <= 128; lavapipe's 32 KiB: 32 x 32 and 16 x 32).
+  // 32 x 32 with V sharing K's array for HD <= 128, 16 x 16 sharing for HD <= 256 (Qwen3.5's and
+  // Gemma 3's 256: a 32-row block does not fit 48 KiB beside a 16-key tile); lavapipe's 32 KiB: 32 x 32
+  // and 16 x 32, 8 x 16 for HD <= 256).
   static const FlashTile small_hd[] = {{64, 32, 4, 8, false}, {32, 32, 4, 8, false}, {32, 32, 2, 8, true}, {16, 32, 2, 8, true}};
   static const FlashTile large_hd[] = {{32, 32, 2, 8, false}, {32, 32, 2, 8, true}, {16, 32, 2, 8, true}};
+  static const FlashTile xl_hd[] = {{16, 16, 2, 8, true}, {8, 16, 2, 8, true}};
   const auto& lim = o.ctx.info().limits;
-  for (const FlashTile& t : HD <= 64 ? std::span<const FlashTile>(small_hd) : std::span<const FlashTile>(large_hd))
+  for (const FlashTile& t : HD <= 64    ? std::span<const FlashTile>(small_hd)
+                            : HD <= 128 ? std::span<const FlashTile>(large_hd)
+                                        : std::span<const FlashTile>(xl_hd))
     if (t.workgroup_bytes(HD) <= lim.maxComputeWorkgroupStorageSize && t.threads() <= lim.maxComputeInvocationsPerWorkgroup)
       return t;
   return {};

@@ -774,7 +774,7 @@ TEST(Ops, KvStoreAndAttentionGqa) {
 }
 
 TEST(Ops, AttentionFlashMatchesCpu) {
-  // Register-tiled flash attention (attention_flash.wgsl, T > 1): head dims 32, 64, 96, 128, GQA
+  // Register-tiled flash attention (attention_flash.wgsl, T > 1): head dims 32, 64, 96, 128, 256, GQA
   // groups 1, 3, 4, T = 2..70 and 512 over caches 0..3000 (ragged row blocks and key tiles, the
   // causal diagonal inside a tile and on tile edges, rows that see no key of a split), split over
   // keys and not, q/out with strides and offsets like the models'. Must match the CPU reference,
@@ -785,7 +785,7 @@ TEST(Ops, AttentionFlashMatchesCpu) {
       {64, 3, 3, 2, 0},     {64, 9, 3, 17, 37},   {64, 9, 3, 70, 300}, {64, 3, 3, 5, 1},    {64, 9, 3, 44, 31},
       {64, 8, 2, 33, 32},   {64, 4, 1, 64, 63},   {64, 9, 3, 22, 3000}, {64, 3, 1, 512, 0}, {64, 1, 1, 512, 700},
       {128, 8, 2, 7, 90},   {128, 4, 1, 40, 33},  {128, 2, 2, 70, 1000}, {32, 9, 3, 21, 64}, {96, 6, 2, 13, 95},
-      {64, 9, 3, 20, 100, 40.0f}};
+      {64, 9, 3, 20, 100, 40.0f}, {256, 8, 2, 37, 61}, {256, 4, 1, 20, 300}, {192, 2, 2, 9, 17}};
   for (const Case& c : cases) {
     const uint32_t kv_dim = c.Hkv * c.HD, ctx_len = c.pos0 + c.T, Q = c.Hq * c.HD;
     const uint32_t q_stride = Q + 2 * kv_dim, q_off = 4, o_stride = Q + 8, o_off = 3;  // as llama's qkv_
@@ -840,7 +840,8 @@ TEST(Ops, AttentionFlashUnrollIsBitExact) {
   if (!attention_flash_unrolled(e.op(KernelOptions{})))
     GTEST_SKIP() << "the generated form is off on this adapter (" << e.ctx->info().name << "): its compiler may not finish it";
   struct Case { uint32_t HD, Hq, Hkv, T, pos0; };
-  for (const Case& c : std::vector<Case>{{64, 9, 3, 17, 37}, {64, 3, 1, 70, 300}, {128, 4, 1, 40, 33}, {32, 9, 3, 21, 64}, {96, 6, 2, 13, 95}}) {
+  for (const Case& c : std::vector<Case>{{64, 9, 3, 17, 37}, {64, 3, 1, 70, 300}, {128, 4, 1, 40, 33}, {32, 9, 3, 21, 64}, {96, 6, 2, 13, 95},
+                                         {256, 8, 2, 19, 40}}) {
     const uint32_t kv_dim = c.Hkv * c.HD, ctx_len = c.pos0 + c.T, Q = c.Hq * c.HD;
     const float scale = 1.0f / std::sqrt(float(c.HD));
     const std::string what = "HD=" + std::to_string(c.HD) + " Hq=" + std::to_string(c.Hq) + " T=" + std::to_string(c.T) +
@@ -878,7 +879,7 @@ TEST(Ops, AttentionFlashPrefetchIsBitExact) {
   struct Case { uint32_t HD, Hq, Hkv, T, pos0; };
   uint32_t taken = 0;
   for (const Case& c : std::vector<Case>{{64, 9, 3, 17, 37}, {64, 3, 1, 70, 300}, {128, 4, 1, 40, 33}, {32, 9, 3, 21, 64},
-                                         {96, 6, 2, 13, 95}, {64, 9, 3, 76, 185}}) {
+                                         {96, 6, 2, 13, 95}, {64, 9, 3, 76, 185}, {256, 8, 2, 19, 40}}) {
     const uint32_t kv_dim = c.Hkv * c.HD, ctx_len = c.pos0 + c.T, Q = c.Hq * c.HD;
     const float scale = 1.0f / std::sqrt(float(c.HD));
     const std::string what = "HD=" + std::to_string(c.HD) + " Hq=" + std::to_string(c.Hq) + " T=" + std::to_string(c.T) +
@@ -916,13 +917,13 @@ TEST(Ops, AttentionFlashCoverage) {
   KernelOptions ko;
   ko.attention_flash = 1;
   auto o = e.op(ko);
-  for (uint32_t HD : {32u, 64u, 96u, 128u}) EXPECT_TRUE(attention_flash_used(o, {2, 0, 4, 2, HD, 1.0f})) << HD;
-  for (uint32_t HD : {24u, 36u, 80u, 256u}) EXPECT_FALSE(attention_flash_used(o, {2, 0, 4, 2, HD, 1.0f})) << HD;
+  for (uint32_t HD : {32u, 64u, 96u, 128u, 192u, 256u}) EXPECT_TRUE(attention_flash_used(o, {2, 0, 4, 2, HD, 1.0f})) << HD;
+  for (uint32_t HD : {24u, 36u, 80u, 288u, 512u}) EXPECT_FALSE(attention_flash_used(o, {2, 0, 4, 2, HD, 1.0f})) << HD;
   EXPECT_FALSE(attention_flash_used(o, {1, 100, 4, 2, 64, 1.0f}));
   ko.attention_flash = 0;
   ko.attention_chunk = 0;  // nor the short-chunk route to it
   EXPECT_FALSE(attention_flash_used(e.op(ko), {8, 0, 4, 2, 64, 1.0f}));
-  for (uint32_t HD : {32u, 64u, 96u, 128u}) {
+  for (uint32_t HD : {32u, 64u, 96u, 128u, 192u, 256u}) {
     const FlashTile t = attention_flash_tile(o, HD);
     EXPECT_LE(t.workgroup_bytes(HD), e.ctx->info().limits.maxComputeWorkgroupStorageSize) << HD;
     EXPECT_LE(t.workgroup_bytes(HD), 49152u) << HD << ": more than 48 KiB of workgroup memory";

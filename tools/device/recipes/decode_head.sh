@@ -20,6 +20,9 @@
 #            and LFM2 shapes
 #   cand     `bench ab` A = product, B = each of CANDS (";"-separated flag sets) on the MODELS shapes (a set
 #            written "m1 m2@flags" on the shapes m1 m2 instead)
+#   ttft_cand  `bench ab` TTFT (8 steps x 2 repetitions per run, 2 interleaved rounds) A = product, B = each of
+#            CANDS (as cand, "m1 m2@flags" too) after TTFT_LENGTHS (512 4096) on the MODELS shapes
+#            (tcand<i>_<model>_<n>)
 #   repeat   where the step's time goes: `bench` (decode after 512, 256 steps x 3 repetitions) of the product,
 #            then with `--repeat-kernel L` for each label L of LABELS (every dispatch of that label
 #            recorded twice: the p50 step minus the product's is the label's marginal cost in place),
@@ -102,9 +105,9 @@ for part in ${PARTS:-tests traffic ab}; do
   case $part in
   tests)
     if [ -x $W/bin/kernels_test ]; then
-      timeout 120 $W/bin/kernels_test --gtest_filter='Ops.Argmax*:Ops.EmbedRmsnormSiluArgmax:Ops.Q6K*:Ops.Matvec*:AllTypes/*' \
+      timeout 120 $W/bin/kernels_test --gtest_filter='Ops.Argmax*:Ops.EmbedRmsnormSiluArgmax:Ops.Q6K*:Ops.Matvec*:AllTypes/*:Ops.AttentionFlash*' \
         > $R/test_kernels.log 2>&1
-      echo "kernels_test Ops.Argmax*, Ops.Q6K*, Ops.Matvec*, AllTypes/*: exit $?" | tee -a $R/tests.txt; tail -2 $R/test_kernels.log
+      echo "kernels_test Ops.Argmax*, Ops.Q6K*, Ops.Matvec*, AllTypes/*, Ops.AttentionFlash*: exit $?" | tee -a $R/tests.txt; tail -2 $R/test_kernels.log
     fi
     for t in matmul_int8_test matmul_tiled_test fused_ops_test gdn_ops_test; do
       [ -x $W/bin/$t ] || continue
@@ -175,6 +178,23 @@ for part in ${PARTS:-tests traffic ab}; do
       done
     done
     el "cand"
+    ;;
+  ttft_cand)
+    IFS=';' read -ra CS <<< "${CANDS:-}"
+    i=0
+    for c in "${CS[@]}"; do
+      i=$((i + 1))
+      ms=${MODELS:-qwen25-1.5b}
+      case $c in *@*) ms=${c%%@*}; c=${c#*@} ;; esac
+      echo "tcand$i: $c" >> $R/cands.txt
+      for m in $ms; do
+        for n in ${TTFT_LENGTHS:-512 4096}; do
+          A="bench -m ${WG_SYNTH[$m]} --prompt-lengths $n --gen 8 --reps 2"
+          wg_ab tcand${i}_${m}_$n 200 --a "$A" --b "$A $c" --metric ttft_ms --rounds 2
+        done
+      done
+    done
+    el "ttft_cand"
     ;;
   repeat)
     LABELS=${LABELS:-attn_qk attn_v attn_qkv attention attn_output ffn_gate_up ffn_down output argmax embed}
