@@ -28,6 +28,12 @@ the unpacked results.tgz of one call of tools/device/recipes/decode_head.sh). Wr
                          marginal cost per decode step = its p50 step minus the mean of the two product runs'
   sweep<J>_<label>_<model>_c<I>[_rep]  the same for setting I of raw/sweeps.txt (c0 = product), each with its own
                          run without --repeat-kernel; also that run's p50 step (single runs, no interval)
+  prefill_{off,on}_<model>  `bench --prefill-profile` without / with --shader-checks: per prompt length the TTFT and
+                         each kernel label's GPU time over the whole prefill (timestamps around every dispatch)
+  tcand<I>_<model>_<n>   `bench ab` TTFT of an n-token prompt, A = product, B = candidate I of raw/cands.txt
+  flash_sweep_<cache>    `bench attention` (prefill op alone) of a turn's new tokens over <cache> keys: per variant
+                         (kernel, split, --attn-flash-split-tiles) its median time and share of the FMA peak
+  flash_long_<i>_<T>_<cache>  the same at T tokens over cache keys for the shape in flash_long_<i>_<T>_<cache>.flags
   attn_checks_<arm>_<n>  `bench attention --tokens 1` after n keys with naga's checks of arm (none, bounds, loops, both)
   node_sw<i>.json        node_bench.sh STAGE=switches: the browser build under Dawn in Node with the kernel switches of
                          sw<i>.switches, against native_sw<i>.json (native_checks_sw<i>.json: native with --shader-checks)
@@ -199,6 +205,49 @@ def attn_checks_rows(path, arm, n):
     return rows
 
 
+def prefill_rows(path, model, on):
+    """decode_head.sh part prefill: per prompt length the median TTFT and each kernel label's GPU time in one profiled
+    prefill of the same prompt (every chunk forward; timestamps around every dispatch inflate the sum)."""
+    j = json.load(open(path))
+    cfg = "--shader-checks (naga Restrict bounds checks)" if on == "on" else "product"
+    rows = []
+    for r in j["runs"]:
+        n = r["n_prompt"]
+        rows.append({"model": model, "weights": "synthetic", "metric": "ttft_ms", "context": f"TTFT of a {n}-token prompt, "
+                     f"median of {len(r['ttft_ms'])} runs (one process)", "wgllm": round(r["ttft_ms_median"], 3),
+                     "ratio_ci": None, "config": cfg, "source": os.path.basename(path)})
+        pp = r.get("prefill_profile")
+        if not pp:
+            continue
+        for k in pp["kernels"]:
+            rows.append({"model": model, "weights": "synthetic", "metric": "prefill_kernel_gpu_us",
+                         "context": f"GPU time of kernel label {k['kernel']} ({k['dispatches']} dispatches) in one profiled "
+                                    f"prefill of {n} tokens ({pp['forwards']} forwards of <= {pp['chunk']}; "
+                                    f"{100 * k['gpu_us'] / pp['gpu_us']:.1f}% of its {pp['gpu_us'] / 1e3:.1f} ms)",
+                         "wgllm": round(k["gpu_us"], 1), "ratio_ci": None, "config": cfg, "source": os.path.basename(path)})
+    return rows
+
+
+def attention_op_rows(path, what):
+    """decode_head.sh part flash_sweep: `bench attention` (the prefill attention op alone, random Q and cache), one
+    row per variant: its median time, context naming the kernel, split and tile setting and the FMA-peak share."""
+    j = json.load(open(path))
+    rows = []
+    for v in j["variants"]:
+        kern = "+".join(v["kernels"])
+        split = (f"key split on (target {v['split_target']} workgroups" +
+                 (f", >= {v['attn_flash_split_tiles']} tiles per split)" if v.get("attn_flash_split_tiles") else ", adaptive)")
+                 if v["attn_split"] else "unsplit")
+        rows.append({"model": f"attention op, {j['heads']} query / {j['kv_heads']} KV heads, head dim {j['head_dim']} ({what}; "
+                              "random Q and cache)", "weights": "synthetic", "metric": "attention_op_us",
+                     "context": f"`bench attention --tokens {j['tokens']} --cache {j['cache']}`: {kern}, {split}"
+                                f"{', prefetch' if v.get('attn_flash_prefetch') and v.get('attn_flash') else ''}; median of "
+                                f"{j['reps']} ({j['timing']}); {100 * v['peak_fraction']:.1f}% of {j['peak_tflops']:g} TFLOP/s",
+                     "wgllm": round(v["median_us"], 2), "ratio_ci": None, "config": "product kernels, op-level settings",
+                     "source": os.path.basename(path)})
+    return rows
+
+
 def node_switch_rows(raw):
     """node_bench.sh STAGE=switches: per kernel switch set i (sw<i>.switches), the browser build under Dawn in Node
     (node_sw<i>.json; not a browser) against native `wgllm bench` with the same set (native_sw<i>.json, one run),
@@ -304,6 +353,24 @@ def rows_of(raw, tag):
         m = re.fullmatch(r"multiturn_(.+)", stem)
         if m:
             rows += [dict(r, model=MODELS[m.group(1)], weights="synthetic") for r in multiturn_rows(f)]
+            continue
+        m = re.fullmatch(r"prefill_(on|off)_(.+)", stem)
+        if m:
+            rows += prefill_rows(f, MODELS[m.group(2)], m.group(1))
+            continue
+        m = re.fullmatch(r"tcand(\d+)_(.+)_(\d+)", stem)
+        if m:
+            i, model, n = m.groups()
+            rows += ab_rows(f, MODELS[model], f"TTFT of a {n}-token prompt, 8 steps x 2 repetitions per run, 2 interleaved "
+                            "rounds", "product", wgllm_is_b=True, config=cands.get(f"tcand{i}", f"tcand{i}"))
+            continue
+        m = re.fullmatch(r"flash_sweep_(\d+)", stem)
+        if m:
+            rows += attention_op_rows(f, "SmolLM2's layer unless FLASH_SHAPE said otherwise")
+            continue
+        m = re.fullmatch(r"flash_long_(\d+)_(\d+)_(\d+)", stem)
+        if m:
+            rows += attention_op_rows(f, "flags " + sidecar(raw, stem + ".flags"))
             continue
         m = re.fullmatch(r"attn_checks_(none|bounds|loops|both)_(\d+)", stem)
         if m:
