@@ -100,6 +100,30 @@ peer_ab4096() {
   wg_ab ttft4096_vs_$1_$3 200 --a "bench -m ${WG_SYNTH[$3]} --prompt-lengths 4096 --gen 16 --reps 1" \
     --b-cmd "bash tools/peers/peer_llamacpp.sh $2 ${WG_SYNTH[$3]} 4096 16" --metric ttft_ms --rounds 2
 }
+# Each candidate of CANDS (";"-separated flag sets; "m1 m2@flags": on the shapes m1 m2 instead of MODELS): its
+# line "<prefix><i>: flags" in cands.txt, then FN <prefix><i> MODEL FLAGS for each of its shapes.
+#   each_cand PREFIX FN
+each_cand() {
+  local CS c ms m i=0
+  IFS=';' read -ra CS <<< "${CANDS:-}"
+  for c in "${CS[@]}"; do
+    i=$((i + 1))
+    ms=${MODELS:-qwen25-1.5b}
+    case $c in *@*) ms=${c%%@*}; c=${c#*@} ;; esac
+    echo "$1$i: $c" >> $R/cands.txt
+    for m in $ms; do $2 $1$i $m "$c"; done
+  done
+}
+# part cand: `bench ab` decode after 512, A = product, B = the flags -> NAME_MODEL
+cand_decode() { wg_ab $1_$2 150 --a "bench -m ${WG_SYNTH[$2]} $D" --b "bench -m ${WG_SYNTH[$2]} $D $3" $M; }
+# part ttft_cand: `bench ab` TTFT after each of TTFT_LENGTHS, A = product, B = the flags -> NAME_MODEL_N
+cand_ttft() {
+  local n A
+  for n in ${TTFT_LENGTHS:-512 4096}; do
+    A="bench -m ${WG_SYNTH[$2]} --prompt-lengths $n --gen 8 --reps 2"
+    wg_ab $1_$2_$n 200 --a "$A" --b "$A $3" --metric ttft_ms --rounds 2
+  done
+}
 for part in ${PARTS:-tests traffic ab}; do
   wg_over && { fail "time budget: part $part not run"; continue; }
   case $part in
@@ -165,35 +189,11 @@ for part in ${PARTS:-tests traffic ab}; do
     el "q6k"
     ;;
   cand)
-    IFS=';' read -ra CS <<< "${CANDS:-}"
-    i=0
-    for c in "${CS[@]}"; do
-      i=$((i + 1))
-      ms=${MODELS:-qwen25-1.5b}
-      case $c in *@*) ms=${c%%@*}; c=${c#*@} ;; esac  # "model model@flags": this candidate's own shapes
-      echo "cand$i: $c" >> $R/cands.txt
-      for m in $ms; do
-        A="bench -m ${WG_SYNTH[$m]} $D"
-        wg_ab cand${i}_$m 150 --a "$A" --b "$A $c" $M
-      done
-    done
+    each_cand cand cand_decode
     el "cand"
     ;;
   ttft_cand)
-    IFS=';' read -ra CS <<< "${CANDS:-}"
-    i=0
-    for c in "${CS[@]}"; do
-      i=$((i + 1))
-      ms=${MODELS:-qwen25-1.5b}
-      case $c in *@*) ms=${c%%@*}; c=${c#*@} ;; esac
-      echo "tcand$i: $c" >> $R/cands.txt
-      for m in $ms; do
-        for n in ${TTFT_LENGTHS:-512 4096}; do
-          A="bench -m ${WG_SYNTH[$m]} --prompt-lengths $n --gen 8 --reps 2"
-          wg_ab tcand${i}_${m}_$n 200 --a "$A" --b "$A $c" --metric ttft_ms --rounds 2
-        done
-      done
-    done
+    each_cand tcand cand_ttft
     el "ttft_cand"
     ;;
   repeat)
