@@ -45,8 +45,9 @@ export async function runBench(model, opts, result) {
   const context = Math.max(2048, Math.max(...lengths) + gen + 8);
   const t0 = performance.now();
   let lastPhase = '';
+  result.load_phases = [];  // the load's progress phases in order (a load refused at once has none)
   const engine = await CreateEngine(model, { ...(opts.engineOptions || {}), contextLength: context, onProgress: (p) => {
-    if (p.phase !== lastPhase) { lastPhase = p.phase; log(`load: ${p.phase}`); }
+    if (p.phase !== lastPhase) { lastPhase = p.phase; result.load_phases.push(p.phase); log(`load: ${p.phase}`); }
   } });
   try {
     result.load = { ...engine.info, page_load_ms: performance.now() - t0 };

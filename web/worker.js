@@ -24,10 +24,10 @@ const lostError = () => new EngineError('device_lost', `the GPU device was lost 
   'call engine.reload() to start a new device and load the model again from browser storage');
 
 // Calls an engine entry point (async under asyncify); returns its parsed JSON or throws.
-async function call(name, types, args) {
-  const ptr = await engine.ccall(name, 'number', types, args, { async: true });
-  const text = engine.UTF8ToString(ptr);
-  engine._wgllm_free(ptr);
+async function call(name, types, args, mod = engine) {
+  const ptr = await mod.ccall(name, 'number', types, args, { async: true });
+  const text = mod.UTF8ToString(ptr);
+  mod._wgllm_free(ptr);
   const res = JSON.parse(text);
   if (res.error) throw lost ? lostError() : new EngineError(res.kind || 'engine', res.error);
   return res;
@@ -72,18 +72,14 @@ async function handleLoad(id, msg) {
   if (lost) throw lostError();
   gpu = await initGpu();
   const { adapter, device } = gpu;
-  const model = await openModel(msg.source, {
-    onProgress: (p) => post({ type: 'progress', id, ...p }),
-    quotaOverride: msg.storageQuotaForTest,
-  });
-  const blob = model.blob, total = blob.size;
-  post({ type: 'progress', id, phase: 'init', loaded: 0, total, percent: 0 });
+  // The engine module first, so that a bad `switches` fails before any download or storage work;
+  // the model file reaches it as Module.wgllmModelBlob once opened (read lazily by the engine).
   const createWgllmModule = (await import(msg.moduleUrl || './build/wgllm.js')).default;
-  let uploaded = 0, lastReport = 0;
-  engine = await createWgllmModule({
+  let uploaded = 0, lastReport = 0, total = 0;
+  const mod = await createWgllmModule({
     wgllmDevice: device,
     wgllmAdapterInfo: adapter.info,
-    wgllmModelBlob: blob,
+    wgllmModelBlob: null,
     // Bytes of the file read by the engine while it packs and uploads the weights.
     onRead: (off, n) => {
       uploaded += n;
@@ -96,6 +92,16 @@ async function handleLoad(id, msg) {
     print: (s) => console.log('[wgllm]', s),
     printErr: (s) => console.warn('[wgllm]', s),
   });
+  if (msg.switches) await call('wgllm_check_switches', ['string'], [msg.switches], mod);
+  const model = await openModel(msg.source, {
+    onProgress: (p) => post({ type: 'progress', id, ...p }),
+    quotaOverride: msg.storageQuotaForTest,
+  });
+  const blob = model.blob;
+  total = blob.size;
+  mod.wgllmModelBlob = blob;
+  post({ type: 'progress', id, phase: 'init', loaded: 0, total, percent: 0 });
+  engine = mod;
   const info = await call('wgllm_load_stream', ['number', 'number', 'number', 'string'],
     [msg.contextLength || 0, msg.warmup === false ? 0 : 1, msg.decodePipeline === false ? 0 : 1, msg.switches || '']);
   post({ type: 'progress', id, phase: 'upload', loaded: uploaded, total, percent: 100 });

@@ -13,7 +13,7 @@
 //      in windows into GPU buffers on dawn.node's device (a greedy run would compile kernels: ~2 min
 //      on a cold shader cache on 2 busy cores);
 //   4. CreateEngine's `switches` (kernel switches in the native CLI's spelling) reach the model;
-//      an unknown one fails the load with its name.
+//      an unknown one fails the load with its name, before the model file is read.
 // Usage: node web/tests/node_smoke_test.mjs [--wasm-dir build-wasm/web] [--webgpu web/node_modules/webgpu]
 // (the Vulkan driver from the environment: env $(scripts/vulkan_env.sh) on CPU-only machines).
 import { spawnSync } from 'node:child_process';
@@ -89,6 +89,10 @@ const lb = harness(['--model', tiny, '--adapter', kind, '--load-only', '1', '--w
 check(lb.status === 1 && /--no-such-switch: unknown flag/.test(lb.json && lb.json.error || '') && lb.json.kind === 'bad_request',
   'an unknown switch fails the load, named, as a bad request',
   (lb.json && lb.json.error || lb.stderr).slice(0, 160));
+// ... before the model file is touched: the good load went through its phases, the bad one through none.
+const PL = (ls.json && ls.json.load_phases) || [], PB = lb.json && lb.json.load_phases;
+check(PL.includes('upload') && Array.isArray(PB) && PB.length === 0,
+  'a bad switch is refused before any download, storage or upload', `good load ${JSON.stringify(PL)}, bad ${JSON.stringify(PB)}`);
 
 log(`${failures ? 'FAILED' : 'passed'} in ${((Date.now() - t0) / 1000).toFixed(1)} s (adapter: ${kind})`);
 process.exit(failures ? 1 : 0);

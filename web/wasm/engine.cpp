@@ -282,6 +282,20 @@ EMSCRIPTEN_KEEPALIVE char* wgllm_load_stream(int context, int warmup, int decode
   });
 }
 
+/// Checks CreateEngine's `switches` (the native CLI's spelling, as wgllm_load_stream applies them) before
+/// anything is downloaded: {switches: [the non-default ones]}, or kind bad_request naming the bad one.
+EMSCRIPTEN_KEEPALIVE char* wgllm_check_switches(const char* switches) {
+  return guarded([&] {
+    ModelOptions mo;
+    try {
+      apply_switch_args(mo, switches ? switches : "");
+    } catch (const Error& e) {
+      throw web::BadRequest(e.what());
+    }
+    return json{{"switches", non_default_switches(mo)}};
+  });
+}
+
 /// One chat turn. `request`: {messages: [{role, content}], max_tokens, temperature, top_p,
 /// top_k, seed, ignore_eos}. Result: {text, token_ids, finish_reason, usage: {prompt_tokens,
 /// completion_tokens, total_tokens, extra: {prefill_tokens_processed, reused_tokens, ttft_ms,
