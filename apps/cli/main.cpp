@@ -11,12 +11,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <span>
 
 #include <nlohmann/json.hpp>
 
@@ -76,7 +78,41 @@ void print_profile(const cli::Loaded& l) {
   for (auto& [name, v] : by) fmt::print(stderr, "  {:<16} x{:<4} {:>9.1f} us {:>5.1f}%\n", name, v.second, v.first, 100 * v.first / total);
 }
 
-int cmd_run(cli::CommonOptions& o, const std::string& prompt, const std::string& system, bool raw, bool print_ids) {
+// --print-margins: greedy decoding replayed with the whole logits on the host (Model::forward) over
+// a fresh sequence, the prompt and then each generated token: per generated position the gap between
+// the largest and the second-largest logit (a departure of another engine or configuration at a
+// position with a tiny gap is a near-tie, not an error) and whether the replay's argmax (lowest id on
+// ties, as the sampler) is the generated token. Prints `token_margins: [...]`, `top2_ids: [[a, b],
+// ...]` and `replay_argmax_equal: true|false`.
+void print_margins(cli::Loaded& l, std::span<const int32_t> prompt, std::span<const int32_t> out) {
+  auto seq = l.model->new_sequence(l.seq->context_length());
+  std::vector<float> logits;
+  std::vector<double> gaps;
+  std::vector<std::array<int32_t, 2>> top2;
+  bool equal = true;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (i == 0) l.model->forward(*seq, prompt, &logits);
+    else l.model->forward(*seq, out.subspan(i - 1, 1), &logits);
+    int32_t a = 0, b = -1;
+    for (int32_t v = 1; v < int32_t(logits.size()); ++v)
+      if (logits[v] > logits[a]) {
+        b = a;
+        a = v;
+      } else if (b < 0 || logits[v] > logits[b]) {
+        b = v;
+      }
+    gaps.push_back(double(logits[a]) - (b >= 0 ? double(logits[b]) : double(logits[a])));
+    top2.push_back({a, b});
+    equal = equal && a == out[i];
+  }
+  std::cout << "token_margins: " << nlohmann::json(gaps).dump() << "\ntop2_ids: " << nlohmann::json(top2).dump()
+            << "\nreplay_argmax_equal: " << (equal ? "true" : "false") << std::endl;
+}
+
+int cmd_run(cli::CommonOptions& o, const std::string& prompt, const std::string& system, bool raw, bool print_ids,
+            bool margins) {
+  if (margins && !o.gen.sampler.device_argmax_ok())
+    throw Error("--print-margins needs plain greedy decoding (--temp 0, --repeat-penalty 1)");
   cli::Loaded l = cli::load(o);
   std::string text = prompt;
   if (!raw && l.chat) {
@@ -98,6 +134,7 @@ int cmd_run(cli::CommonOptions& o, const std::string& prompt, const std::string&
   }, &st);
   std::cout << dec.flush() << std::endl;
   if (print_ids) std::cout << "token_ids: " << nlohmann::json(out).dump() << std::endl;
+  if (margins) print_margins(l, ids, out);
   if (st.context_full)
     fmt::print(stderr, "(the context is full at {} tokens: generation stopped there; raise --context)\n",
                l.seq->context_length());
@@ -244,6 +281,10 @@ int main(int argc, char** argv) {
   run->add_flag("--raw", raw, "feed the prompt as is, without the chat template");
   bool print_ids = false;
   run->add_flag("--print-ids", print_ids, "after the reply, print a line `token_ids: [...]` (generated ids, JSON)");
+  bool print_margins = false;
+  run->add_flag("--print-margins", print_margins,
+                "greedy only: replay the reply with whole logits and print `token_margins: [...]` (top-1 minus top-2 logit "
+                "per generated token), `top2_ids` and `replay_argmax_equal` (tells near-ties from errors when engines differ)");
   auto* chat = app.add_subcommand("chat", "interactive chat (template applied, tokens streamed)");
   cli::add_common(*chat, chat_o);
   chat->add_option("-s,--system", system, "system message");
@@ -323,7 +364,7 @@ int main(int argc, char** argv) {
     if (int rc = serve_hook(); rc >= 0) return rc;
     if (int rc = bench_serve_hook(); rc >= 0) return rc;
     if (int rc = bench_hook(); rc >= 0) return rc;
-    if (*run) return cmd_run(run_o, prompt, system, raw, print_ids);
+    if (*run) return cmd_run(run_o, prompt, system, raw, print_ids, print_margins);
     if (*chat) return cmd_chat(chat_o, system);
     if (*devices) return cmd_devices();
     if (*models) {

@@ -18,7 +18,8 @@
 //   --backend     Dawn backend (create(['backend=...'])), default vulkan; --dawn-option adds more
 //                 create() options (e.g. enable-dawn-features=...)
 //   --wgllm       the native CLI: its greedy ids for the same prompt (`wgllm run -p PROMPT -n GREEDY
-//                 --ignore-eos --print-ids`, same Vulkan driver) are compared with the engine's
+//                 --ignore-eos --print-ids --print-margins`, same Vulkan driver) are compared with the engine's
+//                 (at a departure: greedy.departure, the native top-1 minus top-2 logit there)
 //                 here; --native-ids FILE gives them instead (a JSON array, or a file with a line
 //                 `token_ids: [...]`; the same context length). A mismatch fails the run (exit 3).
 //   --adapter-only 1  only the adapter check (a second; the model is not loaded)
@@ -76,11 +77,13 @@ function nativeIds(opt, n, prompt, context) {
   }
   if (!opt.wgllm) return null;
   const t0 = Date.now();
-  const r = spawnSync(opt.wgllm, ['run', '-m', opt.model, '-p', prompt, '-n', String(n), '--ignore-eos', '-c', String(context), '--print-ids'],
-    { encoding: 'utf8', timeout: 600000 });
-  const m = /^token_ids: (\[.*\])$/m.exec(r.stdout || '');
-  if (r.status !== 0 || !m) throw new Error(`native run failed (status ${r.status}):\n${r.stdout}\n${r.stderr}`);
-  return { ids: JSON.parse(m[1]), source: `${opt.wgllm} run`, seconds: (Date.now() - t0) / 1000 };
+  const r = spawnSync(opt.wgllm, ['run', '-m', opt.model, '-p', prompt, '-n', String(n), '--ignore-eos', '-c', String(context), '--print-ids',
+    '--print-margins'], { encoding: 'utf8', timeout: 600000 });
+  const line = (k) => { const x = new RegExp(`^${k}: (.*)$`, 'm').exec(r.stdout || ''); return x ? JSON.parse(x[1]) : undefined; };
+  const ids = line('token_ids');
+  if (r.status !== 0 || !ids) throw new Error(`native run failed (status ${r.status}):\n${r.stdout}\n${r.stderr}`);
+  return { ids, margins: line('token_margins'), top2: line('top2_ids'), replayEqual: line('replay_argmax_equal'),
+    source: `${opt.wgllm} run`, seconds: (Date.now() - t0) / 1000 };
 }
 
 async function main() {
@@ -136,6 +139,16 @@ async function main() {
       result.greedy.native_source = nat.source;
       result.greedy.equal_native = JSON.stringify(nat.ids) === JSON.stringify(result.greedy.token_ids);
       log(`greedy tokens ${result.greedy.equal_native ? 'EQUAL' : 'DIFFER from'} the native engine's (${nat.source}): ${nat.ids.join(',')}`);
+      const got = result.greedy.token_ids || [];
+      const k = nat.ids.findIndex((t, i) => t !== got[i]);
+      if (k >= 0 && nat.margins) {
+        // The native engine's top-1 minus top-2 logit where the two depart: a near-tie there (the browser
+        // build took the native second choice by a gap far below the parity tolerance) is not an error.
+        result.greedy.departure = { index: k, native_id: nat.ids[k], browser_id: got[k], native_margin: nat.margins[k],
+          native_top2: nat.top2 && nat.top2[k], browser_took_native_second: !!(nat.top2 && nat.top2[k] && nat.top2[k][1] === got[k]),
+          native_replay_argmax_equal: nat.replayEqual };
+        log(`first departure at token ${k}: native ${nat.ids[k]} (margin ${nat.margins[k]} logits over ${nat.top2 && nat.top2[k][1]}), browser ${got[k]}`);
+      }
       if (!result.greedy.equal_native) status = 3;
     }
   } catch (e) {

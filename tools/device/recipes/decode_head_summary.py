@@ -308,10 +308,14 @@ def greedy_rows(raw):
         name = max((k for k in GREEDY_MODELS if name == k or name.startswith(k + "_")), key=len, default=name)
         model = GREEDY_MODELS.get(name, name)
         switches = " ".join((j.get("load") or {}).get("switches") or [])
+        dep = g.get("departure")  # bench.mjs with a native run printing margins (wgllm run --print-margins)
+        where = (f"; there the native top-1 leads its top-2 by {dep['native_margin']:.3g} logits and the browser build "
+                 f"took {'that second choice' if dep.get('browser_took_native_second') else 'another token'}"
+                 if dep and dep.get("native_margin") is not None else "")
         rows.append({"model": model, "weights": "real" if name in ("qwen35", "lfm2") else "synthetic",
                      "metric": "greedy_prefix_equal_fraction",
                      "context": f"Dawn in Node, not a browser: {len(nat)} greedy tokens of the bench prompt, browser build vs "
-                                f"native CLI on the same GPU (first difference at token {same})" if same < len(nat) else
+                                f"native CLI on the same GPU (first difference at token {same}{where})" if same < len(nat) else
                                 f"Dawn in Node, not a browser: {len(nat)} greedy tokens of the bench prompt, browser build vs "
                                 "native CLI on the same GPU (all equal)",
                      "wgllm": same / max(1, len(nat)), "peer": "native", "peer_value": 1.0, "ratio_ci": None,
