@@ -101,6 +101,7 @@ int run_attention_bench(const AttnBenchOpts& b) {
   {
     kernels::KernelOptions fo;
     fo.attention_flash = 1;
+    fo.attention_flash_wide = true;  // the flash rows at head dims 160..256 too (--attn-flash-wide-heads)
     fo.attention_chunk = 0;
     if (kernels::attention_flash_used(kernels::OpContext{*ctx, pipes, rec, fo}, s)) {
       // The flash kernel in this adapter's default form, and in its loop form (--no-attn-flash-unroll)
@@ -135,6 +136,7 @@ int run_attention_bench(const AttnBenchOpts& b) {
       kernels::KernelOptions ko;
       ko.attention_tiled_prefill = tiled;
       ko.attention_flash = v.flash ? 1 : 0;
+      ko.attention_flash_wide = v.flash;
       ko.attention_flash_unroll = v.loop ? 0 : 2;
       ko.attention_flash_prefetch = v.pf;
       if (v.split_tiles) ko.attention_flash_split_tiles = v.split_tiles;

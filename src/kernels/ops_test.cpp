@@ -804,6 +804,7 @@ TEST(Ops, AttentionFlashMatchesCpu) {
       KernelOptions ko;
       ko.attention_prefill_split = split;
       ko.attention_flash = 1;
+      ko.attention_flash_wide = true;  // head dims 160..256 (--attn-flash-wide-heads)
       auto o = e.op(ko);
       ASSERT_TRUE(attention_flash_used(o, {c.T, c.pos0, c.Hq, c.Hkv, c.HD, scale})) << what;
       std::vector<float> first;
@@ -856,6 +857,7 @@ TEST(Ops, AttentionFlashUnrollIsBitExact) {
         ko.attention_flash = 1;
         ko.attention_prefill_split = split;
         ko.attention_flash_unroll = unroll;
+        ko.attention_flash_wide = true;
         auto o = e.op(ko);
         ASSERT_EQ(attention_flash_unrolled(o), unroll == 1);
         auto ob = e.upload(std::vector<float>(size_t(c.T) * Q, NAN));
@@ -894,6 +896,7 @@ TEST(Ops, AttentionFlashPrefetchIsBitExact) {
         ko.attention_flash = 1;
         ko.attention_prefill_split = split;
         ko.attention_flash_prefetch = pf;
+        ko.attention_flash_wide = true;
         auto o = e.op(ko);
         ASSERT_TRUE(attention_flash_used(o, {c.T, c.pos0, c.Hq, c.Hkv, c.HD, scale})) << what;
         taken += pf && attention_flash_prefetch(o, attention_flash_tile(o, c.HD), c.HD);
@@ -916,6 +919,9 @@ TEST(Ops, AttentionFlashCoverage) {
   auto& e = env();
   KernelOptions ko;
   ko.attention_flash = 1;
+  for (uint32_t HD : {192u, 256u})  // wide heads only with --attn-flash-wide-heads
+    EXPECT_FALSE(attention_flash_used(e.op(ko), {2, 0, 4, 2, HD, 1.0f})) << HD;
+  ko.attention_flash_wide = true;
   auto o = e.op(ko);
   for (uint32_t HD : {32u, 64u, 96u, 128u, 192u, 256u}) EXPECT_TRUE(attention_flash_used(o, {2, 0, 4, 2, HD, 1.0f})) << HD;
   for (uint32_t HD : {24u, 36u, 80u, 288u, 512u}) EXPECT_FALSE(attention_flash_used(o, {2, 0, 4, 2, HD, 1.0f})) << HD;
