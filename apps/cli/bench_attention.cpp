@@ -176,13 +176,15 @@ int run_attention_bench(const AttnBenchOpts& b) {
                               : v.target ? fmt::format(" (target {} wgs)", v.target)
                               : v.split_len ? fmt::format(" ({} keys per split)", v.split_len) : "";
       const double gflops = flop / (med * 1e3);
-      const std::string name = v.lv ? "gqa-lv" : v.kl ? fmt::format("gqa-kl{}", v.kl) : v.gqa ? "gqa-dec" : v.loop ? "flash-lp"
-                               : v.pf ? "flash-pf" : v.flash ? "flash" : tiled ? "tiled" : "per-row";
+      // (flash rows at head dims > 128 run with --attn-flash-wide-heads, off in the product: "-wide")
+      const std::string name = (v.lv ? "gqa-lv" : v.kl ? fmt::format("gqa-kl{}", v.kl) : v.gqa ? "gqa-dec" : v.loop ? "flash-lp"
+                               : v.pf ? "flash-pf" : v.flash ? "flash" : tiled ? "tiled" : "per-row") +
+                               std::string(v.flash && HD > 128 ? "-wide" : "");
       fmt::print(stderr, "  {:<8} split {:<3}{}: {:>9.1f} us (min {:.1f}, max {:.1f}) {:>8.1f} GFLOP/s = {:5.1f}% of {} TFLOP/s{}\n",
                  name, split ? "on" : "off", tgt, med, us.front(),
                  us.back(), gflops, gflops / (b.peak_tflops * 10), b.peak_tflops, joined);
       variants.push_back({{"attn_tiled", tiled}, {"attn_flash", v.flash}, {"attn_flash_unroll", v.flash && kernels::attention_flash_unrolled(o)},
-                          {"attn_flash_prefetch", v.pf}, {"attn_flash_split_tiles", ko.attention_flash_split_tiles}, {"attn_split", split}, {"split_target", v.target},
+                          {"attn_flash_prefetch", v.pf}, {"attn_flash_wide_heads", v.flash && HD > 128}, {"attn_flash_split_tiles", ko.attention_flash_split_tiles}, {"attn_split", split}, {"split_target", v.target},
                           {"attn_decode_gqa", v.gqa}, {"attn_decode_late_v", v.lv}, {"attn_decode_key_lanes", v.kl}, {"decode_split_len", v.split_len}, {"median_us", med},
                           {"min_us", us.front()}, {"max_us", us.back()}, {"samples_us", us}, {"gflops", gflops},
                           {"peak_fraction", gflops / (b.peak_tflops * 1e3)}, {"kernels", labels}});

@@ -82,7 +82,8 @@ void print_profile(const cli::Loaded& l) {
 // a fresh sequence, the prompt and then each generated token: per generated position the gap between
 // the largest and the second-largest logit (a departure of another engine or configuration at a
 // position with a tiny gap is a near-tie, not an error) and whether the replay's argmax (lowest id on
-// ties, as the sampler) is the generated token. Prints `token_margins: [...]`, `top2_ids: [[a, b],
+// ties, as the sampler) is the generated token (a NaN logit is never top-1 unless at id 0, where
+// the gap is then NaN: printed as null). Prints `token_margins: [...]`, `top2_ids: [[a, b],
 // ...]` and `replay_argmax_equal: true|false`.
 void print_margins(cli::Loaded& l, std::span<const int32_t> prompt, std::span<const int32_t> out) {
   auto seq = l.model->new_sequence(l.seq->context_length());
@@ -134,12 +135,12 @@ int cmd_run(cli::CommonOptions& o, const std::string& prompt, const std::string&
   }, &st);
   std::cout << dec.flush() << std::endl;
   if (print_ids) std::cout << "token_ids: " << nlohmann::json(out).dump() << std::endl;
-  if (margins) print_margins(l, ids, out);
   if (st.context_full)
     fmt::print(stderr, "(the context is full at {} tokens: generation stopped there; raise --context)\n",
                l.seq->context_length());
   print_stats(l, st);
   if (o.profile) print_profile(l);
+  if (margins) print_margins(l, ids, out);  // after the profile: the replay's forwards are not the reply's
   return 0;
 }
 

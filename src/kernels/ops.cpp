@@ -996,8 +996,7 @@ FlashTile attention_flash_tile(const OpContext& o, uint32_t HD) {
   // The first tile that fits the adapter, largest first (48 KiB, e.g. NVIDIA: 64 x 32 for HD <= 64,
   // 32 x 32 with V sharing K's array for HD <= 128, 16 x 16 sharing for HD <= 256 with
   // --attn-flash-wide-heads (Qwen3.5's and Gemma 3's 256: a 32-row block does not fit 48 KiB beside a
-  // 16-key tile); lavapipe's 32 KiB: 32 x 32
-  // and 16 x 32, 8 x 16 for HD <= 256).
+  // 16-key tile); lavapipe's 32 KiB: 32 x 32 and 16 x 32, 16 x 16 up to HD 224, 8 x 16 at 256).
   static const FlashTile small_hd[] = {{64, 32, 4, 8, false}, {32, 32, 4, 8, false}, {32, 32, 2, 8, true}, {16, 32, 2, 8, true}};
   static const FlashTile large_hd[] = {{32, 32, 2, 8, false}, {32, 32, 2, 8, true}, {16, 32, 2, 8, true}};
   static const FlashTile xl_hd[] = {{16, 16, 2, 8, true}, {8, 16, 2, 8, true}};

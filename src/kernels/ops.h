@@ -365,7 +365,8 @@ struct FlashTile {
 /// The flash tile for HD on this adapter: the first of a list that fits its workgroup memory (48 KiB:
 /// HD <= 64: 64 rows x 32 keys, 4 rows x 4 keys per thread, 128 threads; HD <= 128: 32 x 32, 2 x 4,
 /// V sharing K's array; HD <= 256 with KernelOptions::attention_flash_wide: 16 x 16, 2 x 2, 64 threads,
-/// V sharing K's array; 32 KiB (lavapipe): 32 x 32 / 4 x 4 and 16 x 32 / 2 x 4, 8 x 16 for HD <= 256),
+/// V sharing K's array; 32 KiB (lavapipe): 32 x 32 / 4 x 4 and 16 x 32 / 2 x 4, 16 x 16 up to HD 224 and
+/// 8 x 16 at 256),
 /// or bc = 0 when the kernel does not cover HD (HD % 32 != 0, HD > 256, or HD > 128 without
 /// attention_flash_wide) or the adapter's
 /// maxComputeWorkgroupStorageSize / maxComputeInvocationsPerWorkgroup are too small.

@@ -774,7 +774,7 @@ TEST(Ops, KvStoreAndAttentionGqa) {
 }
 
 TEST(Ops, AttentionFlashMatchesCpu) {
-  // Register-tiled flash attention (attention_flash.wgsl, T > 1): head dims 32, 64, 96, 128, 256, GQA
+  // Register-tiled flash attention (attention_flash.wgsl, T > 1): head dims 32, 64, 96, 128, 192, 256, GQA
   // groups 1, 3, 4, T = 2..70 and 512 over caches 0..3000 (ragged row blocks and key tiles, the
   // causal diagonal inside a tile and on tile edges, rows that see no key of a split), split over
   // keys and not, q/out with strides and offsets like the models'. Must match the CPU reference,
@@ -842,7 +842,7 @@ TEST(Ops, AttentionFlashUnrollIsBitExact) {
     GTEST_SKIP() << "the generated form is off on this adapter (" << e.ctx->info().name << "): its compiler may not finish it";
   struct Case { uint32_t HD, Hq, Hkv, T, pos0; };
   for (const Case& c : std::vector<Case>{{64, 9, 3, 17, 37}, {64, 3, 1, 70, 300}, {128, 4, 1, 40, 33}, {32, 9, 3, 21, 64}, {96, 6, 2, 13, 95},
-                                         {256, 8, 2, 19, 40}}) {
+                                         {256, 8, 2, 19, 40}, {192, 6, 2, 21, 50}}) {
     const uint32_t kv_dim = c.Hkv * c.HD, ctx_len = c.pos0 + c.T, Q = c.Hq * c.HD;
     const float scale = 1.0f / std::sqrt(float(c.HD));
     const std::string what = "HD=" + std::to_string(c.HD) + " Hq=" + std::to_string(c.Hq) + " T=" + std::to_string(c.T) +
@@ -879,9 +879,10 @@ TEST(Ops, AttentionFlashPrefetchIsBitExact) {
   // tiles, single-tile splits and GQA groups.
   auto& e = env();
   struct Case { uint32_t HD, Hq, Hkv, T, pos0; };
-  uint32_t taken = 0;
+  uint32_t taken = 0, taken_wide = 0;
   for (const Case& c : std::vector<Case>{{64, 9, 3, 17, 37}, {64, 3, 1, 70, 300}, {128, 4, 1, 40, 33}, {32, 9, 3, 21, 64},
-                                         {96, 6, 2, 13, 95}, {64, 9, 3, 76, 185}, {256, 8, 2, 19, 40}}) {
+                                         {96, 6, 2, 13, 95}, {64, 9, 3, 76, 185}, {256, 8, 2, 19, 40},
+                                         {192, 6, 2, 21, 50}}) {
     const uint32_t kv_dim = c.Hkv * c.HD, ctx_len = c.pos0 + c.T, Q = c.Hq * c.HD;
     const float scale = 1.0f / std::sqrt(float(c.HD));
     const std::string what = "HD=" + std::to_string(c.HD) + " Hq=" + std::to_string(c.Hq) + " T=" + std::to_string(c.T) +
@@ -899,7 +900,9 @@ TEST(Ops, AttentionFlashPrefetchIsBitExact) {
         ko.attention_flash_wide = true;
         auto o = e.op(ko);
         ASSERT_TRUE(attention_flash_used(o, {c.T, c.pos0, c.Hq, c.Hkv, c.HD, scale})) << what;
-        taken += pf && attention_flash_prefetch(o, attention_flash_tile(o, c.HD), c.HD);
+        const bool took = pf && attention_flash_prefetch(o, attention_flash_tile(o, c.HD), c.HD);
+        taken += took;
+        taken_wide += took && c.HD > 128;
         auto ob = e.upload(std::vector<float>(size_t(c.T) * Q, NAN));
         e.rec.begin();
         attention(o, {c.T, c.pos0, c.Hq, c.Hkv, c.HD, scale}, {qb, 0}, Q, kb, vb, {ob, 0}, Q, &scratch);
@@ -911,6 +914,8 @@ TEST(Ops, AttentionFlashPrefetchIsBitExact) {
     }
   }
   EXPECT_GT(taken, 0u) << "no case took the prefetching form on this adapter";
+  // The wide-head 16 x 16 tile with prefetch (HD 192 fits it in 32 KiB too; HD 256 needs 48 KiB).
+  EXPECT_GT(taken_wide, 0u) << "no wide-head case took the prefetching form on this adapter";
 }
 
 TEST(Ops, AttentionFlashCoverage) {

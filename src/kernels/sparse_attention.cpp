@@ -137,7 +137,9 @@ void sparse_select(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_s
 }
 
 SparseKernel sparse_kernel(const OpContext& o, const AttentionShape& s) {
-  return o.opt.sparse_tiled && s.T > 1 && attention_flash_tile(o, s.HD).bc != 0 ? SparseKernel::Tiled : SparseKernel::Rows;
+  // Head dims up to 128 only: --attn-flash-wide-heads governs the dense flash kernel alone.
+  return o.opt.sparse_tiled && s.T > 1 && s.HD <= 128 && attention_flash_tile(o, s.HD).bc != 0 ? SparseKernel::Tiled
+                                                                                                : SparseKernel::Rows;
 }
 
 namespace {

@@ -118,7 +118,7 @@ enum class SparseKernel {
   MaskedDense,  // attention_sparse.wgsl MASKED: the test reference, all keys 0..pos with the mask
 };
 /// The kernel kernels::attention uses: Tiled for T > 1 when KernelOptions::sparse_tiled is on and
-/// attention_flash_tile(HD) fits the adapter (head dims 32..256, multiples of 32), else Rows.
+/// attention_flash_tile(HD) fits the adapter (head dims 32..128, multiples of 32), else Rows.
 SparseKernel sparse_kernel(const OpContext& o, const AttentionShape& s);
 /// Attention over the blocks listed in `index` ([query block of the forward][Hkv][slots] u32, as
 /// sparse_select writes it) with kernel k; Rows and Tiled read only those K/V rows, MaskedDense

@@ -3,7 +3,7 @@
 # CUDA; issue 11): the split argmax (`--argmax-workgroups`) and where a step's time goes, on files
 # written here by tools/synth (synthetic weights: the text is noise, the speed is real).
 # Parts (PARTS, in this order by default):
-#   tests    kernels_test Ops.Argmax*, Ops.EmbedRmsnormSiluArgmax (the CPU sampler's argmax), Ops.Q6K* (the
+#   tests    kernels_test Ops.Argmax*, Ops.EmbedRmsnormSiluArgmax (the CPU sampler's argmax), Ops.AttentionFlash*, Ops.Q6K* (the
 #            6-bit Q6_K layout against the widened one, bit for bit), Ops.Matvec* (launch shapes by class, the
 #            tall class's GPU default) and the per-type matmul tests, and
 #            the carried matmul_int8_test / matmul_tiled_test / fused_ops_test, and hybrid_dispatch_test's
@@ -58,13 +58,13 @@
 #            "" = product) after CHECKS_LENGTHS (4096) on CHECKS_MODELS (smollm2): which launch shape the
 #            checks hurt least
 #   prefill  where a TTFT goes: `bench --prefill-profile` (per-kernel GPU time of the whole prompt's prefill,
-#            timestamps around every dispatch) after PREFILL_LENGTHS (512 4096) on PREFILL_MODELS (smollm2
+#            timestamps around every dispatch) after PREFILL_LENGTHS (512,4096: comma-separated) on PREFILL_MODELS (smollm2
 #            qwen35-0.8b qwen25-1.5b lfm2-1.2b), without and with --shader-checks (the browser's bounds checks'
 #            share of each kernel; prefill_<off|on>_<model>.json)
 #   flash_sweep  the prefill attention op alone (`bench attention`, SmolLM2's layer shape unless FLASH_SHAPE
 #            gives other --heads/--kv-heads/--head-dim): a turn's FLASH_TOKENS (64) new tokens over
 #            FLASH_CACHES (80 700 1400 2700) cached ones at each --attn-flash-split-tiles of FLASH_TILES
-#            (1,2,4,8,16,32) and the adaptive product (flash_sweep_<cache>.json); then FLASH_LONG ("2048:2048"
+#            (1,2,4,8,16,32) and the adaptive rule, at the product's split target 2048 (flash_sweep_<cache>.json); then FLASH_LONG ("2048:2048"
 #            tokens:cache pairs) on FLASH_LONG_SHAPES (Qwen3.5 / Qwen2.5-1.5B / SmolLM2 attention) for the
 #            share of the FMA peak (flash_long_<i>_<pair>.json)
 #   attn_checks  the decode attention op alone (`bench attention --tokens 1`, SmolLM2's layer shape) after
@@ -393,7 +393,7 @@ for part in ${PARTS:-tests traffic ab}; do
       f=flash_sweep_$c
       # shellcheck disable=SC2086  # FLASH_SHAPE: zero or more flags
       timeout 120 $B bench attention --tokens ${FLASH_TOKENS:-64} --cache $c ${FLASH_SHAPE:-} \
-        --flash-split-tiles ${FLASH_TILES:-1,2,4,8,16,32} --reps 20 --json $R/$f.json > $R/$f.txt 2>&1 || fail "$f (exit $?)"
+        --flash-split-tiles ${FLASH_TILES:-1,2,4,8,16,32} --split-targets 2048 --reps 20 --json $R/$f.json > $R/$f.txt 2>&1 || fail "$f (exit $?)"
       echo "== $f"; grep -E "flash" $R/$f.txt | cut -c1-150 | head -12
     done
     i=0
@@ -404,7 +404,7 @@ for part in ${PARTS:-tests traffic ab}; do
         f=flash_long_${i}_${pair/:/_}
         echo "$sh" > $R/$f.flags
         # shellcheck disable=SC2086  # $sh: the shape's flags
-        timeout 120 $B bench attention --tokens ${pair%%:*} --cache ${pair##*:} $sh --reps 5 --json $R/$f.json > $R/$f.txt 2>&1 ||
+        timeout 120 $B bench attention --tokens ${pair%%:*} --cache ${pair##*:} $sh --split-targets 2048 --reps 5 --json $R/$f.json > $R/$f.txt 2>&1 ||
           fail "$f (exit $?)"
         echo "== $f ($sh)"; grep -E "flash|tiled" $R/$f.txt | cut -c1-150 | head -8
       done

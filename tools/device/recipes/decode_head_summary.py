@@ -235,15 +235,19 @@ def attention_op_rows(path, what):
     rows = []
     for v in j["variants"]:
         kern = "+".join(v["kernels"])
+        flash = v.get("attn_flash")
         split = (f"key split on (target {v['split_target']} workgroups" +
-                 (f", >= {v['attn_flash_split_tiles']} tiles per split)" if v.get("attn_flash_split_tiles") else ", adaptive)")
-                 if v["attn_split"] else "unsplit")
+                 ((f", >= {v['attn_flash_split_tiles']} tiles per split" if v.get("attn_flash_split_tiles") else ", adaptive tiles")
+                  if flash else "") + ")" if v["attn_split"] else "unsplit")
+        form = ((", generated tile" if v.get("attn_flash_unroll") else ", loop form") +
+                (", prefetch" if v.get("attn_flash_prefetch") else "") if flash else "")
+        wide = flash and v.get("attn_flash_wide_heads", j["head_dim"] > 128)
         rows.append({"model": f"attention op, {j['heads']} query / {j['kv_heads']} KV heads, head dim {j['head_dim']} ({what}; "
                               "random Q and cache)", "weights": "synthetic", "metric": "attention_op_us",
-                     "context": f"`bench attention --tokens {j['tokens']} --cache {j['cache']}`: {kern}, {split}"
-                                f"{', prefetch' if v.get('attn_flash_prefetch') and v.get('attn_flash') else ''}; median of "
+                     "context": f"`bench attention --tokens {j['tokens']} --cache {j['cache']}`: {kern}, {split}{form}; median of "
                                 f"{j['reps']} ({j['timing']}); {100 * v['peak_fraction']:.1f}% of {j['peak_tflops']:g} TFLOP/s",
-                     "wgllm": round(v["median_us"], 2), "ratio_ci": None, "config": "product kernels, op-level settings",
+                     "wgllm": round(v["median_us"], 2), "ratio_ci": None,
+                     "config": "--attn-flash-wide-heads (op-level settings)" if wide else "op-level settings",
                      "source": os.path.basename(path)})
     return rows
 
@@ -310,8 +314,9 @@ def greedy_rows(raw):
         switches = " ".join((j.get("load") or {}).get("switches") or [])
         dep = g.get("departure")  # bench.mjs with a native run printing margins (wgllm run --print-margins)
         where = (f"; there the native top-1 leads its top-2 by {dep['native_margin']:.3g} logits and the browser build "
-                 f"took {'that second choice' if dep.get('browser_took_native_second') else 'another token'}"
-                 if dep and dep.get("native_margin") is not None else "")
+                 f"took {'that second choice' if dep.get('browser_took_native_second') else 'another token'}" +
+                 ("" if dep.get("native_replay_argmax_equal") else " (the native logits replay did not reproduce its own ids: "
+                  "margin unreliable)") if dep and dep.get("native_margin") is not None else "")
         rows.append({"model": model, "weights": "real" if name in ("qwen35", "lfm2") else "synthetic",
                      "metric": "greedy_prefix_equal_fraction",
                      "context": f"Dawn in Node, not a browser: {len(nat)} greedy tokens of the bench prompt, browser build vs "
