@@ -183,6 +183,19 @@ Counters counters() {
   return {c[0], c[1]};
 }
 
+// CreateEngine option `switches`: kernel- and model-level switches in the native CLI's spelling
+// (models/switches.h apply_switch_args), e.g. "--attn-decode-key-lanes 1 --no-fuse-norm", applied to mo.
+// (shader_runtime_checks / shader_loop_bounding are accepted and do nothing here: the browser decides
+// its own checks.) A bad one is the caller's error: kind bad_request.
+void apply_web_switches(ModelOptions& mo, const char* switches) {
+  if (!switches || !*switches) return;
+  try {
+    apply_switch_args(mo, switches);
+  } catch (const Error& e) {
+    throw web::BadRequest(e.what());
+  }
+}
+
 // Loads e->src (opened by the caller) onto the GPU: tokenizer, chat template, model, warm-up.
 json finish_load(std::unique_ptr<Engine> e, int context, int warmup, int decode_pipeline, const char* switches,
                  std::chrono::steady_clock::time_point t0) {
@@ -197,17 +210,7 @@ json finish_load(std::unique_ptr<Engine> e, int context, int warmup, int decode_
   // decode_pipeline): greedy decoding submits step i+1 before reading step i's id, the glue's
   // readback waits for the first map that settles (webgpu_shim.cpp wgpuDevicePoll).
   mo.decode_pipeline = decode_pipeline != 0;
-  // CreateEngine option `switches`: kernel- and model-level switches in the native CLI's spelling
-  // (models/switches.h apply_switch_args), e.g. "--attn-decode-key-lanes 1 --no-fuse-norm".
-  // (shader_runtime_checks / shader_loop_bounding are accepted and do nothing here: the browser
-  // decides its own checks.) A bad one is the caller's error: kind bad_request.
-  if (switches && *switches) {
-    try {
-      apply_switch_args(mo, switches);
-    } catch (const Error& e) {
-      throw web::BadRequest(e.what());
-    }
-  }
+  apply_web_switches(mo, switches);
   e->model = create_model(*e->src, mo);
   e->context = sequence_context(mo.context_length, mo.context_length, e->model->config().max_context);  // as the sequences
   const double warmup_ms = warmup ? warm_up(*e->model) : 0;  // runtime/warmup.h, as in the native CLI
@@ -287,11 +290,7 @@ EMSCRIPTEN_KEEPALIVE char* wgllm_load_stream(int context, int warmup, int decode
 EMSCRIPTEN_KEEPALIVE char* wgllm_check_switches(const char* switches) {
   return guarded([&] {
     ModelOptions mo;
-    try {
-      apply_switch_args(mo, switches ? switches : "");
-    } catch (const Error& e) {
-      throw web::BadRequest(e.what());
-    }
+    apply_web_switches(mo, switches);
     return json{{"switches", non_default_switches(mo)}};
   });
 }
