@@ -205,6 +205,20 @@ nlohmann::json dispatch_report(Loaded& l) {
           {"per_layer", double(ds.size() - outside) / L}, {"n_layers", L}, {"by_kernel", by}};
 }
 
+}  // namespace
+
+double add_kernel_times(KernelTotals& by, const std::vector<gpu::KernelTime>& profile) {
+  double total = 0;
+  for (const auto& k : profile) {
+    auto& e = by[k.label];
+    e.first += k.us;
+    e.second += 1;
+    total += k.us;
+  }
+  return total;
+}
+
+namespace {
 // Per-kernel GPU time of one prefill of `ids` (issue 11/13: which kernels the TTFT is made of). The
 // prompt goes in as the product's does (forwards of at most prefill_chunk tokens, the output head and
 // argmax on the last one only), each forward profiled (timestamps around every dispatch, so the sum
@@ -213,7 +227,7 @@ nlohmann::json dispatch_report(Loaded& l) {
 nlohmann::json prefill_profile_report(Loaded& l, const std::vector<int32_t>& ids) {
   auto seq = l.model->new_sequence(uint32_t(ids.size()) + 8);
   const size_t chunk = std::max<uint32_t>(1, l.model->prefill_chunk());
-  std::map<std::string, std::pair<double, uint32_t>> by;
+  KernelTotals by;
   double total = 0;
   uint32_t forwards = 0, untimed = 0;
   l.model->set_profiling(true);
@@ -227,12 +241,7 @@ nlohmann::json prefill_profile_report(Loaded& l, const std::vector<int32_t>& ids
     else l.model->forward_argmax(*seq, part);
     // The recorder times a bounded number of dispatches per submission: say so if some went untimed.
     untimed += uint32_t(l.model->last_dispatches().size() - std::min(l.model->last_dispatches().size(), l.model->last_profile().size()));
-    for (const auto& k : l.model->last_profile()) {
-      auto& e = by[k.label];
-      e.first += k.us;
-      e.second += 1;
-      total += k.us;
-    }
+    total += add_kernel_times(by, l.model->last_profile());
   }
   nlohmann::json kernels = nlohmann::json::array();
   for (auto& [k, v] : by) kernels.push_back({{"kernel", k}, {"gpu_us", v.first}, {"dispatches", v.second}});

@@ -1,11 +1,17 @@
 // `wgllm bench`: measurement subcommands (see bench.cpp).
 #pragma once
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
-namespace wgllm::gpu { class Context; }
+namespace wgllm::gpu {
+class Context;
+struct KernelTime;
+}  // namespace wgllm::gpu
 
 namespace wgllm::cli {
 /// Registers `bench` (with `ab` and `synthetic` subcommands) on the app; returns the run hook to
@@ -26,6 +32,11 @@ void add_device_options(CLI::App* cmd, DeviceArgs& d);
 /// The device of an op-level bench: gpu::Context::create on d.adapter with naga's bounds checks
 /// and loop bounding as d asks.
 std::unique_ptr<gpu::Context> bench_context(const DeviceArgs& d);
+/// GPU time (us) and dispatch count per kernel label, summed over profiled forwards.
+using KernelTotals = std::map<std::string, std::pair<double, uint32_t>>;
+/// Adds every dispatch of `profile` (a forward's Model::last_profile()) to its label's totals in `by`;
+/// returns the profile's summed GPU time in us.
+double add_kernel_times(KernelTotals& by, const std::vector<gpu::KernelTime>& profile);
 /// --json PATH (an output file; default: stdout) for a bench subcommand.
 void add_json_option(CLI::App* cmd, std::string& path, const char* what = "the results");
 }  // namespace wgllm::cli

@@ -168,11 +168,8 @@ int run_multiturn(const MultiTurnOpts& b) {
     fresh = l.model->new_sequence(b.common.context);  // (truncate() refuses recurrent state)
     l.model->forward_argmax(*fresh, head);
     l.model->forward_argmax(*fresh, tail);
-    std::map<std::string, std::pair<double, int>> by;
-    for (const auto& k : l.model->last_profile()) {
-      by[k.label].first += k.us;
-      by[k.label].second++;
-    }
+    KernelTotals by;
+    add_kernel_times(by, l.model->last_profile());
     fmt::print(stderr, "profile: forward of {} new tokens at position {}:\n", last_new, n - last_new);
     for (const auto& [name, v] : by) {
       profile[name] = {{"us", v.first}, {"dispatches", v.second}};

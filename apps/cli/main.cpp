@@ -62,13 +62,8 @@ void print_profile(const cli::Loaded& l) {
     fmt::print(stderr, "(no kernel profile: the backend or device has no timestamp queries in passes)\n");
     return;
   }
-  std::map<std::string, std::pair<double, int>> by;
-  double total = 0;
-  for (auto& k : prof) {
-    by[k.label].first += k.us;
-    by[k.label].second++;
-    total += k.us;
-  }
+  cli::KernelTotals by;
+  const double total = cli::add_kernel_times(by, prof);
   uint32_t outside = 0;  // embedding and output head; the rest is spread over the layers
   for (const char* k : {"embed", "output_norm", "output", "argmax"})
     if (auto it = by.find(k); it != by.end()) outside += it->second.second;
