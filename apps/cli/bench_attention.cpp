@@ -10,6 +10,8 @@
 // 44 new tokens over a 1700-token cache. GPU time per forward from timestamp queries when the
 // device has them inside passes, else wall time of submit + wait (includes the submit overhead).
 // Median of --reps after one warm-up. Writes JSON (--json, default stdout).
+// --window W: a sliding-window layer's forward (Gemma 3's local layers: each token sees its last W keys);
+// its flash rows run with --attn-flash-window (off in the product: "-window").
 // Decode (--tokens 1) adds the GQA decode kernel (attention_decode.wgsl, --attn-decode-gqa):
 // unsplit (one dispatch), and split (+ combine) into each --decode-split-lens key count; each also with
 // --attn-decode-late-v ("gqa-lv") and at each --decode-key-lanes value ("gqa-kl<N>", --attn-decode-key-lanes).
@@ -38,6 +40,7 @@ namespace {
 struct AttnBenchOpts {
   DeviceArgs dev;  // --adapter, --shader-checks, --shader-loop-bounding
   uint32_t tokens = 44, cache = 1700, heads = 9, kv_heads = 3, head_dim = 64, reps = 5;
+  uint32_t window = 0;  // AttentionShape::window (0: every earlier key)
   double peak_tflops = 67.0;  // fp32 FMA peak the GFLOP/s are compared with
   std::vector<uint32_t> split_targets = {512};  // KernelOptions::attention_tiled_split_target values
   std::vector<uint32_t> decode_split_lens = {64, 128, 256, 512};  // KernelOptions::attention_decode_split_len values
@@ -78,10 +81,11 @@ int run_attention_bench(const AttnBenchOpts& b) {
   auto q = random_buffer(*ctx, size_t(T) * Hq * HD, 3, "q");
   gpu::Buffer out(*ctx, size_t(T) * Hq * HD * 4, gpu::BufferKind::Storage, "out");
   gpu::Buffer scratch(*ctx, scratch_floats * 4, gpu::BufferKind::Storage, "split");
-  const kernels::AttentionShape s{T, b.cache, Hq, Hkv, HD, 1.0f / std::sqrt(float(HD))};
+  const kernels::AttentionShape s{T, b.cache, Hq, Hkv, HD, 1.0f / std::sqrt(float(HD)), b.window};
   nlohmann::json variants = nlohmann::json::array();
-  fmt::print(stderr, "attention: {} tokens after {} cached, {} / {} heads, head dim {} on {} ({})\n", T, b.cache, Hq, Hkv,
-             HD, ctx->info().name, ts ? "timestamps" : "wall clock of submit + wait");
+  fmt::print(stderr, "attention: {} tokens after {} cached, {} / {} heads, head dim {}{} on {} ({})\n", T, b.cache, Hq, Hkv,
+             HD, b.window ? fmt::format(", sliding window {}", b.window) : "", ctx->info().name,
+             ts ? "timestamps" : "wall clock of submit + wait");
   struct Variant { bool tiled, split; uint32_t target; bool gqa = false; uint32_t split_len = 0; bool flash = false; bool loop = false;
                    bool pf = false; uint32_t split_tiles = 0; bool lv = false; uint32_t kl = 0; };
   std::vector<Variant> vs = {{false, false, 0}, {false, true, 0}, {true, false, 0}};
@@ -102,6 +106,7 @@ int run_attention_bench(const AttnBenchOpts& b) {
     kernels::KernelOptions fo;
     fo.attention_flash = 1;
     fo.attention_flash_wide = true;  // the flash rows at head dims 160..256 too (--attn-flash-wide-heads)
+    fo.attention_flash_window = true;  // and with a sliding window (--attn-flash-window)
     fo.attention_chunk = 0;
     if (kernels::attention_flash_used(kernels::OpContext{*ctx, pipes, rec, fo}, s)) {
       // The flash kernel in this adapter's default form, and in its loop form (--no-attn-flash-unroll)
@@ -127,9 +132,11 @@ int run_attention_bench(const AttnBenchOpts& b) {
       fmt::print(stderr, "  (flash kernel: not used for this shape: T = 1, or head dim {} not covered / over this adapter's limits)\n", HD);
     }
   }
-  // Causal FLOPs of the forward: token t sees cache + t + 1 keys; per key and query head 2 * HD
-  // FLOP for the score and 2 * HD for the value sum.
-  const double flop = 4.0 * HD * Hq * (double(T) * b.cache + double(T) * (T + 1) / 2);
+  // Causal FLOPs of the forward: token t sees cache + t + 1 keys (with a window at most W); per key
+  // and query head 2 * HD FLOP for the score and 2 * HD for the value sum.
+  double keys_seen = 0;
+  for (uint32_t t = 0; t < T; ++t) keys_seen += b.window ? std::min(b.cache + t + 1, b.window) : b.cache + t + 1;
+  const double flop = 4.0 * HD * Hq * keys_seen;
   for (const Variant& v : vs) {
     {
       const bool tiled = v.tiled, split = v.split;
@@ -137,6 +144,7 @@ int run_attention_bench(const AttnBenchOpts& b) {
       ko.attention_tiled_prefill = tiled;
       ko.attention_flash = v.flash ? 1 : 0;
       ko.attention_flash_wide = v.flash;
+      ko.attention_flash_window = v.flash;
       ko.attention_flash_unroll = v.loop ? 0 : 2;
       ko.attention_flash_prefetch = v.pf;
       if (v.split_tiles) ko.attention_flash_split_tiles = v.split_tiles;
@@ -176,15 +184,16 @@ int run_attention_bench(const AttnBenchOpts& b) {
                               : v.target ? fmt::format(" (target {} wgs)", v.target)
                               : v.split_len ? fmt::format(" ({} keys per split)", v.split_len) : "";
       const double gflops = flop / (med * 1e3);
-      // (flash rows at head dims > 128 run with --attn-flash-wide-heads, off in the product: "-wide")
+      // (flash rows at head dims > 128 run with --attn-flash-wide-heads, off in the product: "-wide";
+      // with a window, --attn-flash-window, also off: "-window")
       const std::string name = (v.lv ? "gqa-lv" : v.kl ? fmt::format("gqa-kl{}", v.kl) : v.gqa ? "gqa-dec" : v.loop ? "flash-lp"
                                : v.pf ? "flash-pf" : v.flash ? "flash" : tiled ? "tiled" : "per-row") +
-                               std::string(v.flash && HD > 128 ? "-wide" : "");
+                               std::string(v.flash && HD > 128 ? "-wide" : "") + std::string(v.flash && b.window ? "-window" : "");
       fmt::print(stderr, "  {:<8} split {:<3}{}: {:>9.1f} us (min {:.1f}, max {:.1f}) {:>8.1f} GFLOP/s = {:5.1f}% of {} TFLOP/s{}\n",
                  name, split ? "on" : "off", tgt, med, us.front(),
                  us.back(), gflops, gflops / (b.peak_tflops * 10), b.peak_tflops, joined);
       variants.push_back({{"attn_tiled", tiled}, {"attn_flash", v.flash}, {"attn_flash_unroll", v.flash && kernels::attention_flash_unrolled(o)},
-                          {"attn_flash_prefetch", v.pf}, {"attn_flash_wide_heads", v.flash && HD > 128}, {"attn_flash_split_tiles", ko.attention_flash_split_tiles}, {"attn_split", split}, {"split_target", v.target},
+                          {"attn_flash_prefetch", v.pf}, {"attn_flash_wide_heads", v.flash && HD > 128}, {"attn_flash_window", v.flash && b.window != 0}, {"attn_flash_split_tiles", ko.attention_flash_split_tiles}, {"attn_split", split}, {"split_target", v.target},
                           {"attn_decode_gqa", v.gqa}, {"attn_decode_late_v", v.lv}, {"attn_decode_key_lanes", v.kl}, {"decode_split_len", v.split_len}, {"median_us", med},
                           {"min_us", us.front()}, {"max_us", us.back()}, {"samples_us", us}, {"gflops", gflops},
                           {"peak_fraction", gflops / (b.peak_tflops * 1e3)}, {"kernels", labels}});
@@ -192,7 +201,7 @@ int run_attention_bench(const AttnBenchOpts& b) {
   }
   nlohmann::json j = {{"benchmark", "attention"}, {"adapter", ctx->info().name},
                       {"timing", ts ? "timestamps" : "wall_clock_submit_wait"},
-                      {"tokens", T}, {"cache", b.cache}, {"heads", Hq}, {"kv_heads", Hkv}, {"head_dim", HD},
+                      {"tokens", T}, {"cache", b.cache}, {"window", b.window}, {"heads", Hq}, {"kv_heads", Hkv}, {"head_dim", HD},
                       {"reps", b.reps}, {"flop", flop}, {"peak_tflops", b.peak_tflops}, {"variants", variants}};
   print_or_write_json(b.json_path, j.dump(1));
   return 0;
@@ -212,6 +221,8 @@ std::function<int()> add_bench_attention(CLI::App& app) {
   cmd->add_option("--kv-heads", b->kv_heads, "KV heads, 1..256 (default 3)")->transform(integer(1, 256));
   cmd->add_option("--head-dim", b->head_dim, "head dim, a multiple of 4 in 4..256 (default 64)")
       ->transform(integer(4, 256, /*multiple_of=*/4));
+  cmd->add_option("--window", b->window, "sliding window in keys, 0..1048576 (default 0: none; Gemma 3's local layers: 512)")
+      ->transform(integer(0, 1u << 20));
   cmd->add_option("--split-targets", b->split_targets, "tiled + split: workgroup targets to try, 1..4096 (default 512)")
       ->delimiter(',')->transform(integer(1, 4096));
   cmd->add_option("--decode-split-lens", b->decode_split_lens,

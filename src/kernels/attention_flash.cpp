@@ -19,7 +19,7 @@ std::string n(const char* pre, uint32_t a) { return std::string(pre) + "_" + std
 std::string n(const char* pre, uint32_t a, uint32_t b) { return n(pre, a) + "_" + std::to_string(b); }
 
 // attention_flash.wgsl with the register tile's markers replaced by straight-line code.
-std::string unrolled_source(const FlashTile& t, uint32_t HD) {
+std::string unrolled_source(const FlashTile& t, uint32_t HD, bool window) {
   const uint32_t rm = t.rm, rn = t.bc / t.tx, rd = HD / 4 / t.tx;
   constexpr uint32_t kCU = 4, kJU = 4;  // CU and JU of attention_flash.wgsl
   if (rm != 2 && rm != 4) throw Error("attention_flash: rows per thread must be 2 or 4");
@@ -61,8 +61,11 @@ std::string unrolled_source(const FlashTile& t, uint32_t HD) {
     mask += "var " + n("mx", r) + " = NEG;\n    ";
     for (uint32_t k = 0; k < rn; ++k) {
       const std::string s = n("s", r, k), jr = n("jr", k);
-      mask += "if (" + n("live", r) + " && " + jr + " != 0xFFFFFFFFu && " + jr + " <= " + n("last", r) + ") { " + s + " = " + s +
-              " * p.scale; } else { " + s + " = NEG; }\n    " + n("mx", r) + " = max(" + n("mx", r) + ", " + s + ");\n    ";
+      // WINDOW: the key is inside the row's sliding window too (the loop form's `seen`).
+      const std::string seen = window ? " && " + jr + " + p.window > " + n("last", r) : "";
+      mask += "if (" + n("live", r) + " && " + jr + " != 0xFFFFFFFFu && " + jr + " <= " + n("last", r) + seen + ") { " + s +
+              " = " + s + " * p.scale; } else { " + s + " = NEG; }\n    " + n("mx", r) + " = max(" + n("mx", r) + ", " + s +
+              ");\n    ";
     }
     mask += "pm[(r0 + " + u(r) + ") * TX + tx] = " + n("mx", r) + ";\n    ";
   }
@@ -126,7 +129,10 @@ std::string unrolled_source(const FlashTile& t, uint32_t HD) {
 
 std::string attention_flash_wgsl(const FlashTile& t, uint32_t HD, const Defines& d) {
   const auto unroll = d.find("UNROLL");
-  if (unroll != d.end() && unroll->second == "1") return specialize("attention_flash", unrolled_source(t, HD), d);
+  if (unroll != d.end() && unroll->second == "1") {
+    const auto w = d.find("WINDOW");
+    return specialize("attention_flash", unrolled_source(t, HD, w != d.end() && w->second == "1"), d);
+  }
   return specialize("attention_flash", d);
 }
 

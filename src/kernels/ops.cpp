@@ -77,10 +77,10 @@ WGLLM_PARAMS(DecodeParams, T, pos0, Hq, Hkv, HD, q_off, q_stride, o_off, o_strid
 struct FlashParams {
   uint32_t T, pos0, Hq, Hkv, HD, q_off, q_stride, o_off, o_stride, kv_dim;
   float scale;
-  uint32_t split_len, n_split, pad0, pad1, pad2;
+  uint32_t split_len, n_split, window, pad0, pad1;
 };
-WGLLM_PARAMS(FlashParams, T, pos0, Hq, Hkv, HD, q_off, q_stride, o_off, o_stride, kv_dim, scale, split_len, n_split, pad0,
-             pad1, pad2);
+WGLLM_PARAMS(FlashParams, T, pos0, Hq, Hkv, HD, q_off, q_stride, o_off, o_stride, kv_dim, scale, split_len, n_split, window,
+             pad0, pad1);
 // silu_mul, gelu_mul.
 struct GluParams { uint32_t T, F, g_off, u_off, in_stride, y_off; };
 WGLLM_PARAMS(GluParams, T, F, g_off, u_off, in_stride, y_off);
@@ -671,9 +671,10 @@ const gpu::Pipeline& tiled_pipe(OpContext& o, uint32_t HD, bool split) {
   return get(o, "attention_tiled", d, {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
 }
 
-// attention_flash.wgsl's pipeline (dense, GATHER 0) for tile ft and head dim HD.
-const gpu::Pipeline& flash_pipe(OpContext& o, const FlashTile& ft, uint32_t HD, bool split) {
-  const Defines d = attention_flash_defines(o, ft, HD, split, false);
+// attention_flash.wgsl's pipeline (dense, GATHER 0) for tile ft and head dim HD, with or without the
+// key split and the sliding window.
+const gpu::Pipeline& flash_pipe(OpContext& o, const FlashTile& ft, uint32_t HD, bool split, bool window = false) {
+  const Defines d = attention_flash_defines(o, ft, HD, split, false, window);
   return o.pipelines.get(variant_key("attention_flash", d), [&] {
     return gpu::KernelSpec{"", attention_flash_wgsl(ft, HD, d),
                            {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform}};
@@ -758,16 +759,23 @@ uint32_t flash_split_min_tiles(const OpContext& o, uint32_t blocks, uint32_t max
 void attention_flash(OpContext& o, const AttentionShape& s, const FlashTile& ft, F32Ref q, uint32_t q_stride,
                      gpu::Binding kc, gpu::Binding vc, F32Ref out, uint32_t o_stride,
                      const gpu::Buffer* split_scratch, AttentionPartials* defer) {
-  const uint32_t G = s.Hq / s.Hkv, row_tiles = ceil_div(s.T * G, ft.br), max_keys = s.pos0 + s.T;
+  // max_keys: the longest key range of a row block (with a window: at most the window plus the block's
+  // other tokens, since the block starts at its first row's window, as attention_tiled).
+  const uint32_t G = s.Hq / s.Hkv, row_tiles = ceil_div(s.T * G, ft.br),
+                 max_keys = s.window ? std::min(s.pos0 + s.T, s.window + ft.br) : s.pos0 + s.T;
   const auto [n_split, split_len] =
       prefill_key_split(o, s, row_tiles, max_keys, ft.bc, split_scratch, flash_split_min_tiles(o, s.Hkv * row_tiles, max_keys, ft.bc));
   const bool split = n_split > 1;
-  const auto& p = flash_pipe(o, ft, s.HD, split);
+  const auto& p = flash_pipe(o, ft, s.HD, split, s.window != 0);
   FlashParams prm{
-      s.T, s.pos0, s.Hq, s.Hkv, s.HD, q.off, q_stride, out.off, o_stride, s.Hkv * s.HD, s.scale, split_len, n_split, 0, 0, 0};
-  // KV rows read: each row block reads K and V rows [0, its last token's position] of its KV head.
+      s.T, s.pos0, s.Hq, s.Hkv, s.HD, q.off, q_stride, out.off, o_stride, s.Hkv * s.HD, s.scale, split_len, n_split, s.window, 0, 0};
+  // KV rows read: each row block reads K and V rows [its first row's window start, its last token's
+  // position] of its KV head.
   uint64_t kv_rows = 0;
-  for (uint32_t i = 0; i < row_tiles; ++i) kv_rows += s.pos0 + (std::min(s.T * G, (i + 1) * ft.br) - 1) / G + 1;
+  for (uint32_t i = 0; i < row_tiles; ++i) {
+    const uint32_t last = s.pos0 + (std::min(s.T * G, (i + 1) * ft.br) - 1) / G + 1, first = s.pos0 + i * ft.br / G + 1;
+    kv_rows += last - (s.window && first > s.window ? first - s.window : 0);
+  }
   o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Activations, 4ull * s.T * s.Hq * s.HD)
                     .r(gpu::Traffic::KvCache, kv_rows * 8ull * s.Hkv * s.HD).w(gpu::Traffic::Activations, 4ull * s.T * s.Hq * s.HD));
   if (!split) {
@@ -984,11 +992,13 @@ bool attention_flash_prefetch(const OpContext& o, const FlashTile& ft, uint32_t 
   return o.opt.attention_flash_prefetch && nt && elems % nt == 0 && elems / nt <= kMaxPerThread;
 }
 
-Defines attention_flash_defines(const OpContext& o, const FlashTile& ft, uint32_t HD, bool split, bool gather) {
+Defines attention_flash_defines(const OpContext& o, const FlashTile& ft, uint32_t HD, bool split, bool gather, bool window) {
+  if (gather && window) throw Error("attention_flash: the gathered sparse form has no sliding window");
   return {{"HD4", std::to_string(HD / 4)}, {"BR", std::to_string(ft.br)}, {"BC", std::to_string(ft.bc)},
           {"RM", std::to_string(ft.rm)}, {"TX", std::to_string(ft.tx)}, {"KV_SHARED", ft.kv_shared ? "1" : "0"},
           {"PF", attention_flash_prefetch(o, ft, HD) ? "1" : "0"}, {"SPLIT", split ? "1" : "0"},
-          {"GATHER", gather ? "1" : "0"}, {"UNROLL", attention_flash_unrolled(o) ? "1" : "0"}};
+          {"GATHER", gather ? "1" : "0"}, {"UNROLL", attention_flash_unrolled(o) ? "1" : "0"},
+          {"WINDOW", window ? "1" : "0"}};
 }
 
 FlashTile attention_flash_tile(const OpContext& o, uint32_t HD) {
@@ -1021,8 +1031,9 @@ bool attention_flash_used(const OpContext& o, const AttentionShape& s) {
   // adaptive split: faster than attention_tiled at every chat-turn and prefill shape measured,
   // bench/results/2026-12-03-h200-flash-prefetch/; before: on for software adapters only, the H200's
   // flash kernel 3x slower before its register tile was generated code).
-  const bool on = o.opt.attention_flash != 0;
-  return (s.T > 1 && on && s.window == 0 && attention_flash_tile(o, s.HD).bc != 0) || attention_chunk_used(o, s);
+  // A sliding window (Gemma 3's local layers) only with --attn-flash-window.
+  const bool on = o.opt.attention_flash != 0 && (s.window == 0 || o.opt.attention_flash_window);
+  return (s.T > 1 && on && attention_flash_tile(o, s.HD).bc != 0) || attention_chunk_used(o, s);
 }
 
 void attention_compile_prefill_split(OpContext& o, uint32_t HD) {

@@ -243,7 +243,8 @@ struct AttentionShape {
 /// Causal GQA attention of T queries (rows q.off + t*q_stride, heads contiguous) over cache rows
 /// [0, pos0 + t] (with s.window: [max(0, pos0 + t + 1 - window), pos0 + t]; the kernels start at
 /// the window's first key, they do not mask a dense pass); output rows o.off + t*o_stride.
-/// A windowed shape never takes the flash or the sparse kernel (the window bounds its cost).
+/// A windowed shape never takes the sparse kernel (the window bounds its cost), and the flash kernel
+/// only with KernelOptions::attention_flash_window.
 /// With `split_scratch` (see attention_split_floats), a forward whose heads x tokens would leave the
 /// GPU idle splits each row's keys over workgroups and merges the partials with a second dispatch
 /// (flash-decoding): KernelOptions::attention_decode_split for the one-row kernels (decode, or
@@ -384,10 +385,11 @@ bool attention_flash_unrolled(const OpContext& o);
 /// KernelOptions::attention_flash_prefetch, for tiles whose K (V) tile is a whole number (<= 16) of
 /// vec4 per thread.
 bool attention_flash_prefetch(const OpContext& o, const FlashTile& ft, uint32_t HD);
-/// attention_flash.wgsl's defines for tile ft, head dim HD, the key split (SPLIT) and the gathered
-/// sparse form (GATHER), with UNROLL from attention_flash_unrolled() and PF from
-/// attention_flash_prefetch().
-Defines attention_flash_defines(const OpContext& o, const FlashTile& ft, uint32_t HD, bool split, bool gather);
+/// attention_flash.wgsl's defines for tile ft, head dim HD, the key split (SPLIT), the gathered
+/// sparse form (GATHER) and the sliding window (WINDOW), with UNROLL from attention_flash_unrolled()
+/// and PF from attention_flash_prefetch(). Throws Error for gather with window.
+Defines attention_flash_defines(const OpContext& o, const FlashTile& ft, uint32_t HD, bool split, bool gather,
+                                bool window = false);
 /// Longest forward (tokens) that KernelOptions::attention_chunk treats as a short chunk.
 inline constexpr uint32_t kAttnChunkMaxTokens = 128;
 /// Whether a forward is a short chunk over a long cache that KernelOptions::attention_chunk sends to
@@ -400,9 +402,9 @@ bool attention_chunk_used(const OpContext& o, const AttentionShape& s);
 /// forwards past 64 keys are short chunks, which KernelOptions::attention_chunk sends to the flash
 /// kernel, so without this the first long prompt would compile it (runtime/warmup.cpp).
 void attention_compile_prefill_split(OpContext& o, uint32_t HD);
-/// Whether kernels::attention records attention_flash.wgsl for this forward: T > 1, no window,
-/// attention_flash_tile(HD) valid and KernelOptions::attention_flash on for this adapter (1, or 2 on
-/// software adapters); or attention_chunk_used().
+/// Whether kernels::attention records attention_flash.wgsl for this forward: T > 1, no window (or
+/// KernelOptions::attention_flash_window), attention_flash_tile(HD) valid and
+/// KernelOptions::attention_flash on (1, or 2: every adapter); or attention_chunk_used().
 bool attention_flash_used(const OpContext& o, const AttentionShape& s);
 
 /// y[t, i] = silu(src[g_off + t*in_stride + i]) * src[u_off + t*in_stride + i], y: [T, F].

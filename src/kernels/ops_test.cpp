@@ -840,13 +840,13 @@ TEST(Ops, AttentionFlashUnrollIsBitExact) {
   auto& e = env();
   if (!attention_flash_unrolled(e.op(KernelOptions{})))
     GTEST_SKIP() << "the generated form is off on this adapter (" << e.ctx->info().name << "): its compiler may not finish it";
-  struct Case { uint32_t HD, Hq, Hkv, T, pos0; };
+  struct Case { uint32_t HD, Hq, Hkv, T, pos0, W = 0; };  // W: sliding window (--attn-flash-window)
   for (const Case& c : std::vector<Case>{{64, 9, 3, 17, 37}, {64, 3, 1, 70, 300}, {128, 4, 1, 40, 33}, {32, 9, 3, 21, 64}, {96, 6, 2, 13, 95},
-                                         {256, 8, 2, 19, 40}, {192, 6, 2, 21, 50}}) {
+                                         {256, 8, 2, 19, 40}, {192, 6, 2, 21, 50}, {64, 9, 3, 70, 300, 40}}) {
     const uint32_t kv_dim = c.Hkv * c.HD, ctx_len = c.pos0 + c.T, Q = c.Hq * c.HD;
     const float scale = 1.0f / std::sqrt(float(c.HD));
     const std::string what = "HD=" + std::to_string(c.HD) + " Hq=" + std::to_string(c.Hq) + " T=" + std::to_string(c.T) +
-                             " pos0=" + std::to_string(c.pos0);
+                             " pos0=" + std::to_string(c.pos0) + " W=" + std::to_string(c.W);
     auto kb = e.upload(randn(size_t(ctx_len) * kv_dim, c.T + 11)), vb = e.upload(randn(size_t(ctx_len) * kv_dim, c.T + 12));
     auto qb = e.upload(randn(size_t(c.T) * Q, c.T + 13, 2.0f));
     gpu::Buffer scratch(*e.ctx, attention_split_floats(c.T, c.Hq, c.HD) * 4, gpu::BufferKind::Storage, "split");
@@ -857,12 +857,13 @@ TEST(Ops, AttentionFlashUnrollIsBitExact) {
         ko.attention_flash = 1;
         ko.attention_prefill_split = split;
         ko.attention_flash_unroll = unroll;
-        ko.attention_flash_wide = true;
+        ko.attention_flash_wide = ko.attention_flash_window = true;
         auto o = e.op(ko);
         ASSERT_EQ(attention_flash_unrolled(o), unroll == 1);
+        ASSERT_TRUE(attention_flash_used(o, {c.T, c.pos0, c.Hq, c.Hkv, c.HD, scale, c.W})) << what;
         auto ob = e.upload(std::vector<float>(size_t(c.T) * Q, NAN));
         e.rec.begin();
-        attention(o, {c.T, c.pos0, c.Hq, c.Hkv, c.HD, scale}, {qb, 0}, Q, kb, vb, {ob, 0}, Q, &scratch);
+        attention(o, {c.T, c.pos0, c.Hq, c.Hkv, c.HD, scale, c.W}, {qb, 0}, Q, kb, vb, {ob, 0}, Q, &scratch);
         e.rec.submit();
         out[unroll] = e.download(ob, size_t(c.T) * Q);
       }
@@ -878,15 +879,15 @@ TEST(Ops, AttentionFlashPrefetchIsBitExact) {
   // with the plain loads, with and without the key split, over ragged row blocks, ragged last key
   // tiles, single-tile splits and GQA groups.
   auto& e = env();
-  struct Case { uint32_t HD, Hq, Hkv, T, pos0; };
+  struct Case { uint32_t HD, Hq, Hkv, T, pos0, W = 0; };  // W: sliding window (--attn-flash-window)
   uint32_t taken = 0, taken_wide = 0;
   for (const Case& c : std::vector<Case>{{64, 9, 3, 17, 37}, {64, 3, 1, 70, 300}, {128, 4, 1, 40, 33}, {32, 9, 3, 21, 64},
                                          {96, 6, 2, 13, 95}, {64, 9, 3, 76, 185}, {256, 8, 2, 19, 40},
-                                         {192, 6, 2, 21, 50}}) {
+                                         {192, 6, 2, 21, 50}, {64, 9, 3, 70, 300, 40}}) {
     const uint32_t kv_dim = c.Hkv * c.HD, ctx_len = c.pos0 + c.T, Q = c.Hq * c.HD;
     const float scale = 1.0f / std::sqrt(float(c.HD));
     const std::string what = "HD=" + std::to_string(c.HD) + " Hq=" + std::to_string(c.Hq) + " T=" + std::to_string(c.T) +
-                             " pos0=" + std::to_string(c.pos0);
+                             " pos0=" + std::to_string(c.pos0) + " W=" + std::to_string(c.W);
     auto kb = e.upload(randn(size_t(ctx_len) * kv_dim, c.T + 21)), vb = e.upload(randn(size_t(ctx_len) * kv_dim, c.T + 22));
     auto qb = e.upload(randn(size_t(c.T) * Q, c.T + 23, 2.0f));
     gpu::Buffer scratch(*e.ctx, attention_split_floats(c.T, c.Hq, c.HD) * 4, gpu::BufferKind::Storage, "split");
@@ -897,15 +898,15 @@ TEST(Ops, AttentionFlashPrefetchIsBitExact) {
         ko.attention_flash = 1;
         ko.attention_prefill_split = split;
         ko.attention_flash_prefetch = pf;
-        ko.attention_flash_wide = true;
+        ko.attention_flash_wide = ko.attention_flash_window = true;
         auto o = e.op(ko);
-        ASSERT_TRUE(attention_flash_used(o, {c.T, c.pos0, c.Hq, c.Hkv, c.HD, scale})) << what;
+        ASSERT_TRUE(attention_flash_used(o, {c.T, c.pos0, c.Hq, c.Hkv, c.HD, scale, c.W})) << what;
         const bool took = pf && attention_flash_prefetch(o, attention_flash_tile(o, c.HD), c.HD);
         taken += took;
         taken_wide += took && c.HD > 128;
         auto ob = e.upload(std::vector<float>(size_t(c.T) * Q, NAN));
         e.rec.begin();
-        attention(o, {c.T, c.pos0, c.Hq, c.Hkv, c.HD, scale}, {qb, 0}, Q, kb, vb, {ob, 0}, Q, &scratch);
+        attention(o, {c.T, c.pos0, c.Hq, c.Hkv, c.HD, scale, c.W}, {qb, 0}, Q, kb, vb, {ob, 0}, Q, &scratch);
         e.rec.submit();
         out[pf] = e.download(ob, size_t(c.T) * Q);
       }
@@ -1107,14 +1108,16 @@ TEST(Ops, AttentionSlidingWindowMatchesCpu) {
   // Sliding-window attention (AttentionShape::window, Gemma 3's local layers): token t at position
   // p sees keys [p - W + 1, p]. Every dense kernel that takes a window (per-row with and without the
   // key split, the GQA decode kernel with and without it, the tiled prefill kernel with and without
-  // it; the flash kernel declines windowed shapes) against the CPU reference run on the window's rows only. The
+  // it, the flash kernel with --attn-flash-window with and without it; without that switch the flash
+  // kernel declines windowed shapes) against the CPU reference run on the window's rows only. The
   // cache rows below the forward's first window are NaN: a kernel that read them (a masked dense
   // pass) would return NaN.
   auto& e = env();
   struct Case { uint32_t HD, Hq, Hkv, T, pos0, W; };
   const std::vector<Case> cases = {{64, 4, 1, 1, 299, 7},    {256, 4, 1, 1, 700, 512}, {64, 6, 2, 3, 300, 64},
                                    {64, 4, 1, 40, 500, 33},  {256, 4, 1, 17, 90, 20},  {32, 4, 4, 70, 130, 1},
-                                   {64, 4, 1, 5, 2, 512}};
+                                   {64, 4, 1, 5, 2, 512},    {64, 9, 3, 70, 300, 40},  {128, 8, 2, 90, 1000, 200},
+                                   {64, 3, 1, 300, 0, 100}};
   for (const Case& c : cases) {
     const uint32_t kv_dim = c.Hkv * c.HD, ctx_len = c.pos0 + c.T, Q = c.Hq * c.HD;
     const float scale = 1.0f / std::sqrt(float(c.HD));
@@ -1133,11 +1136,16 @@ TEST(Ops, AttentionSlidingWindowMatchesCpu) {
     std::fill(cv.begin(), cv.begin() + size_t(first0) * kv_dim, NAN);
     auto kb = e.upload(ck), vb = e.upload(cv), qb = e.upload(q);
     gpu::Buffer scratch(*e.ctx, attention_split_floats(c.T, c.Hq, c.HD) * 4, gpu::BufferKind::Storage, "split");
-    // Paths: 0 per-row, 1 decode GQA (T = 1) / tiled (T > 1); the flash kernel declines windows.
+    // Paths: 0 per-row, 1 decode GQA (T = 1) / tiled (T > 1), 2 flash (T > 1, --attn-flash-window); without
+    // --attn-flash-window the flash kernel declines windows.
     KernelOptions flash;
     flash.attention_flash = 1;
+    flash.attention_flash_wide = true;
     EXPECT_FALSE(attention_flash_used(e.op(flash), {c.T, c.pos0, c.Hq, c.Hkv, c.HD, scale, c.W})) << what;
-    for (int path = 0; path < 2; ++path) {
+    flash.attention_flash_window = true;
+    EXPECT_EQ(attention_flash_used(e.op(flash), {c.T, c.pos0, c.Hq, c.Hkv, c.HD, scale, c.W}), c.T > 1) << what;
+    for (int path = 0; path < 3; ++path) {
+      if (path == 2 && c.T == 1) continue;
       for (bool split : {false, true}) {
         KernelOptions ko;
         ko.attention_decode_split = split;
@@ -1146,7 +1154,8 @@ TEST(Ops, AttentionSlidingWindowMatchesCpu) {
         ko.attention_decode_split_len = 64;
         ko.attention_tiled_prefill = path != 0;
         ko.attention_decode_gqa = path != 0 ? 1 : 0;
-        ko.attention_flash = 0;
+        ko.attention_flash = path == 2 ? 1 : 0;
+        ko.attention_flash_wide = ko.attention_flash_window = path == 2;
         ko.attention_chunk = 0;  // nor the short-chunk route to it
         auto o = e.op(ko);
         const AttentionShape as{c.T, c.pos0, c.Hq, c.Hkv, c.HD, scale, c.W};
@@ -1162,6 +1171,7 @@ TEST(Ops, AttentionSlidingWindowMatchesCpu) {
         if (path == 1 && c.T > 1) {
           EXPECT_EQ(lbl, "attention_tiled") << what;
         }
+        if (path == 2) EXPECT_EQ(lbl, "attention_flash") << what;
         expect_close(e.download(ob, want.size()), want, 1e-5f,
                      what + " path=" + std::to_string(path) + " split=" + std::to_string(split) + " " + lbl);
       }

@@ -1,4 +1,4 @@
-// defines: BC BR HD4 RM TX GATHER KV_SHARED PF SPLIT UNROLL
+// defines: BC BR HD4 RM TX GATHER KV_SHARED PF SPLIT UNROLL WINDOW
 // attention_flash: causal GQA attention for T > 1 query tokens (prefill chunks, a turn's new tokens)
 // as a register-tiled flash attention (FlashAttention-2, Dao 2023; online softmax, Milakov &
 // Gimelshein 2018). Dispatch and tile choice: kernels::attention (ops.cpp, KernelOptions::
@@ -45,12 +45,18 @@
 //   workgroup x = (query block of the forward) * ntb + (block of BR rows of that query block), so all
 //   rows of a workgroup share one selection; empty slots and future keys are masked. Only the
 //   selected K/V rows are loaded.
+//   WINDOW 1 (--attn-flash-window; sliding-window layers, Gemma 3's local ones; not with GATHER): key j
+//   is visible to the row at position t iff t - j < p.window as well (Beltagy et al. 2020); the block's
+//   keys start at its first row's window start k_lo (tiles below it are never loaded; SPLIT's splits
+//   count from k_lo, as attention_tiled.wgsl), later rows mask the keys below their own window.
 // Workgroup memory (f32): (BR + BC * (2 - KV_SHARED)) * (HD + 4) + BC * (BR / RM + 1) * RM + 2 * BR * TX
 // (ops.cpp checks it against maxComputeWorkgroupStorageSize).
 struct P { T: u32, pos0: u32, Hq: u32, Hkv: u32, HD: u32, q_off: u32, q_stride: u32, o_off: u32,
            o_stride: u32, kv_dim: u32, scale: f32, split_len: u32, n_split: u32,
 #if GATHER
            B: u32, S: u32, qb0: u32, ntb: u32,
+#else
+           window: u32,
 #endif
 }
 @group(0) @binding(0) var<storage, read> q: array<f32>;
@@ -237,11 +243,16 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
 #else
   let n_keys = p.pos0 + (i0 + n_rows - 1u) / G + 1u;  // keys visible to the block's last row
 #endif
+  var k_lo = 0u;  // the first key of the block's first row (WINDOW: its window's start)
+#if WINDOW
+  let first_pos = p.pos0 + i0 / G;
+  if (first_pos + 1u > p.window) { k_lo = first_pos + 1u - p.window; }
+#endif
 #if SPLIT
-  let k_begin = min(wid.z * p.split_len, n_keys);
+  let k_begin = min(k_lo + wid.z * p.split_len, n_keys);
   let k_end = min(k_begin + p.split_len, n_keys);
 #else
-  let k_begin = 0u;
+  let k_begin = k_lo;
   let k_end = n_keys;
 #endif
 #if PF
@@ -348,7 +359,12 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
       var mx = NEG;
       for (var u = 0u; u < RN; u++) {
         let a = r * RN + u;
-        if (live[r] && jr[u] != 0xFFFFFFFFu && jr[u] <= last[r]) { s[a] = s[a] * p.scale; } else { s[a] = NEG; }
+#if WINDOW
+        let seen = live[r] && jr[u] != 0xFFFFFFFFu && jr[u] <= last[r] && jr[u] + p.window > last[r];  // in row r's window
+#else
+        let seen = live[r] && jr[u] != 0xFFFFFFFFu && jr[u] <= last[r];
+#endif
+        if (seen) { s[a] = s[a] * p.scale; } else { s[a] = NEG; }
         mx = max(mx, s[a]);
       }
       pm[(r0 + r) * TX + tx] = mx;
