@@ -21,7 +21,8 @@
 #   cand     `bench ab` A = product, B = each of CANDS (";"-separated flag sets) on the MODELS shapes (a set
 #            written "m1 m2@flags" on the shapes m1 m2 instead)
 #   ttft_cand  `bench ab` TTFT (8 steps x 2 repetitions per run, 2 interleaved rounds) A = product, B = each of
-#            CANDS (as cand, "m1 m2@flags" too) after TTFT_LENGTHS (512 4096) on the MODELS shapes
+#            CANDS (as cand, "m1 m2@flags" too; "m@BASE|MORE": A = product + BASE, B adds MORE) after
+#            TTFT_LENGTHS (512 4096) on the MODELS shapes
 #            (tcand<i>_<model>_<n>)
 #   repeat   where the step's time goes: `bench` (decode after 512, 256 steps x 3 repetitions) of the product,
 #            then with `--repeat-kernel L` for each label L of LABELS (every dispatch of that label
@@ -116,12 +117,14 @@ each_cand() {
 }
 # part cand: `bench ab` decode after 512, A = product, B = the flags -> NAME_MODEL
 cand_decode() { wg_ab $1_$2 150 --a "bench -m ${WG_SYNTH[$2]} $D" --b "bench -m ${WG_SYNTH[$2]} $D $3" $M; }
-# part ttft_cand: `bench ab` TTFT after each of TTFT_LENGTHS, A = product, B = the flags -> NAME_MODEL_N
+# part ttft_cand: `bench ab` TTFT after each of TTFT_LENGTHS, A = product, B = the flags -> NAME_MODEL_N;
+# flags "BASE|MORE": A = product + BASE, B = product + BASE + MORE (one switch on top of another)
 cand_ttft() {
-  local n A
+  local n A base="" f=$3
+  case $f in *"|"*) base=${f%%|*}; f=${f#*|} ;; esac
   for n in ${TTFT_LENGTHS:-512 4096}; do
-    A="bench -m ${WG_SYNTH[$2]} --prompt-lengths $n --gen 8 --reps 2"
-    wg_ab $1_$2_$n 200 --a "$A" --b "$A $3" --metric ttft_ms --rounds 2
+    A="bench -m ${WG_SYNTH[$2]} --prompt-lengths $n --gen 8 --reps 2 $base"
+    wg_ab $1_$2_$n 200 --a "$A" --b "$A $f" --metric ttft_ms --rounds 2
   done
 }
 for part in ${PARTS:-tests traffic ab}; do

@@ -31,6 +31,7 @@ the unpacked results.tgz of one call of tools/device/recipes/decode_head.sh). Wr
   prefill_{off,on}_<model>  `bench --prefill-profile` without / with --shader-checks: per prompt length the TTFT and
                          each kernel label's GPU time over the whole prefill (timestamps around every dispatch)
   tcand<I>_<model>_<n>   `bench ab` TTFT of an n-token prompt, A = product, B = candidate I of raw/cands.txt
+                         ("BASE|MORE": A = product + BASE, peer named so; B = A + MORE)
   flash_sweep_<cache>    `bench attention` (prefill op alone) of a turn's new tokens over <cache> keys: per variant
                          (kernel, split, --attn-flash-split-tiles) its median time and share of the FMA peak
   flash_long_<i>_<T>_<cache>  the same at T tokens over cache keys for the shape in flash_long_<i>_<T>_<cache>.flags
@@ -57,7 +58,7 @@ here = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else ".").resolve()
 raw = here / "raw"
 MODELS = {"qwen25-1.5b": "Qwen2.5-Coder-1.5B shape (synthetic)", "smollm2": "SmolLM2-135M shape (synthetic)",
           "lfm2-1.2b": "LFM2-1.2B shape (synthetic)", "qwen35-0.8b": "Qwen3.5-0.8B shape (synthetic)",
-          "qwen35-2b": "Qwen3.5-2B shape (synthetic)"}
+          "qwen35-2b": "Qwen3.5-2B shape (synthetic)", "gemma3-270m": "Gemma 3 270M shape (synthetic)"}
 
 
 # B of the Q6_K layout A/Bs: the packed layout (the product until 2026-12-06, explicit since).
@@ -370,8 +371,11 @@ def rows_of(raw, tag):
         m = re.fullmatch(r"tcand(\d+)_(.+)_(\d+)", stem)
         if m:
             i, model, n = m.groups()
+            flags = cands.get(f"tcand{i}", f"tcand{i}")
+            base, _, more = flags.rpartition("|")  # "BASE|MORE": A = product + BASE, B = A + MORE
             rows += ab_rows(f, MODELS[model], f"TTFT of a {n}-token prompt, 8 steps x 2 repetitions per run, 2 interleaved "
-                            "rounds", "product", wgllm_is_b=True, config=cands.get(f"tcand{i}", f"tcand{i}"))
+                            "rounds", "product" + (" " + base if base else ""), wgllm_is_b=True,
+                            config=(base + " " + more) if base else more)
             continue
         m = re.fullmatch(r"flash_sweep_(\d+)", stem)
         if m:
