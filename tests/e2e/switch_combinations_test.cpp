@@ -161,14 +161,15 @@ std::string describe(const std::vector<Factor>& f, const std::vector<int>& row) 
 }
 
 // ---- tiny models ----
-/// llama / qwen2 (Q/K/V biases) / gemma3 (q/k norms, post norms, sliding window): 2 layers, d 128,
+/// llama / qwen2 (Q/K/V biases) / gemma3 (q/k norms, post norms, a sliding window of 8 keys on every other
+/// layer: shorter than the 13-token prefill, so every attention kernel applies it): 2 layers, d 128,
 /// 4 query / 2 KV heads of 32 (the flash and tiled attention kernels cover it), FFN 96, vocab 128;
 /// projections Q8_0 with equal types (the fused QKV and gate/up paths apply), the rest f32. qwen2: d 256
 /// with 8 query heads, its last layer's V in Q6_K (a QKV projection in two parts of two types, as in
 /// Q4_K_M files: --fuse-qkv-formats's one launch where int8 activations are on).
 GgufDoc tiny_doc(const std::string& arch) {
   TinyLlamaSpec s;
-  s.d = 128, s.head_dim = 32, s.context = 2048, s.sliding_window = 100, s.q8_projections = true;
+  s.d = 128, s.head_dim = 32, s.context = 2048, s.sliding_window = 8, s.q8_projections = true;
   if (arch == "qwen2") s.d = 256, s.heads = 8, s.q6k_last_v = true, s.q8_scale = 0.7f;  // (d x w^2 as at d 128)
   s.seed = uint32_t(arch.size() * 7 + 3);
   return tiny_llama_family_doc(arch, s);
