@@ -7,8 +7,9 @@
 // workgroup per (block of BR consecutive rows, KV head, key split). Its Q block stays in workgroup
 // memory; per tile of BC keys (K and V rows loaded once, vec4, coalesced, for all BR rows):
 //   1. scores: thread (ty, tx) computes an RM x RN register tile S[r][u] = q(row ty*RM + r) .
-//      k(key tx + TX*u) (fma over the head dim in order), scaled; masked keys (j > pos0 + t, or
-//      outside the split) get -3.4e38; per row the max of its RN scores -> pm.
+//      k(key tx + TX*u) (fma over the head dim in order), scaled; masked keys (j > pos0 + t, outside
+//      the split, or with WINDOW below the row's window) get -3.4e38; per row the max of its RN
+//      scores -> pm.
 //   2. online softmax: every thread of a row group forms the row's new max from the TX partial
 //      maxes (same inputs, same order: the same value in all TX threads), its probabilities
 //      p = e^(s - m) (0 for masked keys) -> pt (key-major), the rescale factor corr = e^(m_old - m),
@@ -29,7 +30,8 @@
 //   HD4 head dim / 4;  BR rows per workgroup;  BC keys per tile;  RM rows per thread (2 or 4);
 //   TX threads per row group (BC and HD4 multiples of TX); KV_SHARED 1: V is loaded into K's
 //   workgroup array after the scores (less memory, for large head dims);  SPLIT as attention.wgsl:
-//   workgroup z handles keys [z * split_len, (z+1) * split_len) and writes the unnormalised partial
+//   workgroup z handles keys [k_lo + z * split_len, k_lo + (z+1) * split_len) (k_lo: 0, or with WINDOW
+//   the block's first window start) and writes the unnormalised partial
 //   (m, l, acc[HD]) at ((t * Hq + h) * n_split + z) * (HD + 2) for attention_combine.wgsl (a row with
 //   no visible key in its split writes m = -3.4e38, l = 0, acc = 0).
 //   PF 1 (--attn-flash-prefetch): the K and V rows of the next key tile are loaded into registers
@@ -246,7 +248,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
   var k_lo = 0u;  // the first key of the block's first row (WINDOW: its window's start)
 #if WINDOW
   let first_pos = p.pos0 + i0 / G;
-  if (first_pos + 1u > p.window) { k_lo = first_pos + 1u - p.window; }
+  if (p.window != 0u && first_pos + 1u > p.window) { k_lo = first_pos + 1u - p.window; }
 #endif
 #if SPLIT
   let k_begin = min(k_lo + wid.z * p.split_len, n_keys);

@@ -3,7 +3,7 @@
 # CUDA; issue 11): the split argmax (`--argmax-workgroups`) and where a step's time goes, on files
 # written here by tools/synth (synthetic weights: the text is noise, the speed is real).
 # Parts (PARTS, in this order by default):
-#   tests    kernels_test Ops.Argmax*, Ops.EmbedRmsnormSiluArgmax (the CPU sampler's argmax), Ops.AttentionFlash*, Ops.Q6K* (the
+#   tests    kernels_test Ops.Argmax*, Ops.EmbedRmsnormSiluArgmax (the CPU sampler's argmax), Ops.AttentionFlash*, Ops.AttentionSlidingWindow*, Ops.Q6K* (the
 #            6-bit Q6_K layout against the widened one, bit for bit), Ops.Matvec* (launch shapes by class, the
 #            tall class's GPU default) and the per-type matmul tests, and
 #            the carried matmul_int8_test / matmul_tiled_test / fused_ops_test, and hybrid_dispatch_test's
@@ -116,7 +116,10 @@ each_cand() {
   done
 }
 # part cand: `bench ab` decode after 512, A = product, B = the flags -> NAME_MODEL
-cand_decode() { wg_ab $1_$2 150 --a "bench -m ${WG_SYNTH[$2]} $D" --b "bench -m ${WG_SYNTH[$2]} $D $3" $M; }
+cand_decode() {
+  case $3 in *"|"*) fail "cand $1: 'BASE|MORE' is a ttft_cand form"; return ;; esac
+  wg_ab $1_$2 150 --a "bench -m ${WG_SYNTH[$2]} $D" --b "bench -m ${WG_SYNTH[$2]} $D $3" $M
+}
 # part ttft_cand: `bench ab` TTFT after each of TTFT_LENGTHS, A = product, B = the flags -> NAME_MODEL_N;
 # flags "BASE|MORE": A = product + BASE, B = product + BASE + MORE (one switch on top of another)
 cand_ttft() {
@@ -132,9 +135,9 @@ for part in ${PARTS:-tests traffic ab}; do
   case $part in
   tests)
     if [ -x $W/bin/kernels_test ]; then
-      timeout 120 $W/bin/kernels_test --gtest_filter='Ops.Argmax*:Ops.EmbedRmsnormSiluArgmax:Ops.Q6K*:Ops.Matvec*:AllTypes/*:Ops.AttentionFlash*' \
+      timeout 120 $W/bin/kernels_test --gtest_filter='Ops.Argmax*:Ops.EmbedRmsnormSiluArgmax:Ops.Q6K*:Ops.Matvec*:AllTypes/*:Ops.AttentionFlash*:Ops.AttentionSlidingWindow*' \
         > $R/test_kernels.log 2>&1
-      echo "kernels_test Ops.Argmax*, Ops.Q6K*, Ops.Matvec*, AllTypes/*, Ops.AttentionFlash*: exit $?" | tee -a $R/tests.txt; tail -2 $R/test_kernels.log
+      echo "kernels_test Ops.Argmax*, Ops.Q6K*, Ops.Matvec*, AllTypes/*, Ops.AttentionFlash*, Ops.AttentionSlidingWindow*: exit $?" | tee -a $R/tests.txt; tail -2 $R/test_kernels.log
     fi
     for t in matmul_int8_test matmul_tiled_test fused_ops_test gdn_ops_test; do
       [ -x $W/bin/$t ] || continue

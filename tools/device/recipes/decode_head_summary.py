@@ -372,7 +372,9 @@ def rows_of(raw, tag):
         if m:
             i, model, n = m.groups()
             flags = cands.get(f"tcand{i}", f"tcand{i}")
-            base, _, more = flags.rpartition("|")  # "BASE|MORE": A = product + BASE, B = A + MORE
+            base, sep, more = flags.partition("|")  # "BASE|MORE": A = product + BASE, B = A + MORE (first |, as the recipe)
+            if not sep:
+                base, more = "", flags
             rows += ab_rows(f, MODELS[model], f"TTFT of a {n}-token prompt, 8 steps x 2 repetitions per run, 2 interleaved "
                             "rounds", "product" + (" " + base if base else ""), wgllm_is_b=True,
                             config=(base + " " + more) if base else more)
