@@ -13,6 +13,8 @@
 //                         llamacpp-cpu-0.3.36-*/bin, as the build script prints it)
 //   WGLLM_AGREE_MODELS    comma-separated substrings of model files to run (default: all)
 //   WGLLM_AGREE_BACKEND   webgpu (default) or cpu
+//   WGLLM_AGREE_SWITCHES  kernel switches in the CLI's spelling for the wgllm model (e.g. "--matmul-int8":
+//                         the hardware GPUs' int8-activation prefill on lavapipe); printed beside the backend
 //   WGLLM_PPL_TEXT        text file (default: the cache's Moby-Dick, text/package/moby-dick/data/data.txt)
 //   WGLLM_PPL_OFFSET, WGLLM_PPL_CHARS  the slice of it (default 20000, 12000 characters)
 //   WGLLM_PPL_CTX, WGLLM_PPL_CHUNKS    n_ctx (default 512) and the chunk limit (default: all)
@@ -26,7 +28,9 @@
 // greedy tokens identical (smallest llama.cpp margin 0.038). 2026-12-06, same machine, the CPU backend
 // (WGLLM_AGREE_BACKEND=cpu, WGLLM_PPL_CHUNKS=2): Qwen2.5-Coder-1.5B PPL 47.6022 vs llama-perplexity
 // 47.4802 (0.257%), 1 of 3 prompts x 24 greedy tokens identical, the other two departing at near-ties
-// (bench/results/2026-12-06-cpu-agreement-qwen25-1.5b/). Not in CI: the llama.cpp build took
+// (bench/results/2026-12-06-cpu-agreement-qwen25-1.5b/); 2026-12-07, the WebGPU backend on lavapipe: PPL
+// 47.6021 (0.257%), the same two greedy departures with the same margins
+// (bench/results/2026-12-07-lavapipe-agreement-qwen25-1.5b/, 21.6 min). Not in CI: the llama.cpp build took
 // 37 min there, and lavapipe needed 10-28 min for one or two 512-token gemma chunks.
 #include <gtest/gtest.h>
 
@@ -46,6 +50,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/registry.h"
+#include "models/switches.h"
 #include "models/source.h"
 #include "parity_util.h"
 #include "runtime/perplexity.h"
@@ -118,7 +123,14 @@ std::unique_ptr<Model> load(const ModelSource& src, uint32_t ctx) {
   ModelOptions o;
   o.context_length = ctx;
   o.backend = env_or("WGLLM_AGREE_BACKEND", "webgpu") == "cpu" ? BackendKind::CPU : BackendKind::WebGPU;
+  apply_switch_args(o, env_or("WGLLM_AGREE_SWITCHES", ""));
   return create_model(src, o);
+}
+
+// The model's backend as the logs print it, with WGLLM_AGREE_SWITCHES when set.
+std::string backend_label(const Model& m) {
+  const std::string sw = env_or("WGLLM_AGREE_SWITCHES", "");
+  return m.backend_name() + (sw.empty() ? "" : " [" + sw + "]");
 }
 
 std::string temp_file(const std::string& name, const std::string& bytes) {
@@ -230,7 +242,7 @@ TEST_P(Agreement, PerplexityWithinHalfPercent) {
   const double rel = std::fabs(r.ppl - want) / want;
   std::printf("[%s] n_ctx %u, %u chunks, %llu tokens scored (%zu tokens): wgllm %s PPL %.4f +/- %.5f (%.1f s), "
               "llama-perplexity %.4f +/- %.5f (%u chunks, %.1f s), rel diff %.3f%%\n",
-              file.c_str(), n_ctx, r.chunks, (unsigned long long)r.scored, ids.size(), m->backend_name().c_str(), r.ppl,
+              file.c_str(), n_ctx, r.chunks, (unsigned long long)r.scored, ids.size(), backend_label(*m).c_str(), r.ppl,
               r.ppl_stderr, ours_s, want, want_err, want_chunks, peer_s, 100 * rel);
   EXPECT_EQ(r.chunks, want_chunks) << "different chunk counts: the tokenizations differ in length";
   EXPECT_LE(rel, kPplRel);

@@ -24,12 +24,14 @@ for log in sorted(glob.glob(str(here / "raw" / "llamacpp_agreement_test*.log")))
         m = PPL.search(line)
         if m:
             ppl, peer = float(m["ppl"]), float(m["peer"])
+            # WGLLM_AGREE_SWITCHES, printed as "<backend> [<switches>]": the configuration is not the product's
+            sw = re.search(r" \[(.+)\]$", m["backend"])
             rows.append({"model": m["file"], "weights": "real", "metric": "perplexity_ppl",
                          "context": f"llama-perplexity's method: n_ctx {m['ctx']}, {m['chunks']} chunks, "
                                     f"{m['scored']} tokens scored; wgllm on {m['backend']} (+/- {m['err']}), "
                                     f"llama.cpp +/- {m['perr']}; relative difference {abs(ppl - peer) / peer:.3%}",
                          "wgllm": ppl, "peer": "llama.cpp-cpu", "peer_value": peer, "ratio_ci": None,
-                         "config": "product", "source": src})
+                         "config": ("product + " + sw[1]) if sw else "product", "source": src})
         m = GREEDY.search(line)
         if m:
             rows.append({"model": m["file"], "weights": "real", "metric": "greedy_identical_fraction",
