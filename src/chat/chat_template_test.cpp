@@ -229,9 +229,14 @@ TEST(chat_template_limits, FiltersAndTestsAtTheIntegerEdges) {
   const std::string min = "(-9223372036854775807 - 1)";
   EXPECT_NE(error_of("{{ " + min + "|abs }}").find("integer overflow"), std::string::npos);
   EXPECT_NE(error_of("{{ [9223372036854775807, 1]|sum }}").find("integer overflow"), std::string::npos);
+  // round(-n) of an int rounds half to even at 10^n: up past INT64_MAX is an error (fuzz, 2026-12-07)
+  EXPECT_NE(error_of("{{ 9223372036854775807|round(-1) }}").find("integer overflow"), std::string::npos);
+  EXPECT_NE(error_of("{{ " + min + "|round(-1) }}").find("integer overflow"), std::string::npos);
   EXPECT_NE(error_of("{{ 'x'|center(1000000000000) }}").find("center width too large"), std::string::npos);
   auto r = [](const std::string& src) { return wgllm::render_jinja(src, nlohmann::json::object()); };
   EXPECT_EQ(r("{{ 1e300|int }} {{ '1e300'|int(7) }} {{ 2.5|int }}"), "0 7 2");
+  EXPECT_EQ(r("{{ 9223372036854775804|round(-1) }} {{ 25|round(-1) }} {{ 35|round(-1) }} {{ -25|round(-1) }}"),
+            "9223372036854775800 20 40 -20");
   EXPECT_EQ(r("{{ " + min + " is divisibleby(-1) }}"), "True");
   EXPECT_EQ(r("{{ range(9223372036854775800, 9223372036854775807, 5)|list }}"),
             "[9223372036854775800, 9223372036854775805]");

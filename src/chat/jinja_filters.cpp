@@ -362,6 +362,7 @@ Value apply_filter(const std::string& name, const Value& v, const CallArgs& a) {
           --q;
         }
         if (2 * r > p10 || (2 * r == p10 && (q % 2 != 0))) ++q;
+        if (q > INT64_MAX / p10 || q < INT64_MIN / p10) fail("integer overflow in round (integers are 64-bit here)");
         return Value(q * p10);
       }
       return Value(py_round(v.as_double(), prec));
