@@ -705,6 +705,19 @@ std::pair<uint32_t, uint32_t> prefill_key_split(const OpContext& o, const Attent
   return {n_split, split_len};
 }
 
+// The K and V cache rows (per KV head) a prefill kernel of `rows`-row blocks reads: each block reads
+// rows [its first row's window start (0 without a window), its last token's position] (attention_tiled,
+// attention_flash).
+uint64_t block_kv_rows(const AttentionShape& s, uint32_t rows) {
+  const uint32_t G = s.Hq / s.Hkv, blocks = ceil_div(s.T * G, rows);
+  uint64_t kv_rows = 0;
+  for (uint32_t i = 0; i < blocks; ++i) {
+    const uint32_t last = s.pos0 + (std::min(s.T * G, (i + 1) * rows) - 1) / G + 1, first = s.pos0 + i * rows / G + 1;
+    kv_rows += last - (s.window && first > s.window ? first - s.window : 0);
+  }
+  return kv_rows;
+}
+
 // Multi-query tiled attention for T > 1 (attention_tiled.wgsl): one workgroup per (tile of RW
 // (token, head) rows of one KV head, KV head, key split).
 void attention_tiled(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_stride, gpu::Binding kc,
@@ -720,13 +733,7 @@ void attention_tiled(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q
   const auto& p = tiled_pipe(o, s.HD, split);
   AttentionParams prm{
       s.T, s.pos0, s.Hq, s.Hkv, s.HD, q.off, q_stride, out.off, o_stride, s.Hkv * s.HD, s.scale, split_len, n_split, s.window, 0, 0};
-  // KV rows read: each row tile reads K and V rows [its first row's window start, its last token's
-  // position] of its KV head.
-  uint64_t kv_rows = 0;
-  for (uint32_t i = 0; i < row_tiles; ++i) {
-    const uint32_t last = s.pos0 + (std::min(s.T * G, (i + 1) * ts.rows) - 1) / G + 1, first = s.pos0 + i * ts.rows / G + 1;
-    kv_rows += last - (s.window && first > s.window ? first - s.window : 0);
-  }
+  const uint64_t kv_rows = block_kv_rows(s, ts.rows);
   o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Activations, 4ull * s.T * s.Hq * s.HD)
                     .r(gpu::Traffic::KvCache, kv_rows * 8ull * s.Hkv * s.HD).w(gpu::Traffic::Activations, 4ull * s.T * s.Hq * s.HD));
   if (!split) {
@@ -769,13 +776,7 @@ void attention_flash(OpContext& o, const AttentionShape& s, const FlashTile& ft,
   const auto& p = flash_pipe(o, ft, s.HD, split, s.window != 0);
   FlashParams prm{
       s.T, s.pos0, s.Hq, s.Hkv, s.HD, q.off, q_stride, out.off, o_stride, s.Hkv * s.HD, s.scale, split_len, n_split, s.window, 0, 0};
-  // KV rows read: each row block reads K and V rows [its first row's window start, its last token's
-  // position] of its KV head.
-  uint64_t kv_rows = 0;
-  for (uint32_t i = 0; i < row_tiles; ++i) {
-    const uint32_t last = s.pos0 + (std::min(s.T * G, (i + 1) * ft.br) - 1) / G + 1, first = s.pos0 + i * ft.br / G + 1;
-    kv_rows += last - (s.window && first > s.window ? first - s.window : 0);
-  }
+  const uint64_t kv_rows = block_kv_rows(s, ft.br);
   o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Activations, 4ull * s.T * s.Hq * s.HD)
                     .r(gpu::Traffic::KvCache, kv_rows * 8ull * s.Hkv * s.HD).w(gpu::Traffic::Activations, 4ull * s.T * s.Hq * s.HD));
   if (!split) {
