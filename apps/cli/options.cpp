@@ -156,6 +156,7 @@ Loaded load(const CommonOptions& o, bool batched) {
   l.model = create_model(*l.src, model_options(o));
   if (tty)
     fmt::print(stderr, " {:.1f} s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  for (const auto& n : l.model->inactive_switches()) fmt::print(stderr, "[wgllm] note: {}\n", n);
   if (o.warmup) {
     WarmupProgress progress;
     if (tty)

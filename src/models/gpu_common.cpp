@@ -1,6 +1,7 @@
 #include "models/gpu_common.h"
 
 #include "kernels/gdn_ops.h"
+#include "kernels/inactive_switches.h"
 
 #include <algorithm>
 #include <cmath>
@@ -110,6 +111,10 @@ std::string GpuModel::backend_name() const { return "webgpu (" + ctx_->info().na
 uint32_t GpuModel::prefill_kernel_tokens() const {
   kernels::OpContext o{*ctx_, *pipes_, *rec_, opt_.kernels};
   return std::max(kernels::kMatmulTiledMinTokens, kernels::matvec_max_tokens(o)) + 1;
+}
+
+std::vector<std::string> GpuModel::inactive_switches() const {
+  return kernels::inactive_switches(kernels::OpContext{*ctx_, *pipes_, *rec_, opt_.kernels});
 }
 
 void GpuModel::compile_switched_pipelines() {

@@ -119,6 +119,7 @@ class GpuModel : public Model, public Blocks<GpuBlockTypes> {
   uint32_t prefill_chunk() const override { return chunk_; }
   uint32_t prefill_kernel_tokens() const override;
   void compile_switched_pipelines() override;
+  std::vector<std::string> inactive_switches() const override;
   /// With kv_pools_: several sequences in KV pools, per layer one K and one V buffer holding the
   /// caches of up to as many sequences as one storage binding holds, each sequence a view of rows
   /// [j * stride, j * stride + context) (stride = context rounded up to 64 rows, so that every view

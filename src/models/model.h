@@ -271,6 +271,9 @@ class Model {
   /// which with --attn-chunk only a long prefill from an empty cache takes; --gdn-chunk-long's
   /// chunk, taken only by long forwards). No-op on the CPU backend.
   virtual void compile_switched_pipelines() {}
+  /// Kernel switches set on that no kernel takes on this adapter, one sentence each
+  /// (kernels::inactive_switches); empty on the CPU backend.
+  virtual std::vector<std::string> inactive_switches() const { return {}; }
 };
 
 /// Creates the model for src.config.arch on the chosen backend, loading all weights.
