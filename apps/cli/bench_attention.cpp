@@ -11,7 +11,7 @@
 // device has them inside passes, else wall time of submit + wait (includes the submit overhead).
 // Median of --reps after one warm-up. Writes JSON (--json, default stdout).
 // --window W: a sliding-window layer's forward (Gemma 3's local layers: each token sees its last W keys);
-// its flash rows run with --attn-flash-window (off in the product: "-window").
+// its flash rows run with --attn-flash-window (named "-window"; on in the product since 2026-12-07).
 // Decode (--tokens 1) adds the GQA decode kernel (attention_decode.wgsl, --attn-decode-gqa):
 // unsplit (one dispatch), and split (+ combine) into each --decode-split-lens key count; each also with
 // --attn-decode-late-v ("gqa-lv") and at each --decode-key-lanes value ("gqa-kl<N>", --attn-decode-key-lanes).
@@ -184,8 +184,8 @@ int run_attention_bench(const AttnBenchOpts& b) {
                               : v.target ? fmt::format(" (target {} wgs)", v.target)
                               : v.split_len ? fmt::format(" ({} keys per split)", v.split_len) : "";
       const double gflops = flop / (med * 1e3);
-      // (flash rows at head dims > 128 run with --attn-flash-wide-heads, off in the product: "-wide";
-      // with a window, --attn-flash-window, also off: "-window")
+      // (flash rows at head dims > 128 run with --attn-flash-wide-heads: "-wide"; with a window,
+      // --attn-flash-window: "-window"; both on in the product since 2026-12-07)
       const std::string name = (v.lv ? "gqa-lv" : v.kl ? fmt::format("gqa-kl{}", v.kl) : v.gqa ? "gqa-dec" : v.loop ? "flash-lp"
                                : v.pf ? "flash-pf" : v.flash ? "flash" : tiled ? "tiled" : "per-row") +
                                std::string(v.flash && HD > 128 ? "-wide" : "") + std::string(v.flash && b.window ? "-window" : "");
