@@ -13,6 +13,7 @@
 // (not run by CI): CPU and WebGPU greedy continuations of a raw prompt agree.
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <random>
 #include <set>
 
@@ -60,12 +61,12 @@ std::vector<uint8_t> q8_0_random(uint64_t n, std::mt19937& rng) {
   return b;
 }
 
-GgufDoc gemma3_doc(uint32_t window = kW) {
+GgufDoc gemma3_doc(uint32_t window = kW, uint32_t hd = kHD) {
   GgufDoc d;
   d.set_str("general.architecture", "gemma3").set_str("general.name", "tiny-gemma3");
   d.set_u32("gemma3.block_count", kL).set_u32("gemma3.embedding_length", kD).set_u32("gemma3.feed_forward_length", kF);
   d.set_u32("gemma3.attention.head_count", kH).set_u32("gemma3.attention.head_count_kv", kKV);
-  d.set_u32("gemma3.attention.key_length", kHD).set_u32("gemma3.attention.value_length", kHD);
+  d.set_u32("gemma3.attention.key_length", hd).set_u32("gemma3.attention.value_length", hd);
   d.set_u32("gemma3.context_length", 4096).set_f32("gemma3.attention.layer_norm_rms_epsilon", 1e-6f);
   d.set_f32("gemma3.rope.freq_base", 1000000.0f).set_u32("gemma3.attention.sliding_window", window);
   d.set_u32("gemma3.attention.sliding_window_pattern", 2);
@@ -85,12 +86,12 @@ GgufDoc gemma3_doc(uint32_t window = kW) {
   for (uint32_t l = 0; l < kL; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     t(p + "attn_norm.weight", {kD}, 1.0f, 0.2f);
-    t(p + "attn_q.weight", {kD, kH * kHD}, 0.0f, 0.0f, DType::Q5_0);
-    t(p + "attn_k.weight", {kD, kKV * kHD}, 0.0f, 0.2f);
-    t(p + "attn_v.weight", {kD, kKV * kHD}, 0.0f, 0.0f, DType::Q8_0);
-    t(p + "attn_q_norm.weight", {kHD}, 1.0f, 0.3f);
-    t(p + "attn_k_norm.weight", {kHD}, 1.0f, 0.3f);
-    t(p + "attn_output.weight", {kH * kHD, kD}, 0.0f, 0.15f);
+    t(p + "attn_q.weight", {kD, kH * hd}, 0.0f, 0.0f, DType::Q5_0);
+    t(p + "attn_k.weight", {kD, kKV * hd}, 0.0f, 0.2f);
+    t(p + "attn_v.weight", {kD, kKV * hd}, 0.0f, 0.0f, DType::Q8_0);
+    t(p + "attn_q_norm.weight", {hd}, 1.0f, 0.3f);
+    t(p + "attn_k_norm.weight", {hd}, 1.0f, 0.3f);
+    t(p + "attn_output.weight", {kH * hd, kD}, 0.0f, 0.15f);
     t(p + "post_attention_norm.weight", {kD}, 1.0f, 0.2f);
     t(p + "ffn_norm.weight", {kD}, 1.0f, 0.2f);
     t(p + "ffn_gate.weight", {kD, kF}, 0.0f, 0.0f, DType::Q5_0);
@@ -181,6 +182,38 @@ TEST(Gemma3Parity, SlidingWindowApplied) {
     const float tol = b == BackendKind::CPU ? 0.0f : kTolSplit;  // same kernels on the GPU, same keys
     EXPECT_LE(diff(last_logits(*wide, in_window), last_logits(narrow, in_window)).max_abs, tol) << "same keys within W";
     EXPECT_GT(diff(last_logits(*wide, ids), last_logits(narrow, ids)).max_abs, 1e-3f) << "T > W: the window must matter";
+  }
+}
+
+// Gemma 3's real head dim (256) with the window (16) shorter than the prompt: the product's prefill
+// takes the flash kernel in both layers (--attn-flash-wide-heads; the sliding layer also with
+// --attn-flash-window, each on since 2026-12-07) and agrees with the CPU reference; without the two
+// switches both layers take the tiled kernel, which agrees too.
+TEST(Gemma3Parity, HeadDim256FlashPrefillAgreesWithCpu) {
+  auto src = ModelSource::open(write_doc("gemma3_hd256.gguf", gemma3_doc(kW, 256)));
+  ModelOptions o;
+  o.context_length = 64;
+  o.backend = BackendKind::CPU;
+  auto cpu = create_model(*src, o);
+  auto ids = prompt(40, 11);
+  const auto want = last_logits(*cpu, ids);
+  for (bool flash : {true, false}) {
+    o.backend = BackendKind::WebGPU;
+    o.kernels.attention_flash_wide = o.kernels.attention_flash_window = flash;
+    auto gpu = create_model(*src, f32_activations(o));
+    gpu->set_profiling(true);
+    const auto got = last_logits(*gpu, ids);
+    std::map<std::string, int> n;
+    for (const auto& d : gpu->last_dispatches()) ++n[d.label];
+    gpu->set_profiling(false);
+    const Diff d = diff(got, want);
+    std::printf("head dim 256, T=40, window 16, flash %d: |gpu-cpu| %.2e max|logit| %.2f (attention_flash x%d, "
+                "attention_tiled x%d)\n", flash, d.max_abs, d.ref_max, n["attention_flash"], n["attention_tiled"]);
+    EXPECT_EQ(n["attention_flash"], flash ? int(kL) : 0) << "flash " << flash;
+    EXPECT_EQ(n["attention_tiled"], flash ? 0 : int(kL)) << "flash " << flash;
+    EXPECT_GT(d.ref_max, 0.5f) << "degenerate logits";
+    EXPECT_LE(d.max_abs, kTolGpuVsCpu) << "flash " << flash;
+    EXPECT_EQ(d.argmax_a, d.argmax_b);
   }
 }
 
