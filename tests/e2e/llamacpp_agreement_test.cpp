@@ -30,7 +30,11 @@
 // 47.4802 (0.257%), 1 of 3 prompts x 24 greedy tokens identical, the other two departing at near-ties
 // (bench/results/2026-12-06-cpu-agreement-qwen25-1.5b/); 2026-12-07, the WebGPU backend on lavapipe: PPL
 // 47.6021 (0.257%), the same two greedy departures with the same margins
-// (bench/results/2026-12-07-lavapipe-agreement-qwen25-1.5b/, 21.6 min). Not in CI: the llama.cpp build took
+// (bench/results/2026-12-07-lavapipe-agreement-qwen25-1.5b/, 21.6 min). Later on 2026-12-07, `wgllm perplexity -c 512
+// --chunks 2` on the same 12000 characters (lavapipe) against those llama-perplexity values: Qwen2.5-Coder-1.5B on
+// the int8 prefill path (--matmul-tiled --matmul-int8, the hardware GPUs' default) 47.6728 (0.406%); gemma-3-270m
+// with flash attention for its head dim 256 and windowed layers (on by default since that day) 62.1909 vs 62.2613
+// (0.113%; 62.0268 on the tiled kernel on 2026-12-02). Not in CI: the llama.cpp build took
 // 37 min there, and lavapipe needed 10-28 min for one or two 512-token gemma chunks.
 #include <gtest/gtest.h>
 
