@@ -112,6 +112,7 @@ async function handleLoad(id, msg) {
     if (storageError) info.storage_error = storageError;
   }
   info.heap_bytes_js = engine.HEAP8 ? engine.HEAP8.length : null;  // the same figure seen from JS
+  for (const note of info.inactive_switches || []) console.warn('[wgllm] note:', note);  // as the native CLI
   info.adapter = adapterJson(adapter, device);
   return info;
 }

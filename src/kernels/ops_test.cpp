@@ -925,6 +925,7 @@ TEST(Ops, AttentionFlashCoverage) {
   auto& e = env();
   KernelOptions ko;
   ko.attention_flash = 1;
+  ko.attention_flash_wide = false;  // (on by default since 2026-12-07)
   for (uint32_t HD : {192u, 256u})  // wide heads only with --attn-flash-wide-heads
     EXPECT_FALSE(attention_flash_used(e.op(ko), {2, 0, 4, 2, HD, 1.0f})) << HD;
   ko.attention_flash_wide = true;
@@ -1142,6 +1143,7 @@ TEST(Ops, AttentionSlidingWindowMatchesCpu) {
     KernelOptions flash;
     flash.attention_flash = 1;
     flash.attention_flash_wide = true;
+    flash.attention_flash_window = false;  // (on by default since 2026-12-07)
     EXPECT_FALSE(attention_flash_used(e.op(flash), {c.T, c.pos0, c.Hq, c.Hkv, c.HD, scale, c.W})) << what;
     flash.attention_flash_window = true;
     EXPECT_EQ(attention_flash_used(e.op(flash), {c.T, c.pos0, c.Hq, c.Hkv, c.HD, scale, c.W}), c.T > 1) << what;

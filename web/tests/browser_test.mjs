@@ -147,6 +147,8 @@ try {
   const ad = info.adapter;
   check(['subgroups', 'shader-f16'].every((f) => ad.adapter_features.includes(f) === ad.device_features.includes(f)),
     'subgroups / shader-f16 enabled when the adapter has them', `adapter: ${ad.adapter_features.join(' ')}; subgroup sizes ${ad.subgroupMinSize}..${ad.subgroupMaxSize}`);
+  check(Array.isArray(info.inactive_switches) && info.inactive_switches.length === 0,
+    'no inactive-switch notes at the default switches', JSON.stringify(info.inactive_switches));
   summary.load_info = info;
 
   // 3. A reload reads the model from the origin's storage.

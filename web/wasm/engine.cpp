@@ -228,6 +228,7 @@ json finish_load(std::unique_ptr<Engine> e, int context, int warmup, int decode_
                {"warmup_ms", warmup_ms},
                {"decode_pipeline", e->model->async_argmax()},
                {"switches", non_default_switches(mo)},
+               {"inactive_switches", e->model->inactive_switches()},  // as the CLI's load notes
                {"load_ms", ms_since(t0)},
                {"heap_bytes", uint64_t(emscripten_get_heap_size())}};
   if (e->reader) {
