@@ -8,40 +8,46 @@ std::vector<std::string> inactive_switches(const OpContext& o) {
   std::vector<std::string> r;
   const KernelOptions& k = o.opt;
   const KernelOptions def{};
-  // Why the tiled prefill matmul is off: its own flag, or its adapter default on a software adapter.
+  // Why the tiled prefill matmul is off, and what turns it on: its own flag, or its adapter default
+  // on a software adapter.
   const std::string tiled_off = k.matmul_tiled == 0
-                                    ? "--no-matmul-tiled is given"
-                                    : "it is off by default on the software adapter '" + o.ctx.info().name + "'";
+                                    ? "--no-matmul-tiled is given (drop it)"
+                                    : "it is off by default on the software adapter '" + o.ctx.info().name +
+                                          "' (add --matmul-tiled)";
   const bool tiled = matmul_tiled_enabled(o);
   if (k.matmul_int8 == 1 && !tiled)
-    r.push_back("--matmul-int8 has no effect: it is a form of the tiled prefill matmul, and " + tiled_off +
-                " (add --matmul-tiled)");
-  if (k.matmul_tiled_f16) {
+    r.push_back("--matmul-int8 has no effect: it is a form of the tiled prefill matmul, and " + tiled_off);
+  if (k.matmul_tiled_f16 != def.matmul_tiled_f16) {
     if (!o.ctx.has_feature(WGPUFeatureName_ShaderF16))
       r.push_back("--matmul-tiled-f16 has no effect: the adapter '" + o.ctx.info().name + "' has no shader-f16");
     else if (!tiled)
-      r.push_back("--matmul-tiled-f16 has no effect: it is a form of the tiled prefill matmul, and " + tiled_off +
-                  " (add --matmul-tiled)");
+      r.push_back("--matmul-tiled-f16 has no effect: it is a form of the tiled prefill matmul, and " + tiled_off);
     else if (on_for_gpus(o, k.matmul_int8))
       r.push_back("--matmul-tiled-f16 applies only to f16/f32 weights here: --matmul-int8 (on) takes precedence on "
                   "quantized ones (add --no-matmul-int8)");
   }
+  // The flash kernel's sub-switches set away from their defaults under --no-attn-flash. Two routes
+  // take attention_flash.wgsl whatever --attn-flash says: --attn-chunk (on only when given: its
+  // adapter default is off), a short chunk over a long cache; and the block-sparse gathered kernel
+  // (--sparse-attn with --sparse-tiled, head dims <= 128, unrolled as --attn-flash-unroll says, no
+  // key split). Neither takes a windowed layer.
   if (k.attention_flash == 0) {
-    // The flash kernel's sub-switches; --attn-chunk (on only when given: its adapter default is off)
-    // takes the flash kernel whatever --attn-flash says, so these still shape a short chunk's
-    // attention over a long cache there (never a windowed layer's).
-    auto note = [&](bool set, const char* flag, bool chunk) {
-      if (set)
-        r.push_back(std::string(flag) + (chunk ? " applies only to short chunks over a long cache (--attn-chunk): "
-                                               : " has no effect: ") +
-                    "--no-attn-flash is given");
+    const bool chunk = k.attention_chunk == 1, sparse = k.sparse_attn && k.sparse_tiled;
+    auto note = [&](bool set, const char* flag, bool chunk_route, bool sparse_route) {
+      if (!set) return;
+      std::string routes = chunk_route ? "short chunks over a long cache (--attn-chunk)" : "";
+      if (sparse_route) routes += (routes.empty() ? "" : " and ") + std::string("block-sparse prefill (--sparse-attn)");
+      r.push_back(std::string(flag) + (routes.empty() ? " has no effect" : " applies only to " + routes) +
+                  ": --no-attn-flash is given");
     };
-    const bool chunk = k.attention_chunk == 1;
-    note(k.attention_flash_wide, "--attn-flash-wide-heads", chunk);
-    note(k.attention_flash_window, "--attn-flash-window", false);
-    note(k.attention_flash_unroll == 1, "--attn-flash-unroll", chunk);
-    note(k.attention_flash_split_tiles != def.attention_flash_split_tiles, "--attn-flash-split-tiles", chunk);
+    note(k.attention_flash_wide && !def.attention_flash_wide, "--attn-flash-wide-heads", chunk, false);
+    note(k.attention_flash_window && !def.attention_flash_window, "--attn-flash-window", false, false);
+    note(k.attention_flash_unroll == 1, "--attn-flash-unroll", chunk, sparse);
+    note(k.attention_flash_split_tiles != def.attention_flash_split_tiles, "--attn-flash-split-tiles", chunk, false);
   }
+  // The flash kernel's split length with no key split at all.
+  if (k.attention_flash_split_tiles != def.attention_flash_split_tiles && !k.attention_prefill_split)
+    r.push_back("--attn-flash-split-tiles has no effect: --no-attn-prefill-split is given");
   return r;
 }
 

@@ -9,12 +9,14 @@
 
 namespace wgllm::kernels {
 
-/// One sentence per switch set on (a BOOL true, a TRI 1, a numeric switch away from its default)
-/// whose kernel path cannot run here, naming the flag, why, and what would make it apply. Empty
-/// when every such switch applies. Covers the adapter-dependent forms (int8 and f16 variants of the
-/// tiled prefill matmul) and the flash-attention sub-switches under --no-attn-flash; a switch that
-/// applies only to some shapes (e.g. --attn-flash-window on a model without windowed layers) is not
-/// reported.
+/// One sentence per switch set away from its default (a BOOL, a TRI set to 1, a numeric switch)
+/// whose kernel path cannot run here, or runs only on some routes ("applies only to ..."), naming
+/// the flag, why, and what would make it apply; empty when every such switch applies. Covers the
+/// adapter-dependent forms of the tiled prefill matmul (int8, f16), the flash-attention
+/// sub-switches under --no-attn-flash and the split length without the key split. A switch at its
+/// default is never named (e.g. --attn-flash-wide-heads, on by default, under --no-attn-flash), nor
+/// one whose effect depends only on the model (e.g. --attn-flash-window on a model without windowed
+/// layers).
 std::vector<std::string> inactive_switches(const OpContext& o);
 
 }  // namespace wgllm::kernels

@@ -1,7 +1,8 @@
 // kernels::inactive_switches (kernels/inactive_switches.h): each note is checked against what the
-// kernels do. A prefill matmul (T = 48, Q4_1 and F16 weights) with and without the switch: where the
-// switch is reported as having no effect, the bits are the switch-off bits; where it is not, they
-// differ (the int8 and f16 forms round differently from the f32 tiled kernel).
+// kernels do. The matmul notes against a prefill matmul's output (T = 48, Q4_1 and F16 weights) with
+// and without the switch: where the switch is reported as having no effect, the bits are the
+// switch-off bits; where it is not, they differ (the int8 and f16 forms round differently from the
+// f32 tiled kernel). The flash notes against the attention routing (attention_flash_used).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -94,24 +95,44 @@ TEST(InactiveSwitches, MatmulTiledF16MatchesWhatTheMatmulDoes) {
   EXPECT_TRUE(mentions(inactive_switches(OpContext{*e.ctx, e.cache, e.rec, both}), "--matmul-tiled-f16"));
 }
 
-// The flash kernel's sub-switches under --no-attn-flash; with --attn-chunk the chunk path still takes
-// the flash kernel, so the notes say "applies only to" (except the window: chunks skip windowed layers).
+// The flash kernel's sub-switches under --no-attn-flash, each note checked against the routing
+// functions: a long prefill from an empty cache (never the flash kernel under --no-attn-flash) and a
+// chat turn's chunk over a long cache (the flash kernel only through --attn-chunk).
 TEST(InactiveSwitches, FlashSubSwitchesWithoutFlash) {
   auto& e = env();
   KernelOptions ko;
-  ko.attention_flash_wide = ko.attention_flash_window = true;
+  ko.attention_flash = 0;
+  EXPECT_TRUE(inactive_switches(OpContext{*e.ctx, e.cache, e.rec, ko}).empty())
+      << "switches at their defaults (wide heads and windows are on by default) are never named";
   ko.attention_flash_unroll = 1;
   ko.attention_flash_split_tiles = 4;
-  EXPECT_TRUE(inactive_switches(OpContext{*e.ctx, e.cache, e.rec, ko}).empty()) << "all apply with --attn-flash";
-  ko.attention_flash = 0;
+  const AttentionShape prefill{300, 0, 4, 2, 64, 1.0f}, chunk{40, 200, 4, 2, 64, 1.0f};
+  for (uint8_t c : {0, 2, 1}) {
+    ko.attention_chunk = c;
+    const OpContext o{*e.ctx, e.cache, e.rec, ko};
+    ASSERT_FALSE(attention_flash_used(o, prefill));
+    const bool via_chunk = attention_flash_used(o, chunk);
+    EXPECT_EQ(via_chunk, c == 1) << "--attn-chunk's adapter default (2) is off";
+    const auto notes = inactive_switches(o);
+    ASSERT_EQ(notes.size(), 2u) << "attn_chunk " << int(c);
+    for (const auto& n : notes)
+      EXPECT_EQ(n.find("has no effect") == std::string::npos, via_chunk) << n;
+    EXPECT_TRUE(mentions(notes, "--attn-flash-unroll") && mentions(notes, "--attn-flash-split-tiles"));
+  }
+  // Block-sparse prefill gathers into attention_flash.wgsl (unrolled as --attn-flash-unroll says)
+  // whatever --attn-flash says; it has no key split.
+  ko.attention_chunk = 0;
+  ko.sparse_attn = true;
   auto notes = inactive_switches(OpContext{*e.ctx, e.cache, e.rec, ko});
-  ASSERT_EQ(notes.size(), 4u);
-  for (const char* f : {"--attn-flash-wide-heads", "--attn-flash-window", "--attn-flash-unroll", "--attn-flash-split-tiles"})
-    EXPECT_TRUE(mentions(notes, f)) << f;
-  for (const auto& n : notes) EXPECT_NE(n.find("has no effect"), std::string::npos) << n;
-  ko.attention_chunk = 1;
-  notes = inactive_switches(OpContext{*e.ctx, e.cache, e.rec, ko});
-  ASSERT_EQ(notes.size(), 4u);
+  ASSERT_EQ(notes.size(), 2u);
   for (const auto& n : notes)
-    EXPECT_EQ(n.find("has no effect") != std::string::npos, n.rfind("--attn-flash-window ", 0) == 0) << n;
+    EXPECT_EQ(n.find("block-sparse") != std::string::npos, n.rfind("--attn-flash-unroll ", 0) == 0) << n;
+  // The split length without the key split, with the flash kernel on.
+  ko = KernelOptions{};
+  ko.attention_flash_split_tiles = 4;
+  EXPECT_TRUE(inactive_switches(OpContext{*e.ctx, e.cache, e.rec, ko}).empty());
+  ko.attention_prefill_split = false;
+  notes = inactive_switches(OpContext{*e.ctx, e.cache, e.rec, ko});
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_TRUE(mentions(notes, "--attn-flash-split-tiles"));
 }

@@ -9,6 +9,9 @@
 //   - prefill(T) == prefill(T-1) + decode(1) on both backends (T up to 30 > W)
 //   - the sliding window is applied on both backends (T = 30 > W: a window of 1000 changes the
 //     logits) and a WebGPU sequence is not capped at the window
+//   - at Gemma 3's real head dim 256 (T = 40 > W): the product's prefill takes the flash kernel in
+//     both layer types (wide heads, window) and matches the CPU reference; the tiled kernel without
+//     those two switches
 // And on the real gemma-3-270m Q4_K_M file when it is installed and WGLLM_REAL_MODEL_TESTS=1
 // (not run by CI): CPU and WebGPU greedy continuations of a raw prompt agree.
 #include <cstring>
