@@ -109,16 +109,16 @@ gpu::Buffer GpuModel::scratch(uint64_t floats, const char* name, uint64_t per_to
 std::string GpuModel::backend_name() const { return "webgpu (" + ctx_->info().name + ")"; }
 
 uint32_t GpuModel::prefill_kernel_tokens() const {
-  kernels::OpContext o{*ctx_, *pipes_, *rec_, opt_.kernels};
+  kernels::OpContext o = op_context();
   return std::max(kernels::kMatmulTiledMinTokens, kernels::matvec_max_tokens(o)) + 1;
 }
 
 std::vector<std::string> GpuModel::inactive_switches() const {
-  return kernels::inactive_switches(kernels::OpContext{*ctx_, *pipes_, *rec_, opt_.kernels});
+  return kernels::inactive_switches(op_context());
 }
 
 void GpuModel::compile_switched_pipelines() {
-  kernels::OpContext o{*ctx_, *pipes_, *rec_, opt_.kernels};
+  kernels::OpContext o = op_context();
   // --gdn-chunk-long: only forwards of at least --gdn-chunk-long-from tokens take it (the warm-up's
   // short forwards compile the short chunk)
   if (gdn_dk_ && kernels::gdn_chunk_for(opt_.kernels, chunk_) != kernels::gdn_chunk_for(opt_.kernels, 1))
@@ -369,7 +369,7 @@ void GpuModel::embedding(const TensorRef& embed, const TensorRef* lm_head) {
 int32_t GpuModel::chunk(Sequence& seq, std::span<const int32_t> toks, HeadOut out, std::vector<float>* logits) {
   const uint32_t T = uint32_t(toks.size());
   const BatchSeg seg{&seq, 0, T, seq.n_past()};
-  kernels::OpContext o{*ctx_, *pipes_, *rec_, opt_.kernels};
+  kernels::OpContext o = op_context();
   record_body(o, {&seg, 1}, toks);
   const int32_t result = finish_head(o, (T - 1) * c_.d_model, out, logits);
   seq.advance(T);
@@ -383,7 +383,7 @@ int32_t GpuModel::finish_head(kernels::OpContext& o, uint32_t last_row, HeadOut 
 }
 
 void GpuModel::chunk_batch(std::span<const BatchSeg> segs, std::span<const int32_t> toks, std::span<BatchItem* const> items) {
-  kernels::OpContext o{*ctx_, *pipes_, *rec_, opt_.kernels};
+  kernels::OpContext o = op_context();
   record_body(o, segs, toks);
   finish_batch(o, x_, out_norm_, head_parts_of_, segs, items);
   for (const BatchSeg& s : segs) s.seq->advance(s.T);

@@ -319,6 +319,9 @@ class GpuModel : public Model, public Blocks<GpuBlockTypes> {
   /// the prefill chunk (a multiple of 32 when >= 32).
   uint32_t nll_block_rows() const;
 
+  /// The ops' context on this model's device, pipelines, recorder and kernel switches.
+  kernels::OpContext op_context() const { return {*ctx_, *pipes_, *rec_, opt_.kernels}; }
+
   static constexpr uint32_t kMaxDispatches = 16384;  // gpu::Recorder parameter slots
   ModelConfig c_;
   ModelOptions opt_;
