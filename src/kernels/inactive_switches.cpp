@@ -18,7 +18,7 @@ std::vector<std::string> inactive_switches(const OpContext& o) {
   if (k.matmul_int8 == 1 && !tiled)
     r.push_back("--matmul-int8 has no effect: it is a form of the tiled prefill matmul, and " + tiled_off);
   if (k.matmul_tiled_f16 != def.matmul_tiled_f16) {
-    if (!o.ctx.has_feature(WGPUFeatureName_ShaderF16))
+    if (!matmul_tiled_uses_f16(o))  // (the switch is on: so the adapter lacks shader-f16)
       r.push_back("--matmul-tiled-f16 has no effect: the adapter '" + o.ctx.info().name + "' has no shader-f16");
     else if (!tiled)
       r.push_back("--matmul-tiled-f16 has no effect: it is a form of the tiled prefill matmul, and " + tiled_off);
@@ -26,28 +26,26 @@ std::vector<std::string> inactive_switches(const OpContext& o) {
       r.push_back("--matmul-tiled-f16 applies only to f16/f32 weights here: --matmul-int8 (on) takes precedence on "
                   "quantized ones (add --no-matmul-int8)");
   }
-  // The flash kernel's sub-switches set away from their defaults under --no-attn-flash. Two routes
-  // take attention_flash.wgsl whatever --attn-flash says: --attn-chunk (on only when given: its
-  // adapter default is off), a short chunk over a long cache; and the block-sparse gathered kernel
-  // (--sparse-attn with --sparse-tiled, head dims <= 128, unrolled as --attn-flash-unroll says, no
-  // key split). Neither takes a windowed layer.
+  // The flash kernel's sub-switches set away from their defaults. Without the key split at all, the
+  // split length does nothing. Under --no-attn-flash two routes still take attention_flash.wgsl:
+  // --attn-chunk (on only when given: its adapter default is off), a short chunk over a long cache;
+  // and the block-sparse gathered kernel (--sparse-attn with --sparse-tiled, head dims <= 128,
+  // unrolled as --attn-flash-unroll says, no key split). (--attn-flash-wide-heads and
+  // --attn-flash-window are on by default, so never named.)
+  const bool split_tiles = k.attention_flash_split_tiles != def.attention_flash_split_tiles;
+  if (split_tiles && !k.attention_prefill_split)
+    r.push_back("--attn-flash-split-tiles has no effect: --no-attn-prefill-split is given");
   if (k.attention_flash == 0) {
     const bool chunk = k.attention_chunk == 1, sparse = k.sparse_attn && k.sparse_tiled;
-    auto note = [&](bool set, const char* flag, bool chunk_route, bool sparse_route) {
-      if (!set) return;
-      std::string routes = chunk_route ? "short chunks over a long cache (--attn-chunk)" : "";
+    auto note = [&](const char* flag, bool sparse_route) {
+      std::string routes = chunk ? "short chunks over a long cache (--attn-chunk)" : "";
       if (sparse_route) routes += (routes.empty() ? "" : " and ") + std::string("block-sparse prefill (--sparse-attn)");
       r.push_back(std::string(flag) + (routes.empty() ? " has no effect" : " applies only to " + routes) +
                   ": --no-attn-flash is given");
     };
-    note(k.attention_flash_wide && !def.attention_flash_wide, "--attn-flash-wide-heads", chunk, false);
-    note(k.attention_flash_window && !def.attention_flash_window, "--attn-flash-window", false, false);
-    note(k.attention_flash_unroll == 1, "--attn-flash-unroll", chunk, sparse);
-    note(k.attention_flash_split_tiles != def.attention_flash_split_tiles, "--attn-flash-split-tiles", chunk, false);
+    if (k.attention_flash_unroll == 1) note("--attn-flash-unroll", sparse);
+    if (split_tiles && k.attention_prefill_split) note("--attn-flash-split-tiles", false);
   }
-  // The flash kernel's split length with no key split at all.
-  if (k.attention_flash_split_tiles != def.attention_flash_split_tiles && !k.attention_prefill_split)
-    r.push_back("--attn-flash-split-tiles has no effect: --no-attn-prefill-split is given");
   return r;
 }
 

@@ -393,9 +393,9 @@ Defines attention_flash_defines(const OpContext& o, const FlashTile& ft, uint32_
 /// Longest forward (tokens) that KernelOptions::attention_chunk treats as a short chunk.
 inline constexpr uint32_t kAttnChunkMaxTokens = 128;
 /// Whether a forward is a short chunk over a long cache that KernelOptions::attention_chunk sends to
-/// attention_flash.wgsl: switch on (1 only: 2, the adapter default, is off everywhere), 2 <= T <= kAttnChunkMaxTokens, pos0 >= T (at least as
-/// many cached keys as new ones), no sliding window, attention_flash_tile(HD) valid. Prefills from
-/// an empty cache (pos0 = 0) never qualify.
+/// attention_flash.wgsl: switch on (1 only: 2, the adapter default, is off everywhere),
+/// 2 <= T <= kAttnChunkMaxTokens, pos0 >= T (at least as many cached keys as new ones), no sliding
+/// window, attention_flash_tile(HD) valid. Prefills from an empty cache (pos0 = 0) never qualify.
 bool attention_chunk_used(const OpContext& o, const AttentionShape& s);
 /// Creates the key-split pipeline of the multi-query kernel that a long prefill from an empty cache
 /// records (attention_tiled or attention_flash, SPLIT 1) for head dim HD, if any: the warm-up's

@@ -1251,8 +1251,9 @@ TEST(Ops, AttentionChunkTakesFlashForShortChunksOverLongCaches) {
   // KernelOptions::attention_chunk: a chat turn's new tokens over a long cache (the multi-turn shape,
   // 80 tokens with SmolLM2's 9 / 3 heads of 64, over 900 cached keys here, and awkward ones: T = 2,
   // T = kAttnChunkMaxTokens, pos0 = T, head dims 32 and 128) takes attention_flash.wgsl (with its key
-  // split + combine past two 32-key tiles) where --attn-flash is off (--no-attn-flash; on by default since 2026-12-03) and
-  // matches the CPU twin; with the switch off the same forward takes attention_tiled.wgsl.
+  // split + combine past two 32-key tiles) where --attn-flash is off (--no-attn-flash; on by default
+  // since 2026-12-03) and matches the CPU twin; with the switch off the same forward takes
+  // attention_tiled.wgsl.
   auto& e = env();
   struct Case { uint32_t HD, Hq, Hkv, T, pos0; };
   const std::vector<Case> cases = {{64, 9, 3, 80, 900}, {64, 9, 3, 2, 2}, {128, 8, 2, 37, 201}, {64, 4, 1, 128, 130},
