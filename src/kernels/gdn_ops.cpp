@@ -288,14 +288,13 @@ const gpu::Pipeline& chunk_prep_pipe(OpContext& o, uint32_t C) {
 // The scan's tile for chunk C and its pipeline (gdn_chunk_scan_tiled, or gdn_chunk_scan when the
 // tile has no columns).
 std::pair<GdnScanTile, const gpu::Pipeline*> chunk_scan_pipe(OpContext& o, uint32_t C, uint32_t DK) {
-  const uint32_t cols = o.opt.gdn_scan_cols != kGdnScanColsAuto ? o.opt.gdn_scan_cols
-                        : o.ctx.info().is_software()           ? 0
-                                                               : 8;
-  const GdnScanTile t = gdn_scan_tile(C, DK, cols, o.ctx.info().limits.maxComputeWorkgroupStorageSize);
+  const GdnScanTile t = gdn_scan_tile(C, DK, gdn_scan_cols_for(o), o.ctx.info().limits.maxComputeWorkgroupStorageSize,
+                                      o.opt.gdn_scan_stage);
   if (!t.cols) return {t, &get(o, "gdn_chunk_scan", {}, kScanBinds)};
   const Defines ds{{"WG", std::to_string(t.threads)},       {"JB", std::to_string(t.cols)},
                    {"SDIM", std::to_string(DK * t.cols)},   {"UDIM", std::to_string(C * t.cols)},
-                   {"CDIM", std::to_string(C)},             {"NP", std::to_string(ceil_div(C * t.cols, t.threads))}};
+                   {"CDIM", std::to_string(C)},             {"NP", std::to_string(ceil_div(C * t.cols, t.threads))},
+                   {"STAGE", t.stage ? "1" : "0"}};
   return {t, &get(o, "gdn_chunk_scan_tiled", ds, kScanBinds)};
 }
 
@@ -324,7 +323,13 @@ void gdn_chunked(OpContext& o, const GdnOperands& a, const gpu::Buffer& work) {
                  "gdn_chunk_scan");
 }
 
-GdnScanTile gdn_scan_tile(uint32_t C, uint32_t DK, uint32_t cols, uint64_t workgroup_bytes) {
+uint32_t gdn_scan_cols_for(const OpContext& o) {
+  return o.opt.gdn_scan_cols != kGdnScanColsAuto ? o.opt.gdn_scan_cols : o.ctx.info().is_software() ? 0 : 8;
+}
+
+uint64_t gdn_scan_stage_bytes(uint32_t C, uint32_t DK) { return 2ull * C * (DK / 4 + 1) * 16; }
+
+GdnScanTile gdn_scan_tile(uint32_t C, uint32_t DK, uint32_t cols, uint64_t workgroup_bytes, bool stage) {
   if (!cols) return {};
   // S tile (DK x cols), U (C x cols), e^{G_t} and exp(G_last - G_s) (C each), f32.
   auto bytes = [&](uint64_t jb) { return 4 * (uint64_t(DK) * jb + uint64_t(C) * jb + 2ull * C); };
@@ -332,7 +337,7 @@ GdnScanTile gdn_scan_tile(uint32_t C, uint32_t DK, uint32_t cols, uint64_t workg
   if (bytes(cols) > workgroup_bytes) return {};
   // One thread per (token, column) pair of a chunk, 64..256 threads in multiples of 64.
   const uint32_t threads = std::clamp<uint32_t>(ceil_div(C * cols, 64) * 64, 64, 256);
-  return {cols, threads};
+  return {cols, threads, stage && DK % 4 == 0 && bytes(cols) + gdn_scan_stage_bytes(C, DK) <= workgroup_bytes};
 }
 
 std::vector<ParamsLayout> gdn_ops_params_layouts() {

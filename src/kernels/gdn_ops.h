@@ -153,13 +153,22 @@ void gdn_compile_chunked(OpContext& o, uint32_t C, uint32_t DK);
 /// scan) on software ones.
 constexpr uint32_t kGdnScanColsAuto = 0xFFFFFFFFu;
 /// The scan kernel's tile: `cols` state columns per workgroup (0: gdn_chunk_scan.wgsl, one column
-/// per invocation) and its threads.
-struct GdnScanTile { uint32_t cols = 0, threads = 0; };
+/// per invocation), its threads, and whether the chunk's W / q / k rows are staged in workgroup
+/// memory (gdn_chunk_scan_tiled.wgsl STAGE, KernelOptions::gdn_scan_stage).
+struct GdnScanTile { uint32_t cols = 0, threads = 0; bool stage = false; };
+/// The scan's requested columns on this adapter: KernelOptions::gdn_scan_cols, kGdnScanColsAuto
+/// resolved (8 on hardware adapters, 0 on software ones).
+uint32_t gdn_scan_cols_for(const OpContext& o);
+/// Workgroup memory in bytes of the scan's W / q / k staging for chunk C and key head dim DK:
+/// two arrays of C rows of DK / 4 + 1 vec4 (rows padded by one vec4).
+uint64_t gdn_scan_stage_bytes(uint32_t C, uint32_t DK);
 /// The tile gdn_chunked's scan uses for chunk C, key head dim DK and the requested columns
 /// (0..64): halved until its workgroup memory,
 /// 4 * ((DK + C) * cols + 2C) bytes, fits `workgroup_bytes` (maxComputeWorkgroupStorageSize);
 /// {0, 0} when even one column does not fit (then the one-column-per-invocation kernel runs).
-GdnScanTile gdn_scan_tile(uint32_t C, uint32_t DK, uint32_t cols, uint64_t workgroup_bytes);
+/// `stage` (KernelOptions::gdn_scan_stage) is kept when the tile exists, DK is a multiple of 4 and
+/// the tile plus gdn_scan_stage_bytes(C, DK) fits too (the tile is never halved for it).
+GdnScanTile gdn_scan_tile(uint32_t C, uint32_t DK, uint32_t cols, uint64_t workgroup_bytes, bool stage = false);
 /// Chunkwise parallel prefill of T >= 1 tokens, chunk size gdn_chunk_for(o.opt, T) (1..256): two
 /// dispatches, gdn_chunk_prep (all chunks and heads in parallel) then the scan (sequential over
 /// chunks inside the kernel, parallel over heads and state columns): gdn_chunk_scan_tiled.wgsl,

@@ -248,9 +248,12 @@ std::vector<uint32_t> bits(const std::vector<float>& v) {
 // the same bits in the output and the state, for tiles that do not divide DV (70, 9; 12 columns: not
 // a power of two), a chunk
 // larger than the tile's threads (C 64 x 8 columns: 2 pairs per thread), partial last chunks and
-// a workgroup-memory limit that forces the tile to halve (gdn_scan_tile); and the tile sizes chosen.
+// a workgroup-memory limit that forces the tile to halve (gdn_scan_tile); the staged tile
+// (--gdn-scan-stage: the chunk's W / q / k rows in workgroup memory) too wherever it fits; and the
+// tile sizes chosen.
 TEST(GdnOps, TiledScanSameBitsAsOneColumnScan) {
   auto& e = env();
+  uint32_t staged_cases = 0, staged_ran = 0;
   struct Shape { uint32_t T, NK, NV, DK, DV; };
   for (const Shape& s : {Shape{130, 2, 6, 12, 70}, Shape{37, 1, 2, 32, 9}, Shape{1, 1, 1, 8, 8}})
     for (uint32_t C : {1u, 16u, 64u})
@@ -260,12 +263,16 @@ TEST(GdnOps, TiledScanSameBitsAsOneColumnScan) {
         ASSERT_GT(gdn_scan_tile(C, s.DK, cols, e.ctx->info().limits.maxComputeWorkgroupStorageSize).cols, 0u);
         GdnCase c(s.T, s.NK, s.NV, s.DK, s.DV, 300 + s.T + C);
         std::vector<std::vector<float>> outs, states;
-        for (uint32_t sc : {0u, cols}) {
+        const bool stage = gdn_scan_tile(C, s.DK, cols, e.ctx->info().limits.maxComputeWorkgroupStorageSize, true).stage;
+        for (uint32_t arm : {0u, 1u, 2u}) {  // one-column scan, tile, staged tile
+          if (arm == 2 && !stage) continue;
+          const uint32_t sc = arm ? cols : 0;
           auto qb = e.upload(c.qkv), gb = e.upload(c.gates), sb = e.upload(c.state);
           auto ob = e.upload(std::vector<float>(size_t(s.T) * s.NV * s.DV + 8, NAN));
           KernelOptions ko;
           ko.gdn_chunk = C;
           ko.gdn_scan_cols = sc;
+          ko.gdn_scan_stage = arm == 2;
           auto wb = e.upload(std::vector<float>(gdn_chunk_work_floats(s.T, C, c.NV, c.DK, c.DV) + 16, NAN));
           auto o = e.op(ko);
           GdnOperands a{qb, 0, c.NK * c.DK, 2 * c.NK * c.DK, c.stride(), gb, 0, 2 * c.NV, sb, ob, 0, c.NV * c.DV,
@@ -278,9 +285,16 @@ TEST(GdnOps, TiledScanSameBitsAsOneColumnScan) {
         }
         const std::string w = "T=" + std::to_string(s.T) + " DK=" + std::to_string(s.DK) + " DV=" + std::to_string(s.DV) +
                               " C=" + std::to_string(C) + " cols=" + std::to_string(cols);
-        EXPECT_EQ(bits(outs[0]), bits(outs[1])) << w << " out";
-        EXPECT_EQ(bits(states[0]), bits(states[1])) << w << " state";
+        for (size_t i = 1; i < outs.size(); ++i) {
+          const std::string what = w + (i == 2 ? " staged" : "");
+          EXPECT_EQ(bits(outs[0]), bits(outs[i])) << what << " out";
+          EXPECT_EQ(bits(states[0]), bits(states[i])) << what << " state";
+        }
+        EXPECT_EQ(outs.size(), stage ? 3u : 2u);
+        ++staged_cases;
+        if (stage) ++staged_ran;
       }
+  EXPECT_GT(staged_ran, staged_cases / 2) << "most cases must run the staged form too";
   const GdnScanTile a = gdn_scan_tile(16, 128, 8, 16384);
   EXPECT_EQ(a.cols, 8u);
   EXPECT_EQ(a.threads, 128u);
@@ -290,6 +304,14 @@ TEST(GdnOps, TiledScanSameBitsAsOneColumnScan) {
   EXPECT_EQ(gdn_scan_tile(16, 128, 0, 16384).cols, 0u);
   EXPECT_EQ(gdn_scan_tile(256, 4096, 1, 16384).cols, 0u);  // not even one column fits
   EXPECT_EQ(gdn_scan_tile(256, 128, 12, 16384).cols, 6u);  // 12 -> 6
+  // Staging: 2 * C * (DK / 4 + 1) vec4 beside the tile, never halving it; DK a multiple of 4.
+  EXPECT_EQ(gdn_scan_stage_bytes(32, 128), 2u * 32 * 33 * 16);
+  EXPECT_TRUE(gdn_scan_tile(32, 128, 8, 49152, true).stage);    // 5376 + 33792 bytes
+  EXPECT_FALSE(gdn_scan_tile(32, 128, 8, 32768, true).stage);   // does not fit: not staged
+  EXPECT_EQ(gdn_scan_tile(32, 128, 8, 32768, true).cols, 8u);   // and the tile is kept
+  EXPECT_FALSE(gdn_scan_tile(16, 128, 8, 49152, false).stage);  // not asked
+  EXPECT_FALSE(gdn_scan_tile(16, 126, 8, 49152, true).stage);   // DK % 4 != 0
+  EXPECT_FALSE(gdn_scan_tile(16, 128, 0, 49152, true).stage);   // no tile
 }
 
 // gdn_decode_prep (one dispatch) against the unfused decode path causal_conv(SILU) + l2norm_heads

@@ -1,4 +1,4 @@
-// defines: WG JB SDIM UDIM CDIM NP
+// defines: WG JB SDIM UDIM CDIM NP STAGE
 // gdn_chunk_scan_tiled: the sequential scan of the chunkwise gated delta rule (after gdn_chunk_prep),
 // one workgroup of WG threads per (tile of JB state columns j0 .. j0+JB-1, value head h), the tile
 // S[0..DK-1][j0..j0+JB-1] kept in workgroup memory for the whole prompt (SDIM = DK*JB floats; the
@@ -16,6 +16,15 @@
 // token in a dependent chain with only NV * DV / 64 workgroups in flight (Qwen3.5-0.8B: 32); here the
 // state is read from workgroup memory, every dot product of a chunk runs at once, and there are
 // NV * DV / JB workgroups. CDIM = C (the chunk's e^{G_t} and exp(G_last - G_s) factors).
+// STAGE 1 (--gdn-scan-stage; DK a multiple of 4): the chunk's rows are first copied into workgroup
+// memory, coalesced, by the whole workgroup: W and (scale q) (scaled once: the same rounded product
+// the unstaged form multiplies by) into A and B before phase 1, then k into A (W is no longer read)
+// while phase 2 runs, with a barrier before phase 3. The dot products then read vec4s of A / B
+// (rows padded by one vec4: the 4 tokens of a warp hit different banks) instead of walking global
+// memory in a dependent chain, and phase 3 gives each thread 4 consecutive state rows of one column
+// (4 independent sums sharing each vec4 of k). Every sum keeps its terms, rounding and order: the
+// same bits as STAGE 0 (test: gdn_ops_test TiledScanSameBitsAsOneColumnScan). Workgroup memory:
+// 2 * C * (DK / 4 + 1) vec4 more (gdn_scan_tile decides whether it fits).
 // Layout: gdn_params.wgsl.
 #include gdn_params
 @group(0) @binding(0) var<storage, read> qkv: array<f32>;
@@ -30,6 +39,35 @@ var<workgroup> S: array<f32, {{SDIM}}>;
 var<workgroup> U: array<f32, {{UDIM}}>;
 var<workgroup> EG: array<f32, {{CDIM}}>;  // e^{G_t}
 var<workgroup> ED: array<f32, {{CDIM}}>;  // exp(G_last - G_s)
+#if STAGE
+const DK4: u32 = {{SDIM}}u / JB / 4u;  // vec4 per key row (SDIM = DK * JB)
+const RS: u32 = DK4 + 1u;               // padded row stride of A and B (vec4)
+var<workgroup> A: array<vec4<f32>, {{CDIM}} * RS>;  // the chunk's W rows (phase 1), then its k rows (phase 3)
+var<workgroup> B: array<vec4<f32>, {{CDIM}} * RS>;  // the chunk's (scale q) rows
+
+// Rows 0 .. n-1 of a chunk into A or B, one vec4 per step: row t's 4 elements from src_base(t) + 4 i4.
+fn stage_w(tid: u32, n: u32, t0: u32, h: u32) {
+  for (var e = tid; e < n * DK4; e += WG) {
+    let t = e / DK4;
+    let b = p.w_off + ((t0 + t) * p.NV + h) * p.DK + 4u * (e % DK4);
+    A[t * RS + e % DK4] = vec4<f32>(work[b], work[b + 1u], work[b + 2u], work[b + 3u]);
+  }
+}
+fn stage_q(tid: u32, n: u32, t0: u32, hk: u32) {
+  for (var e = tid; e < n * DK4; e += WG) {
+    let t = e / DK4;
+    let b = p.q_off + (t0 + t) * p.qkv_stride + hk * p.DK + 4u * (e % DK4);
+    B[t * RS + e % DK4] = vec4<f32>(qkv[b] * p.scale, qkv[b + 1u] * p.scale, qkv[b + 2u] * p.scale, qkv[b + 3u] * p.scale);
+  }
+}
+fn stage_k(tid: u32, n: u32, t0: u32, hk: u32) {
+  for (var e = tid; e < n * DK4; e += WG) {
+    let t = e / DK4;
+    let b = p.k_off + (t0 + t) * p.qkv_stride + hk * p.DK + 4u * (e % DK4);
+    A[t * RS + e % DK4] = vec4<f32>(qkv[b], qkv[b + 1u], qkv[b + 2u], qkv[b + 3u]);
+  }
+}
+#endif
 
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u) {
@@ -55,7 +93,11 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
       EG[t] = exp(work[gb + t]);
       ED[t] = exp(gl - work[gb + t]);
     }
-    workgroupBarrier();  // S loaded (first chunk) or updated (previous chunk); EG / ED written
+#if STAGE
+    stage_w(tid, n, t0, h);
+    stage_q(tid, n, t0, hk);
+#endif
+    workgroupBarrier();  // S loaded (first chunk) or updated (previous chunk); EG / ED written (STAGE: A = W, B = q)
     var qs: array<f32, NP>;
     for (var k = 0u; k < NP; k++) {
       let pr = tid + k * WG;
@@ -63,20 +105,42 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
       let jj = pr % JB;
       let j = j0 + jj;
       if (t < n && j < p.DV) {
-        let wb = p.w_off + ((t0 + t) * p.NV + h) * p.DK;
-        let qb = p.q_off + (t0 + t) * p.qkv_stride + hk * p.DK;
         var ws = 0.0;
         var q = 0.0;
+#if STAGE
+        for (var i4 = 0u; i4 < DK4; i4++) {
+          let w = A[t * RS + i4];
+          let qv = B[t * RS + i4];
+          let s0 = S[(4u * i4) * JB + jj];
+          let s1 = S[(4u * i4 + 1u) * JB + jj];
+          let s2 = S[(4u * i4 + 2u) * JB + jj];
+          let s3 = S[(4u * i4 + 3u) * JB + jj];
+          ws += w.x * s0;
+          q += qv.x * s0;
+          ws += w.y * s1;
+          q += qv.y * s1;
+          ws += w.z * s2;
+          q += qv.z * s2;
+          ws += w.w * s3;
+          q += qv.w * s3;
+        }
+#else
+        let wb = p.w_off + ((t0 + t) * p.NV + h) * p.DK;
+        let qb = p.q_off + (t0 + t) * p.qkv_stride + hk * p.DK;
         for (var i = 0u; i < p.DK; i++) {
           let s = S[i * JB + jj];
           ws += work[wb + i] * s;
           q += (qkv[qb + i] * p.scale) * s;
         }
+#endif
         U[t * JB + jj] = work[p.u_off + ((t0 + t) * p.NV + h) * p.DV + j] - ws;
         qs[k] = q;
       }
     }
     workgroupBarrier();  // U complete
+#if STAGE
+    stage_k(tid, n, t0, hk);  // A's W rows were last read before the barrier above
+#endif
     for (var k = 0u; k < NP; k++) {
       let pr = tid + k * WG;
       let t = pr / JB;
@@ -89,6 +153,33 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
       }
     }
     let el = EG[n - 1u];
+#if STAGE
+    workgroupBarrier();  // A = k
+    for (var e = tid; e < DK4 * JB; e += WG) {  // state rows 4 i4 .. 4 i4 + 3 of column jj
+      let i4 = e / JB;
+      let jj = e % JB;
+      if (j0 + jj < p.DV) {
+        let r = 4u * i4 * JB + jj;
+        var sn0 = el * S[r];
+        var sn1 = el * S[r + JB];
+        var sn2 = el * S[r + 2u * JB];
+        var sn3 = el * S[r + 3u * JB];
+        for (var s = 0u; s < n; s++) {
+          let ed = ED[s];
+          let k = A[s * RS + i4];
+          let us = U[s * JB + jj];
+          sn0 += ed * k.x * us;
+          sn1 += ed * k.y * us;
+          sn2 += ed * k.z * us;
+          sn3 += ed * k.w * us;
+        }
+        S[r] = sn0;
+        S[r + JB] = sn1;
+        S[r + 2u * JB] = sn2;
+        S[r + 3u * JB] = sn3;
+      }
+    }
+#else
     for (var e = tid; e < se; e += WG) {
       let i = e / JB;
       let jj = e % JB;
@@ -99,6 +190,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
         S[e] = sn;
       }
     }
+#endif
     workgroupBarrier();  // S updated, U and EG / ED free for the next chunk
   }
   for (var e = tid; e < se; e += WG) {

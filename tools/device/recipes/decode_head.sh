@@ -68,6 +68,10 @@
 #            (1,2,4,8,16,32) and the adaptive rule, at the product's split target 2048 (flash_sweep_<cache>.json); then FLASH_LONG ("2048:2048"
 #            tokens:cache pairs) on FLASH_LONG_SHAPES (Qwen3.5 / Qwen2.5-1.5B / SmolLM2 attention) for the
 #            share of the FMA peak (flash_long_<i>_<pair>.json)
+#   gdn_stage  the DeltaNet prefill scan's staging (--gdn-scan-stage): gdn_ops_test GdnOps.TiledScan* when carried
+#            (bits of the staged tile on this GPU), then `bench gdn` (the layer alone, GPU timestamps, bits
+#            compared) at GDN_TOKENS (512 4096), chunks 16 and 32, 8 columns, stage 0 and 1, without and with
+#            --shader-checks (gdn_stage_t<n>[_checks].json)
 #   attn_checks  the decode attention op alone (`bench attention --tokens 1`, SmolLM2's layer shape) after
 #            CHECKS_LENGTHS (512 4096) keys under each of naga's checks: none, bounds (--shader-checks),
 #            loops (--shader-loop-bounding), both (attn_checks_<arm>_<n>.json)
@@ -417,6 +421,23 @@ for part in ${PARTS:-tests traffic ab}; do
       i=$((i + 1))
     done
     el "flash_sweep"
+    ;;
+  gdn_stage)
+    if [ -x $W/bin/gdn_ops_test ]; then
+      timeout 300 $W/bin/gdn_ops_test --gtest_filter='GdnOps.TiledScan*' > $R/test_gdn_ops.log 2>&1
+      echo "gdn_ops_test TiledScan*: exit $?" | tee -a $R/tests.txt; tail -3 $R/test_gdn_ops.log
+    fi
+    for t in ${GDN_TOKENS:-512 4096}; do
+      for chk in "" --shader-checks; do
+        wg_over && { fail "time budget: gdn_stage $t $chk not run"; continue; }
+        f=gdn_stage_t$t${chk:+_checks}
+        # shellcheck disable=SC2086  # $chk: zero or one flag
+        timeout 150 $B bench gdn --tokens $t --chunks 16,32 --scan-cols 8 --scan-stage 0,1 --reps 5 $chk \
+          --json $R/$f.json 2> $R/$f.txt || fail "$f (exit $?)"
+        echo "== $f"; grep -E "chunk" $R/$f.txt | cut -c1-170
+      done
+    done
+    el "gdn_stage"
     ;;
   attn_checks)
     for n in ${CHECKS_LENGTHS:-512 4096}; do
