@@ -1,8 +1,8 @@
 // `wgllm bench gdn`: the chunkwise gated delta rule of one Gated DeltaNet layer alone
 // (kernels::gdn_chunked: gdn_chunk_prep then the scan) for --tokens tokens, at each --chunks value
 // (KernelOptions::gdn_chunk) and each --scan-cols value (KernelOptions::gdn_scan_cols; 0 = the
-// one-column-per-invocation scan) and each --scan-stage value (KernelOptions::gdn_scan_stage; a tiled
-// scan only), on random operands of the model's layout (q, k L2-normalised,
+// one-column-per-invocation scan), each --scan-stage value (KernelOptions::gdn_scan_stage; a tiled
+// scan only) and each --prep-stage value (KernelOptions::gdn_prep_stage), on random operands of the model's layout (q, k L2-normalised,
 // decays g <= 0, beta in (0, 1), a random starting state). Default shape: Qwen3.5-0.8B's
 // linear-attention layer (16 key and 16 value heads of 128), a 512-token prompt. GPU time per
 // kernel from timestamp queries when the device has them inside passes, else the wall time of
@@ -39,6 +39,7 @@ struct GdnBenchOpts {
   std::vector<uint32_t> chunks = {16, 32, 64};  // KernelOptions::gdn_chunk values
   std::vector<uint32_t> scan_cols = {0, 8};     // KernelOptions::gdn_scan_cols values
   std::vector<uint32_t> scan_stage = {0};       // KernelOptions::gdn_scan_stage values (0, 1)
+  std::vector<uint32_t> prep_stage = {0};       // KernelOptions::gdn_prep_stage values (0, 1)
   std::string json_path;
 };
 
@@ -93,17 +94,23 @@ int run_gdn_bench(const GdnBenchOpts& b) {
   std::map<uint32_t, std::pair<std::vector<float>, std::vector<float>>> first;  // chunk -> (out, state) of its first variant
   for (uint32_t C : b.chunks)
     for (uint32_t cols : b.scan_cols)
-    for (uint32_t stage : b.scan_stage) {
+    for (uint32_t stage : b.scan_stage)
+    for (uint32_t prep : b.prep_stage) {
       const kernels::GdnScanTile tile = kernels::gdn_scan_tile(C, DK, cols, wg_bytes, stage != 0);
       if (stage && !tile.stage) {  // the one-column scan, or staging that does not fit: the same kernel as stage 0
         fmt::print(stderr, "  chunk {:>3} scan cols {:>2} stage 1: not staged here (no tile, DK % 4, or over {} bytes)\n",
                    C, cols, wg_bytes);
         continue;
       }
+      if (prep && !kernels::gdn_prep_staged(true, C, DK, DV, wg_bytes)) {
+        fmt::print(stderr, "  chunk {:>3} prep stage 1: not staged here (DK or DV % 4, or over {} bytes)\n", C, wg_bytes);
+        continue;
+      }
       kernels::KernelOptions ko;
       ko.gdn_chunk = C;
       ko.gdn_scan_cols = cols;
       ko.gdn_scan_stage = stage != 0;
+      ko.gdn_prep_stage = prep != 0;
       kernels::OpContext o{*ctx, pipes, rec, ko};
       std::map<std::string, std::vector<double>> per;  // kernel label -> samples
       std::vector<double> total;
@@ -144,15 +151,16 @@ int run_gdn_bench(const GdnBenchOpts& b) {
         line += fmt::format("  {} {:.1f} us", label, median(v));
       }
       const double med = median(total);
-      fmt::print(stderr, "  chunk {:>3} scan cols {:>2} stage {} (tile {} x {} threads): {:>10.1f} us{}{}\n", C, cols,
-                 stage, tile.cols, tile.threads, med, ts ? line : "", fresh ? "" : same ? "  [same bits]" : "  [BITS DIFFER]");
-      variants.push_back({{"gdn_chunk", C}, {"gdn_scan_cols", cols}, {"gdn_scan_stage", stage}, {"tile_cols", tile.cols},
+      fmt::print(stderr, "  chunk {:>3} scan cols {:>2} stage {} prep stage {} (tile {} x {} threads): {:>10.1f} us{}{}\n", C,
+                 cols, stage, prep, tile.cols, tile.threads, med, ts ? line : "", fresh ? "" : same ? "  [same bits]" : "  [BITS DIFFER]");
+      variants.push_back({{"gdn_chunk", C}, {"gdn_scan_cols", cols}, {"gdn_scan_stage", stage}, {"gdn_prep_stage", prep},
+                          {"tile_cols", tile.cols},
                           {"tile_threads", tile.threads},
                           {"median_us", med}, {"samples_us", total}, {"kernels_median_us", kern},
                           {"same_bits_as_first_of_chunk", same}});
       if (!same)
-        fmt::print(stderr, "bench gdn: chunk {} scan cols {} stage {} differs from chunk {}'s first variant\n", C, cols, stage,
-                   C);
+        fmt::print(stderr, "bench gdn: chunk {} scan cols {} stage {} prep stage {} differs from chunk {}'s first variant\n", C,
+                   cols, stage, prep, C);
     }
   nlohmann::json j = {{"benchmark", "gdn"}, {"adapter", ctx->info().name},
                       {"timing", ts ? "timestamps" : "wall_clock_submit_wait"}, {"tokens", T}, {"nk", NK}, {"nv", NV},
@@ -181,6 +189,8 @@ std::function<int()> add_bench_gdn(CLI::App& app) {
       ->delimiter(',')->transform(integer(0, 64));
   cmd->add_option("--scan-stage", b->scan_stage,
                   "scan staging to try (--gdn-scan-stage) with each tiled --scan-cols, 0..1 (default 0)")
+      ->delimiter(',')->transform(integer(0, 1));
+  cmd->add_option("--prep-stage", b->prep_stage, "prep staging to try (--gdn-prep-stage), 0..1 (default 0)")
       ->delimiter(',')->transform(integer(0, 1));
   cmd->add_option("--reps", b->reps, "measured repetitions after one warm-up, 1..100000 (default 5)")->transform(integer(1, 100000));
   add_json_option(cmd, b->json_path);

@@ -281,8 +281,12 @@ namespace {
 
 const std::vector<Bind> kScanBinds{Bind::ReadOnly, Bind::ReadWrite, Bind::ReadWrite, Bind::ReadWrite, Bind::Uniform};
 
-const gpu::Pipeline& chunk_prep_pipe(OpContext& o, uint32_t C) {
-  return get(o, "gdn_chunk_prep", {{"C", std::to_string(C)}}, {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
+const gpu::Pipeline& chunk_prep_pipe(OpContext& o, uint32_t C, uint32_t DK, uint32_t DV) {
+  Defines d{{"C", std::to_string(C)}, {"STAGE", "0"}};
+  if (gdn_prep_staged(o.opt.gdn_prep_stage, C, DK, DV, o.ctx.info().limits.maxComputeWorkgroupStorageSize))
+    d = {{"C", std::to_string(C)}, {"STAGE", "1"}, {"RK", std::to_string(DK / 4 + 1)},
+         {"RQ", std::to_string(std::max(DK, DV) / 4 + 1)}};
+  return get(o, "gdn_chunk_prep", d, {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
 }
 
 // The scan's tile for chunk C and its pipeline (gdn_chunk_scan_tiled, or gdn_chunk_scan when the
@@ -300,8 +304,13 @@ std::pair<GdnScanTile, const gpu::Pipeline*> chunk_scan_pipe(OpContext& o, uint3
 
 }  // namespace
 
-void gdn_compile_chunked(OpContext& o, uint32_t C, uint32_t DK) {
-  chunk_prep_pipe(o, C);
+bool gdn_prep_staged(bool asked, uint32_t C, uint32_t DK, uint32_t DV, uint64_t workgroup_bytes) {
+  const uint64_t bytes = 16ull * C * (DK / 4 + std::max(DK, DV) / 4 + 2) + 4ull * C * C + 8ull * C;
+  return asked && DK % 4 == 0 && DV % 4 == 0 && bytes <= workgroup_bytes;
+}
+
+void gdn_compile_chunked(OpContext& o, uint32_t C, uint32_t DK, uint32_t DV) {
+  chunk_prep_pipe(o, C, DK, DV);
   chunk_scan_pipe(o, C, DK);
 }
 
@@ -315,7 +324,7 @@ void gdn_chunked(OpContext& o, const GdnOperands& a, const gpu::Buffer& work) {
   const uint64_t io = 4ull * a.T * (2 * a.NK * a.DK + a.NV * a.DV);
   const uint64_t wk = 4ull * gdn_chunk_work_floats(a.T, C, a.NV, a.DK, a.DV), sb = 4ull * a.NV * a.DK * a.DV;
   o.rec.declare(TrafficBytes().r(Traffic::Activations, io + 8ull * a.T * a.NV).w(Traffic::Activations, wk));
-  o.rec.dispatch(chunk_prep_pipe(o, C), {a.qkv, a.gates, work}, prm, nch, a.NV, 1, "gdn_chunk_prep");
+  o.rec.dispatch(chunk_prep_pipe(o, C, a.DK, a.DV), {a.qkv, a.gates, work}, prm, nch, a.NV, 1, "gdn_chunk_prep");
   o.rec.declare(TrafficBytes().r(Traffic::Activations, io + wk).r(Traffic::Recurrent, sb).w(Traffic::Recurrent, sb)
                     .w(Traffic::Activations, 4ull * a.T * a.NV * a.DV));
   const auto [t, scan] = chunk_scan_pipe(o, C, a.DK);

@@ -146,9 +146,13 @@ uint32_t gdn_chunk_for(const KernelOptions& k, uint32_t T);
 /// The largest gdn_chunk_work_floats() over the chunks gdn_chunk_for() picks for forwards of up to
 /// T tokens (the work buffer's size for a model's prefill chunk of T tokens).
 uint64_t gdn_chunk_work_floats_max(const KernelOptions& k, uint32_t T, uint32_t NV, uint32_t DK, uint32_t DV);
-/// Compiles gdn_chunked's pipelines for chunk C and key head dim DK (prep and scan) without
-/// dispatching: for variants the warm-up's short forwards never reach (gdn_chunk_long).
-void gdn_compile_chunked(OpContext& o, uint32_t C, uint32_t DK);
+/// Compiles gdn_chunked's pipelines for chunk C and key / value head dims DK, DV (prep and scan)
+/// without dispatching: for variants the warm-up's short forwards never reach (gdn_chunk_long).
+void gdn_compile_chunked(OpContext& o, uint32_t C, uint32_t DK, uint32_t DV);
+/// Whether the prep phase's staged form (gdn_chunk_prep.wgsl STAGE, KernelOptions::gdn_prep_stage)
+/// runs for chunk C and head dims DK, DV: asked for, DK and DV multiples of 4, and its workgroup
+/// memory, 16 C (DK / 4 + max(DK, DV) / 4 + 2) + 4 C^2 + 8 C bytes, within `workgroup_bytes`.
+bool gdn_prep_staged(bool asked, uint32_t C, uint32_t DK, uint32_t DV, uint64_t workgroup_bytes);
 /// KernelOptions::gdn_scan_cols's default: 8 columns on hardware adapters, 0 (the one-column
 /// scan) on software ones.
 constexpr uint32_t kGdnScanColsAuto = 0xFFFFFFFFu;

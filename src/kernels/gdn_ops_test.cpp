@@ -245,17 +245,17 @@ std::vector<uint32_t> bits(const std::vector<float>& v) {
 
 // The tiled scan (gdn_chunk_scan_tiled.wgsl, KernelOptions::gdn_scan_cols columns of the state per
 // workgroup in workgroup memory) against the one-column-per-invocation scan (gdn_scan_cols = 0):
-// the same bits in the output and the state, for tiles that do not divide DV (70, 9; 12 columns: not
+// the same bits in the output and the state, for tiles that do not divide DV (68, 9; 12 columns: not
 // a power of two), a chunk
 // larger than the tile's threads (C 64 x 8 columns: 2 pairs per thread), partial last chunks and
 // a workgroup-memory limit that forces the tile to halve (gdn_scan_tile); the staged tile
-// (--gdn-scan-stage: the chunk's W / q / k rows in workgroup memory) too wherever it fits; and the
-// tile sizes chosen.
+// (--gdn-scan-stage: the chunk's W / q / k rows in workgroup memory) too wherever it fits, and after
+// the staged prep (--gdn-prep-stage) where that fits as well; and the tile sizes chosen.
 TEST(GdnOps, TiledScanSameBitsAsOneColumnScan) {
   auto& e = env();
-  uint32_t staged_cases = 0, staged_ran = 0;
+  uint32_t staged_cases = 0, staged_ran = 0, prep_ran = 0;
   struct Shape { uint32_t T, NK, NV, DK, DV; };
-  for (const Shape& s : {Shape{130, 2, 6, 12, 70}, Shape{37, 1, 2, 32, 9}, Shape{1, 1, 1, 8, 8}})
+  for (const Shape& s : {Shape{130, 2, 6, 12, 68}, Shape{37, 1, 2, 32, 9}, Shape{1, 1, 1, 8, 8}})
     for (uint32_t C : {1u, 16u, 64u})
       for (uint32_t cols : {1u, 8u, 12u, 64u}) {
         if ((cols == 1 || cols == 12) && C != 16) continue;  // compiling each variant dominates this test's time on lavapipe
@@ -263,16 +263,20 @@ TEST(GdnOps, TiledScanSameBitsAsOneColumnScan) {
         ASSERT_GT(gdn_scan_tile(C, s.DK, cols, e.ctx->info().limits.maxComputeWorkgroupStorageSize).cols, 0u);
         GdnCase c(s.T, s.NK, s.NV, s.DK, s.DV, 300 + s.T + C);
         std::vector<std::vector<float>> outs, states;
-        const bool stage = gdn_scan_tile(C, s.DK, cols, e.ctx->info().limits.maxComputeWorkgroupStorageSize, true).stage;
-        for (uint32_t arm : {0u, 1u, 2u}) {  // one-column scan, tile, staged tile
-          if (arm == 2 && !stage) continue;
+        const uint64_t lim = e.ctx->info().limits.maxComputeWorkgroupStorageSize;
+        const bool stage = gdn_scan_tile(C, s.DK, cols, lim, true).stage;
+        const bool prep = gdn_prep_staged(true, C, s.DK, s.DV, lim);
+        // one-column scan, tile, staged tile, staged tile after the staged prep
+        for (uint32_t arm : {0u, 1u, 2u, 3u}) {
+          if ((arm == 2 && !stage) || (arm == 3 && !(stage && prep))) continue;
           const uint32_t sc = arm ? cols : 0;
           auto qb = e.upload(c.qkv), gb = e.upload(c.gates), sb = e.upload(c.state);
           auto ob = e.upload(std::vector<float>(size_t(s.T) * s.NV * s.DV + 8, NAN));
           KernelOptions ko;
           ko.gdn_chunk = C;
           ko.gdn_scan_cols = sc;
-          ko.gdn_scan_stage = arm == 2;
+          ko.gdn_scan_stage = arm >= 2;
+          ko.gdn_prep_stage = arm == 3;
           auto wb = e.upload(std::vector<float>(gdn_chunk_work_floats(s.T, C, c.NV, c.DK, c.DV) + 16, NAN));
           auto o = e.op(ko);
           GdnOperands a{qb, 0, c.NK * c.DK, 2 * c.NK * c.DK, c.stride(), gb, 0, 2 * c.NV, sb, ob, 0, c.NV * c.DV,
@@ -286,15 +290,17 @@ TEST(GdnOps, TiledScanSameBitsAsOneColumnScan) {
         const std::string w = "T=" + std::to_string(s.T) + " DK=" + std::to_string(s.DK) + " DV=" + std::to_string(s.DV) +
                               " C=" + std::to_string(C) + " cols=" + std::to_string(cols);
         for (size_t i = 1; i < outs.size(); ++i) {
-          const std::string what = w + (i == 2 ? " staged" : "");
+          const std::string what = w + (i == 2 ? " staged" : i == 3 ? " staged after the staged prep" : "");
           EXPECT_EQ(bits(outs[0]), bits(outs[i])) << what << " out";
           EXPECT_EQ(bits(states[0]), bits(states[i])) << what << " state";
         }
-        EXPECT_EQ(outs.size(), stage ? 3u : 2u);
+        EXPECT_EQ(outs.size(), stage ? (prep ? 4u : 3u) : 2u);
         ++staged_cases;
         if (stage) ++staged_ran;
+        if (stage && prep) ++prep_ran;
       }
   EXPECT_GT(staged_ran, staged_cases / 2) << "most cases must run the staged form too";
+  EXPECT_GT(prep_ran, staged_cases / 3) << "and many the staged prep";
   const GdnScanTile a = gdn_scan_tile(16, 128, 8, 16384);
   EXPECT_EQ(a.cols, 8u);
   EXPECT_EQ(a.threads, 128u);
@@ -312,6 +318,11 @@ TEST(GdnOps, TiledScanSameBitsAsOneColumnScan) {
   EXPECT_FALSE(gdn_scan_tile(16, 128, 8, 49152, false).stage);  // not asked
   EXPECT_FALSE(gdn_scan_tile(16, 126, 8, 49152, true).stage);   // DK % 4 != 0
   EXPECT_FALSE(gdn_scan_tile(16, 128, 0, 49152, true).stage);   // no tile
+  // The staged prep: 16 C (DK / 4 + max(DK, DV) / 4 + 2) + 4 C^2 + 8 C bytes; DK, DV multiples of 4.
+  EXPECT_TRUE(gdn_prep_staged(true, 32, 128, 128, 16 * 32 * 66 + 4 * 32 * 32 + 8 * 32));
+  EXPECT_FALSE(gdn_prep_staged(true, 32, 128, 128, 16 * 32 * 66 + 4 * 32 * 32 + 8 * 32 - 1));
+  EXPECT_FALSE(gdn_prep_staged(false, 16, 128, 128, 49152));
+  EXPECT_FALSE(gdn_prep_staged(true, 16, 128, 70, 49152));
 }
 
 // gdn_decode_prep (one dispatch) against the unfused decode path causal_conv(SILU) + l2norm_heads

@@ -259,6 +259,7 @@ GpuModel::DeltaNet GpuModel::delta_net_weights(const TensorRef& w_qkv, const Ten
 void GpuModel::alloc_delta_net_scratch(const DeltaNetShape& s) {
   gdn_work_ = scratch(kernels::gdn_chunk_work_floats_max(opt_.kernels, chunk_, s.nv, s.dk, s.dv), "gdn_work");
   gdn_dk_ = s.dk;
+  gdn_dv_ = s.dv;
 }
 
 void GpuModel::delta_net(Pass& p, uint32_t layer, const Vector& norm, const DeltaNet& w) {

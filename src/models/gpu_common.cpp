@@ -122,7 +122,7 @@ void GpuModel::compile_switched_pipelines() {
   // --gdn-chunk-long: only forwards of at least --gdn-chunk-long-from tokens take it (the warm-up's
   // short forwards compile the short chunk)
   if (gdn_dk_ && kernels::gdn_chunk_for(opt_.kernels, chunk_) != kernels::gdn_chunk_for(opt_.kernels, 1))
-    kernels::gdn_compile_chunked(o, kernels::gdn_chunk_for(opt_.kernels, chunk_), gdn_dk_);
+    kernels::gdn_compile_chunked(o, kernels::gdn_chunk_for(opt_.kernels, chunk_), gdn_dk_, gdn_dv_);
   if (c_.n_heads == 0) return;
   kernels::attention_compile_prefill_split(o, c_.head_dim);  // --attn-chunk: the warm-up's far forwards are short chunks
   if (opt_.kernels.sparse_attn) kernels::sparse_compile(o, c_.head_dim);

@@ -346,7 +346,7 @@ class GpuModel : public Model, public Blocks<GpuBlockTypes> {
   // o_: a post-norm's input (the output projection or the FFN's down), [chunk, d_model]
   // (allocated when post_norms_).
   gpu::Buffer proj_, att_, gu_, act_, o_, gdn_conv_, gdn_gates_, gdn_work_;
-  uint32_t gdn_dk_ = 0;  // the DeltaNet layers' key head dim (alloc_delta_net_scratch()); 0: none
+  uint32_t gdn_dk_ = 0, gdn_dv_ = 0;  // the DeltaNet layers' key / value head dims (alloc_delta_net_scratch()); 0: none
   // The RoPE table of AttentionTensors::local_rope layers (theta rope_local_base_; 0: none),
   // positions [0, rope_local_rows_), grown with rope_ by prepare_sequence().
   gpu::Buffer rope_local_;

@@ -1,4 +1,4 @@
-// defines: C
+// defines: C STAGE RK? RQ?
 // gdn_chunk_prep: first, state-independent phase of the chunkwise gated delta rule (transformers
 // qwen3_5 torch_chunk_gated_delta_rule; flash-linear-attention fla/ops/gated_delta_rule/chunk.py;
 // Yang et al. 2024 "Gated Delta Networks" with the WY/UT representation). One workgroup per
@@ -10,14 +10,32 @@
 //   [W | U0] = (I + A)^-1 [beta e^G K | beta V]              (forward substitution, one column
 //                                                              per thread, rows in order)
 // gdn_chunk_scan then applies them to the state chunk by chunk. Layout: gdn_params.wgsl.
+// STAGE 1 (--gdn-prep-stage; DK, DV multiples of 4): 256 threads instead of 64; the chunk's k rows
+// and (scale q) rows are first copied into workgroup memory (KS, QS: coalesced, rows padded by one
+// vec4), A stays in workgroup memory (AM; the work buffer's A rows are not written: only this kernel
+// reads them), and the forward substitution keeps each column's solved rows in place of the staged
+// rows (slot (t, col) of KS holds k_t[col] until the thread owning column col overwrites it with
+// W[t][col]; QS's slots take U0's columns: q is no longer read after the barrier). Every sum keeps its
+// terms, rounding and order: the same bits as STAGE 0 (test: gdn_ops_test
+// TiledScanSameBitsAsOneColumnScan). Workgroup memory: 16 C (DK / 4 + max(DK, DV) / 4 + 2) + 4 C^2 +
+// 8 C bytes (gdn_prep_staged decides whether it fits).
 #include gdn_params
 @group(0) @binding(0) var<storage, read> qkv: array<f32>;
 @group(0) @binding(1) var<storage, read> gates: array<f32>;
 @group(0) @binding(2) var<storage, read_write> work: array<f32>;
 @group(0) @binding(3) var<uniform> p: P;
-const WG: u32 = 64u;
 var<workgroup> G: array<f32, {{C}}>;
 var<workgroup> B: array<f32, {{C}}>;
+#if STAGE
+const WG: u32 = 256u;
+const RK: u32 = {{RK}}u;  // vec4 per row of KS: DK / 4 + 1 (padded)
+const RQ: u32 = {{RQ}}u;  // vec4 per row of QS: max(DK, DV) / 4 + 1
+var<workgroup> KS: array<vec4<f32>, {{C}} * RK>;  // k rows, then W rows (forward substitution)
+var<workgroup> QS: array<vec4<f32>, {{C}} * RQ>;  // (scale q) rows, then U0 rows
+var<workgroup> AM: array<f32, {{C}} * {{C}}>;     // A[t][s]
+#else
+const WG: u32 = 64u;
+#endif
 
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: vec3u) {
@@ -37,25 +55,83 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
       work[p.gc_off + ch * p.C + t] = cum;
     }
   }
+#if STAGE
+  let dk4 = p.DK / 4u;
+  for (var e = lid.x; e < n * dk4; e += WG) {
+    let t = e / dk4;
+    let i4 = e % dk4;
+    let kb = p.k_off + (t0 + t) * p.qkv_stride + hk * p.DK + 4u * i4;
+    let qb = p.q_off + (t0 + t) * p.qkv_stride + hk * p.DK + 4u * i4;
+    KS[t * RK + i4] = vec4<f32>(qkv[kb], qkv[kb + 1u], qkv[kb + 2u], qkv[kb + 3u]);
+    QS[t * RQ + i4] = vec4<f32>(qkv[qb] * p.scale, qkv[qb + 1u] * p.scale, qkv[qb + 2u] * p.scale, qkv[qb + 3u] * p.scale);
+  }
+#endif
   workgroupBarrier();
   let mb = ch * p.C * p.C;
   for (var idx = lid.x; idx < n * n; idx += WG) {
     let t = idx / n;
     let s = idx % n;
     if (s > t) { continue; }
+    var kk = 0.0;
+    var qk = 0.0;
+#if STAGE
+    for (var i4 = 0u; i4 < dk4; i4++) {
+      let a = KS[t * RK + i4];
+      let q = QS[t * RQ + i4];
+      let b = KS[s * RK + i4];
+      kk += a.x * b.x;
+      qk += q.x * b.x;
+      kk += a.y * b.y;
+      qk += q.y * b.y;
+      kk += a.z * b.z;
+      qk += q.z * b.z;
+      kk += a.w * b.w;
+      qk += q.w * b.w;
+    }
+    let e = exp(G[t] - G[s]);
+    AM[t * p.C + s] = select(0.0, B[t] * e * kk, s < t);
+#else
     let qt = p.q_off + (t0 + t) * p.qkv_stride + hk * p.DK;
     let kt = p.k_off + (t0 + t) * p.qkv_stride + hk * p.DK;
     let ks = p.k_off + (t0 + s) * p.qkv_stride + hk * p.DK;
-    var kk = 0.0;
-    var qk = 0.0;
     for (var i = 0u; i < p.DK; i++) {
       kk += qkv[kt + i] * qkv[ks + i];
       qk += (qkv[qt + i] * p.scale) * qkv[ks + i];
     }
     let e = exp(G[t] - G[s]);
     work[p.a_off + mb + t * p.C + s] = select(0.0, B[t] * e * kk, s < t);
+#endif
     work[p.p_off + mb + t * p.C + s] = e * qk;
   }
+#if STAGE
+  workgroupBarrier();  // AM complete; KS / QS no longer read as k / q rows but by their column's owner
+  for (var col = lid.x; col < p.DK + p.DV; col += WG) {
+    let kcol = col < p.DK;
+    let cc = select(col - p.DK, col, kcol);
+    for (var t = 0u; t < n; t++) {
+      let ta = t0 + t;
+      var x: f32;
+      if (kcol) {
+        x = B[t] * exp(G[t]) * KS[t * RK + cc / 4u][cc % 4u];
+      } else {
+        x = B[t] * qkv[p.v_off + ta * p.qkv_stride + h * p.DV + cc];
+      }
+      for (var s = 0u; s < t; s++) {
+        var xs: f32;
+        if (kcol) { xs = KS[s * RK + cc / 4u][cc % 4u]; }
+        else { xs = QS[s * RQ + cc / 4u][cc % 4u]; }
+        x -= AM[t * p.C + s] * xs;
+      }
+      if (kcol) {
+        KS[t * RK + cc / 4u][cc % 4u] = x;
+        work[p.w_off + (ta * p.NV + h) * p.DK + cc] = x;
+      } else {
+        QS[t * RQ + cc / 4u][cc % 4u] = x;
+        work[p.u_off + (ta * p.NV + h) * p.DV + cc] = x;
+      }
+    }
+  }
+#else
   storageBarrier();
   for (var col = lid.x; col < p.DK + p.DV; col += WG) {
     for (var t = 0u; t < n; t++) {
@@ -76,4 +152,5 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
       else { work[p.u_off + (ta * p.NV + h) * p.DV + col - p.DK] = x; }
     }
   }
+#endif
 }
