@@ -188,22 +188,25 @@ TEST(Qwen35Parity, GdnChunkLongFollowsForwardLength) {
 }
 
 // The prefill scan's tile (gdn_scan_cols: 0 = one column per invocation, 1 / 8 / 64 columns in
-// workgroup memory; the fixture's 20 value dims: a partial 8-column tile) keeps every summation
-// order: the same logits bits, whole model, at two chunk sizes (37: partial last chunks).
+// workgroup memory; the fixture's 20 value dims: a partial 8-column tile), and the staged scan and
+// prep (gdn_scan_stage, gdn_prep_stage; 8 columns) keep every summation order: the same logits bits,
+// whole model, at two chunk sizes (37: partial last chunks).
 TEST(Qwen35Parity, GpuScanTileGivesIdenticalBits) {
   auto& f = fx();
   auto ids = ids_of(f.ref["prompts"][2]);
   for (uint32_t chunk : {16u, 37u}) {
     std::vector<float> first;
-    for (uint32_t cols : {0u, 1u, 8u, 64u}) {
+    const std::pair<uint32_t, bool> arms[] = {{0, false}, {1, false}, {8, false}, {64, false}, {8, true}};
+    for (const auto& [cols, staged] : arms) {
       ModelOptions o;
       o.context_length = 512;
       o.kernels.gdn_chunk = chunk;
       o.kernels.gdn_scan_cols = cols;
+      o.kernels.gdn_scan_stage = o.kernels.gdn_prep_stage = staged;
       auto m = create_model(*f.src, o);
       auto got = last_logits(*m, ids);
       if (first.empty()) first = got;
-      else EXPECT_EQ(std::memcmp(first.data(), got.data(), got.size() * 4), 0) << "chunk " << chunk << " cols " << cols;
+      else EXPECT_EQ(std::memcmp(first.data(), got.data(), got.size() * 4), 0) << "chunk " << chunk << " cols " << cols << (staged ? " staged" : "");
     }
   }
 }
