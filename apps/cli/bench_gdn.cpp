@@ -38,8 +38,8 @@ struct GdnBenchOpts {
   uint32_t tokens = 512, nk = 16, nv = 16, dk = 128, dv = 128, reps = 5;
   std::vector<uint32_t> chunks = {16, 32, 64};  // KernelOptions::gdn_chunk values
   std::vector<uint32_t> scan_cols = {0, 8};     // KernelOptions::gdn_scan_cols values
-  std::vector<uint32_t> scan_stage = {0};       // KernelOptions::gdn_scan_stage values (0, 1)
-  std::vector<uint32_t> prep_stage = {0};       // KernelOptions::gdn_prep_stage values (0, 1)
+  std::vector<uint32_t> scan_stage = {1};       // KernelOptions::gdn_scan_stage values (0, 1)
+  std::vector<uint32_t> prep_stage = {1};       // KernelOptions::gdn_prep_stage values (0, 1)
   std::string json_path;
 };
 
@@ -188,9 +188,9 @@ std::function<int()> add_bench_gdn(CLI::App& app) {
   cmd->add_option("--scan-cols", b->scan_cols, "scan tiles to try (--gdn-scan-cols), 0..64 (default 0,8)")
       ->delimiter(',')->transform(integer(0, 64));
   cmd->add_option("--scan-stage", b->scan_stage,
-                  "scan staging to try (--gdn-scan-stage) with each tiled --scan-cols, 0..1 (default 0)")
+                  "scan staging to try (--gdn-scan-stage) with each tiled --scan-cols, 0..1 (default 1, the product)")
       ->delimiter(',')->transform(integer(0, 1));
-  cmd->add_option("--prep-stage", b->prep_stage, "prep staging to try (--gdn-prep-stage), 0..1 (default 0)")
+  cmd->add_option("--prep-stage", b->prep_stage, "prep staging to try (--gdn-prep-stage), 0..1 (default 1, the product)")
       ->delimiter(',')->transform(integer(0, 1));
   cmd->add_option("--reps", b->reps, "measured repetitions after one warm-up, 1..100000 (default 5)")->transform(integer(1, 100000));
   add_json_option(cmd, b->json_path);

@@ -1,6 +1,5 @@
 #include "kernels/inactive_switches.h"
 
-#include "kernels/gdn_ops.h"
 #include "kernels/matmul_tiled.h"
 
 namespace wgllm::kernels {
@@ -27,13 +26,6 @@ std::vector<std::string> inactive_switches(const OpContext& o) {
       r.push_back("--matmul-tiled-f16 applies only to f16/f32 weights here: --matmul-int8 (on) takes precedence on "
                   "quantized ones (add --no-matmul-int8)");
   }
-  // The DeltaNet scan's staging is a form of the tiled scan (whether it fits beside the tile depends
-  // on the model's chunk and head dim: not named).
-  if (k.gdn_scan_stage && !def.gdn_scan_stage && gdn_scan_cols_for(o) == 0)
-    r.push_back(std::string("--gdn-scan-stage has no effect: it is a form of the tiled Gated DeltaNet scan, and ") +
-                (k.gdn_scan_cols == 0 ? "--gdn-scan-cols 0 is given (drop it)"
-                                      : "it is off by default on the software adapter '" + o.ctx.info().name +
-                                            "' (add --gdn-scan-cols 8)"));
   // The flash kernel's sub-switches set away from their defaults. Without the key split at all, the
   // split length does nothing. Under --no-attn-flash two routes still take attention_flash.wgsl:
   // --attn-chunk (on only when given: its adapter default is off), a short chunk over a long cache;

@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "kernels/gdn_ops.h"
 #include "kernels/inactive_switches.h"
 #include "kernels/kernel_test_env.h"
 #include "kernels/matmul_tiled.h"
@@ -136,25 +135,4 @@ TEST(InactiveSwitches, FlashSubSwitchesWithoutFlash) {
   notes = inactive_switches(OpContext{*e.ctx, e.cache, e.rec, ko});
   ASSERT_EQ(notes.size(), 1u);
   EXPECT_TRUE(mentions(notes, "--attn-flash-split-tiles"));
-}
-
-// --gdn-scan-stage (bit-exact, so checked against the tile the scan takes): named iff the scan on
-// this adapter has no tile to stage into, for a Qwen3.5-sized head (chunk 16, DK 128: staging fits
-// beside an 8-column tile in 32 KiB).
-TEST(InactiveSwitches, GdnScanStageMatchesTheTile) {
-  auto& e = env();
-  const uint64_t limit = e.ctx->info().limits.maxComputeWorkgroupStorageSize;
-  for (uint32_t cols : {0u, kGdnScanColsAuto, 8u}) {
-    KernelOptions ko;
-    ko.gdn_scan_cols = cols;
-    EXPECT_TRUE(inactive_switches(OpContext{*e.ctx, e.cache, e.rec, ko}).empty());
-    ko.gdn_scan_stage = true;
-    const OpContext o{*e.ctx, e.cache, e.rec, ko};
-    const bool staged = gdn_scan_tile(16, 128, gdn_scan_cols_for(o), limit, true).stage;
-    const auto notes = inactive_switches(o);
-    EXPECT_EQ(mentions(notes, "--gdn-scan-stage"), !staged) << "cols " << cols;
-    if (cols == 8) EXPECT_TRUE(staged);
-    if (cols == 0) EXPECT_FALSE(staged);
-    if (cols == kGdnScanColsAuto) EXPECT_EQ(staged, !e.ctx->info().is_software());
-  }
 }

@@ -19,6 +19,9 @@
 // terms, rounding and order: the same bits as STAGE 0 (test: gdn_ops_test
 // TiledScanSameBitsAsOneColumnScan). Workgroup memory: 16 C (DK / 4 + max(DK, DV) / 4 + 2) + 4 C^2 +
 // 8 C bytes (gdn_prep_staged decides whether it fits).
+// Every multiply-add is an explicit fma(): WGSL lets a driver fuse a * b + c or not, and NVIDIA's
+// fused the staged and unstaged forms differently (H100, 2026-12-07: the last bits differed), so
+// every form names the fused operation and they agree on any driver.
 #include gdn_params
 @group(0) @binding(0) var<storage, read> qkv: array<f32>;
 @group(0) @binding(1) var<storage, read> gates: array<f32>;
@@ -79,14 +82,14 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
       let a = KS[t * RK + i4];
       let q = QS[t * RQ + i4];
       let b = KS[s * RK + i4];
-      kk += a.x * b.x;
-      qk += q.x * b.x;
-      kk += a.y * b.y;
-      qk += q.y * b.y;
-      kk += a.z * b.z;
-      qk += q.z * b.z;
-      kk += a.w * b.w;
-      qk += q.w * b.w;
+      kk = fma(a.x, b.x, kk);
+      qk = fma(q.x, b.x, qk);
+      kk = fma(a.y, b.y, kk);
+      qk = fma(q.y, b.y, qk);
+      kk = fma(a.z, b.z, kk);
+      qk = fma(q.z, b.z, qk);
+      kk = fma(a.w, b.w, kk);
+      qk = fma(q.w, b.w, qk);
     }
     let e = exp(G[t] - G[s]);
     AM[t * p.C + s] = select(0.0, B[t] * e * kk, s < t);
@@ -95,8 +98,8 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     let kt = p.k_off + (t0 + t) * p.qkv_stride + hk * p.DK;
     let ks = p.k_off + (t0 + s) * p.qkv_stride + hk * p.DK;
     for (var i = 0u; i < p.DK; i++) {
-      kk += qkv[kt + i] * qkv[ks + i];
-      qk += (qkv[qt + i] * p.scale) * qkv[ks + i];
+      kk = fma(qkv[kt + i], qkv[ks + i], kk);
+      qk = fma(qkv[qt + i] * p.scale, qkv[ks + i], qk);
     }
     let e = exp(G[t] - G[s]);
     work[p.a_off + mb + t * p.C + s] = select(0.0, B[t] * e * kk, s < t);
@@ -120,7 +123,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
         var xs: f32;
         if (kcol) { xs = KS[s * RK + cc / 4u][cc % 4u]; }
         else { xs = QS[s * RQ + cc / 4u][cc % 4u]; }
-        x -= AM[t * p.C + s] * xs;
+        x = fma(-AM[t * p.C + s], xs, x);
       }
       if (kcol) {
         KS[t * RK + cc / 4u][cc % 4u] = x;
@@ -146,7 +149,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
         var xs: f32;
         if (col < p.DK) { xs = work[p.w_off + ((t0 + s) * p.NV + h) * p.DK + col]; }
         else { xs = work[p.u_off + ((t0 + s) * p.NV + h) * p.DV + col - p.DK]; }
-        x -= work[p.a_off + mb + t * p.C + s] * xs;
+        x = fma(-work[p.a_off + mb + t * p.C + s], xs, x);
       }
       if (col < p.DK) { work[p.w_off + (ta * p.NV + h) * p.DK + col] = x; }
       else { work[p.u_off + (ta * p.NV + h) * p.DV + col - p.DK] = x; }

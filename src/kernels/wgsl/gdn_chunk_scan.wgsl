@@ -6,6 +6,9 @@
 //   o_t = e^{G_t} (scale q_t).S + sum_{s<=t} P[t,s] U_s
 //   S  <- e^{G_last} S + sum_s exp(G_last - G_s) k_s U_s^T
 // Only the n real tokens of a partial last chunk enter the state. Layout: gdn_params.wgsl.
+// Every multiply-add is an explicit fma(): WGSL lets a driver fuse a * b + c or not, and NVIDIA's
+// fused the staged and unstaged forms differently (H100, 2026-12-07: the last bits differed), so
+// every form names the fused operation and they agree on any driver.
 #include gdn_params
 @group(0) @binding(0) var<storage, read> qkv: array<f32>;
 @group(0) @binding(1) var<storage, read_write> work: array<f32>;
@@ -31,17 +34,17 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     for (var t = 0u; t < n; t++) {
       let wb = p.w_off + ((t0 + t) * p.NV + h) * p.DK;
       var ws = 0.0;
-      for (var i = 0u; i < p.DK; i++) { ws += work[wb + i] * st[sb + i * p.DV]; }
+      for (var i = 0u; i < p.DK; i++) { ws = fma(work[wb + i], st[sb + i * p.DV], ws); }
       let ui = p.u_off + ((t0 + t) * p.NV + h) * p.DV + j;
       work[ui] = work[ui] - ws;
     }
     for (var t = 0u; t < n; t++) {
       let qb = p.q_off + (t0 + t) * p.qkv_stride + hk * p.DK;
       var qs = 0.0;
-      for (var i = 0u; i < p.DK; i++) { qs += (qkv[qb + i] * p.scale) * st[sb + i * p.DV]; }
+      for (var i = 0u; i < p.DK; i++) { qs = fma(qkv[qb + i] * p.scale, st[sb + i * p.DV], qs); }
       var o = exp(work[gb + t]) * qs;
       for (var s = 0u; s <= t; s++) {
-        o += work[p.p_off + mb + t * p.C + s] * work[p.u_off + ((t0 + s) * p.NV + h) * p.DV + j];
+        o = fma(work[p.p_off + mb + t * p.C + s], work[p.u_off + ((t0 + s) * p.NV + h) * p.DV + j], o);
       }
       out[p.o_off + (t0 + t) * p.o_stride + h * p.DV + j] = o;
     }
@@ -50,8 +53,8 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     for (var i = 0u; i < p.DK; i++) {
       var sn = el * st[sb + i * p.DV];
       for (var s = 0u; s < n; s++) {
-        sn += exp(gl - work[gb + s]) * qkv[p.k_off + (t0 + s) * p.qkv_stride + hk * p.DK + i] *
-              work[p.u_off + ((t0 + s) * p.NV + h) * p.DV + j];
+        sn = fma(exp(gl - work[gb + s]) * qkv[p.k_off + (t0 + s) * p.qkv_stride + hk * p.DK + i],
+                 work[p.u_off + ((t0 + s) * p.NV + h) * p.DV + j], sn);
       }
       st[sb + i * p.DV] = sn;
     }

@@ -26,6 +26,9 @@
 // same bits as STAGE 0 (test: gdn_ops_test TiledScanSameBitsAsOneColumnScan). Workgroup memory:
 // 2 * C * (DK / 4 + 1) vec4 more (gdn_scan_tile decides whether it fits).
 // Layout: gdn_params.wgsl.
+// Every multiply-add is an explicit fma(): WGSL lets a driver fuse a * b + c or not, and NVIDIA's
+// fused the staged and unstaged forms differently (H100, 2026-12-07: the last bits differed), so
+// every form names the fused operation and they agree on any driver.
 #include gdn_params
 @group(0) @binding(0) var<storage, read> qkv: array<f32>;
 @group(0) @binding(1) var<storage, read_write> work: array<f32>;
@@ -115,22 +118,22 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
           let s1 = S[(4u * i4 + 1u) * JB + jj];
           let s2 = S[(4u * i4 + 2u) * JB + jj];
           let s3 = S[(4u * i4 + 3u) * JB + jj];
-          ws += w.x * s0;
-          q += qv.x * s0;
-          ws += w.y * s1;
-          q += qv.y * s1;
-          ws += w.z * s2;
-          q += qv.z * s2;
-          ws += w.w * s3;
-          q += qv.w * s3;
+          ws = fma(w.x, s0, ws);
+          q = fma(qv.x, s0, q);
+          ws = fma(w.y, s1, ws);
+          q = fma(qv.y, s1, q);
+          ws = fma(w.z, s2, ws);
+          q = fma(qv.z, s2, q);
+          ws = fma(w.w, s3, ws);
+          q = fma(qv.w, s3, q);
         }
 #else
         let wb = p.w_off + ((t0 + t) * p.NV + h) * p.DK;
         let qb = p.q_off + (t0 + t) * p.qkv_stride + hk * p.DK;
         for (var i = 0u; i < p.DK; i++) {
           let s = S[i * JB + jj];
-          ws += work[wb + i] * s;
-          q += (qkv[qb + i] * p.scale) * s;
+          ws = fma(work[wb + i], s, ws);
+          q = fma(qkv[qb + i] * p.scale, s, q);
         }
 #endif
         U[t * JB + jj] = work[p.u_off + ((t0 + t) * p.NV + h) * p.DV + j] - ws;
@@ -148,7 +151,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
       let j = j0 + jj;
       if (t < n && j < p.DV) {
         var o = EG[t] * qs[k];
-        for (var s = 0u; s <= t; s++) { o += work[p.p_off + mb + t * p.C + s] * U[s * JB + jj]; }
+        for (var s = 0u; s <= t; s++) { o = fma(work[p.p_off + mb + t * p.C + s], U[s * JB + jj], o); }
         out[p.o_off + (t0 + t) * p.o_stride + h * p.DV + j] = o;
       }
     }
@@ -168,10 +171,10 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
           let ed = ED[s];
           let k = A[s * RS + i4];
           let us = U[s * JB + jj];
-          sn0 += ed * k.x * us;
-          sn1 += ed * k.y * us;
-          sn2 += ed * k.z * us;
-          sn3 += ed * k.w * us;
+          sn0 = fma(ed * k.x, us, sn0);
+          sn1 = fma(ed * k.y, us, sn1);
+          sn2 = fma(ed * k.z, us, sn2);
+          sn3 = fma(ed * k.w, us, sn3);
         }
         S[r] = sn0;
         S[r + JB] = sn1;
@@ -186,7 +189,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
       if (j0 + jj < p.DV) {
         var sn = el * S[e];
         let kb = p.k_off + t0 * p.qkv_stride + hk * p.DK + i;
-        for (var s = 0u; s < n; s++) { sn += ED[s] * qkv[kb + s * p.qkv_stride] * U[s * JB + jj]; }
+        for (var s = 0u; s < n; s++) { sn = fma(ED[s] * qkv[kb + s * p.qkv_stride], U[s * JB + jj], sn); }
         S[e] = sn;
       }
     }
