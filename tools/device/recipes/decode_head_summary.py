@@ -36,6 +36,9 @@ the unpacked results.tgz of one call of tools/device/recipes/decode_head.sh). Wr
                          (kernel, split, --attn-flash-split-tiles) its median time and share of the FMA peak
   flash_long_<i>_<T>_<cache>  the same at T tokens over cache keys for the shape in flash_long_<i>_<T>_<cache>.flags
   attn_checks_<arm>_<n>  `bench attention --tokens 1` after n keys with naga's checks of arm (none, bounds, loops, both)
+  gdn_stage_t<n>[_checks]  `bench gdn` (the DeltaNet chunked prefill of one layer alone) of n tokens: per variant (chunk,
+                         scan columns, --gdn-scan-stage, --gdn-prep-stage) each kernel's median GPU time and whether its
+                         bits equal the chunk's first variant (_checks: with --shader-checks)
   node_sw<i>.json        node_bench.sh STAGE=switches: the browser build under Dawn in Node with the kernel switches of
                          sw<i>.switches, against native_sw<i>.json (native_checks_sw<i>.json: native with --shader-checks)
   greedy_<name>.json     web/node/bench.mjs --greedy-only: the browser build's greedy ids against the native CLI's
@@ -203,6 +206,26 @@ def attn_checks_rows(path, arm, n):
                                 f"of {j['reps']} ({j['timing']})",
                      "wgllm": round(v["median_us"], 2), "ratio_ci": None, "config": ARMS[arm],
                      "source": os.path.basename(path)})
+    return rows
+
+
+def gdn_stage_rows(path, n, checks):
+    """decode_head.sh part gdn_stage: `bench gdn` of n tokens, one row per (variant, kernel): its median GPU time."""
+    j = json.load(open(path))
+    rows = []
+    for v in j["variants"]:
+        cfg = " ".join(x for x in (f"--gdn-chunk {v['gdn_chunk']} --gdn-scan-cols {v['gdn_scan_cols']}",
+                                   "--gdn-scan-stage" if v.get("gdn_scan_stage") else "--no-gdn-scan-stage",
+                                   "--gdn-prep-stage" if v.get("gdn_prep_stage") else "--no-gdn-prep-stage",
+                                   "--shader-checks" if checks else "") if x)
+        for k, us in v["kernels_median_us"].items():
+            rows.append({"model": f"Gated DeltaNet layer alone, {j['nk']} key / {j['nv']} value heads, DK {j['dk']} DV "
+                                  f"{j['dv']} (Qwen3.5-0.8B's linear-attention layer; random operands)",
+                         "weights": "synthetic", "metric": f"{k}_gpu_us",
+                         "context": f"`bench gdn --tokens {n}`: median of {j['reps']} ({j['timing']}); bits "
+                                    f"{'equal' if v['same_bits_as_first_of_chunk'] else 'DIFFER from'} the chunk's first "
+                                    "variant",
+                         "wgllm": round(us, 1), "ratio_ci": None, "config": cfg, "source": os.path.basename(path)})
     return rows
 
 
@@ -386,6 +409,10 @@ def rows_of(raw, tag):
         m = re.fullmatch(r"flash_long_(\d+)_(\d+)_(\d+)", stem)
         if m:
             rows += attention_op_rows(f, "flags " + sidecar(raw, stem + ".flags"))
+            continue
+        m = re.fullmatch(r"gdn_stage_t(\d+)(_checks)?", stem)
+        if m:
+            rows += gdn_stage_rows(f, m.group(1), bool(m.group(2)))
             continue
         m = re.fullmatch(r"attn_checks_(none|bounds|loops|both)_(\d+)", stem)
         if m:
