@@ -68,6 +68,9 @@
 #            (1,2,4,8,16,32) and the adaptive rule, at the product's split target 2048 (flash_sweep_<cache>.json); then FLASH_LONG ("2048:2048"
 #            tokens:cache pairs) on FLASH_LONG_SHAPES (Qwen3.5 / Qwen2.5-1.5B / SmolLM2 attention) for the
 #            share of the FMA peak (flash_long_<i>_<pair>.json)
+#   turns_ab `bench ab` of `bench multi-turn --turns 30 --session-only`, A = product, B = each flag set of TURNS_CANDS
+#            (";"-separated) on TURNS_MODELS (smollm2), 2 interleaved rounds, metrics ttft_last5_median_ms (median session
+#            TTFT of turns 26-30) and ttft_last_over_turn2 (turnsab<i>_<model>)
 #   gdn_stage  the DeltaNet prefill scan's staging (--gdn-scan-stage): gdn_ops_test GdnOps.TiledScan* when carried
 #            (bits of the staged tile on this GPU), then `bench gdn` (the layer alone, GPU timestamps, bits
 #            compared) at GDN_TOKENS (512 4096), chunks 16 and 32, 8 columns, scan and prep staging (--gdn-prep-stage)
@@ -422,6 +425,19 @@ for part in ${PARTS:-tests traffic ab}; do
       i=$((i + 1))
     done
     el "flash_sweep"
+    ;;
+  turns_ab)
+    for m in ${TURNS_MODELS:-smollm2}; do
+      i=0
+      IFS=';' read -ra cands <<< "${TURNS_CANDS:-}"
+      for c in "${cands[@]}"; do
+        i=$((i + 1))
+        echo "$c" > $R/turnsab${i}_$m.flags
+        mt="bench multi-turn -m ${WG_SYNTH[$m]} --turns 30 --session-only --json /dev/null"
+        wg_ab turnsab${i}_$m 300 --a "$mt" --b "$mt $c" --metric ttft_last5_median_ms --metric ttft_last_over_turn2 --rounds 2
+      done
+    done
+    el "turns_ab"
     ;;
   gdn_stage)
     if [ -x $W/bin/gdn_ops_test ]; then
