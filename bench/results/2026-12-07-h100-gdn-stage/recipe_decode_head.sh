@@ -68,8 +68,11 @@
 #            (1,2,4,8,16,32) and the adaptive rule, at the product's split target 2048 (flash_sweep_<cache>.json); then FLASH_LONG ("2048:2048"
 #            tokens:cache pairs) on FLASH_LONG_SHAPES (Qwen3.5 / Qwen2.5-1.5B / SmolLM2 attention) for the
 #            share of the FMA peak (flash_long_<i>_<pair>.json)
-#   gdn_stage  the DeltaNet prefill scan's staging (--gdn-scan-stage): gdn_ops_test GdnOps.TiledScan* when carried
-#            (bits of the staged tile on this GPU), then `bench gdn` (the layer alone, GPU timestamps, bits
+#   turns_ab `bench ab` of `bench multi-turn --turns 30 --session-only`, A = product, B = each flag set of TURNS_CANDS
+#            (";"-separated) on TURNS_MODELS (smollm2), 2 interleaved rounds, metrics ttft_last5_median_ms (median session
+#            TTFT of turns 26-30) and ttft_last_over_turn2 (turnsab<i>_<model>)
+#   gdn_stage  the DeltaNet prefill scan's staging (--gdn-scan-stage): gdn_ops_test GdnOps.TiledScan* and
+#            qwen35_parity_test when carried (bits of the staged tile on this GPU; the model against the CPU), then `bench gdn` (the layer alone, GPU timestamps, bits
 #            compared) at GDN_TOKENS (512 4096), chunks 16 and 32, 8 columns, scan and prep staging (--gdn-prep-stage)
 #            0 and 1 each, without and with
 #            --shader-checks (gdn_stage_t<n>[_checks].json)
@@ -423,10 +426,27 @@ for part in ${PARTS:-tests traffic ab}; do
     done
     el "flash_sweep"
     ;;
+  turns_ab)
+    for m in ${TURNS_MODELS:-smollm2}; do
+      i=0
+      IFS=';' read -ra cands <<< "${TURNS_CANDS:-}"
+      for c in "${cands[@]}"; do
+        i=$((i + 1))
+        echo "$c" > $R/turnsab${i}_$m.flags
+        mt="bench multi-turn -m ${WG_SYNTH[$m]} --turns 30 --session-only --json /dev/null"
+        wg_ab turnsab${i}_$m 300 --a "$mt" --b "$mt $c" --metric ttft_last5_median_ms --metric ttft_last_over_turn2 --rounds 2
+      done
+    done
+    el "turns_ab"
+    ;;
   gdn_stage)
     if [ -x $W/bin/gdn_ops_test ]; then
       timeout 300 $W/bin/gdn_ops_test --gtest_filter='GdnOps.TiledScan*' > $R/test_gdn_ops.log 2>&1
       echo "gdn_ops_test TiledScan*: exit $?" | tee -a $R/tests.txt; tail -3 $R/test_gdn_ops.log
+    fi
+    if [ -x $W/bin/qwen35_parity_test ]; then
+      timeout 200 $W/bin/qwen35_parity_test > $R/test_qwen35_parity.log 2>&1
+      echo "qwen35_parity_test: exit $?" | tee -a $R/tests.txt; tail -3 $R/test_qwen35_parity.log
     fi
     for t in ${GDN_TOKENS:-512 4096}; do
       for chk in "" --shader-checks; do

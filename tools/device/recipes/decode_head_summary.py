@@ -36,6 +36,7 @@ the unpacked results.tgz of one call of tools/device/recipes/decode_head.sh). Wr
                          (kernel, split, --attn-flash-split-tiles) its median time and share of the FMA peak
   flash_long_<i>_<T>_<cache>  the same at T tokens over cache keys for the shape in flash_long_<i>_<T>_<cache>.flags
   attn_checks_<arm>_<n>  `bench attention --tokens 1` after n keys with naga's checks of arm (none, bounds, loops, both)
+  turnsab<I>_<model>     `bench ab` of session-only multi-turn runs, A = product, B = the flags in turnsab<I>_<model>.flags
   gdn_stage_t<n>[_checks]  `bench gdn` (the DeltaNet chunked prefill of one layer alone) of n tokens: per variant (chunk,
                          scan columns, --gdn-scan-stage, --gdn-prep-stage) each kernel's median GPU time and whether its
                          bits equal the chunk's first variant (_checks: with --shader-checks)
@@ -409,6 +410,12 @@ def rows_of(raw, tag):
         m = re.fullmatch(r"flash_long_(\d+)_(\d+)_(\d+)", stem)
         if m:
             rows += attention_op_rows(f, "flags " + sidecar(raw, stem + ".flags"))
+            continue
+        m = re.fullmatch(r"turnsab(\d+)_(.+)", stem)
+        if m:
+            rows += ab_rows(f, MODELS[m.group(2)], "`bench multi-turn --turns 30 --session-only` (64 user + 16 reply tokens "
+                            "a turn), 2 interleaved rounds", "product", wgllm_is_b=True,
+                            config=sidecar(raw, stem + ".flags"))
             continue
         m = re.fullmatch(r"gdn_stage_t(\d+)(_checks)?", stem)
         if m:
