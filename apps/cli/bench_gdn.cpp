@@ -40,6 +40,7 @@ struct GdnBenchOpts {
   std::vector<uint32_t> scan_cols = {0, 8};     // KernelOptions::gdn_scan_cols values
   std::vector<uint32_t> scan_stage = {1};       // KernelOptions::gdn_scan_stage values (0, 1)
   std::vector<uint32_t> prep_stage = {1};       // KernelOptions::gdn_prep_stage values (0, 1)
+  std::vector<uint32_t> scan_prefetch = {0};    // KernelOptions::gdn_scan_prefetch values (0, 1)
   std::string json_path;
 };
 
@@ -95,7 +96,9 @@ int run_gdn_bench(const GdnBenchOpts& b) {
   for (uint32_t C : b.chunks)
     for (uint32_t cols : b.scan_cols)
     for (uint32_t stage : b.scan_stage)
-    for (uint32_t prep : b.prep_stage) {
+    for (uint32_t prep : b.prep_stage)
+    for (uint32_t pf : b.scan_prefetch) {
+      if (pf && !stage) continue;  // a form of the staged scan only
       const kernels::GdnScanTile tile = kernels::gdn_scan_tile(C, DK, cols, wg_bytes, stage != 0);
       if (stage && !tile.stage) {  // the one-column scan, or staging that does not fit: the same kernel as stage 0
         fmt::print(stderr, "  chunk {:>3} scan cols {:>2} stage 1: not staged here (no tile, DK % 4, or over {} bytes)\n",
@@ -111,6 +114,7 @@ int run_gdn_bench(const GdnBenchOpts& b) {
       ko.gdn_scan_cols = cols;
       ko.gdn_scan_stage = stage != 0;
       ko.gdn_prep_stage = prep != 0;
+      ko.gdn_scan_prefetch = pf != 0;
       kernels::OpContext o{*ctx, pipes, rec, ko};
       std::map<std::string, std::vector<double>> per;  // kernel label -> samples
       std::vector<double> total;
@@ -151,9 +155,9 @@ int run_gdn_bench(const GdnBenchOpts& b) {
         line += fmt::format("  {} {:.1f} us", label, median(v));
       }
       const double med = median(total);
-      fmt::print(stderr, "  chunk {:>3} scan cols {:>2} stage {} prep stage {} (tile {} x {} threads): {:>10.1f} us{}{}\n", C,
-                 cols, stage, prep, tile.cols, tile.threads, med, ts ? line : "", fresh ? "" : same ? "  [same bits]" : "  [BITS DIFFER]");
-      variants.push_back({{"gdn_chunk", C}, {"gdn_scan_cols", cols}, {"gdn_scan_stage", stage}, {"gdn_prep_stage", prep},
+      fmt::print(stderr, "  chunk {:>3} scan cols {:>2} stage {} prefetch {} prep stage {} (tile {} x {} threads): {:>10.1f} us{}{}\n",
+                 C, cols, stage, pf, prep, tile.cols, tile.threads, med, ts ? line : "", fresh ? "" : same ? "  [same bits]" : "  [BITS DIFFER]");
+      variants.push_back({{"gdn_chunk", C}, {"gdn_scan_cols", cols}, {"gdn_scan_stage", stage}, {"gdn_prep_stage", prep}, {"gdn_scan_prefetch", pf},
                           {"tile_cols", tile.cols},
                           {"tile_threads", tile.threads},
                           {"median_us", med}, {"samples_us", total}, {"kernels_median_us", kern},
@@ -189,6 +193,9 @@ std::function<int()> add_bench_gdn(CLI::App& app) {
       ->delimiter(',')->transform(integer(0, 64));
   cmd->add_option("--scan-stage", b->scan_stage,
                   "scan staging to try (--gdn-scan-stage) with each tiled --scan-cols, 0..1 (default 1, the product)")
+      ->delimiter(',')->transform(integer(0, 1));
+  cmd->add_option("--scan-prefetch", b->scan_prefetch,
+                  "staged-scan prefetch to try (--gdn-scan-prefetch) with each --scan-stage 1, 0..1 (default 0, the product)")
       ->delimiter(',')->transform(integer(0, 1));
   cmd->add_option("--prep-stage", b->prep_stage, "prep staging to try (--gdn-prep-stage), 0..1 (default 1, the product)")
       ->delimiter(',')->transform(integer(0, 1));

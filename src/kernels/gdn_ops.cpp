@@ -298,7 +298,8 @@ std::pair<GdnScanTile, const gpu::Pipeline*> chunk_scan_pipe(OpContext& o, uint3
   const Defines ds{{"WG", std::to_string(t.threads)},       {"JB", std::to_string(t.cols)},
                    {"SDIM", std::to_string(DK * t.cols)},   {"UDIM", std::to_string(C * t.cols)},
                    {"CDIM", std::to_string(C)},             {"NP", std::to_string(ceil_div(C * t.cols, t.threads))},
-                   {"STAGE", t.stage ? "1" : "0"}};
+                   {"STAGE", t.stage ? "1" : "0"},           {"PF", t.stage && o.opt.gdn_scan_prefetch ? "1" : "0"},
+                   {"LQ", std::to_string(ceil_div(C * (DK / 4), t.threads))}};
   return {t, &get(o, "gdn_chunk_scan_tiled", ds, kScanBinds)};
 }
 

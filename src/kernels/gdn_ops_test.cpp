@@ -263,13 +263,16 @@ TEST(GdnOps, TiledScanSameBitsAsOneColumnScan) {
         ASSERT_GT(gdn_scan_tile(C, s.DK, cols, e.ctx->info().limits.maxComputeWorkgroupStorageSize).cols, 0u);
         GdnCase c(s.T, s.NK, s.NV, s.DK, s.DV, 300 + s.T + C);
         std::vector<std::vector<float>> outs, states;
+        std::vector<std::string> labels;
         const uint64_t lim = e.ctx->info().limits.maxComputeWorkgroupStorageSize;
         const bool stage = gdn_scan_tile(C, s.DK, cols, lim, true).stage;
         const bool prep = gdn_prep_staged(true, C, s.DK, s.DV, lim);
-        // one-column scan, tile, staged tile, staged tile after the staged prep
-        for (uint32_t arm : {0u, 1u, 2u, 3u}) {
-          if ((arm == 2 && !stage) || (arm == 3 && !(stage && prep))) continue;
+        // one-column scan, tile, staged tile, staged tile after the staged prep, staged tile prefetching
+        for (uint32_t arm : {0u, 1u, 2u, 3u, 4u}) {
+          if (((arm == 2 || arm == 4) && !stage) || (arm == 3 && !(stage && prep))) continue;
           const uint32_t sc = arm ? cols : 0;
+          labels.push_back(arm == 0 ? "one-column" : arm == 1 ? "tiled" : arm == 2 ? "staged"
+                           : arm == 3 ? "staged after the staged prep" : "staged, prefetching");
           auto qb = e.upload(c.qkv), gb = e.upload(c.gates), sb = e.upload(c.state);
           auto ob = e.upload(std::vector<float>(size_t(s.T) * s.NV * s.DV + 8, NAN));
           KernelOptions ko;
@@ -277,6 +280,7 @@ TEST(GdnOps, TiledScanSameBitsAsOneColumnScan) {
           ko.gdn_scan_cols = sc;
           ko.gdn_scan_stage = arm >= 2;
           ko.gdn_prep_stage = arm == 3;
+          ko.gdn_scan_prefetch = arm == 4;
           auto wb = e.upload(std::vector<float>(gdn_chunk_work_floats(s.T, C, c.NV, c.DK, c.DV) + 16, NAN));
           auto o = e.op(ko);
           GdnOperands a{qb, 0, c.NK * c.DK, 2 * c.NK * c.DK, c.stride(), gb, 0, 2 * c.NV, sb, ob, 0, c.NV * c.DV,
@@ -290,11 +294,11 @@ TEST(GdnOps, TiledScanSameBitsAsOneColumnScan) {
         const std::string w = "T=" + std::to_string(s.T) + " DK=" + std::to_string(s.DK) + " DV=" + std::to_string(s.DV) +
                               " C=" + std::to_string(C) + " cols=" + std::to_string(cols);
         for (size_t i = 1; i < outs.size(); ++i) {
-          const std::string what = w + (i == 2 ? " staged" : i == 3 ? " staged after the staged prep" : "");
+          const std::string what = w + " " + labels[i];
           EXPECT_EQ(bits(outs[0]), bits(outs[i])) << what << " out";
           EXPECT_EQ(bits(states[0]), bits(states[i])) << what << " state";
         }
-        EXPECT_EQ(outs.size(), stage ? (prep ? 4u : 3u) : 2u);
+        EXPECT_EQ(outs.size(), stage ? (prep ? 5u : 4u) : 2u);
         ++staged_cases;
         if (stage) ++staged_ran;
         if (stage && prep) ++prep_ran;

@@ -1,4 +1,4 @@
-// defines: WG JB SDIM UDIM CDIM NP STAGE
+// defines: WG JB SDIM UDIM CDIM NP STAGE PF LQ?
 // gdn_chunk_scan_tiled: the sequential scan of the chunkwise gated delta rule (after gdn_chunk_prep),
 // one workgroup of WG threads per (tile of JB state columns j0 .. j0+JB-1, value head h), the tile
 // S[0..DK-1][j0..j0+JB-1] kept in workgroup memory for the whole prompt (SDIM = DK*JB floats; the
@@ -25,6 +25,11 @@
 // (4 independent sums sharing each vec4 of k). Every sum keeps its terms, rounding and order: the
 // same bits as STAGE 0 (test: gdn_ops_test TiledScanSameBitsAsOneColumnScan). Workgroup memory:
 // 2 * C * (DK / 4 + 1) vec4 more (gdn_scan_tile decides whether it fits).
+// PF 1 (--gdn-scan-prefetch; with STAGE only): the staging's global loads leave the barriers' path:
+// each thread loads its LQ vec4 of the chunk's k rows into registers before phase 1 (stored into A
+// after phase 1) and its LQ vec4 of the next chunk's W and q rows before phase 2 (stored into A and B
+// at the next chunk's start), so their latency overlaps the dot products instead of stalling every
+// thread at a barrier. The same values reach the same workgroup arrays: the same bits as PF 0.
 // Layout: gdn_params.wgsl.
 // Every multiply-add is an explicit fma(): WGSL lets a driver fuse a * b + c or not, and NVIDIA's
 // fused the staged and unstaged forms differently (H100, 2026-12-07: the last bits differed), so
@@ -48,28 +53,35 @@ const RS: u32 = DK4 + 1u;               // padded row stride of A and B (vec4)
 var<workgroup> A: array<vec4<f32>, {{CDIM}} * RS>;  // the chunk's W rows (phase 1), then its k rows (phase 3)
 var<workgroup> B: array<vec4<f32>, {{CDIM}} * RS>;  // the chunk's (scale q) rows
 
-// Rows 0 .. n-1 of a chunk into A or B, one vec4 per step: row t's 4 elements from src_base(t) + 4 i4.
+// vec4 e of a chunk's rows (row t = e / DK4, elements 4 (e % DK4) .. + 3) of W, (scale q) or k.
+fn w_quad(e: u32, t0: u32, h: u32) -> vec4<f32> {
+  let b = p.w_off + ((t0 + e / DK4) * p.NV + h) * p.DK + 4u * (e % DK4);
+  return vec4<f32>(work[b], work[b + 1u], work[b + 2u], work[b + 3u]);
+}
+fn q_quad(e: u32, t0: u32, hk: u32) -> vec4<f32> {
+  let b = p.q_off + (t0 + e / DK4) * p.qkv_stride + hk * p.DK + 4u * (e % DK4);
+  return vec4<f32>(qkv[b] * p.scale, qkv[b + 1u] * p.scale, qkv[b + 2u] * p.scale, qkv[b + 3u] * p.scale);
+}
+fn k_quad(e: u32, t0: u32, hk: u32) -> vec4<f32> {
+  let b = p.k_off + (t0 + e / DK4) * p.qkv_stride + hk * p.DK + 4u * (e % DK4);
+  return vec4<f32>(qkv[b], qkv[b + 1u], qkv[b + 2u], qkv[b + 3u]);
+}
+// Slot of vec4 e in A / B (rows padded to RS).
+fn slot(e: u32) -> u32 { return (e / DK4) * RS + e % DK4; }
+#if PF
+const LQ: u32 = {{LQ}}u;  // vec4 of a chunk's rows per thread: ceil(C * DK4 / WG)
+#else
+// Rows 0 .. n-1 of a chunk into A or B.
 fn stage_w(tid: u32, n: u32, t0: u32, h: u32) {
-  for (var e = tid; e < n * DK4; e += WG) {
-    let t = e / DK4;
-    let b = p.w_off + ((t0 + t) * p.NV + h) * p.DK + 4u * (e % DK4);
-    A[t * RS + e % DK4] = vec4<f32>(work[b], work[b + 1u], work[b + 2u], work[b + 3u]);
-  }
+  for (var e = tid; e < n * DK4; e += WG) { A[slot(e)] = w_quad(e, t0, h); }
 }
 fn stage_q(tid: u32, n: u32, t0: u32, hk: u32) {
-  for (var e = tid; e < n * DK4; e += WG) {
-    let t = e / DK4;
-    let b = p.q_off + (t0 + t) * p.qkv_stride + hk * p.DK + 4u * (e % DK4);
-    B[t * RS + e % DK4] = vec4<f32>(qkv[b] * p.scale, qkv[b + 1u] * p.scale, qkv[b + 2u] * p.scale, qkv[b + 3u] * p.scale);
-  }
+  for (var e = tid; e < n * DK4; e += WG) { B[slot(e)] = q_quad(e, t0, hk); }
 }
 fn stage_k(tid: u32, n: u32, t0: u32, hk: u32) {
-  for (var e = tid; e < n * DK4; e += WG) {
-    let t = e / DK4;
-    let b = p.k_off + (t0 + t) * p.qkv_stride + hk * p.DK + 4u * (e % DK4);
-    A[t * RS + e % DK4] = vec4<f32>(qkv[b], qkv[b + 1u], qkv[b + 2u], qkv[b + 3u]);
-  }
+  for (var e = tid; e < n * DK4; e += WG) { A[slot(e)] = k_quad(e, t0, hk); }
 }
+#endif
 #endif
 
 @compute @workgroup_size(WG)
@@ -85,6 +97,23 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     if (j < p.DV) { S[e] = st[sb + (e / JB) * p.DV + j]; }
   }
   let nch = (p.T + p.C - 1u) / p.C;
+#if STAGE
+#if PF
+  var pw: array<vec4<f32>, LQ>;  // the next chunk's W and q vec4, then this chunk's
+  var pq: array<vec4<f32>, LQ>;
+  var pk: array<vec4<f32>, LQ>;  // this chunk's k vec4
+  {
+    let n0 = min(p.C, p.T);
+    for (var k = 0u; k < LQ; k++) {
+      let e = tid + k * WG;
+      if (e < n0 * DK4) {
+        pw[k] = w_quad(e, 0u, h);
+        pq[k] = q_quad(e, 0u, hk);
+      }
+    }
+  }
+#endif
+#endif
   for (var c = 0u; c < nch; c++) {
     let t0 = c * p.C;
     let n = min(p.C, p.T - t0);
@@ -97,8 +126,19 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
       ED[t] = exp(gl - work[gb + t]);
     }
 #if STAGE
+#if PF
+    for (var k = 0u; k < LQ; k++) {
+      let e = tid + k * WG;
+      if (e < n * DK4) {
+        A[slot(e)] = pw[k];
+        B[slot(e)] = pq[k];
+        pk[k] = k_quad(e, t0, hk);
+      }
+    }
+#else
     stage_w(tid, n, t0, h);
     stage_q(tid, n, t0, hk);
+#endif
 #endif
     workgroupBarrier();  // S loaded (first chunk) or updated (previous chunk); EG / ED written (STAGE: A = W, B = q)
     var qs: array<f32, NP>;
@@ -142,7 +182,25 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     }
     workgroupBarrier();  // U complete
 #if STAGE
+#if PF
+    for (var k = 0u; k < LQ; k++) {  // A's W rows were last read before the barrier above
+      let e = tid + k * WG;
+      if (e < n * DK4) { A[slot(e)] = pk[k]; }
+    }
+    if (c + 1u < nch) {  // the next chunk's W and q rows, stored at its start
+      let t1 = t0 + p.C;
+      let n1 = min(p.C, p.T - t1);
+      for (var k = 0u; k < LQ; k++) {
+        let e = tid + k * WG;
+        if (e < n1 * DK4) {
+          pw[k] = w_quad(e, t1, h);
+          pq[k] = q_quad(e, t1, hk);
+        }
+      }
+    }
+#else
     stage_k(tid, n, t0, hk);  // A's W rows were last read before the barrier above
+#endif
 #endif
     for (var k = 0u; k < NP; k++) {
       let pr = tid + k * WG;
