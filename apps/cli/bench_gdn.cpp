@@ -40,7 +40,7 @@ struct GdnBenchOpts {
   std::vector<uint32_t> scan_cols = {0, 8};     // KernelOptions::gdn_scan_cols values
   std::vector<uint32_t> scan_stage = {1};       // KernelOptions::gdn_scan_stage values (0, 1)
   std::vector<uint32_t> prep_stage = {1};       // KernelOptions::gdn_prep_stage values (0, 1)
-  std::vector<uint32_t> scan_prefetch = {0};    // KernelOptions::gdn_scan_prefetch values (0, 1)
+  std::vector<uint32_t> scan_prefetch = {1};    // KernelOptions::gdn_scan_prefetch values (0, 1)
   std::string json_path;
 };
 
@@ -195,7 +195,7 @@ std::function<int()> add_bench_gdn(CLI::App& app) {
                   "scan staging to try (--gdn-scan-stage) with each tiled --scan-cols, 0..1 (default 1, the product)")
       ->delimiter(',')->transform(integer(0, 1));
   cmd->add_option("--scan-prefetch", b->scan_prefetch,
-                  "staged-scan prefetch to try (--gdn-scan-prefetch) with each --scan-stage 1, 0..1 (default 0, the product)")
+                  "staged-scan prefetch to try (--gdn-scan-prefetch) with each --scan-stage 1, 0..1 (default 1, the product)")
       ->delimiter(',')->transform(integer(0, 1));
   cmd->add_option("--prep-stage", b->prep_stage, "prep staging to try (--gdn-prep-stage), 0..1 (default 1, the product)")
       ->delimiter(',')->transform(integer(0, 1));

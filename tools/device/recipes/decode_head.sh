@@ -74,7 +74,7 @@
 #   gdn_stage  the DeltaNet prefill scan's staging (--gdn-scan-stage): gdn_ops_test GdnOps.TiledScan* and
 #            qwen35_parity_test when carried (bits of the staged tile on this GPU; the model against the CPU), then `bench gdn` (the layer alone, GPU timestamps, bits
 #            compared) at GDN_TOKENS (512 4096), chunks 16 and 32, 8 columns, scan and prep staging (--gdn-prep-stage)
-#            0 and 1 each (GDN_STAGES), --gdn-scan-prefetch GDN_PREFETCH (0), without and with
+#            0 and 1 each (GDN_STAGES), --gdn-scan-prefetch GDN_PREFETCH (1), without and with
 #            --shader-checks (gdn_stage_t<n>[_checks].json)
 #   attn_checks  the decode attention op alone (`bench attention --tokens 1`, SmolLM2's layer shape) after
 #            CHECKS_LENGTHS (512 4096) keys under each of naga's checks: none, bounds (--shader-checks),
@@ -453,7 +453,7 @@ for part in ${PARTS:-tests traffic ab}; do
         wg_over && { fail "time budget: gdn_stage $t $chk not run"; continue; }
         f=gdn_stage_t$t${chk:+_checks}
         # shellcheck disable=SC2086  # $chk: zero or one flag
-        timeout 150 $B bench gdn --tokens $t --chunks 16,32 --scan-cols 8 --scan-stage ${GDN_STAGES:-0,1} --scan-prefetch ${GDN_PREFETCH:-0} --prep-stage ${GDN_STAGES:-0,1} --reps 5 $chk \
+        timeout 150 $B bench gdn --tokens $t --chunks 16,32 --scan-cols 8 --scan-stage ${GDN_STAGES:-0,1} --scan-prefetch ${GDN_PREFETCH:-1} --prep-stage ${GDN_STAGES:-0,1} --reps 5 $chk \
           --json $R/$f.json 2> $R/$f.txt || fail "$f (exit $?)"
         echo "== $f"; grep -E "chunk" $R/$f.txt | cut -c1-170
       done
