@@ -2,7 +2,9 @@
 // (kernels::gdn_chunked: gdn_chunk_prep then the scan) for --tokens tokens, at each --chunks value
 // (KernelOptions::gdn_chunk) and each --scan-cols value (KernelOptions::gdn_scan_cols; 0 = the
 // one-column-per-invocation scan), each --scan-stage value (KernelOptions::gdn_scan_stage; a tiled
-// scan only) and each --prep-stage value (KernelOptions::gdn_prep_stage), on random operands of the model's layout (q, k L2-normalised,
+// scan only), each --scan-prefetch value (KernelOptions::gdn_scan_prefetch; a staged scan only) and each
+// --prep-stage value (KernelOptions::gdn_prep_stage; a setting that does not apply runs what the product
+// runs there, once), on random operands of the model's layout (q, k L2-normalised,
 // decays g <= 0, beta in (0, 1), a random starting state). Default shape: Qwen3.5-0.8B's
 // linear-attention layer (16 key and 16 value heads of 128), a 512-token prompt. GPU time per
 // kernel from timestamp queries when the device has them inside passes, else the wall time of
@@ -17,7 +19,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <array>
 #include <map>
+#include <set>
 #include <random>
 #include <vector>
 
@@ -93,26 +97,22 @@ int run_gdn_bench(const GdnBenchOpts& b) {
              ctx->info().name, ts ? "timestamps" : "wall clock of submit + wait");
   nlohmann::json variants = nlohmann::json::array();
   std::map<uint32_t, std::pair<std::vector<float>, std::vector<float>>> first;  // chunk -> (out, state) of its first variant
+  std::set<std::array<uint32_t, 5>> timed;  // (chunk, columns, staged, prep staged, prefetch) run so far
   for (uint32_t C : b.chunks)
     for (uint32_t cols : b.scan_cols)
     for (uint32_t stage : b.scan_stage)
-    for (uint32_t prep : b.prep_stage)
-    for (uint32_t pf : b.scan_prefetch) {
-      if (pf && !stage) continue;  // a form of the staged scan only
+    for (uint32_t prep_asked : b.prep_stage)
+    for (uint32_t pf_asked : b.scan_prefetch) {
+      // What runs: staging where it applies (a tile, DK % 4, room beside it), prefetch only when staged; a
+      // setting that falls back runs what the product runs there, once per (chunk, columns).
       const kernels::GdnScanTile tile = kernels::gdn_scan_tile(C, DK, cols, wg_bytes, stage != 0);
-      if (stage && !tile.stage) {  // the one-column scan, or staging that does not fit: the same kernel as stage 0
-        fmt::print(stderr, "  chunk {:>3} scan cols {:>2} stage 1: not staged here (no tile, DK % 4, or over {} bytes)\n",
-                   C, cols, wg_bytes);
-        continue;
-      }
-      if (prep && !kernels::gdn_prep_staged(true, C, DK, DV, wg_bytes)) {
-        fmt::print(stderr, "  chunk {:>3} prep stage 1: not staged here (DK or DV % 4, or over {} bytes)\n", C, wg_bytes);
-        continue;
-      }
+      const uint32_t prep = prep_asked && kernels::gdn_prep_staged(true, C, DK, DV, wg_bytes);
+      const uint32_t pf = pf_asked && tile.stage;
+      if (!timed.insert({C, cols, tile.stage, prep, pf}).second) continue;
       kernels::KernelOptions ko;
       ko.gdn_chunk = C;
       ko.gdn_scan_cols = cols;
-      ko.gdn_scan_stage = stage != 0;
+      ko.gdn_scan_stage = tile.stage;
       ko.gdn_prep_stage = prep != 0;
       ko.gdn_scan_prefetch = pf != 0;
       kernels::OpContext o{*ctx, pipes, rec, ko};
@@ -156,15 +156,15 @@ int run_gdn_bench(const GdnBenchOpts& b) {
       }
       const double med = median(total);
       fmt::print(stderr, "  chunk {:>3} scan cols {:>2} stage {} prefetch {} prep stage {} (tile {} x {} threads): {:>10.1f} us{}{}\n",
-                 C, cols, stage, pf, prep, tile.cols, tile.threads, med, ts ? line : "", fresh ? "" : same ? "  [same bits]" : "  [BITS DIFFER]");
-      variants.push_back({{"gdn_chunk", C}, {"gdn_scan_cols", cols}, {"gdn_scan_stage", stage}, {"gdn_prep_stage", prep}, {"gdn_scan_prefetch", pf},
+                 C, cols, int(tile.stage), pf, prep, tile.cols, tile.threads, med, ts ? line : "", fresh ? "" : same ? "  [same bits]" : "  [BITS DIFFER]");
+      variants.push_back({{"gdn_chunk", C}, {"gdn_scan_cols", cols}, {"gdn_scan_stage", tile.stage}, {"gdn_prep_stage", prep}, {"gdn_scan_prefetch", pf},
                           {"tile_cols", tile.cols},
                           {"tile_threads", tile.threads},
                           {"median_us", med}, {"samples_us", total}, {"kernels_median_us", kern},
                           {"same_bits_as_first_of_chunk", same}});
       if (!same)
-        fmt::print(stderr, "bench gdn: chunk {} scan cols {} stage {} prep stage {} differs from chunk {}'s first variant\n", C,
-                   cols, stage, prep, C);
+        fmt::print(stderr, "bench gdn: chunk {} scan cols {} stage {} prefetch {} prep stage {} differs from chunk {}'s first variant\n",
+                   C, cols, int(tile.stage), pf, prep, C);
     }
   nlohmann::json j = {{"benchmark", "gdn"}, {"adapter", ctx->info().name},
                       {"timing", ts ? "timestamps" : "wall_clock_submit_wait"}, {"tokens", T}, {"nk", NK}, {"nv", NV},

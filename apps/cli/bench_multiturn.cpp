@@ -191,15 +191,11 @@ int run_multiturn(const MultiTurnOpts& b) {
                       {"first_token_mismatches", mismatches},
                       {"turns", turns},
                       {"profile_last_turn_forward", profile}};
-  if (b.json_path.empty()) {
-    std::cout << j.dump(1) << std::endl;
-  } else {
-    write_file(b.json_path, j.dump(1) + "\n");
-    fmt::print(stderr, "wrote {} (plot: python3 tools/plots/plot_multiturn.py {} out.png)\n", b.json_path, b.json_path);
-  }
-  // Last stdout line: a compact summary object (what `bench ab` reads, as `bench`'s): the session TTFT of
-  // turn 2 and of the last turn, their ratio (issue 11's turn 30 / turn 2), and the medians over turns
-  // 2..6 and over the last 5 turns (steadier meters than one turn's single sample).
+  // A compact summary (what `bench ab` reads from the last stdout line, as `bench`'s): the session TTFT
+  // of turn 2 and of the last turn, their ratio (issue 11's turn 30 / turn 2), and the medians over
+  // turns 2..6 and over the last 5 turns (steadier meters than one turn's single sample). With --json
+  // it is printed alone; without, its keys join the document, printed on one line.
+  nlohmann::json summary = nlohmann::json::object();
   if (turns.size() >= 2) {
     auto ttft = [&](size_t i) { return turns[i]["ttft_session_ms"].get<double>(); };
     auto median = [&](size_t from, size_t to) {  // turns[from .. to)
@@ -209,10 +205,16 @@ int run_multiturn(const MultiTurnOpts& b) {
       return v[v.size() / 2];
     };
     const size_t n = turns.size();
-    nlohmann::json summary = {{"ttft_turn2_ms", ttft(1)}, {"ttft_last_ms", ttft(n - 1)},
-                              {"ttft_last_over_turn2", ttft(n - 1) / ttft(1)},
-                              {"ttft_first5_median_ms", median(1, std::min<size_t>(n, 6))},
-                              {"ttft_last5_median_ms", median(n > 6 ? n - 5 : 1, n)}};
+    summary = {{"ttft_turn2_ms", ttft(1)}, {"ttft_last_ms", ttft(n - 1)}, {"ttft_last_over_turn2", ttft(n - 1) / ttft(1)},
+               {"ttft_first5_median_ms", median(1, std::min<size_t>(n, 6))},
+               {"ttft_last5_median_ms", median(n > 6 ? n - 5 : 1, n)}};
+  }
+  if (b.json_path.empty()) {
+    j.update(summary);
+    std::cout << j.dump() << std::endl;
+  } else {
+    write_file(b.json_path, j.dump(1) + "\n");
+    fmt::print(stderr, "wrote {} (plot: python3 tools/plots/plot_multiturn.py {} out.png)\n", b.json_path, b.json_path);
     std::cout << summary.dump() << std::endl;
   }
   return mismatches ? 3 : 0;

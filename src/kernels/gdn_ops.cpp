@@ -284,8 +284,8 @@ const std::vector<Bind> kScanBinds{Bind::ReadOnly, Bind::ReadWrite, Bind::ReadWr
 const gpu::Pipeline& chunk_prep_pipe(OpContext& o, uint32_t C, uint32_t DK, uint32_t DV) {
   Defines d{{"C", std::to_string(C)}, {"STAGE", "0"}};
   if (gdn_prep_staged(o.opt.gdn_prep_stage, C, DK, DV, o.ctx.info().limits.maxComputeWorkgroupStorageSize))
-    d = {{"C", std::to_string(C)}, {"STAGE", "1"}, {"RK", std::to_string(DK / 4 + 1)},
-         {"RQ", std::to_string(std::max(DK, DV) / 4 + 1)}};
+    d = {{"C", std::to_string(C)}, {"STAGE", "1"}, {"RK", std::to_string(DK + 1)},
+         {"RQ", std::to_string(std::max(DK, DV) + 1)}};
   return get(o, "gdn_chunk_prep", d, {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
 }
 
@@ -306,7 +306,7 @@ std::pair<GdnScanTile, const gpu::Pipeline*> chunk_scan_pipe(OpContext& o, uint3
 }  // namespace
 
 bool gdn_prep_staged(bool asked, uint32_t C, uint32_t DK, uint32_t DV, uint64_t workgroup_bytes) {
-  const uint64_t bytes = 16ull * C * (DK / 4 + std::max(DK, DV) / 4 + 2) + 4ull * C * C + 8ull * C;
+  const uint64_t bytes = 4ull * C * (DK + std::max(DK, DV) + 2) + 4ull * C * C + 8ull * C;
   return asked && DK % 4 == 0 && DV % 4 == 0 && bytes <= workgroup_bytes;
 }
 
@@ -324,7 +324,11 @@ void gdn_chunked(OpContext& o, const GdnOperands& a, const gpu::Buffer& work) {
   const uint32_t nch = ceil_div(a.T, C);
   const uint64_t io = 4ull * a.T * (2 * a.NK * a.DK + a.NV * a.DV);
   const uint64_t wk = 4ull * gdn_chunk_work_floats(a.T, C, a.NV, a.DK, a.DV), sb = 4ull * a.NV * a.DK * a.DV;
-  o.rec.declare(TrafficBytes().r(Traffic::Activations, io + 8ull * a.T * a.NV).w(Traffic::Activations, wk));
+  // The staged prep keeps A in workgroup memory: its C x C floats per chunk and head are not written.
+  const uint64_t a_rows = gdn_prep_staged(o.opt.gdn_prep_stage, C, a.DK, a.DV, o.ctx.info().limits.maxComputeWorkgroupStorageSize)
+                              ? 4ull * nch * a.NV * C * C
+                              : 0;
+  o.rec.declare(TrafficBytes().r(Traffic::Activations, io + 8ull * a.T * a.NV).w(Traffic::Activations, wk - a_rows));
   o.rec.dispatch(chunk_prep_pipe(o, C, a.DK, a.DV), {a.qkv, a.gates, work}, prm, nch, a.NV, 1, "gdn_chunk_prep");
   o.rec.declare(TrafficBytes().r(Traffic::Activations, io + wk).r(Traffic::Recurrent, sb).w(Traffic::Recurrent, sb)
                     .w(Traffic::Activations, 4ull * a.T * a.NV * a.DV));

@@ -151,7 +151,7 @@ uint64_t gdn_chunk_work_floats_max(const KernelOptions& k, uint32_t T, uint32_t 
 void gdn_compile_chunked(OpContext& o, uint32_t C, uint32_t DK, uint32_t DV);
 /// Whether the prep phase's staged form (gdn_chunk_prep.wgsl STAGE, KernelOptions::gdn_prep_stage)
 /// runs for chunk C and head dims DK, DV: asked for, DK and DV multiples of 4, and its workgroup
-/// memory, 16 C (DK / 4 + max(DK, DV) / 4 + 2) + 4 C^2 + 8 C bytes, within `workgroup_bytes`.
+/// memory, 4 C (DK + max(DK, DV) + 2) + 4 C^2 + 8 C bytes, within `workgroup_bytes`.
 bool gdn_prep_staged(bool asked, uint32_t C, uint32_t DK, uint32_t DV, uint64_t workgroup_bytes);
 /// KernelOptions::gdn_scan_cols's default: 8 columns on hardware adapters, 0 (the one-column
 /// scan) on software ones.
@@ -179,6 +179,8 @@ GdnScanTile gdn_scan_tile(uint32_t C, uint32_t DK, uint32_t cols, uint64_t workg
 /// a tile of o.opt.gdn_scan_cols columns of each head's state in workgroup memory per workgroup
 /// (gdn_scan_tile; kGdnScanColsAuto: 8 on hardware adapters, 0 on software ones), or
 /// gdn_chunk_scan.wgsl (one column per invocation, the state read from memory) when that is 0;
+/// the tile's chunk rows staged in workgroup memory (gdn_scan_stage, loaded ahead of the barriers
+/// with gdn_scan_prefetch) and the prep's too (gdn_prep_stage) where they fit;
 /// both the same arithmetic in the same order, so the same bits in out and state (the tiled kernel
 /// keeps the corrected values U in workgroup memory; the work buffer's U rows stay as the prep
 /// wrote them). A partial last chunk uses only its real tokens. work: >= gdn_chunk_work_floats()

@@ -322,9 +322,9 @@ TEST(GdnOps, TiledScanSameBitsAsOneColumnScan) {
   EXPECT_FALSE(gdn_scan_tile(16, 128, 8, 49152, false).stage);  // not asked
   EXPECT_FALSE(gdn_scan_tile(16, 126, 8, 49152, true).stage);   // DK % 4 != 0
   EXPECT_FALSE(gdn_scan_tile(16, 128, 0, 49152, true).stage);   // no tile
-  // The staged prep: 16 C (DK / 4 + max(DK, DV) / 4 + 2) + 4 C^2 + 8 C bytes; DK, DV multiples of 4.
-  EXPECT_TRUE(gdn_prep_staged(true, 32, 128, 128, 16 * 32 * 66 + 4 * 32 * 32 + 8 * 32));
-  EXPECT_FALSE(gdn_prep_staged(true, 32, 128, 128, 16 * 32 * 66 + 4 * 32 * 32 + 8 * 32 - 1));
+  // The staged prep: 4 C (DK + max(DK, DV) + 2) + 4 C^2 + 8 C bytes; DK, DV multiples of 4.
+  EXPECT_TRUE(gdn_prep_staged(true, 32, 128, 128, 4 * 32 * 258 + 4 * 32 * 32 + 8 * 32));
+  EXPECT_FALSE(gdn_prep_staged(true, 32, 128, 128, 4 * 32 * 258 + 4 * 32 * 32 + 8 * 32 - 1));
   EXPECT_FALSE(gdn_prep_staged(false, 16, 128, 128, 49152));
   EXPECT_FALSE(gdn_prep_staged(true, 16, 128, 70, 49152));
 }

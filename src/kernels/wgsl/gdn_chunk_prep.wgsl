@@ -11,14 +11,15 @@
 //                                                              per thread, rows in order)
 // gdn_chunk_scan then applies them to the state chunk by chunk. Layout: gdn_params.wgsl.
 // STAGE 1 (--gdn-prep-stage; DK, DV multiples of 4): 256 threads instead of 64; the chunk's k rows
-// and (scale q) rows are first copied into workgroup memory (KS, QS: coalesced, rows padded by one
-// vec4), A stays in workgroup memory (AM; the work buffer's A rows are not written: only this kernel
+// and (scale q) rows are first copied into workgroup memory (KS, QS: coalesced, f32 rows padded by
+// one element; scalar arrays because each thread of the substitution writes its own column, and a
+// write to one component of a workgroup vec4 may touch the whole vec4 in WGSL's memory model), A stays in workgroup memory (AM; the work buffer's A rows are not written: only this kernel
 // reads them), and the forward substitution keeps each column's solved rows in place of the staged
 // rows (slot (t, col) of KS holds k_t[col] until the thread owning column col overwrites it with
 // W[t][col]; QS's slots take U0's columns: q is no longer read after the barrier). Every sum keeps its
 // terms, rounding and order: the same bits as STAGE 0 (test: gdn_ops_test
-// TiledScanSameBitsAsOneColumnScan). Workgroup memory: 16 C (DK / 4 + max(DK, DV) / 4 + 2) + 4 C^2 +
-// 8 C bytes (gdn_prep_staged decides whether it fits).
+// TiledScanSameBitsAsOneColumnScan). Workgroup memory: 4 C (DK + max(DK, DV) + 2) + 4 C^2 + 8 C bytes
+// (gdn_prep_staged decides whether it fits).
 // Every multiply-add is an explicit fma(): WGSL lets a driver fuse a * b + c or not, and NVIDIA's
 // fused the staged and unstaged forms differently (H100, 2026-12-07: the last bits differed), so
 // every form names the fused operation and they agree on any driver.
@@ -31,10 +32,10 @@ var<workgroup> G: array<f32, {{C}}>;
 var<workgroup> B: array<f32, {{C}}>;
 #if STAGE
 const WG: u32 = 256u;
-const RK: u32 = {{RK}}u;  // vec4 per row of KS: DK / 4 + 1 (padded)
-const RQ: u32 = {{RQ}}u;  // vec4 per row of QS: max(DK, DV) / 4 + 1
-var<workgroup> KS: array<vec4<f32>, {{C}} * RK>;  // k rows, then W rows (forward substitution)
-var<workgroup> QS: array<vec4<f32>, {{C}} * RQ>;  // (scale q) rows, then U0 rows
+const RK: u32 = {{RK}}u;  // f32 per row of KS: DK + 1 (padded: the rows of a warp's keys hit different banks)
+const RQ: u32 = {{RQ}}u;  // f32 per row of QS: max(DK, DV) + 1
+var<workgroup> KS: array<f32, {{C}} * RK>;  // k rows, then W rows (forward substitution)
+var<workgroup> QS: array<f32, {{C}} * RQ>;  // (scale q) rows, then U0 rows
 var<workgroup> AM: array<f32, {{C}} * {{C}}>;     // A[t][s]
 #else
 const WG: u32 = 64u;
@@ -59,14 +60,11 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     }
   }
 #if STAGE
-  let dk4 = p.DK / 4u;
-  for (var e = lid.x; e < n * dk4; e += WG) {
-    let t = e / dk4;
-    let i4 = e % dk4;
-    let kb = p.k_off + (t0 + t) * p.qkv_stride + hk * p.DK + 4u * i4;
-    let qb = p.q_off + (t0 + t) * p.qkv_stride + hk * p.DK + 4u * i4;
-    KS[t * RK + i4] = vec4<f32>(qkv[kb], qkv[kb + 1u], qkv[kb + 2u], qkv[kb + 3u]);
-    QS[t * RQ + i4] = vec4<f32>(qkv[qb] * p.scale, qkv[qb + 1u] * p.scale, qkv[qb + 2u] * p.scale, qkv[qb + 3u] * p.scale);
+  for (var e = lid.x; e < n * p.DK; e += WG) {
+    let t = e / p.DK;
+    let i = e % p.DK;
+    KS[t * RK + i] = qkv[p.k_off + (t0 + t) * p.qkv_stride + hk * p.DK + i];
+    QS[t * RQ + i] = qkv[p.q_off + (t0 + t) * p.qkv_stride + hk * p.DK + i] * p.scale;
   }
 #endif
   workgroupBarrier();
@@ -78,18 +76,10 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
     var kk = 0.0;
     var qk = 0.0;
 #if STAGE
-    for (var i4 = 0u; i4 < dk4; i4++) {
-      let a = KS[t * RK + i4];
-      let q = QS[t * RQ + i4];
-      let b = KS[s * RK + i4];
-      kk = fma(a.x, b.x, kk);
-      qk = fma(q.x, b.x, qk);
-      kk = fma(a.y, b.y, kk);
-      qk = fma(q.y, b.y, qk);
-      kk = fma(a.z, b.z, kk);
-      qk = fma(q.z, b.z, qk);
-      kk = fma(a.w, b.w, kk);
-      qk = fma(q.w, b.w, qk);
+    for (var i = 0u; i < p.DK; i++) {
+      let ks = KS[s * RK + i];
+      kk = fma(KS[t * RK + i], ks, kk);
+      qk = fma(QS[t * RQ + i], ks, qk);
     }
     let e = exp(G[t] - G[s]);
     AM[t * p.C + s] = select(0.0, B[t] * e * kk, s < t);
@@ -115,21 +105,21 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
       let ta = t0 + t;
       var x: f32;
       if (kcol) {
-        x = B[t] * exp(G[t]) * KS[t * RK + cc / 4u][cc % 4u];
+        x = B[t] * exp(G[t]) * KS[t * RK + cc];
       } else {
         x = B[t] * qkv[p.v_off + ta * p.qkv_stride + h * p.DV + cc];
       }
       for (var s = 0u; s < t; s++) {
         var xs: f32;
-        if (kcol) { xs = KS[s * RK + cc / 4u][cc % 4u]; }
-        else { xs = QS[s * RQ + cc / 4u][cc % 4u]; }
+        if (kcol) { xs = KS[s * RK + cc]; }
+        else { xs = QS[s * RQ + cc]; }
         x = fma(-AM[t * p.C + s], xs, x);
       }
       if (kcol) {
-        KS[t * RK + cc / 4u][cc % 4u] = x;
+        KS[t * RK + cc] = x;
         work[p.w_off + (ta * p.NV + h) * p.DK + cc] = x;
       } else {
-        QS[t * RQ + cc / 4u][cc % 4u] = x;
+        QS[t * RQ + cc] = x;
         work[p.u_off + (ta * p.NV + h) * p.DV + cc] = x;
       }
     }

@@ -10,7 +10,8 @@
 //            qs      = (scale q_t).S[:, j]       (kept in a register until phase 2)
 //   barrier; phase 2, the same pairs: o_t[j] = e^{G_t} qs + sum_{s<=t} P[t,s] U[s][j]
 //            phase 3, one state element (i, j) at a time: S[i][j] = e^{G_last} S[i][j]
-//            + sum_s exp(G_last - G_s) k_s[i] U[s][j] (phase 2 no longer reads S: no barrier between)
+//            + sum_s exp(G_last - G_s) k_s[i] U[s][j] (phase 2 no longer reads S: no barrier between,
+//            except with STAGE: k's rows are staged between them)
 //   barrier before the next chunk. Only the n real tokens of a partial last chunk enter the state.
 // Why: gdn_chunk_scan.wgsl gives each thread one column and walks DK global-memory state reads per
 // token in a dependent chain with only NV * DV / 64 workgroups in flight (Qwen3.5-0.8B: 32); here the

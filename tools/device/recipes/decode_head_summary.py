@@ -217,7 +217,8 @@ def gdn_stage_rows(path, n, checks):
     for v in j["variants"]:
         cfg = " ".join(x for x in (f"--gdn-chunk {v['gdn_chunk']} --gdn-scan-cols {v['gdn_scan_cols']}",
                                    "--gdn-scan-stage" if v.get("gdn_scan_stage") else "--no-gdn-scan-stage",
-                                   "--gdn-scan-prefetch" if v.get("gdn_scan_prefetch") else "",
+                                   ("--gdn-scan-prefetch" if v.get("gdn_scan_prefetch") else "--no-gdn-scan-prefetch")
+                                   if v.get("gdn_scan_stage") else "",
                                    "--gdn-prep-stage" if v.get("gdn_prep_stage") else "--no-gdn-prep-stage",
                                    "--shader-checks" if checks else "") if x)
         for k, us in v["kernels_median_us"].items():
