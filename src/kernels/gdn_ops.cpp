@@ -281,9 +281,14 @@ namespace {
 
 const std::vector<Bind> kScanBinds{Bind::ReadOnly, Bind::ReadWrite, Bind::ReadWrite, Bind::ReadWrite, Bind::Uniform};
 
+// gdn_prep_staged on this adapter with this context's switch.
+bool prep_staged(const OpContext& o, uint32_t C, uint32_t DK, uint32_t DV) {
+  return gdn_prep_staged(o.opt.gdn_prep_stage, C, DK, DV, o.ctx.info().limits.maxComputeWorkgroupStorageSize);
+}
+
 const gpu::Pipeline& chunk_prep_pipe(OpContext& o, uint32_t C, uint32_t DK, uint32_t DV) {
   Defines d{{"C", std::to_string(C)}, {"STAGE", "0"}};
-  if (gdn_prep_staged(o.opt.gdn_prep_stage, C, DK, DV, o.ctx.info().limits.maxComputeWorkgroupStorageSize))
+  if (prep_staged(o, C, DK, DV))
     d = {{"C", std::to_string(C)}, {"STAGE", "1"}, {"RK", std::to_string(DK + 1)},
          {"RQ", std::to_string(std::max(DK, DV) + 1)}};
   return get(o, "gdn_chunk_prep", d, {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
@@ -325,9 +330,7 @@ void gdn_chunked(OpContext& o, const GdnOperands& a, const gpu::Buffer& work) {
   const uint64_t io = 4ull * a.T * (2 * a.NK * a.DK + a.NV * a.DV);
   const uint64_t wk = 4ull * gdn_chunk_work_floats(a.T, C, a.NV, a.DK, a.DV), sb = 4ull * a.NV * a.DK * a.DV;
   // The staged prep keeps A in workgroup memory: its C x C floats per chunk and head are not written.
-  const uint64_t a_rows = gdn_prep_staged(o.opt.gdn_prep_stage, C, a.DK, a.DV, o.ctx.info().limits.maxComputeWorkgroupStorageSize)
-                              ? 4ull * nch * a.NV * C * C
-                              : 0;
+  const uint64_t a_rows = prep_staged(o, C, a.DK, a.DV) ? 4ull * nch * a.NV * C * C : 0;
   o.rec.declare(TrafficBytes().r(Traffic::Activations, io + 8ull * a.T * a.NV).w(Traffic::Activations, wk - a_rows));
   o.rec.dispatch(chunk_prep_pipe(o, C, a.DK, a.DV), {a.qkv, a.gates, work}, prm, nch, a.NV, 1, "gdn_chunk_prep");
   o.rec.declare(TrafficBytes().r(Traffic::Activations, io + wk).r(Traffic::Recurrent, sb).w(Traffic::Recurrent, sb)
