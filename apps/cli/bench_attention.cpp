@@ -15,6 +15,9 @@
 // Decode (--tokens 1) adds the GQA decode kernel (attention_decode.wgsl, --attn-decode-gqa):
 // unsplit (one dispatch), and split (+ combine) into each --decode-split-lens key count; each also with
 // --attn-decode-late-v ("gqa-lv") and at each --decode-key-lanes value ("gqa-kl<N>", --attn-decode-key-lanes).
+// --flash-lanes N,..: flash rows with --attn-flash-lanes N (attention_flash_sg.wgsl) at each --flash-lanes-threads
+// value ("flash-l<N>t<threads>"). Every row prints the largest |difference| of its output from the first
+// row's (the per-row kernel): a variant that computes something else shows there.
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -46,6 +49,8 @@ struct AttnBenchOpts {
   std::vector<uint32_t> decode_split_lens = {64, 128, 256, 512};  // KernelOptions::attention_decode_split_len values
   std::vector<uint32_t> flash_split_tiles = {};  // KernelOptions::attention_flash_split_tiles values (flash-pf rows)
   std::vector<uint32_t> decode_key_lanes = {};   // KernelOptions::attention_decode_key_lanes values (gqa-kl rows)
+  std::vector<uint32_t> flash_lanes = {};        // KernelOptions::attention_flash_lanes values (flash-l<N> rows)
+  std::vector<uint32_t> flash_lanes_threads = {128};  // KernelOptions::attention_flash_lanes_threads values
   std::string json_path;
 };
 
@@ -87,7 +92,8 @@ int run_attention_bench(const AttnBenchOpts& b) {
              HD, b.window ? fmt::format(", sliding window {}", b.window) : "", ctx->info().name,
              ts ? "timestamps" : "wall clock of submit + wait");
   struct Variant { bool tiled, split; uint32_t target; bool gqa = false; uint32_t split_len = 0; bool flash = false; bool loop = false;
-                   bool pf = false; uint32_t split_tiles = 0; bool lv = false; uint32_t kl = 0; };
+                   bool pf = false; uint32_t split_tiles = 0; bool lv = false; uint32_t kl = 0; uint32_t lanes = 0;
+                   uint32_t lthreads = 0; };
   std::vector<Variant> vs = {{false, false, 0}, {false, true, 0}, {true, false, 0}};
   for (uint32_t t : b.split_targets) vs.push_back({true, true, t});
   if (T == 1) {
@@ -128,6 +134,27 @@ int run_attention_bench(const AttnBenchOpts& b) {
           if (st != fo.attention_flash_split_tiles)
             for (uint32_t t : b.split_targets) vs.push_back({true, true, t, false, 0, true, false, true, st});
       }
+      // --attn-flash-lanes N (attention_flash_sg.wgsl, with the prefetch where its tile takes it) at each
+      // --flash-lanes-threads value, where the lanes tile applies ("flash-l<N>t<threads>").
+      for (uint32_t lanes : b.flash_lanes)
+        for (uint32_t nt : b.flash_lanes_threads) {
+          kernels::KernelOptions lo = fo;
+          lo.attention_flash_lanes = lanes;
+          lo.attention_flash_lanes_threads = nt;
+          if (kernels::attention_flash_lanes_tile(kernels::OpContext{*ctx, pipes, rec, lo}, HD).bc == 0) {
+            fmt::print(stderr, "  (flash-l{}t{}: the lanes tile does not apply here)\n", lanes, nt);
+            continue;
+          }
+          Variant v{true, false, 0, false, 0, true, false, true};
+          v.lanes = lanes;
+          v.lthreads = nt;
+          vs.push_back(v);
+          for (uint32_t t : b.split_targets) {
+            v.split = true;
+            v.target = t;
+            vs.push_back(v);
+          }
+        }
     } else {
       fmt::print(stderr, "  (flash kernel: not used for this shape: T = 1, or head dim {} not covered / over this adapter's limits)\n", HD);
     }
@@ -137,6 +164,7 @@ int run_attention_bench(const AttnBenchOpts& b) {
   double keys_seen = 0;
   for (uint32_t t = 0; t < T; ++t) keys_seen += b.window ? std::min(b.cache + t + 1, b.window) : b.cache + t + 1;
   const double flop = 4.0 * HD * Hq * keys_seen;
+  std::vector<float> first_out;  // the first variant's output (agreement check)
   for (const Variant& v : vs) {
     {
       const bool tiled = v.tiled, split = v.split;
@@ -150,6 +178,8 @@ int run_attention_bench(const AttnBenchOpts& b) {
       if (v.split_tiles) ko.attention_flash_split_tiles = v.split_tiles;
       ko.attention_decode_late_v = v.lv;
       ko.attention_decode_key_lanes = v.kl;
+      ko.attention_flash_lanes = v.lanes;
+      ko.attention_flash_lanes_threads = v.lthreads;
       ko.attention_chunk = 0;  // the flash rows are what --attn-chunk runs for a short chunk over a long cache
       ko.attention_decode_split = split;  // the variant splits whichever kernel it runs
       ko.attention_prefill_split = split;
@@ -178,6 +208,12 @@ int run_attention_bench(const AttnBenchOpts& b) {
       }
       std::sort(us.begin(), us.end());
       const double med = us[us.size() / 2];
+      // Agreement: the largest |difference| from the first variant's output (the per-row kernel).
+      std::vector<float> got(size_t(T) * Hq * HD);
+      out.read(*ctx, 0, got.data(), got.size() * 4);
+      if (first_out.empty()) first_out = got;
+      double max_diff = 0;
+      for (size_t i = 0; i < got.size(); ++i) max_diff = std::max(max_diff, double(std::fabs(got[i] - first_out[i])));
       std::string joined;
       for (const auto& x : labels) joined += (joined.empty() ? "  " : " + ") + x;
       const std::string tgt = v.split_tiles ? fmt::format(" (target {} wgs, >= {} tiles)", v.target, v.split_tiles)
@@ -186,15 +222,18 @@ int run_attention_bench(const AttnBenchOpts& b) {
       const double gflops = flop / (med * 1e3);
       // (flash rows at head dims > 128 run with --attn-flash-wide-heads: "-wide"; with a window,
       // --attn-flash-window: "-window"; both on in the product since 2026-12-07)
-      const std::string name = (v.lv ? "gqa-lv" : v.kl ? fmt::format("gqa-kl{}", v.kl) : v.gqa ? "gqa-dec" : v.loop ? "flash-lp"
+      const std::string name = (v.lanes ? fmt::format("flash-l{}t{}", v.lanes, v.lthreads) : v.lv ? "gqa-lv"
+                               : v.kl ? fmt::format("gqa-kl{}", v.kl) : v.gqa ? "gqa-dec" : v.loop ? "flash-lp"
                                : v.pf ? "flash-pf" : v.flash ? "flash" : tiled ? "tiled" : "per-row") +
                                std::string(v.flash && HD > 128 ? "-wide" : "") + std::string(v.flash && b.window ? "-window" : "");
-      fmt::print(stderr, "  {:<8} split {:<3}{}: {:>9.1f} us (min {:.1f}, max {:.1f}) {:>8.1f} GFLOP/s = {:5.1f}% of {} TFLOP/s{}\n",
+      fmt::print(stderr, "  {:<8} split {:<3}{}: {:>9.1f} us (min {:.1f}, max {:.1f}) {:>8.1f} GFLOP/s = {:5.1f}% of {} TFLOP/s, "
+                 "max |diff| {:.2g}{}\n",
                  name, split ? "on" : "off", tgt, med, us.front(),
-                 us.back(), gflops, gflops / (b.peak_tflops * 10), b.peak_tflops, joined);
+                 us.back(), gflops, gflops / (b.peak_tflops * 10), b.peak_tflops, max_diff, joined);
       variants.push_back({{"attn_tiled", tiled}, {"attn_flash", v.flash}, {"attn_flash_unroll", v.flash && kernels::attention_flash_unrolled(o)},
                           {"attn_flash_prefetch", v.pf}, {"attn_flash_wide_heads", v.flash && HD > 128}, {"attn_flash_window", v.flash && b.window != 0}, {"attn_flash_split_tiles", ko.attention_flash_split_tiles}, {"attn_split", split}, {"split_target", v.target},
-                          {"attn_decode_gqa", v.gqa}, {"attn_decode_late_v", v.lv}, {"attn_decode_key_lanes", v.kl}, {"decode_split_len", v.split_len}, {"median_us", med},
+                          {"attn_decode_gqa", v.gqa}, {"attn_decode_late_v", v.lv}, {"attn_decode_key_lanes", v.kl}, {"decode_split_len", v.split_len},
+                          {"attn_flash_lanes", v.lanes}, {"attn_flash_lanes_threads", v.lthreads}, {"max_abs_diff_vs_first", max_diff}, {"median_us", med},
                           {"min_us", us.front()}, {"max_us", us.back()}, {"samples_us", us}, {"gflops", gflops},
                           {"peak_fraction", gflops / (b.peak_tflops * 1e3)}, {"kernels", labels}});
     }
@@ -234,6 +273,13 @@ std::function<int()> add_bench_attention(CLI::App& app) {
   cmd->add_option("--flash-split-tiles", b->flash_split_tiles,
                   "flash-pf rows: also at these minimum key tiles per split (--attn-flash-split-tiles), 1..64 (default: none)")
       ->delimiter(',')->transform(integer(1, 64));
+  cmd->add_option("--flash-lanes", b->flash_lanes,
+                  "also flash rows with the query rows in registers over N subgroup lanes (--attn-flash-lanes), 4..32 "
+                  "(default: none)")
+      ->delimiter(',')->check(CLI::IsMember({4, 8, 16, 32}));
+  cmd->add_option("--flash-lanes-threads", b->flash_lanes_threads,
+                  "--flash-lanes rows at these threads per workgroup (--attn-flash-lanes-threads), 32..1024 (default 128)")
+      ->delimiter(',')->check(CLI::IsMember({32, 64, 128, 256, 512, 1024}));
   cmd->add_option("--reps", b->reps, "measured repetitions after one warm-up, 1..100000 (default 5)")->transform(integer(1, 100000));
   cmd->add_option("--peak-tflops", b->peak_tflops, "fp32 FMA peak the GFLOP/s are compared with, in TFLOP/s (default 67: H200)")
       ->check(real(1e-3, 1e4));

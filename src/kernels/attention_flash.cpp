@@ -1,4 +1,6 @@
-// attention_flash.wgsl's register tile as generated code (attention_flash_wgsl in ops.h, UNROLL 1).
+// The flash attention kernels' register code, generated: attention_flash.wgsl's register tile
+// (attention_flash_wgsl in ops.h, UNROLL 1) and attention_flash_sg.wgsl's per-lane rows
+// (attention_flash_sg_wgsl, always generated).
 // The kernel's loops over private arrays (scores, accumulators, row statistics) are written out over named
 // variables: drivers keep a private array indexed in a loop they do not unroll in scratch memory
 // (naga bounds every loop with a counter, which can keep them from unrolling; matmul_tiled.cpp
@@ -125,6 +127,92 @@ std::string unrolled_source(const FlashTile& t, uint32_t HD, bool window) {
   return src;
 }
 
+// attention_flash_sg.wgsl with its markers replaced by straight-line code over named variables for
+// lanes tile t (RD = HD / 4 / TX vec4 per row and thread, JK keys per softmax group).
+std::string lanes_source(const FlashTile& t, uint32_t HD, bool window) {
+  const uint32_t rm = t.rm, rd = HD / 4 / t.tx, jk = t.jk;
+  if (!t.lanes || rm == 0 || rd == 0 || (HD / 4) % t.tx || jk == 0 || t.bc % jk)
+    throw Error("attention_flash_sg: tile " + std::to_string(t.br) + " x " + std::to_string(t.bc) + " (" +
+                std::to_string(t.tx) + " lanes, " + std::to_string(jk) + "-key groups) does not cover head dim " +
+                std::to_string(HD));
+  std::string decl, grp, end;
+  for (uint32_t r = 0; r < rm; ++r) {
+    decl += "let " + n("live", r) + " = r0 + " + u(r) + " < n_rows; let " + n("last", r) + " = p.pos0 + (i0 + r0 + " + u(r) +
+            ") / G; var " + n("m", r) + " = NEG; var " + n("lsum", r) + " = 0.0;\n  ";
+    for (uint32_t c = 0; c < rd; ++c)
+      decl += "let " + n("q", r, c) + " = q_vec(i0 + r0 + " + u(r) + ", " + n("live", r) + ", hk, G, tx + TX * " + u(c) +
+              "); var " + n("acc", r, c) + " = vec4<f32>(0.0);\n  ";
+  }
+  // 1. Partial scores over the thread's dims (c ascending, x..w), summed over the row's lanes.
+  for (uint32_t r = 0; r < rm; ++r)
+    for (uint32_t k = 0; k < jk; ++k) grp += "var " + n("d", r, k) + " = 0.0; ";
+  grp += "\n      ";
+  for (uint32_t c = 0; c < rd; ++c) {
+    grp += "{\n        ";
+    for (uint32_t k = 0; k < jk; ++k) grp += "let " + n("k", k) + " = ks[(j + " + u(k) + ") * HS + tx + TX * " + u(c) + "]; ";
+    grp += "\n        ";
+    for (uint32_t k = 0; k < jk; ++k)
+      for (uint32_t r = 0; r < rm; ++r) {
+        const std::string d = n("d", r, k), q = n("q", r, c), kk = n("k", k);
+        grp += d + " = fma(" + q + ".w, " + kk + ".w, fma(" + q + ".z, " + kk + ".z, fma(" + q + ".y, " + kk + ".y, fma(" + q +
+               ".x, " + kk + ".x, " + d + "))));\n        ";
+      }
+    grp += "}\n      ";
+  }
+  for (uint32_t off = 1; off < t.tx; off *= 2)
+    for (uint32_t r = 0; r < rm; ++r)
+      for (uint32_t k = 0; k < jk; ++k)
+        grp += n("d", r, k) + " = " + n("d", r, k) + " + subgroupShuffleXor(" + n("d", r, k) + ", " + u(off) + ");\n      ";
+  // Mask and scale; 2. online softmax per row; 3. PV.
+  for (uint32_t k = 0; k < jk; ++k) grp += "let " + n("jr", k) + " = kb + j + " + u(k) + ";\n      ";
+  for (uint32_t r = 0; r < rm; ++r) {
+    const std::string m = n("m", r), mx = n("mx", r), corr = n("corr", r), ls = n("lsum", r);
+    for (uint32_t k = 0; k < jk; ++k) {
+      const std::string s = n("s", r, k), jr = n("jr", k);
+      // WINDOW: the key is inside the row's sliding window too.
+      const std::string seen = window ? " && " + jr + " + p.window > " + n("last", r) : "";
+      grp += "var " + s + " = NEG; if (" + n("live", r) + " && " + jr + " < k_end && " + jr + " <= " + n("last", r) + seen +
+             ") { " + s + " = " + n("d", r, k) + " * p.scale; }\n      ";
+    }
+    grp += "var " + mx + " = " + m + ";\n      ";
+    for (uint32_t k = 0; k < jk; ++k) grp += mx + " = max(" + mx + ", " + n("s", r, k) + "); ";
+    grp += "\n      let " + corr + " = exp(" + m + " - " + mx + ");\n      " + m + " = " + mx + ";\n      ";
+    std::string sum;
+    for (uint32_t k = 0; k < jk; ++k) {
+      const std::string pp = n("p", r, k), s = n("s", r, k);
+      grp += "var " + pp + " = 0.0; if (" + s + " > NEG) { " + pp + " = exp(" + s + " - " + m + "); }\n      ";
+      sum = k == 0 ? pp : "(" + sum + " + " + pp + ")";
+    }
+    grp += ls + " = " + ls + " * " + corr + " + " + sum + ";\n      ";
+    for (uint32_t c = 0; c < rd; ++c) grp += n("acc", r, c) + " = " + n("acc", r, c) + " * " + corr + "; ";
+    grp += "\n      ";
+  }
+  for (uint32_t k = 0; k < jk; ++k) {
+    grp += "{\n        ";
+    for (uint32_t c = 0; c < rd; ++c) grp += "let " + n("v", c) + " = vs[(j + " + u(k) + ") * HS + tx + TX * " + u(c) + "]; ";
+    grp += "\n        ";
+    for (uint32_t c = 0; c < rd; ++c)
+      for (uint32_t r = 0; r < rm; ++r) {
+        const std::string a = n("acc", r, c);
+        grp += a + " = fma(vec4<f32>(" + n("p", r, k) + "), " + n("v", c) + ", " + a + ");\n        ";
+      }
+    grp += "}\n      ";
+  }
+  // Outputs: every lane of a row holds its lsum; lane 0 writes the split statistics.
+  for (uint32_t r = 0; r < rm; ++r) {
+    end += "if (" + n("live", r) + ") {\n    let i = i0 + r0 + " + u(r) + ";\n    if (tx == 0u) { store_stats(i, hk, G, wid.z, " +
+           n("m", r) + ", " + n("lsum", r) + "); }\n    ";
+    for (uint32_t c = 0; c < rd; ++c)
+      end += "store_out(i, hk, G, wid.z, tx + TX * " + u(c) + ", " + n("acc", r, c) + ", " + n("lsum", r) + ");\n    ";
+    end += "}\n  ";
+  }
+  std::string src(wgsl_source("attention_flash_sg"));
+  replace_marker(src, "attention_flash_sg", "/*SG_DECL*/", decl);
+  replace_marker(src, "attention_flash_sg", "/*SG_GROUP*/", grp);
+  replace_marker(src, "attention_flash_sg", "/*SG_END*/", end);
+  return src;
+}
+
 }  // namespace
 
 std::string attention_flash_wgsl(const FlashTile& t, uint32_t HD, const Defines& d) {
@@ -134,6 +222,11 @@ std::string attention_flash_wgsl(const FlashTile& t, uint32_t HD, const Defines&
     return specialize("attention_flash", unrolled_source(t, HD, w != d.end() && w->second == "1"), d);
   }
   return specialize("attention_flash", d);
+}
+
+std::string attention_flash_sg_wgsl(const FlashTile& t, uint32_t HD, const Defines& d) {
+  const auto w = d.find("WINDOW");
+  return specialize("attention_flash_sg", lanes_source(t, HD, w != d.end() && w->second == "1"), d);
 }
 
 }  // namespace wgllm::kernels

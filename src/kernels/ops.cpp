@@ -675,8 +675,9 @@ const gpu::Pipeline& tiled_pipe(OpContext& o, uint32_t HD, bool split) {
 // key split and the sliding window.
 const gpu::Pipeline& flash_pipe(OpContext& o, const FlashTile& ft, uint32_t HD, bool split, bool window = false) {
   const Defines d = attention_flash_defines(o, ft, HD, split, false, window);
-  return o.pipelines.get(variant_key("attention_flash", d), [&] {
-    return gpu::KernelSpec{"", attention_flash_wgsl(ft, HD, d),
+  const char* name = ft.lanes ? "attention_flash_sg" : "attention_flash";
+  return o.pipelines.get(variant_key(name, d), [&] {
+    return gpu::KernelSpec{"", ft.lanes ? attention_flash_sg_wgsl(ft, HD, d) : attention_flash_wgsl(ft, HD, d),
                            {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform}};
   });
 }
@@ -780,10 +781,11 @@ void attention_flash(OpContext& o, const AttentionShape& s, const FlashTile& ft,
   o.rec.declare(gpu::TrafficBytes().r(gpu::Traffic::Activations, 4ull * s.T * s.Hq * s.HD)
                     .r(gpu::Traffic::KvCache, kv_rows * 8ull * s.Hkv * s.HD).w(gpu::Traffic::Activations, 4ull * s.T * s.Hq * s.HD));
   if (!split) {
-    o.rec.dispatch(p, {q.buf, kc, vc, out.buf}, prm, row_tiles, s.Hkv, 1, "attention_flash");
+    o.rec.dispatch(p, {q.buf, kc, vc, out.buf}, prm, row_tiles, s.Hkv, 1, ft.lanes ? "attention_flash_sg" : "attention_flash");
     return;
   }
-  o.rec.dispatch(p, {q.buf, kc, vc, *split_scratch}, prm, row_tiles, s.Hkv, n_split, "attention_flash");
+  o.rec.dispatch(p, {q.buf, kc, vc, *split_scratch}, prm, row_tiles, s.Hkv, n_split,
+                 ft.lanes ? "attention_flash_sg" : "attention_flash");
   finish_split(o, s, *split_scratch, n_split, out, o_stride, defer);
 }
 }  // namespace
@@ -977,7 +979,9 @@ uint32_t attention_decode_batch(OpContext& o, const AttentionShape& s, F32Ref q,
 }
 
 uint64_t FlashTile::workgroup_bytes(uint32_t HD) const {
-  // qs, ks (and vs) rows padded by one vec4; pt padded by one row group per key; pm.
+  // lanes (attention_flash_sg.wgsl): ks and vs rows padded by one vec4. attention_flash.wgsl: qs, ks
+  // (and vs) rows padded by one vec4; pt padded by one row group per key; pm.
+  if (lanes) return 4ull * 2 * bc * (HD + 4);
   return 4ull * ((br + bc * (kv_shared ? 1 : 2)) * (HD + 4) + bc * (br / rm + 1) * rm + br * tx);
 }
 
@@ -988,13 +992,22 @@ bool attention_flash_unrolled(const OpContext& o) {
 }
 
 bool attention_flash_prefetch(const OpContext& o, const FlashTile& ft, uint32_t HD) {
-  constexpr uint32_t kMaxPerThread = 16;  // attention_flash.wgsl's KVR holds 16 vec4 (a0 .. a15)
+  // attention_flash.wgsl's KVR holds 16 vec4 (a0 .. a15); attention_flash_sg.wgsl's 8, K's and V's
+  // live together.
+  const uint32_t max_per_thread = ft.lanes ? 8 : 16;
   const uint32_t elems = ft.bc * (HD / 4), nt = ft.threads();  // vec4 of one K (or V) tile, threads
-  return o.opt.attention_flash_prefetch && nt && elems % nt == 0 && elems / nt <= kMaxPerThread;
+  return o.opt.attention_flash_prefetch && nt && elems % nt == 0 && elems / nt <= max_per_thread;
 }
 
 Defines attention_flash_defines(const OpContext& o, const FlashTile& ft, uint32_t HD, bool split, bool gather, bool window) {
   if (gather && window) throw Error("attention_flash: the gathered sparse form has no sliding window");
+  if (ft.lanes) {
+    if (gather) throw Error("attention_flash: the gathered sparse form has no lanes tile");
+    return {{"HD4", std::to_string(HD / 4)}, {"BC", std::to_string(ft.bc)}, {"JK", std::to_string(ft.jk)},
+            {"RM", std::to_string(ft.rm)}, {"TX", std::to_string(ft.tx)}, {"TY", std::to_string(ft.br / ft.rm)},
+            {"PF", attention_flash_prefetch(o, ft, HD) ? "1" : "0"}, {"SPLIT", split ? "1" : "0"},
+            {"WINDOW", window ? "1" : "0"}};
+  }
   return {{"HD4", std::to_string(HD / 4)}, {"BR", std::to_string(ft.br)}, {"BC", std::to_string(ft.bc)},
           {"RM", std::to_string(ft.rm)}, {"TX", std::to_string(ft.tx)}, {"KV_SHARED", ft.kv_shared ? "1" : "0"},
           {"PF", attention_flash_prefetch(o, ft, HD) ? "1" : "0"}, {"SPLIT", split ? "1" : "0"},
@@ -1020,6 +1033,36 @@ FlashTile attention_flash_tile(const OpContext& o, uint32_t HD) {
   return {};
 }
 
+FlashTile attention_flash_lanes_tile(const OpContext& o, uint32_t HD) {
+  // kFlashLanesAuto: 8 lanes at head dims >= 128 on hardware adapters (H100, 2026-12-07, switch record
+  // attn_flash_lanes: the Qwen3.5 / Qwen2.5 shapes' prefill attention 2.7x / 1.3x faster at 2048 over
+  // 2048 tokens with 256 threads; SmolLM2's 64 not faster); off on software adapters (unmeasured).
+  const uint32_t n = o.opt.attention_flash_lanes != kFlashLanesAuto ? o.opt.attention_flash_lanes
+                     : !o.ctx.info().is_software() && HD >= 128 ? 8 : 0;
+  if (n == 0 || HD % 4 || HD > 256 || (HD / 4) % n || !o.ctx.has_subgroups()) return {};
+  // A row's lanes must share a subgroup: N <= the smallest subgroup size (a power of two).
+  const uint32_t lo = o.ctx.measured_subgroup_sizes().first;
+  if (lo < n || (lo & (lo - 1))) return {};
+  const auto& lim = o.ctx.info().limits;
+  const uint32_t nt = o.opt.attention_flash_lanes_threads ? o.opt.attention_flash_lanes_threads : 256;
+  if (nt < n || nt % n || nt > lim.maxComputeInvocationsPerWorkgroup) return {};
+  uint32_t rm = 4;
+  while (rm > 1 && rm * HD / n > 64) rm /= 2;  // query floats per thread (and accumulators) <= 64
+  // Keys per softmax group: 32 / RM scores in registers; 4 on software adapters (llvmpipe's compiler
+  // takes over a minute for a 16-key group at head dim 128, 2026-12-07: the generated code grows with it).
+  const uint32_t jk = o.ctx.info().is_software() ? 4 : 32 / rm;
+  for (uint32_t bc : {32u, 16u, 8u}) {
+    FlashTile t{rm * (nt / n), bc, rm, n, false, true, std::min(bc, jk)};
+    if (t.workgroup_bytes(HD) <= lim.maxComputeWorkgroupStorageSize) return t;
+  }
+  return {};
+}
+
+FlashTile attention_flash_pick(const OpContext& o, uint32_t HD) {
+  const FlashTile t = attention_flash_lanes_tile(o, HD);
+  return t.bc ? t : attention_flash_tile(o, HD);
+}
+
 bool attention_chunk_used(const OpContext& o, const AttentionShape& s) {
   // 2 (the default) = off on every adapter since the H200 A/B of 2026-12-02 (switch record attn_chunk).
   const bool on = o.opt.attention_chunk == 1;
@@ -1040,7 +1083,7 @@ bool attention_flash_used(const OpContext& o, const AttentionShape& s) {
 void attention_compile_prefill_split(OpContext& o, uint32_t HD) {
   const AttentionShape s{kAttnChunkMaxTokens + 1, 0, 1, 1, HD, 1.0f};  // a long prefill from an empty cache
   if (HD % 4 || HD > 256 || !o.opt.attention_prefill_split) return;
-  if (attention_flash_used(o, s)) flash_pipe(o, attention_flash_tile(o, HD), HD, true);
+  if (attention_flash_used(o, s)) flash_pipe(o, attention_flash_pick(o, HD), HD, true);
   else if (o.opt.attention_tiled_prefill) tiled_pipe(o, HD, true);
 }
 
@@ -1056,7 +1099,7 @@ void attention(OpContext& o, const AttentionShape& s, F32Ref q, uint32_t q_strid
     return attention_sparse(o, s, q, q_stride, kc, vc, out, o_stride, *sparse, means_cache);
   if (attention_decode_applies(o, s)) return attention_decode(o, s, q, kc, vc, out, o_stride, split_scratch, defer);
   if (attention_flash_used(o, s))
-    return attention_flash(o, s, attention_flash_tile(o, s.HD), q, q_stride, kc, vc, out, o_stride, split_scratch, defer);
+    return attention_flash(o, s, attention_flash_pick(o, s.HD), q, q_stride, kc, vc, out, o_stride, split_scratch, defer);
   if (s.T > 1 && o.opt.attention_tiled_prefill)
     return attention_tiled(o, s, q, q_stride, kc, vc, out, o_stride, split_scratch, defer);
   // Split-K decision (the written condition): scratch given, switch on, at most kSplitMaxRows
@@ -1239,6 +1282,7 @@ std::vector<ParamsLayout> ops_params_layouts() {
           WGLLM_LAYOUT(AttentionParams, "attention_tiled"),
           WGLLM_LAYOUT(DecodeParams, "attention_decode"),
           WGLLM_LAYOUT(FlashParams, "attention_flash", {{"GATHER", "0"}}),
+          WGLLM_LAYOUT(FlashParams, "attention_flash_sg"),
           WGLLM_LAYOUT(GluParams, "silu_mul"),
           WGLLM_LAYOUT(GluParams, "gelu_mul"),
           WGLLM_LAYOUT(AddBiasParams, "add_bias"),

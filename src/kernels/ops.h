@@ -15,6 +15,8 @@ namespace wgllm::kernels {
 
 /// KernelOptions::attention_decode_split_min's adapter default (see there).
 constexpr uint32_t kDecodeSplitMinAuto = 0xFFFFFFFFu;
+/// KernelOptions::attention_flash_lanes's adapter default (kernels::attention_flash_lanes_tile).
+constexpr uint32_t kFlashLanesAuto = 0xFFFFFFFFu;
 
 /// Performance switches of the kernels. Each field governs exactly one behaviour; none changes
 /// results beyond floating-point summation order or the attended keys (documented in docs/FLAGS.md).
@@ -357,9 +359,14 @@ uint32_t attention_decode_batch(OpContext& o, const AttentionShape& s, F32Ref q,
 
 /// Tile of attention_flash.wgsl for head dim HD: BR (token, head) rows x BC keys per workgroup,
 /// RM rows per thread, TX threads per row group; kv_shared: V shares K's workgroup array.
+/// lanes: the tile of attention_flash_sg.wgsl instead (KernelOptions::attention_flash_lanes): the
+/// rows' queries in registers, each row's head dim split over TX lanes of a subgroup, JK keys per
+/// softmax group, K and V in separate arrays (kv_shared false).
 struct FlashTile {
   uint32_t br = 0, bc = 0, rm = 0, tx = 0;
   bool kv_shared = false;
+  bool lanes = false;
+  uint32_t jk = 0;
   uint32_t threads() const { return tx * (br / rm); }
   uint64_t workgroup_bytes(uint32_t HD) const;
 };
@@ -372,6 +379,22 @@ struct FlashTile {
 /// attention_flash_wide) or the adapter's
 /// maxComputeWorkgroupStorageSize / maxComputeInvocationsPerWorkgroup are too small.
 FlashTile attention_flash_tile(const OpContext& o, uint32_t HD);
+/// The lanes tile (attention_flash_sg.wgsl) for HD on this adapter, or bc = 0 where it does not apply:
+/// KernelOptions::attention_flash_lanes N (kFlashLanesAuto: 8 for HD >= 128 on hardware adapters, else 0)
+/// = 0 (off), an adapter without subgroups or whose smallest
+/// subgroup is below N, HD / 4 not a multiple of N, or no tile fitting the adapter's limits. Rows per
+/// thread RM: the largest of 4, 2, 1 with RM * HD / N <= 64 (query floats per thread; as many in the
+/// accumulators); NT = KernelOptions::attention_flash_lanes_threads threads (0: 256), BR = RM * NT / N rows;
+/// BC: the largest of 32, 16, 8 keys whose K and V tiles (2 * BC * (HD + 4) * 4 bytes) fit the
+/// workgroup memory; JK = min(BC, 32 / RM) keys per softmax group (4 on software adapters, whose
+/// compilers slow down on the longer generated code).
+FlashTile attention_flash_lanes_tile(const OpContext& o, uint32_t HD);
+/// The tile a flash forward at head dim HD takes: attention_flash_lanes_tile() where it applies,
+/// else attention_flash_tile().
+FlashTile attention_flash_pick(const OpContext& o, uint32_t HD);
+/// attention_flash_sg.wgsl (lanes tile t, head dim HD) with its generated register code
+/// (kernels/attention_flash.cpp), specialised with d (attention_flash_defines()).
+std::string attention_flash_sg_wgsl(const FlashTile& t, uint32_t HD, const Defines& d);
 /// attention_flash.wgsl specialised with d (from attention_flash_defines() for tile t and head dim
 /// HD): with UNROLL 1 its register tile is first written out as straight-line code
 /// (kernels/attention_flash.cpp); with UNROLL 0 the loop form is specialised as stored.
@@ -381,13 +404,15 @@ std::string attention_flash_wgsl(const FlashTile& t, uint32_t HD, const Defines&
 /// software one other than llvmpipe (lavapipe): SwiftShader's Subzero compiler exhausts memory on the
 /// generated form (> 8 GB after 120 s, 2026-12-02), and an unknown CPU adapter may well too.
 bool attention_flash_unrolled(const OpContext& o);
-/// Whether attention_flash.wgsl loads the next key tile during the current one (PF 1):
-/// KernelOptions::attention_flash_prefetch, for tiles whose K (V) tile is a whole number (<= 16) of
-/// vec4 per thread.
+/// Whether the flash kernel of tile ft loads the next key tile during the current one (PF 1):
+/// KernelOptions::attention_flash_prefetch, for tiles whose K (V) tile is a whole number of vec4
+/// per thread, at most 16 (attention_flash.wgsl) or 8 (attention_flash_sg.wgsl, whose K and V
+/// registers are live together).
 bool attention_flash_prefetch(const OpContext& o, const FlashTile& ft, uint32_t HD);
 /// attention_flash.wgsl's defines for tile ft, head dim HD, the key split (SPLIT), the gathered
 /// sparse form (GATHER) and the sliding window (WINDOW), with UNROLL from attention_flash_unrolled()
-/// and PF from attention_flash_prefetch(). Throws Error for gather with window.
+/// and PF from attention_flash_prefetch(); for a lanes tile attention_flash_sg.wgsl's (HD4 BC JK RM
+/// TX TY PF SPLIT WINDOW). Throws Error for gather with window, or gather with a lanes tile.
 Defines attention_flash_defines(const OpContext& o, const FlashTile& ft, uint32_t HD, bool split, bool gather,
                                 bool window = false);
 /// Longest forward (tokens) that KernelOptions::attention_chunk treats as a short chunk.

@@ -804,6 +804,7 @@ TEST(Ops, AttentionFlashMatchesCpu) {
       KernelOptions ko;
       ko.attention_prefill_split = split;
       ko.attention_flash = 1;
+      ko.attention_flash_lanes = 0;  // the Q-block kernel (the lanes kernel: Ops.AttentionFlashLanes*)
       ko.attention_flash_wide = true;  // head dims 160..256 (--attn-flash-wide-heads)
       auto o = e.op(ko);
       ASSERT_TRUE(attention_flash_used(o, {c.T, c.pos0, c.Hq, c.Hkv, c.HD, scale})) << what;
@@ -855,6 +856,7 @@ TEST(Ops, AttentionFlashUnrollIsBitExact) {
       for (uint8_t unroll : {0, 1}) {
         KernelOptions ko;
         ko.attention_flash = 1;
+        ko.attention_flash_lanes = 0;  // the Q-block kernel (the lanes kernel: Ops.AttentionFlashLanes*)
         ko.attention_prefill_split = split;
         ko.attention_flash_unroll = unroll;
         ko.attention_flash_wide = ko.attention_flash_window = true;
@@ -896,6 +898,7 @@ TEST(Ops, AttentionFlashPrefetchIsBitExact) {
       for (bool pf : {false, true}) {
         KernelOptions ko;
         ko.attention_flash = 1;
+        ko.attention_flash_lanes = 0;  // the Q-block kernel (the lanes kernel: Ops.AttentionFlashLanes*)
         ko.attention_prefill_split = split;
         ko.attention_flash_prefetch = pf;
         ko.attention_flash_wide = ko.attention_flash_window = true;
@@ -917,6 +920,148 @@ TEST(Ops, AttentionFlashPrefetchIsBitExact) {
   EXPECT_GT(taken, 0u) << "no case took the prefetching form on this adapter";
   // The wide-head 16 x 16 tile with prefetch (HD 192 fits it in 32 KiB too; HD 256 needs 48 KiB).
   EXPECT_GT(taken_wide, 0u) << "no wide-head case took the prefetching form on this adapter";
+}
+
+TEST(Ops, AttentionFlashLanesMatchesCpu) {
+  // --attn-flash-lanes N (attention_flash_sg.wgsl): query rows in registers, each row's head dim over N
+  // subgroup lanes. Head dims 32..256, GQA groups 1..4, ragged row blocks and key tiles, the causal
+  // diagonal inside a tile, rows that see no key of a split, sliding windows, strided q/out with
+  // offsets; lanes 4 and 8 (and 16 / 32 where the adapter's subgroups are that wide), 32..256 threads,
+  // with and without the prefetch. Must take the lanes kernel, match the CPU reference, write nothing
+  // outside its rows, give the same bits twice, and with the prefetch the same bits as without.
+  auto& e = env();
+  if (!e.ctx->has_subgroups()) GTEST_SKIP() << "adapter without subgroups: the lanes kernel never applies";
+  const uint32_t sg_lo = e.ctx->measured_subgroup_sizes().first;
+  struct Case { uint32_t HD, Hq, Hkv, T, pos0, lanes, threads, W = 0; float qs = 2.0f; };
+  const std::vector<Case> cases = {
+      {64, 9, 3, 17, 37, 4, 128},  {64, 3, 3, 2, 0, 8, 64},      {64, 9, 3, 70, 300, 8, 128}, {128, 8, 2, 7, 90, 8, 128},
+      {128, 4, 1, 40, 33, 4, 256}, {32, 9, 3, 21, 64, 8, 32},    {96, 6, 2, 13, 95, 8, 64},   {256, 8, 2, 37, 61, 8, 128},
+      {256, 4, 1, 20, 300, 8, 64}, {192, 2, 2, 9, 17, 4, 128},   {64, 9, 3, 70, 300, 8, 128, 40},
+      {256, 8, 2, 45, 100, 8, 128, 30}, {64, 9, 3, 20, 100, 8, 128, 0, 40.0f}, {128, 2, 2, 70, 1000, 16, 128},
+      {256, 8, 2, 33, 70, 16, 256}, {256, 8, 2, 33, 70, 32, 128}, {64, 1, 1, 130, 0, 8, 128}};
+  uint32_t ran = 0, pf_taken = 0;
+  const bool sw = e.ctx->info().is_software();
+  for (const Case& c : cases) {
+    if (c.lanes > sg_lo) continue;  // wider than this adapter's subgroups: the other kernel (checked below)
+    // Software adapters (CI's lavapipe, where the kernel is off by default) compile the larger
+    // generated register tiles for minutes: there, the cases of at most 12 vec4 of query per thread and
+    // one head-dim-256 case (the hardware default's shape); GPUs run every case.
+    {
+      KernelOptions lo;
+      lo.attention_flash_lanes = c.lanes;
+      lo.attention_flash_lanes_threads = c.threads;
+      const FlashTile t = attention_flash_lanes_tile(e.op(lo), c.HD);
+      const bool hd256 = c.HD == 256 && c.W == 0 && c.lanes == 8 && c.threads == 128;
+      if (sw && t.rm * (c.HD / 4 / c.lanes) > 12 && !hd256) continue;
+    }
+    const uint32_t kv_dim = c.Hkv * c.HD, ctx_len = c.pos0 + c.T, Q = c.Hq * c.HD;
+    const uint32_t q_stride = Q + 2 * kv_dim, q_off = 4, o_stride = Q + 8, o_off = 3;
+    const float scale = 1.0f / std::sqrt(float(c.HD));
+    const AttentionShape shape{c.T, c.pos0, c.Hq, c.Hkv, c.HD, scale, c.W};
+    const std::string what = "HD=" + std::to_string(c.HD) + " Hq=" + std::to_string(c.Hq) + " Hkv=" + std::to_string(c.Hkv) +
+                             " T=" + std::to_string(c.T) + " pos0=" + std::to_string(c.pos0) + " lanes=" +
+                             std::to_string(c.lanes) + " threads=" + std::to_string(c.threads) + " W=" + std::to_string(c.W);
+    auto ck = randn(size_t(ctx_len) * kv_dim, c.T * 5 + 1), cv = randn(size_t(ctx_len) * kv_dim, c.T * 5 + 2);
+    auto q = randn(q_off + size_t(c.T) * q_stride, c.T * 5 + 3, c.qs);
+    std::vector<float> want(size_t(c.T) * Q);
+    for (uint32_t t = 0; t < c.T; ++t) {  // (with a window: the reference over the window's rows only)
+      const uint32_t pos = c.pos0 + t, first = c.W && pos + 1 > c.W ? pos + 1 - c.W : 0;
+      ref::attention(q.data() + q_off + t * q_stride, ck.data() + size_t(first) * kv_dim, cv.data() + size_t(first) * kv_dim,
+                     want.data() + t * Q, pos - first, c.Hq, c.Hkv, c.HD, scale);
+    }
+    // No kernel may read below the forward's first window: NaN there would show.
+    const uint32_t first0 = c.W && c.pos0 + 1 > c.W ? c.pos0 + 1 - c.W : 0;
+    std::fill(ck.begin(), ck.begin() + size_t(first0) * kv_dim, NAN);
+    std::fill(cv.begin(), cv.begin() + size_t(first0) * kv_dim, NAN);
+    auto kb = e.upload(ck), vb = e.upload(cv), qb = e.upload(q);
+    gpu::Buffer scratch(*e.ctx, attention_split_floats(c.T, c.Hq, c.HD) * 4, gpu::BufferKind::Storage, "split");
+    for (bool split : {false, true}) {
+      std::vector<float> first;
+      for (bool pf : {false, true}) {
+        KernelOptions ko;
+        ko.attention_prefill_split = split;
+        ko.attention_flash = 1;
+        ko.attention_flash_wide = ko.attention_flash_window = true;
+        ko.attention_flash_lanes = c.lanes;
+        ko.attention_flash_lanes_threads = c.threads;
+        ko.attention_flash_prefetch = pf;
+        auto o = e.op(ko);
+        ASSERT_TRUE(attention_flash_used(o, shape)) << what;
+        const FlashTile t = attention_flash_lanes_tile(o, c.HD);
+        ASSERT_TRUE(t.lanes && t.bc) << what;
+        ASSERT_EQ(t.threads(), c.threads) << what;
+        pf_taken += pf && attention_flash_prefetch(o, t, c.HD);
+        for (int run = 0; run < 2; ++run) {
+          auto ob = e.upload(std::vector<float>(o_off + size_t(c.T) * o_stride, NAN));
+          e.rec.set_traffic_log(true);
+          e.rec.begin();
+          attention(o, shape, {qb, q_off}, q_stride, kb, vb, {ob, o_off}, o_stride, &scratch);
+          e.rec.submit();
+          const auto disp = e.rec.last_dispatches();
+          e.rec.set_traffic_log(false);
+          ASSERT_FALSE(disp.empty());
+          EXPECT_EQ(disp[0].label, "attention_flash_sg") << what;
+          if (!split) EXPECT_EQ(disp.size(), 1u) << what;
+          auto all = e.download(ob, o_off + size_t(c.T) * o_stride);
+          std::vector<float> got(want.size());
+          for (uint32_t tt = 0; tt < c.T; ++tt) {
+            for (uint32_t i = 0; i < Q; ++i) got[tt * Q + i] = all[o_off + tt * o_stride + i];
+            for (uint32_t i = Q; i < o_stride; ++i)
+              ASSERT_TRUE(std::isnan(all[o_off + tt * o_stride + i])) << what << " wrote outside its row";
+          }
+          expect_close(got, want, c.qs > 10 ? 1e-3f : 1e-5f, what + (split ? " split" : "") + (pf ? " pf" : ""));
+          if (first.empty()) first = got;
+          else EXPECT_EQ(std::memcmp(first.data(), got.data(), got.size() * 4), 0)
+              << what << (split ? " split" : "") << (pf ? " pf" : "") << ": not the same bits as the first run";
+        }
+      }
+    }
+    ++ran;
+  }
+  EXPECT_GE(ran, sw ? 7u : 14u) << "too few cases ran on this adapter (smallest subgroup " << sg_lo << ")";
+  EXPECT_GT(pf_taken, 0u) << "no case took the prefetching form";
+}
+
+TEST(Ops, AttentionFlashLanesTileRule) {
+  // attention_flash_lanes_tile: off at N = 0, N wider than the smallest subgroup or not dividing
+  // head dim / 4; otherwise rows per thread with <= 64 query floats, K and V tiles within the
+  // workgroup memory, JK dividing BC; attention_flash_pick falls back to the Q-block tile.
+  auto& e = env();
+  KernelOptions ko;
+  ko.attention_flash = 1;
+  ko.attention_flash_wide = true;
+  ko.attention_flash_lanes = 0;
+  EXPECT_FALSE(attention_flash_pick(e.op(ko), 256).lanes) << "on with --attn-flash-lanes 0";
+  // The adapter default: 8 lanes at head dims >= 128 on hardware adapters with subgroups of >= 8.
+  ko.attention_flash_lanes = kFlashLanesAuto;
+  const bool hw = !e.ctx->info().is_software() && e.ctx->has_subgroups() && e.ctx->measured_subgroup_sizes().first >= 8;
+  for (uint32_t HD : {64u, 128u, 256u}) {
+    const FlashTile t = attention_flash_pick(e.op(ko), HD);
+    EXPECT_EQ(t.lanes, hw && HD >= 128) << HD;
+    if (t.lanes) EXPECT_EQ(t.tx, 8u) << HD;
+  }
+  if (!e.ctx->has_subgroups()) GTEST_SKIP() << "adapter without subgroups";
+  const uint32_t sg_lo = e.ctx->measured_subgroup_sizes().first;
+  ko.attention_flash_lanes = 2 * sg_lo;
+  if (ko.attention_flash_lanes <= 32) EXPECT_EQ(attention_flash_lanes_tile(e.op(ko), 256).bc, 0u) << "lanes above the subgroup size";
+  ko.attention_flash_lanes = 8;
+  EXPECT_EQ(attention_flash_lanes_tile(e.op(ko), 36).bc, 0u) << "9 vec4 over 8 lanes";
+  EXPECT_FALSE(attention_flash_pick(e.op(ko), 36).lanes);
+  for (uint32_t lanes : {4u, 8u})
+    for (uint32_t HD : {32u, 64u, 128u, 256u}) {
+      ko.attention_flash_lanes = lanes;
+      const FlashTile t = attention_flash_lanes_tile(e.op(ko), HD);
+      if (lanes > sg_lo) {
+        EXPECT_EQ(t.bc, 0u);
+        continue;
+      }
+      ASSERT_TRUE(t.lanes && t.bc) << lanes << " " << HD;
+      EXPECT_LE(t.rm * HD / lanes, 64u) << HD;
+      EXPECT_EQ(t.bc % t.jk, 0u);
+      EXPECT_EQ(t.threads(), 256u);  // (--attn-flash-lanes-threads 0)
+      EXPECT_LE(t.workgroup_bytes(HD), e.ctx->info().limits.maxComputeWorkgroupStorageSize) << HD;
+      EXPECT_TRUE(attention_flash_pick(e.op(ko), HD).lanes) << HD;
+    }
 }
 
 TEST(Ops, AttentionFlashCoverage) {
@@ -1158,6 +1303,7 @@ TEST(Ops, AttentionSlidingWindowMatchesCpu) {
         ko.attention_tiled_prefill = path != 0;
         ko.attention_decode_gqa = path != 0 ? 1 : 0;
         ko.attention_flash = path == 2 ? 1 : 0;
+        ko.attention_flash_lanes = 0;  // the Q-block kernel (windows in the lanes kernel: Ops.AttentionFlashLanes*)
         ko.attention_flash_wide = ko.attention_flash_window = path == 2;
         ko.attention_chunk = 0;  // nor the short-chunk route to it
         auto o = e.op(ko);

@@ -67,7 +67,9 @@
 #            FLASH_CACHES (80 700 1400 2700) cached ones at each --attn-flash-split-tiles of FLASH_TILES
 #            (1,2,4,8,16,32) and the adaptive rule, at the product's split target 2048 (flash_sweep_<cache>.json); then FLASH_LONG ("2048:2048"
 #            tokens:cache pairs) on FLASH_LONG_SHAPES (Qwen3.5 / Qwen2.5-1.5B / SmolLM2 attention) for the
-#            share of the FMA peak (flash_long_<i>_<pair>.json)
+#            share of the FMA peak (flash_long_<i>_<pair>.json), with FLASH_EXTRA's flags (e.g. "--flash-lanes 8,16
+#            --flash-lanes-threads 64,128": the lanes kernel's rows; FLASH_LINES of each printed, default 8);
+#            FLASH_CACHES=" " skips the turn sweep
 #   turns_ab `bench ab` of `bench multi-turn --turns 30 --session-only`, A = product, B = each flag set of TURNS_CANDS
 #            (";"-separated) on TURNS_MODELS (smollm2), 2 interleaved rounds, metrics ttft_last5_median_ms (median session
 #            TTFT of turns 26-30) and ttft_last_over_turn2 (turnsab<i>_<model>)
@@ -418,9 +420,11 @@ for part in ${PARTS:-tests traffic ab}; do
         f=flash_long_${i}_${pair/:/_}
         echo "$sh" > $R/$f.flags
         # shellcheck disable=SC2086  # $sh: the shape's flags
-        timeout 120 $B bench attention --tokens ${pair%%:*} --cache ${pair##*:} $sh --split-targets 2048 --reps 5 --json $R/$f.json > $R/$f.txt 2>&1 ||
+        # shellcheck disable=SC2086  # FLASH_EXTRA: zero or more flags
+        timeout 150 $B bench attention --tokens ${pair%%:*} --cache ${pair##*:} $sh --split-targets 2048 --reps 5 ${FLASH_EXTRA:-} \
+          --json $R/$f.json > $R/$f.txt 2>&1 ||
           fail "$f (exit $?)"
-        echo "== $f ($sh)"; grep -E "flash|tiled" $R/$f.txt | cut -c1-150 | head -8
+        echo "== $f ($sh)"; grep -E "flash|tiled" $R/$f.txt | cut -c1-170 | head -${FLASH_LINES:-8}
       done
       i=$((i + 1))
     done
