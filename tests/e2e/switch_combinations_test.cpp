@@ -10,7 +10,7 @@
 // software adapter. The configurations are a pairwise covering array over all of them (every pair
 // of switches meets in all four level combinations: 10 rows for up to 126 switches) plus the
 // defaults, "every switch at its other level" and the hardware-GPU product (the defaults with every
-// three-state switch on). For each configuration and architecture:
+// three-state switch on and kHardwareProduct's values). For each configuration and architecture:
 //   - every pipeline the configuration's forwards use is created (pipeline_count() > 0, no error),
 //     including the switched sparse-attention pipelines (compile_switched_pipelines);
 //   - a 13-token prefill (T > 8: the unfused kernels), a 5-token forward (the fused decode path,
@@ -82,6 +82,8 @@ const std::map<std::string, std::pair<int64_t, int64_t>> kExtremes = {
     {"argmax_loads", {1, 64}},
     {"argmax_workgroups", {1, 256}},
     {"attention_flash_split_tiles", {1, 64}},
+    {"attention_flash_lanes", {4, 32}},
+    {"attention_flash_lanes_threads", {32, 1024}},
     {"gdn_chunk", {1, 256}},
     {"gdn_chunk_long", {0, 256}},
     {"gdn_chunk_long_from", {2, 1 << 20}},
@@ -93,10 +95,18 @@ const std::map<std::string, std::pair<int64_t, int64_t>> kExtremes = {
     {"sparse_threshold", {0, 16777216}},
 };
 
-// The factors: every Kernel / Model switch, with its two levels.
+// Numeric switches whose adapter default ("auto") differs between hardware GPUs and software adapters:
+// their hardware value, taken in the hardware-GPU product row (so that row runs on lavapipe what a GPU
+// runs: e.g. the lanes flash kernel, off by default on software adapters).
+const std::map<std::string, int64_t> kHardwareProduct = {
+    {"attention_flash_lanes", 8},
+};
+
+// The factors: every Kernel / Model switch, with its two levels and (level 2) its value in the
+// hardware-GPU product row.
 struct Factor {
   const SwitchInfo* s;
-  int64_t level[2];
+  int64_t level[3];
 };
 
 std::vector<Factor> factors() {
@@ -104,10 +114,12 @@ std::vector<Factor> factors() {
   for (const SwitchInfo& s : switches()) {
     if (!s.get) continue;  // CLI, session and browser switches: no kernel variant
     if (s.kind == SwitchKind::Bool) {
-      f.push_back({&s, {s.def, !s.def}});
+      f.push_back({&s, {s.def, !s.def, s.def}});
     } else if (s.kind == SwitchKind::Tri) {
-      f.push_back({&s, {0, 1}});
+      f.push_back({&s, {0, 1, 1}});
     } else {
+      const auto hw = kHardwareProduct.find(s.field);
+      const int64_t gpu = hw != kHardwareProduct.end() ? hw->second : s.def;
       auto it = kExtremes.find(s.field);
       if (it == kExtremes.end()) {
         ADD_FAILURE() << "numeric switch " << s.field << " has no test extremes in kExtremes";
@@ -117,9 +129,9 @@ std::vector<Factor> factors() {
       // slow (many lanes per row: emulated barriers, ~10x per dispatch), past CI's budget; in CI
       // numeric switches stay at their defaults and the array covers every pair of the others.
       if (std::getenv("WGLLM_SWITCH_EXTREMES"))
-        f.push_back({&s, {it->second.first, it->second.second}});
+        f.push_back({&s, {it->second.first, it->second.second, gpu}});
       else
-        f.push_back({&s, {s.def, s.def}});
+        f.push_back({&s, {s.def, s.def, gpu}});
     }
   }
   return f;
@@ -140,11 +152,12 @@ std::vector<std::vector<int>> configurations(const std::vector<Factor>& f) {
   rows.push_back(std::vector<int>(n_factors, -1));  // -1: the switch's default
   rows.push_back(std::vector<int>(n_factors, 1));
   // The product on hardware GPUs: the defaults with every three-state switch on (int8 activations,
-  // the matrix-vector and tiled kernels: what a software adapter's defaults leave off), so that the
-  // fast paths that need several of them at once run together (e.g. --fuse-qkv-formats).
+  // the matrix-vector and tiled kernels: what a software adapter's defaults leave off) and the
+  // kHardwareProduct values, so that the fast paths that need several of them at once run together
+  // (e.g. --fuse-qkv-formats).
   std::vector<int> gpu(n_factors, -1);
   for (size_t i = 0; i < n_factors; ++i)
-    if (f[i].s->kind == SwitchKind::Tri) gpu[i] = 1;
+    if (f[i].s->kind == SwitchKind::Tri || kHardwareProduct.count(f[i].s->field)) gpu[i] = 2;
   rows.push_back(gpu);
   return rows;
 }
