@@ -15,8 +15,8 @@
 // Decode (--tokens 1) adds the GQA decode kernel (attention_decode.wgsl, --attn-decode-gqa):
 // unsplit (one dispatch), and split (+ combine) into each --decode-split-lens key count; each also with
 // --attn-decode-late-v ("gqa-lv") and at each --decode-key-lanes value ("gqa-kl<N>", --attn-decode-key-lanes).
-// --flash-lanes N,..: flash rows with --attn-flash-lanes N (attention_flash_sg.wgsl) at each --flash-lanes-threads
-// value ("flash-l<N>t<threads>"). Every row prints the largest |difference| of its output from the first
+// --flash-lanes N,..: flash rows with --attn-flash-lanes N (attention_flash_sg.wgsl) at each --flash-lanes-threads,
+// --flash-lanes-rows and --flash-lanes-keys value ("flash-l<N>t<threads>[r<rows>][k<keys>]"). Every row prints the largest |difference| of its output from the first
 // row's (the per-row kernel): a variant that computes something else shows there.
 #include <fmt/core.h>
 
@@ -50,7 +50,9 @@ struct AttnBenchOpts {
   std::vector<uint32_t> flash_split_tiles = {};  // KernelOptions::attention_flash_split_tiles values (flash-pf rows)
   std::vector<uint32_t> decode_key_lanes = {};   // KernelOptions::attention_decode_key_lanes values (gqa-kl rows)
   std::vector<uint32_t> flash_lanes = {};        // KernelOptions::attention_flash_lanes values (flash-l<N> rows)
-  std::vector<uint32_t> flash_lanes_threads = {128};  // KernelOptions::attention_flash_lanes_threads values
+  std::vector<uint32_t> flash_lanes_threads = {256};  // KernelOptions::attention_flash_lanes_threads values
+  std::vector<uint32_t> flash_lanes_rows = {0};        // KernelOptions::attention_flash_lanes_rows values (0: auto)
+  std::vector<uint32_t> flash_lanes_keys = {0};        // KernelOptions::attention_flash_lanes_keys values (0: auto)
   std::string json_path;
 };
 
@@ -93,7 +95,7 @@ int run_attention_bench(const AttnBenchOpts& b) {
              ts ? "timestamps" : "wall clock of submit + wait");
   struct Variant { bool tiled, split; uint32_t target; bool gqa = false; uint32_t split_len = 0; bool flash = false; bool loop = false;
                    bool pf = false; uint32_t split_tiles = 0; bool lv = false; uint32_t kl = 0; uint32_t lanes = 0;
-                   uint32_t lthreads = 0; };
+                   uint32_t lthreads = 0, lrows = 0, lkeys = 0; };
   std::vector<Variant> vs = {{false, false, 0}, {false, true, 0}, {true, false, 0}};
   for (uint32_t t : b.split_targets) vs.push_back({true, true, t});
   if (T == 1) {
@@ -137,17 +139,23 @@ int run_attention_bench(const AttnBenchOpts& b) {
       // --attn-flash-lanes N (attention_flash_sg.wgsl, with the prefetch where its tile takes it) at each
       // --flash-lanes-threads value, where the lanes tile applies ("flash-l<N>t<threads>").
       for (uint32_t lanes : b.flash_lanes)
-        for (uint32_t nt : b.flash_lanes_threads) {
+        for (uint32_t nt : b.flash_lanes_threads)
+          for (uint32_t rows : b.flash_lanes_rows)
+            for (uint32_t keys : b.flash_lanes_keys) {
           kernels::KernelOptions lo = fo;
           lo.attention_flash_lanes = lanes;
           lo.attention_flash_lanes_threads = nt;
+          lo.attention_flash_lanes_rows = rows;
+          lo.attention_flash_lanes_keys = keys;
           if (kernels::attention_flash_lanes_tile(kernels::OpContext{*ctx, pipes, rec, lo}, HD).bc == 0) {
-            fmt::print(stderr, "  (flash-l{}t{}: the lanes tile does not apply here)\n", lanes, nt);
+            fmt::print(stderr, "  (flash-l{}t{}r{}k{}: the lanes tile does not apply here)\n", lanes, nt, rows, keys);
             continue;
           }
           Variant v{true, false, 0, false, 0, true, false, true};
           v.lanes = lanes;
           v.lthreads = nt;
+          v.lrows = rows;
+          v.lkeys = keys;
           vs.push_back(v);
           for (uint32_t t : b.split_targets) {
             v.split = true;
@@ -180,6 +188,8 @@ int run_attention_bench(const AttnBenchOpts& b) {
       ko.attention_decode_key_lanes = v.kl;
       ko.attention_flash_lanes = v.lanes;
       ko.attention_flash_lanes_threads = v.lthreads;
+      ko.attention_flash_lanes_rows = v.lrows;
+      ko.attention_flash_lanes_keys = v.lkeys;
       ko.attention_chunk = 0;  // the flash rows are what --attn-chunk runs for a short chunk over a long cache
       ko.attention_decode_split = split;  // the variant splits whichever kernel it runs
       ko.attention_prefill_split = split;
@@ -222,7 +232,9 @@ int run_attention_bench(const AttnBenchOpts& b) {
       const double gflops = flop / (med * 1e3);
       // (flash rows at head dims > 128 run with --attn-flash-wide-heads: "-wide"; with a window,
       // --attn-flash-window: "-window"; both on in the product since 2026-12-07)
-      const std::string name = (v.lanes ? fmt::format("flash-l{}t{}", v.lanes, v.lthreads) : v.lv ? "gqa-lv"
+      const std::string name = (v.lanes ? fmt::format("flash-l{}t{}", v.lanes, v.lthreads) +
+                                              (v.lrows ? fmt::format("r{}", v.lrows) : "") + (v.lkeys ? fmt::format("k{}", v.lkeys) : "")
+                               : v.lv ? "gqa-lv"
                                : v.kl ? fmt::format("gqa-kl{}", v.kl) : v.gqa ? "gqa-dec" : v.loop ? "flash-lp"
                                : v.pf ? "flash-pf" : v.flash ? "flash" : tiled ? "tiled" : "per-row") +
                                std::string(v.flash && HD > 128 ? "-wide" : "") + std::string(v.flash && b.window ? "-window" : "");
@@ -233,7 +245,8 @@ int run_attention_bench(const AttnBenchOpts& b) {
       variants.push_back({{"attn_tiled", tiled}, {"attn_flash", v.flash}, {"attn_flash_unroll", v.flash && kernels::attention_flash_unrolled(o)},
                           {"attn_flash_prefetch", v.pf}, {"attn_flash_wide_heads", v.flash && HD > 128}, {"attn_flash_window", v.flash && b.window != 0}, {"attn_flash_split_tiles", ko.attention_flash_split_tiles}, {"attn_split", split}, {"split_target", v.target},
                           {"attn_decode_gqa", v.gqa}, {"attn_decode_late_v", v.lv}, {"attn_decode_key_lanes", v.kl}, {"decode_split_len", v.split_len},
-                          {"attn_flash_lanes", v.lanes}, {"attn_flash_lanes_threads", v.lthreads}, {"max_abs_diff_vs_first", max_diff}, {"median_us", med},
+                          {"attn_flash_lanes", v.lanes}, {"attn_flash_lanes_threads", v.lthreads},
+                          {"attn_flash_lanes_rows", v.lrows}, {"attn_flash_lanes_keys", v.lkeys}, {"max_abs_diff_vs_first", max_diff}, {"median_us", med},
                           {"min_us", us.front()}, {"max_us", us.back()}, {"samples_us", us}, {"gflops", gflops},
                           {"peak_fraction", gflops / (b.peak_tflops * 1e3)}, {"kernels", labels}});
     }
@@ -278,8 +291,14 @@ std::function<int()> add_bench_attention(CLI::App& app) {
                   "(default: none)")
       ->delimiter(',')->check(CLI::IsMember({4, 8, 16, 32}));
   cmd->add_option("--flash-lanes-threads", b->flash_lanes_threads,
-                  "--flash-lanes rows at these threads per workgroup (--attn-flash-lanes-threads), 32..1024 (default 128)")
+                  "--flash-lanes rows at these threads per workgroup (--attn-flash-lanes-threads), 32..1024 (default 256)")
       ->delimiter(',')->check(CLI::IsMember({32, 64, 128, 256, 512, 1024}));
+  cmd->add_option("--flash-lanes-rows", b->flash_lanes_rows,
+                  "--flash-lanes rows at these query rows per thread (--attn-flash-lanes-rows), 0 (auto), 1, 2, 4 (default 0)")
+      ->delimiter(',')->check(CLI::IsMember({0, 1, 2, 4}));
+  cmd->add_option("--flash-lanes-keys", b->flash_lanes_keys,
+                  "--flash-lanes rows at these keys per softmax group (--attn-flash-lanes-keys), 0 (auto), 2..32 (default 0)")
+      ->delimiter(',')->check(CLI::IsMember({0, 2, 4, 8, 16, 32}));
   cmd->add_option("--reps", b->reps, "measured repetitions after one warm-up, 1..100000 (default 5)")->transform(integer(1, 100000));
   cmd->add_option("--peak-tflops", b->peak_tflops, "fp32 FMA peak the GFLOP/s are compared with, in TFLOP/s (default 67: H200)")
       ->check(real(1e-3, 1e4));

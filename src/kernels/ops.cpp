@@ -1046,11 +1046,17 @@ FlashTile attention_flash_lanes_tile(const OpContext& o, uint32_t HD) {
   const auto& lim = o.ctx.info().limits;
   const uint32_t nt = o.opt.attention_flash_lanes_threads ? o.opt.attention_flash_lanes_threads : 256;
   if (nt < n || nt % n || nt > lim.maxComputeInvocationsPerWorkgroup) return {};
-  uint32_t rm = 4;
-  while (rm > 1 && rm * HD / n > 64) rm /= 2;  // query floats per thread (and accumulators) <= 64
-  // Keys per softmax group: 32 / RM scores in registers; 4 on software adapters (llvmpipe's compiler
-  // takes over a minute for a 16-key group at head dim 128, 2026-12-07: the generated code grows with it).
-  const uint32_t jk = o.ctx.info().is_software() ? 4 : 32 / rm;
+  uint32_t rm = o.opt.attention_flash_lanes_rows;  // (--attn-flash-lanes-rows)
+  if (rm == 0) {
+    rm = 4;
+    while (rm > 1 && rm * HD / n > 64) rm /= 2;  // query floats per thread (and accumulators) <= 64
+  }
+  // Keys per softmax group (--attn-flash-lanes-keys): 32 / RM scores in registers; 4 on software adapters
+  // (llvmpipe's compiler takes over a minute for a 16-key group at head dim 128, 2026-12-07: the
+  // generated code grows with it).
+  const uint32_t jk = o.opt.attention_flash_lanes_keys ? o.opt.attention_flash_lanes_keys
+                      : o.ctx.info().is_software()      ? 4
+                                                        : 32 / rm;
   for (uint32_t bc : {32u, 16u, 8u}) {
     FlashTile t{rm * (nt / n), bc, rm, n, false, true, std::min(bc, jk)};
     if (t.workgroup_bytes(HD) <= lim.maxComputeWorkgroupStorageSize) return t;

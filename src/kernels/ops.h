@@ -383,11 +383,11 @@ FlashTile attention_flash_tile(const OpContext& o, uint32_t HD);
 /// KernelOptions::attention_flash_lanes N (kFlashLanesAuto: 8 for HD >= 128 on hardware adapters, else 0)
 /// = 0 (off), an adapter without subgroups or whose smallest
 /// subgroup is below N, HD / 4 not a multiple of N, or no tile fitting the adapter's limits. Rows per
-/// thread RM: the largest of 4, 2, 1 with RM * HD / N <= 64 (query floats per thread; as many in the
-/// accumulators); NT = KernelOptions::attention_flash_lanes_threads threads (0: 256), BR = RM * NT / N rows;
+/// thread RM (KernelOptions::attention_flash_lanes_rows, 0:) the largest of 4, 2, 1 with RM * HD / N <= 64
+/// (query floats per thread; as many in the accumulators); NT = KernelOptions::attention_flash_lanes_threads threads (0: 256), BR = RM * NT / N rows;
 /// BC: the largest of 32, 16, 8 keys whose K and V tiles (2 * BC * (HD + 4) * 4 bytes) fit the
-/// workgroup memory; JK = min(BC, 32 / RM) keys per softmax group (4 on software adapters, whose
-/// compilers slow down on the longer generated code).
+/// workgroup memory; JK = min(BC, KernelOptions::attention_flash_lanes_keys, or 0: 32 / RM) keys per
+/// softmax group (4 on software adapters, whose compilers slow down on the longer generated code).
 FlashTile attention_flash_lanes_tile(const OpContext& o, uint32_t HD);
 /// The tile a flash forward at head dim HD takes: attention_flash_lanes_tile() where it applies,
 /// else attention_flash_tile().

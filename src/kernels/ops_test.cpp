@@ -928,12 +928,15 @@ TEST(Ops, AttentionFlashLanesMatchesCpu) {
   // diagonal inside a tile, rows that see no key of a split, sliding windows, strided q/out with
   // offsets; lanes 4 and 8 (and 16 / 32 where the adapter's subgroups are that wide), 32..256 threads,
   // with and without the prefetch. Must take the lanes kernel, match the CPU reference, write nothing
-  // outside its rows, give the same bits twice, and with the prefetch the same bits as without.
+  // outside its rows, give the same bits twice, and with the prefetch the same bits as without; also
+  // with explicit rows per thread and keys per softmax group.
   auto& e = env();
   if (!e.ctx->has_subgroups()) GTEST_SKIP() << "adapter without subgroups: the lanes kernel never applies";
   const uint32_t sg_lo = e.ctx->measured_subgroup_sizes().first;
-  struct Case { uint32_t HD, Hq, Hkv, T, pos0, lanes, threads, W = 0; float qs = 2.0f; };
+  // rows / keys: --attn-flash-lanes-rows / --attn-flash-lanes-keys (0: the rule's).
+  struct Case { uint32_t HD, Hq, Hkv, T, pos0, lanes, threads, W = 0; float qs = 2.0f; uint32_t rows = 0, keys = 0; };
   const std::vector<Case> cases = {
+      {256, 8, 2, 33, 70, 8, 256, 0, 2.0f, 1, 2}, {128, 4, 1, 40, 33, 8, 64, 0, 2.0f, 4, 32},
       {64, 9, 3, 17, 37, 4, 128},  {64, 3, 3, 2, 0, 8, 64},      {64, 9, 3, 70, 300, 8, 128}, {128, 8, 2, 7, 90, 8, 128},
       {128, 4, 1, 40, 33, 4, 256}, {32, 9, 3, 21, 64, 8, 32},    {96, 6, 2, 13, 95, 8, 64},   {256, 8, 2, 37, 61, 8, 128},
       {256, 4, 1, 20, 300, 8, 64}, {192, 2, 2, 9, 17, 4, 128},   {64, 9, 3, 70, 300, 8, 128, 40},
@@ -950,6 +953,8 @@ TEST(Ops, AttentionFlashLanesMatchesCpu) {
       KernelOptions lo;
       lo.attention_flash_lanes = c.lanes;
       lo.attention_flash_lanes_threads = c.threads;
+      lo.attention_flash_lanes_rows = c.rows;
+      lo.attention_flash_lanes_keys = c.keys;
       const FlashTile t = attention_flash_lanes_tile(e.op(lo), c.HD);
       const bool hd256 = c.HD == 256 && c.W == 0 && c.lanes == 8 && c.threads == 128;
       if (sw && t.rm * (c.HD / 4 / c.lanes) > 12 && !hd256) continue;
@@ -960,7 +965,8 @@ TEST(Ops, AttentionFlashLanesMatchesCpu) {
     const AttentionShape shape{c.T, c.pos0, c.Hq, c.Hkv, c.HD, scale, c.W};
     const std::string what = "HD=" + std::to_string(c.HD) + " Hq=" + std::to_string(c.Hq) + " Hkv=" + std::to_string(c.Hkv) +
                              " T=" + std::to_string(c.T) + " pos0=" + std::to_string(c.pos0) + " lanes=" +
-                             std::to_string(c.lanes) + " threads=" + std::to_string(c.threads) + " W=" + std::to_string(c.W);
+                             std::to_string(c.lanes) + " threads=" + std::to_string(c.threads) + " W=" + std::to_string(c.W) +
+                             " rows=" + std::to_string(c.rows) + " keys=" + std::to_string(c.keys);
     auto ck = randn(size_t(ctx_len) * kv_dim, c.T * 5 + 1), cv = randn(size_t(ctx_len) * kv_dim, c.T * 5 + 2);
     auto q = randn(q_off + size_t(c.T) * q_stride, c.T * 5 + 3, c.qs);
     std::vector<float> want(size_t(c.T) * Q);
@@ -984,12 +990,16 @@ TEST(Ops, AttentionFlashLanesMatchesCpu) {
         ko.attention_flash_wide = ko.attention_flash_window = true;
         ko.attention_flash_lanes = c.lanes;
         ko.attention_flash_lanes_threads = c.threads;
+        ko.attention_flash_lanes_rows = c.rows;
+        ko.attention_flash_lanes_keys = c.keys;
         ko.attention_flash_prefetch = pf;
         auto o = e.op(ko);
         ASSERT_TRUE(attention_flash_used(o, shape)) << what;
         const FlashTile t = attention_flash_lanes_tile(o, c.HD);
         ASSERT_TRUE(t.lanes && t.bc) << what;
         ASSERT_EQ(t.threads(), c.threads) << what;
+        if (c.rows) ASSERT_EQ(t.rm, c.rows) << what;
+        if (c.keys) ASSERT_EQ(t.jk, std::min(c.keys, t.bc)) << what;
         pf_taken += pf && attention_flash_prefetch(o, t, c.HD);
         for (int run = 0; run < 2; ++run) {
           auto ob = e.upload(std::vector<float>(o_off + size_t(c.T) * o_stride, NAN));
@@ -1018,7 +1028,7 @@ TEST(Ops, AttentionFlashLanesMatchesCpu) {
     }
     ++ran;
   }
-  EXPECT_GE(ran, sw ? 7u : 14u) << "too few cases ran on this adapter (smallest subgroup " << sg_lo << ")";
+  EXPECT_GE(ran, sw ? 8u : 16u) << "too few cases ran on this adapter (smallest subgroup " << sg_lo << ")";
   EXPECT_GT(pf_taken, 0u) << "no case took the prefetching form";
 }
 

@@ -84,6 +84,8 @@ const std::map<std::string, std::pair<int64_t, int64_t>> kExtremes = {
     {"attention_flash_split_tiles", {1, 64}},
     {"attention_flash_lanes", {4, 32}},
     {"attention_flash_lanes_threads", {32, 1024}},
+    {"attention_flash_lanes_rows", {1, 4}},
+    {"attention_flash_lanes_keys", {2, 32}},
     {"gdn_chunk", {1, 256}},
     {"gdn_chunk_long", {0, 256}},
     {"gdn_chunk_long_from", {2, 1 << 20}},

@@ -266,8 +266,10 @@ def attention_op_rows(path, what):
         split = (f"key split on (target {v['split_target']} workgroups" +
                  ((f", >= {v['attn_flash_split_tiles']} tiles per split" if v.get("attn_flash_split_tiles") else ", adaptive tiles")
                   if flash else "") + ")" if v["attn_split"] else "unsplit")
-        form = ((f", query rows in registers over {v['attn_flash_lanes']} lanes x {v['attn_flash_lanes_threads']} threads "
-                 "(attention_flash_sg)" if v.get("attn_flash_lanes") else
+        form = ((f", query rows in registers over {v['attn_flash_lanes']} lanes x {v['attn_flash_lanes_threads']} threads"
+                 + (f", {v['attn_flash_lanes_rows']} rows per thread" if v.get("attn_flash_lanes_rows") else "")
+                 + (f", {v['attn_flash_lanes_keys']}-key softmax groups" if v.get("attn_flash_lanes_keys") else "")
+                 + " (attention_flash_sg)" if v.get("attn_flash_lanes") else
                  ", generated tile" if v.get("attn_flash_unroll") else ", loop form") +
                 (", prefetch" if v.get("attn_flash_prefetch") else "") if flash else "")
         wide = flash and v.get("attn_flash_wide_heads", j["head_dim"] > 128)
