@@ -20,6 +20,21 @@ std::string u(uint32_t v) { return std::to_string(v) + "u"; }
 std::string n(const char* pre, uint32_t a) { return std::string(pre) + "_" + std::to_string(a); }
 std::string n(const char* pre, uint32_t a, uint32_t b) { return n(pre, a) + "_" + std::to_string(b); }
 
+// Both flash kernels' outputs (attention_flash_out.wgsl's store_stats / store_out): per live row R of
+// the thread, lane tx == 0 writes the split statistics (m_R, lsum_R), every lane its RD vec4 acc_R_C at
+// columns tx + TX * C.
+std::string store_rows(uint32_t rm, uint32_t rd) {
+  std::string end;
+  for (uint32_t r = 0; r < rm; ++r) {
+    end += "if (" + n("live", r) + ") {\n    let i = i0 + r0 + " + u(r) + ";\n    if (tx == 0u) { store_stats(i, hk, G, wid.z, " +
+           n("m", r) + ", " + n("lsum", r) + "); }\n    ";
+    for (uint32_t c = 0; c < rd; ++c)
+      end += "store_out(i, hk, G, wid.z, tx + TX * " + u(c) + ", " + n("acc", r, c) + ", " + n("lsum", r) + ");\n    ";
+    end += "}\n  ";
+  }
+  return end;
+}
+
 // attention_flash.wgsl with the register tile's markers replaced by straight-line code.
 std::string unrolled_source(const FlashTile& t, uint32_t HD, bool window) {
   const uint32_t rm = t.rm, rn = t.bc / t.tx, rd = HD / 4 / t.tx;
@@ -108,13 +123,7 @@ std::string unrolled_source(const FlashTile& t, uint32_t HD, bool window) {
   for (uint32_t r = 0; r < rm; ++r)
     end += "{\n    var su = 0.0;\n    for (var w = 0u; w < TX; w++) { su += pm[(r0 + " + u(r) + ") * TX + w]; }\n    " +
            n("lsum", r) + " = su;\n  }\n  ";
-  for (uint32_t r = 0; r < rm; ++r) {
-    end += "if (" + n("live", r) + ") {\n    let i = i0 + r0 + " + u(r) + ";\n    if (tx == 0u) { store_stats(i, hk, G, wid.z, " +
-           n("m", r) + ", " + n("lsum", r) + "); }\n    ";
-    for (uint32_t c = 0; c < rd; ++c)
-      end += "store_out(i, hk, G, wid.z, tx + TX * " + u(c) + ", " + n("acc", r, c) + ", " + n("lsum", r) + ");\n    ";
-    end += "}\n  ";
-  }
+  end += store_rows(rm, rd);
   std::string src(wgsl_source("attention_flash"));
   replace_marker(src, "attention_flash", "/*FLASH_DECL*/", decl);
   replace_marker(src, "attention_flash", "/*FLASH_SCORE_DECL*/", sdecl);
@@ -199,13 +208,7 @@ std::string lanes_source(const FlashTile& t, uint32_t HD, bool window) {
     grp += "}\n      ";
   }
   // Outputs: every lane of a row holds its lsum; lane 0 writes the split statistics.
-  for (uint32_t r = 0; r < rm; ++r) {
-    end += "if (" + n("live", r) + ") {\n    let i = i0 + r0 + " + u(r) + ";\n    if (tx == 0u) { store_stats(i, hk, G, wid.z, " +
-           n("m", r) + ", " + n("lsum", r) + "); }\n    ";
-    for (uint32_t c = 0; c < rd; ++c)
-      end += "store_out(i, hk, G, wid.z, tx + TX * " + u(c) + ", " + n("acc", r, c) + ", " + n("lsum", r) + ");\n    ";
-    end += "}\n  ";
-  }
+  end += store_rows(rm, rd);
   std::string src(wgsl_source("attention_flash_sg"));
   replace_marker(src, "attention_flash_sg", "/*SG_DECL*/", decl);
   replace_marker(src, "attention_flash_sg", "/*SG_GROUP*/", grp);
