@@ -242,8 +242,12 @@ int run_attention_bench(const AttnBenchOpts& b) {
                  "max |diff| {:.2g}{}\n",
                  name, split ? "on" : "off", tgt, med, us.front(),
                  us.back(), gflops, gflops / (b.peak_tflops * 10), b.peak_tflops, max_diff, joined);
-      variants.push_back({{"attn_tiled", tiled}, {"attn_flash", v.flash}, {"attn_flash_unroll", v.flash && kernels::attention_flash_unrolled(o)},
-                          {"attn_flash_prefetch", v.pf}, {"attn_flash_wide_heads", v.flash && HD > 128}, {"attn_flash_window", v.flash && b.window != 0}, {"attn_flash_split_tiles", ko.attention_flash_split_tiles}, {"attn_split", split}, {"split_target", v.target},
+      // (the prefetch as the tile takes it: a lanes tile of more than 8 vec4 per thread does not; the lanes
+      // kernel is always generated code, no loop form)
+      const bool pf_taken = v.pf && kernels::attention_flash_prefetch(o, kernels::attention_flash_pick(o, HD), HD);
+      variants.push_back({{"attn_tiled", tiled}, {"attn_flash", v.flash},
+                          {"attn_flash_unroll", v.flash && !v.lanes && kernels::attention_flash_unrolled(o)},
+                          {"attn_flash_prefetch", pf_taken}, {"attn_flash_wide_heads", v.flash && HD > 128}, {"attn_flash_window", v.flash && b.window != 0}, {"attn_flash_split_tiles", ko.attention_flash_split_tiles}, {"attn_split", split}, {"split_target", v.target},
                           {"attn_decode_gqa", v.gqa}, {"attn_decode_late_v", v.lv}, {"attn_decode_key_lanes", v.kl}, {"decode_split_len", v.split_len},
                           {"attn_flash_lanes", v.lanes}, {"attn_flash_lanes_threads", v.lthreads},
                           {"attn_flash_lanes_rows", v.lrows}, {"attn_flash_lanes_keys", v.lkeys}, {"max_abs_diff_vs_first", max_diff}, {"median_us", med},

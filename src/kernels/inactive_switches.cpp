@@ -46,6 +46,24 @@ std::vector<std::string> inactive_switches(const OpContext& o) {
     if (k.attention_flash_unroll == 1) note("--attn-flash-unroll", sparse);
     if (split_tiles && k.attention_prefill_split) note("--attn-flash-split-tiles", false);
   }
+  // The lanes flash kernel's tile knobs without the kernel: --attn-flash-lanes 0, or its adapter default
+  // off here (software adapters); an explicit N the adapter cannot take (subgroups narrower than N, none
+  // at all) is named as well.
+  const bool knobs = k.attention_flash_lanes_threads != def.attention_flash_lanes_threads ||
+                     k.attention_flash_lanes_rows != def.attention_flash_lanes_rows ||
+                     k.attention_flash_lanes_keys != def.attention_flash_lanes_keys;
+  if (k.attention_flash_lanes == 0 && knobs)
+    r.push_back("--attn-flash-lanes-threads / -rows / -keys have no effect: --attn-flash-lanes 0 is given");
+  else if (k.attention_flash_lanes == kFlashLanesAuto && knobs && o.ctx.info().is_software())
+    r.push_back("--attn-flash-lanes-threads / -rows / -keys have no effect: the lanes flash kernel is off by default on "
+                "the software adapter '" + o.ctx.info().name + "' (add --attn-flash-lanes 8)");
+  if (k.attention_flash_lanes != 0 && k.attention_flash_lanes != kFlashLanesAuto) {
+    const uint32_t lo = o.ctx.has_subgroups() ? o.ctx.measured_subgroup_sizes().first : 0;
+    if (lo < k.attention_flash_lanes)
+      r.push_back("--attn-flash-lanes " + std::to_string(k.attention_flash_lanes) + " has no effect: the adapter '" +
+                  o.ctx.info().name + "' " + (lo ? "has subgroups of " + std::to_string(lo) : std::string("has no subgroups")) +
+                  " (the Q-block flash kernel runs)");
+  }
   return r;
 }
 

@@ -95,6 +95,37 @@ TEST(InactiveSwitches, MatmulTiledF16MatchesWhatTheMatmulDoes) {
   EXPECT_TRUE(mentions(inactive_switches(OpContext{*e.ctx, e.cache, e.rec, both}), "--matmul-tiled-f16"));
 }
 
+// The lanes flash kernel's tile knobs without the kernel, and a lane count the adapter cannot take; each
+// note checked against attention_flash_lanes_tile().
+TEST(InactiveSwitches, FlashLanesKnobsWithoutTheLanesKernel) {
+  auto& e = env();
+  auto says = [](const std::vector<std::string>& notes, const std::string& text) {
+    return std::any_of(notes.begin(), notes.end(), [&](const std::string& n) { return n.find(text) != std::string::npos; });
+  };
+  KernelOptions ko;
+  ko.attention_flash_lanes_rows = 1;
+  ko.attention_flash_lanes = 0;
+  {
+    const OpContext o{*e.ctx, e.cache, e.rec, ko};
+    EXPECT_EQ(attention_flash_lanes_tile(o, 256).bc, 0u);
+    EXPECT_TRUE(says(inactive_switches(o), "--attn-flash-lanes-threads / -rows / -keys have no effect"));
+  }
+  ko.attention_flash_lanes = kFlashLanesAuto;
+  {
+    const OpContext o{*e.ctx, e.cache, e.rec, ko};
+    const bool named = says(inactive_switches(o), "-rows / -keys have no effect");
+    EXPECT_EQ(named, e.ctx->info().is_software()) << "auto is off exactly on software adapters";
+    if (!e.ctx->info().is_software() && e.ctx->has_subgroups() && e.ctx->measured_subgroup_sizes().first >= 8)
+      EXPECT_NE(attention_flash_lanes_tile(o, 256).bc, 0u);
+  }
+  ko.attention_flash_lanes_rows = 0;
+  ko.attention_flash_lanes = 32;
+  const OpContext o{*e.ctx, e.cache, e.rec, ko};
+  const uint32_t lo = e.ctx->has_subgroups() ? e.ctx->measured_subgroup_sizes().first : 0;
+  EXPECT_EQ(says(inactive_switches(o), "--attn-flash-lanes 32 has no effect"), lo < 32);
+  EXPECT_EQ(attention_flash_lanes_tile(o, 256).bc != 0, lo >= 32);
+}
+
 // The flash kernel's sub-switches under --no-attn-flash, each note checked against the routing
 // functions: a long prefill from an empty cache (never the flash kernel under --no-attn-flash) and a
 // chat turn's chunk over a long cache (the flash kernel only through --attn-chunk).

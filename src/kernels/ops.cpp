@@ -671,8 +671,8 @@ const gpu::Pipeline& tiled_pipe(OpContext& o, uint32_t HD, bool split) {
   return get(o, "attention_tiled", d, {Bind::ReadOnly, Bind::ReadOnly, Bind::ReadOnly, Bind::ReadWrite, Bind::Uniform});
 }
 
-// attention_flash.wgsl's pipeline (dense, GATHER 0) for tile ft and head dim HD, with or without the
-// key split and the sliding window.
+// The flash kernel's pipeline for tile ft (attention_flash.wgsl dense, GATHER 0; or attention_flash_sg.wgsl
+// for a lanes tile) and head dim HD, with or without the key split and the sliding window.
 const gpu::Pipeline& flash_pipe(OpContext& o, const FlashTile& ft, uint32_t HD, bool split, bool window = false) {
   const Defines d = attention_flash_defines(o, ft, HD, split, false, window);
   const char* name = ft.lanes ? "attention_flash_sg" : "attention_flash";
@@ -761,7 +761,7 @@ uint32_t flash_split_min_tiles(const OpContext& o, uint32_t blocks, uint32_t max
   return 1;
 }
 
-// Register-tiled flash attention for T > 1 (attention_flash.wgsl): one workgroup per (block of BR
+// Flash attention for T > 1 (attention_flash.wgsl, or attention_flash_sg.wgsl for a lanes tile): one workgroup per (block of BR
 // (token, head) rows of one KV head, KV head, key split); the split rule is attention_tiled's with
 // BR-row blocks and BC-key tiles.
 void attention_flash(OpContext& o, const AttentionShape& s, const FlashTile& ft, F32Ref q, uint32_t q_stride,
@@ -1045,7 +1045,7 @@ FlashTile attention_flash_lanes_tile(const OpContext& o, uint32_t HD) {
   if (lo < n || (lo & (lo - 1))) return {};
   const auto& lim = o.ctx.info().limits;
   const uint32_t nt = o.opt.attention_flash_lanes_threads ? o.opt.attention_flash_lanes_threads : 256;
-  if (nt < n || nt % n || nt > lim.maxComputeInvocationsPerWorkgroup) return {};
+  if (nt < n || nt % n || nt > lim.maxComputeInvocationsPerWorkgroup || nt > lim.maxComputeWorkgroupSizeX) return {};
   uint32_t rm = o.opt.attention_flash_lanes_rows;  // (--attn-flash-lanes-rows)
   if (rm == 0) {
     rm = 4;

@@ -418,17 +418,20 @@ Defines attention_flash_defines(const OpContext& o, const FlashTile& ft, uint32_
 /// Longest forward (tokens) that KernelOptions::attention_chunk treats as a short chunk.
 inline constexpr uint32_t kAttnChunkMaxTokens = 128;
 /// Whether a forward is a short chunk over a long cache that KernelOptions::attention_chunk sends to
-/// attention_flash.wgsl: switch on (1 only: 2, the adapter default, is off everywhere),
+/// the flash kernel (attention_flash.wgsl, or attention_flash_sg.wgsl where attention_flash_pick() takes
+/// it): switch on (1 only: 2, the adapter default, is off everywhere),
 /// 2 <= T <= kAttnChunkMaxTokens, pos0 >= T (at least as many cached keys as new ones), no sliding
 /// window, attention_flash_tile(HD) valid. Prefills from an empty cache (pos0 = 0) never qualify.
 bool attention_chunk_used(const OpContext& o, const AttentionShape& s);
 /// Creates the key-split pipeline of the multi-query kernel that a long prefill from an empty cache
-/// records (attention_tiled or attention_flash, SPLIT 1) for head dim HD, if any: the warm-up's
+/// records (attention_tiled or the flash kernel attention_flash_pick() takes, SPLIT 1) for head dim HD, if any: the warm-up's
 /// forwards past 64 keys are short chunks, which KernelOptions::attention_chunk sends to the flash
 /// kernel, so without this the first long prompt would compile it (runtime/warmup.cpp).
 void attention_compile_prefill_split(OpContext& o, uint32_t HD);
-/// Whether kernels::attention records attention_flash.wgsl for this forward: T > 1, no window (or
-/// KernelOptions::attention_flash_window), attention_flash_tile(HD) valid and
+/// Whether kernels::attention records a flash kernel for this forward (attention_flash.wgsl, or
+/// attention_flash_sg.wgsl where attention_flash_pick() takes the lanes tile): T > 1, no window (or
+/// KernelOptions::attention_flash_window), attention_flash_tile(HD) valid (so the lanes kernel too runs
+/// only where the Q-block tile would: head dims multiples of 32, > 128 with --attn-flash-wide-heads) and
 /// KernelOptions::attention_flash on (1, or 2: every adapter); or attention_chunk_used().
 bool attention_flash_used(const OpContext& o, const AttentionShape& s);
 

@@ -942,7 +942,7 @@ TEST(Ops, AttentionFlashLanesMatchesCpu) {
       {256, 4, 1, 20, 300, 8, 64}, {192, 2, 2, 9, 17, 4, 128},   {64, 9, 3, 70, 300, 8, 128, 40},
       {256, 8, 2, 45, 100, 8, 128, 30}, {64, 9, 3, 20, 100, 8, 128, 0, 40.0f}, {128, 2, 2, 70, 1000, 16, 128},
       {256, 8, 2, 33, 70, 16, 256}, {256, 8, 2, 33, 70, 32, 128}, {64, 1, 1, 130, 0, 8, 128}};
-  uint32_t ran = 0, pf_taken = 0;
+  uint32_t ran = 0, pf_taken = 0, split_runs = 0;
   const bool sw = e.ctx->info().is_software();
   for (const Case& c : cases) {
     if (c.lanes > sg_lo) continue;  // wider than this adapter's subgroups: the other kernel (checked below)
@@ -1012,7 +1012,9 @@ TEST(Ops, AttentionFlashLanesMatchesCpu) {
           ASSERT_FALSE(disp.empty());
           EXPECT_EQ(disp[0].label, "attention_flash_sg") << what;
           if (!split) EXPECT_EQ(disp.size(), 1u) << what;
+          split_runs += split && disp.size() > 1;  // attention_flash_sg + attention_combine
           auto all = e.download(ob, o_off + size_t(c.T) * o_stride);
+          for (uint32_t i = 0; i < o_off; ++i) ASSERT_TRUE(std::isnan(all[i])) << what << " wrote before its first row";
           std::vector<float> got(want.size());
           for (uint32_t tt = 0; tt < c.T; ++tt) {
             for (uint32_t i = 0; i < Q; ++i) got[tt * Q + i] = all[o_off + tt * o_stride + i];
@@ -1030,6 +1032,7 @@ TEST(Ops, AttentionFlashLanesMatchesCpu) {
   }
   EXPECT_GE(ran, sw ? 8u : 16u) << "too few cases ran on this adapter (smallest subgroup " << sg_lo << ")";
   EXPECT_GT(pf_taken, 0u) << "no case took the prefetching form";
+  EXPECT_GT(split_runs, 0u) << "no case took the key split";
 }
 
 TEST(Ops, AttentionFlashLanesTileRule) {
