@@ -115,8 +115,9 @@ TEST(InactiveSwitches, FlashLanesKnobsWithoutTheLanesKernel) {
     const OpContext o{*e.ctx, e.cache, e.rec, ko};
     const bool named = says(inactive_switches(o), "-rows / -keys have no effect");
     EXPECT_EQ(named, e.ctx->info().is_software()) << "auto is off exactly on software adapters";
-    if (!e.ctx->info().is_software() && e.ctx->has_subgroups() && e.ctx->measured_subgroup_sizes().first >= 8)
+    if (!e.ctx->info().is_software() && e.ctx->has_subgroups() && e.ctx->measured_subgroup_sizes().first >= 8) {
       EXPECT_NE(attention_flash_lanes_tile(o, 256).bc, 0u);
+    }
   }
   ko.attention_flash_lanes_rows = 0;
   ko.attention_flash_lanes = 32;

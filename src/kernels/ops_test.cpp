@@ -819,7 +819,9 @@ TEST(Ops, AttentionFlashMatchesCpu) {
         e.rec.set_traffic_log(false);
         ASSERT_FALSE(disp.empty());
         EXPECT_EQ(disp[0].label, "attention_flash") << what;
-        if (!split) EXPECT_EQ(disp.size(), 1u) << what;
+        if (!split) {
+          EXPECT_EQ(disp.size(), 1u) << what;
+        }
         auto all = e.download(ob, o_off + size_t(c.T) * o_stride);
         std::vector<float> got(want.size());
         for (uint32_t t = 0; t < c.T; ++t) {
@@ -998,8 +1000,12 @@ TEST(Ops, AttentionFlashLanesMatchesCpu) {
         const FlashTile t = attention_flash_lanes_tile(o, c.HD);
         ASSERT_TRUE(t.lanes && t.bc) << what;
         ASSERT_EQ(t.threads(), c.threads) << what;
-        if (c.rows) ASSERT_EQ(t.rm, c.rows) << what;
-        if (c.keys) ASSERT_EQ(t.jk, std::min(c.keys, t.bc)) << what;
+        if (c.rows) {
+          ASSERT_EQ(t.rm, c.rows) << what;
+        }
+        if (c.keys) {
+          ASSERT_EQ(t.jk, std::min(c.keys, t.bc)) << what;
+        }
         pf_taken += pf && attention_flash_prefetch(o, t, c.HD);
         for (int run = 0; run < 2; ++run) {
           auto ob = e.upload(std::vector<float>(o_off + size_t(c.T) * o_stride, NAN));
@@ -1011,7 +1017,9 @@ TEST(Ops, AttentionFlashLanesMatchesCpu) {
           e.rec.set_traffic_log(false);
           ASSERT_FALSE(disp.empty());
           EXPECT_EQ(disp[0].label, "attention_flash_sg") << what;
-          if (!split) EXPECT_EQ(disp.size(), 1u) << what;
+          if (!split) {
+            EXPECT_EQ(disp.size(), 1u) << what;
+          }
           split_runs += split && disp.size() > 1;  // attention_flash_sg + attention_combine
           auto all = e.download(ob, o_off + size_t(c.T) * o_stride);
           for (uint32_t i = 0; i < o_off; ++i) ASSERT_TRUE(std::isnan(all[i])) << what << " wrote before its first row";
@@ -1022,9 +1030,12 @@ TEST(Ops, AttentionFlashLanesMatchesCpu) {
               ASSERT_TRUE(std::isnan(all[o_off + tt * o_stride + i])) << what << " wrote outside its row";
           }
           expect_close(got, want, c.qs > 10 ? 1e-3f : 1e-5f, what + (split ? " split" : "") + (pf ? " pf" : ""));
-          if (first.empty()) first = got;
-          else EXPECT_EQ(std::memcmp(first.data(), got.data(), got.size() * 4), 0)
-              << what << (split ? " split" : "") << (pf ? " pf" : "") << ": not the same bits as the first run";
+          if (first.empty()) {
+            first = got;
+          } else {
+            EXPECT_EQ(std::memcmp(first.data(), got.data(), got.size() * 4), 0)
+                << what << (split ? " split" : "") << (pf ? " pf" : "") << ": not the same bits as the first run";
+          }
         }
       }
     }
@@ -1051,12 +1062,16 @@ TEST(Ops, AttentionFlashLanesTileRule) {
   for (uint32_t HD : {64u, 128u, 256u}) {
     const FlashTile t = attention_flash_pick(e.op(ko), HD);
     EXPECT_EQ(t.lanes, hw && HD >= 128) << HD;
-    if (t.lanes) EXPECT_EQ(t.tx, 8u) << HD;
+    if (t.lanes) {
+      EXPECT_EQ(t.tx, 8u) << HD;
+    }
   }
   if (!e.ctx->has_subgroups()) GTEST_SKIP() << "adapter without subgroups";
   const uint32_t sg_lo = e.ctx->measured_subgroup_sizes().first;
   ko.attention_flash_lanes = 2 * sg_lo;
-  if (ko.attention_flash_lanes <= 32) EXPECT_EQ(attention_flash_lanes_tile(e.op(ko), 256).bc, 0u) << "lanes above the subgroup size";
+  if (ko.attention_flash_lanes <= 32) {
+    EXPECT_EQ(attention_flash_lanes_tile(e.op(ko), 256).bc, 0u) << "lanes above the subgroup size";
+  }
   ko.attention_flash_lanes = 8;
   EXPECT_EQ(attention_flash_lanes_tile(e.op(ko), 36).bc, 0u) << "9 vec4 over 8 lanes";
   EXPECT_FALSE(attention_flash_pick(e.op(ko), 36).lanes);
@@ -1449,8 +1464,11 @@ TEST(Ops, AttentionChunkTakesFlashForShortChunksOverLongCaches) {
       ASSERT_FALSE(disp.empty()) << what;
       // (the flash kernel in either form: the lanes one where --attn-flash-lanes takes the head dim)
       const std::string lbl = disp[0].label;
-      if (chunk) EXPECT_TRUE(lbl == "attention_flash" || lbl == "attention_flash_sg") << what << ": " << lbl;
-      else EXPECT_EQ(lbl, "attention_tiled") << what;
+      if (chunk) {
+        EXPECT_TRUE(lbl == "attention_flash" || lbl == "attention_flash_sg") << what << ": " << lbl;
+      } else {
+        EXPECT_EQ(lbl, "attention_tiled") << what;
+      }
       if (chunk && c.pos0 + c.T > 64) {
         EXPECT_EQ(disp.size(), 2u) << what << ": key split + combine";
       }
