@@ -449,8 +449,9 @@ void add_device_options(CLI::App* cmd, DeviceArgs& d) {
                 "naga's loop bounding (a counter that ends any loop after 2^64 iterations) in the kernels (default off)");
 }
 
-std::unique_ptr<gpu::Context> bench_context(const DeviceArgs& d) {
+std::unique_ptr<gpu::Context> bench_context(const DeviceArgs& d, bool coop_matrix) {
   gpu::ContextOptions co;
+  co.want_coop_matrix = coop_matrix;
   co.adapter_index = d.adapter;
   co.shader_runtime_checks = d.shader_checks;
   co.shader_loop_bounding = d.loop_bounding;

@@ -31,7 +31,8 @@ struct DeviceArgs {
 void add_device_options(CLI::App* cmd, DeviceArgs& d);
 /// The device of an op-level bench: gpu::Context::create on d.adapter with naga's bounds checks
 /// and loop bounding as d asks.
-std::unique_ptr<gpu::Context> bench_context(const DeviceArgs& d);
+/// coop_matrix: ask for cooperative matrices (gpu::ContextOptions::want_coop_matrix; bench matmul --coop).
+std::unique_ptr<gpu::Context> bench_context(const DeviceArgs& d, bool coop_matrix = false);
 /// GPU time (us) and dispatch count per kernel label, summed over profiled forwards.
 using KernelTotals = std::map<std::string, std::pair<double, uint32_t>>;
 /// Adds every dispatch of `profile` (a forward's Model::last_profile()) to its label's totals in `by`;

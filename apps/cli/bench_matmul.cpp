@@ -30,6 +30,7 @@
 #include "formats/dtype.h"
 #include "gpu/context.h"
 #include "kernels/bandwidth_probe.h"
+#include "kernels/matmul_coop.h"
 #include "kernels/matmul_tiled.h"
 #include "kernels/ops.h"
 #include "validate.h"
@@ -47,6 +48,8 @@ struct MatmulBenchOpts {
                                     "64x128/4x8", "64x64/8x4", "64x64/4x8"};
   std::string type = "q4_1";
   bool per_row = true, f16 = false, int8 = false;
+  bool coop = false;                  // the cooperative-matrix kernel (kernels/matmul_coop.h) at each --coop-tiles tile
+  std::vector<std::string> coop_tiles = {"64x64", "128x64", "64x128", "128x128", "32x64"};
   bool q6k_packed = false;  // ModelOptions::q6k_packed: Q6_K's GPU layout (the product's by default)
   uint32_t reps = 5;
   double peak_tflops = 67.0;
@@ -107,8 +110,9 @@ int run_matmul_bench(const MatmulBenchOpts& b) {
       throw Error("bench matmul: shape '" + s + "' is not N:K with N and K in 1..65536");
     shapes.push_back(sh);
   }
-  for (const auto& t : b.tiles) parse_tile(t);
-  auto ctx = bench_context(b.dev);
+  for (const auto& t : b.tiles)
+    if (!t.empty()) parse_tile(t);  // --tiles "": the auto variants only
+  auto ctx = bench_context(b.dev, b.coop);
   gpu::PipelineCache pipes(*ctx);
   gpu::Recorder rec(*ctx);
   const bool ts = ctx->timestamps_inside_passes();
@@ -136,7 +140,31 @@ int run_matmul_bench(const MatmulBenchOpts& b) {
     vs.push_back({"tiled auto int8", ko});
   }
   if (b.f16 && !has_f16) fmt::print(stderr, "adapter has no shader-f16: --f16 variants skipped\n");
+  if (b.coop) {
+    kernels::OpContext probe{*ctx, pipes, rec, auto_ko};
+    if (!kernels::matmul_coop_available(probe))
+      fmt::print(stderr, "no 16x16x16 f16 cooperative matrices on this device{}: --coop variants skipped\n",
+                 ctx->coop_matrix_refusal().empty() ? "" : " (refused: " + ctx->coop_matrix_refusal() + ")");
+    else
+      for (const auto& ct : b.coop_tiles) {
+        uint32_t bn = 0, bt = 0;
+        char extra = 0;
+        if (std::sscanf(ct.c_str(), "%ux%u%c", &bn, &bt, &extra) != 2)
+          throw Error("bench matmul: coop tile '" + ct + "' is not BNxBT");
+        kernels::KernelOptions ko = auto_ko;
+        ko.matmul_coop = true;
+        ko.matmul_coop_tile_n = bn, ko.matmul_coop_tile_t = bt;
+        try {
+          kernels::coop_tile(kernels::OpContext{*ctx, pipes, rec, ko});
+        } catch (const Error& e) {
+          fmt::print(stderr, "skipping coop tile {}: {}\n", ct, e.what());
+          continue;
+        }
+        vs.push_back({"coop " + ct, ko});
+      }
+  }
   for (const auto& ts_ : b.tiles) {
+    if (ts_.empty()) continue;
     for (int mode = 0; mode < 3; ++mode) {  // f32, f16, int8
       const bool f16 = mode == 1;
       if (f16 && !(b.f16 && has_f16)) continue;
@@ -197,7 +225,7 @@ int run_matmul_bench(const MatmulBenchOpts& b) {
         const double med = us[us.size() / 2], gflops = flop / med / 1e3;
         layer_us[vi] += med;
         std::string name = vs[vi].name;
-        if (name.rfind("tiled auto", 0) == 0)
+        if (name.rfind("tiled auto", 0) == 0 && !kernels::matmul_coop_used(o, W))
           name += " " + kernels::matmul_tile(o, kernels::matmul_tiled_uses_f16(o), N, T).str();
         fmt::print(stderr, "  T={:<5} N={:<5} K={:<5} {:<26} {:>9.1f} us  {:>9.1f} GFLOP/s  {:>5.1f}% of peak\n", T, N, K,
                    name, med, gflops, 100.0 * gflops / (b.peak_tflops * 1e3));
@@ -237,6 +265,10 @@ std::function<int()> add_bench_matmul(CLI::App& app) {
       ->delimiter(',');
   cmd->add_option("--type", b->type, "weight type: f32 f16 bf16 q4_0 q4_1 q8_0 q4_K q6_K (default q4_1)");
   cmd->add_flag("--per-row,!--no-per-row", b->per_row, "also time the per-row kernel (default on)");
+  cmd->add_flag("--coop", b->coop,
+                "also time the cooperative-matrix kernel (--matmul-coop; the device is asked for cooperative matrices)");
+  cmd->add_option("--coop-tiles", b->coop_tiles, "with --coop: BNxBT tiles (default 64x64,128x64,64x128,128x128,32x64)")
+      ->delimiter(',');
   cmd->add_flag("--q6k-packed,!--no-q6k-packed", b->q6k_packed,
                  kQ6kPackedHelp);
   cmd->add_flag("--f16", b->f16, "also time each tile's f16 variant (needs shader-f16)");

@@ -8,6 +8,8 @@
 #include <condition_variable>
 #include <atomic>
 #include <map>
+#include <string>
+#include <tuple>
 #include <mutex>
 #include <thread>
 
@@ -148,6 +150,7 @@ std::vector<AdapterInfo> Context::list_adapters() {
 struct SharedDevice {
   DeviceHandles h;  // owned: released in the destructor
   std::pair<uint32_t, uint32_t> subgroup_measured{0, 0};
+  int coop_f16 = -1;                // Context::coop_matrix_f16(): -1 not yet probed, else 0 / 1
   std::mutex mu;                    // guards users, lost, lost_msg and subgroup_measured
   std::vector<Context*> users;      // the live Contexts on this device (error / loss callbacks)
   bool lost = false;
@@ -238,6 +241,7 @@ std::shared_ptr<SharedDevice> create_device(const ContextOptions& opts) {
     want.push_back(WGPUNativeFeature_TimestampQueryInsidePasses);
     want.push_back(WGPUNativeFeature_TimestampQueryInsideEncoders);
   }
+  if (opts.want_coop_matrix) want.push_back(WGPUNativeFeature_CooperativeMatrix);
   for (uint32_t f : want)
     if (has(f)) d->h.enabled.push_back(WGPUFeatureName(f));
   d->h.ts_inside_passes = opts.want_timestamps && has(WGPUNativeFeature_TimestampQueryInsidePasses);
@@ -246,8 +250,6 @@ std::shared_ptr<SharedDevice> create_device(const ContextOptions& opts) {
   WGPULimits limits = d->h.info.limits;  // ask for everything the adapter offers
   WGPUDeviceDescriptor dd = WGPU_DEVICE_DESCRIPTOR_INIT;
   dd.label = sv("wgllm");
-  dd.requiredFeatureCount = d->h.enabled.size();
-  dd.requiredFeatures = d->h.enabled.data();
   dd.requiredLimits = &limits;
   // The callbacks reach every Context on the device. The SharedDevice outlives its device's
   // callbacks: it releases the device only in its destructor, after every user has gone.
@@ -266,18 +268,32 @@ std::shared_ptr<SharedDevice> create_device(const ContextOptions& opts) {
   };
   dd.uncapturedErrorCallbackInfo.userdata1 = d.get();
 
-  struct Req { WGPUDevice dev = nullptr; std::string msg; bool done = false; } req;
-  WGPURequestDeviceCallbackInfo cb = WGPU_REQUEST_DEVICE_CALLBACK_INFO_INIT;
-  cb.mode = WGPUCallbackMode_AllowProcessEvents;
-  cb.callback = [](WGPURequestDeviceStatus status, WGPUDevice dev, WGPUStringView msg, void* u1, void*) {
-    auto* r = static_cast<Req*>(u1);
-    if (status == WGPURequestDeviceStatus_Success) r->dev = dev;
-    r->msg = str(msg);
-    r->done = true;
+  struct Req { WGPUDevice dev = nullptr; std::string msg; bool done = false; };
+  auto request = [&]() {
+    Req req;
+    dd.requiredFeatureCount = d->h.enabled.size();
+    dd.requiredFeatures = d->h.enabled.data();
+    WGPURequestDeviceCallbackInfo cb = WGPU_REQUEST_DEVICE_CALLBACK_INFO_INIT;
+    cb.mode = WGPUCallbackMode_AllowProcessEvents;
+    cb.callback = [](WGPURequestDeviceStatus status, WGPUDevice dev, WGPUStringView msg, void* u1, void*) {
+      auto* r = static_cast<Req*>(u1);
+      if (status == WGPURequestDeviceStatus_Success) r->dev = dev;
+      r->msg = str(msg);
+      r->done = true;
+    };
+    cb.userdata1 = &req;
+    wgpuAdapterRequestDevice(d->h.adapter, &dd, cb);
+    for (int i = 0; !req.done && i < 100000; ++i) wgpuInstanceProcessEvents(d->h.instance);
+    return req;
   };
-  cb.userdata1 = &req;
-  wgpuAdapterRequestDevice(d->h.adapter, &dd, cb);
-  for (int i = 0; !req.done && i < 100000; ++i) wgpuInstanceProcessEvents(d->h.instance);
+  Req req = request();
+  const WGPUFeatureName coop = WGPUFeatureName(WGPUNativeFeature_CooperativeMatrix);
+  if (!req.dev && std::find(d->h.enabled.begin(), d->h.enabled.end(), coop) != d->h.enabled.end()) {
+    // wgpu-native may refuse wgpu's experimental features: the device without them.
+    d->h.coop_refusal = req.msg.empty() ? "requestDevice failed" : req.msg;
+    d->h.enabled.erase(std::find(d->h.enabled.begin(), d->h.enabled.end(), coop));
+    req = request();
+  }
   if (!req.dev) throw Error("WebGPU: requestDevice failed on '" + d->h.info.name + "': " + req.msg);
   d->h.device = req.dev;
   d->h.queue = wgpuDeviceGetQueue(d->h.device);
@@ -296,7 +312,7 @@ class DevicePool {
   std::shared_ptr<SharedDevice> acquire(const ContextOptions& opts) {
     std::shared_ptr<SharedDevice> replaced;  // a lost device, released after the lock (its release may wait)
     std::lock_guard<std::mutex> lk(m_);
-    auto& slot = devices_[{opts.adapter_index, opts.want_timestamps}];
+    auto& slot = devices_[{opts.adapter_index, opts.want_timestamps, opts.want_coop_matrix}];
     if (slot && slot->is_lost()) replaced = std::move(slot);
     if (!slot) slot = create_device(opts);  // first use, or a lost device replaced
     return slot;
@@ -304,7 +320,7 @@ class DevicePool {
 
  private:
   std::mutex m_;
-  std::map<std::pair<int, bool>, std::shared_ptr<SharedDevice>> devices_;
+  std::map<std::tuple<int, bool, bool>, std::shared_ptr<SharedDevice>> devices_;
 };
 
 }  // namespace
@@ -467,6 +483,71 @@ std::pair<uint32_t, uint32_t> Context::measured_subgroup_sizes() {
   std::lock_guard<std::mutex> lk(shared_->mu);
   shared_->subgroup_measured = {*lo, *hi};
   return shared_->subgroup_measured;
+}
+
+bool Context::coop_matrix_f16() {
+  if (!has_feature(WGPUFeatureName(WGPUNativeFeature_CooperativeMatrix)) || !has_subgroups() ||
+      !has_feature(WGPUFeatureName_ShaderF16))
+    return false;
+  {
+    std::lock_guard<std::mutex> lk(shared_->mu);
+    if (shared_->coop_f16 >= 0) return shared_->coop_f16 == 1;
+  }
+  const auto [sg_lo, sg_hi] = measured_subgroup_sizes();
+  bool ok = false;
+  if (sg_lo == sg_hi && sg_lo >= 8) {
+    // One 16 x 16 x 16 fragment product of small integers (exact in f16 and f32), A loaded column-major
+    // (coopLoad) and B row-major (coopLoadT) from workgroup memory as kernels/matmul_coop.wgsl loads them.
+    const std::string sgs = std::to_string(sg_lo);
+    KernelSpec spec{"probe_coop_matrix",
+                    "enable f16;\nenable wgpu_cooperative_matrix;\n"
+                    "struct P { n: u32, pad0: u32, pad1: u32, pad2: u32 }\n"
+                    "@group(0) @binding(0) var<storage, read_write> o: array<f32>;\n"
+                    "@group(0) @binding(1) var<uniform> p: P;\n"
+                    "var<workgroup> a: array<f16, 256>;\nvar<workgroup> b: array<f16, 256>;\nvar<workgroup> c: array<f32, 256>;\n"
+                    "@compute @workgroup_size(" + sgs + ")\n"
+                    "fn main(@builtin(local_invocation_index) i: u32) {\n"
+                    "  for (var e = i; e < 256u; e += " + sgs + "u) {\n"
+                    "    a[e] = f16(f32((e / 16u + e % 16u) % 5u) - 2.0);\n"
+                    "    b[e] = f16(f32((e * 3u + e / 16u) % 7u) - 3.0);\n"
+                    "  }\n"
+                    "  workgroupBarrier();\n"
+                    "  let ma = coopLoad<coop_mat16x16<f16, A>>(&a[0], 16u);\n"
+                    "  let mb = coopLoadT<coop_mat16x16<f16, B>>(&b[0], 16u);\n"
+                    "  var mc = coop_mat16x16<f32, C>();\n"
+                    "  mc = coopMultiplyAdd(ma, mb, mc);\n"
+                    "  coopStoreT(mc, &c[0], 16u);\n"
+                    "  workgroupBarrier();\n"
+                    "  for (var e = i; e < 256u; e += " + sgs + "u) { if (e < p.n) { o[e] = c[e]; } }\n"
+                    "}\n",
+                    {Bind::ReadWrite, Bind::Uniform}};
+    try {
+      Pipeline pipe(*this, spec);
+      Buffer out(*this, 256 * 4, BufferKind::Storage, "coop-probe");
+      Recorder rec(*this, 1);
+      struct { uint32_t n, pad0, pad1, pad2; } prm{256, 0, 0, 0};
+      rec.begin();
+      rec.dispatch(pipe, {Binding(out)}, prm, 1);
+      std::vector<float> got(256);
+      rec.read_after(out, 0, 256 * 4);
+      rec.submit(got.data());
+      ok = true;
+      for (int r = 0; r < 16 && ok; ++r)
+        for (int n = 0; n < 16 && ok; ++n) {
+          float want = 0;
+          for (int k = 0; k < 16; ++k) {
+            const int ea = k * 16 + r, eb = k * 16 + n;  // A column-major, B row-major
+            want += float((ea / 16 + ea % 16) % 5 - 2) * float((eb * 3 + eb / 16) % 7 - 3);
+          }
+          ok = got[r * 16 + n] == want;
+        }
+    } catch (const std::exception&) {
+      ok = false;  // the driver or naga rejects these fragments: the kernels keep their other forms
+    }
+  }
+  std::lock_guard<std::mutex> lk(shared_->mu);
+  shared_->coop_f16 = ok ? 1 : 0;
+  return ok;
 }
 
 }  // namespace wgllm::gpu

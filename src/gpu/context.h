@@ -48,6 +48,12 @@ struct ContextOptions {
   /// split; docs/FLAGS.md). Ignored in the browser (the browser's compiler decides). Switch
   /// --shader-loop-bounding.
   bool shader_loop_bounding = false;
+  /// Ask for wgpu's experimental cooperative matrices (WGPUNativeFeature_CooperativeMatrix: WGSL
+  /// `wgpu_cooperative_matrix`, NVIDIA's tensor cores) where the adapter lists them. When the
+  /// device cannot be created with them (wgpu-native may refuse experimental features), it is
+  /// created without them and Context::coop_matrix_refusal() says why. Set by the matmul_coop
+  /// switch (kernels/matmul_coop.h); off, the device is the one the other switches always had.
+  bool want_coop_matrix = false;
 };
 
 class Context;
@@ -82,12 +88,13 @@ struct DeviceHandles {
   AdapterInfo info;
   std::vector<WGPUFeatureName> enabled;
   bool ts_inside_passes = false;
+  std::string coop_refusal;  // requestDevice's answer when cooperative matrices were asked for and refused
 };
 
 struct SharedDevice;  // native: the process's device for these options (context.cpp)
 
 /// One user's handle on the device: its own errors, loss flag, timeout and shader-check setting.
-/// Natively, every Context created with the same adapter index and timestamp wish shares one
+/// Natively, every Context created with the same adapter index, timestamp wish and cooperative-matrix wish shares one
 /// WebGPU device, kept for the life of the process (see SharedDevice in context.cpp). A validation
 /// error goes to the Context whose call raised it (ContextCall); a device loss, or an error raised
 /// outside any ContextCall, to every Context on the device. Its error state may be read and written
@@ -115,6 +122,16 @@ class Context {
   /// measured once, then cached); {0, 0} without subgroup support. Native builds only. The
   /// adapter info's own subgroup sizes are not filled in by wgpu-native 0.32.
   std::pair<uint32_t, uint32_t> measured_subgroup_sizes();
+  /// Whether kernels may use 16 x 16 x 16 cooperative matrices of f16 operands with f32 sums
+  /// (WGSL `coop_mat16x16<f16, A|B>`, `coop_mat16x16<f32, C>`): the device was created with
+  /// WGPUNativeFeature_CooperativeMatrix (ContextOptions::want_coop_matrix), has shader-f16 and
+  /// subgroups, and a probe kernel (one fragment product of small integers, exact in f16 and f32,
+  /// loaded with coopLoad and coopLoadT) compiles and returns the CPU's product. Checked once per
+  /// device, then cached. Native builds only (false in the browser).
+  bool coop_matrix_f16();
+  /// requestDevice's message when cooperative matrices were asked for and the device was created
+  /// without them; empty otherwise.
+  const std::string& coop_matrix_refusal() const { return d_.coop_refusal; }
   bool timestamps_inside_passes() const { return d_.ts_inside_passes; }
   /// ContextOptions::shader_runtime_checks as created (always true in the browser).
   bool shader_runtime_checks() const { return shader_checks_; }

@@ -15,6 +15,7 @@ std::vector<std::string> inactive_switches(const OpContext& o) {
                                     : "it is off by default on the software adapter '" + o.ctx.info().name +
                                           "' (add --matmul-tiled)";
   const bool tiled = matmul_tiled_enabled(o);
+  const bool coop_dev = o.ctx.coop_matrix_f16();  // the cooperative-matrix form can run (--matmul-coop)
   if (k.matmul_int8 == 1 && !tiled)
     r.push_back("--matmul-int8 has no effect: it is a form of the tiled prefill matmul, and " + tiled_off);
   if (k.matmul_tiled_f16 != def.matmul_tiled_f16) {
@@ -22,10 +23,29 @@ std::vector<std::string> inactive_switches(const OpContext& o) {
       r.push_back("--matmul-tiled-f16 has no effect: the adapter '" + o.ctx.info().name + "' has no shader-f16");
     else if (!tiled)
       r.push_back("--matmul-tiled-f16 has no effect: it is a form of the tiled prefill matmul, and " + tiled_off);
+    else if (k.matmul_coop && coop_dev)
+      r.push_back("--matmul-tiled-f16 has no effect: --matmul-coop takes precedence");
     else if (on_for_gpus(o, k.matmul_int8))
       r.push_back("--matmul-tiled-f16 applies only to f16/f32 weights here: --matmul-int8 (on) takes precedence on "
                   "quantized ones (add --no-matmul-int8)");
   }
+  // The cooperative-matrix form: needs the tiled matmul and the device's cooperative matrices; takes
+  // precedence over int8 and f16; its tile knobs need it.
+  if (k.matmul_coop) {
+    if (!tiled)
+      r.push_back("--matmul-coop has no effect: it is a form of the tiled prefill matmul, and " + tiled_off);
+    else if (!coop_dev)
+      r.push_back("--matmul-coop has no effect: the device on '" + o.ctx.info().name +
+                  "' has no 16x16x16 f16 cooperative matrices (" +
+                  (o.ctx.coop_matrix_refusal().empty() ? std::string("the adapter does not offer them")
+                                                       : "wgpu-native refused them: " + o.ctx.coop_matrix_refusal()) +
+                  ")");
+    else if (k.matmul_int8 == 1)
+      r.push_back("--matmul-int8 has no effect: --matmul-coop takes precedence");
+  }
+  if ((k.matmul_coop_tile_n != def.matmul_coop_tile_n || k.matmul_coop_tile_t != def.matmul_coop_tile_t) &&
+      !(k.matmul_coop && tiled && coop_dev))
+    r.push_back("--matmul-coop-tile-n / -t have no effect: the cooperative-matrix kernel does not run (see --matmul-coop)");
   // The flash kernel's sub-switches set away from their defaults. Without the key split at all, the
   // split length does nothing. Under --no-attn-flash two routes still take attention_flash.wgsl:
   // --attn-chunk (on only when given: its adapter default is off), a short chunk over a long cache;

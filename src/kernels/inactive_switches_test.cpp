@@ -95,6 +95,25 @@ TEST(InactiveSwitches, MatmulTiledF16MatchesWhatTheMatmulDoes) {
   EXPECT_TRUE(mentions(inactive_switches(OpContext{*e.ctx, e.cache, e.rec, both}), "--matmul-tiled-f16"));
 }
 
+// --matmul-coop on the shared test device (created without the cooperative-matrix wish, so it never has
+// them): named as having no effect, with the bits of the product without it; its tile knobs likewise.
+// (Where the device has them, matmul_coop_test checks that the kernel runs and changes the bits.)
+TEST(InactiveSwitches, MatmulCoopWithoutTheDeviceFeature) {
+  auto& e = env();
+  ASSERT_FALSE(e.ctx->coop_matrix_f16());
+  for (uint8_t tiled : {0, 1}) {
+    KernelOptions off, on;
+    off.matmul_tiled = on.matmul_tiled = tiled;
+    on.matmul_coop = true;
+    const auto notes = inactive_switches(OpContext{*e.ctx, e.cache, e.rec, on});
+    EXPECT_TRUE(mentions(notes, "--matmul-coop")) << "matmul_tiled " << int(tiled);
+    EXPECT_TRUE(same_bits(prefill_matmul(on, DType::Q4_1), prefill_matmul(off, DType::Q4_1)));
+  }
+  KernelOptions tile;
+  tile.matmul_coop_tile_n = 128;
+  EXPECT_TRUE(mentions(inactive_switches(OpContext{*e.ctx, e.cache, e.rec, tile}), "--matmul-coop-tile-n"));
+}
+
 // The lanes flash kernel's tile knobs without the kernel, and a lane count the adapter cannot take; each
 // note checked against attention_flash_lanes_tile().
 TEST(InactiveSwitches, FlashLanesKnobsWithoutTheLanesKernel) {

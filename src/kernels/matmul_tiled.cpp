@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "kernels/matmul_coop.h"
 #include "kernels/matmul_int8.h"
 #include "kernels/params_layout.h"
 #include "kernels/wgsl.h"
@@ -73,10 +74,6 @@ MatmulTile matmul_tile(const OpContext& o, bool f16, uint32_t N, uint32_t T) {
 }
 
 namespace {
-// matmul_tiled's uniform (matches its WGSL `struct P`: kernels/params_layout.h).
-struct TiledParams { uint32_t K, N, T, nb, soff, x_off, x_stride, y_off, y_stride; };
-WGLLM_PARAMS(TiledParams, K, N, T, nb, soff, x_off, x_stride, y_off, y_stride);
-
 // The kernel source with its register tile written out: one named vec4 accumulator per (feature
 // quad a, lane i, token quad b) and the k loop unrolled by 4, as straight-line code. (Loops over
 // private arrays rely on the driver unrolling them, else the tile lives in scratch memory; naga
@@ -151,6 +148,7 @@ void matmul_tiled(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride,
                   uint32_t T, bool accumulate, const char* label, gpu::Traffic y_kind) {
   if (!matmul_tiled_supported(W, x, x_stride))
     throw Error("matmul_tiled: activation offset and stride must be multiples of 4 and the weight block divide 32");
+  if (matmul_coop_used(o, W)) return matmul_coop(o, W, x, x_stride, y, y_stride, T, accumulate, label, y_kind);
   if (matmul_int8_used(o, W)) return matmul_int8(o, W, x, x_stride, y, y_stride, T, accumulate, label, y_kind);
   const bool f16 = matmul_tiled_uses_f16(o);
   const MatmulTile t = matmul_tile(o, f16, W.N, T);
@@ -183,6 +181,7 @@ std::vector<ParamsLayout> matmul_tiled_params_layouts() {
   std::vector<ParamsLayout> v{WGLLM_LAYOUT(TiledParams, "matmul_tiled", {{"F16", "0"}}),
                               WGLLM_LAYOUT(TiledParams, "matmul_tiled", {{"F16", "1"}})};
   for (auto& l : matmul_int8_params_layouts()) v.push_back(std::move(l));
+  for (auto& l : matmul_coop_params_layouts()) v.push_back(std::move(l));
   return v;
 }
 

@@ -8,8 +8,15 @@
 #include <vector>
 
 #include "kernels/ops.h"
+#include "kernels/params_layout.h"
 
 namespace wgllm::kernels {
+
+/// The uniform of matmul_tiled.wgsl and matmul_coop.wgsl (their WGSL `struct P`; kernels/params_layout.h):
+/// K, N, T; nb = K / block; soff = the weight's scale region (words); activation and output offsets and
+/// row strides (floats).
+struct TiledParams { uint32_t K, N, T, nb, soff, x_off, x_stride, y_off, y_stride; };
+WGLLM_PARAMS(TiledParams, K, N, T, nb, soff, x_off, x_stride, y_off, y_stride);
 
 /// kernels::matmul takes the tiled kernel for forwards of more than this many tokens.
 constexpr uint32_t kMatmulTiledMinTokens = 8;

@@ -25,6 +25,7 @@ GpuModel::GpuModel(const ModelConfig& c, const ModelOptions& opt) : c_(c), opt_(
   co.adapter_index = opt.adapter_index;
   co.shader_runtime_checks = opt.shader_runtime_checks;
   co.shader_loop_bounding = opt.shader_loop_bounding;
+  co.want_coop_matrix = opt.kernels.matmul_coop;
   ctx_ = gpu::Context::create(co);
   pipes_ = std::make_unique<gpu::PipelineCache>(*ctx_);
   // 16384 parameter slots (4 MiB): a batched decode step records per-sequence attention

@@ -61,6 +61,8 @@ const std::map<std::string, std::pair<int64_t, int64_t>> kExtremes = {
     {"matmul_rows_per_workgroup", {1, 8}},
     {"matmul_lanes_per_row", {1, 4}},
     {"matmul_tile_n", {8, 64}},
+    {"matmul_coop_tile_n", {32, 128}},  // (inactive on adapters without cooperative matrices)
+    {"matmul_coop_tile_t", {32, 128}},
     {"matmul_tile_t", {8, 64}},
     {"matmul_reg_n", {4, 8}},
     {"matmul_reg_t", {4, 8}},
@@ -300,7 +302,8 @@ TEST_P(SwitchCombinations, EveryPairCompilesAndMatchesCpu) {
     const bool sw = backend.find("llvmpipe") != std::string::npos || backend.find("SwiftShader") != std::string::npos;
     auto on = [&](uint32_t v) { return v == 1 || (v == 2 && !sw); };
     // f16 tiles (where the adapter has shader-f16) round weights, activations and partial sums.
-    const bool f16 = k.matmul_tiled_f16 && on(k.matmul_tiled);
+    // --matmul-coop (where the device has cooperative matrices) rounds weights and activations to f16 too.
+    const bool f16 = (k.matmul_tiled_f16 || k.matmul_coop) && on(k.matmul_tiled);
     // int8 activations in the prefill matmuls (--matmul-int8; the tiny models' projections are Q8_0):
     // lavapipe 2026-12-02, these random-weight models: llama 0.46, qwen2 0.95 (vs f32 3e-5).
     // --matvec-int8 (decode, matrix-vector kernel): CI 2026-12-02 on lavapipe, same models: qwen2 1.06,
