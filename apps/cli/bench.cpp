@@ -88,7 +88,7 @@ void spin_for(double ms) {
   }
 }
 
-/// The copy-bandwidth probe on its own Context (same adapter as the model; the process shares one device), as JSON.
+/// The copy-bandwidth probe on its own Context (same adapter as the model; the process shares one device, another with --matmul-coop), as JSON.
 nlohmann::json copy_bandwidth(const BenchOpts& b) {
   gpu::ContextOptions co;
   co.adapter_index = b.common.adapter;

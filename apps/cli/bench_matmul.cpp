@@ -143,8 +143,8 @@ int run_matmul_bench(const MatmulBenchOpts& b) {
   if (b.coop) {
     kernels::OpContext probe{*ctx, pipes, rec, auto_ko};
     if (!kernels::matmul_coop_available(probe))
-      fmt::print(stderr, "no 16x16x16 f16 cooperative matrices on this device{}: --coop variants skipped\n",
-                 ctx->coop_matrix_refusal().empty() ? "" : " (refused: " + ctx->coop_matrix_refusal() + ")");
+      fmt::print(stderr, "no 16x16x16 f16 cooperative matrices on this device ({}): --coop variants skipped\n",
+                 ctx->coop_matrix_status());
     else
       for (const auto& ct : b.coop_tiles) {
         uint32_t bn = 0, bt = 0;

@@ -151,7 +151,7 @@ struct SharedDevice {
   DeviceHandles h;  // owned: released in the destructor
   std::pair<uint32_t, uint32_t> subgroup_measured{0, 0};
   int coop_f16 = -1;                // Context::coop_matrix_f16(): -1 not yet probed, else 0 / 1
-  std::mutex mu;                    // guards users, lost, lost_msg and subgroup_measured
+  std::mutex mu;                    // guards users, lost, lost_msg, subgroup_measured and coop_f16
   std::vector<Context*> users;      // the live Contexts on this device (error / loss callbacks)
   bool lost = false;
   std::string lost_msg;
@@ -288,7 +288,7 @@ std::shared_ptr<SharedDevice> create_device(const ContextOptions& opts) {
   };
   Req req = request();
   const WGPUFeatureName coop = WGPUFeatureName(WGPUNativeFeature_CooperativeMatrix);
-  if (!req.dev && std::find(d->h.enabled.begin(), d->h.enabled.end(), coop) != d->h.enabled.end()) {
+  if (!req.dev && req.done && std::find(d->h.enabled.begin(), d->h.enabled.end(), coop) != d->h.enabled.end()) {
     // wgpu-native may refuse wgpu's experimental features: the device without them.
     d->h.coop_refusal = req.msg.empty() ? "requestDevice failed" : req.msg;
     d->h.enabled.erase(std::find(d->h.enabled.begin(), d->h.enabled.end(), coop));
@@ -300,7 +300,7 @@ std::shared_ptr<SharedDevice> create_device(const ContextOptions& opts) {
   return d;
 }
 
-// The process's devices by (adapter index asked for, timestamps wanted). Never destroyed: the
+// The process's devices by (adapter index asked for, timestamps wanted, cooperative matrices wanted). Never destroyed: the
 // devices live until exit (destroying a Vulkan device during static teardown crashes some
 // drivers, gfx-rs/wgpu#8365).
 class DevicePool {
@@ -521,6 +521,7 @@ bool Context::coop_matrix_f16() {
                     "  for (var e = i; e < 256u; e += " + sgs + "u) { if (e < p.n) { o[e] = c[e]; } }\n"
                     "}\n",
                     {Bind::ReadWrite, Bind::Uniform}};
+    check();  // an earlier error of this Context is not the probe's (Pipeline would throw it)
     try {
       Pipeline pipe(*this, spec);
       Buffer out(*this, 256 * 4, BufferKind::Storage, "coop-probe");
@@ -548,6 +549,16 @@ bool Context::coop_matrix_f16() {
   std::lock_guard<std::mutex> lk(shared_->mu);
   shared_->coop_f16 = ok ? 1 : 0;
   return ok;
+}
+
+std::string Context::coop_matrix_status() {
+  if (coop_matrix_f16()) return "";
+  if (!d_.coop_refusal.empty()) return "wgpu-native refused them: " + d_.coop_refusal;
+  if (!has_feature(WGPUFeatureName(WGPUNativeFeature_CooperativeMatrix))) return "the adapter does not list them";
+  if (!has_subgroups() || !has_feature(WGPUFeatureName_ShaderF16)) return "granted, but the device lacks subgroups or shader-f16";
+  const auto [lo, hi] = measured_subgroup_sizes();
+  if (lo != hi || lo < 8) return "granted, but the subgroup size varies (" + std::to_string(lo) + ".." + std::to_string(hi) + ")";
+  return "granted, but the probe's 16x16x16 fragment product failed or did not compile";
 }
 
 }  // namespace wgllm::gpu

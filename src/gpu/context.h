@@ -132,6 +132,9 @@ class Context {
   /// requestDevice's message when cooperative matrices were asked for and the device was created
   /// without them; empty otherwise.
   const std::string& coop_matrix_refusal() const { return d_.coop_refusal; }
+  /// Why coop_matrix_f16() is false, in a few words ("the adapter does not list them", "wgpu-native
+  /// refused them: ...", "granted, but ..."); empty when it is true.
+  std::string coop_matrix_status();
   bool timestamps_inside_passes() const { return d_.ts_inside_passes; }
   /// ContextOptions::shader_runtime_checks as created (always true in the browser).
   bool shader_runtime_checks() const { return shader_checks_; }

@@ -36,10 +36,7 @@ std::vector<std::string> inactive_switches(const OpContext& o) {
       r.push_back("--matmul-coop has no effect: it is a form of the tiled prefill matmul, and " + tiled_off);
     else if (!coop_dev)
       r.push_back("--matmul-coop has no effect: the device on '" + o.ctx.info().name +
-                  "' has no 16x16x16 f16 cooperative matrices (" +
-                  (o.ctx.coop_matrix_refusal().empty() ? std::string("the adapter does not offer them")
-                                                       : "wgpu-native refused them: " + o.ctx.coop_matrix_refusal()) +
-                  ")");
+                  "' has no 16x16x16 f16 cooperative matrices (" + o.ctx.coop_matrix_status() + ")");
     else if (k.matmul_int8 == 1)
       r.push_back("--matmul-int8 has no effect: --matmul-coop takes precedence");
   }

@@ -58,9 +58,8 @@ CoopEnv& cenv() {
     auto& e_ = cenv();                                                                                       \
     OpContext o_{*e_.ctx, e_.cache, e_.rec, {}};                                                             \
     if (!matmul_coop_available(o_))                                                                          \
-      GTEST_SKIP() << "no 16x16x16 f16 cooperative matrices on " << e_.ctx->info().name                      \
-                   << (e_.ctx->coop_matrix_refusal().empty() ? std::string(" (not listed by the adapter)")   \
-                                                             : " (refused: " + e_.ctx->coop_matrix_refusal() + ")"); \
+      GTEST_SKIP() << "no 16x16x16 f16 cooperative matrices on " << e_.ctx->info().name << " ("             \
+                   << e_.ctx->coop_matrix_status() << ")";                                                   \
   } while (0)
 
 float f16r(float v) { return f16_to_f32(f32_to_f16(v)); }

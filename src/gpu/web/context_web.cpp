@@ -122,6 +122,7 @@ double Context::wait_timeout_s() const { return 0; }
 // then the matvec kernels keep their workgroup-memory reductions (kernels/ops.cpp).
 bool Context::has_subgroups() const { return has_feature(WGPUFeatureName_Subgroups); }
 bool Context::coop_matrix_f16() { return false; }  // browsers have no cooperative matrices (wgpu-native only)
+std::string Context::coop_matrix_status() { return "browsers have no cooperative matrices"; }
 std::pair<uint32_t, uint32_t> Context::measured_subgroup_sizes() {
   if (!has_subgroups() || !d_.info.subgroup_min || !d_.info.subgroup_max) return {0, 0};
   return {d_.info.subgroup_min, d_.info.subgroup_max};

@@ -25,7 +25,8 @@
 //   FMT_*, BE, BE32  weight layout (quant.wgsl)
 //   BN, BT   tile: output features x tokens per workgroup (multiples of 16 FN and 16 FT)
 //   FN, FT   fragments per subgroup along features and tokens
-//   SGS      the adapter's subgroup size (fixed: min = max); NT = NSG * SGS invocations
+//   SGS      the adapter's subgroup size (fixed: min = max); NT = NSG * SGS invocations (a pipeline the driver
+//            compiled to other subgroups writes NaN: see main)
 //   ADD      accumulate into y (fused residual add) instead of overwriting
 // Requires the device feature WGPUNativeFeature_CooperativeMatrix with 16 x 16 x 16 f16 x f16 -> f32
 // fragments, shader-f16 and subgroups; x offset and row stride multiples of 4 (vec4 loads); K as
@@ -52,6 +53,7 @@ const NT: u32 = NSG * SGS;        // invocations per workgroup
 var<workgroup> ws: array<f16, BK * BN>;
 var<workgroup> xs: array<f16, BK * BT>;
 var<workgroup> cs: array<f32, NSG * 256u>;
+var<private> bad: bool;
 
 #include matmul_tile_load
 
@@ -91,10 +93,11 @@ fn write_slot(sg: u32, lane: u32, t: u32, n: u32) {
     let nn = n + e % 16u;
     if (tt < p.T && nn < p.N) {
       let yi = p.y_off + tt * p.y_stride + nn;
+      let v = select(cs[sg * 256u + e], bitcast<f32>(0x7fc00000u), bad);
 #if ADD
-      y[yi] = y[yi] + cs[sg * 256u + e];
+      y[yi] = y[yi] + v;
 #else
-      y[yi] = cs[sg * 256u + e];
+      y[yi] = v;
 #endif
     }
   }
@@ -102,7 +105,11 @@ fn write_slot(sg: u32, lane: u32, t: u32, n: u32) {
 
 @compute @workgroup_size(NT)
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3u,
-        @builtin(subgroup_id) sg: u32, @builtin(subgroup_invocation_id) lane: u32) {
+        @builtin(subgroup_id) sg: u32, @builtin(subgroup_invocation_id) lane: u32,
+        @builtin(num_subgroups) nsg: u32) {
+  // The fragments assume NSG subgroups of SGS invocations (the size measured on a small shader): a driver
+  // that compiled this pipeline to another subgroup size would leave tiles unwritten, so it writes NaN.
+  bad = nsg != NSG;
   let n0 = wid.x * BN;
   let t0 = wid.y * BT;
   let fn0 = (sg % SN) * 16u * FN;  // the subgroup's first feature in the tile
