@@ -87,14 +87,7 @@ void matmul_coop(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, 
     return gpu::KernelSpec{"", specialize("matmul_coop", coop_source(t, sgs), d),
                            {gpu::Bind::ReadOnly, gpu::Bind::ReadOnly, gpu::Bind::ReadWrite, gpu::Bind::Uniform}};
   });
-  TiledParams prm{W.K, W.N, T, W.K / W.block, W.soff, x.off, x_stride, y.off, y_stride};
-  // Traffic as matmul_tiled declares it (each operand once).
-  gpu::TrafficBytes tb;
-  tb.r(gpu::Traffic::Weights, W.bytes()).r(gpu::Traffic::Activations, uint64_t(T) * W.K * 4);
-  tb.w(y_kind, uint64_t(T) * W.N * 4);
-  if (accumulate) tb.r(y_kind, uint64_t(T) * W.N * 4);
-  o.rec.declare(tb);
-  o.rec.dispatch(p, {W.buf, x.buf, y.buf}, prm, (W.N + t.bn - 1) / t.bn, (T + t.bt - 1) / t.bt, 1, label);
+  dispatch_tiled(o, p, W, x, x_stride, y, y_stride, T, accumulate, label, y_kind, t.bn, t.bt);
 }
 
 std::vector<ParamsLayout> matmul_coop_params_layouts() {

@@ -165,8 +165,13 @@ void matmul_tiled(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride,
     });
   };
   const auto& p = with_tile_classes(o, f16, t, pipeline);
-  TiledParams prm{
-      W.K, W.N, T, W.K / W.block, W.soff, x.off, x_stride, y.off, y_stride};
+  dispatch_tiled(o, p, W, x, x_stride, y, y_stride, T, accumulate, label, y_kind, t.bn, t.bt);
+}
+
+void dispatch_tiled(OpContext& o, const gpu::Pipeline& p, const GpuWeight& W, F32Ref x, uint32_t x_stride, F32Ref y,
+                    uint32_t y_stride, uint32_t T, bool accumulate, const char* label, gpu::Traffic y_kind, uint32_t bn,
+                    uint32_t bt) {
+  TiledParams prm{W.K, W.N, T, W.K / W.block, W.soff, x.off, x_stride, y.off, y_stride};
   // Traffic as kernels::matmul declares it (the minimum: each operand once; the tiles re-read the
   // weights ceil(T / BT) times and the activations ceil(N / BN) times, mostly from cache).
   gpu::TrafficBytes tb;
@@ -174,7 +179,7 @@ void matmul_tiled(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride,
   tb.w(y_kind, uint64_t(T) * W.N * 4);
   if (accumulate) tb.r(y_kind, uint64_t(T) * W.N * 4);
   o.rec.declare(tb);
-  o.rec.dispatch(p, {W.buf, x.buf, y.buf}, prm, (W.N + t.bn - 1) / t.bn, (T + t.bt - 1) / t.bt, 1, label);
+  o.rec.dispatch(p, {W.buf, x.buf, y.buf}, prm, (W.N + bn - 1) / bn, (T + bt - 1) / bt, 1, label);
 }
 
 std::vector<ParamsLayout> matmul_tiled_params_layouts() {

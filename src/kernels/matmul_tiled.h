@@ -78,6 +78,12 @@ const gpu::Pipeline& with_tile_classes(OpContext& o, bool f16, const MatmulTile&
 /// The tile's defines of matmul_tiled.wgsl / matmul_tiled_i8.wgsl: BN, BT, RN, RT.
 void add_tile_defines(Defines& d, const MatmulTile& t);
 
+/// Records pipeline p (matmul_tiled.wgsl or matmul_coop.wgsl, bindings w, x, y and TiledParams) over a grid of
+/// ceil(N / bn) x ceil(T / bt) workgroups, declaring the product's traffic (each operand once).
+void dispatch_tiled(OpContext& o, const gpu::Pipeline& p, const GpuWeight& W, F32Ref x, uint32_t x_stride, F32Ref y,
+                    uint32_t y_stride, uint32_t T, bool accumulate, const char* label, gpu::Traffic y_kind, uint32_t bn,
+                    uint32_t bt);
+
 /// Whether matmul_tiled can run this product: x offset and row stride multiples of 4 (vec4 loads).
 bool matmul_tiled_supported(const GpuWeight& W, F32Ref x, uint32_t x_stride);
 
