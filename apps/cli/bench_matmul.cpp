@@ -141,8 +141,7 @@ int run_matmul_bench(const MatmulBenchOpts& b) {
   }
   if (b.f16 && !has_f16) fmt::print(stderr, "adapter has no shader-f16: --f16 variants skipped\n");
   if (b.coop) {
-    kernels::OpContext probe{*ctx, pipes, rec, auto_ko};
-    if (!kernels::matmul_coop_available(probe))
+    if (!ctx->coop_matrix_f16())
       fmt::print(stderr, "no 16x16x16 f16 cooperative matrices on this device ({}): --coop variants skipped\n",
                  ctx->coop_matrix_status());
     else

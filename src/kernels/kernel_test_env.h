@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -18,7 +19,8 @@
 namespace wgllm::kernels::testing {
 
 struct GpuEnv {
-  std::unique_ptr<gpu::Context> ctx = gpu::Context::create();
+  explicit GpuEnv(const gpu::ContextOptions& co = {}) : ctx(gpu::Context::create(co)) {}
+  std::unique_ptr<gpu::Context> ctx;
   gpu::PipelineCache cache{*ctx};
   gpu::Recorder rec{*ctx};
   /// The ops' context. The int8 activation switches at their adapter default (2: on for hardware
@@ -52,6 +54,30 @@ struct GpuEnv {
 inline GpuEnv& env() {
   static GpuEnv e;
   return e;
+}
+
+/// A matmul test's output y against two CPU references of the same call (y0: y's prior contents):
+/// want_twin on the operands as the kernel rounds them, want in f32. twin / f32: max |y - want_twin| and
+/// max |y - want| over max |want| (inf when y holds a non-finite value); changed: the elements outside the
+/// output (where want equals y0) whose bits y changed.
+struct OutputErrors {
+  float twin = 0, f32 = 0;
+  std::vector<size_t> changed;
+};
+inline OutputErrors output_errors(const std::vector<float>& y, const std::vector<float>& want_twin,
+                                  const std::vector<float>& want, const std::vector<float>& y0) {
+  OutputErrors r;
+  float mx = 0;
+  for (float v : want) mx = std::max(mx, std::fabs(v));
+  for (size_t i = 0; i < y.size(); ++i) {
+    const float a = std::fabs(y[i] - want_twin[i]), b = std::fabs(y[i] - want[i]);
+    r.twin = std::max(r.twin, a <= 1e30f ? a : INFINITY);
+    r.f32 = std::max(r.f32, b <= 1e30f ? b : INFINITY);
+    if (want[i] == y0[i] && std::memcmp(&y[i], &y0[i], 4) != 0) r.changed.push_back(i);
+  }
+  r.twin /= mx;
+  r.f32 /= mx;
+  return r;
 }
 
 /// n samples of N(0, scale^2) from seed.

@@ -10,15 +10,9 @@ std::string CoopTile::str() const {
   return std::to_string(bn) + "x" + std::to_string(bt) + "/" + std::to_string(fn) + "x" + std::to_string(ft);
 }
 
-bool matmul_coop_available(OpContext& o) {
-  if (!o.ctx.coop_matrix_f16()) return false;
-  const auto [lo, hi] = o.ctx.measured_subgroup_sizes();
-  return lo == hi && lo >= 8;
-}
-
 bool matmul_coop_used(OpContext& o, const GpuWeight& W) {
   // Cheap tests first: the availability probe runs a kernel once per device.
-  return o.opt.matmul_coop && W.block % 4 == 0 && 32 % W.block == 0 && matmul_coop_available(o);
+  return o.opt.matmul_coop && W.block % 4 == 0 && 32 % W.block == 0 && o.ctx.coop_matrix_f16();
 }
 
 CoopTile coop_tile(const OpContext& o) {
@@ -75,8 +69,8 @@ void matmul_coop(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, 
                  uint32_t T, bool accumulate, const char* label, gpu::Traffic y_kind) {
   if (!matmul_tiled_supported(W, x, x_stride))
     throw Error("matmul_coop: activation offset and stride must be multiples of 4 and the weight block divide 32");
-  if (!matmul_coop_available(o))
-    throw Error("matmul_coop: the device has no 16 x 16 x 16 f16 cooperative matrices (see `wgllm devices`)");
+  if (!o.ctx.coop_matrix_f16())
+    throw Error("matmul_coop: the device has no 16 x 16 x 16 f16 cooperative matrices (" + o.ctx.coop_matrix_status() + ")");
   const CoopTile t = coop_tile(o);
   const uint32_t sgs = o.ctx.measured_subgroup_sizes().first;
   Defines d{{wformat_define(W.fmt), "1"}, {"BE", std::to_string(W.block)}, {"BE32", W.block == 32 ? "1" : "0"},

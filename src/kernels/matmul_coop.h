@@ -31,16 +31,13 @@ struct CoopTile {
 /// than the adapter allows or more workgroup memory than it has.
 CoopTile coop_tile(const OpContext& o);
 
-/// Whether the device can run matmul_coop: gpu::Context::coop_matrix_f16() (the device was created with
-/// cooperative matrices and a probe fragment product is exact) and one subgroup size (min = max).
-bool matmul_coop_available(OpContext& o);
-
-/// Whether matmul_tiled() records matmul_coop for W: KernelOptions::matmul_coop on, matmul_coop_available(),
-/// and a weight layout the tiled loads read.
+/// Whether matmul_tiled() records matmul_coop for W: KernelOptions::matmul_coop on, the device can run it
+/// (gpu::Context::coop_matrix_f16(): cooperative matrices granted, one subgroup size, an exact probe
+/// product), and a weight layout the tiled loads read.
 bool matmul_coop_used(OpContext& o, const GpuWeight& W);
 
 /// Records y[t, n] (+)= sum_k W[n, k] x[t, k] for t < T with matmul_coop.wgsl. Arguments as
-/// kernels::matmul. Throws wgllm::Error unless matmul_coop_available(), matmul_tiled_supported() and the
+/// kernels::matmul. Throws wgllm::Error unless gpu::Context::coop_matrix_f16(), matmul_tiled_supported() and the
 /// tile is valid.
 void matmul_coop(OpContext& o, const GpuWeight& W, F32Ref x, uint32_t x_stride, F32Ref y, uint32_t y_stride,
                  uint32_t T, bool accumulate, const char* label = "matmul", gpu::Traffic y_kind = gpu::Traffic::Activations);

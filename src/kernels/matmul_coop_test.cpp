@@ -28,27 +28,12 @@ using namespace wgllm::kernels::testing;
 namespace {
 
 // A device asked for cooperative matrices (the shared test env's device is not).
-struct CoopEnv {
-  std::unique_ptr<gpu::Context> ctx = [] {
+GpuEnv& cenv() {
+  static GpuEnv e([] {
     gpu::ContextOptions co;
     co.want_coop_matrix = true;
-    return gpu::Context::create(co);
-  }();
-  gpu::PipelineCache cache{*ctx};
-  gpu::Recorder rec{*ctx};
-  gpu::Buffer upload(const std::vector<float>& v) {
-    gpu::Buffer b(*ctx, v.size() * 4, gpu::BufferKind::Storage, "t");
-    b.write(*ctx, 0, v.data(), v.size() * 4);
-    return b;
-  }
-  std::vector<float> download(const gpu::Buffer& b, size_t n) {
-    std::vector<float> v(n);
-    b.read(*ctx, 0, v.data(), n * 4);
-    return v;
-  }
-};
-CoopEnv& cenv() {
-  static CoopEnv e;
+    return co;
+  }());
   return e;
 }
 
@@ -56,8 +41,7 @@ CoopEnv& cenv() {
 #define REQUIRE_COOP()                                                                                       \
   do {                                                                                                       \
     auto& e_ = cenv();                                                                                       \
-    OpContext o_{*e_.ctx, e_.cache, e_.rec, {}};                                                             \
-    if (!matmul_coop_available(o_))                                                                          \
+    if (!e_.ctx->coop_matrix_f16())                                                                          \
       GTEST_SKIP() << "no 16x16x16 f16 cooperative matrices on " << e_.ctx->info().name << " ("             \
                    << e_.ctx->coop_matrix_status() << ")";                                                   \
   } while (0)
@@ -104,7 +88,7 @@ Result run_case(const Case& c, uint32_t tile_n = 0, uint32_t tile_t = 0) {
     e.rec.begin();
     matmul(o, W, {xb, 4}, xs, {yb, yo}, ys, c.T, c.add);
     e.rec.submit();
-    (coop ? r.y : r.y_tiled) = e.download(yb, y0.size());
+    (coop ? r.y : r.y_tiled) = e.download<float>(yb, y0.size());
   }
   // The kernel's operands: weights and activations rounded to f16.
   ref::Matrix Mh = M;
@@ -114,17 +98,10 @@ Result run_case(const Case& c, uint32_t tile_n = 0, uint32_t tile_t = 0) {
   std::vector<float> want_twin = y0, want = y0;
   ref::matmul(Mh, xh.data() + 4, xs, want_twin.data() + yo, ys, c.T, c.add);
   ref::matmul(M, x.data() + 4, xs, want.data() + yo, ys, c.T, c.add);
-  float mx = 0;
-  for (float v : want) mx = std::max(mx, std::fabs(v));
-  for (size_t i = 0; i < r.y.size(); ++i) {
-    const float a = std::fabs(r.y[i] - want_twin[i]), b = std::fabs(r.y[i] - want[i]);
-    r.err_twin = std::max(r.err_twin, a <= 1e30f ? a : INFINITY);
-    r.err_f32 = std::max(r.err_f32, b <= 1e30f ? b : INFINITY);
-    if (want[i] == y0[i] && std::memcmp(&r.y[i], &y0[i], 4) != 0)
-      ADD_FAILURE() << what(c) << ": element " << i << " outside the output changed";
-  }
-  r.err_twin /= mx;
-  r.err_f32 /= mx;
+  const OutputErrors oe = output_errors(r.y, want_twin, want, y0);
+  for (size_t i : oe.changed) ADD_FAILURE() << what(c) << ": element " << i << " outside the output changed";
+  r.err_twin = oe.twin;
+  r.err_f32 = oe.f32;
   return r;
 }
 

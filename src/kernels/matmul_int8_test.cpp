@@ -83,16 +83,10 @@ Result run_case(const Case& c, KernelOptions ko) {
   std::vector<float> want_twin = y0, want = y0;
   ref::matmul(M, xq.data() + 4, xs, want_twin.data() + c.y_off, ys, c.T, c.add);
   ref::matmul(M, x.data() + 4, xs, want.data() + c.y_off, ys, c.T, c.add);
-  float mx = 0;
-  for (float v : want) mx = std::max(mx, std::fabs(v));
-  for (size_t i = 0; i < r.y.size(); ++i) {
-    const float a = std::fabs(r.y[i] - want_twin[i]), b = std::fabs(r.y[i] - want[i]);
-    r.err_twin = std::max(r.err_twin, a <= 1e30f ? a : INFINITY);
-    r.err_f32 = std::max(r.err_f32, b <= 1e30f ? b : INFINITY);
-    if (want[i] == y0[i] && std::memcmp(&r.y[i], &y0[i], 4) != 0) ADD_FAILURE() << "element " << i << " outside the output changed";
-  }
-  r.err_twin /= mx;
-  r.err_f32 /= mx;
+  const OutputErrors oe = output_errors(r.y, want_twin, want, y0);
+  for (size_t i : oe.changed) ADD_FAILURE() << "element " << i << " outside the output changed";
+  r.err_twin = oe.twin;
+  r.err_f32 = oe.f32;
   return r;
 }
 
