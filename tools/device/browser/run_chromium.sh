@@ -7,10 +7,13 @@
 # Usage (repo root): tools/device/browser/run_chromium.sh [--model PATH] [--wasm-dir DIR]
 #   [--lengths 512,4096] [--gen 128] [--reps 3] [--text FILE] [--timeout S] [--adapter-only]
 #   [--parts DIR (.carry/chromium)] [--prefix DIR (/root/chromium)] [--chromium BIN]
+#   [--glx-only: with XVFB and GLX_VENDOR, start Xvfb, write glxinfo.txt and stop: no Chromium needed]
 # Env: XVFB (a directory holding xvfb.tar.xz.part* from `WHAT=xvfb stage_chromium.sh`: Chromium runs
 # headed on an Xvfb display instead of --headless=new, so that Chrome's and ANGLE's Vulkan use the
 # X11 surface extensions, which the NVIDIA ICD has, rather than VK_EXT_headless_surface, which it
-# lacks), GPU_FLAGS (the GPU part of the flags; default: Vulkan for ANGLE and compositing, see FLAGS),
+# lacks; the parts also hold Mesa's swrast_dri.so, which Xvfb needs to offer GLX at all, and glxinfo),
+# GLX_VENDOR (with XVFB: the glvnd GLX vendor the browser's GL takes, __GLX_VENDOR_LIBRARY_NAME, e.g.
+# nvidia: NVIDIA's libGLX on the Mesa Xvfb; glxinfo -B with it is written to glxinfo.txt), GPU_FLAGS (the GPU part of the flags; default: Vulkan for ANGLE and compositing, see FLAGS),
 # EXTRA_CHROMIUM_FLAGS (appended to the flags), ICD_EXTRA (more Vulkan ICD manifests, ':'-separated,
 # appended to VK_DRIVER_FILES: e.g. the carried SwiftShader ICD, whose instance extensions
 # (VK_KHR_surface, VK_KHR_xcb_surface) the headless NVIDIA ICD lacks), PORT (8765), OUT, GREEDY (32).
@@ -20,12 +23,12 @@
 set -u
 ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
 PARTS=$ROOT/.carry/chromium PREFIX=/root/chromium CHROMIUM= MODEL= WASM=$ROOT/build-wasm/web
-LENGTHS=512,4096 GEN=128 REPS=3 TEXT= TIMEOUT=480 ADAPTER_ONLY=0 OUT=${OUT:-/tmp/wgllm-browser} PORT=${PORT:-8765}
+LENGTHS=512,4096 GEN=128 REPS=3 TEXT= TIMEOUT=480 ADAPTER_ONLY=0 GLX_ONLY=0 OUT=${OUT:-/tmp/wgllm-browser} PORT=${PORT:-8765}
 while [ $# -gt 0 ]; do
   case $1 in
     --model) MODEL=$2; shift 2;; --wasm-dir) WASM=$2; shift 2;; --lengths) LENGTHS=$2; shift 2;;
     --gen) GEN=$2; shift 2;; --reps) REPS=$2; shift 2;; --text) TEXT=$2; shift 2;;
-    --timeout) TIMEOUT=$2; shift 2;; --adapter-only) ADAPTER_ONLY=1; shift;; --parts) PARTS=$2; shift 2;;
+    --timeout) TIMEOUT=$2; shift 2;; --adapter-only) ADAPTER_ONLY=1; shift;; --glx-only) GLX_ONLY=1; shift;; --parts) PARTS=$2; shift 2;;
     --prefix) PREFIX=$2; shift 2;; --chromium) CHROMIUM=$2; shift 2;; --out) OUT=$2; shift 2;;
     *) echo "run_chromium: unknown option $1"; exit 2;;
   esac
@@ -33,7 +36,7 @@ done
 mkdir -p "$OUT"
 t0=$(date +%s)
 
-if [ -z "$CHROMIUM" ]; then
+if [ -z "$CHROMIUM" ] && [ "$GLX_ONLY" = 0 ]; then
   if [ ! -x "$PREFIX/usr/lib/chromium/chromium" ]; then
     ( cd "$PARTS" && sha256sum -c --quiet <(grep part SHA256SUMS) ) || { echo "run_chromium: parts in $PARTS missing or corrupt"; exit 1; }
     mkdir -p "$PREFIX"
@@ -56,7 +59,7 @@ ICD=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 [ -f $ICD ] && export VK_DRIVER_FILES=$ICD && unset VK_ICD_FILENAMES
 [ -n "${ICD_EXTRA:-}" ] && export VK_DRIVER_FILES=${VK_DRIVER_FILES:+$VK_DRIVER_FILES:}$ICD_EXTRA
 export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp}
-echo "[run_chromium] $("$CHROMIUM" --version 2>/dev/null) | VK_DRIVER_FILES=${VK_DRIVER_FILES:-} | $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
+[ "$GLX_ONLY" = 1 ] || echo "[run_chromium] $("$CHROMIUM" --version 2>/dev/null) | VK_DRIVER_FILES=${VK_DRIVER_FILES:-} | $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
 
 HEADLESS=--headless=new XVFB_PID=
 if [ -n "${XVFB:-}" ]; then
@@ -65,12 +68,29 @@ if [ -n "${XVFB:-}" ]; then
     mkdir -p $XP && cat "$XVFB"/xvfb.tar.xz.part* | xz -d | tar -x -C $XP || { echo "run_chromium: unpacking Xvfb failed"; exit 1; }
   fi
   [ -e /usr/bin/xkbcomp ] || ln -s $XP/usr/bin/xkbcomp /usr/bin/xkbcomp  # Xvfb runs its keymap compiler from /usr/bin
-  LD_LIBRARY_PATH=$XP/usr/lib/x86_64-linux-gnu:$XP/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
-    $XP/usr/bin/Xvfb :99 -screen 0 1280x1024x24 -nolisten tcp -xkbdir $XP/usr/share/X11/xkb > "$OUT/xvfb.log" 2>&1 &
+  # Xvfb loads its GLX driver from the compiled-in DRI path only (no environment override).
+  DRI=/usr/lib/x86_64-linux-gnu/dri
+  [ -e $DRI/swrast_dri.so ] || [ ! -f $XP$DRI/swrast_dri.so ] || { mkdir -p $DRI && ln -s $XP$DRI/swrast_dri.so $DRI/swrast_dri.so; }
+  XLIBS=$XP/usr/lib/x86_64-linux-gnu:$XP/lib/x86_64-linux-gnu
+  LD_LIBRARY_PATH=$XLIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+    $XP/usr/bin/Xvfb :99 -screen 0 1280x1024x24 -nolisten tcp +extension GLX -xkbdir $XP/usr/share/X11/xkb > "$OUT/xvfb.log" 2>&1 &
   XVFB_PID=$!
   sleep 1
   kill -0 $XVFB_PID 2>/dev/null || { echo "run_chromium: Xvfb did not start:"; tail -5 "$OUT/xvfb.log"; exit 1; }
   export DISPLAY=:99 HEADLESS=
+  if [ -n "${GLX_VENDOR:-}" ]; then
+    export __GLX_VENDOR_LIBRARY_NAME=$GLX_VENDOR
+    # glxinfo from the parts, with the system's glvnd first (NVIDIA's libGLX beside it), then the parts' libraries.
+    if [ -x $XP/usr/bin/glxinfo.x86_64-linux-gnu ]; then
+      LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$XLIBS timeout 20 $XP/usr/bin/glxinfo.x86_64-linux-gnu -B > "$OUT/glxinfo.txt" 2>&1
+      echo "[run_chromium] glxinfo ($GLX_VENDOR): $(grep -aE "OpenGL renderer|Device:|Error|error" "$OUT/glxinfo.txt" | head -2 | tr '\n' ' ')"
+    fi
+  fi
+fi
+if [ "$GLX_ONLY" = 1 ]; then
+  grep -a GLX "$OUT/xvfb.log" | head -5
+  kill $XVFB_PID 2>/dev/null; wait 2>/dev/null
+  exit 0
 fi
 rm -f "$OUT/result.json" "$OUT/adapter.json"
 MODELS_DIR=$(dirname "${MODEL:-$ROOT/x}")

@@ -8,10 +8,14 @@
 #   3. packs the prefix as tar.xz in parts of at most PART_MIB MiB (default 36: one device call
 #      carries 64 MiB including the ~25 MiB working tree) into $OUT_DIR (default .carry/chromium),
 #      with SHA256SUMS. tools/device/browser/run_chromium.sh joins and unpacks them on the device.
-# Usage: tools/device/browser/stage_chromium.sh [OUT_DIR]   (env: PART_MIB, DEB_CACHE, WHAT)
+# Usage: tools/device/browser/stage_chromium.sh [OUT_DIR]   (env: PART_MIB, DEB_CACHE, WHAT, XZ_LEVEL (6))
 # WHAT=xvfb stages the X virtual framebuffer instead (Xvfb, xkbcomp and the keyboard data, into
 # .carry/xvfb/xvfb.tar.xz.part*): a headed Chromium on an X display, whose Vulkan surface
-# extensions (VK_KHR_xcb_surface) the NVIDIA ICD has, unlike the headless platform's.
+# extensions (VK_KHR_xcb_surface) the NVIDIA ICD has, unlike the headless platform's. With it Mesa's
+# software DRI driver (swrast_dri.so and its LLVM), without which Xvfb offers no GLX extension at
+# all, and glxinfo: the device notes say GLX windows on a carried Xvfb + Mesa render on the NVIDIA
+# GPU with __GLX_VENDOR_LIBRARY_NAME=nvidia (the client side is NVIDIA's libGLX), the one GL path
+# a Chromium GPU process could take there.
 # Needs: apt-get (network to the Debian mirror), dpkg, xz; chromium (or xvfb) installed here (for ldd).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
@@ -22,7 +26,10 @@ DEB_CACHE=${DEB_CACHE:-${WGLLM_CACHE:-$HOME/.cache/wgllm}/chromium-debs}
 CHR=/usr/lib/chromium
 if [ "$WHAT" = xvfb ]; then
   [ -x /usr/bin/Xvfb ] || { echo "stage_chromium: Xvfb not installed here (apt-get install xvfb x11-xkb-utils)"; exit 1; }
-  bins="/usr/bin/Xvfb /usr/bin/xkbcomp" roots="xvfb x11-xkb-utils xkb-data"
+  [ -f /usr/lib/x86_64-linux-gnu/dri/swrast_dri.so ] && [ -x /usr/bin/glxinfo ] \
+    || { echo "stage_chromium: Mesa's DRI drivers or glxinfo not installed here (apt-get install libgl1-mesa-dri mesa-utils)"; exit 1; }
+  bins="/usr/bin/Xvfb /usr/bin/xkbcomp /usr/bin/glxinfo /usr/lib/x86_64-linux-gnu/dri/swrast_dri.so"
+  roots="xvfb x11-xkb-utils xkb-data libgl1-mesa-dri libglx-mesa0 libglapi-mesa mesa-utils mesa-utils-bin"
 else
   [ -x $CHR/chromium ] || { echo "stage_chromium: $CHR/chromium not installed here (apt-get install chromium)"; exit 1; }
   bins="$CHR/chromium $CHR/chrome_crashpad_handler $CHR/*.so /usr/lib/x86_64-linux-gnu/libsoftokn3.so
@@ -51,11 +58,14 @@ done
 # What the browser needs at run time only: drop documentation, man pages, other locales' UI strings.
 rm -rf "$PREFIX"/usr/share/{doc,man,info,lintian,bug,menu,applications,icons,pixmaps,gnome-control-center}
 find "$PREFIX"/usr/lib/chromium/locales -name '*.pak' ! -name 'en-US.pak' -delete 2>/dev/null || true
+# Xvfb loads only the software driver (the others are hard links of the same file: no bytes saved,
+# but no hardware driver is offered to load).
+find "$PREFIX"/usr/lib/x86_64-linux-gnu/dri -name '*_dri.so' ! -name swrast_dri.so -delete 2>/dev/null || true
 echo "[stage_chromium] prefix: $(du -sm "$PREFIX" | cut -f1) MiB unpacked"
 
 rm -rf "$OUT_DIR"
 mkdir -p "$OUT_DIR"
-tar -C "$PREFIX" -cf - . | xz -T2 -6 -c | split -b ${PART_MIB}M -d -a 2 - "$OUT_DIR/$WHAT.tar.xz.part"
+tar -C "$PREFIX" -cf - . | xz -T2 -${XZ_LEVEL:-6} -c | split -b ${PART_MIB}M -d -a 2 - "$OUT_DIR/$WHAT.tar.xz.part"
 ( cd "$OUT_DIR" && sha256sum $WHAT.tar.xz.part* > SHA256SUMS && cat $WHAT.tar.xz.part* | sha256sum | sed "s/-\$/$WHAT.tar.xz/" >> SHA256SUMS )
 echo "$pkgs" > "$OUT_DIR/PACKAGES"
 ls -la "$OUT_DIR"

@@ -12,7 +12,9 @@
 #   .carry/chromium/SHA256SUMS) and/or the model slices pack.py planned; the call in which the last
 #   piece arrives also carries build-wasm/web and .carry/bin, .gl and runs everything.
 #   STAGE=adapter: only the adapter check (seconds) once chromium is complete.
-# Output ($OUT): native_run.txt, native_bench.json, browser/{adapter,result,run}.json, browser/chromium.log.
+# Full run (BROWSER_VARIANT: a name in VARIANTS; ROUNDS (2) interleaved rounds of the native bench and the
+# browser bench, BUDGET_S (300) before the last round starts, BROWSER_TIMEOUT (240 s a browser run), COMMIT):
+# $OUT/results.tgz and summary.json (see R below).
 set -u
 source tools/device/remote.sh
 T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
@@ -22,8 +24,20 @@ cp .carry/chromium/* $P/ 2>/dev/null
 [ -d .carry/xvfb ] && mkdir -p $W/xvfb-parts && cp .carry/xvfb/* $W/xvfb-parts/
 [ -d build-wasm/web ] && mkdir -p $W/wasm && cp build-wasm/web/wgllm.* $W/wasm/
 have=$(ls $P/chromium.tar.xz.part* 2>/dev/null | wc -l); need=$(grep -c part $P/SHA256SUMS 2>/dev/null || echo '?')
-el "chromium: $have of $need parts; wasm: $(ls $W/wasm 2>/dev/null | tr '\n' ' ')"
-[ "$have" = "$need" ] || exit 0
+xhave=$(ls $W/xvfb-parts/xvfb.tar.xz.part* 2>/dev/null | wc -l); xneed=$(grep -c part $W/xvfb-parts/SHA256SUMS 2>/dev/null || echo 0)
+el "chromium: $have of $need parts; xvfb: $xhave of $xneed parts; wasm: $(ls $W/wasm 2>/dev/null | tr '\n' ' ')"
+if [ "${STAGE:-}" = glx ]; then
+  # Does GLX on the carried Xvfb reach the GPU (NVIDIA's libGLX), before the browser is carried?
+  [ "$xneed" != 0 ] && [ "$xhave" = "$xneed" ] || { el "xvfb parts incomplete"; exit 0; }
+  mkdir -p $OUT/browser
+  for vendor in nvidia mesa; do
+    XVFB=$W/xvfb-parts GLX_VENDOR=$vendor OUT=/tmp/glx_$vendor tools/device/browser/run_chromium.sh --glx-only
+    cp /tmp/glx_$vendor/glxinfo.txt $OUT/browser/glxinfo_$vendor.txt 2>/dev/null
+    head -20 /tmp/glx_$vendor/glxinfo.txt; tail -5 /tmp/glx_$vendor/xvfb.log
+  done
+  exit 0
+fi
+[ "$have" = "$need" ] && [ "$xhave" = "$xneed" ] || exit 0
 # Ways to start Chromium's GPU process on a headless NVIDIA ICD (2026-12-02: ANGLE on Vulkan failed
 # for want of VK_KHR_surface): name|GPU_FLAGS|ICD_EXTRA ("sws" = the carried SwiftShader ICD, whose
 # instance extensions include the surface ones; Dawn still enumerates the NVIDIA device); "x" in the
@@ -49,14 +63,23 @@ VARIANTS=(
   "x11_egl|--ozone-platform=x11 --use-angle=gl-egl||x"
   "x11_egl_vulkan|--ozone-platform=x11 --use-angle=gl-egl --enable-features=Vulkan --use-vulkan=native||x"
   "x11_default|--ozone-platform=x11||x"
+  # 2026-12-07: Xvfb with Mesa's swrast (so that it offers GLX) and NVIDIA's libGLX on the client side
+  # ("xg": GLX_VENDOR=nvidia), the path the device notes say renders GLX windows on the GPU: ANGLE on GL.
+  "x11_glx_nv|--ozone-platform=x11 --use-angle=gl||xg"
+  "x11_glx_nv_vk|--ozone-platform=x11 --use-angle=gl --enable-features=Vulkan --use-vulkan=native||xg"
+  "x11_glx_nv_vk_nosurface|--ozone-platform=x11 --use-angle=gl --enable-features=Vulkan --use-vulkan=native --disable-vulkan-surface||xg"
+  "x11_glx_nv_default|--ozone-platform=x11||xg"
+  "x11_glx_mesa|--ozone-platform=x11 --use-angle=gl||x"
+  "x11_glx_nv_angle_vulkan|--ozone-platform=x11 --enable-features=Vulkan --use-vulkan=native --use-angle=vulkan||xg"
 )
 # The full bench runs with BROWSER_VARIANT (a name above; default: the first).
 variant() {  # name -> sets GPU_FLAGS, ICD_EXTRA
   local v; for v in "${VARIANTS[@]}"; do
     IFS='|' read -r n f i x <<< "$v"
     [ "$n" = "$1" ] || continue
-    export GPU_FLAGS="$f" ICD_EXTRA=${i:+$SWS} XVFB=${x:+$W/xvfb-parts}
+    export GPU_FLAGS="$f" ICD_EXTRA=${i:+$SWS} XVFB=${x:+$W/xvfb-parts} GLX_VENDOR=
     [ -n "$i" ] || unset ICD_EXTRA; [ -n "$x" ] || unset XVFB
+    [ "$x" = xg ] && GLX_VENDOR=nvidia
     return 0
   done; echo "browser_bench: no variant $1"; return 1
 }
@@ -76,7 +99,8 @@ if [ "${STAGE:-}" = adapter ]; then
     # Per variant one small file (the adapter line and the GPU process's log lines), not the whole logs.
     d=/tmp/variant_$n; rm -rf $d
     { echo "GPU_FLAGS=$GPU_FLAGS ICD_EXTRA=${ICD_EXTRA:-}"
-      OUT=$d tools/device/browser/run_chromium.sh --parts $P --adapter-only --timeout 40 2>&1 | grep -a "adapter:\|status:" | grep -v CONSOLE | cut -c1-300
+      OUT=$d tools/device/browser/run_chromium.sh --parts $P --adapter-only --timeout 40 2>&1 | grep -a "adapter:\|status:\|glxinfo" | grep -v CONSOLE | cut -c1-300
+      [ -f $d/glxinfo.txt ] && head -30 $d/glxinfo.txt
       grep -a -i -E "angle|egl|vulkan|webgpu|dawn|gpu_process|gpu process|viz_main|software|swiftshader|gl_|adapter|blocklist|feature" $d/chromium.log | grep -a -v -i -E "font|dbus" | cut -c1-300 | head -60
     } > $OUT/browser/$n.txt 2>&1
     sed -n 2,3p $OUT/browser/$n.txt | cut -c1-200
@@ -86,33 +110,56 @@ fi
 variant ${BROWSER_VARIANT:-vulkan} || exit 1
 # SYNTH=1: SmolLM2's exact shapes and quant types with random weights, written here from the carried
 # header (.carry/synth/smollm2.hdr.gz; the text is noise, the speed is real), instead of the 3-call model carry.
-if [ "${SYNTH:-0}" = 1 ]; then wg_synth smollm2 || exit 1; GGUF=${WG_SYNTH[smollm2]}
+MODEL_NAME=SmolLM2-135M-Instruct-Q4_1
+if [ "${SYNTH:-0}" = 1 ]; then wg_synth smollm2 || exit 1; GGUF=${WG_SYNTH[smollm2]} MODEL_NAME=$MODEL_NAME-shaped-synthetic
 else GGUF=$(wg_model SmolLM2-135M-Instruct.Q4_1.gguf) || exit 0; fi
 [ -f $W/wasm/wgllm.wasm ] || { el "build-wasm/web not carried yet"; exit 0; }
 mkdir -p $W/text/package/moby-dick/data && cp tests/fixtures/parity/prompt_256.txt $W/text/package/moby-dick/data/data.txt
-wg_gpu_check
-PROMPT="Write a short story about a robot who learns to paint."
+# Results folder R (packed into $OUT/results.tgz on exit): native_run.txt, native_bench_r<k>.json,
+# browser_result_r<k>.json (+ its adapter.json, run.json, command.txt, the browser log's GPU lines),
+# gpu.txt, this recipe, summary.json (tools/device/summarize.py: browser vs native per round).
+R=$W/res_browser; rm -rf $R; mkdir -p $R
+trap 'tar czf $OUT/results.tgz -C $R .; cp $R/summary.json $OUT/ 2>/dev/null' EXIT
+wg_gpu_check | tee $R/gpu.txt
+cp tools/device/recipes/browser_bench.sh $R/recipe_browser_bench.sh
+[ "${SYNTH:-0}" = 1 ] && echo "synthetic weights (tools/synth/write_gguf.py --seed 1): the text is noise, the speed is real" > $R/LABEL.txt
+echo "BROWSER_VARIANT=${BROWSER_VARIANT:-vulkan} GPU_FLAGS=$GPU_FLAGS GLX_VENDOR=${GLX_VENDOR:-}" > $R/variant.txt
+PROMPT="Write a short story about a robot who learns to paint."  # web/bench_run.js PROMPT
 el "native greedy"
-$B run -m $GGUF -p "$PROMPT" -n 32 --ignore-eos -c 4232 --print-ids > $OUT/native_run.txt 2>&1
-el "native bench"
-$B bench -m $GGUF --prompt-lengths 512,4096 --gen 128 --reps 3 --json $OUT/native_bench.json > $OUT/native_bench.log 2>&1
-el "browser bench"
-OUT=$OUT/browser tools/device/browser/run_chromium.sh --parts $P --model $GGUF --wasm-dir $W/wasm \
-  --text $W/text/package/moby-dick/data/data.txt --lengths 512,4096 --gen 128 --reps 3 --timeout 420
-grep token_ids $OUT/native_run.txt
-python3 - $OUT <<'PY'
-import json, sys, os
-o = sys.argv[1]
-nat = json.load(open(os.path.join(o, "native_bench.json")))
-br = json.load(open(os.path.join(o, "browser", "result.json")))
-ids = [l for l in open(os.path.join(o, "native_run.txt")) if l.startswith("token_ids:")]
-nat_ids = json.loads(ids[0].split(":", 1)[1]) if ids else None
-rows = {r["n_prompt"]: r for r in nat.get("runs", [])}  # wgllm bench --json: "runs"
-print("adapter:", {k: br.get("adapter", {}).get(k) for k in ("vendor", "architecture", "description", "isFallbackAdapter")})
-print("greedy tokens equal:", nat_ids == (br.get("greedy") or {}).get("token_ids"))
-for r in (br.get("bench") or {}).get("rows", []):
-    n = rows.get(r["n_prompt"], {})
-    print(f"P={r['n_prompt']}: TTFT browser {r['ttft_ms_median']:.2f} ms vs native {n.get('ttft_ms_median', float('nan')):.2f} ms; "
-          f"decode browser {r['decode_tok_s_median']:.1f} vs native {n.get('decode_tok_s_median', float('nan'))} tok/s")
+$B run -m $GGUF -p "$PROMPT" -n 32 --ignore-eos -c 4232 --print-ids > $R/native_run.txt 2>&1
+grep token_ids $R/native_run.txt
+native() {
+  el "round $1: native bench"
+  $B bench -m $GGUF --prompt-lengths 512,4096 --gen 128 --reps 3 --json $R/native_bench_r$1.json > $R/native_bench_r$1.log 2>&1 ||
+    { el "native bench failed"; tail -5 $R/native_bench_r$1.log; }
+  grep -E "^\|" $R/native_bench_r$1.log | tail -2
+}
+browser() {
+  el "round $1: browser bench"
+  local d=/tmp/browser_r$1; rm -rf $d
+  OUT=$d tools/device/browser/run_chromium.sh --parts $P --model $GGUF --wasm-dir $W/wasm \
+    --text $W/text/package/moby-dick/data/data.txt --lengths 512,4096 --gen 128 --reps 3 --timeout ${BROWSER_TIMEOUT:-240} 2>&1 |
+    grep -a "\[run_chromium\]" | grep -v CONSOLE | cut -c1-300
+  # The page's result labelled as what it is: a browser (Chromium's version), with the adapter it got.
+  [ -f $d/result.json ] && python3 - $d/result.json $R/browser_result_r$1.json "$($CHR_BIN --version 2>/dev/null)" "${XVFB:+headed on Xvfb}${XVFB:-headless}" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+r["label"] = "browser (%s, %s)" % (sys.argv[3].strip(), sys.argv[4])
+r["runtime"] = sys.argv[3].strip()
+json.dump(r, open(sys.argv[2], "w"), indent=1)
 PY
+  for f in adapter.json run.json command.txt glxinfo.txt; do [ -f $d/$f ] && cp $d/$f $R/browser_r$1_$f; done
+  grep -a -i -E "vulkan|webgpu|dawn|gpu_init|adapter|nvidia|error" $d/chromium.log | grep -a -v -i -E "font|dbus|CONSOLE" | head -40 > $R/browser_r$1_log.txt
+}
+CHR_BIN=/root/chromium/usr/lib/chromium/chromium
+for ((k = 1; k <= ${ROUNDS:-2}; ++k)); do
+  (( $(date +%s) - T0 > ${BUDGET_S:-300} )) && { el "time budget reached: $((k - 1)) rounds"; break; }
+  if (( k % 2 )); then native $k; browser $k; else browser $k; native $k; fi
+done
+DEV="$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1 | sed 's/, / (Vulkan, driver /;s/$/)/')"
+python3 tools/device/summarize.py $R --commit "${COMMIT:-unknown}" --device "$DEV" --model $MODEL_NAME
+python3 -c "
+import json
+for r in json.load(open('$R/summary.json'))['rows']:
+    print(r['metric'], r['context'], r.get('label', ''), round(r['wgllm'], 3), 'vs', r.get('peer'), r.get('peer_value'), r.get('round_ratios'))"
 el done
