@@ -29,12 +29,17 @@ SYSTEM = ("libc.so", "libm.so", "libdl.so", "libpthread.so", "librt.so", "ld-lin
           "libgcc_s.so", "linux-vdso", "libpcre2-8.so")
 
 
-def tree_bytes():
-    """Bytes of the working tree the device tool sends (tracked + untracked, not ignored)."""
+def tree_bytes(lean=False):
+    """Bytes of the working tree the device tool sends (tracked + untracked, not ignored); with lean,
+    without the files tools/device/lean_tree.sh takes out of it for staging calls."""
     out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
                          cwd=ROOT, capture_output=True, check=True).stdout.split(b"\0")
+    gone = set()
+    if lean:
+        gone = set(subprocess.run([os.path.join(ROOT, "tools/device/lean_tree.sh"), "list"], cwd=ROOT,
+                                  capture_output=True, text=True, check=True).stdout.split())
     return sum(os.path.getsize(os.path.join(ROOT, p.decode())) for p in out
-               if p and os.path.isfile(os.path.join(ROOT, p.decode())))
+               if p and p.decode() not in gone and os.path.isfile(os.path.join(ROOT, p.decode())))
 
 
 def du(path):
@@ -114,6 +119,8 @@ def main():
     ap.add_argument("--extra", nargs="*", default=[], help="SRC=NAME: copy a file or folder to .carry/NAME and carry it")
     ap.add_argument("--build", default="build")
     ap.add_argument("--margin-mib", type=float, default=3)
+    ap.add_argument("--lean", action="store_true",
+                    help="plan for calls made with tools/device/lean_tree.sh on (the tree without results and fixtures)")
     a = ap.parse_args()
     os.makedirs(CARRY, exist_ok=True)
     for f in os.listdir(CARRY):
@@ -135,7 +142,7 @@ def main():
         shutil.rmtree(dst, ignore_errors=True)
         (shutil.copytree if os.path.isdir(src) else shutil.copy2)(src, dst)
         items.append((".carry/" + os.path.basename(dst), du(dst)))
-    budget = LIMIT - tree_bytes() - int(a.margin_mib * MiB)
+    budget = LIMIT - tree_bytes(a.lean) - int(a.margin_mib * MiB)
     if any(s > budget for _, s in items):
         sys.exit(f"pack: an item exceeds the per-call budget of {budget / MiB:.1f} MiB")
     # First fit: each item goes into the first call with room for it; model slices then fill the room

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Issue 13 on the device GPU: the two real GGUFs no one here trained, Qwen2.5-Coder-1.5B-Instruct Q4_K_M
+# (1.1 GB, `wgllm pull qwen2.5-coder-1.5b`) and gemma-3-270m Q4_K_M, carried in slices, in the product
+# configuration (the hardware GPU's defaults: tiled int8 prefill, flash attention, subgroup matvec).
+# For each model that has arrived:
+#   - `wgllm run`, greedy: a question with the chat template (gemma-3-270m, a base model: the text continued)
+#   - `wgllm chat`, greedy, two user turns from stdin (the second refers to the first)
+#   - `wgllm perplexity` by llama-perplexity's method on the slice the agreement test uses (Moby-Dick
+#     characters 20000..32000, n_ctx 512, 2 chunks): tools/device/recipes/real_models_summary.py compares
+#     it with llama-perplexity's values on the same file and slice (llama.cpp's CPU backend, 2026-12-06/07:
+#     tests/e2e/llamacpp_agreement_test.cpp's header), bound 0.5%
+#   - `wgllm perplexity` over the whole of Moby-Dick at n_ctx 512 (PPL_ALL=1, default): the time it takes
+#     (issue 13: a 300k-token corpus on the device)
+# Staging (here, repo root, after `make build`):
+#   tools/device/lean_tree.sh on     # the tree without results / fixtures: ~60 MiB of slices a call
+#   python3 tools/device/pack.py --lean --bin wgllm --gl --model ~/.cache/wgllm/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf \
+#     ~/.cache/wgllm/models/gemma-3-270m-q4_k_m.gguf --extra ~/.cache/wgllm/text/package/moby-dick/data/data.txt=moby.txt
+#   then every planned call, back to back: `bash tools/device/recipes/real_models.sh` (stores; the call that
+#   completes the models measures); afterwards `tools/device/lean_tree.sh off`.
+# Output: $OUT/results.tgz (run_<m>.txt, chat_<m>.txt, ppl_slice_<m>.json/.log, ppl_all_<m>.json/.log, gpu.txt,
+# this recipe).
+set -u
+source tools/device/remote.sh
+[ -f .carry/moby.txt ] && cp .carry/moby.txt $W/moby.txt
+T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
+declare -A FILE=([qwen25-1.5b]=qwen2.5-coder-1.5b-instruct-q4_k_m.gguf [gemma3-270m]=gemma-3-270m-q4_k_m.gguf)
+ready=()
+for m in ${REAL_MODELS:-qwen25-1.5b gemma3-270m}; do [ -f $W/models/${FILE[$m]} ] && ready+=($m); done
+el "models arrived: ${ready[*]:-none}; text: $([ -f $W/moby.txt ] && echo yes || echo no); wgllm: $([ -x $B ] && echo yes || echo no)"
+[ ${#ready[@]} = ${REAL_COUNT:-2} ] && [ -f $W/moby.txt ] && [ -x $B ] || exit 0
+R=$W/res_real; rm -rf $R; mkdir -p $R
+trap 'tar czf $OUT/results.tgz -C $R .' EXIT
+wg_gpu_check | tee $R/gpu.txt
+cp tools/device/recipes/real_models.sh $R/recipe_real_models.sh
+$B devices > $R/devices.txt 2>&1
+python3 -c "import sys; t=open(sys.argv[1], encoding='utf-8', newline='').read(); open(sys.argv[2], 'w', encoding='utf-8', newline='').write(t[20000:32000])" \
+  $W/moby.txt $W/moby_20000_12000.txt
+for m in "${ready[@]}"; do
+  F=$W/models/${FILE[$m]}
+  if [ $m = gemma3-270m ]; then
+    el "$m: run (raw: a base model)"
+    $B run -m $F --raw -p "The capital of France is" -n 24 --temp 0 --print-ids > $R/run_$m.txt 2>&1
+  else
+    el "$m: run"
+    $B run -m $F -p "Write a Python function that returns the n-th Fibonacci number." -n 96 --temp 0 --print-ids > $R/run_$m.txt 2>&1
+    el "$m: chat"
+    printf 'What is the capital of France? Answer in one sentence.\nAnd of Italy?\n' |
+      timeout 120 $B chat -m $F --temp 0 -n 48 > $R/chat_$m.txt 2>&1
+  fi
+  el "$m: perplexity, slice"
+  $B perplexity -m $F -f $W/moby_20000_12000.txt -c 512 --chunks 2 --json $R/ppl_slice_$m.json > $R/ppl_slice_$m.log 2>&1
+  tail -1 $R/ppl_slice_$m.log
+  if [ "${PPL_ALL:-1}" = 1 ]; then
+    el "$m: perplexity, whole text"
+    timeout 240 $B perplexity -m $F -f $W/moby.txt -c 512 --json $R/ppl_all_$m.json > $R/ppl_all_$m.log 2>&1
+    tail -1 $R/ppl_all_$m.log
+  fi
+  tail -4 $R/run_$m.txt | cut -c1-300
+done
+el done
