@@ -34,6 +34,7 @@ async function main() {
     if (r.ok) text = await r.text();
   } catch (e) { /* the engine's default text */ }
   return runBench(model, { lengths, gen, reps, greedy, text, log, adapterOnly: q.get('adapter_only') === '1',
+    loadOnly: q.get('load_only') === '1', greedyOnly: q.get('greedy_only') === '1',
     onAdapter: (a) => send('/adapter', a) }, result);
 }
 

@@ -6,6 +6,7 @@
 # result.json, chromium.log, run.json (command, versions, exit status).
 # Usage (repo root): tools/device/browser/run_chromium.sh [--model PATH] [--wasm-dir DIR]
 #   [--lengths 512,4096] [--gen 128] [--reps 3] [--text FILE] [--timeout S] [--adapter-only]
+#   [--load-only | --greedy-only: stop after the load / after the GREEDY greedy tokens (no bench)]
 #   [--parts DIR (.carry/chromium)] [--prefix DIR (/root/chromium)] [--chromium BIN]
 #   [--glx-only: with XVFB and GLX_VENDOR, start Xvfb, write glxinfo.txt and stop: no Chromium needed]
 # Env: XVFB (a directory holding xvfb.tar.xz.part* from `WHAT=xvfb stage_chromium.sh`: Chromium runs
@@ -23,12 +24,13 @@
 set -u
 ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
 PARTS=$ROOT/.carry/chromium PREFIX=/root/chromium CHROMIUM= MODEL= WASM=$ROOT/build-wasm/web
-LENGTHS=512,4096 GEN=128 REPS=3 TEXT= TIMEOUT=480 ADAPTER_ONLY=0 GLX_ONLY=0 OUT=${OUT:-/tmp/wgllm-browser} PORT=${PORT:-8765}
+LENGTHS=512,4096 GEN=128 REPS=3 TEXT= TIMEOUT=480 ADAPTER_ONLY=0 GLX_ONLY=0 STOP_AFTER= OUT=${OUT:-/tmp/wgllm-browser} PORT=${PORT:-8765}
 while [ $# -gt 0 ]; do
   case $1 in
     --model) MODEL=$2; shift 2;; --wasm-dir) WASM=$2; shift 2;; --lengths) LENGTHS=$2; shift 2;;
     --gen) GEN=$2; shift 2;; --reps) REPS=$2; shift 2;; --text) TEXT=$2; shift 2;;
-    --timeout) TIMEOUT=$2; shift 2;; --adapter-only) ADAPTER_ONLY=1; shift;; --glx-only) GLX_ONLY=1; shift;; --parts) PARTS=$2; shift 2;;
+    --timeout) TIMEOUT=$2; shift 2;; --adapter-only) ADAPTER_ONLY=1; shift;; --glx-only) GLX_ONLY=1; shift;;
+    --load-only) STOP_AFTER=load_only; shift;; --greedy-only) STOP_AFTER=greedy_only; shift;; --parts) PARTS=$2; shift 2;;
     --prefix) PREFIX=$2; shift 2;; --chromium) CHROMIUM=$2; shift 2;; --out) OUT=$2; shift 2;;
     *) echo "run_chromium: unknown option $1"; exit 2;;
   esac
@@ -101,6 +103,7 @@ sleep 1
 URL="http://127.0.0.1:$PORT/bench.html?post=1&lengths=$LENGTHS&gen=$GEN&reps=$REPS&greedy=${GREEDY:-32}"
 [ -n "$MODEL" ] && URL="$URL&model=/models/$(basename "$MODEL")"
 [ "$ADAPTER_ONLY" = 1 ] && URL="$URL&adapter_only=1"
+[ -n "$STOP_AFTER" ] && URL="$URL&$STOP_AFTER=1"
 PROFILE=$(mktemp -d /tmp/chromium-profile.XXXXXX)
 GPU_FLAGS=${GPU_FLAGS---enable-features=Vulkan --use-vulkan=native --use-angle=vulkan}
 FLAGS=($HEADLESS --no-sandbox --enable-unsafe-webgpu $GPU_FLAGS

@@ -6,7 +6,7 @@
 #   - `wgllm run`, greedy: a question with the chat template (gemma-3-270m, a base model: the text continued)
 #   - `wgllm chat`, greedy, two user turns from stdin (the second refers to the first)
 #   - `wgllm perplexity` by llama-perplexity's method on the slice the agreement test uses (Moby-Dick
-#     characters 20000..32000, n_ctx 512, 2 chunks): tools/device/recipes/real_models_summary.py compares
+#     bytes 20000..32000, n_ctx 512, 2 chunks): tools/device/recipes/real_models_summary.py compares
 #     it with llama-perplexity's values on the same file and slice (llama.cpp's CPU backend, 2026-12-06/07:
 #     tests/e2e/llamacpp_agreement_test.cpp's header), bound 0.5%
 #   - `wgllm perplexity` over the whole of Moby-Dick at n_ctx 512 (PPL_ALL=1, default): the time it takes
@@ -33,7 +33,8 @@ trap 'tar czf $OUT/results.tgz -C $R .' EXIT
 wg_gpu_check | tee $R/gpu.txt
 cp tools/device/recipes/real_models.sh $R/recipe_real_models.sh
 $B devices > $R/devices.txt 2>&1
-python3 -c "import sys; t=open(sys.argv[1], encoding='utf-8', newline='').read(); open(sys.argv[2], 'w', encoding='utf-8', newline='').write(t[20000:32000])" \
+# Bytes 20000..32000, as the agreement test slices its std::string (not characters: the text is UTF-8).
+python3 -c "import sys; t=open(sys.argv[1], 'rb').read(); open(sys.argv[2], 'wb').write(t[20000:32000])" \
   $W/moby.txt $W/moby_20000_12000.txt
 for m in "${ready[@]}"; do
   F=$W/models/${FILE[$m]}

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """summary.json (../shared/RESULTS.md) for a tools/device/recipes/real_models.sh results folder.
 
-Rows per model: the slice perplexity (Moby-Dick characters 20000..32000, n_ctx 512, 2 chunks) against
+Rows per model: the slice perplexity (Moby-Dick bytes 20000..32000, n_ctx 512, 2 chunks) against
 llama-perplexity's value on the same file and slice, read from a log given with --peer MODEL=LOG (a
 llama-perplexity output, "Final estimate: PPL = X +/- Y", or an agreement-test log line
 "llama-perplexity X +/- Y"); the whole-text perplexity and its scoring speed (no peer).
@@ -44,7 +44,7 @@ def main():
         j = json.load(open(f))
         base = {"model": NAMES.get(m, m), "weights": "real", "config": "product"}
         row = {**base, "metric": "perplexity_ppl",
-               "context": f"Moby-Dick characters 20000..32000, n_ctx {j['n_ctx']}, {j['chunks']} chunks "
+               "context": f"Moby-Dick bytes 20000..32000, n_ctx {j['n_ctx']}, {j['chunks']} chunks "
                           f"({j['tokens_scored']} tokens scored), llama-perplexity's method",
                "wgllm": j["ppl"], "wgllm_stderr": j["stderr"], "backend": j["backend"], "ratio_ci": None,
                "source": os.path.basename(f)}
