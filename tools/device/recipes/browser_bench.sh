@@ -11,7 +11,9 @@
 #   every call: `bash tools/device/recipes/browser_bench.sh` with carry = one chromium part (plus
 #   .carry/chromium/SHA256SUMS) and/or the model slices pack.py planned; the call in which the last
 #   piece arrives also carries build-wasm/web and .carry/bin, .gl and runs everything.
-#   STAGE=adapter: only the adapter check (seconds) once chromium is complete.
+#   STAGE=adapter: only the adapter check (seconds) once chromium is complete (ONLY="name ...": those
+#   variants); with BENCH_AFTER=1 the full run follows with the first variant that got a hardware adapter.
+#   STAGE=glx: once the Xvfb parts are complete, glxinfo on the carried Xvfb with NVIDIA's and Mesa's GLX.
 # Full run (BROWSER_VARIANT: a name in VARIANTS; ROUNDS (2) interleaved rounds of the native bench and the
 # browser bench, BUDGET_S (300) before the last round starts, BROWSER_TIMEOUT (240 s a browser run), COMMIT):
 # $OUT/results.tgz and summary.json (see R below).
@@ -104,8 +106,13 @@ if [ "${STAGE:-}" = adapter ]; then
       grep -a -i -E "angle|egl|vulkan|webgpu|dawn|gpu_process|gpu process|viz_main|software|swiftshader|gl_|adapter|blocklist|feature" $d/chromium.log | grep -a -v -i -E "font|dbus" | cut -c1-300 | head -60
     } > $OUT/browser/$n.txt 2>&1
     sed -n 2,3p $OUT/browser/$n.txt | cut -c1-200
+    # BENCH_AFTER=1: the full run below with the first variant whose page got a hardware adapter.
+    if [ "${BENCH_AFTER:-0}" = 1 ] && [ -z "${BROWSER_VARIANT:-}" ] && grep -a "adapter:" $OUT/browser/$n.txt | grep -q "'isFallbackAdapter': False"; then
+      BROWSER_VARIANT=$n
+    fi
   done
-  exit
+  [ "${BENCH_AFTER:-0}" = 1 ] && [ -n "${BROWSER_VARIANT:-}" ] || exit
+  el "hardware adapter with $BROWSER_VARIANT: the full run"
 fi
 variant ${BROWSER_VARIANT:-vulkan} || exit 1
 # SYNTH=1: SmolLM2's exact shapes and quant types with random weights, written here from the carried
