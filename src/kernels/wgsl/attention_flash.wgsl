@@ -1,4 +1,4 @@
-// defines: BC BR HD4 RM TX GATHER KV_SHARED PF SPLIT UNROLL WINDOW
+// defines: BC BR HD4 RM TX GATHER KV_SHARED PF UNROLL WINDOW
 // attention_flash: causal GQA attention for T > 1 query tokens (prefill chunks, a turn's new tokens)
 // as a register-tiled flash attention (FlashAttention-2, Dao 2023; online softmax, Milakov &
 // Gimelshein 2018). Dispatch and tile choice: kernels::attention (ops.cpp, KernelOptions::
@@ -221,18 +221,9 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wid: ve
 #else
   let n_keys = p.pos0 + (i0 + n_rows - 1u) / G + 1u;  // keys visible to the block's last row
 #endif
-  var k_lo = 0u;  // the first key of the block's first row (WINDOW: its window's start)
-#if WINDOW
-  let first_pos = p.pos0 + i0 / G;
-  if (p.window != 0u && first_pos + 1u > p.window) { k_lo = first_pos + 1u - p.window; }
-#endif
-#if SPLIT
-  let k_begin = min(k_lo + wid.z * p.split_len, n_keys);
-  let k_end = min(k_begin + p.split_len, n_keys);
-#else
-  let k_begin = k_lo;
-  let k_end = n_keys;
-#endif
+  let kr = key_range(n_keys, p.pos0 + i0 / G, wid.z);
+  let k_begin = kr.x;
+  let k_end = kr.y;
 #if PF
   var pk: KVR;       // the K rows of the tile to come (see PF in the header)
   var pv_next: KVR;  // and its V rows

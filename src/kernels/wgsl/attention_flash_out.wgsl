@@ -1,8 +1,24 @@
-// defines: SPLIT
-// attention_flash_out: the flash kernels' outputs (attention_flash.wgsl, attention_flash_sg.wgsl); included,
-// never compiled alone. Uses the including kernel's P (Hq, HD, n_split, o_off, o_stride) and output
-// binding o. Row i of KV head hk is token i / G, query head hk * G + i % G; SPLIT: the unnormalised partial
+// defines: SPLIT WINDOW
+// attention_flash_out: what the flash kernels (attention_flash.wgsl, attention_flash_sg.wgsl) share: a
+// block's key range and the outputs; included, never compiled alone. Uses the including kernel's P (Hq,
+// HD, n_split, o_off, o_stride, split_len, window) and output binding o. Row i of KV head hk is token i / G, query head hk * G + i % G; SPLIT: the unnormalised partial
 // (m, l, acc[HD]) of split z at ((t * Hq + h) * n_split + z) * (HD + 2) for attention_combine.wgsl.
+// The keys [x, y) a block reads: up to n_keys (the keys visible to its last row), from 0 or, with WINDOW,
+// from the window start of its first row (at position first_pos; later rows mask the keys below their
+// own window); with SPLIT, split z's share of that range, split_len keys from its first key.
+fn key_range(n_keys: u32, first_pos: u32, z: u32) -> vec2<u32> {
+  var k_lo = 0u;
+#if WINDOW
+  if (p.window != 0u && first_pos + 1u > p.window) { k_lo = first_pos + 1u - p.window; }
+#endif
+#if SPLIT
+  let b = min(k_lo + z * p.split_len, n_keys);
+  return vec2<u32>(b, min(b + p.split_len, n_keys));
+#else
+  return vec2<u32>(k_lo, n_keys);
+#endif
+}
+
 // Row i's statistics (SPLIT: m and l of split z at the head of its partial; else nothing).
 fn store_stats(i: u32, hk: u32, G: u32, z: u32, m: f32, l: f32) {
 #if SPLIT
