@@ -127,3 +127,24 @@ wg_ab() {
   timeout $t $B bench ab "$@" --json $R/$name.json > $R/$name.txt 2>&1 || fail "$name (exit $?)"
   echo "== $name"; grep -E "B/A|noise" $R/$name.txt | head -6
 }
+# wg_rounds A B ROUNDS BUDGET_S: ROUNDS interleaved rounds of two measurements (functions taking the
+# round number; A first in odd rounds, B first in even ones), no round started past BUDGET_S seconds
+# since T0 (the call's limit is 600 s and the results leave on exit).
+wg_rounds() {
+  local k
+  for ((k = 1; k <= $3; ++k)); do
+    (( $(date +%s) - T0 > $4 )) && { el "time budget reached: $((k - 1)) rounds"; break; }
+    if (( k % 2 )); then $1 $k; $2 $k; else $2 $k; $1 $k; fi
+  done
+}
+# wg_web_summary DIR MODEL: summary.json in DIR by tools/device/summarize.py (browser-build or Dawn-in-Node
+# results against native, COMMIT, this GPU), its rows printed.
+wg_web_summary() {
+  local dev
+  dev="$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1 | sed 's/, / (Vulkan, driver /;s/$/)/')"
+  python3 tools/device/summarize.py $1 --commit "${COMMIT:-unknown}" --device "$dev" --model $2
+  python3 -c "
+import json, sys
+for r in json.load(open(sys.argv[1]))['rows']:
+    print(r['metric'], r['context'], r.get('label', ''), round(r['wgllm'], 3), 'vs', r.get('peer'), r.get('peer_value'), r.get('round_ratios'))" $1/summary.json
+}

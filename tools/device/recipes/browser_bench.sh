@@ -159,14 +159,6 @@ PY
   grep -a -i -E "vulkan|webgpu|dawn|gpu_init|adapter|nvidia|error" $d/chromium.log | grep -a -v -i -E "font|dbus|CONSOLE" | head -40 > $R/browser_r$1_log.txt
 }
 CHR_BIN=/root/chromium/usr/lib/chromium/chromium
-for ((k = 1; k <= ${ROUNDS:-2}; ++k)); do
-  (( $(date +%s) - T0 > ${BUDGET_S:-300} )) && { el "time budget reached: $((k - 1)) rounds"; break; }
-  if (( k % 2 )); then native $k; browser $k; else browser $k; native $k; fi
-done
-DEV="$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1 | sed 's/, / (Vulkan, driver /;s/$/)/')"
-python3 tools/device/summarize.py $R --commit "${COMMIT:-unknown}" --device "$DEV" --model $MODEL_NAME
-python3 -c "
-import json
-for r in json.load(open('$R/summary.json'))['rows']:
-    print(r['metric'], r['context'], r.get('label', ''), round(r['wgllm'], 3), 'vs', r.get('peer'), r.get('peer_value'), r.get('round_ratios'))"
+wg_rounds native browser ${ROUNDS:-2} ${BUDGET_S:-300}
+wg_web_summary $R $MODEL_NAME
 el done

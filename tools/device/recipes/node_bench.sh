@@ -185,15 +185,6 @@ node_bench() {
   echo "exit $?" >> $R/node_r$1.log
   grep -v "^Warning: max" $R/node_r$1.log | grep -E "adapter: backend|greedy tokens|P=|FAILED|exit" | cut -c1-300
 }
-for ((k = 1; k <= ${ROUNDS:-3}; ++k)); do
-  # Stop starting rounds before the device call's 600 s limit (the EXIT trap must still run).
-  (( $(date +%s) - T0 > ${BUDGET_S:-330} )) && { el "time budget reached: $((k - 1)) rounds"; break; }
-  if (( k % 2 )); then native $k; node_bench $k; else node_bench $k; native $k; fi
-done
-DEV="$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1 | sed 's/, / (Vulkan, driver /;s/$/)/')"
-python3 tools/device/summarize.py $R --commit "${COMMIT:-unknown}" --device "$DEV" --model $MODEL_NAME
-python3 -c "
-import json, sys
-for r in json.load(open('$R/summary.json'))['rows']:
-    print(r['metric'], r['context'], r.get('label', ''), round(r['wgllm'], 3), 'vs', r.get('peer'), r.get('peer_value'), r.get('round_ratios'))"
+wg_rounds native node_bench ${ROUNDS:-3} ${BUDGET_S:-330}  # (the EXIT trap must still run within the call)
+wg_web_summary $R $MODEL_NAME
 el done
