@@ -34,7 +34,9 @@
 // --chunks 2` on the same 12000 characters (lavapipe) against those llama-perplexity values: Qwen2.5-Coder-1.5B on
 // the int8 prefill path (--matmul-tiled --matmul-int8, the hardware GPUs' default) 47.6728 (0.406%); gemma-3-270m
 // with flash attention for its head dim 256 and windowed layers (on by default since that day) 62.1909 vs 62.2613
-// (0.113%; 62.0268 on the tiled kernel on 2026-12-02). Not in CI: the llama.cpp build took
+// (0.113%; 62.0268 on the tiled kernel on 2026-12-02). Re-measured 2026-12-07 with another build of the same
+// sdist (AVX512 CPU, bench/results/2026-12-07-cpu-llamacpp-slice-peers/): llama-perplexity 47.4802 again on the
+// 1.5B but 61.9502 on gemma-3-270m, putting the engine's unchanged 62.191 at 0.389% from it. Not in CI: the llama.cpp build took
 // 37 min there, and lavapipe needed 10-28 min for one or two 512-token gemma chunks.
 #include <gtest/gtest.h>
 

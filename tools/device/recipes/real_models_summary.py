@@ -36,6 +36,7 @@ def main():
     ap.add_argument("--commit", required=True)
     ap.add_argument("--date", default=datetime.date.today().isoformat())
     ap.add_argument("--peer", action="append", default=[], help="MODEL=LOG")
+    ap.add_argument("--device", help="the machine (default: the GPU in DIR/gpu.txt)")
     a = ap.parse_args()
     peers = {k: peer_ppl(v) for k, v in (p.split("=", 1) for p in a.peer)}
     rows = []
@@ -60,7 +61,7 @@ def main():
                          "wgllm_stderr": k["stderr"], "ratio_ci": None, "source": os.path.basename(g)})
             rows.append({**base, "metric": "perplexity_scoring_tok_s", "context": ctx + f", {k['seconds']:.1f} s",
                          "wgllm": k["tokens_per_second"], "ratio_ci": None, "source": os.path.basename(g)})
-    out = {"commit": a.commit, "date": a.date, "device": device(a.dir), "rows": rows}
+    out = {"commit": a.commit, "date": a.date, "device": a.device or device(a.dir), "rows": rows}
     json.dump(out, open(os.path.join(a.dir, "..", "summary.json") if os.path.basename(a.dir.rstrip("/")) == "raw"
                         else os.path.join(a.dir, "summary.json"), "w"), indent=1)
     for r in rows:
