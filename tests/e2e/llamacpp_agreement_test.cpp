@@ -22,8 +22,8 @@
 //   WGLLM_LLAMACPP_THREADS  llama.cpp threads (default: all cores)
 // Measured 2026-12-02 on the CPU-only dev machine (lavapipe, 2 cores shared with other builds):
 // gemma-3-270m, 3 prompts x 12 greedy tokens identical to llama.cpp (smallest llama.cpp margin
-// 0.008); Moby-Dick characters 20000..32000, n_ctx 512, 2 chunks: wgllm 62.0268 +/- 9.41967,
-// llama-perplexity 62.2613 +/- 9.43262 (0.377%); characters 20000..26000, 1 chunk: 47.3722 vs
+// 0.008); Moby-Dick bytes 20000..32000, n_ctx 512, 2 chunks: wgllm 62.0268 +/- 9.41967,
+// llama-perplexity 62.2613 +/- 9.43262 (0.377%); bytes 20000..26000, 1 chunk: 47.3722 vs
 // 47.5940 (0.466%): wgllm is lower in both, close to the bound. Qwen2.5-Coder-1.5B: 3 prompts x 12
 // greedy tokens identical (smallest llama.cpp margin 0.038). 2026-12-06, same machine, the CPU backend
 // (WGLLM_AGREE_BACKEND=cpu, WGLLM_PPL_CHUNKS=2): Qwen2.5-Coder-1.5B PPL 47.6022 vs llama-perplexity

@@ -18,8 +18,8 @@ case ${1:-} in
     [ -z "$(git status --porcelain -- "${DIRS[@]}")" ] || { echo "lean_tree: uncommitted changes under ${DIRS[*]}; commit them first"; exit 1; }
     list | tr '\n' '\0' | xargs -0 rm -f
     echo "lean_tree: on ($(list | wc -l) files out of the working tree; 'tools/device/lean_tree.sh off' puts them back)" ;;
-  off)
-    git checkout -- "${DIRS[@]}"
+  off)  # only what `on` removed: edits made meanwhile to other files under DIRS stay
+    git ls-files -z -d -- "${DIRS[@]}" | xargs -0 -r git checkout --
     echo "lean_tree: off" ;;
   *) echo "usage: tools/device/lean_tree.sh on|off|list"; exit 2 ;;
 esac

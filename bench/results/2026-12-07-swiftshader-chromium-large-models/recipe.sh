@@ -11,8 +11,11 @@ M7=${M7:-/tmp/q7b.gguf}
 Q=${Q:-$HOME/.cache/wgllm/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf}
 PROMPT="Write a short story about a robot who learns to paint."  # web/bench_run.js PROMPT
 mkdir -p $D
+# The Qwen2.5 tokenizer for the 7B shape: the 1.5B's header, `python3 tools/synth/gguf_header.py "$Q" $QH`.
+QH=${QH:-/tmp/qwen25-coder-1.5b.hdr.gz}
+[ -f $QH ] || python3 tools/synth/gguf_header.py "$Q" $QH
 [ -f "$M7" ] || python3 tools/synth/write_gguf.py --config tools/synth/configs/qwen2.5-7b.json \
-  --vocab /tmp/synth2/qwen25-coder-1.5b.hdr.gz "$M7" --seed 0 > $D/write_q7b.log 2>&1
+  --vocab $QH "$M7" --seed 0 > $D/write_q7b.log 2>&1
 { git rev-parse HEAD; /usr/lib/chromium/chromium --version; sha256sum build-wasm/web/wgllm.wasm build/wgllm; stat -c '%s %n' "$Q" "$M7"; nproc; free -b; } > $D/machine.txt 2>&1
 for m in qwen25-1.5b:$Q q7b-synthetic:$M7; do
   name=${m%%:*} f=${m#*:}

@@ -80,6 +80,8 @@ if [ -n "${XVFB:-}" ]; then
   sleep 1
   kill -0 $XVFB_PID 2>/dev/null || { echo "run_chromium: Xvfb did not start:"; tail -5 "$OUT/xvfb.log"; exit 1; }
   export DISPLAY=:99 HEADLESS=
+  # The browser's GL client libraries (glvnd's libGLX_mesa for GLX_VENDOR=mesa) after its own.
+  export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$XLIBS
   if [ -n "${GLX_VENDOR:-}" ]; then
     export __GLX_VENDOR_LIBRARY_NAME=$GLX_VENDOR
     # glxinfo from the parts, with the system's glvnd first (NVIDIA's libGLX beside it), then the parts' libraries.

@@ -109,9 +109,10 @@ if [ "${STAGE:-}" = adapter ]; then
     # BENCH_AFTER=1: the full run below with the first variant whose page got a hardware adapter.
     if [ "${BENCH_AFTER:-0}" = 1 ] && [ -z "${BROWSER_VARIANT:-}" ] && grep -a "adapter:" $OUT/browser/$n.txt | grep -q "'isFallbackAdapter': False"; then
       BROWSER_VARIANT=$n
+      break  # the full run's budget counts from the call's start
     fi
   done
-  [ "${BENCH_AFTER:-0}" = 1 ] && [ -n "${BROWSER_VARIANT:-}" ] || exit
+  [ "${BENCH_AFTER:-0}" = 1 ] && [ -n "${BROWSER_VARIANT:-}" ] || exit 0
   el "hardware adapter with $BROWSER_VARIANT: the full run"
 fi
 variant ${BROWSER_VARIANT:-vulkan} || exit 1
@@ -146,9 +147,9 @@ browser() {
   local d=/tmp/browser_r$1; rm -rf $d
   OUT=$d tools/device/browser/run_chromium.sh --parts $P --model $GGUF --wasm-dir $W/wasm \
     --text $W/text/package/moby-dick/data/data.txt --lengths 512,4096 --gen 128 --reps 3 --timeout ${BROWSER_TIMEOUT:-240} 2>&1 |
-    grep -a "\[run_chromium\]" | grep -v CONSOLE | cut -c1-300
+    grep -a "\[run_chromium\]" | grep -v CONSOLE | cut -c1-300 | tee /tmp/browser_r$1_version.txt
   # The page's result labelled as what it is: a browser (Chromium's version), with the adapter it got.
-  [ -f $d/result.json ] && python3 - $d/result.json $R/browser_result_r$1.json "$($CHR_BIN --version 2>/dev/null)" "${XVFB:+headed on Xvfb}${XVFB:-headless}" <<'PY'
+  [ -f $d/result.json ] && python3 - $d/result.json $R/browser_result_r$1.json "$(grep -ao 'Chromium [0-9.]*' /tmp/browser_r$1_version.txt 2>/dev/null | head -1)" "$([ -n "${XVFB:-}" ] && echo "headed on Xvfb" || echo headless)" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 r["label"] = "browser (%s, %s)" % (sys.argv[3].strip(), sys.argv[4])
