@@ -110,7 +110,7 @@ wg_wait_llamacpp() {
 # A recipe's results: T0 (its start), R=$W/res (emptied; packed into $OUT/results.tgz when the script
 # exits, which it must do by itself within the call for anything to come back), el MSG (a line with
 # the seconds since T0), fail MSG (also appended to $R/FAILED.txt), wg_over (true past BUDGET_S,
-# default 500 s).
+# default 500 s), wg_left, wg_step (below).
 wg_results() {
   T0=$(date +%s)
   R=$W/res; rm -rf $R; mkdir -p $R
@@ -118,7 +118,16 @@ wg_results() {
 }
 el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 fail() { echo "FAIL: $*" | tee -a $R/FAILED.txt; }
-wg_over() { [ $(( $(date +%s) - T0 )) -gt ${BUDGET_S:-500} ]; }
+wg_left() { echo $(( ${BUDGET_S:-500} - ($(date +%s) - T0) )); }  # seconds of BUDGET_S left
+wg_over() { (( $(wg_left) < 0 )); }
+# wg_step MAX CMD...: CMD under `timeout` min(MAX, seconds left - 10), or skipped (status 1) with under
+# 30 s of the budget left, so that the EXIT trap still packs the results within the call.
+wg_step() {
+  local t=$1; shift
+  (( $(wg_left) < 30 )) && { fail "time budget: $* not run"; return 1; }
+  (( t > $(wg_left) - 10 )) && t=$(( $(wg_left) - 10 ))
+  timeout $t "$@"
+}
 # wg_ab NAME TIMEOUT ARGS...: `wgllm bench ab ARGS` into $R/NAME.json and $R/NAME.txt, skipped past
 # the budget; prints its B/A and noise lines.
 wg_ab() {

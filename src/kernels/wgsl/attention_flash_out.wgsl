@@ -1,8 +1,10 @@
 // defines: SPLIT WINDOW
 // attention_flash_out: what the flash kernels (attention_flash.wgsl, attention_flash_sg.wgsl) share: a
 // block's key range and the outputs; included, never compiled alone. Uses the including kernel's P (Hq,
-// HD, n_split, o_off, o_stride, split_len, window) and output binding o. Row i of KV head hk is token i / G, query head hk * G + i % G; SPLIT: the unnormalised partial
-// (m, l, acc[HD]) of split z at ((t * Hq + h) * n_split + z) * (HD + 2) for attention_combine.wgsl.
+// HD, n_split, o_off, o_stride, split_len, window) and output binding o. Row i of KV head hk is token
+// i / G, query head hk * G + i % G; SPLIT: the unnormalised partial (m, l, acc[HD]) of split z at
+// ((t * Hq + h) * n_split + z) * (HD + 2) for attention_combine.wgsl.
+
 // The keys [x, y) a block reads: up to n_keys (the keys visible to its last row), from 0 or, with WINDOW,
 // from the window start of its first row (at position first_pos; later rows mask the keys below their
 // own window); with SPLIT, split z's share of that range, split_len keys from its first key.

@@ -19,7 +19,7 @@
 # $OUT/results.tgz and summary.json (see R below).
 set -u
 source tools/device/remote.sh
-T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
+T0=$(date +%s)  # for el (remote.sh)
 P=$W/chromium-parts
 mkdir -p $P
 cp .carry/chromium/* $P/ 2>/dev/null
@@ -159,7 +159,6 @@ PY
   for f in adapter.json run.json command.txt glxinfo.txt; do [ -f $d/$f ] && cp $d/$f $R/browser_r$1_$f; done
   grep -a -i -E "vulkan|webgpu|dawn|gpu_init|adapter|nvidia|error" $d/chromium.log | grep -a -v -i -E "font|dbus|CONSOLE" | head -40 > $R/browser_r$1_log.txt
 }
-CHR_BIN=/root/chromium/usr/lib/chromium/chromium
 wg_rounds native browser ${ROUNDS:-2} ${BUDGET_S:-300}
 wg_web_summary $R $MODEL_NAME
 el done

@@ -17,12 +17,12 @@
 #     ~/.cache/wgllm/models/gemma-3-270m-q4_k_m.gguf --extra ~/.cache/wgllm/text/package/moby-dick/data/data.txt=moby.txt
 #   then every planned call, back to back: `bash tools/device/recipes/real_models.sh` (stores; the call that
 #   completes the models measures); afterwards `tools/device/lean_tree.sh off`.
-# Output: $OUT/results.tgz (run_<m>.txt, chat_<m>.txt, ppl_slice_<m>.json/.log, ppl_all_<m>.json/.log, gpu.txt,
+# Output: $OUT/results.tgz (FAILED.txt for steps the budget skipped, run_<m>.txt, chat_<m>.txt, ppl_slice_<m>.json/.log, ppl_all_<m>.json/.log, gpu.txt,
 # this recipe).
 set -u
 source tools/device/remote.sh
 [ -f .carry/moby.txt ] && cp .carry/moby.txt $W/moby.txt
-T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
+T0=$(date +%s)  # for el (remote.sh) until wg_results starts the budget
 declare -A FILE=([qwen25-1.5b]=qwen2.5-coder-1.5b-instruct-q4_k_m.gguf [gemma3-270m]=gemma-3-270m-q4_k_m.gguf)
 ready=()
 for m in ${REAL_MODELS:-qwen25-1.5b gemma3-270m}; do
@@ -31,17 +31,10 @@ for m in ${REAL_MODELS:-qwen25-1.5b gemma3-270m}; do
 done
 el "models arrived: ${ready[*]:-none}; text: $([ -f $W/moby.txt ] && echo yes || echo no); wgllm: $([ -x $B ] && echo yes || echo no)"
 [ ${#ready[@]} = ${REAL_COUNT:-2} ] && [ -f $W/moby.txt ] && [ -x $B ] || exit 0
-R=$W/res_real; rm -rf $R; mkdir -p $R
-# Every step runs under a timeout sized to what is left of BUDGET_S (default 540 s of the call's 600) and
-# is skipped when under 30 s are left, so that the EXIT trap always packs the results within the call.
-left() { echo $(( ${BUDGET_S:-540} - ($(date +%s) - T0) )); }
-step() {  # MAX_SECONDS CMD...: CMD under timeout min(MAX, left - 10), or skipped
-  local t=$1; shift
-  (( $(left) < 30 )) && { el "time budget: skipped $*"; return 1; }
-  (( t > $(left) - 10 )) && t=$(( $(left) - 10 ))
-  timeout $t "$@"
-}
-trap 'tar czf $OUT/results.tgz -C $R .' EXIT
+# Every step runs under a timeout sized to what is left of BUDGET_S (540 s of the call's 600 here) and is
+# skipped when under 30 s are left (wg_step), so that the EXIT trap always packs the results within the call.
+BUDGET_S=${BUDGET_S:-540}
+wg_results
 wg_gpu_check | tee $R/gpu.txt
 cp tools/device/recipes/real_models.sh $R/recipe_real_models.sh
 $B devices > $R/devices.txt 2>&1
@@ -52,20 +45,20 @@ for m in "${ready[@]}"; do
   F=$W/models/${FILE[$m]}
   if [ $m = gemma3-270m ]; then
     el "$m: run (raw: a base model)"
-    step 120 $B run -m $F --raw -p "The capital of France is" -n 24 --temp 0 --print-ids > $R/run_$m.txt 2>&1
+    wg_step 120 $B run -m $F --raw -p "The capital of France is" -n 24 --temp 0 --print-ids > $R/run_$m.txt 2>&1
   else
     el "$m: run"
-    step 120 $B run -m $F -p "Write a Python function that returns the n-th Fibonacci number." -n 96 --temp 0 --print-ids > $R/run_$m.txt 2>&1
+    wg_step 120 $B run -m $F -p "Write a Python function that returns the n-th Fibonacci number." -n 96 --temp 0 --print-ids > $R/run_$m.txt 2>&1
     el "$m: chat"
     printf 'What is the capital of France? Answer in one sentence.\nAnd of Italy?\n' |
-      step 120 $B chat -m $F --temp 0 -n 48 > $R/chat_$m.txt 2>&1
+      wg_step 120 $B chat -m $F --temp 0 -n 48 > $R/chat_$m.txt 2>&1
   fi
   el "$m: perplexity, slice"
-  step 120 $B perplexity -m $F -f $W/moby_20000_12000.txt -c 512 --chunks 2 --json $R/ppl_slice_$m.json > $R/ppl_slice_$m.log 2>&1
+  wg_step 120 $B perplexity -m $F -f $W/moby_20000_12000.txt -c 512 --chunks 2 --json $R/ppl_slice_$m.json > $R/ppl_slice_$m.log 2>&1
   tail -1 $R/ppl_slice_$m.log
   if [ "${PPL_ALL:-1}" = 1 ]; then
     el "$m: perplexity, whole text"
-    step 240 $B perplexity -m $F -f $W/moby.txt -c 512 --json $R/ppl_all_$m.json > $R/ppl_all_$m.log 2>&1
+    wg_step 240 $B perplexity -m $F -f $W/moby.txt -c 512 --json $R/ppl_all_$m.json > $R/ppl_all_$m.log 2>&1
     tail -1 $R/ppl_all_$m.log
   fi
   tail -4 $R/run_$m.txt | cut -c1-300
