@@ -19,7 +19,7 @@ stage=${1:-measure}
 source tools/device/remote.sh
 [ -f .carry/moby.txt ] && cp .carry/moby.txt $W/moby.txt  # carried by the first call only
 [ "$stage" = store ] && { $B devices 2>&1 | head -3; exit 0; }
-T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
+T0=$(date +%s)  # for el (remote.sh)
 GGUF=$(wg_model qwen2.5-coder-1.5b-instruct-q4_k_m.gguf) || exit 1
 R=$W/res; rm -rf $R; mkdir -p $R
 trap 'tar czf $OUT/results.tgz -C $R .' EXIT

@@ -18,7 +18,7 @@
 set -u
 stage=${STAGE:-${1:-kernel}}
 source tools/device/remote.sh
-T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
+T0=$(date +%s)  # for el (remote.sh)
 mkdir -p $W/synth $W/res
 [ -d .carry/synth ] && cp .carry/synth/* $W/synth/
 trap 'tar czf $OUT/results.tgz -C $W/res .' EXIT

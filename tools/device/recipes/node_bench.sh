@@ -40,7 +40,7 @@
 # native_nodp_bench_r<k>.json, node_result_r<k>.json, logs, gpu.txt, summary.json) and summary.json.
 set -u
 source tools/device/remote.sh
-T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
+T0=$(date +%s)  # for el (remote.sh)
 ND=$W/nodedawn
 mkdir -p $ND $W/wasm
 [ -d .carry/nodedawn ] && cp .carry/nodedawn/* $ND/

@@ -28,7 +28,7 @@ stage=${1:-measure}
 source tools/device/remote.sh
 [ -f .carry/moby.txt ] && cp .carry/moby.txt $W/moby.txt
 [ "$stage" = store ] && { $B devices 2>&1 | head -3; exit 0; }
-T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
+T0=$(date +%s)  # for el (remote.sh)
 GGUF=$(wg_model qwen2.5-coder-1.5b-instruct-q4_k_m.gguf) || exit 1
 TXT=$W/moby.txt
 R=$W/res; mkdir -p $R

@@ -25,7 +25,7 @@
 # table), the servers' logs, wgllm's /metrics after each run, gpu.txt, FAILED.txt if anything failed.
 set -u
 source tools/device/remote.sh
-T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
+T0=$(date +%s)  # for el (remote.sh)
 R=$W/res_serve; mkdir -p $R
 # A machine's disk can outlive a session: files older than an hour are another session's, not ours.
 find $R -type f -mmin +60 -delete

@@ -11,7 +11,7 @@ set -u
 stage=${1:-measure}
 source tools/device/remote.sh
 [ "$stage" = store ] && { $B devices 2>&1 | head -3; exit 0; }
-T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
+T0=$(date +%s)  # for el (remote.sh)
 GGUF=$(wg_model SmolLM2-135M-Instruct.Q4_1.gguf) || exit 1
 mkdir -p $W/text/package/moby-dick/data && cp tests/fixtures/parity/prompt_256.txt $W/text/package/moby-dick/data/data.txt
 R=$W/res; rm -rf $R; mkdir -p $R

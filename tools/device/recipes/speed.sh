@@ -14,7 +14,7 @@
 set -u
 stage=${1:-measure}
 source tools/device/remote.sh
-T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
+T0=$(date +%s)  # for el (remote.sh)
 LB=$LB_CUDA
 wg_start_llamacpp_cuda
 [ "$stage" = store ] && { $B devices 2>&1 | head -4; exit 0; }

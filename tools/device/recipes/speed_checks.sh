@@ -77,7 +77,7 @@
 # Results: $OUT/results.tgz.
 set -u
 source tools/device/remote.sh
-T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
+T0=$(date +%s)  # for el (remote.sh)
 mkdir -p $W/res
 trap 'tar czf $OUT/results.tgz -C $W/res .' EXIT
 FAILED=0

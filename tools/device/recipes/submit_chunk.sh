@@ -10,7 +10,7 @@ set -u
 stage=${1:-measure}
 source tools/device/remote.sh
 [ "$stage" = store ] && { $B devices 2>&1 | head -3; exit 0; }
-T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
+T0=$(date +%s)  # for el (remote.sh)
 GGUF=$(wg_model SmolLM2-135M-Instruct.Q4_1.gguf) || exit 1
 R=$W/res; rm -rf $R; mkdir -p $R
 trap 'tar czf $OUT/results.tgz -C $R .' EXIT

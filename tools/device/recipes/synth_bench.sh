@@ -34,7 +34,7 @@
 set -u
 stage=${1:-measure}
 source tools/device/remote.sh
-T0=$(date +%s); el() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
+T0=$(date +%s)  # for el (remote.sh)
 mkdir -p $W/synth
 [ -d .carry/synth ] && cp .carry/synth/* $W/synth/
 # The prebuilt Vulkan llama-bench may arrive in several calls: unpacked once the parts form a whole xz stream.
