@@ -17,10 +17,8 @@ set -u
 stage=${1:-measure}
 source tools/device/remote.sh
 [ "$stage" = store ] && { $B devices 2>&1 | head -3; exit 0; }
-T0=$(date +%s)  # for el (remote.sh)
+wg_results  # remote.sh: T0, R=$W/res (emptied), packed into $OUT/results.tgz on exit
 GGUF=$(wg_model SmolLM2-135M-Instruct.Q4_1.gguf) || exit 1
-R=$W/res; rm -rf $R; mkdir -p $R
-trap 'tar czf $OUT/results.tgz -C $R .' EXIT
 wg_gpu_check | tee $R/gpu.txt
 [ -x $W/bin/fused_ops_test ] && { $W/bin/fused_ops_test --gtest_filter='*QkNorm*:*MatmulGate*:*MatmulNorm*' > $R/test_fused_ops.log 2>&1; echo "fused_ops_test: exit $?"; }
 [ -x $W/bin/fusion_switches_test ] && { $W/bin/fusion_switches_test --gtest_filter='Hybrids/*:Matvec/*' > $R/test_fusion_switches.log 2>&1; echo "fusion_switches_test: exit $?"; }

@@ -19,10 +19,8 @@ stage=${1:-measure}
 source tools/device/remote.sh
 [ -f .carry/moby.txt ] && cp .carry/moby.txt $W/moby.txt  # carried by the first call only
 [ "$stage" = store ] && { $B devices 2>&1 | head -3; exit 0; }
-T0=$(date +%s)  # for el (remote.sh)
+wg_results  # remote.sh: T0, R=$W/res (emptied), packed into $OUT/results.tgz on exit
 GGUF=$(wg_model qwen2.5-coder-1.5b-instruct-q4_k_m.gguf) || exit 1
-R=$W/res; rm -rf $R; mkdir -p $R
-trap 'tar czf $OUT/results.tgz -C $R .' EXIT
 wg_gpu_check | tee $R/gpu.txt
 PART=${PART:-speed quality}  # PART=speed or PART=quality: one of the two halves per call (each fits a call)
 if [[ " $PART " == *" speed "* ]]; then

@@ -15,10 +15,8 @@ set -u
 stage=${1:-measure}
 source tools/device/remote.sh
 [ "$stage" = store ] && { $B devices 2>&1 | head -3; exit 0; }
-T0=$(date +%s)  # for el (remote.sh)
+wg_results  # remote.sh: T0, R=$W/res (emptied), packed into $OUT/results.tgz on exit
 GGUF=$(wg_model SmolLM2-135M-Instruct.Q4_1.gguf) || exit 1
-R=$W/res; rm -rf $R; mkdir -p $R
-trap 'tar czf $OUT/results.tgz -C $R .' EXIT
 wg_gpu_check | tee $R/gpu.txt
 CTX=${CONTEXTS:-2048,4096,8192,16384,32768}
 if [ -z "${LONG_ONLY:-}" ]; then  # LONG_ONLY=1: only the long-context bench (a second call for 64k / 96k)

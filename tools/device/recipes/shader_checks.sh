@@ -11,11 +11,9 @@ set -u
 stage=${1:-measure}
 source tools/device/remote.sh
 [ "$stage" = store ] && { $B devices 2>&1 | head -3; exit 0; }
-T0=$(date +%s)  # for el (remote.sh)
+wg_results  # remote.sh: T0, R=$W/res (emptied), packed into $OUT/results.tgz on exit
 GGUF=$(wg_model SmolLM2-135M-Instruct.Q4_1.gguf) || exit 1
 mkdir -p $W/text/package/moby-dick/data && cp tests/fixtures/parity/prompt_256.txt $W/text/package/moby-dick/data/data.txt
-R=$W/res; rm -rf $R; mkdir -p $R
-trap 'tar czf $OUT/results.tgz -C $R .' EXIT
 wg_gpu_check | tee $R/gpu.txt
 # Same greedy tokens with and without the checks (64 tokens, ids printed).
 for c in shader-checks no-shader-checks; do
