@@ -107,8 +107,6 @@ void print_margins(cli::Loaded& l, std::span<const int32_t> prompt, std::span<co
 
 int cmd_run(cli::CommonOptions& o, const std::string& prompt, const std::string& system, bool raw, bool print_ids,
             bool margins) {
-  if (margins && !o.gen.sampler.device_argmax_ok())
-    throw Error("--print-margins needs plain greedy decoding (--temp 0, --repeat-penalty 1)");
   cli::Loaded l = cli::load(o);
   std::string text = prompt;
   if (!raw && l.chat) {
@@ -334,10 +332,17 @@ int main(int argc, char** argv) {
   // The command's status; then output that could not be written (a full disk, a closed stdout) is
   // an error, not a success.
   auto dispatch = [&]() -> int {
-    if (*run && prompt.empty() && prompt_file.empty()) {
-      fmt::print(stderr, "wgllm run: error: give a prompt with -p or -f (see `wgllm run --help`)\n");
+    // Command-line errors found before anything loads: exit 2, as the parser's own.
+    auto usage = [](const std::string& msg) {
+      fmt::print(stderr, "wgllm run: error: {} (see `wgllm run --help`)\n", msg);
       return 2;
-    }
+    };
+    if (*run && prompt.empty() && prompt_file.empty())
+      return usage(popt->count() ? "the prompt given with -p is empty" : "give a prompt with -p or -f");
+    if (*run && raw && !system.empty())
+      return usage("--system has no effect with --raw (the chat template places the system message); put it in the prompt");
+    if (*run && print_margins && !run_o.gen.sampler.device_argmax_ok())
+      return usage("--print-margins needs plain greedy decoding (--temp 0, --repeat-penalty 1)");
     if (!prompt_file.empty()) {
       prompt = cli::read_file(prompt_file);
       if (*run && prompt.empty()) throw Error("the prompt file " + prompt_file + " is empty");

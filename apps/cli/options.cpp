@@ -29,7 +29,10 @@ void add_switch(CLI::App& app, SwitchKind kind, const char* flag, T& v, int64_t 
   if (!*flag) return;  // no CLI flag
   const std::string f = std::string("--") + flag, nf = std::string("--no-") + flag;
   if constexpr (std::is_same_v<T, bool>) {
-    app.add_flag(f + ",!" + nf, v, help);
+    // Two callbacks rather than CLI11's "--f,!--no-f", whose help reads "--f,--no-f{false}" for a
+    // switch that is on by default (the help text states the default).
+    app.add_flag_callback(f, [&v] { v = true; }, help);
+    app.add_flag_callback(nf, [&v] { v = false; }, std::string("turns off ") + f);
   } else if constexpr (std::is_same_v<T, uint8_t>) {
     app.add_flag_callback(f, [&v] { v = 1; }, help);
     app.add_flag_callback(nf, [&v] { v = 0; }, std::string("turns off ") + f);
@@ -43,24 +46,47 @@ void add_switch(CLI::App& app, SwitchKind kind, const char* flag, T& v, int64_t 
 
 }  // namespace
 
-void add_common(CLI::App& app, CommonOptions& o) {
+void add_common(CLI::App& app, CommonOptions& o, GenFlags gen) {
   app.add_option("-m,--model", o.model, "GGUF file, Hugging Face model directory or installed model name (`wgllm models`; default: SmolLM2-135M-Instruct from `make setup`)")
       ->transform(ModelPath);
-  app.add_option("--backend", o.backend, "webgpu | cpu (CPU reference)")->check(CLI::IsMember({"webgpu", "cpu"}));
-  app.add_option("-c,--context", o.context, "KV cache length in tokens (capped by the model)")->transform(integer(1, kMaxTokens));
+  app.add_option("--backend", o.backend, "webgpu | cpu (CPU reference)")->check(CLI::IsMember({"webgpu", "cpu"}))->capture_default_str();
+  app.add_option("-c,--context", o.context, "KV cache length in tokens (capped by the model)")
+      ->transform(integer(1, kMaxTokens))
+      ->capture_default_str();
   app.add_option("--adapter", o.adapter, "WebGPU adapter index (see `wgllm devices`; -1: first hardware adapter)")
-      ->transform(integer(-1, 1023));
-  app.add_option("-n,--max-tokens", o.gen.max_new_tokens, "maximum new tokens (0: prefill only)")->transform(integer(0, kMaxTokens));
-  app.add_option("--temp", o.gen.sampler.temperature, "temperature (0 = greedy)")->check(real(0, 1e6));
-  app.add_option("--top-k", o.gen.sampler.top_k, "top-k (0 = off)")->transform(integer(0, UINT32_MAX));
-  app.add_option("--top-p", o.gen.sampler.top_p, "top-p (1 = off)")->check(real(0, 1, /*lo_open=*/true));
-  app.add_option("--min-p", o.gen.sampler.min_p, "min-p (0 = off)")->check(real(0, 1));
-  app.add_option("--repeat-penalty", o.gen.sampler.repeat_penalty, "repetition penalty (1 = off)")
-      ->check(real(0, 1e6, /*lo_open=*/true));
-  app.add_option("--repeat-last-n", o.gen.sampler.repeat_last_n, "tokens the repetition penalty looks at")
-      ->transform(integer(0, UINT32_MAX));
-  app.add_option("--seed", o.gen.sampler.seed, "sampling seed")->transform(integer(0, UINT64_MAX));
-  app.add_flag("!--ignore-eos", o.gen.stop_at_eog, "keep generating after end-of-generation tokens");
+      ->transform(integer(-1, 1023))
+      ->capture_default_str();
+  if (gen != GenFlags::None) {
+    const bool server = gen == GenFlags::Server;
+    app.add_option("-n,--max-tokens", o.gen.max_new_tokens,
+                   server ? "default max_tokens of a request that sets none (without -n: up to the end of the context)"
+                          : "maximum new tokens (0: prefill only)")
+        ->transform(integer(server ? 1 : 0, kMaxTokens))
+        ->capture_default_str();
+    app.add_option("--temp", o.gen.sampler.temperature,
+                   server ? "default temperature of a request that sets none (0 = greedy)" : "temperature (0 = greedy)")
+        ->check(real(0, 1e6))
+        ->capture_default_str();
+    app.add_option("--top-k", o.gen.sampler.top_k, "top-k (0 = off)")->transform(integer(0, UINT32_MAX))->capture_default_str();
+    app.add_option("--top-p", o.gen.sampler.top_p, "top-p (1 = off)")
+        ->check(real(0, 1, /*lo_open=*/true))
+        ->capture_default_str();
+    app.add_option("--min-p", o.gen.sampler.min_p, "min-p (0 = off)")->check(real(0, 1))->capture_default_str();
+    if (!server) {
+      app.add_option("--repeat-penalty", o.gen.sampler.repeat_penalty, "repetition penalty (1 = off)")
+          ->check(real(0, 1e6, /*lo_open=*/true))
+          ->capture_default_str();
+      app.add_option("--repeat-last-n", o.gen.sampler.repeat_last_n, "tokens the repetition penalty looks at")
+          ->transform(integer(0, UINT32_MAX))
+          ->capture_default_str();
+    }
+    app.add_option("--seed", o.gen.sampler.seed,
+                   server ? "seed of a request that sets none (without --seed: a random seed per request)" : "sampling seed")
+        ->transform(integer(0, UINT64_MAX));
+    app.add_flag_callback("--ignore-eos", [&o] { o.gen.stop_at_eog = false; },
+                          server ? "requests that do not set ignore_eos keep generating after end-of-generation tokens"
+                                 : "keep generating after end-of-generation tokens");
+  }
   // Every performance switch, from the table (kernels/switches.def).
   constexpr SwitchKind BOOL = SwitchKind::Bool, TRI = SwitchKind::Tri, INT = SwitchKind::Int, POW2 = SwitchKind::Pow2;
 #define WGLLM_SWITCH(scope, field, type, kind, def, lo, hi, flag, bit_exact, product, record, warmup, help) \
@@ -124,7 +150,11 @@ std::string read_file(const std::string& path) {
 
 std::string Loaded::render(const std::vector<ChatMessage>& msgs, bool add_generation_prompt) const {
   if (!chat) throw Error(src->path + ": the model has no chat template; use --raw");
-  return chat->apply(msgs, add_generation_prompt);
+  try {
+    return chat->apply(msgs, add_generation_prompt);
+  } catch (const Error& e) {  // e.g. a template's raise_exception('...'), whose text is the template's own
+    throw Error(src->path + ": the model's chat template refused the conversation: " + e.what());
+  }
 }
 
 Loaded load_text(const CommonOptions& o) {
@@ -154,6 +184,14 @@ Loaded load(const CommonOptions& o, bool batched) {
   const bool tty = isatty(STDERR_FILENO) != 0;
   if (tty) fmt::print(stderr, "[wgllm] loading {} ...", std::filesystem::path(l.src->path).filename().string());
   l.model = create_model(*l.src, model_options(o));
+  // Every id the tokenizer produces must have an embedding row, and every row an id to print. A GGUF
+  // has as many tokens as rows (llama.cpp refuses a file whose token_embd.weight has other than
+  // n_tokens rows); a Hugging Face vocabulary may be padded past tokenizer.json's tokens.
+  const size_t n_tok = l.tok->vocab_size(), n_rows = l.model->config().vocab;
+  if (n_tok > n_rows || (l.src->is_gguf() && n_tok != n_rows))
+    throw Error(fmt::format("{}: the tokenizer has {} tokens but the model's vocabulary (token embedding rows) is {}: "
+                            "the file is inconsistent",
+                            l.src->path, n_tok, n_rows));
   if (tty)
     fmt::print(stderr, " {:.1f} s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   for (const auto& n : l.model->inactive_switches()) fmt::print(stderr, "[wgllm] note: {}\n", n);

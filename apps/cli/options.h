@@ -43,9 +43,15 @@ struct CommonOptions {
 #undef WGLLM_SWITCH
 };
 
-/// Registers -m, --backend, sampling and performance flags on a subcommand, each with a
-/// validator (validate.h): a value out of range is a parse error, before any model loads.
-void add_common(CLI::App& app, CommonOptions& o);
+/// Which generation flags a subcommand takes: run / chat all of them; serve the sampling flags as
+/// its requests' defaults, without the repetition penalty (the server's requests have OpenAI's
+/// presence / frequency penalties instead); perplexity none (it only scores text).
+enum class GenFlags { All, Server, None };
+
+/// Registers -m, --backend, the generation flags `gen` names and the performance flags on a
+/// subcommand, each with a validator (validate.h): a value out of range is a parse error, before any
+/// model loads. The help shows each option's default as set in `o` when this is called.
+void add_common(CLI::App& app, CommonOptions& o, GenFlags gen = GenFlags::All);
 
 /// The CLI spelling of every switch of `o` (kernel, model and CLI level; kernels/switches.def) that
 /// differs from its default and is not declared product-neutral: empty = the product configuration.

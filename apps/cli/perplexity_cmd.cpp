@@ -39,10 +39,12 @@ std::function<int()> add_perplexity(CLI::App& app) {
   };
   auto s = std::make_shared<State>();
   auto* cmd = app.add_subcommand("perplexity", "perplexity of a text file under the model (llama-perplexity's method)");
-  add_common(*cmd, s->o);
+  add_common(*cmd, s->o, GenFlags::None);
   cmd->get_option("--context")->description("tokens per chunk, n_ctx (llama-perplexity -c; default 512 here)");
   cmd->add_option("-f,--file", s->file, "text file (UTF-8)")->required()->check(CLI::ExistingFile);
-  cmd->add_option("--ctx-size,--ctx", s->ctx_size, "same as -c (llama.cpp's long name)")->transform(integer(4, kMaxTokens));
+  cmd->add_option("--ctx-size,--ctx", s->ctx_size, "same as -c (llama.cpp's long name)")
+      ->transform(integer(4, kMaxTokens))
+      ->excludes(cmd->get_option("--context"));
   cmd->add_option("--chunks", s->chunks, "evaluate at most this many chunks (default: all)")->transform(integer(1, 1u << 30));
   cmd->add_option("--ubatch-size", s->ubatch,
                   "tokens per forward within a chunk (llama-perplexity -ub; default: the whole chunk); 1..8 score the "
@@ -57,6 +59,10 @@ std::function<int()> add_perplexity(CLI::App& app) {
     CommonOptions o = s->o;
     const bool window = s->window > 0;
     const uint32_t n_ctx = s->ctx_size ? s->ctx_size : cmd->get_option("--context")->count() ? o.context : 512;
+    if (!window && n_ctx < 4) {  // a command-line error (exit 2), found before the load
+      fmt::print(stderr, "wgllm perplexity: error: -c must be at least 4 (tokens per chunk), got {}\n", n_ctx);
+      return 2;
+    }
     o.context = window ? std::max(o.context, s->window) : n_ctx;
     Loaded l = load(o);
     l.seq.reset();  // perplexity makes its own sequences

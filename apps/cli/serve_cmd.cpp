@@ -25,11 +25,13 @@ std::function<int()> add_serve(CLI::App& app) {
     bool no_batch = false;
   };
   auto s = std::make_shared<State>();
+  s->o.gen.sampler.temperature = server::RequestDefaults{}.sampler.temperature;  // OpenAI's default, shown by --help
   auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (chat/completions, completions, models, metrics)");
-  add_common(*cmd, s->o);
+  add_common(*cmd, s->o, GenFlags::Server);
   cmd->add_option("--host", s->so.host, "address to listen on (default 127.0.0.1: this machine only)")->check(NonEmpty);
   cmd->add_option("--port", s->so.port, "TCP port (0: any free port, printed at start; default 8080)")->transform(integer(0, 65535));
-  cmd->add_option("--api-key", s->so.api_key, "require 'Authorization: Bearer KEY' on every endpoint but /health");
+  cmd->add_option("--api-key", s->so.api_key, "require 'Authorization: Bearer KEY' on every endpoint but /health")
+      ->check(NonEmpty);  // an empty key (an unset variable) would leave the server open
   cmd->add_option("--parallel", s->so.scheduler.slots,
                   "sequences served at once (slots, each with its own KV cache of --context tokens; default 1)")
       ->transform(integer(1, 256));
@@ -50,14 +52,23 @@ std::function<int()> add_serve(CLI::App& app) {
                 "(for comparisons)");
   return [s, cmd]() -> int {
     if (!*cmd) return -1;
+    server::check_listen_address(s->so.host, s->so.port);  // a busy port fails now, not after the load
     server::block_shutdown_signals();  // before loading starts the GPU driver's threads
-    Loaded l = load(s->o, /*batched=*/!s->no_batch);
+    Loaded l = [&] {
+      server::LoadSignalWatch watch;  // SIGINT / SIGTERM during the load stop the process
+      return load(s->o, /*batched=*/!s->no_batch);
+    }();
     l.seq.reset();  // the scheduler makes one sequence per slot
     server::ServerOptions so = s->so;
     so.scheduler.context = s->o.context;
     so.scheduler.snapshot_cap_bytes = s->snapshot_cap_mib << 20;
     so.scheduler.prefix_reuse = !s->no_prefix_reuse;
     so.scheduler.batch = !s->no_batch;
+    // The generation flags are the requests' defaults (api.h RequestDefaults).
+    so.defaults.sampler = s->o.gen.sampler;
+    if (cmd->count("--seed")) so.defaults.seed = s->o.gen.sampler.seed;
+    if (cmd->count("--max-tokens")) so.defaults.max_tokens = s->o.gen.max_new_tokens;
+    so.defaults.ignore_eos = !s->o.gen.stop_at_eog;
     if (so.model_id.empty()) so.model_id = std::filesystem::path(l.src->path).filename().string();
     const std::string backend = l.model->backend_name();
     so.on_listening = [&](int port) {

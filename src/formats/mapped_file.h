@@ -18,7 +18,8 @@ namespace wgllm::detail {
 /// prefixed with `kind` ("gguf", "safetensors") for missing, non-regular or empty files.
 inline std::pair<void*, size_t> map_file(const std::string& path, const char* kind) {
   const std::string pre = std::string(kind) + " " + path + ": ";
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading would wait for a writer (it is then refused below).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) throw Error(pre + "cannot open: " + std::strerror(errno));
   struct stat st {};
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

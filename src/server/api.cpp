@@ -59,12 +59,16 @@ bool boolean(const json& b, const char* k) {
 }
 
 /// Fields shared by both endpoints.
-void parse_common(const json& b, ParsedRequest& r) {
+void parse_common(const json& b, ParsedRequest& r, const RequestDefaults& d) {
   if (present(b, "n") && integer(b, "n", 1, 1 << 20) != 1) bad("n", "only n = 1 is supported (one choice per request)");
   if (present(b, "best_of") && integer(b, "best_of", 1, 1 << 20) != 1) bad("best_of", "only best_of = 1 is supported");
+  if (present(b, "model") && !b["model"].is_string()) bad("model", "'model' must be a string");
+  if (present(b, "logit_bias") && !(b["logit_bias"].is_object() && b["logit_bias"].empty()))
+    bad("logit_bias", "'logit_bias' is not supported");
   GenParams& p = r.params;
+  p.sampler = d.sampler;
+  p.ignore_eos = d.ignore_eos;
   if (present(b, "temperature")) p.sampler.temperature = float(number(b, "temperature", 0, 2));
-  else p.sampler.temperature = 1.0f;  // OpenAI's default
   if (present(b, "top_p")) {
     p.sampler.top_p = float(number(b, "top_p", 0, 1, /*lo_open=*/true));
   }
@@ -73,6 +77,7 @@ void parse_common(const json& b, ParsedRequest& r) {
   if (present(b, "presence_penalty")) p.presence_penalty = float(number(b, "presence_penalty", -2, 2));
   if (present(b, "frequency_penalty")) p.frequency_penalty = float(number(b, "frequency_penalty", -2, 2));
   if (present(b, "seed")) p.sampler.seed = uint64_t(integer(b, "seed", INT64_MIN, INT64_MAX));
+  else if (d.seed) p.sampler.seed = *d.seed;
   else p.sampler.seed = (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
   for (const char* k : {"max_completion_tokens", "max_tokens"})
     if (present(b, k)) {
@@ -80,6 +85,10 @@ void parse_common(const json& b, ParsedRequest& r) {
       r.max_tokens_given = true;
       break;
     }
+  if (!r.max_tokens_given && d.max_tokens) {
+    p.max_tokens = *d.max_tokens;
+    r.max_tokens_given = true;
+  }
   if (present(b, "stop")) {
     const json& s = b["stop"];
     if (s.is_string()) {
@@ -133,7 +142,7 @@ std::string message_content(const json& m, size_t i) {
 
 }  // namespace
 
-ParsedRequest parse_chat_request(const json& b) {
+ParsedRequest parse_chat_request(const json& b, const RequestDefaults& d) {
   ParsedRequest r;
   r.chat = true;
   if (!b.contains("messages")) bad("messages", "'messages' is required");
@@ -145,6 +154,7 @@ ParsedRequest parse_chat_request(const json& b) {
     if (!m.contains("role") || !m["role"].is_string())
       bad(fmt::format("messages[{}].role", i), "each message needs a string 'role'");
     if (present(m, "tool_calls")) bad(fmt::format("messages[{}].tool_calls", i), "tool calls are not supported");
+    if (present(m, "name") && !m["name"].is_string()) bad(fmt::format("messages[{}].name", i), "a message's 'name' must be a string");
     std::string role = m["role"].get<std::string>();
     if (role == "developer") role = "system";  // OpenAI's newer name for the system role
     if (role != "system" && role != "user" && role != "assistant" && role != "tool")
@@ -165,11 +175,11 @@ ParsedRequest parse_chat_request(const json& b) {
     r.params.top_logprobs = uint32_t(integer(b, "top_logprobs", 0, 20));
     if (!r.params.logprobs) bad("top_logprobs", "'top_logprobs' needs 'logprobs': true");
   }
-  parse_common(b, r);
+  parse_common(b, r, d);
   return r;
 }
 
-ParsedRequest parse_completion_request(const json& b) {
+ParsedRequest parse_completion_request(const json& b, const RequestDefaults& d) {
   ParsedRequest r;
   r.chat = false;
   if (!b.contains("prompt")) bad("prompt", "'prompt' is required");
@@ -201,7 +211,7 @@ ParsedRequest parse_completion_request(const json& b) {
     r.params.top_logprobs = uint32_t(integer(b, "logprobs", 0, 5));
     r.params.logprobs = true;
   }
-  parse_common(b, r);
+  parse_common(b, r, d);
   return r;
 }
 

@@ -46,9 +46,21 @@ struct ParsedRequest {
   bool echo = false;           // completions: prepend the prompt to the text
 };
 
-/// Parses a request body. Throws ApiError (400) naming the offending field.
-ParsedRequest parse_chat_request(const nlohmann::json& body);
-ParsedRequest parse_completion_request(const nlohmann::json& body);
+/// What a request that leaves a field out gets (`wgllm serve`'s generation flags): temperature 1
+/// (OpenAI's default) unless the server was started with --temp; top-k / top-p / min-p off unless
+/// given; a fresh random seed per request unless --seed; max_tokens up to the end of the context
+/// unless -n; ignore_eos false unless --ignore-eos.
+struct RequestDefaults {
+  SamplerConfig sampler{.temperature = 1.0f};
+  std::optional<uint64_t> seed;
+  std::optional<uint32_t> max_tokens;
+  bool ignore_eos = false;
+};
+
+/// Parses a request body; fields it leaves out take `defaults`. Throws ApiError (400) naming the
+/// offending field.
+ParsedRequest parse_chat_request(const nlohmann::json& body, const RequestDefaults& defaults = {});
+ParsedRequest parse_completion_request(const nlohmann::json& body, const RequestDefaults& defaults = {});
 
 /// Parses text as JSON; ApiError 400 when it is not valid JSON or not an object.
 nlohmann::json parse_body(const std::string& text);

@@ -3,15 +3,19 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <httplib.h>
+#include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <strings.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <ctime>
 #include <map>
+#include <thread>
 
 #include <fmt/core.h>
 
@@ -210,7 +214,7 @@ json Server::usage(const Job& j) const {
 void Server::generate(const httplib::Request& req, httplib::Response& res, bool chat) {
   if (shutting_down_) throw ApiError(503, "the server is shutting down", "", "", "server_error");
   const json body = parse_body(req.body);
-  ParsedRequest r = chat ? parse_chat_request(body) : parse_completion_request(body);
+  ParsedRequest r = chat ? parse_chat_request(body, opt_.defaults) : parse_completion_request(body, opt_.defaults);
   std::string text = r.prompt;
   if (chat) {
     if (!tmpl_) throw ApiError(400, "this model has no chat template; use /v1/completions", "messages");
@@ -398,7 +402,10 @@ void Server::routes() {
   http_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (opt_.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
     const std::string auth = req.get_header_value("Authorization");
-    if (auth == "Bearer " + opt_.api_key) return httplib::Server::HandlerResponse::Unhandled;
+    // The scheme name is case-insensitive (RFC 7235 section 2.1), the key is not.
+    if (auth.size() == 7 + opt_.api_key.size() && strncasecmp(auth.c_str(), "Bearer ", 7) == 0 &&
+        auth.compare(7, std::string::npos, opt_.api_key) == 0)
+      return httplib::Server::HandlerResponse::Unhandled;
     answer_error(res, ApiError(401, auth.empty() ? "missing API key (send 'Authorization: Bearer KEY')" : "incorrect API key",
                                "", "invalid_api_key"));
     // Answered before the body was read: close the connection, or the unread body would be
@@ -531,12 +538,61 @@ int Server::run() {
 
 }  // namespace
 
+void check_listen_address(const std::string& host, int port) {
+  if (port == 0) return;  // any free port: nothing to check
+  // Plain sockets, not cpp-httplib: its bind_to_port also starts listening and keeps the socket
+  // until its server runs. Same options as serve()'s socket (SO_REUSEADDR only), so this fails
+  // exactly where that bind would.
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  const std::string service = std::to_string(port);
+  if (getaddrinfo(host.c_str(), service.c_str(), &hints, &res) != 0 || !res)
+    throw Error(fmt::format("cannot listen on {}:{} (not an address of this machine)", host, port));
+  bool ok = false;
+  for (addrinfo* a = res; a && !ok; a = a->ai_next) {
+    const int fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+    if (fd < 0) continue;
+    int yes = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    ok = bind(fd, a->ai_addr, a->ai_addrlen) == 0;
+    close(fd);
+  }
+  freeaddrinfo(res);
+  if (!ok) throw Error(fmt::format("cannot listen on {}:{} (in use, or not an address of this machine)", host, port));
+}
+
 void block_shutdown_signals() {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+LoadSignalWatch::LoadSignalWatch() {
+  thread_ = std::thread([this] {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    const timespec tick{0, 100 * 1000 * 1000};
+    while (!done_) {
+      const int sig = sigtimedwait(&set, nullptr, &tick);
+      if (sig > 0) {
+        fmt::print(stderr, "wgllm serve: {} while loading the model; stopped\n", sig == SIGINT ? "interrupted" : "terminated");
+        std::fflush(stderr);
+        _exit(128 + sig);  // nothing is served yet: no connection or reply to finish
+      }
+    }
+  });
+}
+
+LoadSignalWatch::~LoadSignalWatch() {
+  done_ = true;
+  thread_.join();
 }
 
 int serve(Model& model, const Tokenizer& tok, const ChatTemplate* tmpl, const ServerOptions& opt) {

@@ -15,10 +15,13 @@
 // generations are cancelled (streams end with an error event and [DONE]), then the server stops
 // and serve() returns 0.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <thread>
 
+#include "server/api.h"
 #include "server/scheduler.h"
 
 namespace wgllm {
@@ -35,9 +38,15 @@ struct ServerOptions {
   std::string api_key;          // empty: no authentication
   std::string model_id;         // the name /v1/models lists and responses carry
   SchedulerOptions scheduler;
+  RequestDefaults defaults;     // what a request leaves out (api.h)
   size_t max_body_bytes = 16u << 20;
   std::function<void(int port)> on_listening;  // called once the socket is bound
 };
+
+/// Throws wgllm::Error (the message serve() gives) when host:port cannot be bound now, so that a
+/// busy port is reported before the model loads; port 0 (any free port) always passes. The port
+/// may still be taken between this check and serve().
+void check_listen_address(const std::string& host, int port);
 
 /// Blocks SIGINT and SIGTERM in the calling thread, and so in every thread it starts later, so that
 /// serve()'s signal thread alone takes them (sigwait). Call it before anything starts threads
@@ -47,6 +56,22 @@ void block_shutdown_signals();
 
 /// Serves until SIGINT or SIGTERM; returns 0 then. Throws wgllm::Error if the address cannot be
 /// bound. Calls block_shutdown_signals().
+/// While it exists (the model's load, after block_shutdown_signals()), SIGINT and SIGTERM end the
+/// process at once with a message (exit 128 + signal): without it, a signal sent during a load of
+/// minutes would wait, blocked, until serve() starts. A signal arriving after its destruction stays
+/// pending for serve().
+class LoadSignalWatch {
+ public:
+  LoadSignalWatch();
+  ~LoadSignalWatch();
+  LoadSignalWatch(const LoadSignalWatch&) = delete;
+  LoadSignalWatch& operator=(const LoadSignalWatch&) = delete;
+
+ private:
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
 int serve(Model& model, const Tokenizer& tok, const ChatTemplate* tmpl, const ServerOptions& opt);
 
 }  // namespace wgllm::server

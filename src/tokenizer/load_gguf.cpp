@@ -21,7 +21,9 @@ int32_t id_or(const GgufFile& g, const std::string& key, int32_t def) {
   } else {
     throw Error("tokenizer: GGUF key " + key + " is not an integer");
   }
-  if (x < -1 || x > INT32_MAX) throw Error("tokenizer: GGUF key " + key + " out of range");
+  // Outside int32 (e.g. -1 written as the uint32 0xFFFFFFFF): no such token, as an id past the
+  // vocabulary is treated below (llama.cpp drops both).
+  if (x < -1 || x > INT32_MAX) return -1;
   return int32_t(x);
 }
 

@@ -344,7 +344,9 @@ class Api(unittest.TestCase):
                  ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]},
                   "messages[0].content"),
                  ({"messages": [{"role": "user", "content": None}]}, "messages[0].content"),
-                 ({"messages": [{"role": "system"}, {"role": "user", "content": "hi"}]}, "messages[0].content")]
+                 ({"messages": [{"role": "system"}, {"role": "user", "content": "hi"}]}, "messages[0].content"),
+                 ({"messages": msgs, "logit_bias": {"5": 100}}, "logit_bias"), ({"messages": msgs, "model": 5}, "model"),
+                 ({"messages": [{"role": "user", "content": "hi", "name": 5}]}, "messages[0].name")]
         for body, param in cases:
             st, r = self.s.http("POST", "/v1/chat/completions", body)
             self.assertEqual(st, 400, body)
@@ -408,6 +410,9 @@ class Limits(unittest.TestCase):
             st, r = s.http("GET", "/v1/models")
             self.assertEqual(st, 401)
             self.assertEqual(r["error"]["code"], "invalid_api_key")
+            # The scheme name is case-insensitive (RFC 7235), the key is not.
+            self.assertEqual(s.http("GET", "/v1/models", headers={"Authorization": "bearer sekret"})[0], 200)
+            self.assertEqual(s.http("GET", "/v1/models", headers={"Authorization": "Bearer SEKRET"})[0], 401)
             self.assertEqual(s.http("GET", "/health")[0], 200)
             r = chat(s.client("sekret"), [{"role": "user", "content": "hi"}], max_tokens=2)
             self.assertEqual(r.usage.completion_tokens, 2)
@@ -451,7 +456,26 @@ class Limits(unittest.TestCase):
                                      str(s.port), "--no-warmup"], capture_output=True, text=True, timeout=180)
             self.assertNotEqual(second.returncode, 0, "a second server bound a port another one listens on")
             self.assertIn("cannot listen", second.stderr)
+            # Found before the model loads: no warm-up or load lines before the error.
+            self.assertNotIn("loading", second.stderr)
             self.assertEqual(s.http("GET", "/health")[0], 200)
+        finally:
+            self.assertEqual(s.stop(), 0)
+
+    def test_sampling_flags_are_request_defaults(self):
+        # Without --temp a request that sets no temperature samples at OpenAI's default 1; with
+        # `serve --temp 0 -n 3 --ignore-eos` such requests are greedy (equal to an explicit
+        # temperature 0) and make 3 tokens unless they set max_tokens.
+        s = Server("defaults", "--temp", "0", "-n", "3", "--ignore-eos", "-c", "256")
+        try:
+            body = {"messages": [{"role": "user", "content": "Tell me a story."}]}
+            runs = [s.http("POST", "/v1/chat/completions", body)[1] for _ in range(2)]
+            greedy = s.http("POST", "/v1/chat/completions", dict(body, temperature=0, max_tokens=3))[1]
+            self.assertEqual(runs[0]["choices"][0]["message"]["content"], greedy["choices"][0]["message"]["content"])
+            self.assertEqual(runs[1]["choices"][0]["message"]["content"], greedy["choices"][0]["message"]["content"])
+            self.assertEqual(runs[0]["usage"]["completion_tokens"], 3)
+            longer = s.http("POST", "/v1/chat/completions", dict(body, max_tokens=5))[1]
+            self.assertEqual(longer["usage"]["completion_tokens"], 5)
         finally:
             self.assertEqual(s.stop(), 0)
 
