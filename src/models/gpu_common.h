@@ -108,6 +108,7 @@ class GpuModel : public Model, public Blocks<GpuBlockTypes> {
  public:
   const ModelConfig& config() const override { return c_; }
   std::string backend_name() const override;
+  std::string software_adapter() const override;
   MemoryReport memory() const override { return mem_; }
   void set_profiling(bool on) override;
   std::vector<gpu::KernelTime> last_dispatches() const override { return rec_->last_dispatches(); }

@@ -185,6 +185,9 @@ class Model {
   virtual ~Model() = default;
   virtual const ModelConfig& config() const = 0;
   virtual std::string backend_name() const = 0;
+  /// On a software WebGPU adapter (a CPU renderer: lavapipe, SwiftShader) its name and driver, e.g.
+  /// "llvmpipe (LLVM 15.0.6, 256 bits), Mesa 25.0.7"; empty on hardware adapters and the CPU backend.
+  virtual std::string software_adapter() const { return {}; }
   /// A new empty sequence with room for context_length tokens (0: ModelOptions::context_length;
   /// always capped by the model's trained context length).
   virtual std::unique_ptr<Sequence> new_sequence(uint32_t context_length = 0) = 0;
