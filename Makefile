@@ -49,7 +49,8 @@ plots:
 # Browser build (web/protocol.md): the engine compiled to WebAssembly with Debian's Emscripten.
 # NODE_PATH lets Emscripten's JS optimiser find Debian's acorn.
 WASM_BUILD ?= build-wasm
-PORT ?= 8080
+# Not 8080: `wgllm serve` listens there by default.
+PORT ?= 8000
 web: setup
 	test -f $(WASM_BUILD)/build.ninja || NODE_PATH=/usr/share/nodejs emcmake cmake -S . -B $(WASM_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release
 	NODE_PATH=/usr/share/nodejs cmake --build $(WASM_BUILD) -j $(JOBS)

@@ -291,6 +291,9 @@ TEST(GgufBad, HandCraftedFiles) {
                "'arr': array length", "huge array");
   expect_error(tiny([](GgufWriter& w) { w.header(3, 0, 2).kv_u32("a", 1).kv_u32("a", 2); }),
                "'a': duplicate metadata key", "dup key");
+  // A NUL inside a key: the message goes on past it (what() is a C string), written as \0.
+  expect_error(tiny([](GgufWriter& w) { w.header(3, 0, 2).kv_u32(std::string("a\0b", 3), 1).kv_u32(std::string("a\0b", 3), 2); }),
+               "'a\\0b': duplicate metadata key", "NUL in a key");
   expect_error(tiny([](GgufWriter& w) { w.header(3, 0, 1).kv_u32("general.alignment", 48); }),
                "'general.alignment': alignment 48 is not a power of two", "align 48");
   expect_error(tiny([](GgufWriter& w) { w.header(3, 0, 1).kv_u64("general.alignment", 32); }),

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chat/chat_template.h"
+#include "core/error.h"
 #include "server/scheduler.h"
 
 namespace wgllm::server {
@@ -26,7 +27,7 @@ namespace wgllm::server {
 struct ApiError : std::runtime_error {
   ApiError(int status, std::string message, std::string param = {}, std::string code = {},
            std::string type = "invalid_request_error")
-      : std::runtime_error(message), status(status), type(std::move(type)), param(std::move(param)), code(std::move(code)) {}
+      : std::runtime_error(escape_nul(message)), status(status), type(std::move(type)), param(std::move(param)), code(std::move(code)) {}
   int status;
   std::string type, param, code;
 };

@@ -153,14 +153,24 @@ json chat_logprobs(const std::vector<TokenLogprob>& lps) {
   return json{{"content", content}};
 }
 
+/// A token's text as the completions API spells it: itself when valid UTF-8, else OpenAI's
+/// "bytes:\xNN..." form (a token can be part of a character; as U+FFFD, the top_logprobs keys of
+/// different partial tokens would collide).
+std::string token_text(const std::string& t) {
+  if (!validate_utf8(t)) return t;
+  std::string out = "bytes:";
+  for (unsigned char c : t) out += fmt::format("\\x{:02x}", c);
+  return out;
+}
+
 /// Completions' logprobs object; text_offset counts bytes from `offset`.
 json completion_logprobs(const std::vector<TokenLogprob>& lps, size_t offset) {
   json tokens = json::array(), lp = json::array(), top = json::array(), off = json::array();
   for (const auto& t : lps) {
-    tokens.push_back(t.token);
+    tokens.push_back(token_text(t.token));
     lp.push_back(t.logprob);
     json m = json::object();
-    for (const auto& x : t.top) m[x.token] = x.logprob;
+    for (const auto& x : t.top) m[token_text(x.token)] = x.logprob;
     top.push_back(m);
     off.push_back(offset);
     offset += t.token.size();

@@ -52,6 +52,15 @@ SERVERS = {}
 LONG_CTX, LONG = 16384, 16000
 
 
+def token_bytes(tokens):
+    """The bytes of completions' logprobs tokens: OpenAI's "bytes:\\xNN..." form (a part of a
+    character) or UTF-8 text."""
+    out = b""
+    for t in tokens:
+        out += bytes(int(h, 16) for h in t[len("bytes:"):].split("\\x")[1:]) if t.startswith("bytes:") else t.encode()
+    return out
+
+
 class Server:
     """One `wgllm serve` process on 127.0.0.1:<ephemeral>."""
 
@@ -314,7 +323,7 @@ class Api(unittest.TestCase):
         r = self.c.completions.create(model="x", prompt="Once upon a time", max_tokens=8, temperature=0, logprobs=2)
         self.assertEqual(r.object, "text_completion")
         self.assertEqual(len(r.choices[0].logprobs.tokens), r.usage.completion_tokens)
-        self.assertEqual("".join(r.choices[0].logprobs.tokens), r.choices[0].text)
+        self.assertEqual(token_bytes(r.choices[0].logprobs.tokens).decode(errors="replace"), r.choices[0].text)
         text = "".join(c.choices[0].text for c in self.c.completions.create(
             model="x", prompt="Once upon a time", max_tokens=8, temperature=0, stream=True) if c.choices)
         self.assertEqual(text, r.choices[0].text)
@@ -325,6 +334,14 @@ class Api(unittest.TestCase):
             ids = self.c.completions.create(model="x", prompt=prompt, max_tokens=8, temperature=0)
             self.assertEqual(ids.choices[0].text, r.choices[0].text)
             self.assertEqual(ids.usage.prompt_tokens, r.usage.prompt_tokens)
+        # Alternatives that are parts of a character keep distinct keys (OpenAI's "bytes:\xNN" form),
+        # not one U+FFFD key each overwriting the last.
+        st, e = self.s.http("POST", "/v1/completions", {"prompt": "\U0001F600\U0001F603\U0001F604\U0001F601",
+                                                         "max_tokens": 6, "temperature": 0, "logprobs": 3})
+        self.assertEqual(st, 200, e)
+        for m in e["choices"][0]["logprobs"]["top_logprobs"]:
+            self.assertEqual(len(m), 3, m)
+            self.assertFalse(any("\ufffd" in k for k in m), m)
         for bad in ([10 ** 9], [-1], [1, "a"], [[1], [2]]):
             st, e = self.s.http("POST", "/v1/completions", {"prompt": bad, "max_tokens": 2})
             self.assertEqual((st, e["error"]["param"]), (400, "prompt"), bad)
