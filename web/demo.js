@@ -153,6 +153,6 @@ ui.reset.addEventListener('click', async () => {
   status('New conversation.');
 });
 if (!('gpu' in navigator)) status('[no_webgpu] This browser has no WebGPU (navigator.gpu is missing).', true);
-// ?model=URL loads that model at once (e.g. http://127.0.0.1:8080/?model=/models/x.gguf).
+// ?model=URL loads that model at once (e.g. http://127.0.0.1:8000/?model=/models/x.gguf).
 const preset = new URLSearchParams(location.search).get('model');
 if (preset) demo.load(preset).catch(() => {});

@@ -3,7 +3,7 @@
 //   /          web/ (page, JS API, worker)
 //   /build/    the WebAssembly engine (default build-wasm/web, `make web`)
 //   /models/   GGUF files of the model cache (default $WGLLM_CACHE/models = ~/.cache/wgllm/models)
-// Usage: node web/serve.mjs [--port 8080] [--host 127.0.0.1] [--wasm-dir DIR] [--models-dir DIR]
+// Usage: node web/serve.mjs [--port 8000] [--host 127.0.0.1] [--wasm-dir DIR] [--models-dir DIR]
 // Also importable: startServer({port, wasmDir, modelsDir}) -> {url, close()} (tests).
 import { createServer } from 'node:http';
 import { createReadStream, statSync } from 'node:fs';
@@ -21,7 +21,7 @@ function safeJoin(root, rel) {
   return p === root || p.startsWith(root + sep) ? p : null;
 }
 
-export function startServer({ port = 8080, host = '127.0.0.1', wasmDir, modelsDir, quiet = false } = {}) {
+export function startServer({ port = 8000, host = '127.0.0.1', wasmDir, modelsDir, quiet = false } = {}) {
   wasmDir = resolve(wasmDir || join(WEB, '..', 'build-wasm', 'web'));
   modelsDir = resolve(modelsDir || join(process.env.WGLLM_CACHE || join(homedir(), '.cache', 'wgllm'), 'models'));
   const roots = [['/build/', wasmDir], ['/models/', modelsDir], ['/', WEB]];

@@ -121,25 +121,28 @@ std::string closest_model_name(const std::string& word, const std::vector<Regist
   return "";
 }
 
+std::string installed_or_error(const RegistryModel& m, const std::string& cache) {
+  uint64_t found = 0;
+  switch (install_state(m, cache, &found)) {
+    case Installed::Yes:
+      break;
+    case Installed::WrongSize:
+      throw Error(fmt::format("model '{}' is not installed: {} has {} bytes, expected {} (an interrupted copy?); run `wgllm pull {}`",
+                              m.name, installed_path(m, cache), found, m.size, m.name));
+    case Installed::No:
+      throw Error(fmt::format("model '{}' is not installed: run `wgllm pull {}` ({}, into {})", m.name, m.name, mib(m.size),
+                              installed_path(m, cache)));
+  }
+  return installed_path(m, cache);
+}
+
 std::string resolve_model(const std::string& value, const std::string& registry, const std::string& cache) {
   std::error_code ec;
   if (value.empty()) throw Error("an empty model path");
   if (fs::exists(fs::path(value), ec)) return value;
   const std::vector<RegistryModel> models = load_registry(registry);
-  for (const auto& m : models) {
-    if (m.name != value) continue;
-    uint64_t found = 0;
-    switch (install_state(m, cache, &found)) {
-      case Installed::Yes:
-        return installed_path(m, cache);
-      case Installed::WrongSize:
-        throw Error(fmt::format("model '{}' is not installed: {} has {} bytes, expected {} (an interrupted copy?); run `wgllm pull {}`",
-                                value, installed_path(m, cache), found, m.size, value));
-      case Installed::No:
-        throw Error(fmt::format("model '{}' is not installed: run `wgllm pull {}` ({}, into {})", value, value,
-                                mib(m.size), installed_path(m, cache)));
-    }
-  }
+  for (const auto& m : models)
+    if (m.name == value) return installed_or_error(m, cache);
   const std::string near = closest_model_name(value, models);
   throw Error(fmt::format("'{}': no such file, directory or model name (expected a GGUF file, a model directory or a "
                           "name from `wgllm models`){}",

@@ -44,6 +44,9 @@ std::string installed_path(const RegistryModel& m, const std::string& cache);
 /// Install state from the file's presence and size (not its sha256: `wgllm pull` verifies that).
 enum class Installed { No, Yes, WrongSize };
 Installed install_state(const RegistryModel& m, const std::string& cache, uint64_t* size_found = nullptr);
+/// installed_path(m, cache) when m is installed; else throws wgllm::Error saying what is missing
+/// (no file, or an incomplete one) and the `wgllm pull` command that installs it.
+std::string installed_or_error(const RegistryModel& m, const std::string& cache);
 
 /// The model path an -m value stands for. An existing file or directory is taken as is (so a
 /// local folder named like a registry model wins); otherwise the value is a registry name, and

@@ -30,12 +30,14 @@ void add_switch(CLI::App& app, SwitchKind kind, const char* flag, T& v, int64_t 
   const std::string f = std::string("--") + flag, nf = std::string("--no-") + flag;
   if constexpr (std::is_same_v<T, bool>) {
     // Two callbacks rather than CLI11's "--f,!--no-f", whose help reads "--f,--no-f{false}" for a
-    // switch that is on by default (the help text states the default).
-    app.add_flag_callback(f, [&v] { v = true; }, help);
-    app.add_flag_callback(nf, [&v] { v = false; }, std::string("turns off ") + f);
+    // switch that is on by default (the help text states the default). trigger_on_parse: each runs
+    // when its flag is read, so the last of `--f --no-f` wins (else CLI11 runs them in the order
+    // they were defined).
+    app.add_flag_callback(f, [&v] { v = true; }, help)->trigger_on_parse();
+    app.add_flag_callback(nf, [&v] { v = false; }, std::string("turns off ") + f)->trigger_on_parse();
   } else if constexpr (std::is_same_v<T, uint8_t>) {
-    app.add_flag_callback(f, [&v] { v = 1; }, help);
-    app.add_flag_callback(nf, [&v] { v = 0; }, std::string("turns off ") + f);
+    app.add_flag_callback(f, [&v] { v = 1; }, help)->trigger_on_parse();
+    app.add_flag_callback(nf, [&v] { v = 0; }, std::string("turns off ") + f)->trigger_on_parse();
   } else {
     if (kind == SwitchKind::Pow2)
       app.add_option(f, v, help)->transform(zero_or_power_of_two(uint32_t(lo), uint32_t(hi)));
@@ -58,14 +60,15 @@ void add_common(CLI::App& app, CommonOptions& o, GenFlags gen) {
       ->capture_default_str();
   if (gen != GenFlags::None) {
     const bool server = gen == GenFlags::Server;
-    app.add_option("-n,--max-tokens", o.gen.max_new_tokens,
-                   server ? "default max_tokens of a request that sets none (without -n: up to the end of the context)"
-                          : "maximum new tokens (0: prefill only)")
-        ->transform(integer(server ? 1 : 0, kMaxTokens))
-        ->capture_default_str();
+    CLI::Option* n = app.add_option("-n,--max-tokens", o.gen.max_new_tokens,
+                                     server ? "default max_tokens of a request that sets none (without -n: up to the end of the context)"
+                                            : "maximum new tokens (0: prefill only)")
+                         ->transform(integer(server ? 1 : 0, kMaxTokens));
+    if (!server) n->capture_default_str();
+    // A server's default temperature is one a request may ask for: OpenAI's range [0, 2].
     app.add_option("--temp", o.gen.sampler.temperature,
                    server ? "default temperature of a request that sets none (0 = greedy)" : "temperature (0 = greedy)")
-        ->check(real(0, 1e6))
+        ->check(real(0, server ? 2 : 1e6))
         ->capture_default_str();
     app.add_option("--top-k", o.gen.sampler.top_k, "top-k (0 = off)")->transform(integer(0, UINT32_MAX))->capture_default_str();
     app.add_option("--top-p", o.gen.sampler.top_p, "top-p (1 = off)")
@@ -169,9 +172,9 @@ Loaded load_text(const CommonOptions& o) {
     } catch (const Error&) {
     }
     for (const auto& m : reg)
-      if (installed_path(m, cache_dir()) == path) path = resolve_model(m.name, registry_path(), cache_dir());
+      if (m.is_default) path = installed_or_error(m, cache_dir());
     if (!std::filesystem::exists(path))
-      throw Error("default model not found at " + path + ": run `wgllm pull smollm2-135m` (or `make setup`), or pass -m");
+      throw Error("default model not found at " + path + ": run `make setup`, or pass -m");
   }
   l.src = ModelSource::open(path);
   if (l.src->is_gguf()) {
@@ -193,16 +196,22 @@ Loaded load(const CommonOptions& o, bool batched) {
   // Progress on a terminal only (logs and pipes stay clean): loading is quick, the warm-up's
   // pipeline compiles take ~10 s on a software adapter.
   const bool tty = isatty(STDERR_FILENO) != 0;
-  if (tty) fmt::print(stderr, "[wgllm] loading {} ...", std::filesystem::path(l.src->path).filename().string());
-  l.model = create_model(*l.src, model_options(o));
   // Every id the tokenizer produces must have an embedding row, and every row an id to print. A GGUF
   // has as many tokens as rows (llama.cpp refuses a file whose token_embd.weight has other than
-  // n_tokens rows); a Hugging Face vocabulary may be padded past tokenizer.json's tokens.
-  const size_t n_tok = l.tok->vocab_size(), n_rows = l.model->config().vocab;
-  if (n_tok > n_rows || (l.src->is_gguf() && n_tok != n_rows))
-    throw Error(fmt::format("{}: the tokenizer has {} tokens but the model's vocabulary (token embedding rows) is {}: "
-                            "the file is inconsistent",
-                            l.src->path, n_tok, n_rows));
+  // n_tokens rows; checked before the weights load); a Hugging Face vocabulary may be padded past
+  // tokenizer.json's tokens.
+  auto check_vocab = [&](uint64_t n_rows, bool exact) {
+    const size_t n_tok = l.tok->vocab_size();
+    if (n_tok > n_rows || (exact && n_tok != n_rows))
+      throw Error(fmt::format("{}: the tokenizer has {} tokens but the model's vocabulary (token embedding rows) is {}: "
+                              "the file is inconsistent",
+                              l.src->path, n_tok, n_rows));
+  };
+  if (l.src->is_gguf())
+    if (const GgufTensor* e = l.src->gguf->find("token_embd.weight"); e && e->shape.size() >= 2) check_vocab(e->shape[1], true);
+  if (tty) fmt::print(stderr, "[wgllm] loading {} ...", std::filesystem::path(l.src->path).filename().string());
+  l.model = create_model(*l.src, model_options(o));
+  check_vocab(l.model->config().vocab, l.src->is_gguf());
   if (tty)
     fmt::print(stderr, " {:.1f} s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   for (const auto& n : l.model->inactive_switches()) fmt::print(stderr, "[wgllm] note: {}\n", n);

@@ -40,7 +40,7 @@ std::function<int()> add_perplexity(CLI::App& app) {
   auto s = std::make_shared<State>();
   auto* cmd = app.add_subcommand("perplexity", "perplexity of a text file under the model (llama-perplexity's method)");
   add_common(*cmd, s->o, GenFlags::None);
-  cmd->get_option("--context")->description("tokens per chunk, n_ctx (llama-perplexity -c; default 512 here)");
+  cmd->get_option("--context")->description("tokens per chunk, n_ctx (llama-perplexity -c; default 512 here)")->default_str("512");
   cmd->add_option("-f,--file", s->file, "text file (UTF-8)")->required()->check(CLI::ExistingFile);
   cmd->add_option("--ctx-size,--ctx", s->ctx_size, "same as -c (llama.cpp's long name)")
       ->transform(integer(4, kMaxTokens))

@@ -4,10 +4,10 @@
 // `invalid_request_error` naming the field (`param`); unknown fields are ignored; features the
 // engine does not have (n > 1, tools, images, json response formats, best_of, suffix) are refused
 // with a 400 that says so, never silently dropped. Sampling: temperature [0, 2], top_p (0, 1],
-// top_k >= 0 (extension), min_p [0, 1] (extension), presence/frequency penalties [-2, 2], seed
-// (absent: a random one), stop (a string or up to 4, 1..1024 bytes each), max_tokens / max_completion_tokens >= 1
-// (absent: up to the end of the context), logprobs + top_logprobs 0..20 (completions: logprobs
-// 0..5), ignore_eos (extension, as llama.cpp's server).
+// top_k >= 0 (extension), min_p [0, 1] (extension), presence/frequency penalties [-2, 2], seed,
+// stop (a string or up to 4, 1..1024 bytes each), max_tokens / max_completion_tokens >= 1, logprobs + top_logprobs 0..20 (completions: logprobs
+// 0..5), ignore_eos (extension, as llama.cpp's server). A field left out takes the server's default
+// (RequestDefaults below: OpenAI's, or `wgllm serve`'s flags).
 #pragma once
 #include <cstdint>
 #include <optional>

@@ -12,7 +12,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <ctime>
 #include <map>
 #include <thread>
@@ -562,16 +564,21 @@ void check_listen_address(const std::string& host, int port) {
   if (getaddrinfo(host.c_str(), service.c_str(), &hints, &res) != 0 || !res)
     throw Error(fmt::format("cannot listen on {}:{} (not an address of this machine)", host, port));
   bool ok = false;
+  int err = 0;
   for (addrinfo* a = res; a && !ok; a = a->ai_next) {
     const int fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
     if (fd < 0) continue;
-    int yes = 1;
+    int yes = 1, no = 0;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    if (a->ai_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &no, sizeof(no));  // as cpp-httplib's socket
     ok = bind(fd, a->ai_addr, a->ai_addrlen) == 0;
+    if (!ok) err = errno;
     close(fd);
   }
   freeaddrinfo(res);
-  if (!ok) throw Error(fmt::format("cannot listen on {}:{} (in use, or not an address of this machine)", host, port));
+  if (!ok)
+    throw Error(fmt::format("cannot listen on {}:{} ({}; in use, or not an address of this machine)", host, port,
+                            std::strerror(err)));
 }
 
 void block_shutdown_signals() {

@@ -49,13 +49,12 @@ struct ServerOptions {
 void check_listen_address(const std::string& host, int port);
 
 /// Blocks SIGINT and SIGTERM in the calling thread, and so in every thread it starts later, so that
-/// serve()'s signal thread alone takes them (sigwait). Call it before anything starts threads
+/// only a thread waiting for them takes them (LoadSignalWatch's during the load, then serve()'s
+/// sigwait). Call it before anything starts threads
 /// (loading a WebGPU model does): a thread that does not block them would let the default action
 /// end the process at once instead of the clean shutdown.
 void block_shutdown_signals();
 
-/// Serves until SIGINT or SIGTERM; returns 0 then. Throws wgllm::Error if the address cannot be
-/// bound. Calls block_shutdown_signals().
 /// While it exists (the model's load, after block_shutdown_signals()), SIGINT and SIGTERM end the
 /// process at once with a message (exit 128 + signal): without it, a signal sent during a load of
 /// minutes would wait, blocked, until serve() starts. A signal arriving after its destruction stays
@@ -72,6 +71,8 @@ class LoadSignalWatch {
   std::thread thread_;
 };
 
+/// Serves until SIGINT or SIGTERM; returns 0 then. Throws wgllm::Error if the address cannot be
+/// bound. Calls block_shutdown_signals().
 int serve(Model& model, const Tokenizer& tok, const ChatTemplate* tmpl, const ServerOptions& opt);
 
 }  // namespace wgllm::server

@@ -473,8 +473,14 @@ class Limits(unittest.TestCase):
                                      str(s.port), "--no-warmup"], capture_output=True, text=True, timeout=180)
             self.assertNotEqual(second.returncode, 0, "a second server bound a port another one listens on")
             self.assertIn("cannot listen", second.stderr)
-            # Found before the model loads: no warm-up or load lines before the error.
-            self.assertNotIn("loading", second.stderr)
+            # Found before the model loads: with a model file that cannot load, the port is what is named.
+            bad = os.path.join(ARGS.tmp, "not_a_model.gguf")
+            with open(bad, "wb") as fh:
+                fh.write(b"GGUF" + b"\xff" * 60)
+            third = subprocess.run([ARGS.wgllm, "serve", "-m", bad, "--backend", ARGS.backend, "--port", str(s.port),
+                                    "--no-warmup"], capture_output=True, text=True, timeout=180)
+            self.assertEqual(third.returncode, 1, third.stderr)
+            self.assertIn("cannot listen", third.stderr)
             self.assertEqual(s.http("GET", "/health")[0], 200)
         finally:
             self.assertEqual(s.stop(), 0)
