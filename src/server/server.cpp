@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -498,7 +499,11 @@ void Server::routes() {
 
 int Server::run() {
   routes();
-  const size_t threads = opt_.scheduler.slots + opt_.scheduler.max_queue + 8;
+  // cpp-httplib serves a connection on one worker from accept to close, so idle or slow connections
+  // (headers sent a byte at a time) hold workers: beyond the slots and queue, room for many such
+  // connections before /health stops answering (threads cost address space, not memory, while
+  // they wait). A reverse proxy in front (README) is the fix for untrusted clients.
+  const size_t threads = std::max<size_t>(256, opt_.scheduler.slots + opt_.scheduler.max_queue + 8);
   http_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   http_.set_payload_max_length(opt_.max_body_bytes);
   http_.set_read_timeout(30, 0);
