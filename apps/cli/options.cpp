@@ -211,7 +211,7 @@ Loaded load(const CommonOptions& o, bool batched) {
     if (const GgufTensor* e = l.src->gguf->find("token_embd.weight"); e && e->shape.size() >= 2) check_vocab(e->shape[1], true);
   if (tty) fmt::print(stderr, "[wgllm] loading {} ...", std::filesystem::path(l.src->path).filename().string());
   l.model = create_model(*l.src, model_options(o));
-  check_vocab(l.model->config().vocab, l.src->is_gguf());
+  if (!l.src->is_gguf()) check_vocab(l.model->config().vocab, false);  // a GGUF was checked above
   if (tty)
     fmt::print(stderr, " {:.1f} s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   for (const auto& n : l.model->inactive_switches()) fmt::print(stderr, "[wgllm] note: {}\n", n);

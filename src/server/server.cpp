@@ -140,6 +140,23 @@ bool peer_closed(int fd) {
   return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
 }
 
+// SIGINT and SIGTERM: the signals that stop the server (blocked in every thread, taken by sigwait).
+sigset_t shutdown_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  return set;
+}
+
+// The listening socket's options. cpp-httplib's defaults set SO_REUSEPORT, which lets a second
+// server bind a port another one listens on (the two then split the connections): only SO_REUSEADDR
+// here, so a busy port fails to bind (a port in TIME_WAIT still binds).
+void set_listen_options(int fd) {
+  int yes = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+}
+
 json bytes_of(const std::string& s) {
   json b = json::array();
   for (unsigned char c : s) b.push_back(int(c));
@@ -513,13 +530,7 @@ int Server::run() {
   // busy cores once took > 2 s) saw the connection closed unanswered. An idle keep-alive connection
   // holds a worker this long; stop() shuts the connections down instead of waiting for them.
   http_.set_keep_alive_timeout(kKeepAliveSeconds);
-  // cpp-httplib's default socket options set SO_REUSEPORT, which lets a second server bind a port
-  // another one listens on (the two then split the connections): only SO_REUSEADDR here, so a busy
-  // port fails to bind (a port in TIME_WAIT still binds).
-  http_.set_socket_options([](socket_t sock) {
-    int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  });
+  http_.set_socket_options([](socket_t sock) { set_listen_options(sock); });
   int port = opt_.port;
   if (port == 0) {
     port = http_.bind_to_any_port(opt_.host);
@@ -531,10 +542,7 @@ int Server::run() {
   // SIGINT / SIGTERM are blocked in every thread (see serve()) and taken here by sigwait.
   std::atomic<bool> exiting{false};
   std::thread sig([&] {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
+    const sigset_t set = shutdown_signals();
     int s = 0;
     sigwait(&set, &s);
     if (exiting) return;
@@ -558,7 +566,7 @@ int Server::run() {
 void check_listen_address(const std::string& host, int port) {
   if (port == 0) return;  // any free port: nothing to check
   // Plain sockets, not cpp-httplib: its bind_to_port also starts listening and keeps the socket
-  // until its server runs. Same options as serve()'s socket (SO_REUSEADDR only), so this fails
+  // until its server runs. Same options as serve()'s socket (set_listen_options), so this fails
   // exactly where that bind would.
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -573,8 +581,8 @@ void check_listen_address(const std::string& host, int port) {
   for (addrinfo* a = res; a && !ok; a = a->ai_next) {
     const int fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
     if (fd < 0) continue;
-    int yes = 1, no = 0;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    int no = 0;
+    set_listen_options(fd);
     if (a->ai_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &no, sizeof(no));  // as cpp-httplib's socket
     ok = bind(fd, a->ai_addr, a->ai_addrlen) == 0;
     if (!ok) err = errno;
@@ -587,19 +595,13 @@ void check_listen_address(const std::string& host, int port) {
 }
 
 void block_shutdown_signals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
+  const sigset_t set = shutdown_signals();
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
 LoadSignalWatch::LoadSignalWatch() {
   thread_ = std::thread([this] {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
+    const sigset_t set = shutdown_signals();
     const timespec tick{0, 100 * 1000 * 1000};
     while (!done_) {
       const int sig = sigtimedwait(&set, nullptr, &tick);
