@@ -17,6 +17,9 @@
 #     ~/.cache/wgllm/models/gemma-3-270m-q4_k_m.gguf --extra ~/.cache/wgllm/text/package/moby-dick/data/data.txt=moby.txt
 #   then every planned call, back to back: `bash tools/device/recipes/real_models.sh` (stores; the call that
 #   completes the models measures); afterwards `tools/device/lean_tree.sh off`.
+# STAGE=peers (a call after the one that measured): the real files against llama.cpp CUDA, and issue 11's multi-turn
+#   figure on the device (see the block below); stage with `pack.py ... --llamacpp` so that the CUDA build runs during
+#   the storing calls.
 # Output: $OUT/results.tgz (FAILED.txt for steps the budget skipped, run_<m>.txt, chat_<m>.txt, ppl_slice_<m>.json/.log, ppl_all_<m>.json/.log, gpu.txt,
 # this recipe).
 set -u
@@ -29,7 +32,48 @@ for m in ${REAL_MODELS:-qwen25-1.5b gemma3-270m}; do
   [ -n "${FILE[$m]:-}" ] || { el "no real model named $m (known: ${!FILE[*]})"; exit 1; }
   [ -f $W/models/${FILE[$m]} ] && ready+=($m)
 done
+wg_start_llamacpp_cuda  # when the sdist was carried (pack.py --llamacpp): built during the storing calls, for STAGE=peers
 el "models arrived: ${ready[*]:-none}; text: $([ -f $W/moby.txt ] && echo yes || echo no); wgllm: $([ -x $B ] && echo yes || echo no)"
+if [ "${STAGE:-main}" = peers ]; then
+  # The real files against llama.cpp CUDA (built from the same 0.3.36 sdist, tools/peers/peer_llamacpp.sh's
+  # llama-bench), same GPU, same call: `bench ab` TTFT and decode at 512 (+128) and 4096 (+64), 2 interleaved
+  # rounds; `bench --traffic` (decode as a fraction of copy bandwidth, dispatches per step); then issue 11's
+  # multi-turn on the H200 (`bench multi-turn --turns 30`, 3 runs, SmolLM2's shape written here from its header:
+  # synthetic weights, the speed is real). Order: Qwen2.5-1.5B, multi-turn, gemma-3-270m.
+  (( ${#ready[@]} > 0 )) && [ -x $B ] || { el "no model or wgllm here"; exit 1; }
+  BUDGET_S=${BUDGET_S:-540}
+  wg_results
+  wg_gpu_check | tee $R/gpu.txt
+  cp tools/device/recipes/real_models.sh $R/recipe_real_models.sh
+  cuda=1
+  wg_wait_llamacpp 240 || { fail "llama.cpp CUDA build not done or failed: $(tail -2 $W/lcpp.log 2>/dev/null | tr '\n' ' ')"; cuda=0; }
+  peers() {  # MODEL
+    local F=$W/models/${FILE[$1]} pg
+    wg_step 90 $B bench -m $F --prompt-lengths 512 --gen 128 --reps 2 --traffic --json $R/traffic_$1.json --md $R/traffic_$1.md \
+      > $R/traffic_$1.txt 2>&1 || fail "traffic $1"
+    grep -E "dispatches per decode step|copy bandwidth" $R/traffic_$1.txt | head -3
+    [ $cuda = 1 ] || return 0
+    for pg in "512 128" "4096 64"; do
+      set -- $1 $pg
+      wg_step 200 $B bench ab --a "bench -m $F --prompt-lengths $2 --gen $3 --reps 1" \
+        --b-cmd "bash tools/peers/peer_llamacpp.sh $LB_CUDA $F $2 $3" --metric ttft_ms,decode_tok_s \
+        --rounds ${ROUNDS:-2} --json $R/vs_llamacpp_cuda_$1_p$2.json > $R/vs_llamacpp_cuda_$1_p$2.txt 2>&1 \
+        || fail "vs llama.cpp CUDA $1 p$2"
+      el "$1 p$2: $(grep -E "B/A" $R/vs_llamacpp_cuda_$1_p$2.txt | tr '\n' ' ')"
+    done
+  }
+  [[ " ${ready[*]} " == *" qwen25-1.5b "* ]] && peers qwen25-1.5b
+  if wg_synth smollm2; then
+    for k in 1 2 3; do
+      wg_step 100 $B bench multi-turn -m ${WG_SYNTH[smollm2]} --turns 30 --json $R/multiturn_smollm2_r$k.json \
+        > $R/multiturn_smollm2_r$k.txt 2>&1 || fail "multi-turn r$k"
+      tail -1 $R/multiturn_smollm2_r$k.txt
+    done
+  else fail "synthetic SmolLM2 file"; fi
+  [[ " ${ready[*]} " == *" gemma3-270m "* ]] && peers gemma3-270m
+  el done
+  exit 0
+fi
 [ ${#ready[@]} = ${REAL_COUNT:-2} ] && [ -f $W/moby.txt ] && [ -x $B ] || exit 0
 # Every step runs under a timeout sized to what is left of BUDGET_S (540 s of the call's 600 here) and is
 # skipped when under 30 s are left (wg_step), so that the EXIT trap always packs the results within the call.
