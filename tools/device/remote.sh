@@ -74,6 +74,20 @@ wg_synth_begin() {
   echo "synthetic weights (tools/synth/write_gguf.py --seed 1): the text is noise, the speed is real" > $R/LABEL.txt
   wg_synth "$@" 2> >(tee -a $R/write_errors.txt >&2) || { fail "synthetic files $*"; exit 1; }
 }
+# The prebuilt Vulkan llama-bench (tools/peers/build_llamacpp_vulkan.sh: .carry/llama-vk.tar.xz.partNN) may
+# arrive in several calls: unpacked into $W/llama-vk once the parts form a whole xz stream. Sets LB_VK
+# (its llama-bench; absent until then) and puts its libgomp on LD_LIBRARY_PATH.
+LB_VK=$W/llama-vk/llama-bench
+wg_llamacpp_vk() {
+  mkdir -p $W/vkparts
+  for p in .carry/llama-vk.tar.xz.part*; do [ -f "$p" ] && cp "$p" $W/vkparts/; done
+  if ls $W/vkparts/llama-vk.tar.xz.part* > /dev/null 2>&1 && [ ! -x $LB_VK ]; then
+    if cat $(ls $W/vkparts/llama-vk.tar.xz.part* | sort) | xz -t 2>/dev/null; then
+      cat $(ls $W/vkparts/llama-vk.tar.xz.part* | sort) | xz -d | tar x -C $W && echo "[remote] llama.cpp Vulkan llama-bench unpacked"
+    else echo "[remote] llama.cpp Vulkan parts: $(ls $W/vkparts | wc -l) so far, not yet a whole archive"; fi
+  fi
+  export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$W/llama-vk
+}
 # Starts the llama.cpp CUDA build from the carried sdist in the background, once per warm machine
 # ($W/lcpp.log ends with "BUILD_DONE <rc>"; llama-bench ~5.5 min on 16 cores; a call waits for it to
 # end before it returns). Arguments: the targets (default llama-bench; llama-server also configures

@@ -33,44 +33,57 @@ for m in ${REAL_MODELS:-qwen25-1.5b gemma3-270m}; do
   [ -f $W/models/${FILE[$m]} ] && ready+=($m)
 done
 wg_start_llamacpp_cuda  # when the sdist was carried (pack.py --llamacpp): built during the storing calls, for STAGE=peers
+wg_llamacpp_vk          # when tools/peers/build_llamacpp_vulkan.sh's parts were carried
 el "models arrived: ${ready[*]:-none}; text: $([ -f $W/moby.txt ] && echo yes || echo no); wgllm: $([ -x $B ] && echo yes || echo no)"
 if [ "${STAGE:-main}" = peers ]; then
-  # The real files against llama.cpp CUDA (built from the same 0.3.36 sdist, tools/peers/peer_llamacpp.sh's
-  # llama-bench), same GPU, same call: `bench ab` TTFT and decode at 512 (+128) and 4096 (+64), 2 interleaved
-  # rounds; `bench --traffic` (decode as a fraction of copy bandwidth, dispatches per step); then issue 11's
-  # multi-turn on the H200 (`bench multi-turn --turns 30`, 3 runs, SmolLM2's shape written here from its header:
-  # synthetic weights, the speed is real). Order: Qwen2.5-1.5B, multi-turn, gemma-3-270m.
-  (( ${#ready[@]} > 0 )) && [ -x $B ] || { el "no model or wgllm here"; exit 1; }
+  # The real files against llama.cpp CUDA (built here from the same 0.3.36 sdist) and Vulkan (carried, built
+  # from it), tools/peers/peer_llamacpp.sh's llama-bench, same GPU, same call: `bench ab` TTFT and decode at
+  # 512 (+128) and 4096 (+64), ROUNDS (2) interleaved rounds; `bench --traffic` (decode as a fraction of copy
+  # bandwidth, dispatches per step); then issue 11's multi-turn (`bench multi-turn --turns 30`, 3 runs, SmolLM2's
+  # shape written here from its header: synthetic weights, the speed is real). Order: Qwen2.5-1.5B, multi-turn,
+  # gemma-3-270m. Without the real Qwen2.5 file, its synthetic twin from the carried header (labelled).
+  [ -x $B ] || { el "no wgllm here"; exit 1; }
   BUDGET_S=${BUDGET_S:-540}
   wg_results
   wg_gpu_check | tee $R/gpu.txt
   cp tools/device/recipes/real_models.sh $R/recipe_real_models.sh
-  cuda=1
-  wg_wait_llamacpp 240 || { fail "llama.cpp CUDA build not done or failed: $(tail -2 $W/lcpp.log 2>/dev/null | tr '\n' ' ')"; cuda=0; }
-  peers() {  # MODEL
-    local F=$W/models/${FILE[$1]} pg
-    wg_step 90 $B bench -m $F --prompt-lengths 512 --gen 128 --reps 2 --traffic --json $R/traffic_$1.json --md $R/traffic_$1.md \
-      > $R/traffic_$1.txt 2>&1 || fail "traffic $1"
-    grep -E "dispatches per decode step|copy bandwidth" $R/traffic_$1.txt | head -3
-    [ $cuda = 1 ] || return 0
-    for pg in "512 128" "4096 64"; do
-      set -- $1 $pg
-      wg_step 200 $B bench ab --a "bench -m $F --prompt-lengths $2 --gen $3 --reps 1" \
-        --b-cmd "bash tools/peers/peer_llamacpp.sh $LB_CUDA $F $2 $3" --metric ttft_ms,decode_tok_s \
-        --rounds ${ROUNDS:-2} --json $R/vs_llamacpp_cuda_$1_p$2.json > $R/vs_llamacpp_cuda_$1_p$2.txt 2>&1 \
-        || fail "vs llama.cpp CUDA $1 p$2"
-      el "$1 p$2: $(grep -E "B/A" $R/vs_llamacpp_cuda_$1_p$2.txt | tr '\n' ' ')"
+  declare -A LB=()
+  [ -x $LB_VK ] && LB[vulkan]=$LB_VK
+  if [ -f $W/lcpp.log ]; then
+    if wg_wait_llamacpp 240; then LB[cuda]=$LB_CUDA
+    else fail "llama.cpp CUDA build not done or failed: $(tail -2 $W/lcpp.log | tr '\n' ' ')"; fi
+  fi
+  el "peers: ${!LB[*]}"
+  peers() {  # NAME FILE
+    local n=$1 F=$2 pg p
+    wg_step 90 $B bench -m $F --prompt-lengths 512 --gen 128 --reps 2 --traffic --json $R/traffic_$n.json --md $R/traffic_$n.md \
+      > $R/traffic_$n.txt 2>&1 || fail "traffic $n"
+    grep -E "dispatches per decode step|copy bandwidth" $R/traffic_$n.txt | head -3
+    for p in cuda vulkan; do
+      [ -n "${LB[$p]:-}" ] || continue
+      for pg in "512 128" "4096 64"; do
+        set -- $pg
+        wg_step 200 $B bench ab --a "bench -m $F --prompt-lengths $1 --gen $2 --reps 1" \
+          --b-cmd "bash tools/peers/peer_llamacpp.sh ${LB[$p]} $F $1 $2" --metric ttft_ms,decode_tok_s \
+          --rounds ${ROUNDS:-2} --json $R/vs_llamacpp_${p}_${n}_p$1.json > $R/vs_llamacpp_${p}_${n}_p$1.txt 2>&1 \
+          || fail "vs llama.cpp $p $n p$1"
+        el "$n vs $p p$1: $(grep -E "B/A" $R/vs_llamacpp_${p}_${n}_p$1.txt | tr '\n' ' ')"
+      done
     done
   }
-  [[ " ${ready[*]} " == *" qwen25-1.5b "* ]] && peers qwen25-1.5b
+  if [[ " ${ready[*]} " == *" qwen25-1.5b "* ]]; then peers qwen25-1.5b $W/models/${FILE[qwen25-1.5b]}
+  elif wg_synth qwen25-1.5b; then
+    echo "qwen25-1.5b-synthetic: synthetic weights (tools/synth/write_gguf.py --header, --seed 1): the text is noise, the speed is real" >> $R/LABEL.txt
+    peers qwen25-1.5b-synthetic ${WG_SYNTH[qwen25-1.5b]}
+  fi
   if wg_synth smollm2; then
     for k in 1 2 3; do
       wg_step 100 $B bench multi-turn -m ${WG_SYNTH[smollm2]} --turns 30 --json $R/multiturn_smollm2_r$k.json \
         > $R/multiturn_smollm2_r$k.txt 2>&1 || fail "multi-turn r$k"
-      tail -1 $R/multiturn_smollm2_r$k.txt
+      grep -h ttft_last_over_turn2 $R/multiturn_smollm2_r$k.txt
     done
   else fail "synthetic SmolLM2 file"; fi
-  [[ " ${ready[*]} " == *" gemma3-270m "* ]] && peers gemma3-270m
+  [[ " ${ready[*]} " == *" gemma3-270m "* ]] && peers gemma3-270m $W/models/${FILE[gemma3-270m]}
   el done
   exit 0
 fi

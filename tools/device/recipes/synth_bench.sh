@@ -37,16 +37,7 @@ source tools/device/remote.sh
 T0=$(date +%s)  # for el (remote.sh)
 mkdir -p $W/synth
 [ -d .carry/synth ] && cp .carry/synth/* $W/synth/
-# The prebuilt Vulkan llama-bench may arrive in several calls: unpacked once the parts form a whole xz stream.
-mkdir -p $W/vkparts
-for p in .carry/llama-vk.tar.xz.part*; do [ -f "$p" ] && cp "$p" $W/vkparts/; done
-if ls $W/vkparts/llama-vk.tar.xz.part* > /dev/null 2>&1 && [ ! -x $W/llama-vk/llama-bench ]; then
-  if cat $(ls $W/vkparts/llama-vk.tar.xz.part* | sort) | xz -t 2>/dev/null; then
-    cat $(ls $W/vkparts/llama-vk.tar.xz.part* | sort) | xz -d | tar x -C $W && el "llama.cpp Vulkan llama-bench unpacked"
-  else el "llama.cpp Vulkan parts: $(ls $W/vkparts | wc -l) so far, not yet a whole archive"; fi
-fi
-LB_VK=$W/llama-vk/llama-bench
-export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$W/llama-vk  # its libgomp
+wg_llamacpp_vk
 wg_start_llamacpp_cuda
 [ "$stage" = store ] && { $B devices 2>&1 | head -3; exit 0; }
 [ "$stage" = measure ] || [ "$stage" = write ] || { echo "FAIL: stage must be store, write or measure"; exit 1; }
