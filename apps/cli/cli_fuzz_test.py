@@ -188,6 +188,8 @@ def pinned_cases(e):
         Case(["bench", "ab", "--metric", "t", "--rounds", "1"], "bench ab --rounds 1", {usage}, "--rounds"),
         Case(["bench", "synthetic", "--work", "inf"], "bench synthetic --work inf", {usage}, "--work"),
         Case(["bench", "multi-turn", "--turns", "0"], "bench multi-turn --turns 0", {usage}, "--turns"),
+        Case(["run", "-p", "x", "--fuse-norm=maybe"], "--switch=VALUE not a truth value (was an uncaught exception "
+             "once flag functions took values)", {usage}, "--fuse-norm: maybe not in"),
         Case(["frobnicate"], "unknown command", {usage}, "unknown command 'frobnicate'.*commands: run, chat"),
         Case(["bnech"], "misspelt command", {usage}, "did you mean 'bench'"),
         Case(["bench", "atention"], "misspelt bench command", {usage}, "did you mean 'attention'"),
@@ -201,6 +203,14 @@ def pinned_cases(e):
         # bench ab reads the last line: every prompt length's figures are there (ttft_ms_p<P>).
         Case(["bench"] + tiny + ["--prompt-lengths", "4,6", "--allow-busy", "--gen", "2", "--reps", "1"],
              "bench, two prompt lengths: per-length keys", {0}, None, r'"ttft_ms_p6":[0-9.e+-]+', loads=True),
+        # On/off switches read a value: `--f=false` turns an on-by-default switch off, `--no-f=false` on, and
+        # the last of `--f --no-f` wins (bench's non_product_flags lists the switches off their defaults).
+        Case(bench + ["--gen", "2", "--reps", "1", "--fuse-norm=false", "--shader-checks=on", "--json", "/dev/stdout"],
+             "--f=false / --f=on set the switch (was a silent no-op)", {0}, None,
+             r'"non_product_flags": \[\s*"--backend cpu",\s*"--shader-checks",\s*"--no-fuse-norm"\s*\]', loads=True),
+        Case(bench + ["--gen", "2", "--reps", "1", "--no-fuse-norm=false", "--no-shader-checks", "--shader-checks",
+                      "--json", "/dev/stdout"], "--no-f=false is --f; the last of --no-f --f wins", {0}, None,
+             r'"non_product_flags": \[\s*"--backend cpu",\s*"--shader-checks"\s*\]', loads=True),
         Case(["tokenize", "-m", e.gguf, "-p", ""], "tokenize an empty text", {0}, None, r"\[", loads=True),
         Case(["run"] + tiny + ["-f", e.empty, "--raw", "-n", "2"], "empty prompt file, raw", {0, 1}, None, None,
              loads=True),

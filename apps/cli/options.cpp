@@ -28,16 +28,20 @@ template <class T>
 void add_switch(CLI::App& app, SwitchKind kind, const char* flag, T& v, int64_t lo, int64_t hi, const char* help) {
   if (!*flag) return;  // no CLI flag
   const std::string f = std::string("--") + flag, nf = std::string("--no-") + flag;
-  if constexpr (std::is_same_v<T, bool>) {
-    // Two callbacks rather than CLI11's "--f,!--no-f", whose help reads "--f,--no-f{false}" for a
+  if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, uint8_t>) {
+    // Two flag functions rather than CLI11's "--f,!--no-f", whose help reads "--f,--no-f{false}" for a
     // switch that is on by default (the help text states the default). trigger_on_parse: each runs
-    // when its flag is read, so the last of `--f --no-f` wins (else CLI11 runs them in the order
-    // they were defined).
-    app.add_flag_callback(f, [&v] { v = true; }, help)->trigger_on_parse();
-    app.add_flag_callback(nf, [&v] { v = false; }, std::string("turns off ") + f)->trigger_on_parse();
-  } else if constexpr (std::is_same_v<T, uint8_t>) {
-    app.add_flag_callback(f, [&v] { v = 1; }, help)->trigger_on_parse();
-    app.add_flag_callback(nf, [&v] { v = 0; }, std::string("turns off ") + f)->trigger_on_parse();
+    // when its flag is read, so the last of `--f --no-f` wins (else CLI11 runs them in the order they
+    // were defined). A flag function gets CLI11's count, negative for a false value, so `--f=false`
+    // turns the switch off and `--no-f=false` on (a flag callback would not run for them at all).
+    // The values CLI11 reads as true or false, checked first: CLI11 2.3 ends the process on any other
+    // (`--f=bad`: an uncaught std::invalid_argument from its conversion) instead of a parse error.
+    CLI::Validator truth = CLI::IsMember({"true", "false", "on", "off", "yes", "no", "1", "0"}, CLI::ignore_case);
+    truth.description("");  // the help stays "--f": the values are for scripts, not advertised
+    app.add_flag_function(f, [&v](int64_t c) { v = T(c > 0); }, help)->trigger_on_parse()->check(truth);
+    app.add_flag_function(nf, [&v](int64_t c) { v = T(c <= 0); }, std::string("turns off ") + f)
+        ->trigger_on_parse()
+        ->check(truth);
   } else {
     if (kind == SwitchKind::Pow2)
       app.add_option(f, v, help)->transform(zero_or_power_of_two(uint32_t(lo), uint32_t(hi)));
