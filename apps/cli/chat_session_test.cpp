@@ -184,6 +184,23 @@ TEST(ChatLoop, EveryFailingCommandIsOneErrorLineAndTheChatGoesOn) {
   EXPECT_EQ(c.s.messages()[2].content, "again");
 }
 
+TEST(ChatLoop, TemplateRefusalIsNamedAndTheConversationKept) {
+  // A template's raise_exception (as real templates do for roles they do not support) is one error line
+  // naming the template, and the refused message leaves the conversation as it was.
+  ChatTemplate refusing{
+      "{% for m in messages %}{% if m.content == 'no' %}{{ raise_exception('no thanks') }}{% endif %}"
+      "<{{ m.role }}>{{ m.content }}{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}"};
+  Session s(*fx().model, *fx().tok, &refusing, SessionOptions{});
+  std::ostringstream out, log;
+  ChatLoop loop(s, *fx().tok, gen(2), "cpu", out, log, [] { return false; });
+  Script in{"hi", "no", "again"};
+  EXPECT_EQ(loop.run(in), 0);
+  EXPECT_NE(log.str().find("error: the chat template refused the conversation: no thanks"), std::string::npos) << log.str();
+  ASSERT_EQ(s.n_turns(), 2u);
+  EXPECT_EQ(s.messages()[0].content, "hi");
+  EXPECT_EQ(s.messages()[2].content, "again");
+}
+
 TEST(ChatLoop, EditWithoutTextReadsTheNextMessage) {
   Chat c;
   EXPECT_EQ(c.run({"one", "two", "/edit 1", "\"\"\"", "first,", "edited", "\"\"\""}), 0);

@@ -42,7 +42,11 @@ void Session::set_system(const std::string& text) {
 
 std::string Session::render(bool add_generation_prompt) const {
   if (!tmpl_) throw Error("this model has no chat template: sessions need one");
-  return tmpl_->apply(msgs_, add_generation_prompt, opt_.template_context);
+  try {
+    return tmpl_->apply(msgs_, add_generation_prompt, opt_.template_context);
+  } catch (const Error& e) {  // e.g. a template's raise_exception('...'): its own text, named as the template's
+    throw Error(std::string("the chat template refused the conversation: ") + e.what());
+  }
 }
 
 void Session::check_fits(size_t n) const {
