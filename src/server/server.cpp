@@ -430,18 +430,32 @@ void Server::routes() {
     methods_[path] = "POST";
   };
   http_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    // Answered before the body is read (here and for the API key below): close the connection, or the
+    // unread body would be parsed as the next request (and hold the worker until the read timeout).
+    const auto refuse = [this, &res](const ApiError& e) {
+      answer_error(res, e);
+      res.set_header("Connection", "close");
+      return httplib::Server::HandlerResponse::Handled;
+    };
+    // A Content-Length that is not a decimal number, or over the body limit, is refused at once:
+    // cpp-httplib 0.11 reads a negative or huge one as a length to wait for, and answered 413 only
+    // after the 30 s read timeout (a non-number it read as 0).
+    if (req.has_header("Content-Length")) {
+      const std::string cl = req.get_header_value("Content-Length");
+      if (cl.empty() || cl.find_first_not_of("0123456789") != std::string::npos)
+        return refuse(ApiError(400, fmt::format("malformed Content-Length '{}': a decimal byte count", escape_nul(cl))));
+      if (cl.size() > 19 || std::stoull(cl) > opt_.max_body_bytes)
+        return refuse(ApiError(413, fmt::format("the request body is too large ({} bytes, at most {})", cl,
+                                                opt_.max_body_bytes)));
+    }
     if (opt_.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
     const std::string auth = req.get_header_value("Authorization");
     // The scheme name is case-insensitive (RFC 7235 section 2.1), the key is not.
     if (auth.size() == 7 + opt_.api_key.size() && strncasecmp(auth.c_str(), "Bearer ", 7) == 0 &&
         auth.compare(7, std::string::npos, opt_.api_key) == 0)
       return httplib::Server::HandlerResponse::Unhandled;
-    answer_error(res, ApiError(401, auth.empty() ? "missing API key (send 'Authorization: Bearer KEY')" : "incorrect API key",
-                               "", "invalid_api_key"));
-    // Answered before the body was read: close the connection, or the unread body would be
-    // parsed as the next request (and hold the worker until the read timeout).
-    res.set_header("Connection", "close");
-    return httplib::Server::HandlerResponse::Handled;
+    return refuse(ApiError(401, auth.empty() ? "missing API key (send 'Authorization: Bearer KEY')" : "incorrect API key",
+                           "", "invalid_api_key"));
   });
   http_.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;  // our own error bodies

@@ -392,6 +392,29 @@ class Api(unittest.TestCase):
         with self.assertRaises(openai.NotFoundError):
             self.c.models.retrieve("no-such-model")
 
+    def test_bad_content_length_is_answered_at_once(self):
+        """A Content-Length that is not a decimal number (400) or is over the body limit (413) is answered before
+        any body is read, and the connection closed: cpp-httplib waited for a negative or huge one until its
+        30 s read timeout, and read 'abc' as 0."""
+        for cl, status, words in (("-5", 400, "malformed Content-Length"), ("abc", 400, "malformed Content-Length"),
+                                  ("99999999999999", 413, "too large"), ("18446744073709551617", 413, "too large")):
+            sock = socket.create_connection(("127.0.0.1", self.s.port), timeout=10)  # the old wait was 30 s
+            try:
+                sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: " + cl.encode() + b"\r\n\r\n{}")
+                data = b""
+                while True:  # until the server closes the connection
+                    chunk = sock.recv(65536)
+                    if not chunk:
+                        break
+                    data += chunk
+            finally:
+                sock.close()
+            head, _, body = data.partition(b"\r\n\r\n")
+            self.assertTrue(head.startswith(b"HTTP/1.1 %d" % status), (cl, head[:60]))
+            self.assertIn(words, json.loads(body)["error"]["message"], cl)
+        self.assertEqual(self.s.http("GET", "/health")[0], 200)
+
     def test_garbage_never_crashes(self):
         rng = random.Random(5)
         paths = ["/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize"]
