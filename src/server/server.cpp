@@ -430,8 +430,9 @@ void Server::routes() {
     methods_[path] = "POST";
   };
   http_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    // Answered before the body is read (here and for the API key below): close the connection, or the
-    // unread body would be parsed as the next request (and hold the worker until the read timeout).
+    // Answered before the body is read (here and for the API key below): the client is told to close the
+    // connection (cpp-httplib 0.11 keeps it open until its keep-alive timeout and would read an unsent or
+    // unread body as the next request, which then fails).
     const auto refuse = [this, &res](const ApiError& e) {
       answer_error(res, e);
       res.set_header("Connection", "close");
@@ -469,9 +470,13 @@ void Server::routes() {
         msg = fmt::format("{} takes {}, not {}", req.path, m->second, req.method);
       }
     }
-    if (res.status == 413)
-      msg = fmt::format("the request body is too large (at most {} bytes; bodies without 'Content-Type: "
-                        "application/json' are taken as forms, limited to 8192 bytes)", opt_.max_body_bytes);
+    if (res.status == 413) {
+      msg = fmt::format("the request body is too large (at most {} bytes)", opt_.max_body_bytes);
+      // cpp-httplib reads a form-typed body (curl -d's default type) as a form, up to 8192 bytes.
+      if (req.get_header_value("Content-Type").rfind("application/x-www-form-urlencoded", 0) == 0)
+        msg = "a body of type application/x-www-form-urlencoded (curl -d's default) is read as a form, at most 8192 "
+              "bytes: send 'Content-Type: application/json'";
+    }
     if (res.status >= 400 && res.status < 500) ++metrics_.http_errors_4xx;
     const ApiError e(res.status, msg);
     res.set_content(dump(error_body(e)), "application/json");
