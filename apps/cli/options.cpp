@@ -34,8 +34,9 @@ void add_switch(CLI::App& app, SwitchKind kind, const char* flag, T& v, int64_t 
     // when its flag is read, so the last of `--f --no-f` wins (else CLI11 runs them in the order they
     // were defined). A flag function gets CLI11's count, negative for a false value, so `--f=false`
     // turns the switch off and `--no-f=false` on (a flag callback would not run for them at all).
-    // The values CLI11 reads as true or false, checked first: CLI11 2.3 ends the process on any other
-    // (`--f=bad`: an uncaught std::invalid_argument from its conversion) instead of a parse error.
+    // The values CLI11 reads as true or false, checked first: CLI11 2.1 ends the process on any other
+    // (`--f=bad`: an uncaught std::invalid_argument from its conversion) instead of a parse error. The
+    // browser's switch strings take the same values (models/switches.cpp apply_switch_args).
     CLI::Validator truth = CLI::IsMember({"true", "false", "on", "off", "yes", "no", "1", "0"}, CLI::ignore_case);
     truth.description("");  // the help stays "--f": the values are for scripts, not advertised
     app.add_flag_function(f, [&v](int64_t c) { v = T(c > 0); }, help)->trigger_on_parse()->check(truth);

@@ -223,13 +223,15 @@ void apply_switch_args(ModelOptions& o, std::string_view args) {
     }
     const bool on_off = s->kind == SwitchKind::Bool || s->kind == SwitchKind::Tri;
     if (on_off) {
-      int64_t v = off ? 0 : 1;
-      if (has_inline) {  // --FLAG=true / --FLAG=0 (CLI11's flag values); not with --no-FLAG
-        const auto x = parse_switch_value(inline_value);
-        if (off || !x || (*x != 0 && *x != 1)) throw Error(fmt::format("switch {}: want on/off, true/false, 1 or 0", t));
-        v = *x;
+      bool on = true;
+      if (has_inline) {  // --FLAG=VALUE: the truth values the CLI takes (apps/cli/options.cpp add_switch)
+        std::string lower(inline_value);
+        for (char& c : lower) c = char(std::tolower(static_cast<unsigned char>(c)));
+        if (lower == "false" || lower == "off" || lower == "no" || lower == "0") on = false;
+        else if (lower != "true" && lower != "on" && lower != "yes" && lower != "1")
+          throw Error(fmt::format("switch {}: want true/false, on/off, yes/no, 1 or 0", t));
       }
-      s->set(o, v);
+      s->set(o, on != off);  // --no-FLAG=false is --FLAG
       continue;
     }
     if (off) throw Error(fmt::format("switch {}: a numeric switch; give --{} N", t, s->flag));

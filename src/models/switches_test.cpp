@@ -120,6 +120,14 @@ TEST(Switches, ApplyArgsTakesTheCliSpellingOfEverySwitch) {
   EXPECT_TRUE(o.kernels.fuse_norm);
   EXPECT_TRUE(o.kernels.fuse_silu);
   EXPECT_EQ(o.kernels.attention_decode_gqa, 0);
+  // The truth values the CLI takes, in any case; --no-FLAG=false is --FLAG.
+  apply_switch_args(o, "--fuse-norm=OFF --no-fuse-silu=false --attn-decode-gqa=Yes");
+  EXPECT_FALSE(o.kernels.fuse_norm);
+  EXPECT_TRUE(o.kernels.fuse_silu);
+  EXPECT_EQ(o.kernels.attention_decode_gqa, 1);
+  apply_switch_args(o, "--no-fuse-norm=no --no-fuse-silu=1");
+  EXPECT_TRUE(o.kernels.fuse_norm);
+  EXPECT_FALSE(o.kernels.fuse_silu);
   apply_switch_args(o, "");  // nothing
   auto fails = [](const std::string& args, const std::string& says) {
     ModelOptions x;
@@ -139,8 +147,8 @@ TEST(Switches, ApplyArgsTakesTheCliSpellingOfEverySwitch) {
   fails("--no-attn-decode-key-lanes", "a numeric switch");
   fails("--no-", "unknown flag");  // (switches without a CLI flag are not reachable by flag)
   fails("--", "unknown flag");
-  fails("--fuse-norm=2", "want on/off");
-  fails("--no-fuse-norm=1", "want on/off");
+  fails("--fuse-norm=2", "want true/false");
+  fails("--fuse-norm=maybe", "want true/false");
   fails("--submit-chunk 4294967295", "outside [0, 4096]");  // the adapter-default sentinel: not a CLI value
   fails("--attn-decode-key-lanes=", "not an integer");
   fails("fuse_norm", "want FIELD=VALUE");

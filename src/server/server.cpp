@@ -210,6 +210,7 @@ class Server {
  private:
   void routes();
   void answer_error(httplib::Response& res, const ApiError& e);
+  std::optional<ApiError> early_error(const httplib::Request& req) const;
   void generate(const httplib::Request& req, httplib::Response& res, bool chat);
   json usage(const Job& j) const;
 
@@ -232,6 +233,38 @@ void Server::answer_error(httplib::Response& res, const ApiError& e) {
   if (e.status >= 400 && e.status < 500) ++metrics_.http_errors_4xx;
   if (e.status == 429) res.set_header("Retry-After", "1");
   res.set_content(dump(error_body(e)), "application/json");
+}
+
+// What is refused from a request's headers alone, before its body is read:
+//  - a body framed other than by one Content-Length (RFC 9112 section 6): cpp-httplib 0.11 reads a chunked
+//    body without the body limit and, with neither header, reads a POST's body until the client closes: 411;
+//  - a Content-Length that is not a decimal number (it read 'abc' as 0), or several that differ: 400;
+//  - one over the body limit: 413 at once (it waited for a negative or huge one until the 30 s read timeout);
+//  - a missing or wrong API key (except /health): 401.
+std::optional<ApiError> Server::early_error(const httplib::Request& req) const {
+  if (req.has_header("Transfer-Encoding"))
+    return ApiError(411, "request bodies are taken with a Content-Length only (no Transfer-Encoding)");
+  if (req.has_header("Content-Length")) {
+    const std::string cl = req.get_header_value("Content-Length");
+    for (size_t i = 1; i < req.get_header_value_count("Content-Length"); ++i)
+      if (req.get_header_value("Content-Length", i) != cl) return ApiError(400, "differing Content-Length headers");
+    if (cl.empty() || cl.find_first_not_of("0123456789") != std::string::npos)
+      return ApiError(400, fmt::format("malformed Content-Length '{}': a decimal byte count", escape_nul(cl)));
+    const size_t nz = std::min(cl.find_first_not_of('0'), cl.size());  // leading zeros are allowed
+    if (cl.size() - nz > 19 || std::stoull(cl) > opt_.max_body_bytes)
+      return ApiError(413, fmt::format("the request body is too large ({} bytes, at most {})", cl.substr(nz),
+                                       opt_.max_body_bytes));
+  } else if (req.method == "POST") {
+    return ApiError(411, "a POST needs a Content-Length");
+  }
+  if (opt_.api_key.empty() || req.path == "/health") return std::nullopt;
+  const std::string auth = req.get_header_value("Authorization");
+  // The scheme name is case-insensitive (RFC 7235 section 2.1), the key is not.
+  if (auth.size() == 7 + opt_.api_key.size() && strncasecmp(auth.c_str(), "Bearer ", 7) == 0 &&
+      auth.compare(7, std::string::npos, opt_.api_key) == 0)
+    return std::nullopt;
+  return ApiError(401, auth.empty() ? "missing API key (send 'Authorization: Bearer KEY')" : "incorrect API key", "",
+                  "invalid_api_key");
 }
 
 json Server::usage(const Job& j) const {
@@ -429,34 +462,24 @@ void Server::routes() {
     http_.Post(path, guarded(h));
     methods_[path] = "POST";
   };
+  // Refusals before the body is read (early_error): answered with 'Connection: close', which tells the client
+  // to close the connection (cpp-httplib 0.11 itself keeps it open until its keep-alive timeout, and would
+  // read an unread body as the next request, which then fails).
   http_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    // Answered before the body is read (here and for the API key below): the client is told to close the
-    // connection (cpp-httplib 0.11 keeps it open until its keep-alive timeout and would read an unsent or
-    // unread body as the next request, which then fails).
-    const auto refuse = [this, &res](const ApiError& e) {
-      answer_error(res, e);
-      res.set_header("Connection", "close");
-      return httplib::Server::HandlerResponse::Handled;
-    };
-    // A Content-Length that is not a decimal number, or over the body limit, is refused at once:
-    // cpp-httplib 0.11 reads a negative or huge one as a length to wait for, and answered 413 only
-    // after the 30 s read timeout (a non-number it read as 0).
-    if (req.has_header("Content-Length")) {
-      const std::string cl = req.get_header_value("Content-Length");
-      if (cl.empty() || cl.find_first_not_of("0123456789") != std::string::npos)
-        return refuse(ApiError(400, fmt::format("malformed Content-Length '{}': a decimal byte count", escape_nul(cl))));
-      if (cl.size() > 19 || std::stoull(cl) > opt_.max_body_bytes)
-        return refuse(ApiError(413, fmt::format("the request body is too large ({} bytes, at most {})", cl,
-                                                opt_.max_body_bytes)));
-    }
-    if (opt_.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
-    const std::string auth = req.get_header_value("Authorization");
-    // The scheme name is case-insensitive (RFC 7235 section 2.1), the key is not.
-    if (auth.size() == 7 + opt_.api_key.size() && strncasecmp(auth.c_str(), "Bearer ", 7) == 0 &&
-        auth.compare(7, std::string::npos, opt_.api_key) == 0)
-      return httplib::Server::HandlerResponse::Unhandled;
-    return refuse(ApiError(401, auth.empty() ? "missing API key (send 'Authorization: Bearer KEY')" : "incorrect API key",
-                           "", "invalid_api_key"));
+    const auto e = early_error(req);
+    if (!e) return httplib::Server::HandlerResponse::Unhandled;
+    answer_error(res, *e);
+    res.set_header("Connection", "close");
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  // 'Expect: 100-continue' (curl sends it for bodies over 1 MB): the same checks decide before the client
+  // sends its body (cpp-httplib's default answers 100 to every such request).
+  http_.set_expect_100_continue_handler([this](const httplib::Request& req, httplib::Response& res) {
+    const auto e = early_error(req);
+    if (!e) return 100;
+    answer_error(res, *e);
+    res.set_header("Connection", "close");
+    return e->status;
   });
   http_.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;  // our own error bodies

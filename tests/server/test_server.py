@@ -393,27 +393,38 @@ class Api(unittest.TestCase):
             self.c.models.retrieve("no-such-model")
 
     def test_bad_content_length_is_answered_at_once(self):
-        """A Content-Length that is not a decimal number (400) or is over the body limit (413) is answered before
-        any body is read, with 'Connection: close': cpp-httplib waited for a negative or huge one until its 30 s
-        read timeout, and read 'abc' as 0."""
-        for cl, status, words in (("-5", 400, "malformed Content-Length"), ("abc", 400, "malformed Content-Length"),
-                                  ("99999999999999", 413, "too large"), ("18446744073709551617", 413, "too large")):
+        """A body not framed by one decimal Content-Length within the body limit is refused from the headers,
+        before any body is read, with 'Connection: close' (also under 'Expect: 100-continue', instead of the
+        100): cpp-httplib waited for a negative or huge length until its 30 s read timeout, read 'abc' as 0, a
+        chunked body past the body limit and, with no length at all, a POST's body until the client closed."""
+        post = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        cases = [(b"Content-Length: -5\r\n", 400, "malformed Content-Length"),
+                 (b"Content-Length: abc\r\n", 400, "malformed Content-Length"),
+                 (b"Content-Length: +2\r\n", 400, "malformed Content-Length"),
+                 (b"Content-Length: 2\r\nContent-Length: 3\r\n", 400, "differing Content-Length"),
+                 (b"Content-Length: 99999999999999\r\n", 413, "too large"),
+                 (b"Content-Length: 18446744073709551617\r\n", 413, "too large"),
+                 (b"Content-Length: 99999999\r\nExpect: 100-continue\r\n", 413, "too large"),
+                 (b"Transfer-Encoding: chunked\r\n", 411, "Content-Length only"),
+                 (b"", 411, "needs a Content-Length"),
+                 (b"Content-Length: 0000000000000000000000002\r\n", 400, "'prompt' is required")]  # leading zeros: fine
+        for headers, status, words in cases:
             sock = socket.create_connection(("127.0.0.1", self.s.port), timeout=10)  # the old wait was 30 s
             try:
-                sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                             b"Content-Length: " + cl.encode() + b"\r\n\r\n{}")
+                sock.sendall(post + headers + b"\r\n" + (b"" if b"Expect" in headers else b"{}"))
                 data = b""
                 while b"\r\n\r\n" not in data or len(data.partition(b"\r\n\r\n")[2]) < int(
                         re.search(rb"Content-Length: (\d+)", data, re.I).group(1)):
                     chunk = sock.recv(65536)
-                    self.assertTrue(chunk, (cl, data))
+                    self.assertTrue(chunk, (headers, data))
                     data += chunk
             finally:
                 sock.close()
             head, _, body = data.partition(b"\r\n\r\n")
-            self.assertTrue(head.startswith(b"HTTP/1.1 %d" % status), (cl, head[:60]))
-            self.assertIn(b"Connection: close", head)
-            self.assertIn(words, json.loads(body)["error"]["message"], cl)
+            self.assertTrue(head.startswith(b"HTTP/1.1 %d" % status), (headers, head[:60]))
+            self.assertIn(words, json.loads(body)["error"]["message"], headers)
+            if "prompt" not in words:  # refused from the headers
+                self.assertIn(b"Connection: close", head, headers)
         # A form-typed body (curl -d's default) is read as a form, 8 KiB at most: the 413 says what to send;
         # another type is read as JSON.
         big = json.dumps({"prompt": "hi " * 4000, "max_tokens": 1}).encode()

@@ -110,14 +110,16 @@ wg_start_llamacpp_cuda() {
 }
 # Waits for that build until it ends or the call has run $1 seconds (from the recipe's T0, else from
 # now; default 500). A failed build (cc1plus has crashed here beside GPU work) is resumed once, in the
-# foreground. Returns 0 once the last build ended well.
+# foreground, within the same limit. Returns 0 once the last build ended well.
 wg_wait_llamacpp() {
   local limit=${1:-500} t0=${T0:-$(date +%s)}
   while ! grep -q BUILD_DONE $W/lcpp.log 2>/dev/null && [ $(( $(date +%s) - t0 )) -lt $limit ]; do sleep 5; done
   grep BUILD_DONE $W/lcpp.log 2>/dev/null | tail -1 | grep -q "BUILD_DONE 0" && return 0
   grep -q BUILD_DONE $W/lcpp.log 2>/dev/null || return 1
-  echo "[remote] llama.cpp build failed: $(grep -m3 -i error $W/lcpp.log | tr '\n' ' '); resuming it" >&2
-  (cd $W/lcpp/llama.cpp && cmake --build build -j 16 --target $(cat $W/lcpp.targets 2>/dev/null || echo llama-bench) \
+  local left=$(( limit - ($(date +%s) - t0) ))
+  (( left > 30 )) || { echo "[remote] llama.cpp build failed; no time left to resume it" >&2; return 1; }
+  echo "[remote] llama.cpp build failed: $(grep -m3 -i error $W/lcpp.log | tr '\n' ' '); resuming it (at most ${left} s)" >&2
+  (cd $W/lcpp/llama.cpp && timeout $left cmake --build build -j 16 --target $(cat $W/lcpp.targets 2>/dev/null || echo llama-bench) \
      >> $W/lcpp.log 2>&1; echo "BUILD_DONE $?" >> $W/lcpp.log)
   grep BUILD_DONE $W/lcpp.log | tail -1 | grep -q "BUILD_DONE 0"
 }

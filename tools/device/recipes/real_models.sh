@@ -13,8 +13,13 @@
 #     (issue 13: a 300k-token corpus on the device)
 # Staging (here, repo root, after `make build`):
 #   tools/device/lean_tree.sh on     # the tree without results / fixtures: ~60 MiB of slices a call
-#   python3 tools/device/pack.py --lean --bin wgllm --gl --model ~/.cache/wgllm/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf \
-#     ~/.cache/wgllm/models/gemma-3-270m-q4_k_m.gguf --extra ~/.cache/wgllm/text/package/moby-dick/data/data.txt=moby.txt
+#   mkdir -p /tmp/synth && python3 tools/synth/gguf_header.py ~/.cache/wgllm/models/SmolLM2-135M-Instruct.Q4_1.gguf /tmp/synth/smollm2.hdr.gz
+#   python3 tools/synth/gguf_header.py ~/.cache/wgllm/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf /tmp/synth/qwen25-coder-1.5b.hdr.gz
+#   tools/peers/build_llamacpp_vulkan.sh     # optional: the Vulkan peer for STAGE=peers (.carry/llama-vk.tar.xz.partNN)
+#   python3 tools/device/pack.py --lean --bin wgllm --gl --llamacpp --model ~/.cache/wgllm/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf \
+#     ~/.cache/wgllm/models/gemma-3-270m-q4_k_m.gguf --extra ~/.cache/wgllm/text/package/moby-dick/data/data.txt=moby.txt /tmp/synth=synth
+#   (with the Vulkan peer: add .carry/llama-vk.tar.xz.part00 to the carry list of a call with room, or of the STAGE=peers call)
+#   (the headers: STAGE=peers' synthetic SmolLM2 for multi-turn and the Qwen2.5 twin when the real file is missing)
 #   then every planned call, back to back: `bash tools/device/recipes/real_models.sh` (stores; the call that
 #   completes the models measures); afterwards `tools/device/lean_tree.sh off`.
 # STAGE=peers (a call after the one that measured): the real files against llama.cpp CUDA, and issue 11's multi-turn
@@ -73,10 +78,11 @@ if [ "${STAGE:-main}" = peers ]; then
   }
   if [[ " ${ready[*]} " == *" qwen25-1.5b "* ]]; then peers qwen25-1.5b $W/models/${FILE[qwen25-1.5b]}
   elif wg_synth qwen25-1.5b; then
-    echo "qwen25-1.5b-synthetic: synthetic weights (tools/synth/write_gguf.py --header, --seed 1): the text is noise, the speed is real" >> $R/LABEL.txt
+    echo "qwen25-1.5b-synthetic: synthetic weights (tools/synth/write_gguf.py ${WG_SYNTH_SRC[qwen25-1.5b]} --seed 1): the text is noise, the speed is real" >> $R/LABEL.txt
     peers qwen25-1.5b-synthetic ${WG_SYNTH[qwen25-1.5b]}
-  fi
+  else fail "qwen25-1.5b: neither the real file nor a synthetic one (carry .carry/synth)"; fi
   if wg_synth smollm2; then
+    echo "multiturn_smollm2_*: synthetic weights (tools/synth/write_gguf.py ${WG_SYNTH_SRC[smollm2]} --seed 1): the text is noise, the speed is real" >> $R/LABEL.txt
     for k in 1 2 3; do
       wg_step 100 $B bench multi-turn -m ${WG_SYNTH[smollm2]} --turns 30 --json $R/multiturn_smollm2_r$k.json \
         > $R/multiturn_smollm2_r$k.txt 2>&1 || fail "multi-turn r$k"
