@@ -54,8 +54,9 @@ const SwitchInfo* find_switch(std::string_view field, SwitchScope scope);
 void apply_switch_setting(ModelOptions& o, std::string_view spec);
 /// Sets kernel- and model-level switches of `o` from their CLI spelling, as the native CLI takes
 /// them: "--attn-decode-key-lanes 1 --no-fuse-norm" (whitespace-separated; "--FLAG" / "--no-FLAG"
-/// / "--FLAG=VALUE" / "--no-FLAG=VALUE" for on/off switches, VALUE true|false|on|off|yes|no|1|0 in any case, "--FLAG N" or "--FLAG=N" for numeric ones, N in
-/// the flag's range as the CLI checks it; FIELD=VALUE tokens as apply_switch_setting).
+/// / "--FLAG=VALUE" / "--no-FLAG=VALUE" for on/off switches, VALUE true|false|on|off|yes|no|1|0 in
+/// any case; "--FLAG N" or "--FLAG=N" for numeric ones, N in the flag's range as the CLI checks it;
+/// FIELD=VALUE tokens as apply_switch_setting).
 /// For builds without the CLI (the browser engine's CreateEngine option `switches`). Throws
 /// wgllm::Error on an unknown flag, a missing or out-of-range value, or an App/Session/Web switch.
 void apply_switch_args(ModelOptions& o, std::string_view args);
