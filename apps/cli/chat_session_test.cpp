@@ -189,13 +189,17 @@ TEST(ChatLoop, TemplateRefusalIsNamedAndTheConversationKept) {
   // naming the template, and the refused message leaves the conversation as it was.
   ChatTemplate refusing{
       "{% for m in messages %}{% if m.content == 'no' %}{{ raise_exception('no thanks') }}{% endif %}"
+      "{% if m.content == 'boom' %}{{ 1 / 0 }}{% endif %}"
       "<{{ m.role }}>{{ m.content }}{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}"};
   Session s(*fx().model, *fx().tok, &refusing, SessionOptions{});
   std::ostringstream out, log;
   ChatLoop loop(s, *fx().tok, gen(2), "cpu", out, log, [] { return false; });
-  Script in{"hi", "no", "again"};
+  Script in{"hi", "no", "boom", "again"};
   EXPECT_EQ(loop.run(in), 0);
   EXPECT_NE(log.str().find("error: the chat template refused the conversation: no thanks"), std::string::npos) << log.str();
+  // A template that fails (not a refusal) is reported as its error, not as a refusal.
+  EXPECT_NE(log.str().find("error: chat template error at"), std::string::npos) << log.str();
+  EXPECT_EQ(log.str().find("refused the conversation: chat template error"), std::string::npos) << log.str();
   ASSERT_EQ(s.n_turns(), 2u);
   EXPECT_EQ(s.messages()[0].content, "hi");
   EXPECT_EQ(s.messages()[2].content, "again");

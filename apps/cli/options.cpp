@@ -10,6 +10,7 @@
 #include <fmt/core.h>
 #include <unistd.h>
 
+#include "chat/jinja_value.h"  // TemplateRaise
 #include "core/error.h"
 #include "model_registry.h"
 #include "models/switches.h"
@@ -160,7 +161,7 @@ std::string Loaded::render(const std::vector<ChatMessage>& msgs, bool add_genera
   if (!chat) throw Error(src->path + ": the model has no chat template; use --raw");
   try {
     return chat->apply(msgs, add_generation_prompt);
-  } catch (const Error& e) {  // e.g. a template's raise_exception('...'), whose text is the template's own
+  } catch (const jinja::TemplateRaise& e) {  // a template's raise_exception('...'), whose text is the template's own
     throw Error(src->path + ": the model's chat template refused the conversation: " + e.what());
   }
 }

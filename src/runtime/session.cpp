@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "chat/jinja_value.h"  // TemplateRaise
 #include "tokenizer/tokenizer.h"
 
 namespace wgllm {
@@ -44,7 +45,7 @@ std::string Session::render(bool add_generation_prompt) const {
   if (!tmpl_) throw Error("this model has no chat template: sessions need one");
   try {
     return tmpl_->apply(msgs_, add_generation_prompt, opt_.template_context);
-  } catch (const Error& e) {  // e.g. a template's raise_exception('...'): its own text, named as the template's
+  } catch (const jinja::TemplateRaise& e) {  // raise_exception('...'): its own text, named as the template's
     throw Error(std::string("the chat template refused the conversation: ") + e.what());
   }
 }

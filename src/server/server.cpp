@@ -23,6 +23,7 @@
 #include <fmt/core.h>
 
 #include "chat/chat_template.h"
+#include "chat/jinja_value.h"  // TemplateRaise
 #include "core/error.h"
 #include "models/model.h"
 #include "server/api.h"
@@ -283,8 +284,10 @@ void Server::generate(const httplib::Request& req, httplib::Response& res, bool 
     if (!tmpl_) throw ApiError(400, "this model has no chat template; use /v1/completions", "messages");
     try {
       text = tmpl_->apply(r.messages, true);
-    } catch (const std::exception& e) {
+    } catch (const jinja::TemplateRaise& e) {  // raise_exception('...'): the template's own text
       throw ApiError(400, fmt::format("the chat template refused the messages: {}", e.what()), "messages");
+    } catch (const std::exception& e) {  // "chat template error at LINE:COL: ..."
+      throw ApiError(400, fmt::format("the messages could not be rendered: {}", e.what()), "messages");
     }
   }
   auto job = std::make_shared<Job>();
