@@ -468,21 +468,21 @@ void Server::routes() {
   // Refusals before the body is read (early_error): answered with 'Connection: close', which tells the client
   // to close the connection (cpp-httplib 0.11 itself keeps it open until its keep-alive timeout, and would
   // read an unread body as the next request, which then fails).
-  http_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+  const auto refuse_early = [this](const httplib::Request& req, httplib::Response& res) {
     const auto e = early_error(req);
-    if (!e) return httplib::Server::HandlerResponse::Unhandled;
-    answer_error(res, *e);
-    res.set_header("Connection", "close");
-    return httplib::Server::HandlerResponse::Handled;
+    if (e) {
+      answer_error(res, *e);
+      res.set_header("Connection", "close");
+    }
+    return e.has_value();
+  };
+  http_.set_pre_routing_handler([refuse_early](const httplib::Request& req, httplib::Response& res) {
+    return refuse_early(req, res) ? httplib::Server::HandlerResponse::Handled : httplib::Server::HandlerResponse::Unhandled;
   });
   // 'Expect: 100-continue' (curl sends it for bodies over 1 MB): the same checks decide before the client
   // sends its body (cpp-httplib's default answers 100 to every such request).
-  http_.set_expect_100_continue_handler([this](const httplib::Request& req, httplib::Response& res) {
-    const auto e = early_error(req);
-    if (!e) return 100;
-    answer_error(res, *e);
-    res.set_header("Connection", "close");
-    return e->status;
+  http_.set_expect_100_continue_handler([refuse_early](const httplib::Request& req, httplib::Response& res) {
+    return refuse_early(req, res) ? res.status : 100;
   });
   http_.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;  // our own error bodies
